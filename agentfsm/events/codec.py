@@ -1,0 +1,120 @@
+"""Reading and writing events: JSON text or dicts in, validated models out, and back.
+
+Errors name the input line, the run and sequence when they can be read, and every field
+problem in a sentence, so a person can fix a producer from the message alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentfsm.events.models import EVENT_ADAPTER, EVENT_CLASSES, Event
+from agentfsm.fsm.errors import EventFormatError
+
+__all__ = [
+    "dump_event",
+    "event_json_schema",
+    "event_to_dict",
+    "make_event",
+    "parse_event",
+    "read_events",
+]
+
+_KNOWN = ", ".join(f"'{t}'" for t in sorted(EVENT_CLASSES))
+
+
+def parse_event(data: str | bytes | Mapping[str, Any], *, line: int | None = None) -> Event:
+    """Validate one event from a JSON line (text or bytes) or a dict.
+
+    Raises:
+        EventFormatError: naming the line, run and sequence where known, and each problem.
+    """
+    try:
+        if isinstance(data, str | bytes):
+            return EVENT_ADAPTER.validate_json(data)
+        return EVENT_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        raise _format_error(data, exc, line) from None
+
+
+def make_event(type: str, /, **fields: Any) -> Event:
+    """Build and validate one event from keyword fields: `make_event("handoff", ...)`."""
+    return parse_event({"type": type, **fields})
+
+
+def dump_event(event: Event) -> str:
+    """One compact JSON line; absent optional fields are left out, so it round-trips."""
+    return event.model_dump_json(exclude_none=True)
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """The event as a JSON-able dict, as `dump_event` would write it."""
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def read_events(lines: Iterable[str | bytes]) -> Iterator[tuple[int, Event]]:
+    """Parse JSON Lines lazily, yielding `(line_number, event)`; blank lines are skipped.
+
+    Raises:
+        EventFormatError: at the first line that is not a valid event, naming that line.
+    """
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        yield number, parse_event(raw, line=number)
+
+
+def event_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the event union, for producers in other languages."""
+    schema = EVENT_ADAPTER.json_schema()
+    schema["title"] = "agentfsm event"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def _format_error(
+    data: str | bytes | Mapping[str, Any], exc: ValidationError, line: int | None
+) -> EventFormatError:
+    raw: Any = data
+    if isinstance(data, str | bytes):
+        try:
+            raw = json.loads(data)
+        except ValueError as json_exc:
+            return EventFormatError([f"not JSON ({json_exc})"], line=line)
+    if not isinstance(raw, Mapping):
+        return EventFormatError([f"expected a JSON object, got {type(raw).__name__}"], line=line)
+    run_id = raw.get("run_id") if isinstance(raw.get("run_id"), str) else None
+    seq = raw.get("sequence")
+    sequence = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+    return EventFormatError(_problems(raw, exc), line=line, run_id=run_id, sequence=sequence)
+
+
+def _problems(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
+    problems: list[str] = []
+    for err in exc.errors(include_url=False):
+        kind = err["type"]
+        if kind == "union_tag_not_found":
+            problems.append(f"field 'type' is missing; expected one of {_KNOWN}")
+            continue
+        if kind == "union_tag_invalid":
+            problems.append(f"unknown event type {raw.get('type')!r}; expected one of {_KNOWN}")
+            continue
+        loc = list(err["loc"])
+        if loc and loc[0] == raw.get("type"):
+            loc = loc[1:]  # pydantic puts the union tag first; the reader knows the type
+        where = ".".join(str(p) for p in loc) or "event"
+        if kind == "extra_forbidden":
+            problems.append(f"field '{where}' is not part of '{raw.get('type')}'")
+        elif kind == "missing":
+            problems.append(f"field '{where}' is required")
+        else:
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, ") :]
+            got = f" (got {err['input']!r})" if loc and kind != "value_error" else ""
+            problems.append(f"field '{where}': {msg}{got}")
+    return problems

@@ -1,0 +1,354 @@
+"""The wire format: one pydantic model per event type, one discriminated union on `type`.
+
+Validation happens here, at the edge, once. The reducer works on these already-validated
+objects and never validates again. Models are strict (`"2"` is not an integer), closed
+(unknown fields are errors) and frozen (an event is a fact; it does not change).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    model_validator,
+)
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "EVENT_CLASSES",
+    "ApprovalAccepted",
+    "ApprovalRejected",
+    "ApprovalRequested",
+    "ErrorInfo",
+    "Event",
+    "Handoff",
+    "Limits",
+    "ModelCompleted",
+    "ModelStarted",
+    "RunCancelRequested",
+    "RunCancelled",
+    "RunCompleted",
+    "RunFailed",
+    "RunPaused",
+    "RunResumed",
+    "RunStarted",
+    "RunTerminated",
+    "Timestamp",
+    "ToolCall",
+    "ToolCompleted",
+    "ToolFailed",
+    "ToolOutcomeUnknown",
+    "ToolRequested",
+    "ToolStarted",
+    "Usage",
+    "parse_timestamp",
+]
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})\Z"
+)
+
+
+def parse_timestamp(value: str) -> datetime:
+    """Parse an RFC 3339 timestamp with an offset into an aware `datetime`."""
+    if not _RFC3339.match(value):
+        raise ValueError(
+            f"{value!r} is not an RFC 3339 timestamp with an offset "
+            "(like 2026-09-01T10:02:11+08:00 or 2026-09-01T02:02:11Z)"
+        )
+    # fromisoformat takes at most microseconds; keep the original string, check the rest.
+    head, dot, tail = value.partition(".")
+    if dot:
+        digits = len(tail) - len(tail.lstrip("0123456789"))
+        if digits > 6:
+            value = head + "." + tail[:6] + tail[digits:]
+    return datetime.fromisoformat(value)
+
+
+def _check_timestamp(value: str) -> str:
+    parse_timestamp(value)
+    return value
+
+
+#: An RFC 3339 timestamp with an offset. Kept as the original string so events round-trip
+#: byte for byte; `parse_timestamp` gives the `datetime`.
+Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+NonEmpty = Annotated[str, Field(min_length=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Arguments = dict[str, JsonValue]
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Part(BaseModel):
+    model_config = _STRICT
+
+
+class Limits(_Part):
+    """Per-run limits, given on `run.started` (all optional)."""
+
+    max_turns: Annotated[int, Field(ge=1)] | None = None
+    deadline: Timestamp | None = None
+    max_tokens: NonNegInt | None = None
+    max_cost: NonNegFloat | None = None
+
+
+class Usage(_Part):
+    """Tokens and cost reported with a model call."""
+
+    input_tokens: NonNegInt = 0
+    output_tokens: NonNegInt = 0
+    cost: NonNegFloat = 0.0
+
+
+class ToolCall(_Part):
+    """One call the model proposed."""
+
+    action_id: NonEmpty
+    tool: NonEmpty
+    arguments: Arguments
+
+
+class ErrorInfo(_Part):
+    """What went wrong: a machine-readable kind, a message, and whether a retry may help."""
+
+    kind: NonEmpty
+    message: str
+    retryable: bool = False
+
+
+class _Envelope(BaseModel):
+    model_config = _STRICT
+
+    run_id: NonEmpty
+    sequence: Annotated[int, Field(ge=1)]
+    type: str
+    occurred_at: Timestamp
+    event_id: NonEmpty | None = None
+
+
+class RunStarted(_Envelope):
+    """The run begins."""
+
+    type: Literal["run.started"] = "run.started"
+    objective: str | None = None
+    agent: NonEmpty | None = None
+    limits: Limits | None = None
+
+
+class ModelStarted(_Envelope):
+    """A model call begins: a new turn. It may reserve its estimated usage."""
+
+    type: Literal["model.started"] = "model.started"
+    reserved_tokens: NonNegInt | None = None
+    reserved_cost: NonNegFloat | None = None
+
+
+class ModelCompleted(_Envelope):
+    """A model call returned a decision: a final answer, tool calls, or a handoff."""
+
+    type: Literal["model.completed"] = "model.completed"
+    decision: Literal["final", "tool_calls", "handoff"]
+    output: JsonValue = None
+    tool_calls: list[ToolCall] | None = None
+    usage: Usage | None = None
+
+    @model_validator(mode="after")
+    def _calls_match_decision(self) -> ModelCompleted:
+        if self.decision == "tool_calls":
+            if not self.tool_calls:
+                raise ValueError("decision 'tool_calls' needs a non-empty 'tool_calls' list")
+            ids = [c.action_id for c in self.tool_calls]
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            if dup:
+                raise ValueError(f"'tool_calls' repeats action_id {', '.join(map(repr, dup))}")
+        elif self.tool_calls:
+            raise ValueError(f"decision '{self.decision}' cannot carry 'tool_calls'")
+        return self
+
+
+class Handoff(_Envelope):
+    """The current agent changes; turns and budgets carry on."""
+
+    type: Literal["handoff"] = "handoff"
+    to_agent: NonEmpty
+
+
+class ToolRequested(_Envelope):
+    """An action is about to be executed. Durable before the tool runs."""
+
+    type: Literal["tool.requested"] = "tool.requested"
+    action_id: NonEmpty
+    tool: NonEmpty
+    arguments: Arguments
+    idempotency_key: NonEmpty | None = None
+
+
+class ToolStarted(_Envelope):
+    """An attempt of an action starts (attempt 1, or a retry after a retryable failure)."""
+
+    type: Literal["tool.started"] = "tool.started"
+    action_id: NonEmpty
+    attempt: Annotated[int, Field(ge=1)] = 1
+
+
+class ToolCompleted(_Envelope):
+    """An action succeeded."""
+
+    type: Literal["tool.completed"] = "tool.completed"
+    action_id: NonEmpty
+    result: JsonValue = None
+    cost: NonNegFloat | None = None
+
+
+class ToolFailed(_Envelope):
+    """An attempt of an action failed; `error.retryable` says whether it may be retried."""
+
+    type: Literal["tool.failed"] = "tool.failed"
+    action_id: NonEmpty
+    error: ErrorInfo
+
+
+class ToolOutcomeUnknown(_Envelope):
+    """Nobody knows whether the action took effect (timeout, crash): never "failed"."""
+
+    type: Literal["tool.outcome_unknown"] = "tool.outcome_unknown"
+    action_id: NonEmpty
+    reason: str | None = None
+
+
+class ApprovalRequested(_Envelope):
+    """A proposed call waits for a human decision."""
+
+    type: Literal["approval.requested"] = "approval.requested"
+    action_id: NonEmpty
+    tool: NonEmpty
+    arguments: Arguments
+    expires_at: Timestamp | None = None
+
+
+class ApprovalAccepted(_Envelope):
+    """A human approved exactly the requested call."""
+
+    type: Literal["approval.accepted"] = "approval.accepted"
+    action_id: NonEmpty
+    approver: NonEmpty | None = None
+
+
+class ApprovalRejected(_Envelope):
+    """A human (or a policy) refused the call; it will not run."""
+
+    type: Literal["approval.rejected"] = "approval.rejected"
+    action_id: NonEmpty
+    approver: NonEmpty | None = None
+    reason: str | None = None
+
+
+class RunPaused(_Envelope):
+    """The run waits for something other than approval."""
+
+    type: Literal["run.paused"] = "run.paused"
+    reason: str
+
+
+class RunResumed(_Envelope):
+    """The run goes on after a pause."""
+
+    type: Literal["run.resumed"] = "run.resumed"
+
+
+class RunCancelRequested(_Envelope):
+    """Cancellation is accepted; in-flight actions settle before `run.cancelled`."""
+
+    type: Literal["run.cancel_requested"] = "run.cancel_requested"
+    reason: str | None = None
+    requested_by: NonEmpty | None = None
+
+
+class RunCancelled(_Envelope):
+    """The run stopped on request and nothing is in flight."""
+
+    type: Literal["run.cancelled"] = "run.cancelled"
+
+
+class RunCompleted(_Envelope):
+    """The runtime accepted the model's final output."""
+
+    type: Literal["run.completed"] = "run.completed"
+
+
+class RunFailed(_Envelope):
+    """The run cannot go on by its current path."""
+
+    type: Literal["run.failed"] = "run.failed"
+    error: ErrorInfo
+
+
+class RunTerminated(_Envelope):
+    """A guard stopped the run, for an explicit reason."""
+
+    type: Literal["run.terminated"] = "run.terminated"
+    stop_reason: NonEmpty
+    detail: str | None = None
+
+
+Event = Annotated[
+    RunStarted
+    | ModelStarted
+    | ModelCompleted
+    | Handoff
+    | ToolRequested
+    | ToolStarted
+    | ToolCompleted
+    | ToolFailed
+    | ToolOutcomeUnknown
+    | ApprovalRequested
+    | ApprovalAccepted
+    | ApprovalRejected
+    | RunPaused
+    | RunResumed
+    | RunCancelRequested
+    | RunCancelled
+    | RunCompleted
+    | RunFailed
+    | RunTerminated,
+    Field(discriminator="type"),
+]
+
+#: Validates any event (a dict, or JSON text with `validate_json`).
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+#: Event type name -> its model class.
+EVENT_CLASSES: dict[str, type[_Envelope]] = {
+    cls.model_fields["type"].default: cls
+    for cls in (
+        RunStarted,
+        ModelStarted,
+        ModelCompleted,
+        Handoff,
+        ToolRequested,
+        ToolStarted,
+        ToolCompleted,
+        ToolFailed,
+        ToolOutcomeUnknown,
+        ApprovalRequested,
+        ApprovalAccepted,
+        ApprovalRejected,
+        RunPaused,
+        RunResumed,
+        RunCancelRequested,
+        RunCancelled,
+        RunCompleted,
+        RunFailed,
+        RunTerminated,
+    )
+}

@@ -1,0 +1,167 @@
+"""The default agent-run table, exactly as DESIGN.md declares it.
+
+Its conditions read the run record *before* the event (`context`) and the event itself
+(`payload`); they assume the reducer has already checked that the event's action exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision
+from agentfsm.fsm.names import EventType as E
+from agentfsm.fsm.names import RunStatus as S
+from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
+
+__all__ = [
+    "ALL_DECIDED",
+    "BATCH_RESOLVED",
+    "BATCH_UNRESOLVED",
+    "DEFAULT_TABLE",
+    "FINAL_ACCEPTABLE",
+    "NOTHING_IN_FLIGHT",
+    "OTHERS_PENDING",
+    "RETRY",
+    "STARTABLE",
+]
+
+_IN_FLIGHT = frozenset({ActionStatus.REQUESTED, ActionStatus.STARTED})
+
+
+def _batch_resolved(rec: Any, ev: Any) -> bool:
+    actions = rec.actions
+    me = ev.action_id
+    return all(a == me or actions[a].status in RESOLVED for a in rec.batch)
+
+
+def _others_pending(rec: Any, ev: Any) -> bool:
+    actions = rec.actions
+    me = ev.action_id
+    return any(a != me and actions[a].status == ActionStatus.APPROVAL_PENDING for a in rec.batch)
+
+
+def _retryable_failure(action: Any) -> bool:
+    return action.status == ActionStatus.FAILED and bool(action.error and action.error.retryable)
+
+
+def _retry(rec: Any, ev: Any) -> bool:
+    action = rec.actions[ev.action_id]
+    return ev.action_id in rec.batch and not rec.model_call_open and _retryable_failure(action)
+
+
+def _startable(rec: Any, ev: Any) -> bool:
+    action = rec.actions[ev.action_id]
+    return action.status == ActionStatus.REQUESTED or _retryable_failure(action)
+
+
+def _final_acceptable(rec: Any, ev: Any) -> bool:
+    actions = rec.actions
+    return (
+        rec.last_decision == Decision.FINAL
+        and not rec.model_call_open
+        and all(actions[a].status in RESOLVED for a in rec.batch)
+    )
+
+
+def _nothing_in_flight(rec: Any, ev: Any) -> bool:
+    return not any(a.status in _IN_FLIGHT for a in rec.actions.values())
+
+
+BATCH_RESOLVED = Condition(
+    "batch resolved", _batch_resolved, "after this result, every action of the batch is resolved"
+)
+BATCH_UNRESOLVED = Condition(
+    "batch unresolved",
+    lambda rec, ev: not _batch_resolved(rec, ev),
+    "some action of the batch is still unresolved after this result",
+)
+OTHERS_PENDING = Condition(
+    "others still pending",
+    _others_pending,
+    "another action of the batch still waits for a decision",
+)
+ALL_DECIDED = Condition(
+    "all decided",
+    lambda rec, ev: not _others_pending(rec, ev),
+    "this decision was the last one the batch waited for",
+)
+RETRY = Condition(
+    "retry",
+    _retry,
+    "the action's last attempt failed retryably, in the current batch, no model call since",
+)
+STARTABLE = Condition(
+    "first attempt or retry",
+    _startable,
+    "the action is requested and not started, or its last attempt failed retryably",
+)
+FINAL_ACCEPTABLE = Condition(
+    "final output recorded, nothing unresolved",
+    _final_acceptable,
+    "the last model decision is final and every action is resolved",
+)
+NOTHING_IN_FLIGHT = Condition(
+    "nothing in flight", _nothing_in_flight, "no action is requested or started"
+)
+
+_STATES = (
+    State(S.CREATED, description="the run exists, nothing has happened"),
+    State(S.RUNNING, description="the model's side of a turn: context, model call, deciding"),
+    State(S.WAITING_TOOL, description="an action of the current batch is requested and unresolved"),
+    State(S.WAITING_APPROVAL, description="a proposed action waits for a human decision"),
+    State(S.PAUSED, description="waiting for user input, a callback, a timer or quota"),
+    State(S.CANCEL_REQUESTED, description="cancellation accepted; in-flight actions settle"),
+    State(S.COMPLETED, terminal=True, description="a final output exists and was accepted"),
+    State(S.FAILED, terminal=True, description="the run cannot go on by its current path"),
+    State(S.CANCELLED, terminal=True, description="stopped on request, nothing in flight"),
+    State(S.TERMINATED, terminal=True, description="a guard stopped it"),
+)
+
+_NON_TERMINAL = tuple(s.name for s in _STATES if not s.terminal)
+_RESULTS = (E.TOOL_COMPLETED, E.TOOL_FAILED, E.TOOL_OUTCOME_UNKNOWN)
+_MODEL_GUARDS = ("max_turns", "deadline", "budget")
+_TOOL_GUARDS = ("deadline", "max_attempts")
+
+
+def _transitions() -> list[Transition]:
+    t = [
+        Transition(S.CREATED, E.RUN_STARTED, S.RUNNING),
+        Transition(S.RUNNING, E.MODEL_STARTED, S.RUNNING, guards=_MODEL_GUARDS),
+        Transition(S.RUNNING, E.MODEL_COMPLETED, S.RUNNING),
+        Transition(S.RUNNING, E.HANDOFF, S.RUNNING),
+        Transition(S.RUNNING, E.APPROVAL_REQUESTED, S.WAITING_APPROVAL),
+        Transition(S.WAITING_APPROVAL, E.APPROVAL_REQUESTED, S.WAITING_APPROVAL),
+    ]
+    for decision in (E.APPROVAL_ACCEPTED, E.APPROVAL_REJECTED):
+        t += [
+            Transition(S.WAITING_APPROVAL, decision, S.WAITING_APPROVAL, OTHERS_PENDING),
+            Transition(S.WAITING_APPROVAL, decision, S.RUNNING, ALL_DECIDED),
+        ]
+    t += [
+        Transition(S.RUNNING, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=("loop_detected",)),
+        Transition(S.WAITING_TOOL, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=("loop_detected",)),
+        Transition(S.WAITING_TOOL, E.TOOL_STARTED, S.WAITING_TOOL, STARTABLE, _TOOL_GUARDS),
+        Transition(S.RUNNING, E.TOOL_STARTED, S.WAITING_TOOL, RETRY, _TOOL_GUARDS),
+    ]
+    for result in _RESULTS:
+        t += [
+            Transition(S.WAITING_TOOL, result, S.WAITING_TOOL, BATCH_UNRESOLVED),
+            Transition(S.WAITING_TOOL, result, S.RUNNING, BATCH_RESOLVED),
+        ]
+    t += [
+        Transition(S.RUNNING, E.RUN_PAUSED, S.PAUSED),
+        Transition(S.PAUSED, E.RUN_RESUMED, S.RUNNING),
+        Transition(S.RUNNING, E.RUN_COMPLETED, S.COMPLETED, FINAL_ACCEPTABLE),
+    ]
+    t += [Transition(s, E.RUN_CANCEL_REQUESTED, S.CANCEL_REQUESTED) for s in _NON_TERMINAL]
+    t += [Transition(S.CANCEL_REQUESTED, r, S.CANCEL_REQUESTED) for r in _RESULTS]
+    t.append(Transition(S.CANCEL_REQUESTED, E.RUN_CANCELLED, S.CANCELLED, NOTHING_IN_FLIGHT))
+    t += [Transition(s, E.RUN_FAILED, S.FAILED) for s in _NON_TERMINAL]
+    t += [Transition(s, E.RUN_TERMINATED, S.TERMINATED) for s in _NON_TERMINAL]
+    return t
+
+
+#: The agent-run lifecycle of DESIGN.md. Derive your own with `DEFAULT_TABLE.derive(...)`.
+DEFAULT_TABLE = TransitionTable(
+    name="agent_run", states=_STATES, initial=S.CREATED, transitions=_transitions()
+)

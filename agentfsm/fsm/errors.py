@@ -1,0 +1,323 @@
+"""Every exception agentfsm raises, in one small tree.
+
+::
+
+    AgentFSMError
+    ├── InvalidTableError (ValueError)        a table that cannot be built; .problems lists all
+    ├── EventFormatError (ValueError)         wire input that is not a valid event
+    ├── LifecycleError                        a well-formed event that breaks the run's lifecycle
+    │   ├── IllegalTransitionError            not in the table, or no condition held
+    │   ├── SequenceError                     a gap, repeat or wrong start in `sequence`
+    │   ├── RunMismatchError                  the event belongs to another run
+    │   ├── ActionError                       the ledger refuses it (unknown id, changed call)
+    │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
+    └── StoreError
+        ├── ConcurrencyConflictError          someone else appended first
+        └── CorruptLogError                   stored data that does not read back
+
+"Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
+(`GuardRejectedError`): the first is a bug in whoever produced the event, the second is
+the machine doing its job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ActionError",
+    "AgentFSMError",
+    "ConcurrencyConflictError",
+    "CorruptLogError",
+    "EventFormatError",
+    "GuardRejectedError",
+    "IllegalTransitionError",
+    "InvalidTableError",
+    "LifecycleError",
+    "RunMismatchError",
+    "SequenceError",
+    "StoreError",
+]
+
+
+def quote_list(names: Sequence[str]) -> str:
+    """Render names as `'a', 'b'`, or `none` when there are none."""
+    return ", ".join(f"'{n}'" for n in names) if names else "none"
+
+
+class AgentFSMError(Exception):
+    """The base of every error agentfsm raises on purpose."""
+
+
+class InvalidTableError(AgentFSMError, ValueError):
+    """A transition table failed validation; `.problems` holds one sentence per problem."""
+
+    def __init__(self, name: str, problems: Sequence[str]) -> None:
+        self.table = name
+        self.problems: tuple[str, ...] = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"table '{name}' is invalid ({len(self.problems)} problems):\n{lines}")
+
+
+class EventFormatError(AgentFSMError, ValueError):
+    """Input that is not a valid event: not JSON, unknown type, missing/extra/mistyped field.
+
+    Attributes:
+        line: 1-based line number in the input, when known.
+        run_id: the run named by the input, when it could be read.
+        sequence: the sequence named by the input, when it could be read.
+        problems: one sentence per field problem.
+    """
+
+    def __init__(
+        self,
+        problems: Sequence[str],
+        *,
+        line: int | None = None,
+        run_id: str | None = None,
+        sequence: int | None = None,
+    ) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        self.line = line
+        self.run_id = run_id
+        self.sequence = sequence
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if run_id is not None:
+            where.append(f"run '{run_id}'")
+        if sequence is not None:
+            where.append(f"sequence {sequence}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(f"{prefix}not a valid event: {'; '.join(self.problems)}")
+
+    def at_line(self, line: int) -> EventFormatError:
+        """The same error, placed at an input line."""
+        return EventFormatError(
+            self.problems, line=line, run_id=self.run_id, sequence=self.sequence
+        )
+
+
+class LifecycleError(AgentFSMError):
+    """A well-formed event that the run's lifecycle refuses. Nothing was applied.
+
+    Attributes:
+        run_id: the run the event was applied to.
+        sequence: the event's sequence number.
+        state: the run's status when the event arrived.
+        event: the event type.
+        allowed: event types the table allows from `state`, sorted.
+        reason: the sentence after the location, without it.
+    """
+
+    kind = "lifecycle"
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        run_id: str,
+        sequence: int,
+        state: str,
+        event: str,
+        allowed: Sequence[str] = (),
+    ) -> None:
+        self.reason = reason
+        self.run_id = run_id
+        self.sequence = sequence
+        self.state = state
+        self.event = event
+        self.allowed: tuple[str, ...] = tuple(allowed)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        return (
+            f"run '{self.run_id}' is '{self.state}': event '{self.event}' "
+            f"(sequence {self.sequence}) {self.reason}"
+        )
+
+
+class IllegalTransitionError(LifecycleError):
+    """The table has no edge for (state, event), or none of its conditions held.
+
+    Attributes:
+        terminal: whether `state` is terminal (every event is illegal there).
+        failed_conditions: names of the conditions that were tried and did not hold.
+    """
+
+    kind = "illegal_transition"
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        sequence: int,
+        state: str,
+        event: str,
+        allowed: Sequence[str],
+        terminal: bool = False,
+        failed_conditions: Sequence[str] = (),
+    ) -> None:
+        self.terminal = terminal
+        self.failed_conditions: tuple[str, ...] = tuple(failed_conditions)
+        if len(failed_conditions) == 1:
+            why = f"is not allowed: condition '{failed_conditions[0]}' does not hold"
+        elif failed_conditions:
+            why = f"is not allowed: none of the conditions {quote_list(failed_conditions)} holds"
+        else:
+            why = "is not allowed"
+        super().__init__(
+            f"{why}; allowed: {quote_list(allowed)}",
+            run_id=run_id,
+            sequence=sequence,
+            state=state,
+            event=event,
+            allowed=allowed,
+        )
+
+    def _render(self) -> str:
+        terminal = " (terminal)" if self.terminal else ""
+        return (
+            f"run '{self.run_id}' is '{self.state}'{terminal}: event '{self.event}' "
+            f"(sequence {self.sequence}) {self.reason}"
+        )
+
+
+class SequenceError(LifecycleError):
+    """The event's sequence is not the next one (gap, repeat, or not starting at 1).
+
+    Attributes:
+        expected: the sequence that would have been accepted.
+    """
+
+    kind = "sequence"
+
+    def __init__(
+        self, *, run_id: str, sequence: int, expected: int, state: str, event: str
+    ) -> None:
+        self.expected = expected
+        what = "repeats an applied sequence" if sequence < expected else "leaves a gap"
+        super().__init__(
+            f"{what}: expected sequence {expected}",
+            run_id=run_id,
+            sequence=sequence,
+            state=state,
+            event=event,
+        )
+
+
+class RunMismatchError(LifecycleError):
+    """The event names a different run than the record it is applied to.
+
+    Attributes:
+        event_run_id: the run the event names.
+    """
+
+    kind = "run_mismatch"
+
+    def __init__(
+        self, *, run_id: str, event_run_id: str, sequence: int, state: str, event: str
+    ) -> None:
+        self.event_run_id = event_run_id
+        super().__init__(
+            f"belongs to run '{event_run_id}'",
+            run_id=run_id,
+            sequence=sequence,
+            state=state,
+            event=event,
+        )
+
+
+class ActionError(LifecycleError):
+    """The action ledger refuses the event: unknown or reused action id, a call that changed
+    since it was proposed or approved, an expired approval, a result for an action not in flight.
+
+    Attributes:
+        action_id: the action the event names.
+    """
+
+    kind = "action"
+
+    def __init__(
+        self, reason: str, *, action_id: str, run_id: str, sequence: int, state: str, event: str
+    ) -> None:
+        self.action_id = action_id
+        super().__init__(
+            f"for action '{action_id}' is refused: {reason}",
+            run_id=run_id,
+            sequence=sequence,
+            state=state,
+            event=event,
+        )
+
+
+class GuardRejectedError(LifecycleError):
+    """A limit guard refused the event: the run must stop with `stop_reason`.
+
+    Attributes:
+        guard: the guard's name.
+        stop_reason: `max_turns`, `deadline`, `budget`, `loop_detected`, or a user's reason.
+        detail: a sentence a person can read, e.g. `3 of 3 turns used`.
+    """
+
+    kind = "guard"
+
+    def __init__(
+        self,
+        *,
+        guard: str,
+        stop_reason: str,
+        detail: str,
+        run_id: str,
+        sequence: int,
+        state: str,
+        event: str,
+    ) -> None:
+        self.guard = guard
+        self.stop_reason = stop_reason
+        self.detail = detail
+        super().__init__(
+            f"is refused by guard '{guard}' ({stop_reason}): {detail}",
+            run_id=run_id,
+            sequence=sequence,
+            state=state,
+            event=event,
+        )
+
+
+class StoreError(AgentFSMError):
+    """A store could not do what was asked."""
+
+
+class ConcurrencyConflictError(StoreError):
+    """Another writer appended first: the stored version is not the expected one.
+
+    Attributes:
+        run_id: the run.
+        expected_version: the version the caller based its append on.
+        actual_version: the version in the store.
+    """
+
+    def __init__(self, *, run_id: str, expected_version: int, actual_version: int) -> None:
+        self.run_id = run_id
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        super().__init__(
+            f"run '{run_id}': expected version {expected_version}, but the store is at "
+            f"version {actual_version}; reload the run and try again"
+        )
+
+
+class CorruptLogError(StoreError):
+    """Stored data that does not read back as a valid run: it names the run and sequence.
+
+    Attributes:
+        run_id: the run.
+        sequence: the first sequence that is wrong, when known.
+    """
+
+    def __init__(self, message: str, *, run_id: str, sequence: int | None = None) -> None:
+        self.run_id = run_id
+        self.sequence = sequence
+        at = f", sequence {sequence}" if sequence is not None else ""
+        super().__init__(f"run '{run_id}'{at}: {message}")

@@ -1,0 +1,88 @@
+"""Names of the default table's states and events, and of action statuses.
+
+They are `StrEnum`s, so a member *is* its string: `RunStatus.RUNNING == "running"`, and
+records, events and derived tables can use plain strings wherever these appear.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["RESOLVED", "ActionStatus", "Decision", "EventType", "RunStatus", "StopReason"]
+
+
+class RunStatus(StrEnum):
+    """The states of the default agent-run table."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    WAITING_TOOL = "waiting_tool"
+    WAITING_APPROVAL = "waiting_approval"
+    PAUSED = "paused"
+    CANCEL_REQUESTED = "cancel_requested"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TERMINATED = "terminated"
+
+
+class EventType(StrEnum):
+    """Every event type of the wire format."""
+
+    RUN_STARTED = "run.started"
+    MODEL_STARTED = "model.started"
+    MODEL_COMPLETED = "model.completed"
+    HANDOFF = "handoff"
+    TOOL_REQUESTED = "tool.requested"
+    TOOL_STARTED = "tool.started"
+    TOOL_COMPLETED = "tool.completed"
+    TOOL_FAILED = "tool.failed"
+    TOOL_OUTCOME_UNKNOWN = "tool.outcome_unknown"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_ACCEPTED = "approval.accepted"
+    APPROVAL_REJECTED = "approval.rejected"
+    RUN_PAUSED = "run.paused"
+    RUN_RESUMED = "run.resumed"
+    RUN_CANCEL_REQUESTED = "run.cancel_requested"
+    RUN_CANCELLED = "run.cancelled"
+    RUN_COMPLETED = "run.completed"
+    RUN_FAILED = "run.failed"
+    RUN_TERMINATED = "run.terminated"
+
+
+class ActionStatus(StrEnum):
+    """Where an action stands in the ledger."""
+
+    PROPOSED = "proposed"
+    APPROVAL_PENDING = "approval_pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    REQUESTED = "requested"
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class Decision(StrEnum):
+    """What a model call decided (`model.completed.decision`)."""
+
+    FINAL = "final"
+    TOOL_CALLS = "tool_calls"
+    HANDOFF = "handoff"
+
+
+class StopReason(StrEnum):
+    """The stop reasons of the built-in guards (`run.terminated.stop_reason`)."""
+
+    MAX_TURNS = "max_turns"
+    DEADLINE = "deadline"
+    BUDGET = "budget"
+    LOOP_DETECTED = "loop_detected"
+
+
+#: Statuses after which nothing more will happen to an action (a failed one may be retried,
+#: which starts a new attempt of the same action).
+RESOLVED = frozenset(
+    {ActionStatus.SUCCEEDED, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.UNKNOWN}
+)

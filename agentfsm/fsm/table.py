@@ -1,0 +1,372 @@
+"""The transition table: states and legal moves as one immutable, self-validating object.
+
+A table is *declaration only*. It holds no current state; `step` is a pure lookup from
+(state, event) to the next state. The lookups are precomputed when the table is built, so a
+step is two dict lookups for an unconditional edge.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from agentfsm.fsm.errors import IllegalTransitionError, InvalidTableError
+
+__all__ = ["Condition", "State", "Transition", "TransitionTable"]
+
+#: A condition looks at the context (for the reducer: the run record before the event)
+#: and the event, and says whether its edge applies.
+Predicate = Callable[[Any, Any], bool]
+
+
+def _names(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(str(i) for i in items)
+
+
+def _states(items: Iterable[State]) -> tuple[State, ...]:
+    return tuple(items)
+
+
+def _transitions(items: Iterable[Transition]) -> tuple[Transition, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class State:
+    """A declared state.
+
+    Attributes:
+        name: the state's name, as it appears in records and diagrams.
+        terminal: no event leaves a terminal state.
+        description: one sentence for docs and diagrams.
+    """
+
+    name: str = attrs.field(converter=str)
+    terminal: bool = False
+    description: str = ""
+
+
+@attrs.frozen
+class Condition:
+    """A named predicate that chooses between edges sharing a (state, event).
+
+    Attributes:
+        name: the label diagrams and errors show, e.g. `batch resolved`.
+        predicate: `(context, event) -> bool`; must be pure.
+        description: one sentence on what it checks.
+    """
+
+    name: str
+    predicate: Predicate = attrs.field(eq=False, repr=False)
+    description: str = ""
+
+    def __call__(self, context: Any, event: Any) -> bool:
+        return self.predicate(context, event)
+
+
+@attrs.frozen
+class Transition:
+    """An edge: on `event` in `source`, go to `target` when `condition` holds (or always).
+
+    Attributes:
+        source: the state the edge leaves.
+        event: the event type that triggers it.
+        target: the state it enters.
+        condition: chooses between edges of one (source, event); tried in declared order.
+        guards: names of the limit guards that are checked on this edge (for diagrams and docs).
+    """
+
+    source: str = attrs.field(converter=str)
+    event: str = attrs.field(converter=str)
+    target: str = attrs.field(converter=str)
+    condition: Condition | None = None
+    guards: tuple[str, ...] = attrs.field(default=(), converter=_names)
+
+    @property
+    def key(self) -> tuple[str, str, str, str | None]:
+        """What identifies an edge when deriving tables: source, event, target, condition."""
+        return (
+            self.source,
+            self.event,
+            self.target,
+            self.condition.name if self.condition else None,
+        )
+
+
+# A compiled move is either the target itself (no condition: the common case, one lookup)
+# or the ordered alternatives to try.
+_Move = str | tuple[tuple[Condition | None, str], ...]
+
+
+@attrs.frozen(eq=False)
+class TransitionTable:
+    """An immutable state machine declaration that validates itself when built.
+
+    Build it with states, an initial state name and transitions; every problem is reported
+    at once in one `InvalidTableError`. Derive variants with `derive`.
+
+    Attributes:
+        name: a short identifier used in errors and diagram titles.
+        states: the declared states, in declaration order.
+        initial: the name of the initial state.
+        transitions: the edges, in declaration order (order decides between conditions).
+    """
+
+    name: str
+    states: tuple[State, ...] = attrs.field(converter=_states)
+    initial: str = attrs.field(converter=str)
+    transitions: tuple[Transition, ...] = attrs.field(converter=_transitions)
+    _moves: dict[str, dict[str, _Move]] = attrs.field(init=False, repr=False)
+    _allowed: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False)
+    _terminal: frozenset[str] = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        problems = _problems(self)
+        if problems:
+            raise InvalidTableError(self.name, problems)
+        moves: dict[str, dict[str, list[tuple[Condition | None, str]]]] = {
+            s.name: {} for s in self.states
+        }
+        for t in self.transitions:
+            moves[t.source].setdefault(t.event, []).append((t.condition, t.target))
+        compiled: dict[str, dict[str, _Move]] = {
+            state: {
+                event: alts[0][1] if alts[0][0] is None else tuple(alts)
+                for event, alts in by_event.items()
+            }
+            for state, by_event in moves.items()
+        }
+        object.__setattr__(self, "_moves", compiled)
+        object.__setattr__(self, "_allowed", {s: tuple(sorted(evs)) for s, evs in compiled.items()})
+        object.__setattr__(self, "_terminal", frozenset(s.name for s in self.states if s.terminal))
+
+    # -- queries -----------------------------------------------------------------------
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """State names in declaration order."""
+        return tuple(s.name for s in self.states)
+
+    @property
+    def terminal_states(self) -> frozenset[str]:
+        """Names of the terminal states."""
+        return self._terminal
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """Every event type that appears on some edge, sorted."""
+        return tuple(sorted({t.event for t in self.transitions}))
+
+    def state(self, name: str) -> State:
+        """The declared state called `name` (KeyError if there is none)."""
+        for s in self.states:
+            if s.name == name:
+                return s
+        raise KeyError(f"table '{self.name}' declares no state '{name}'")
+
+    def is_terminal(self, state: str) -> bool:
+        """Whether `state` is terminal."""
+        return state in self._terminal
+
+    def allowed(self, state: str) -> tuple[str, ...]:
+        """The event types with at least one edge leaving `state`, sorted."""
+        return self._allowed.get(state, ())
+
+    def edges(self, state: str, event: str) -> tuple[Transition, ...]:
+        """The edges for (state, event) in the order they are tried."""
+        return tuple(t for t in self.transitions if t.source == state and t.event == event)
+
+    # -- stepping ----------------------------------------------------------------------
+
+    def step(
+        self,
+        state: str,
+        event: str,
+        context: Any = None,
+        payload: Any = None,
+        *,
+        run_id: str = "?",
+        sequence: int = 0,
+    ) -> str:
+        """The state after `event` in `state`, or `IllegalTransitionError`.
+
+        Args:
+            state: the current state.
+            event: the event type.
+            context: passed to conditions (the reducer passes the run record before the event).
+            payload: passed to conditions (the reducer passes the event).
+            run_id: named in the error, when known.
+            sequence: named in the error, when known.
+        """
+        try:
+            move = self._moves[state][event]
+        except KeyError:
+            raise self._illegal(state, event, (), run_id, sequence) from None
+        if isinstance(move, str):
+            return move
+        for condition, target in move:
+            if condition is None or condition.predicate(context, payload):
+                return target
+        failed = tuple(c.name for c, _ in move if c is not None)
+        raise self._illegal(state, event, failed, run_id, sequence)
+
+    def _illegal(
+        self, state: str, event: str, failed: tuple[str, ...], run_id: str, sequence: int
+    ) -> IllegalTransitionError:
+        return IllegalTransitionError(
+            run_id=run_id,
+            sequence=sequence,
+            state=state,
+            event=event,
+            allowed=self.allowed(state),
+            terminal=state in self._terminal,
+            failed_conditions=failed,
+        )
+
+    # -- deriving ----------------------------------------------------------------------
+
+    def derive(
+        self,
+        *,
+        name: str | None = None,
+        add_states: Iterable[State] = (),
+        remove_states: Iterable[str] = (),
+        add: Iterable[Transition] = (),
+        remove: Iterable[tuple[str, str, str] | Transition] = (),
+        initial: str | None = None,
+    ) -> TransitionTable:
+        """A new table with states and edges added or removed, validated like any table.
+
+        Edges to remove are given as `(source, event, target)` or as `Transition`s; removing
+        an edge that does not exist is an error, so a typo cannot pass silently. Removing a
+        state also removes every edge touching it. New edges for an existing (state, event)
+        are tried after the existing ones.
+        """
+        dropped_states = set(remove_states)
+        unknown_states = sorted(dropped_states - set(self.state_names))
+        wanted = [r if isinstance(r, tuple) else (r.source, r.event, r.target) for r in remove]
+        present = {(t.source, t.event, t.target) for t in self.transitions}
+        missing = [w for w in wanted if w not in present]
+        if unknown_states or missing:
+            problems = [f"cannot remove undeclared state '{s}'" for s in unknown_states]
+            problems += [
+                f"cannot remove edge {s} --{e}--> {t}: it does not exist" for s, e, t in missing
+            ]
+            raise InvalidTableError(name or self.name, problems)
+        drop = set(wanted)
+        kept = [
+            t
+            for t in self.transitions
+            if (t.source, t.event, t.target) not in drop
+            and t.source not in dropped_states
+            and t.target not in dropped_states
+        ]
+        return TransitionTable(
+            name=name or self.name,
+            states=[s for s in self.states if s.name not in dropped_states] + list(add_states),
+            initial=initial or self.initial,
+            transitions=kept + list(add),
+        )
+
+    def describe(self) -> Mapping[str, Any]:
+        """A plain, JSON-able description of the table (for docs, diagrams, schema exports)."""
+        return {
+            "name": self.name,
+            "initial": self.initial,
+            "states": [
+                {"name": s.name, "terminal": s.terminal, "description": s.description}
+                for s in self.states
+            ],
+            "transitions": [
+                {
+                    "source": t.source,
+                    "event": t.event,
+                    "target": t.target,
+                    "condition": t.condition.name if t.condition else None,
+                    "guards": list(t.guards),
+                }
+                for t in self.transitions
+            ],
+        }
+
+
+def _problems(table: TransitionTable) -> list[str]:
+    """Every reason `table` cannot be built, one sentence each, in a stable order."""
+    problems: list[str] = []
+    names = [s.name for s in table.states]
+    declared = set(names)
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            problems.append(f"state '{n}' is declared twice")
+        seen.add(n)
+    if not any(s.terminal for s in table.states):
+        problems.append("no state is terminal: a run could never end")
+    if table.initial not in declared:
+        problems.append(f"initial state '{table.initial}' is not declared")
+    terminal = {s.name for s in table.states if s.terminal}
+    if table.initial in terminal:
+        problems.append(f"initial state '{table.initial}' is terminal")
+
+    by_pair: dict[tuple[str, str], list[Transition]] = {}
+    for t in table.transitions:
+        for end, role in ((t.source, "source"), (t.target, "target")):
+            if end not in declared:
+                problems.append(
+                    f"edge {t.source} --{t.event}--> {t.target}: {role} '{end}' is not declared"
+                )
+        if t.source in terminal:
+            problems.append(
+                f"edge {t.source} --{t.event}--> {t.target} leaves terminal state '{t.source}'"
+            )
+        by_pair.setdefault((t.source, t.event), []).append(t)
+
+    for (source, event), edges in by_pair.items():
+        unconditional = [e for e in edges if e.condition is None]
+        if len(unconditional) > 1:
+            targets = ", ".join(f"'{e.target}'" for e in unconditional)
+            problems.append(
+                f"'{source}' on '{event}' is nondeterministic: {len(unconditional)} edges "
+                f"without a condition (to {targets})"
+            )
+        elif unconditional and edges[-1].condition is not None:
+            problems.append(
+                f"'{source}' on '{event}': the edge without a condition (to "
+                f"'{unconditional[0].target}') must come last, or the edges after it never fire"
+            )
+        cond_names = [e.condition.name for e in edges if e.condition is not None]
+        for dup in sorted({c for c in cond_names if cond_names.count(c) > 1}):
+            problems.append(f"'{source}' on '{event}': condition '{dup}' is used on two edges")
+
+    if table.initial in declared:
+        succ: dict[str, set[str]] = {n: set() for n in declared}
+        pred: dict[str, set[str]] = {n: set() for n in declared}
+        for t in table.transitions:
+            if t.source in declared and t.target in declared:
+                succ[t.source].add(t.target)
+                pred[t.target].add(t.source)
+        reachable = _closure({table.initial}, succ)
+        for n in names:
+            if n not in reachable:
+                problems.append(
+                    f"state '{n}' is unreachable from the initial state '{table.initial}'"
+                )
+        can_end = _closure(terminal, pred)
+        for n in names:
+            if n not in terminal and n not in can_end:
+                problems.append(f"state '{n}' cannot reach any terminal state (a trap)")
+    return problems
+
+
+def _closure(start: set[str], graph: Mapping[str, set[str]]) -> set[str]:
+    seen = set(start)
+    queue = deque(start)
+    while queue:
+        for nxt in graph.get(queue.popleft(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen

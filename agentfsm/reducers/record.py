@@ -1,0 +1,265 @@
+"""The run record: everything a run's events add up to, as one immutable value.
+
+`RunRecord` and `Action` are frozen, slotted attrs classes: cheap to build (the reducer makes
+one per event) and impossible to change by accident. Mappings inside them are never mutated
+after construction; treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from agentfsm.events.models import ErrorInfo, Limits
+from agentfsm.fsm.names import ActionStatus, RunStatus
+
+__all__ = ["Action", "RunRecord", "UsageTotals"]
+
+
+@attrs.frozen(slots=True)
+class UsageTotals:
+    """Tokens and cost summed over the run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost,
+        }
+
+
+@attrs.frozen(slots=True)
+class Action:
+    """One entry of the action ledger: a tool call from proposal to outcome.
+
+    Attributes:
+        action_id: the id every event about this call names.
+        tool: the tool's name.
+        arguments: the call's arguments (JSON object).
+        arguments_digest: `digest({"tool", "arguments"})`: what approvals are bound to.
+        status: one of `ActionStatus`.
+        attempts: how many `tool.started` events this action has had.
+        idempotency_key: what the tool is called with (`run_id:action_id` by default).
+        result: the tool's result, once succeeded.
+        error: the last failure, once failed.
+        cost: the cost the tool reported, once succeeded.
+        approver: who accepted or rejected it, when someone did.
+        reason: why it was rejected, or why its outcome is unknown.
+        expires_at: when its approval stops being valid, if it has one.
+    """
+
+    action_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    arguments_digest: str
+    status: str
+    attempts: int = 0
+    idempotency_key: str | None = None
+    result: Any = None
+    error: ErrorInfo | None = None
+    cost: float | None = None
+    approver: str | None = None
+    reason: str | None = None
+    expires_at: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (the ledger entry of the record's JSON)."""
+        return {
+            "action_id": self.action_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "arguments_digest": self.arguments_digest,
+            "status": self.status,
+            "attempts": self.attempts,
+            "idempotency_key": self.idempotency_key,
+            "result": self.result,
+            "error": self.error.model_dump(mode="json") if self.error else None,
+            "cost": self.cost,
+            "approver": self.approver,
+            "reason": self.reason,
+            "expires_at": self.expires_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Action:
+        """The inverse of `to_json`; raises `ValueError` naming what is wrong."""
+        _expect_keys("action", data, _ACTION_KEYS)
+        status = data["status"]
+        if status not in _ACTION_STATUSES:
+            raise ValueError(f"action status {status!r} is not one of {sorted(_ACTION_STATUSES)}")
+        fields = dict(data)
+        fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
+        return cls(**fields)
+
+
+_ACTION_KEYS = frozenset(attrs.fields_dict(Action))
+_ACTION_STATUSES = frozenset(ActionStatus)
+
+
+@attrs.frozen(slots=True)
+class RunRecord:
+    """The folded state of one run. `reduce(record, event)` returns the next one.
+
+    Attributes:
+        run_id: the run.
+        status: the table state the run is in.
+        version: the last applied sequence (0 before any event).
+        turn: how many `model.started` events the run has had.
+        stop_reason: why a guard stopped it (`run.terminated`), else None.
+        stop_detail: the guard's sentence, e.g. `3 of 3 turns used`.
+        current_agent: the agent in charge (set by `run.started.agent` and `handoff`).
+        objective: what the run was started for.
+        limits: the limits given on `run.started`.
+        final_output: the latest final answer the model proposed.
+        last_decision: the latest model decision (`final`, `tool_calls`, `handoff`).
+        model_call_open: a `model.started` has no `model.completed` yet.
+        actions: the action ledger, keyed by action id, in the order actions appeared.
+        batch: the action ids of the current batch (since the last model decision).
+        usage: tokens and cost so far.
+        reserved_tokens: tokens reserved by the model call in flight.
+        reserved_cost: cost reserved by the model call in flight.
+        facts: observable results, by tool name (the latest success of each tool).
+        pause_reason: why the run is paused, while it is.
+        cancel_reason: the reason given with `run.cancel_requested`.
+        cancel_requested_by: who asked for the cancellation.
+        error: what `run.failed` reported.
+        started_at: `occurred_at` of `run.started`.
+        updated_at: `occurred_at` of the last applied event.
+    """
+
+    run_id: str
+    status: str = RunStatus.CREATED
+    version: int = 0
+    turn: int = 0
+    stop_reason: str | None = None
+    stop_detail: str | None = None
+    current_agent: str | None = None
+    objective: str | None = None
+    limits: Limits | None = None
+    final_output: Any = None
+    last_decision: str | None = None
+    model_call_open: bool = False
+    actions: Mapping[str, Action] = attrs.field(factory=dict)
+    batch: tuple[str, ...] = ()
+    usage: UsageTotals = UsageTotals()
+    reserved_tokens: int = 0
+    reserved_cost: float = 0.0
+    facts: Mapping[str, Any] = attrs.field(factory=dict)
+    pause_reason: str | None = None
+    cancel_reason: str | None = None
+    cancel_requested_by: str | None = None
+    error: ErrorInfo | None = None
+    started_at: str | None = None
+    updated_at: str | None = None
+
+    @property
+    def pending_approvals(self) -> tuple[str, ...]:
+        """Action ids waiting for a human decision, in the order they were requested."""
+        return tuple(
+            a.action_id for a in self.actions.values() if a.status == ActionStatus.APPROVAL_PENDING
+        )
+
+    @property
+    def in_flight(self) -> tuple[str, ...]:
+        """Action ids requested or started and not yet resolved."""
+        return tuple(
+            a.action_id
+            for a in self.actions.values()
+            if a.status in (ActionStatus.REQUESTED, ActionStatus.STARTED)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict with DESIGN.md's fields (plus derived `pending_approvals`)."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "version": self.version,
+            "turn": self.turn,
+            "stop_reason": self.stop_reason,
+            "stop_detail": self.stop_detail,
+            "current_agent": self.current_agent,
+            "objective": self.objective,
+            "limits": self.limits.model_dump(mode="json", exclude_none=True)
+            if self.limits
+            else None,
+            "final_output": self.final_output,
+            "last_decision": self.last_decision,
+            "model_call_open": self.model_call_open,
+            "actions": {k: a.to_json() for k, a in self.actions.items()},
+            "batch": list(self.batch),
+            "usage": self.usage.to_json(),
+            "reserved_tokens": self.reserved_tokens,
+            "reserved_cost": self.reserved_cost,
+            "facts": dict(self.facts),
+            "pending_approvals": list(self.pending_approvals),
+            "pause_reason": self.pause_reason,
+            "cancel_reason": self.cancel_reason,
+            "cancel_requested_by": self.cancel_requested_by,
+            "error": self.error.model_dump(mode="json") if self.error else None,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+        }
+
+    def dumps(self) -> str:
+        """Deterministic JSON text: same record, same bytes."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+        """The inverse of `to_json`; raises `ValueError` naming what is wrong.
+
+        The derived `pending_approvals` must agree with the ledger, so a hand-edited
+        record cannot contradict itself.
+        """
+        _expect_keys("run record", data, _RECORD_KEYS | {"pending_approvals"})
+        fields = {k: v for k, v in data.items() if k != "pending_approvals"}
+        fields["limits"] = Limits.model_validate(data["limits"]) if data["limits"] else None
+        fields["actions"] = {k: Action.from_json(a) for k, a in data["actions"].items()}
+        for key, action in fields["actions"].items():
+            if action.action_id != key:
+                raise ValueError(f"action keyed {key!r} names action_id {action.action_id!r}")
+        fields["batch"] = tuple(data["batch"])
+        fields["usage"] = UsageTotals(**data["usage"])
+        fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
+        record = cls(**fields)
+        if list(record.pending_approvals) != list(data["pending_approvals"]):
+            raise ValueError(
+                f"pending_approvals {data['pending_approvals']!r} disagrees with the ledger "
+                f"{list(record.pending_approvals)!r}"
+            )
+        return record
+
+    @classmethod
+    def loads(cls, text: str | bytes) -> RunRecord:
+        """Read a record from `dumps` output."""
+        return cls.from_json(json.loads(text))
+
+
+_RECORD_KEYS = frozenset(attrs.fields_dict(RunRecord))
+
+
+def _expect_keys(what: str, data: Mapping[str, Any], keys: frozenset[str]) -> None:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what} must be a JSON object, got {type(data).__name__}")
+    missing = sorted(keys - data.keys())
+    extra = sorted(data.keys() - keys)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if extra:
+            parts.append(f"unknown {', '.join(extra)}")
+        raise ValueError(f"{what}: {'; '.join(parts)}")

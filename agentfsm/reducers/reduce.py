@@ -1,0 +1,599 @@
+"""The reducer: `reduce(record, event) -> record`, pure and deterministic.
+
+Each event is checked in a fixed order, and the first failure is raised with the record
+untouched (it is immutable; a refusal simply returns nothing new):
+
+1. the envelope: the event names this run and the next sequence;
+2. the table: some edge leaves the current state on this event type;
+3. the ledger and the rules DESIGN.md adds beyond the table (action ids, exact-call binding,
+   open model calls, unresolved batches);
+4. the edge's condition chooses the target state (or none holds: illegal);
+5. the limit guards, if the reducer has any.
+
+Then the event's effect is folded in. The per-event work is a handful of dict lookups and
+one record construction: no validation, no `attrs.evolve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from agentfsm.events import models as m
+from agentfsm.events.canonical import digest
+from agentfsm.events.models import Event, parse_timestamp
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.errors import (
+    ActionError,
+    LifecycleError,
+    RunMismatchError,
+    SequenceError,
+)
+from agentfsm.fsm.names import RESOLVED, ActionStatus
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.reducers._evolve import evolver
+from agentfsm.reducers.record import Action, RunRecord, UsageTotals
+from agentfsm.reducers.snapshot import Snapshot
+
+__all__ = ["DEFAULT_REDUCER", "Reducer", "call_digest", "reduce", "replay"]
+
+A = ActionStatus
+_IN_FLIGHT = (A.REQUESTED, A.STARTED)
+_NOT_RUN = (A.PROPOSED, A.APPROVAL_PENDING, A.APPROVED)
+
+
+def call_digest(tool: str, arguments: Mapping[str, Any]) -> str:
+    """The digest an approval is bound to: tool name and canonical arguments."""
+    return digest({"tool": tool, "arguments": arguments})
+
+
+# Specialised copy functions, one per shape of change (see _evolve.py for why).
+_set_basic = evolver(RunRecord, "status", "version", "updated_at")
+_set_started = evolver(
+    RunRecord,
+    "status",
+    "version",
+    "updated_at",
+    "objective",
+    "current_agent",
+    "limits",
+    "started_at",
+)
+_set_model_started = evolver(
+    RunRecord,
+    "status",
+    "version",
+    "updated_at",
+    "turn",
+    "model_call_open",
+    "reserved_tokens",
+    "reserved_cost",
+)
+_set_model_completed = evolver(
+    RunRecord,
+    "status",
+    "version",
+    "updated_at",
+    "model_call_open",
+    "reserved_tokens",
+    "reserved_cost",
+    "usage",
+    "last_decision",
+    "final_output",
+    "actions",
+    "batch",
+)
+_set_agent = evolver(RunRecord, "status", "version", "updated_at", "current_agent")
+_set_actions = evolver(RunRecord, "status", "version", "updated_at", "actions")
+_set_actions_batch = evolver(RunRecord, "status", "version", "updated_at", "actions", "batch")
+_set_completed = evolver(RunRecord, "status", "version", "updated_at", "actions", "usage", "facts")
+_set_pause = evolver(RunRecord, "status", "version", "updated_at", "pause_reason")
+_set_cancel = evolver(
+    RunRecord,
+    "status",
+    "version",
+    "updated_at",
+    "cancel_reason",
+    "cancel_requested_by",
+    "pause_reason",
+)
+_set_ended = evolver(
+    RunRecord,
+    "status",
+    "version",
+    "updated_at",
+    "actions",
+    "model_call_open",
+    "reserved_tokens",
+    "reserved_cost",
+    "pause_reason",
+    "error",
+    "stop_reason",
+    "stop_detail",
+)
+_action_status = evolver(Action, "status")
+_action_approved = evolver(Action, "status", "approver")
+_action_rejected = evolver(Action, "status", "approver", "reason")
+_action_requested = evolver(Action, "status", "idempotency_key")
+_action_started = evolver(Action, "status", "attempts", "error")
+_action_succeeded = evolver(Action, "status", "result", "cost")
+_action_failed = evolver(Action, "status", "error")
+_action_unknown = evolver(Action, "status", "reason")
+_action_pending = evolver(Action, "status", "expires_at")
+
+Handler = Callable[["Reducer", RunRecord, Any], RunRecord]
+
+
+class Reducer:
+    """Folds events into run records under one table.
+
+    Args:
+        table: the transition table (the default agent-run table unless given).
+    """
+
+    __slots__ = ("_handlers", "_moves", "table")
+
+    def __init__(self, table: TransitionTable = DEFAULT_TABLE) -> None:
+        self.table = table
+        self._moves = table._moves  # the precomputed (state -> event -> move) map
+        self._handlers: dict[str, Handler] = dict(_HANDLERS)
+
+    def initial(self, run_id: str) -> RunRecord:
+        """The record of a run before its first event."""
+        return RunRecord(run_id=run_id, status=self.table.initial)
+
+    def reduce(self, record: RunRecord, event: Event) -> RunRecord:
+        """The record after `event`, or a `LifecycleError` with `record` unchanged."""
+        if event.sequence != record.version + 1 or event.run_id != record.run_id:
+            _envelope_error(record, event)
+        if event.type not in self._moves[record.status]:
+            raise self.table._illegal(record.status, event.type, (), record.run_id, event.sequence)
+        return self._handlers[event.type](self, record, event)
+
+    def replay(self, events: Iterable[Event], snapshot: Snapshot | None = None) -> RunRecord:
+        """Fold `events` from the start of the run, or after `snapshot`.
+
+        Raises:
+            ValueError: no events and no snapshot (there is no run to speak of).
+        """
+        it = iter(events)
+        if snapshot is not None:
+            record = snapshot.record
+        else:
+            first = next(it, None)
+            if first is None:
+                raise ValueError("replay needs at least one event or a snapshot")
+            record = self.reduce(self.initial(first.run_id), first)
+        reduce = self.reduce
+        for event in it:
+            record = reduce(record, event)
+        return record
+
+    def target(self, record: RunRecord, event: Any) -> str:
+        """The state the table moves to (conditions see the record before the event)."""
+        return self.table.step(
+            record.status, event.type, record, event, run_id=record.run_id, sequence=event.sequence
+        )
+
+
+def _envelope_error(record: RunRecord, event: Event) -> None:
+    if event.run_id != record.run_id:
+        raise RunMismatchError(
+            run_id=record.run_id,
+            event_run_id=event.run_id,
+            sequence=event.sequence,
+            state=record.status,
+            event=event.type,
+        )
+    raise SequenceError(
+        run_id=record.run_id,
+        sequence=event.sequence,
+        expected=record.version + 1,
+        state=record.status,
+        event=event.type,
+    )
+
+
+def _refuse(record: RunRecord, event: Any, reason: str) -> LifecycleError:
+    return LifecycleError(
+        f"is refused: {reason}",
+        run_id=record.run_id,
+        sequence=event.sequence,
+        state=record.status,
+        event=event.type,
+    )
+
+
+def _action_error(record: RunRecord, event: Any, action_id: str, reason: str) -> ActionError:
+    return ActionError(
+        reason,
+        action_id=action_id,
+        run_id=record.run_id,
+        sequence=event.sequence,
+        state=record.status,
+        event=event.type,
+    )
+
+
+def _no_open_model_call(record: RunRecord, event: Any) -> None:
+    if record.model_call_open:
+        raise _refuse(record, event, "a model call is open (model.started has no model.completed)")
+
+
+def _known_action(record: RunRecord, event: Any) -> Action:
+    action = record.actions.get(event.action_id)
+    if action is None:
+        raise _action_error(
+            record, event, event.action_id, "no such action was proposed or requested"
+        )
+    return action
+
+
+def _with(actions: Mapping[str, Action], action: Action) -> dict[str, Action]:
+    new = dict(actions)
+    new[action.action_id] = action
+    return new
+
+
+# -- handlers, one per event type ---------------------------------------------------------
+
+
+def _run_started(r: Reducer, rec: RunRecord, ev: m.RunStarted) -> RunRecord:
+    return _set_started(
+        rec,
+        r.target(rec, ev),
+        ev.sequence,
+        ev.occurred_at,
+        ev.objective,
+        ev.agent if ev.agent is not None else rec.current_agent,
+        ev.limits,
+        ev.occurred_at,
+    )
+
+
+def _model_started(r: Reducer, rec: RunRecord, ev: m.ModelStarted) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    actions = rec.actions
+    for aid in rec.batch:
+        status = actions[aid].status
+        if status not in RESOLVED:
+            raise _action_error(
+                rec,
+                ev,
+                aid,
+                f"the model cannot be called while an action of the batch is '{status}'",
+            )
+    return _set_model_started(
+        rec,
+        r.target(rec, ev),
+        ev.sequence,
+        ev.occurred_at,
+        rec.turn + 1,
+        True,
+        ev.reserved_tokens or 0,
+        ev.reserved_cost or 0.0,
+    )
+
+
+def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted) -> RunRecord:
+    if not rec.model_call_open:
+        raise _refuse(rec, ev, "no model call is open (model.completed without model.started)")
+    actions: Mapping[str, Action] = rec.actions
+    batch: tuple[str, ...] = ()
+    if ev.tool_calls:
+        new = dict(actions)
+        key_prefix = rec.run_id + ":"
+        for call in ev.tool_calls:
+            if call.action_id in new:
+                raise _action_error(rec, ev, call.action_id, "the action id is already used")
+            new[call.action_id] = Action(
+                call.action_id,
+                call.tool,
+                call.arguments,
+                call_digest(call.tool, call.arguments),
+                A.PROPOSED,
+                0,
+                key_prefix + call.action_id,
+            )
+        actions = new
+        batch = tuple(c.action_id for c in ev.tool_calls)
+    usage = rec.usage
+    if ev.usage is not None:
+        u = ev.usage
+        usage = UsageTotals(
+            usage.input_tokens + u.input_tokens,
+            usage.output_tokens + u.output_tokens,
+            usage.cost + u.cost,
+        )
+    final = ev.output if ev.decision == "final" else rec.final_output
+    return _set_model_completed(
+        rec,
+        r.target(rec, ev),
+        ev.sequence,
+        ev.occurred_at,
+        False,
+        0,
+        0.0,
+        usage,
+        ev.decision,
+        final,
+        actions,
+        batch,
+    )
+
+
+def _handoff(r: Reducer, rec: RunRecord, ev: m.Handoff) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    return _set_agent(rec, r.target(rec, ev), ev.sequence, ev.occurred_at, ev.to_agent)
+
+
+def _bound_to_call(rec: RunRecord, ev: Any, action: Action, what: str) -> None:
+    """An approved or proposed call may only go ahead exactly as it was proposed."""
+    if action.tool != ev.tool:
+        raise _action_error(
+            rec,
+            ev,
+            action.action_id,
+            f"the {what} call was to tool '{action.tool}', not '{ev.tool}'",
+        )
+    if call_digest(ev.tool, ev.arguments) != action.arguments_digest:
+        raise _action_error(
+            rec,
+            ev,
+            action.action_id,
+            f"the arguments differ from the {what} call ({action.arguments_digest})",
+        )
+
+
+def _approval_requested(r: Reducer, rec: RunRecord, ev: m.ApprovalRequested) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    action = rec.actions.get(ev.action_id)
+    batch = rec.batch
+    if action is None:
+        action = Action(
+            ev.action_id,
+            ev.tool,
+            ev.arguments,
+            call_digest(ev.tool, ev.arguments),
+            A.APPROVAL_PENDING,
+            0,
+            f"{rec.run_id}:{ev.action_id}",
+            expires_at=ev.expires_at,
+        )
+        batch = (*batch, ev.action_id)
+    elif action.status == A.PROPOSED:
+        _bound_to_call(rec, ev, action, "proposed")
+        action = _action_pending(action, A.APPROVAL_PENDING, ev.expires_at)
+    else:
+        raise _action_error(
+            rec,
+            ev,
+            ev.action_id,
+            f"approval can only be asked for a new or proposed action; it is '{action.status}'",
+        )
+    target = r.target(rec, ev)
+    return _set_actions_batch(
+        rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action), batch
+    )
+
+
+def _pending_approval(rec: RunRecord, ev: Any) -> Action:
+    action = _known_action(rec, ev)
+    if action.status != A.APPROVAL_PENDING:
+        raise _action_error(
+            rec, ev, ev.action_id, f"it is not waiting for approval; it is '{action.status}'"
+        )
+    return action
+
+
+def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted) -> RunRecord:
+    action = _pending_approval(rec, ev)
+    target = r.target(rec, ev)
+    action = _action_approved(action, A.APPROVED, ev.approver)
+    return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
+
+
+def _approval_rejected(r: Reducer, rec: RunRecord, ev: m.ApprovalRejected) -> RunRecord:
+    action = _pending_approval(rec, ev)
+    target = r.target(rec, ev)
+    action = _action_rejected(action, A.REJECTED, ev.approver, ev.reason)
+    return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
+
+
+def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    key = ev.idempotency_key or f"{rec.run_id}:{ev.action_id}"
+    action = rec.actions.get(ev.action_id)
+    batch = rec.batch
+    if action is None:
+        action = Action(
+            ev.action_id,
+            ev.tool,
+            ev.arguments,
+            call_digest(ev.tool, ev.arguments),
+            A.REQUESTED,
+            0,
+            key,
+        )
+        batch = (*batch, ev.action_id)
+    elif action.status == A.PROPOSED or action.status == A.APPROVED:
+        what = "approved" if action.status == A.APPROVED else "proposed"
+        _bound_to_call(rec, ev, action, what)
+        if action.expires_at is not None and parse_timestamp(ev.occurred_at) > parse_timestamp(
+            action.expires_at
+        ):
+            raise _action_error(
+                rec, ev, ev.action_id, f"its approval expired at {action.expires_at}"
+            )
+        action = _action_requested(action, A.REQUESTED, key)
+    elif action.status == A.APPROVAL_PENDING:
+        raise _action_error(rec, ev, ev.action_id, "it is still waiting for approval")
+    else:
+        raise _action_error(
+            rec, ev, ev.action_id, f"the action id is already used; it is '{action.status}'"
+        )
+    target = r.target(rec, ev)
+    return _set_actions_batch(
+        rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action), batch
+    )
+
+
+def _tool_started(r: Reducer, rec: RunRecord, ev: m.ToolStarted) -> RunRecord:
+    action = _known_action(rec, ev)
+    target = r.target(rec, ev)
+    if ev.attempt != action.attempts + 1:
+        raise _action_error(
+            rec,
+            ev,
+            ev.action_id,
+            f"attempt {ev.attempt} does not follow {action.attempts} attempts: "
+            f"expected attempt {action.attempts + 1}",
+        )
+    action = _action_started(action, A.STARTED, ev.attempt, None)
+    return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
+
+
+def _in_flight_action(rec: RunRecord, ev: Any) -> Action:
+    action = _known_action(rec, ev)
+    if action.status not in _IN_FLIGHT:
+        raise _action_error(rec, ev, ev.action_id, f"it is not in flight; it is '{action.status}'")
+    return action
+
+
+def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted) -> RunRecord:
+    action = _in_flight_action(rec, ev)
+    target = r.target(rec, ev)
+    usage = rec.usage
+    if ev.cost:
+        usage = UsageTotals(usage.input_tokens, usage.output_tokens, usage.cost + ev.cost)
+    facts = dict(rec.facts)
+    facts[action.tool] = ev.result
+    action = _action_succeeded(action, A.SUCCEEDED, ev.result, ev.cost)
+    return _set_completed(
+        rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action), usage, facts
+    )
+
+
+def _tool_failed(r: Reducer, rec: RunRecord, ev: m.ToolFailed) -> RunRecord:
+    action = _in_flight_action(rec, ev)
+    target = r.target(rec, ev)
+    action = _action_failed(action, A.FAILED, ev.error)
+    return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
+
+
+def _tool_outcome_unknown(r: Reducer, rec: RunRecord, ev: m.ToolOutcomeUnknown) -> RunRecord:
+    action = _in_flight_action(rec, ev)
+    target = r.target(rec, ev)
+    action = _action_unknown(action, A.UNKNOWN, ev.reason)
+    return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
+
+
+def _run_paused(r: Reducer, rec: RunRecord, ev: m.RunPaused) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    return _set_pause(rec, r.target(rec, ev), ev.sequence, ev.occurred_at, ev.reason)
+
+
+def _run_resumed(r: Reducer, rec: RunRecord, ev: m.RunResumed) -> RunRecord:
+    return _set_pause(rec, r.target(rec, ev), ev.sequence, ev.occurred_at, None)
+
+
+def _run_cancel_requested(r: Reducer, rec: RunRecord, ev: m.RunCancelRequested) -> RunRecord:
+    return _set_cancel(
+        rec, r.target(rec, ev), ev.sequence, ev.occurred_at, ev.reason, ev.requested_by, None
+    )
+
+
+_ENDED_IN_FLIGHT = "the run ended while it was in flight"
+_ENDED_NOT_RUN = "the run ended before it ran"
+
+
+def _settled(actions: Mapping[str, Action]) -> Mapping[str, Action]:
+    """The ledger of an ended run: nothing left in flight or waiting to run."""
+    changed = None
+    for aid, action in actions.items():
+        if action.status in _IN_FLIGHT:
+            settled = _action_unknown(action, A.UNKNOWN, _ENDED_IN_FLIGHT)
+        elif action.status in _NOT_RUN:
+            settled = _action_rejected(action, A.REJECTED, action.approver, _ENDED_NOT_RUN)
+        else:
+            continue
+        if changed is None:
+            changed = dict(actions)
+        changed[aid] = settled
+    return actions if changed is None else changed
+
+
+def _end(
+    r: Reducer,
+    rec: RunRecord,
+    ev: Any,
+    error: m.ErrorInfo | None = None,
+    stop_reason: str | None = None,
+    detail: str | None = None,
+) -> RunRecord:
+    target = r.target(rec, ev)
+    return _set_ended(
+        rec,
+        target,
+        ev.sequence,
+        ev.occurred_at,
+        _settled(rec.actions),
+        False,
+        0,
+        0.0,
+        None,
+        error,
+        stop_reason,
+        detail,
+    )
+
+
+def _run_cancelled(r: Reducer, rec: RunRecord, ev: m.RunCancelled) -> RunRecord:
+    return _end(r, rec, ev)
+
+
+def _run_completed(r: Reducer, rec: RunRecord, ev: m.RunCompleted) -> RunRecord:
+    return _end(r, rec, ev)
+
+
+def _run_failed(r: Reducer, rec: RunRecord, ev: m.RunFailed) -> RunRecord:
+    return _end(r, rec, ev, error=ev.error)
+
+
+def _run_terminated(r: Reducer, rec: RunRecord, ev: m.RunTerminated) -> RunRecord:
+    return _end(r, rec, ev, stop_reason=ev.stop_reason, detail=ev.detail)
+
+
+_HANDLERS: dict[str, Handler] = {
+    "run.started": _run_started,
+    "model.started": _model_started,
+    "model.completed": _model_completed,
+    "handoff": _handoff,
+    "approval.requested": _approval_requested,
+    "approval.accepted": _approval_accepted,
+    "approval.rejected": _approval_rejected,
+    "tool.requested": _tool_requested,
+    "tool.started": _tool_started,
+    "tool.completed": _tool_completed,
+    "tool.failed": _tool_failed,
+    "tool.outcome_unknown": _tool_outcome_unknown,
+    "run.paused": _run_paused,
+    "run.resumed": _run_resumed,
+    "run.cancel_requested": _run_cancel_requested,
+    "run.cancelled": _run_cancelled,
+    "run.completed": _run_completed,
+    "run.failed": _run_failed,
+    "run.terminated": _run_terminated,
+}
+
+DEFAULT_REDUCER = Reducer()
+
+
+def reduce(record: RunRecord, event: Event) -> RunRecord:
+    """Fold one event into a record under the default table (see `Reducer.reduce`)."""
+    return DEFAULT_REDUCER.reduce(record, event)
+
+
+def replay(events: Iterable[Event], snapshot: Snapshot | None = None) -> RunRecord:
+    """Fold a run's events (after `snapshot`, if given) under the default table."""
+    return DEFAULT_REDUCER.replay(events, snapshot)

@@ -1,0 +1,35 @@
+"""Typed usage of the public API: mypy strict must accept this file as written."""
+
+from __future__ import annotations
+
+from agentfsm import (
+    DEFAULT_REDUCER,
+    DEFAULT_TABLE,
+    IllegalTransitionError,
+    RunRecord,
+    RunStatus,
+    State,
+    Transition,
+    TransitionTable,
+    parse_event,
+)
+
+record: RunRecord = DEFAULT_REDUCER.initial("run_1")
+event = parse_event(
+    '{"run_id": "run_1", "sequence": 1, "type": "run.started",'
+    ' "occurred_at": "2026-09-01T10:00:00Z"}'
+)
+record = DEFAULT_REDUCER.reduce(record, event)
+nxt: str = DEFAULT_TABLE.step(RunStatus.RUNNING, "run.paused")
+derived: TransitionTable = DEFAULT_TABLE.derive(
+    add_states=[State("escalated", description="a human took over")],
+    add=[
+        Transition("waiting_approval", "run.paused", "escalated"),
+        Transition("escalated", "run.resumed", "running"),
+        Transition("escalated", "run.failed", "failed"),
+    ],
+)
+try:
+    DEFAULT_TABLE.step("completed", "model.started")
+except IllegalTransitionError as exc:
+    allowed: tuple[str, ...] = exc.allowed
