@@ -13,6 +13,7 @@ from agentfsm.events import (
     Event,
     Handoff,
     Limits,
+    LogBuilder,
     ModelCompleted,
     ModelStarted,
     RunCancelled,
@@ -38,6 +39,7 @@ from agentfsm.events import (
     make_event,
     parse_event,
     read_events,
+    step_clock,
 )
 from agentfsm.fsm import (
     DEFAULT_TABLE,
@@ -101,6 +103,7 @@ __all__ = [
     "InvalidTableError",
     "LifecycleError",
     "Limits",
+    "LogBuilder",
     "ModelCompleted",
     "ModelStarted",
     "Reducer",
@@ -141,4 +144,5 @@ __all__ = [
     "read_events",
     "reduce",
     "replay",
+    "step_clock",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -134,6 +134,11 @@ class _Envelope(BaseModel):
     type: str
     occurred_at: Timestamp
     event_id: NonEmpty | None = None
+
+    def model_post_init(self, context: Any, /) -> None:
+        # `dump_event` writes only the fields an event was given; the tag must always be
+        # written, even when a caller relied on the class to supply it.
+        self.model_fields_set.add("type")
 
 
 class RunStarted(_Envelope):
