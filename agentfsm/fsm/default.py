@@ -29,15 +29,22 @@ _IN_FLIGHT = frozenset({ActionStatus.REQUESTED, ActionStatus.STARTED})
 
 
 def _batch_resolved(rec: Any, ev: Any) -> bool:
+    # Plain loops: these run on every tool result, and a generator costs twice as much.
     actions = rec.actions
     me = ev.action_id
-    return all(a == me or actions[a].status in RESOLVED for a in rec.batch)
+    for aid in rec.batch:  # noqa: SIM110 - see above
+        if aid != me and actions[aid].status not in RESOLVED:
+            return False
+    return True
 
 
 def _others_pending(rec: Any, ev: Any) -> bool:
     actions = rec.actions
     me = ev.action_id
-    return any(a != me and actions[a].status == ActionStatus.APPROVAL_PENDING for a in rec.batch)
+    for aid in rec.batch:
+        if aid != me and actions[aid].status == ActionStatus.APPROVAL_PENDING:
+            return True
+    return False
 
 
 def _retryable_failure(action: Any) -> bool:

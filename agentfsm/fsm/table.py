@@ -205,12 +205,25 @@ class TransitionTable:
             move = self._moves[state][event]
         except KeyError:
             raise self._illegal(state, event, (), run_id, sequence) from None
-        if isinstance(move, str):
+        if move.__class__ is str:  # the common case; cheaper than isinstance
             return move
-        for condition, target in move:
+        return self.choose(move, state, event, context, payload, run_id, sequence)  # type: ignore[arg-type]
+
+    def choose(
+        self,
+        alternatives: tuple[tuple[Condition | None, str], ...],
+        state: str,
+        event: str,
+        context: Any,
+        payload: Any,
+        run_id: str,
+        sequence: int,
+    ) -> str:
+        """The target of the first alternative whose condition holds, else the error."""
+        for condition, target in alternatives:
             if condition is None or condition.predicate(context, payload):
                 return target
-        failed = tuple(c.name for c, _ in move if c is not None)
+        failed = tuple(c.name for c, _ in alternatives if c is not None)
         raise self._illegal(state, event, failed, run_id, sequence)
 
     def _illegal(

@@ -1,7 +1,7 @@
 """The run record, the pure reducer, replay and snapshots."""
 
-from agentfsm.reducers.record import Action, RunRecord, UsageTotals
-from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer, call_digest, reduce, replay
+from agentfsm.reducers.record import Action, RunRecord, UsageTotals, call_digest
+from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer, reduce, replay
 from agentfsm.reducers.snapshot import Snapshot
 
 __all__ = [

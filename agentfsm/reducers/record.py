@@ -13,10 +13,16 @@ from typing import Any
 
 import attrs
 
+from agentfsm.events.canonical import digest
 from agentfsm.events.models import ErrorInfo, Limits
 from agentfsm.fsm.names import ActionStatus, RunStatus
 
-__all__ = ["Action", "RunRecord", "UsageTotals"]
+__all__ = ["Action", "RunRecord", "UsageTotals", "call_digest"]
+
+
+def call_digest(tool: str, arguments: Mapping[str, Any]) -> str:
+    """The digest an approval is bound to: the tool's name and the canonical arguments."""
+    return digest({"tool": tool, "arguments": arguments})
 
 
 @attrs.frozen(slots=True)
@@ -49,7 +55,6 @@ class Action:
         action_id: the id every event about this call names.
         tool: the tool's name.
         arguments: the call's arguments (JSON object).
-        arguments_digest: `digest({"tool", "arguments"})`: what approvals are bound to.
         status: one of `ActionStatus`.
         attempts: how many `tool.started` events this action has had.
         idempotency_key: what the tool is called with (`run_id:action_id` by default).
@@ -64,7 +69,6 @@ class Action:
     action_id: str
     tool: str
     arguments: Mapping[str, Any]
-    arguments_digest: str
     status: str
     attempts: int = 0
     idempotency_key: str | None = None
@@ -74,6 +78,15 @@ class Action:
     approver: str | None = None
     reason: str | None = None
     expires_at: str | None = None
+
+    @property
+    def arguments_digest(self) -> str:
+        """The digest approvals are bound to: tool name and canonical arguments.
+
+        Computed on demand: the reducer compares calls with `same_json`, which is cheaper
+        than hashing every call on the hot path.
+        """
+        return call_digest(self.tool, self.arguments)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (the ledger entry of the record's JSON)."""
@@ -96,13 +109,19 @@ class Action:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Action:
         """The inverse of `to_json`; raises `ValueError` naming what is wrong."""
-        _expect_keys("action", data, _ACTION_KEYS)
+        _expect_keys("action", data, _ACTION_KEYS | {"arguments_digest"})
         status = data["status"]
         if status not in _ACTION_STATUSES:
             raise ValueError(f"action status {status!r} is not one of {sorted(_ACTION_STATUSES)}")
-        fields = dict(data)
+        fields = {k: v for k, v in data.items() if k != "arguments_digest"}
         fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
-        return cls(**fields)
+        action = cls(**fields)
+        if action.arguments_digest != data["arguments_digest"]:
+            raise ValueError(
+                f"action {action.action_id!r}: arguments_digest {data['arguments_digest']!r} "
+                f"does not match its tool and arguments ({action.arguments_digest})"
+            )
+        return action
 
 
 _ACTION_KEYS = frozenset(attrs.fields_dict(Action))
