@@ -229,8 +229,10 @@ class RunMismatchError(LifecycleError):
 
 
 class ActionError(LifecycleError):
-    """The action ledger refuses the event: unknown or reused action id, a call that changed
-    since it was proposed or approved, an expired approval, a result for an action not in flight.
+    """The action ledger refuses the event.
+
+    For example: an unknown or reused action id, a call that changed since it was proposed or
+    approved, an expired approval, a result for an action that is not in flight.
 
     Attributes:
         action_id: the action the event names.
