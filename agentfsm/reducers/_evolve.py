@@ -22,17 +22,39 @@ import attrs
 T = TypeVar("T")
 
 
+def maker(cls: type[T]) -> Callable[..., T]:
+    """A function `(*values) -> instance` taking every field positionally, no defaults."""
+    names = _checked_names(cls)
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = ["    n = new(cls)"]
+    for i, name in enumerate(names):
+        namespace[f"set{i}"] = cls.__dict__[name].__set__  # the slot's member descriptor
+        lines.append(f"    set{i}(n, _{name})")
+    params = ", ".join(f"_{n}" for n in names)
+    return _compile(f"def make({params}):\n" + "\n".join(lines) + "\n    return n\n",
+                    f"<maker {cls.__name__}>", namespace, "make")  # fmt: skip
+
+
+def _checked_names(cls: type[Any]) -> list[str]:
+    fields = attrs.fields(cls)
+    if any(f.validator or f.converter for f in fields) or hasattr(cls, "__attrs_post_init__"):
+        raise TypeError(f"{cls.__name__} validates or converts on init; use attrs.evolve")
+    return [f.name for f in fields]
+
+
+def _compile(source: str, filename: str, namespace: dict[str, Any], name: str) -> Any:
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - generated from attrs field names
+    return namespace[name]
+
+
 def evolver(cls: type[T], *changed: str) -> Callable[..., T]:
     """A function `(instance, *new_values) -> copy` replacing `changed` fields in order."""
-    fields = attrs.fields(cls)  # type: ignore[arg-type]
-    names = [f.name for f in fields]
+    names = _checked_names(cls)
     unknown = [c for c in changed if c not in names]
     if unknown:
         raise ValueError(f"{cls.__name__} has no fields {unknown}")
     if len(set(changed)) != len(changed):
         raise ValueError(f"fields repeated in {changed}")
-    if any(f.validator or f.converter for f in fields) or hasattr(cls, "__attrs_post_init__"):
-        raise TypeError(f"{cls.__name__} validates or converts on init; use attrs.evolve")
     namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
     lines = ["    n = new(cls)"]
     for i, name in enumerate(names):
@@ -40,7 +62,7 @@ def evolver(cls: type[T], *changed: str) -> Callable[..., T]:
         lines.append(f"    set{i}(n, {'_' + name if name in changed else 'r.' + name})")
     params = ", ".join(f"_{c}" for c in changed)
     source = f"def evolve(r, {params}):\n" + "\n".join(lines) + "\n    return n\n"
-    code = compile(source, f"<evolver {cls.__name__}: {', '.join(changed)}>", "exec")
-    exec(code, namespace)  # noqa: S102 - generated from the class's own attrs field names
-    fn: Callable[..., T] = namespace["evolve"]
+    fn: Callable[..., T] = _compile(
+        source, f"<evolver {cls.__name__}: {', '.join(changed)}>", namespace, "evolve"
+    )
     return fn

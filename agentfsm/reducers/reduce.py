@@ -31,7 +31,7 @@ from agentfsm.fsm.errors import (
 )
 from agentfsm.fsm.names import RESOLVED, ActionStatus
 from agentfsm.fsm.table import Condition, TransitionTable
-from agentfsm.reducers._evolve import evolver
+from agentfsm.reducers._evolve import evolver, maker
 from agentfsm.reducers.record import Action, RunRecord, UsageTotals
 from agentfsm.reducers.snapshot import Snapshot
 
@@ -79,6 +79,8 @@ _action_succeeded = evolver(Action, "status", "result", "cost")
 _action_failed = evolver(Action, "status", "error")
 _action_unknown = evolver(Action, "status", "reason")
 _action_pending = evolver(Action, "status", "expires_at")
+_new_action = maker(Action)
+_new_usage = maker(UsageTotals)
 
 #: A precomputed move of the table: the target itself, or ordered (condition, target) pairs.
 Move = str | tuple[tuple[Condition | None, str], ...]
@@ -136,6 +138,9 @@ def _to(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> str:
     """Resolve a move: a plain target, or the first alternative whose condition holds."""
     if move.__class__ is str:
         return move
+    for condition, target in move:  # inlined from TransitionTable.choose: hot
+        if condition is None or condition.predicate(rec, ev):
+            return target
     return r.table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)  # type: ignore[arg-type]
 
 
@@ -237,13 +242,16 @@ def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Mov
             aid = call.action_id
             if aid in new:
                 raise _action_error(rec, ev, aid, "the action id is already used")
-            new[aid] = Action(aid, call.tool, call.arguments, A.PROPOSED, 0, key_prefix + aid)
+            new[aid] = _new_action(
+                aid, call.tool, call.arguments, A.PROPOSED, 0, key_prefix + aid,
+                None, None, None, None, None, None,
+            )  # fmt: skip
         actions = new
         batch = tuple(c.action_id for c in ev.tool_calls)
     usage = rec.usage
     if ev.usage is not None:
         u = ev.usage
-        usage = UsageTotals(
+        usage = _new_usage(
             usage.input_tokens + u.input_tokens,
             usage.output_tokens + u.output_tokens,
             usage.cost + u.cost,
@@ -328,7 +336,10 @@ def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move)
     action = rec.actions.get(ev.action_id)
     batch = rec.batch
     if action is None:
-        action = Action(ev.action_id, ev.tool, ev.arguments, A.REQUESTED, 0, key)
+        action = _new_action(
+            ev.action_id, ev.tool, ev.arguments, A.REQUESTED, 0, key,
+            None, None, None, None, None, None,
+        )  # fmt: skip
         batch = (*batch, ev.action_id)
     elif action.status == A.PROPOSED or action.status == A.APPROVED:
         _bound_to_call(rec, ev, action, "approved" if action.status == A.APPROVED else "proposed")
@@ -372,7 +383,7 @@ def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted, move: Move)
     target = _to(r, rec, ev, move)
     usage = rec.usage
     if ev.cost:
-        usage = UsageTotals(usage.input_tokens, usage.output_tokens, usage.cost + ev.cost)
+        usage = _new_usage(usage.input_tokens, usage.output_tokens, usage.cost + ev.cost)
     facts = dict(rec.facts)
     facts[action.tool] = ev.result
     action = _action_succeeded(action, A.SUCCEEDED, ev.result, ev.cost)
