@@ -31,8 +31,9 @@ def maker(cls: type[T]) -> Callable[..., T]:
         namespace[f"set{i}"] = cls.__dict__[name].__set__  # the slot's member descriptor
         lines.append(f"    set{i}(n, _{name})")
     params = ", ".join(f"_{n}" for n in names)
-    return _compile(f"def make({params}):\n" + "\n".join(lines) + "\n    return n\n",
-                    f"<maker {cls.__name__}>", namespace, "make")  # fmt: skip
+    source = f"def make({params}):\n" + "\n".join(lines) + "\n    return n\n"
+    fn: Callable[..., T] = _compile(source, f"<maker {cls.__name__}>", namespace, "make")
+    return fn
 
 
 def _checked_names(cls: type[Any]) -> list[str]:

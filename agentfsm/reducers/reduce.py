@@ -136,12 +136,12 @@ class Reducer:
 
 def _to(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> str:
     """Resolve a move: a plain target, or the first alternative whose condition holds."""
-    if move.__class__ is str:
+    if isinstance(move, str):
         return move
     for condition, target in move:  # inlined from TransitionTable.choose: hot
         if condition is None or condition.predicate(rec, ev):
             return target
-    return r.table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)  # type: ignore[arg-type]
+    return r.table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)
 
 
 def _envelope_error(record: RunRecord, event: Event) -> None:
