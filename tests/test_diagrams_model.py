@@ -144,3 +144,13 @@ class TestLabels:
     def test_any_active_name(self) -> None:
         """The pseudo-state has one spelling across formats."""
         assert ANY_ACTIVE == "any active state"
+
+
+class TestPublicSurface:
+    def test_every_exported_name_resolves_and_none_is_private(self) -> None:
+        """`agentfsm.diagrams.__all__` names real, public objects, each once."""
+        import agentfsm.diagrams as pkg
+
+        missing = [n for n in pkg.__all__ if not hasattr(pkg, n)]
+        private = [n for n in pkg.__all__ if n.startswith("_")]
+        assert (missing, private, len(set(pkg.__all__)) == len(pkg.__all__)) == ([], [], True)
