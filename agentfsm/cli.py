@@ -86,7 +86,10 @@ def _add_diagram(subparsers: argparse._SubParsersAction[_Parser]) -> None:
         help="the table to draw, e.g. `myapp.lifecycle:TABLE` (default: agentfsm's own)",
     )
     p.add_argument(
-        "--run", metavar="EVENTS.jsonl", type=Path, help="draw this recorded run's path on top"
+        "--run",
+        metavar="EVENTS.jsonl",
+        type=Path,
+        help="draw this recorded run's path on top (- reads standard input)",
     )
     p.add_argument("--run-id", help="the run to draw, when the log holds several")
     p.add_argument(

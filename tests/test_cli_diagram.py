@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,14 @@ class TestRender:
         assert code == 0
         assert "  running --> completed : run.completed [final output recorded," in out
         assert "nothing unresolved] (seq 14)" in out
+
+    def test_a_run_from_standard_input(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`--run -` reads the log from standard input."""
+        monkeypatch.setattr("sys.stdin", io.StringIO(CANCEL.read_text()))
+        code, out, _ = _run(capsys, "diagram", "--run", "-", "--format", "markdown")
+        assert (code, out.endswith("- run 'run_cancel_123' ended in 'completed'\n")) == (0, True)
 
     def test_the_run_id_picks_a_run(
         self, capsys: pytest.CaptureFixture[str], tmp_path: Path

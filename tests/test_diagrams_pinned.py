@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from _diagram_tables import TINY
 
 from agentfsm.diagrams import (
@@ -140,3 +141,12 @@ class TestPinnedOutput:
     def test_render_diagram_dispatches_by_name(self) -> None:
         """`render_diagram(table, name)` gives the same text as the renderer itself."""
         assert render_diagram(TINY, "plantuml") == TINY_PLANTUML
+
+    def test_an_unknown_format_names_the_known_ones(self) -> None:
+        """A wrong format name is a ValueError listing the formats (and where PNG is)."""
+        with pytest.raises(ValueError, match=r"^unknown diagram format") as info:
+            render_diagram(TINY, "png")
+        assert str(info.value) == (
+            "unknown diagram format 'png'; expected one of 'mermaid', 'dot', 'svg', 'plantuml',"
+            " 'markdown' (PNG is bytes: use render_diagram_png)"
+        )

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _diagram_tables import TINY
 
-from agentfsm import DEFAULT_REDUCER, DEFAULT_TABLE, read_events
+from agentfsm import DEFAULT_REDUCER, DEFAULT_TABLE, EventFormatError, read_events
 from agentfsm.diagrams import (
     Overlay,
     Refusal,
@@ -154,6 +154,15 @@ class TestRunSelection:
         with pytest.raises(RunNotFoundError) as info:
             trajectory_from_jsonl(CANCEL, run_id="run_9")
         assert str(info.value) == "the log has no run 'run_9'; it has: 'run_cancel_123'"
+
+    def test_a_log_of_no_events_at_all(self) -> None:
+        """When no line is an event, the first line's own problem is raised."""
+        with pytest.raises(EventFormatError) as info:
+            trajectory_from_jsonl(["", "hello", "{}"])
+        assert (info.value.line, info.value.problems) == (
+            2,
+            ("not JSON (Expecting value: line 1 column 1 (char 0))",),
+        )
 
     def test_an_empty_log(self) -> None:
         """No events at all: nothing to draw."""

@@ -67,7 +67,10 @@ def render_diagram(
         fmt = DiagramFormat(format)
     except ValueError:
         known = ", ".join(f"'{f}'" for f in DiagramFormat)
-        raise ValueError(f"unknown diagram format '{format}'; expected one of {known}") from None
+        hint = " (PNG is bytes: use render_diagram_png)" if format == "png" else ""
+        raise ValueError(
+            f"unknown diagram format '{format}'; expected one of {known}{hint}"
+        ) from None
     return _RENDERERS[fmt](diagram_model(table, collapse=collapse), trajectory)
 
 

@@ -182,8 +182,9 @@ def trajectory_from_jsonl(
     Raises:
         RunNotFoundError: `run_id` is not in the log, or it was left out and the log holds
             no run or several.
+        EventFormatError: not one line of the log is an event (the first line's problem).
     """
-    items: list[tuple[int, Event | EventFormatError]] = []
+    items: list[Event | EventFormatError] = []
     runs: list[str] = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -191,11 +192,14 @@ def trajectory_from_jsonl(
         try:
             event = parse_event(raw, line=number)
         except EventFormatError as exc:
-            items.append((number, exc))
+            items.append(exc)
             continue
-        items.append((number, event))
+        items.append(event)
         if event.run_id not in runs:
             runs.append(event.run_id)
+    if not runs and items:
+        # Not one line is an event: the first complaint says more than "no runs".
+        raise next(i for i in items if isinstance(i, EventFormatError))
     if run_id is None:
         if len(runs) != 1:
             raise RunNotFoundError(None, runs)
@@ -205,7 +209,7 @@ def trajectory_from_jsonl(
 
     events: list[Event] = []
     bad_line: EventFormatError | None = None
-    for _, item in items:
+    for item in items:
         if isinstance(item, EventFormatError):
             if item.run_id in (None, run_id):
                 bad_line = item
