@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from agentfsm.diagrams import (
+    DIAGRAM_SUFFIXES,
     DiagramFormat,
     check_diagrams,
     render_diagram,
@@ -158,7 +159,11 @@ def _diagram(args: argparse.Namespace) -> int:
 def _check(directory: Path, table: TransitionTable) -> int:
     stale = check_diagrams(directory, table)
     if not stale:
-        print(f"{_PROG} diagram --check: the diagrams in {directory} match the table")
+        count = len(DIAGRAM_SUFFIXES)
+        print(
+            f"{_PROG} diagram --check: the {count} diagrams of '{table.name}' in {directory}/"
+            " match the table"
+        )
         return 0
     for item in stale:
         print(f"{_PROG} diagram --check: {item}", file=sys.stderr)

@@ -88,7 +88,8 @@ class TestDriftCheck:
         """The committed diagrams check fresh, with one line saying so."""
         assert _run(capsys, "diagram", "--check", "--dir", str(REPO / "diagrams")) == (
             0,
-            f"agentfsm diagram --check: the diagrams in {REPO / 'diagrams'} match the table\n",
+            f"agentfsm diagram --check: the 6 diagrams of 'agent_run' in {REPO / 'diagrams'}/"
+            " match the table\n",
             "",
         )
 
@@ -213,7 +214,7 @@ def test_python_dash_m_runs_the_check() -> None:
     )
     assert (done.returncode, done.stdout, done.stderr) == (
         0,
-        "agentfsm diagram --check: the diagrams in diagrams match the table\n",
+        "agentfsm diagram --check: the 6 diagrams of 'agent_run' in diagrams/ match the table\n",
         "",
     )
 
