@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from _diagram_tables import TINY, require_dot
 
 from agentfsm.cli import main
 from agentfsm.diagrams import diagram_model, render_diagram, render_mermaid, write_diagrams
 from agentfsm.fsm import DEFAULT_TABLE
+from tests._diagram_tables import TINY, require_dot
 
 REPO = Path(__file__).resolve().parent.parent
 TICKET = REPO / "examples" / "order_ticket.jsonl"
@@ -41,12 +41,14 @@ class TestRender:
 
     def test_a_table_from_a_module(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`--table module:attr` draws a user's table."""
-        code, out, _ = _run(capsys, "diagram", "--table", "_diagram_tables:TINY", "--format", "dot")
+        code, out, _ = _run(
+            capsys, "diagram", "--table", "tests._diagram_tables:TINY", "--format", "dot"
+        )
         assert (code, out) == (0, render_diagram(TINY, "dot"))
 
     def test_expand_draws_every_source(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`--expand` turns off the any-active collapse."""
-        code, out, _ = _run(capsys, "diagram", "--table", "_diagram_tables:TINY", "--expand")
+        code, out, _ = _run(capsys, "diagram", "--table", "tests._diagram_tables:TINY", "--expand")
         assert (code, out) == (0, render_mermaid(diagram_model(TINY, collapse=False)))
 
     def test_a_run_on_top(self, capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,12 +155,13 @@ class TestUsageErrors:
                 " No module named 'no_such_module_x'",
             ),
             (
-                ["diagram", "--table", "_diagram_tables:MISSING"],
-                "agentfsm diagram: module '_diagram_tables' has no attribute 'MISSING'",
+                ["diagram", "--table", "tests._diagram_tables:MISSING"],
+                "agentfsm diagram: module 'tests._diagram_tables' has no attribute 'MISSING'",
             ),
             (
-                ["diagram", "--table", "_diagram_tables:NASTY_NAMES"],
-                "agentfsm diagram: '_diagram_tables:NASTY_NAMES' is a tuple, not a TransitionTable",
+                ["diagram", "--table", "tests._diagram_tables:NASTY_NAMES"],
+                "agentfsm diagram: 'tests._diagram_tables:NASTY_NAMES' is a tuple, "
+                "not a TransitionTable",
             ),
             (
                 ["diagram", "--run", "/no/such/log.jsonl"],

@@ -7,7 +7,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-from _diagram_tables import TINY, require_dot
 
 from agentfsm.diagrams import (
     DIAGRAM_SUFFIXES,
@@ -25,6 +24,7 @@ from agentfsm.diagrams import (
     write_diagrams,
 )
 from agentfsm.fsm import DEFAULT_TABLE
+from tests._diagram_tables import TINY, require_dot
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from _diagram_tables import TINY
-
 from agentfsm.diagrams import ANY_ACTIVE, DiagramModel, Edge, EdgeLabel, StateNode, diagram_model
 from agentfsm.fsm import DEFAULT_TABLE, State, Transition, TransitionTable
+from tests._diagram_tables import TINY
 
 
 def _edges(model: DiagramModel) -> list[tuple[str | None, str, list[str]]]:

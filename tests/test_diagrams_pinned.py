@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _diagram_tables import TINY
 
 from agentfsm.diagrams import (
     diagram_model,
@@ -13,6 +12,7 @@ from agentfsm.diagrams import (
     render_mermaid,
     render_plantuml,
 )
+from tests._diagram_tables import TINY
 
 # ruff: noqa: E501  (the pinned DOT has long attribute lines, exactly as generated)
 

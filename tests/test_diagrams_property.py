@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from _diagram_parsers import Parsed, parse_dot, parse_markdown, parse_mermaid, parse_plantuml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ from agentfsm.fsm import (
     Transition,
     TransitionTable,
 )
+from tests._diagram_parsers import Parsed, parse_dot, parse_markdown, parse_mermaid, parse_plantuml
 
 _state_names = st.from_regex(r"[a-z][a-z0-9_ -]{0,8}[a-z0-9]", fullmatch=True).filter(
     lambda n: n not in DEFAULT_TABLE.state_names

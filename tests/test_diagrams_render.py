@@ -12,15 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _diagram_tables import (
-    DEFAULT,
-    NASTY,
-    NASTY_NAMES,
-    TINY,
-    require_dot,
-    require_mermaidx,
-    require_plantuml,
-)
 
 from agentfsm.diagrams import (
     diagram_model,
@@ -31,6 +22,15 @@ from agentfsm.diagrams import (
     trajectory_from_jsonl,
 )
 from agentfsm.fsm import TransitionTable
+from tests._diagram_tables import (
+    DEFAULT,
+    NASTY,
+    NASTY_NAMES,
+    TINY,
+    require_dot,
+    require_mermaidx,
+    require_plantuml,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _diagram_tables import TINY
 
 from agentfsm import DEFAULT_REDUCER, DEFAULT_TABLE, EventFormatError, read_events
 from agentfsm.diagrams import (
     Overlay,
     Refusal,
-    RunNotFoundError,
+    RunNotInLogError,
     Step,
     Trajectory,
     diagram_model,
@@ -25,6 +24,7 @@ from agentfsm.diagrams import (
     trajectory_from_record,
 )
 from agentfsm.diagrams.model import EdgeLabel
+from tests._diagram_tables import TINY
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TERMINATED = (EXAMPLES / "run_terminated_max_turns.jsonl").read_text().splitlines()
@@ -136,7 +136,7 @@ class TestRunSelection:
 
     def test_several_runs_need_a_run_id(self) -> None:
         """Without a run id, a log of several runs is refused, naming them."""
-        with pytest.raises(RunNotFoundError) as info:
+        with pytest.raises(RunNotInLogError) as info:
             trajectory_from_jsonl([*CANCEL, *TICKET])
         assert (info.value.run_id, info.value.available, str(info.value)) == (
             None,
@@ -151,7 +151,7 @@ class TestRunSelection:
 
     def test_an_unknown_run_id(self) -> None:
         """A run id that is not in the log is refused with the runs that are."""
-        with pytest.raises(RunNotFoundError) as info:
+        with pytest.raises(RunNotInLogError) as info:
             trajectory_from_jsonl(CANCEL, run_id="run_9")
         assert str(info.value) == "the log has no run 'run_9'; it has: 'run_cancel_123'"
 
@@ -166,7 +166,7 @@ class TestRunSelection:
 
     def test_an_empty_log(self) -> None:
         """No events at all: nothing to draw."""
-        with pytest.raises(RunNotFoundError) as info:
+        with pytest.raises(RunNotInLogError) as info:
             trajectory_from_jsonl(["", "  "])
         assert (str(info.value), info.value.available) == ("the log has no events", ())
 

@@ -7,7 +7,7 @@ per format (`render_mermaid`, `render_dot`, `render_plantuml`, `render_markdown`
 """
 
 from agentfsm.diagrams.dot import render_dot
-from agentfsm.diagrams.errors import DiagramError, RenderError, RunNotFoundError, ToolMissingError
+from agentfsm.diagrams.errors import DiagramError, RenderError, RunNotInLogError, ToolMissingError
 from agentfsm.diagrams.files import (
     DIAGRAM_SUFFIXES,
     StaleFile,
@@ -53,7 +53,7 @@ __all__ = [
     "Overlay",
     "Refusal",
     "RenderError",
-    "RunNotFoundError",
+    "RunNotInLogError",
     "StaleFile",
     "StateNode",
     "Step",

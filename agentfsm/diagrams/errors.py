@@ -6,7 +6,7 @@
     └── DiagramError
         ├── ToolMissingError (RuntimeError)     an external renderer (Graphviz `dot`) is absent
         ├── RenderError (RuntimeError)          the external renderer refused the input
-        └── RunNotFoundError (ValueError)       the log has no such run, or several to choose from
+        └── RunNotInLogError (ValueError)       the log has no such run, or several to choose from
 
 The text formats (Mermaid, DOT, PlantUML, Markdown) never raise these: they need no tool.
 """
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from agentfsm.fsm.errors import AgentFSMError, quote_list
 
-__all__ = ["DiagramError", "RenderError", "RunNotFoundError", "ToolMissingError"]
+__all__ = ["DiagramError", "RenderError", "RunNotInLogError", "ToolMissingError"]
 
 
 class DiagramError(AgentFSMError):
@@ -56,7 +56,7 @@ class RenderError(DiagramError, RuntimeError):
         super().__init__(f"'{tool}' failed with exit status {returncode}: {stderr.strip()}")
 
 
-class RunNotFoundError(DiagramError, ValueError):
+class RunNotInLogError(DiagramError, ValueError):
     """A log given to draw a run holds no such run, or several when none was named.
 
     Attributes:

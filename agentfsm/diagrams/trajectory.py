@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.diagrams.errors import RunNotFoundError
+from agentfsm.diagrams.errors import RunNotInLogError
 from agentfsm.diagrams.model import DiagramModel, EdgeLabel
 from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event
@@ -158,7 +158,7 @@ def trajectory_from_events(
         table: the table the run was recorded under.
 
     Raises:
-        RunNotFoundError: `events` is empty.
+        RunNotInLogError: `events` is empty.
     """
     return _walk(list(events), table, Reducer(table), None)
 
@@ -180,7 +180,7 @@ def trajectory_from_jsonl(
         run_id: the run to draw; may be left out when the log holds only one run.
 
     Raises:
-        RunNotFoundError: `run_id` is not in the log, or it was left out and the log holds
+        RunNotInLogError: `run_id` is not in the log, or it was left out and the log holds
             no run or several.
         EventFormatError: not one line of the log is an event (the first line's problem).
     """
@@ -202,10 +202,10 @@ def trajectory_from_jsonl(
         raise next(i for i in items if isinstance(i, EventFormatError))
     if run_id is None:
         if len(runs) != 1:
-            raise RunNotFoundError(None, runs)
+            raise RunNotInLogError(None, runs)
         run_id = runs[0]
     elif run_id not in runs:
-        raise RunNotFoundError(run_id, runs)
+        raise RunNotInLogError(run_id, runs)
 
     events: list[Event] = []
     bad_line: EventFormatError | None = None
@@ -236,7 +236,7 @@ def _walk(
 ) -> Trajectory:
     if not events:
         if bad_line is None:
-            raise RunNotFoundError(None, [])
+            raise RunNotInLogError(None, [])
         # The very first line of the run is unreadable: the run never left its start.
         record = reducer.initial(bad_line.run_id or "?")
         return _ended(record, table, (), _unreadable(record.status, bad_line))
