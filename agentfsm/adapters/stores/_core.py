@@ -259,7 +259,9 @@ def trusted_snapshot(run_id: str, stored: StoredSnapshot, first: StoredEvent | N
     return Head(snapshot.record, stored.event_hash)
 
 
-def fold_rows(reducer: Reducer, run_id: str, head: Head | None, rows: Iterable[StoredEvent]) -> Head:
+def fold_rows(
+    reducer: Reducer, run_id: str, head: Head | None, rows: Iterable[StoredEvent]
+) -> Head:
     """Fold stored rows onto `head` (or from the start of the run when None).
 
     Raises:

@@ -132,9 +132,7 @@ class SQLiteEventStore(EventStore):
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         try:
-            c.execute(
-                f"CREATE TABLE IF NOT EXISTS {self._meta} (key TEXT PRIMARY KEY, value TEXT)"
-            )
+            c.execute(f"CREATE TABLE IF NOT EXISTS {self._meta} (key TEXT PRIMARY KEY, value TEXT)")
             row = c.execute(
                 f"SELECT value FROM {self._meta} WHERE key = 'schema_version'"
             ).fetchone()
