@@ -19,13 +19,19 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
 
-__all__ = ["PostgresServer", "find_postgres_bindir", "postgres_server", "start_postgres"]
+__all__ = [
+    "PostgresServer",
+    "find_postgres_bindir",
+    "postgres_server",
+    "start_postgres",
+    "unavailable_reason",
+]
 
 # Durability off: the test data is thrown away, and it makes a commit ~10x cheaper.
 _FAST = ("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
@@ -192,3 +198,28 @@ def postgres_server(
         yield server
     finally:
         server.stop()
+
+
+def unavailable_reason(
+    environ: Mapping[str, str] = os.environ,
+    find_bindir: Callable[[], Path | None] = find_postgres_bindir,
+) -> str | None:
+    """Why PostgreSQL tests cannot run here, with how to make them run; None when they can.
+
+    They can when `AGENTFSM_TEST_POSTGRES_DSN` names a server, or when psycopg and the
+    server binaries are installed (a throwaway server is started).
+    """
+    if environ.get("AGENTFSM_TEST_POSTGRES_DSN"):
+        return None
+    try:
+        import psycopg  # noqa: F401  (only whether it imports matters)
+    except ImportError:
+        why = "psycopg is not installed (pip install 'agentfsm[postgres]')"
+    else:
+        why = None if find_bindir() is not None else "no PostgreSQL server binaries were found"
+    if why is None:
+        return None
+    return (
+        f"{why}; install them (Debian: apt-get install postgresql-15) or set "
+        "AGENTFSM_TEST_POSTGRES_DSN='host=... user=... dbname=...' to use a running server"
+    )
