@@ -154,7 +154,7 @@ class StoreConformance:
 
     def test_empty_batch_is_refused(self, store: EventStore) -> None:
         """An empty batch is a caller's mistake, not a no-op."""
-        with pytest.raises(ValueError, match="^append needs at least one event$"):
+        with pytest.raises(ValueError, match=r"^append needs at least one event$"):
             store.append("r1", [], 0)
 
     # -- conflicts ---------------------------------------------------------------------------
@@ -215,9 +215,10 @@ class StoreConformance:
     def test_an_illegal_event_refuses_the_whole_batch(self, store: EventStore) -> None:
         """A batch whose third event is illegal is refused and none of it is written."""
         store.append("r1", scripted_run("r1", 0), 0)
-        batch = tool_turn("r1", 2, "a")[:2] + [
-            make_event("run.resumed", run_id="r1", sequence=4, occurred_at="2026-09-01T10:00:04Z")
-        ]
+        resumed = make_event(
+            "run.resumed", run_id="r1", sequence=4, occurred_at="2026-09-01T10:00:04Z"
+        )
+        batch = [*tool_turn("r1", 2, "a")[:2], resumed]
         with pytest.raises(IllegalTransitionError) as info:
             store.append("r1", batch, 1)
         assert (info.value.sequence, info.value.state, info.value.event) == (
@@ -335,9 +336,7 @@ class StoreConformance:
 
     # -- bad data (needs `tamper`) -----------------------------------------------------------
 
-    def test_verify_names_the_first_changed_event(
-        self, store: EventStore, tamper: Tamper
-    ) -> None:
+    def test_verify_names_the_first_changed_event(self, store: EventStore, tamper: Tamper) -> None:
         """An event edited in storage breaks the chain at its sequence, and verify says so."""
         events = scripted_run("r1", 2)
         store.append("r1", events, 0)

@@ -62,7 +62,9 @@ class MemoryTamper:
 
     def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
         old = self.storage.snapshots.get(run_id)
-        self.storage.snapshots[run_id] = StoredSnapshot(sequence, old.event_hash if old else "", data)
+        self.storage.snapshots[run_id] = StoredSnapshot(
+            sequence, old.event_hash if old else "", data
+        )
 
 
 @attrs.frozen
@@ -78,10 +80,16 @@ class SQLiteTamper:
         conn.close()
 
     def set_event_data(self, run_id: str, sequence: int, data: str) -> None:
-        self._run("UPDATE {p}events SET data = ? WHERE run_id = ? AND sequence = ?", (data, run_id, sequence))
+        self._run(
+            "UPDATE {p}events SET data = ? WHERE run_id = ? AND sequence = ?",
+            (data, run_id, sequence),
+        )
 
     def set_event_hash(self, run_id: str, sequence: int, hash: str) -> None:
-        self._run("UPDATE {p}events SET hash = ? WHERE run_id = ? AND sequence = ?", (hash, run_id, sequence))
+        self._run(
+            "UPDATE {p}events SET hash = ? WHERE run_id = ? AND sequence = ?",
+            (hash, run_id, sequence),
+        )
 
     def delete_event(self, run_id: str, sequence: int) -> None:
         self._run("DELETE FROM {p}events WHERE run_id = ? AND sequence = ?", (run_id, sequence))
@@ -108,10 +116,16 @@ class PostgresTamper:
             conn.execute(sql.replace("{p}", self.prefix), args)  # type: ignore[arg-type]
 
     def set_event_data(self, run_id: str, sequence: int, data: str) -> None:
-        self._run("UPDATE {p}events SET data = %s WHERE run_id = %s AND sequence = %s", (data, run_id, sequence))
+        self._run(
+            "UPDATE {p}events SET data = %s WHERE run_id = %s AND sequence = %s",
+            (data, run_id, sequence),
+        )
 
     def set_event_hash(self, run_id: str, sequence: int, hash: str) -> None:
-        self._run("UPDATE {p}events SET hash = %s WHERE run_id = %s AND sequence = %s", (hash, run_id, sequence))
+        self._run(
+            "UPDATE {p}events SET hash = %s WHERE run_id = %s AND sequence = %s",
+            (hash, run_id, sequence),
+        )
 
     def delete_event(self, run_id: str, sequence: int) -> None:
         self._run("DELETE FROM {p}events WHERE run_id = %s AND sequence = %s", (run_id, sequence))

@@ -56,7 +56,9 @@ class TestPostgresStore(StoreConformance):
         from agentfsm.adapters.stores.postgres import PostgresEventStore
 
         PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
-        return lambda options: PostgresEventStore(postgres_dsn, options=options, table_prefix=pg_prefix)
+        return lambda options: PostgresEventStore(
+            postgres_dsn, options=options, table_prefix=pg_prefix
+        )
 
     @pytest.fixture
     def tamper(self, postgres_dsn: str, pg_prefix: str) -> Tamper:
