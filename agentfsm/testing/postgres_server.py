@@ -211,12 +211,13 @@ def unavailable_reason(
     """
     if environ.get("AGENTFSM_TEST_POSTGRES_DSN"):
         return None
+    why: str | None = None
     try:
         import psycopg  # noqa: F401  (only whether it imports matters)
     except ImportError:
         why = "psycopg is not installed (pip install 'agentfsm[postgres]')"
-    else:
-        why = None if find_bindir() is not None else "no PostgreSQL server binaries were found"
+    if why is None and find_bindir() is None:
+        why = "no PostgreSQL server binaries were found"
     if why is None:
         return None
     return (

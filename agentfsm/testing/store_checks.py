@@ -130,9 +130,15 @@ def scripted_run(run_id: str, turns: int, *, finished: bool = False) -> list[Eve
     return events
 
 
-def _context() -> Any:
+def _context(factory: StoreFactory) -> Any:
+    # The fork server imports these once, so each child starts in milliseconds instead of
+    # importing pydantic, psycopg & co. anew. (It takes effect when the fork server first
+    # starts; modules that fail to import are skipped by multiprocessing.)
+    target = getattr(factory, "func", factory)
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
+    ctx.set_forkserver_preload(
+        [__name__, "agentfsm.adapters.stores.postgres", getattr(target, "__module__", __name__)]
+    )
     return ctx
 
 
@@ -209,7 +215,7 @@ def race_appends(
     """
     with factory() as store:
         store.append(run_id, [run_started(run_id)], 0)
-    ctx = _context()
+    ctx = _context(factory)
     go = ctx.Event()
     paths = [workdir / f"race-{run_id}-{w}.log" for w in range(writers)]
     procs = [
@@ -324,7 +330,7 @@ def crash_trials(
     after each kill, from a fresh handle: every acknowledged batch is stored, no batch is
     stored in part, at most the one batch in flight is stored unacknowledged, and the hash
     chain verifies. Each trial writes its own run, in the same shared storage."""
-    ctx = _context()
+    ctx = _context(factory)
     rng = random.Random(seed)  # noqa: S311  (seeded test schedule, not cryptography)
     problems: list[str] = []
     acknowledged = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 
 from agentfsm.adapters.stores import (
@@ -102,3 +103,17 @@ class TestAsyncPostgresStore(AsyncStoreConformance):
             )
 
         return open_
+
+
+class TestSQLiteStoreWithoutCache(StoreConformance):
+    """The SQLite store meets the contract when every append loads the run anew."""
+
+    @pytest.fixture
+    def make_store(self, tmp_path: Path) -> Callable[[StoreOptions], EventStore]:
+        return lambda options: SQLiteEventStore(
+            tmp_path / "runs.db", options=attrs.evolve(options, cache_size=0)
+        )
+
+    @pytest.fixture
+    def tamper(self, tmp_path: Path) -> Tamper:
+        return SQLiteTamper(tmp_path / "runs.db")

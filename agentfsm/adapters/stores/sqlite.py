@@ -130,15 +130,18 @@ class SQLiteEventStore(EventStore):
     def migrate(self) -> None:
         """Create the tables and indexes if missing (idempotent; run on open)."""
         c = self._conn
+        # Read first, write only if needed: opening an up-to-date file takes no write lock
+        # (so many processes open at once without queueing), and a damaged file can still
+        # be opened to read the runs that are intact.
+        if self._schema_version() == SCHEMA_VERSION:
+            return
         c.execute("BEGIN IMMEDIATE")
         try:
             c.execute(f"CREATE TABLE IF NOT EXISTS {self._meta} (key TEXT PRIMARY KEY, value TEXT)")
-            row = c.execute(
-                f"SELECT value FROM {self._meta} WHERE key = 'schema_version'"
-            ).fetchone()
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
+            found = self._schema_version()
+            if found is not None and found > SCHEMA_VERSION:
                 raise StoreError(
-                    f"SQLite file '{self.path}' has schema version {row[0]}; this agentfsm "
+                    f"SQLite file '{self.path}' has schema version {found}; this agentfsm "
                     f"reads version {SCHEMA_VERSION}: upgrade agentfsm"
                 )
             # runs: one row per run, updated in the append's transaction, so listing by
@@ -169,6 +172,17 @@ class SQLiteEventStore(EventStore):
         except BaseException:
             c.execute("ROLLBACK")
             raise
+
+    def _schema_version(self) -> int | None:
+        exists = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self._meta,)
+        ).fetchone()
+        if exists is None:
+            return None
+        row = self._conn.execute(
+            f"SELECT value FROM {self._meta} WHERE key = 'schema_version'"
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def close(self) -> None:
         """Close the connection (the last one to close checkpoints the WAL into the file)."""
