@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck unit drift diagrams bench clean
+.PHONY: install demo test lint typecheck unit drift diagrams bench bench-stores clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ test: lint typecheck unit drift
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
+
+# Starts its own throwaway PostgreSQL server; needs the bench extra (LangGraph checkpointers).
+bench-stores: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) benchmarks/bench_stores.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -12,6 +12,7 @@ from agentfsm.fsm.errors import (
     InvalidTableError,
     LifecycleError,
     RunMismatchError,
+    RunNotFoundError,
     SequenceError,
     StoreError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "InvalidTableError",
     "LifecycleError",
     "RunMismatchError",
+    "RunNotFoundError",
     "RunStatus",
     "SequenceError",
     "State",
