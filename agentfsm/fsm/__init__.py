@@ -28,11 +28,11 @@ from agentfsm.fsm.guards import (
 )
 from agentfsm.fsm.guardset import GuardSet
 from agentfsm.fsm.limits import (
-    RUN_LIMIT_GUARDS,
     Budget,
     Deadline,
     MaxAttempts,
     MaxTurns,
+    RunLimits,
     cap_timeout,
     guards_from_limits,
     remaining,
@@ -44,7 +44,6 @@ from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 __all__ = [
     "DEFAULT_TABLE",
     "RESOLVED",
-    "RUN_LIMIT_GUARDS",
     "ActionError",
     "ActionStatus",
     "AgentFSMError",
@@ -69,6 +68,7 @@ __all__ = [
     "LoopDetector",
     "MaxAttempts",
     "MaxTurns",
+    "RunLimits",
     "RunMismatchError",
     "RunStatus",
     "SequenceError",
