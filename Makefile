@@ -38,6 +38,7 @@ test: lint typecheck unit drift
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_guards.py
 
 # Starts its own throwaway PostgreSQL server; needs the bench extra (LangGraph checkpointers).
 bench-stores: $(STAMP)

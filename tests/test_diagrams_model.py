@@ -33,7 +33,10 @@ class TestExtraction:
             (
                 "running",
                 "waiting_tool",
-                ["tool.requested {loop_detected}", "tool.started [retry] {deadline, max_attempts}"],
+                [
+                    "tool.requested {loop_detected}",
+                    "tool.started [retry] {deadline, budget, max_attempts}",
+                ],
             ),
             ("running", "waiting_approval", ["approval.requested"]),
             ("running", "paused", ["run.paused"]),
@@ -48,7 +51,7 @@ class TestExtraction:
                 "waiting_tool",
                 [
                     "tool.requested {loop_detected}",
-                    "tool.started [first attempt or retry] {deadline, max_attempts}",
+                    "tool.started [first attempt or retry] {deadline, budget, max_attempts}",
                     "tool.completed / tool.failed / tool.outcome_unknown [batch unresolved]",
                 ],
             ),
