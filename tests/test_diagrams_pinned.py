@@ -14,8 +14,6 @@ from agentfsm.diagrams import (
 )
 from tests._diagram_tables import TINY
 
-# ruff: noqa: E501  (the pinned DOT has long attribute lines, exactly as generated)
-
 TINY_MERMAID = """\
 ---
 title: "tiny"

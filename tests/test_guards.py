@@ -194,8 +194,7 @@ class TestReducer:
         log.add("model.started")
         err = refusal(Reducer(guards=[Deadline(T0 + timedelta(seconds=1))]), log.events)
         assert err.detail == (
-            "deadline 2026-09-01T10:00:01+00:00 reached at 2026-09-01T10:00:01+00:00 "
-            "(0 s past it)"
+            "deadline 2026-09-01T10:00:01+00:00 reached at 2026-09-01T10:00:01+00:00 (0 s past it)"
         )
 
     def test_a_verdict_becomes_the_run_terminated_event(self) -> None:

@@ -14,14 +14,18 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from agentfsm.cli import diagram
+from agentfsm.cli import diagram, inspect_run, replay, schema, validate
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.fsm.errors import AgentFSMError
 
 __all__ = ["UsageError", "build_parser", "main"]
 
 _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] = (
+    validate.add_parser,
+    replay.add_parser,
+    inspect_run.add_parser,
     diagram.add_parser,
+    schema.add_parser,
 )
 
 

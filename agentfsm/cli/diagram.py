@@ -37,6 +37,13 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p = subparsers.add_parser(
         "diagram",
         help="draw a transition table (and a recorded run on it)",
+        epilog=(
+            "examples:\n"
+            "  agentfsm diagram --format svg -o agent_run.svg\n"
+            "  agentfsm diagram --run events.jsonl --run-id run_123 --format png -o run.png\n"
+            "  agentfsm diagram --check --dir diagrams"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Draw a transition table as Mermaid, Graphviz DOT, SVG, PNG, PlantUML or Markdown; "
             "optionally with a recorded run's path on top. --check and --write keep the "

@@ -10,7 +10,7 @@ was allowed), so the CLI, tests and other tools can act on it without parsing a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -119,12 +119,14 @@ class ValidationReport:
             `keep_going`).
         events: how many events were applied.
         lines: how many lines were read.
+        records: the folded record of every run, when asked for (`keep_records`).
     """
 
     runs: tuple[RunSummary, ...]
     findings: tuple[Finding, ...]
     events: int
     lines: int
+    records: Mapping[str, RunRecord] = attrs.field(factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -168,6 +170,7 @@ def validate_lines(
     keep_going: bool = False,
     run_id: str | None = None,
     on_line: Callable[[int], None] | None = None,
+    keep_records: bool = False,
 ) -> ValidationReport:
     """Check every line against the wire format and every run against the reducer.
 
@@ -178,11 +181,14 @@ def validate_lines(
             otherwise stop at the first problem.
         run_id: check only this run (other runs' lines are still parsed).
         on_line: called with each line number (progress reporting).
+        keep_records: keep every run's folded record (for replay); memory then grows with
+            the number of runs, finished ones included.
     """
     open_runs: dict[str, RunRecord] = {}
     closed: dict[str, RunSummary] = {}
     failed: dict[str, RunSummary] = {}
     order: list[str] = []
+    kept: dict[str, RunRecord] = {}
     findings: list[Finding] = []
     applied = 0
     number = 0
@@ -226,17 +232,21 @@ def validate_lines(
             findings.append(_lifecycle_finding(err, number, raw, reducer))
             failed[rid] = RunSummary.of(record)
             open_runs.pop(rid, None)
+            if keep_records:
+                kept[rid] = record
             if not keep_going:
                 break
             continue
         applied += 1
+        if keep_records:
+            kept[rid] = record
         if record.status in terminal:
             open_runs.pop(rid, None)
             closed[rid] = RunSummary.of(record)
         else:
             open_runs[rid] = record
     runs = tuple(failed.get(r) or closed.get(r) or RunSummary.of(open_runs[r]) for r in order)
-    return ValidationReport(runs, tuple(findings), applied, number)
+    return ValidationReport(runs, tuple(findings), applied, number, kept)
 
 
 def _lifecycle_finding(
