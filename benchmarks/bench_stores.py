@@ -233,9 +233,7 @@ def main() -> None:
     for backend, size, ours_rate, raw_rate in appends:
         ratio = raw_rate / ours_rate
         mark = "ok" if ratio <= 1.25 else "MISSED"
-        print(
-            f"| {backend} | {size} | {ours_rate:,.0f} | {raw_rate:,.0f} | {ratio:.2f}x {mark} |"
-        )
+        print(f"| {backend} | {size} | {ours_rate:,.0f} | {raw_rate:,.0f} | {ratio:.2f}x {mark} |")
     print("\nPer persisted step: one agentfsm append of one event vs. one LangGraph step\n")
     print("| backend | agentfsm appends/s | LangGraph steps/s | speed-up (target >= 3) |")
     print("|---|---:|---:|---:|")

@@ -46,6 +46,14 @@ class TestRoundTrip:
             assert event.occurred_at == stamp
             assert json.loads(dump_event(event))["occurred_at"] == stamp
 
+    def test_lower_case_t_and_z_are_rfc_3339_too(self) -> None:
+        """RFC 3339 allows `t` and `z`; they parse and keep their spelling."""
+        from agentfsm.events.models import parse_timestamp
+
+        event = parse_event({**BASE, "type": "run.resumed", "occurred_at": "2026-09-01t02:02:11z"})
+        assert event.occurred_at == "2026-09-01t02:02:11z"
+        assert parse_timestamp(event.occurred_at).isoformat() == "2026-09-01T02:02:11+00:00"
+
     def test_builder_numbers_and_stamps_events(self) -> None:
         """LogBuilder writes contiguous sequences and validated events."""
         log = LogBuilder("run_7")

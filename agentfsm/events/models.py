@@ -70,7 +70,8 @@ def parse_timestamp(value: str) -> datetime:
         digits = len(tail) - len(tail.lstrip("0123456789"))
         if digits > 6:
             value = head + "." + tail[:6] + tail[digits:]
-    return datetime.fromisoformat(value)
+    # RFC 3339 allows a lower-case `t` and `z`; fromisoformat does not.
+    return datetime.fromisoformat(value.upper())
 
 
 def _check_timestamp(value: str) -> str:
