@@ -1,1 +1,39 @@
-"""Filled in by a later issue."""
+"""Property-based testing kit: Hypothesis strategies built from any transition table.
+
+Importing this package needs `hypothesis` (the `testing` extra) but never `pytest`; the
+pytest plugin lives in `agentfsm.testing.pytest_plugin` and is loaded by pytest itself.
+"""
+
+from agentfsm.testing.strategies import (
+    FEATURES,
+    ILLEGAL_KINDS,
+    IllegalStep,
+    arguments,
+    error_infos,
+    events,
+    illegal_steps,
+    json_values,
+    legal_runs,
+    payloads,
+    run_ids,
+    timestamps,
+    tool_calls,
+    usages,
+)
+
+__all__ = [
+    "FEATURES",
+    "ILLEGAL_KINDS",
+    "IllegalStep",
+    "arguments",
+    "error_infos",
+    "events",
+    "illegal_steps",
+    "json_values",
+    "legal_runs",
+    "payloads",
+    "run_ids",
+    "timestamps",
+    "tool_calls",
+    "usages",
+]

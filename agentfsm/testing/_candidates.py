@@ -1,0 +1,353 @@
+"""Candidate next events for a run record: what a run could do next, legal or not.
+
+The strategies, the stateful machine and the differential tests all ask one question:
+"from this record, which well-formed events could come next?" A candidate carries only the
+*structural* fields that decide whether the reducer accepts it (which action, which attempt,
+which decision); the strategies add the free fields (results, usage, reasons) afterwards.
+
+Candidates do not consult the table: the reducer is the judge. That is what lets every
+strategy work for derived tables too: whatever a table allows, the reducer accepts, and
+whatever it forbids, the reducer refuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+
+from agentfsm.events.codec import make_event
+from agentfsm.events.models import Event
+from agentfsm.fsm.errors import LifecycleError
+from agentfsm.fsm.names import ActionStatus as A
+from agentfsm.fsm.names import EventType as E
+from agentfsm.reducers.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+
+#: Every optional behaviour a generated run may show. `legal_runs(features=...)` picks some.
+FEATURES = frozenset(
+    {
+        "approvals",
+        "batches",
+        "cancellation",
+        "direct_requests",
+        "handoffs",
+        "outcome_unknown",
+        "pauses",
+        "retries",
+        "run_failures",
+        "terminations",
+        "tool_failures",
+        "tools",
+    }
+)
+
+#: Event types from "simplest" to most involved. Candidates are offered in this order, and
+#: Hypothesis shrinks a choice towards the first one, so counterexamples read like the
+#: plain path of a run.
+EVENT_ORDER: tuple[str, ...] = (
+    E.RUN_STARTED,
+    E.MODEL_STARTED,
+    E.MODEL_COMPLETED,
+    E.TOOL_REQUESTED,
+    E.TOOL_STARTED,
+    E.TOOL_COMPLETED,
+    E.RUN_COMPLETED,
+    E.APPROVAL_REQUESTED,
+    E.APPROVAL_ACCEPTED,
+    E.APPROVAL_REJECTED,
+    E.TOOL_FAILED,
+    E.TOOL_OUTCOME_UNKNOWN,
+    E.HANDOFF,
+    E.RUN_PAUSED,
+    E.RUN_RESUMED,
+    E.RUN_CANCEL_REQUESTED,
+    E.RUN_CANCELLED,
+    E.RUN_FAILED,
+    E.RUN_TERMINATED,
+)
+
+#: Event types whose payload names an action of the ledger.
+ACTION_EVENTS = frozenset(
+    {
+        E.TOOL_REQUESTED,
+        E.TOOL_STARTED,
+        E.TOOL_COMPLETED,
+        E.TOOL_FAILED,
+        E.TOOL_OUTCOME_UNKNOWN,
+        E.APPROVAL_REQUESTED,
+        E.APPROVAL_ACCEPTED,
+        E.APPROVAL_REJECTED,
+    }
+)
+
+_RESULTS = (E.TOOL_COMPLETED, E.TOOL_FAILED, E.TOOL_OUTCOME_UNKNOWN)
+_RESULT_FEATURE: dict[str, str] = {
+    E.TOOL_FAILED: "tool_failures",
+    E.TOOL_OUTCOME_UNKNOWN: "outcome_unknown",
+}
+_IN_FLIGHT = (A.REQUESTED, A.STARTED)
+_NONE: frozenset[str] = frozenset()
+_TOOL_ERROR = {"kind": "tool_error", "message": "the tool failed", "retryable": False}
+_RETRYABLE_ERROR = {"kind": "timeout", "message": "the tool timed out", "retryable": True}
+_RUN_ERROR = {"kind": "run_error", "message": "the run cannot go on"}
+
+
+@attrs.frozen
+class Candidate:
+    """A possible next event: its type, its structural fields, and what enables it.
+
+    Attributes:
+        type: the event type.
+        fields: the type's own fields that decide acceptance (no envelope).
+        needs: the features that must be enabled for a legal run to contain it.
+    """
+
+    type: str
+    fields: Mapping[str, Any]
+    needs: frozenset[str] = _NONE
+
+    def event(self, record: RunRecord, occurred_at: str, **extra: Any) -> Event:
+        """The event this candidate stands for, as the next one of `record`'s run."""
+        return make_event(
+            self.type,
+            run_id=record.run_id,
+            sequence=record.version + 1,
+            occurred_at=occurred_at,
+            **{**extra, **self.fields},
+        )
+
+
+@attrs.frozen
+class Next:
+    """A candidate the reducer accepted, with the event built from it and the new record."""
+
+    candidate: Candidate
+    event: Event
+    record: RunRecord
+
+
+def fresh_ids(record: RunRecord, count: int) -> list[str]:
+    """`count` action ids not yet in `record`'s ledger: `act_1`, `act_2`, ..."""
+    ids: list[str] = []
+    n = len(record.actions)
+    while len(ids) < count:
+        n += 1
+        if f"act_{n}" not in record.actions:
+            ids.append(f"act_{n}")
+    return ids
+
+
+def _call(action_id: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {"action_id": action_id, "tool": tool, "arguments": dict(arguments)}
+
+
+def plausible(record: RunRecord, event_type: str) -> list[Candidate]:
+    """Candidates of one type that fit `record`'s ledger; the reducer still decides."""
+    actions = list(record.actions.values())
+    t = event_type
+    if t == E.MODEL_COMPLETED:
+        [fresh] = fresh_ids(record, 1)
+        return [
+            Candidate(t, {"decision": "final", "output": "done"}),
+            Candidate(
+                t,
+                {"decision": "tool_calls", "tool_calls": [_call(fresh, "lookup", {})]},
+                frozenset({"tools"}),
+            ),
+            Candidate(t, {"decision": "handoff"}, frozenset({"handoffs"})),
+        ]
+    if t == E.TOOL_REQUESTED:
+        out = [
+            Candidate(t, _call(a.action_id, a.tool, a.arguments))
+            for a in actions
+            if a.status in (A.PROPOSED, A.APPROVED)
+        ]
+        [fresh] = fresh_ids(record, 1)
+        direct = frozenset({"tools", "direct_requests"})
+        out.append(Candidate(t, _call(fresh, "lookup", {}), direct))
+        return out
+    if t == E.APPROVAL_REQUESTED:
+        out = [
+            Candidate(t, _call(a.action_id, a.tool, a.arguments), frozenset({"approvals"}))
+            for a in actions
+            if a.status == A.PROPOSED
+        ]
+        [fresh] = fresh_ids(record, 1)
+        out.append(
+            Candidate(
+                t, _call(fresh, "lookup", {}), frozenset({"tools", "approvals", "direct_requests"})
+            )
+        )
+        return out
+    if t == E.TOOL_STARTED:
+        return [
+            Candidate(
+                t,
+                {"action_id": a.action_id, "attempt": a.attempts + 1},
+                frozenset({"retries"}) if a.attempts else _NONE,
+            )
+            for a in actions
+            if a.status == A.REQUESTED or (a.status == A.FAILED and a.error and a.error.retryable)
+        ]
+    if t in _RESULTS:
+        needs = frozenset({_RESULT_FEATURE[t]}) if t in _RESULT_FEATURE else _NONE
+        out = []
+        for a in actions:
+            if a.status not in _IN_FLIGHT:
+                continue
+            if t != E.TOOL_FAILED:
+                out.append(Candidate(t, {"action_id": a.action_id}, needs))
+                continue
+            # Whether a failure is retryable decides what may follow, so it is structural.
+            out.append(Candidate(t, {"action_id": a.action_id, "error": _TOOL_ERROR}, needs))
+            out.append(
+                Candidate(
+                    t,
+                    {"action_id": a.action_id, "error": _RETRYABLE_ERROR},
+                    needs | {"retries"},
+                )
+            )
+        return out
+    if t in (E.APPROVAL_ACCEPTED, E.APPROVAL_REJECTED):
+        return [
+            Candidate(t, {"action_id": a.action_id})
+            for a in actions
+            if a.status == A.APPROVAL_PENDING
+        ]
+    return [_SIMPLE[t]] if t in _SIMPLE else []
+
+
+_SIMPLE: dict[str, Candidate] = {
+    E.RUN_STARTED: Candidate(E.RUN_STARTED, {}),
+    E.MODEL_STARTED: Candidate(E.MODEL_STARTED, {}),
+    E.HANDOFF: Candidate(E.HANDOFF, {"to_agent": "agent_b"}, frozenset({"handoffs"})),
+    E.RUN_PAUSED: Candidate(E.RUN_PAUSED, {"reason": "waiting for input"}, frozenset({"pauses"})),
+    E.RUN_RESUMED: Candidate(E.RUN_RESUMED, {}),
+    E.RUN_CANCEL_REQUESTED: Candidate(E.RUN_CANCEL_REQUESTED, {}, frozenset({"cancellation"})),
+    E.RUN_CANCELLED: Candidate(E.RUN_CANCELLED, {}),
+    E.RUN_COMPLETED: Candidate(E.RUN_COMPLETED, {}),
+    E.RUN_FAILED: Candidate(E.RUN_FAILED, {"error": _RUN_ERROR}, frozenset({"run_failures"})),
+    E.RUN_TERMINATED: Candidate(
+        E.RUN_TERMINATED, {"stop_reason": "max_turns"}, frozenset({"terminations"})
+    ),
+}
+
+
+def rule_breaking(record: RunRecord, event_type: str) -> list[Candidate]:
+    """Candidates of one type that break a ledger rule on purpose (for illegal steps).
+
+    An unknown action id, a call that differs from the proposed one, a reused action id, an
+    attempt out of order, a result or decision for an action in the wrong status.
+    """
+    t = event_type
+    out: list[Candidate] = []
+    actions = list(record.actions.values())[-4:]  # the newest few keep this cheap on long runs
+    [unknown] = fresh_ids(record, 1)
+    if t in ACTION_EVENTS:
+        fields: dict[str, Any] = {"action_id": unknown}
+        if t in (E.TOOL_REQUESTED, E.APPROVAL_REQUESTED):
+            fields = _call(unknown, "lookup", {})
+        if t == E.TOOL_FAILED:
+            fields["error"] = _TOOL_ERROR
+        if t != E.TOOL_REQUESTED and t != E.APPROVAL_REQUESTED:
+            out.append(Candidate(t, fields))
+    for a in actions:
+        if t in (E.TOOL_REQUESTED, E.APPROVAL_REQUESTED):
+            out.append(Candidate(t, _call(a.action_id, a.tool, a.arguments)))
+            out.append(Candidate(t, _call(a.action_id, a.tool, {**a.arguments, "changed": True})))
+            out.append(Candidate(t, _call(a.action_id, a.tool + "_other", a.arguments)))
+        elif t == E.TOOL_STARTED:
+            out.append(Candidate(t, {"action_id": a.action_id, "attempt": a.attempts + 1}))
+            out.append(Candidate(t, {"action_id": a.action_id, "attempt": a.attempts + 2}))
+        elif t in _RESULTS:
+            extra = {"error": _TOOL_ERROR} if t == E.TOOL_FAILED else {}
+            out.append(Candidate(t, {"action_id": a.action_id, **extra}))
+        elif t in (E.APPROVAL_ACCEPTED, E.APPROVAL_REJECTED):
+            out.append(Candidate(t, {"action_id": a.action_id}))
+        elif t == E.MODEL_COMPLETED:
+            reused = _call(a.action_id, "lookup", {})
+            out.append(Candidate(t, {"decision": "tool_calls", "tool_calls": [reused]}))
+    return out
+
+
+def try_next(reducer: Reducer, record: RunRecord, event: Event) -> RunRecord | LifecycleError:
+    """The record after `event`, or the `LifecycleError` the reducer refused it with."""
+    try:
+        return reducer.reduce(record, event)
+    except LifecycleError as exc:
+        return exc
+
+
+def accepted(
+    reducer: Reducer,
+    record: RunRecord,
+    occurred_at: str,
+    features: Iterable[str] = FEATURES,
+    types: Iterable[str] | None = None,
+) -> list[Next]:
+    """The enabled plausible candidates the reducer accepts, in `EVENT_ORDER`.
+
+    Only event types the table allows in the record's state are tried at all: the others
+    would be refused anyway, and skipping them keeps generation cheap.
+    """
+    enabled = frozenset(features)
+    allowed = set(reducer.table.allowed(record.status))
+    wanted = EVENT_ORDER if types is None else [t for t in EVENT_ORDER if t in set(types)]
+    out: list[Next] = []
+    for t in wanted:
+        if t not in allowed:
+            continue
+        for cand in plausible(record, t):
+            if not cand.needs <= enabled:
+                continue
+            event = cand.event(record, occurred_at)
+            after = try_next(reducer, record, event)
+            if isinstance(after, RunRecord):
+                out.append(Next(cand, event, after))
+    return out
+
+
+#: When generated runs start, unless told otherwise.
+EPOCH = datetime(2026, 9, 1, 10, 0, tzinfo=UTC)
+
+
+@attrs.frozen
+class Clock:
+    """Sequential RFC 3339 timestamps: the n-th event of a run happens n seconds after start.
+
+    Attributes:
+        start: the moment before the first event (aware).
+        offset: the UTC offset events are written in, e.g. `timedelta(hours=8)`.
+        zulu: write UTC as `Z` rather than `+00:00`.
+        fraction: also write milliseconds.
+    """
+
+    start: datetime = EPOCH
+    offset: timedelta = timedelta(0)
+    zulu: bool = True
+    fraction: bool = False
+
+    def at(self, sequence: int) -> str:
+        """The timestamp of the event with this sequence."""
+        return render_timestamp(
+            self.start + timedelta(seconds=sequence), self.offset, self.zulu, self.fraction
+        )
+
+
+def render_timestamp(
+    moment: datetime, offset: timedelta, zulu: bool = True, fraction: bool = False
+) -> str:
+    """`moment` as RFC 3339 text in the given UTC offset."""
+    local = moment.astimezone(timezone(offset))
+    text = local.strftime("%Y-%m-%dT%H:%M:%S")
+    if fraction:
+        text += f".{local.microsecond // 1000:03d}"
+    if offset == timedelta(0) and zulu:
+        return text + "Z"
+    minutes = int(offset.total_seconds()) // 60
+    sign = "+" if minutes >= 0 else "-"
+    hours, mins = divmod(abs(minutes), 60)
+    return f"{text}{sign}{hours:02d}:{mins:02d}"
