@@ -35,6 +35,28 @@ def test_unknown_or_repeated_fields_are_refused() -> None:
         evolver(RunRecord, "status", "status")
 
 
+def test_a_made_instance_is_hashable_like_one_built_by_init() -> None:
+    """The frozen class's own hash applies to records the reducer builds."""
+    from agentfsm import UsageTotals
+    from agentfsm.reducers._evolve import maker
+
+    made = maker(UsageTotals)(1, 2, 0.5)
+    assert type(made) is UsageTotals
+    assert hash(made) == hash(UsageTotals(1, 2, 0.5))
+    assert made == UsageTotals(1, 2, 0.5)
+
+
+def test_classes_without_a_mutable_storage_base_are_refused() -> None:
+    """The class switch needs a base that owns every slot; anything else is refused."""
+
+    @attrs.frozen
+    class Plain:
+        n: int = 0
+
+    with pytest.raises(TypeError, match="must add no fields to a mutable attrs base"):
+        evolver(Plain, "n")
+
+
 def test_classes_that_validate_on_init_are_refused() -> None:
     """Filling slots would skip a validator, so such classes must use attrs.evolve."""
 
