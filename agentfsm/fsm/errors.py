@@ -13,7 +13,8 @@
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
     └── StoreError
         ├── ConcurrencyConflictError          someone else appended first
-        └── CorruptLogError                   stored data that does not read back
+        ├── CorruptLogError                   stored data that does not read back
+        └── RunNotFoundError (LookupError)    the store has no such run
 
 "Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
 (`GuardRejectedError`): the first is a bug in whoever produced the event, the second is
@@ -35,6 +36,7 @@ __all__ = [
     "InvalidTableError",
     "LifecycleError",
     "RunMismatchError",
+    "RunNotFoundError",
     "SequenceError",
     "StoreError",
 ]
@@ -323,3 +325,18 @@ class CorruptLogError(StoreError):
         self.sequence = sequence
         at = f", sequence {sequence}" if sequence is not None else ""
         super().__init__(f"run '{run_id}'{at}: {message}")
+
+
+class RunNotFoundError(StoreError, LookupError):
+    """The store has no run by that id (nothing was ever appended to it).
+
+    Attributes:
+        run_id: the run asked for.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run '{run_id}' is not in the store; start it by appending 'run.started' "
+            "with expected_version 0"
+        )
