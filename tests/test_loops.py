@@ -77,6 +77,15 @@ class TestLoopDetector:
         wider = Reducer(guards=[LoopDetector(threshold=3, window=5)])
         assert refusal(wider, log.events).detail.endswith("within the last 5 actions")
 
+    def test_a_result_seen_before_the_window_is_not_new_inside_it(self) -> None:
+        """The oldest action in the window repeats a result from before it: no progress."""
+        reducer = Reducer(guards=[LoopDetector(threshold=3, window=3)])
+        events = _loop(["r", "r", "r"])  # the window: the last two calls and the request
+        assert refusal(reducer, events).detail == (
+            "'search' requested 3 times with the same arguments and no new observation "
+            "within the last 3 actions"
+        )
+
     def test_other_arguments_are_another_call(self) -> None:
         """Different argument values make a different call."""
         log = new_run()
