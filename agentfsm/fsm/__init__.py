@@ -1,5 +1,6 @@
-"""States, transitions, the table, `step`, errors: the declaration of a lifecycle."""
+"""States, transitions, the table, `step`, guards, errors: the declaration of a lifecycle."""
 
+from agentfsm.fsm.budget import Charge, SharedBudget
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.errors import (
     ActionError,
@@ -15,31 +16,75 @@ from agentfsm.fsm.errors import (
     SequenceError,
     StoreError,
 )
+from agentfsm.fsm.guards import (
+    AllOf,
+    AnyOf,
+    Guard,
+    GuardContext,
+    Verdict,
+    all_of,
+    any_of,
+    attach_guard,
+)
+from agentfsm.fsm.guardset import GuardSet
+from agentfsm.fsm.limits import (
+    RUN_LIMIT_GUARDS,
+    Budget,
+    Deadline,
+    MaxAttempts,
+    MaxTurns,
+    cap_timeout,
+    guards_from_limits,
+    remaining,
+)
+from agentfsm.fsm.loops import LoopDetector, fingerprint, fingerprints
 from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision, EventType, RunStatus, StopReason
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 
 __all__ = [
     "DEFAULT_TABLE",
     "RESOLVED",
+    "RUN_LIMIT_GUARDS",
     "ActionError",
     "ActionStatus",
     "AgentFSMError",
+    "AllOf",
+    "AnyOf",
+    "Budget",
+    "Charge",
     "ConcurrencyConflictError",
     "Condition",
     "CorruptLogError",
+    "Deadline",
     "Decision",
     "EventFormatError",
     "EventType",
+    "Guard",
+    "GuardContext",
     "GuardRejectedError",
+    "GuardSet",
     "IllegalTransitionError",
     "InvalidTableError",
     "LifecycleError",
+    "LoopDetector",
+    "MaxAttempts",
+    "MaxTurns",
     "RunMismatchError",
     "RunStatus",
     "SequenceError",
+    "SharedBudget",
     "State",
     "StopReason",
     "StoreError",
     "Transition",
     "TransitionTable",
+    "Verdict",
+    "all_of",
+    "any_of",
+    "attach_guard",
+    "cap_timeout",
+    "fingerprint",
+    "fingerprints",
+    "guards_from_limits",
+    "remaining",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision
+from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision, StopReason
 from agentfsm.fsm.names import EventType as E
 from agentfsm.fsm.names import RunStatus as S
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
@@ -126,8 +126,11 @@ _STATES = (
 
 _NON_TERMINAL = tuple(s.name for s in _STATES if not s.terminal)
 _RESULTS = (E.TOOL_COMPLETED, E.TOOL_FAILED, E.TOOL_OUTCOME_UNKNOWN)
-_MODEL_GUARDS = ("max_turns", "deadline", "budget")
-_TOOL_GUARDS = ("deadline", "max_attempts")
+# Guard names are the built-in guards' stop reasons (agentfsm.fsm.limits, .loops). Tools
+# spend cost, so the budget is checked before each tool call as well as each model call.
+_MODEL_GUARDS = (StopReason.MAX_TURNS, StopReason.DEADLINE, StopReason.BUDGET)
+_TOOL_GUARDS = (StopReason.DEADLINE, StopReason.BUDGET, StopReason.MAX_ATTEMPTS)
+_REQUEST_GUARDS = (StopReason.LOOP_DETECTED,)
 
 
 def _transitions() -> list[Transition]:
@@ -145,8 +148,8 @@ def _transitions() -> list[Transition]:
             Transition(S.WAITING_APPROVAL, decision, S.RUNNING, ALL_DECIDED),
         ]
     t += [
-        Transition(S.RUNNING, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=("loop_detected",)),
-        Transition(S.WAITING_TOOL, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=("loop_detected",)),
+        Transition(S.RUNNING, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=_REQUEST_GUARDS),
+        Transition(S.WAITING_TOOL, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=_REQUEST_GUARDS),
         Transition(S.WAITING_TOOL, E.TOOL_STARTED, S.WAITING_TOOL, STARTABLE, _TOOL_GUARDS),
         Transition(S.RUNNING, E.TOOL_STARTED, S.WAITING_TOOL, RETRY, _TOOL_GUARDS),
     ]

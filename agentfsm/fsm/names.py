@@ -73,12 +73,16 @@ class Decision(StrEnum):
 
 
 class StopReason(StrEnum):
-    """The stop reasons of the built-in guards (`run.terminated.stop_reason`)."""
+    """The stop reasons of the built-in guards (`run.terminated.stop_reason`).
+
+    Each built-in guard's name is its stop reason; table edges list these names.
+    """
 
     MAX_TURNS = "max_turns"
     DEADLINE = "deadline"
     BUDGET = "budget"
     LOOP_DETECTED = "loop_detected"
+    MAX_ATTEMPTS = "max_attempts"
 
 
 #: Statuses after which nothing more will happen to an action (a failed one may be retried,

@@ -8,10 +8,14 @@ untouched (it is immutable; a refusal simply returns nothing new):
 3. the ledger and the rules DESIGN.md adds beyond the table (action ids, exact-call binding,
    open model calls, unresolved batches);
 4. the edge's condition chooses the target state (or none holds: illegal);
-5. the limit guards, if the reducer has any.
+5. the limit guards listed on the edge taken (`agentfsm.fsm.guardset`): the run's own
+   `run.started.limits`, a shared budget from the context, and the reducer's Python guards.
+   A verdict raises `GuardRejectedError`; `run.terminated` is never refused.
 
 Then the event's effect is folded in. The per-event work is a handful of dict lookups and
-one record construction: no validation, no hashing, no `attrs.evolve`.
+one record construction: no validation, no hashing, no `attrs.evolve`. (Steps 3 and 4 run
+inside each event's handler together with the fold; the guards see the record *before* the
+event and the target state, and on a verdict the folded record is simply dropped.)
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from agentfsm.fsm.errors import (
     RunMismatchError,
     SequenceError,
 )
+from agentfsm.fsm.guards import Guard, GuardContext
+from agentfsm.fsm.guardset import GuardSet
 from agentfsm.fsm.names import RESOLVED, ActionStatus
 from agentfsm.fsm.table import Condition, TransitionTable
 from agentfsm.reducers._evolve import evolver, maker
@@ -88,31 +94,65 @@ Handler = Callable[["Reducer", RunRecord, Any, Move], RunRecord]
 
 
 class Reducer:
-    """Folds events into run records under one table.
+    """Folds events into run records under one table, checking its guards.
 
     Args:
         table: the transition table (the default agent-run table unless given).
+        guards: Python guard objects (`MaxTurns(3)`, `LoopDetector()`, your own), each run
+            on the table edges that list its name.
+        run_limits: check each run's own `run.started.limits` too (the stricter limit wins).
+
+    Raises:
+        InvalidTableError: a guard no edge lists, or a guard listed on `run.terminated`.
     """
 
-    __slots__ = ("_handlers", "_moves", "table")
+    __slots__ = ("_always", "_guarded", "_handlers", "_moves", "guards", "table")
 
-    def __init__(self, table: TransitionTable = DEFAULT_TABLE) -> None:
+    def __init__(
+        self,
+        table: TransitionTable = DEFAULT_TABLE,
+        guards: Iterable[Guard] = (),
+        *,
+        run_limits: bool = True,
+    ) -> None:
         self.table = table
         self._moves = table._moves  # the precomputed (state -> event -> move) map
         self._handlers: dict[str, Handler] = dict(_HANDLERS)
+        #: The guards bound to the table's edges (see `agentfsm.fsm.guardset`).
+        self.guards = GuardSet(table, guards, run_limits=run_limits)
+        self._guarded = self.guards.events
+        self._always = self.guards.always
 
     def initial(self, run_id: str) -> RunRecord:
         """The record of a run before its first event."""
         return RunRecord(run_id=run_id, status=self.table.initial)
 
-    def reduce(self, record: RunRecord, event: Event) -> RunRecord:
-        """The record after `event`, or a `LifecycleError` with `record` unchanged."""
+    def reduce(self, record: RunRecord, event: Event, ctx: GuardContext | None = None) -> RunRecord:
+        """The record after `event`, or a `LifecycleError` with `record` unchanged.
+
+        Args:
+            record: the run's record before the event.
+            event: the event to apply.
+            ctx: what guards see as the time and shared budget; by default the time is the
+                event's `occurred_at` (so replays and audits are deterministic).
+
+        Raises:
+            GuardRejectedError: a guard's verdict (the run should be terminated with its
+                `stop_reason`); it is a `LifecycleError`, apart from `IllegalTransitionError`.
+        """
         if event.sequence != record.version + 1 or event.run_id != record.run_id:
             _envelope_error(record, event)
         move = self._moves[record.status].get(event.type)
         if move is None:
             raise self.table._illegal(record.status, event.type, (), record.run_id, event.sequence)
-        return self._handlers[event.type](self, record, event, move)
+        new = self._handlers[event.type](self, record, event, move)
+        if event.type in self._guarded and (
+            self._always or record.limits is not None or ctx is not None
+        ):
+            verdict = self.guards.check(record, event, new.status, ctx)
+            if verdict is not None:
+                raise verdict.error(record, event)
+        return new
 
     def replay(self, events: Iterable[Event], snapshot: Snapshot | None = None) -> RunRecord:
         """Fold `events` from the start of the run, or after `snapshot`.
