@@ -7,6 +7,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentfsm.adapters.stores import (
     GENESIS_HASH,
@@ -17,6 +19,8 @@ from agentfsm.adapters.stores import (
     VerifyReport,
     chain_hash,
 )
+from agentfsm.adapters.stores._core import canonical_event_json
+from agentfsm.events import canonical_json
 from agentfsm.testing.postgres_server import unavailable_reason
 from agentfsm.testing.store_checks import scripted_run
 
@@ -92,3 +96,28 @@ class TestPostgresAvailability:
         """With psycopg and the binaries, nothing stops the tests."""
         pytest.importorskip("psycopg")
         assert unavailable_reason({}, find_bindir=lambda: tmp_path) is None
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([0.0, -0.0, 1.0, 3.0, 1e15, 1e16, 2.0**53, 1.5, 1e-7])
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_the_fast_canonical_form_is_the_canonical_form(value: object) -> None:
+    """The stores' fast path writes exactly what `canonical_json` writes, for any JSON value."""
+    assert canonical_event_json(value) == canonical_json(value)
+
+
+def test_the_fast_canonical_form_normalises_integral_floats() -> None:
+    """Integral floats anywhere, even beside look-alike strings, come out as integers."""
+    value = {"cost": 2.0, "note": "v1.0 and 1e5", "nested": [{"x": -0.0}, 1.25]}
+    assert canonical_event_json(value) == '{"cost":2,"nested":[{"x":0},1.25],"note":"v1.0 and 1e5"}'

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -47,6 +48,27 @@ _log = structlog.get_logger("agentfsm.stores")
 
 #: The "previous hash" of a run's first event.
 GENESIS_HASH = ""
+
+
+_encode_sorted = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+# An integral float (which canonical JSON writes as an integer) is always written by
+# Python's encoder as digits, ".0", then a delimiter; "1e+16" and up are left as floats.
+_INTEGRAL_FLOAT = re.compile(r"\d\.0(?![0-9eE])")
+
+
+def canonical_event_json(data: Any) -> str:
+    """`canonical_json(data)`, byte for byte, in about half the time for typical events.
+
+    Most events hold no integral float, and then canonical JSON is plain sorted compact
+    JSON: encode once in C and look for the one pattern normalisation would change. Only
+    when it appears (or a string merely contains it) is the full `canonical_json` run.
+    """
+    text = _encode_sorted(data)
+    if _INTEGRAL_FLOAT.search(text) is None:
+        return text
+    return canonical_json(data)
 
 
 def chain_hash(previous: str, canonical: str) -> str:
@@ -186,7 +208,7 @@ def prepare_append(
     reduce = reducer.reduce
     for event in events:
         record = reduce(record, event)
-        previous = chain_hash(previous, canonical_json(event_to_dict(event)))
+        previous = chain_hash(previous, canonical_event_json(event_to_dict(event)))
         rows.append(StoredEvent(event.sequence, event.type, dump_event(event), previous))
     snapshot = None
     if snapshot_every and record.version // snapshot_every > expected_version // snapshot_every:
@@ -306,8 +328,8 @@ def verify_rows(
             return broken(expected, f"the log has no event at sequence {expected}")
         try:
             data: Any = json.loads(row.data)
-            canonical = canonical_json(data)
-        except ValueError as exc:
+            canonical = canonical_event_json(data)
+        except (ValueError, TypeError) as exc:
             return broken(row.sequence, f"the stored line is not JSON ({exc})")
         if chain_hash(previous, canonical) != row.hash:
             return broken(

@@ -54,10 +54,13 @@ from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "AsyncEventStore", "EventStore", "StoreOptions"]
 
-#: Snapshot after this many events unless told otherwise. A snapshot is a whole record (its
-#: action ledger grows with the run), so snapshotting too often costs more at append time
-#: than it saves at load time; 500 keeps both small for runs of thousands of events.
-DEFAULT_SNAPSHOT_EVERY = 500
+#: Snapshot after this many events unless told otherwise. A snapshot is the whole record,
+#: and the record's action ledger grows with the run, so writing one costs O(run) at append
+#: time; reading one back costs about the same whatever the interval. Measured on a
+#: 10,001-event run: load ~30 ms with a snapshot vs ~340 ms without, while snapshotting
+#: every 500 events added ~75% to batched append time. 1,000 halves that and leaves at
+#: most 999 events to fold (~15 ms).
+DEFAULT_SNAPSHOT_EVERY = 1000
 
 
 def _check_snapshot_every(_: object, __: object, value: int | None) -> None:
