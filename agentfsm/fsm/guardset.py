@@ -14,8 +14,8 @@ Python guard always stops the run first; on an event where both trip, the Python
 the one reported (it is what an operator or an audit imposed). The first verdict wins.
 
 The hot path stays flat: event types no edge guards cost one set lookup in the reducer, and
-an edge with only run-limit guards is skipped without a call when the run has no limits and
-no shared budget.
+an edge with only run-limit guards is skipped without a call (and without a context) when
+no shared budget is given and none of the limit fields those guards read is set.
 """
 
 from __future__ import annotations
