@@ -188,12 +188,15 @@ class TestReducer:
         ended = strict.reduce(over, log.events[-1], GuardContext(T0 + timedelta(days=1)))
         assert (ended.status, ended.stop_reason) == ("terminated", "budget")
 
-    def test_the_runs_own_limit_is_reported_first_when_both_trip(self) -> None:
-        """When a run limit and a guard object both trip, the run's own limit is named."""
-        log = new_run(limits={"deadline": (T0 + timedelta(seconds=1)).isoformat()})
+    def test_the_guard_object_is_reported_first_when_both_trip(self) -> None:
+        """When a run limit and a guard object both trip, the imposed guard is named."""
+        log = new_run(limits={"deadline": T0.isoformat()})
         log.add("model.started")
-        err = refusal(Reducer(guards=[Deadline(T0)]), log.events)
-        assert err.detail.startswith("deadline 2026-09-01T10:00:01+00:00 reached")
+        err = refusal(Reducer(guards=[Deadline(T0 + timedelta(seconds=1))]), log.events)
+        assert err.detail == (
+            "deadline 2026-09-01T10:00:01+00:00 reached at 2026-09-01T10:00:01+00:00 "
+            "(0 s past it)"
+        )
 
     def test_a_verdict_becomes_the_run_terminated_event(self) -> None:
         """The runtime's next event after a verdict: `run.terminated` with its reason."""

@@ -14,6 +14,11 @@ The `budget` guard of every run in the tree checks the tree's totals (its own re
 figures plus everyone else's last charge) against the root's limits, so when a child is
 refused for `budget` the parent's next model or tool call is refused for `budget` too.
 Handoffs stay within one run and one record: nothing to link.
+
+The shared budget is checked by the same `budget` check as a run's own `limits` (see
+`RUN_LIMIT_GUARDS`), so a reducer built with `run_limits=False` ignores it too. It is a
+value for one process; several workers sharing a root budget need a store that serialises
+the charges (not part of this module).
 """
 
 from __future__ import annotations
@@ -57,7 +62,12 @@ class Charge:
         )
 
 
-def _mapping(value: Mapping[str, object]) -> dict[str, object]:
+# Copies, so a caller's dict changed later cannot change a budget.
+def _parents(value: Mapping[str, str]) -> dict[str, str]:
+    return dict(value)
+
+
+def _charges(value: Mapping[str, Charge]) -> dict[str, Charge]:
     return dict(value)
 
 
@@ -80,8 +90,8 @@ class SharedBudget:
     root: str
     max_tokens: int | None = None
     max_cost: float | None = None
-    parents: Mapping[str, str] = attrs.field(factory=dict, converter=_mapping)
-    charges: Mapping[str, Charge] = attrs.field(factory=dict, converter=_mapping)
+    parents: Mapping[str, str] = attrs.field(factory=dict, converter=_parents)
+    charges: Mapping[str, Charge] = attrs.field(factory=dict, converter=_charges)
 
     def __attrs_post_init__(self) -> None:
         if self.max_tokens is None and self.max_cost is None:

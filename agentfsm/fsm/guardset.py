@@ -7,15 +7,15 @@ guards once, when a `Reducer` is built, and reports every wiring mistake at once
 - an edge on `run.terminated` that lists a guard: the event that records a stop must never
   be refused.
 
-On an edge, for each name it lists in order, the run's own limits are checked first
-(`run.started.limits` and a shared budget; see `RUN_LIMIT_GUARDS`), then the Python guards
-of that name in the order given. Every limit is checked, so the stricter of a run's limit
-and a Python guard always stops the run first; on the event where both trip, the run's own
-limit is the one reported. The first verdict wins.
+On an edge, for each name it lists in order, the Python guards of that name are checked
+in the order given, then the run's own limits (`run.started.limits` and a shared budget;
+see `RUN_LIMIT_GUARDS`). Every limit is checked, so the stricter of a run's limit and a
+Python guard always stops the run first; on an event where both trip, the Python guard is
+the one reported (it is what an operator or an audit imposed). The first verdict wins.
 
 The hot path stays flat: event types no edge guards cost one set lookup in the reducer, and
-an edge with only run-limit guards is skipped without a call when the run has no limits and
-no shared budget.
+an edge with only run-limit guards is skipped without a call (and without a context) when
+no shared budget is given and none of the limit fields those guards read is set.
 """
 
 from __future__ import annotations
@@ -36,8 +36,15 @@ if TYPE_CHECKING:
 
 __all__ = ["GuardSet"]
 
-# (guards in order, whether they are all run-limit guards)
-_Chain = tuple[tuple[Guard, ...], bool]
+# (guards in order, whether they are all run-limit guards, the `Limits` fields those read)
+_Chain = tuple[tuple[Guard, ...], bool, tuple[str, ...]]
+
+#: The `Limits` fields each run-limit guard reads: with all of them unset it cannot trip.
+_READS = {
+    "max_turns": ("max_turns",),
+    "deadline": ("deadline",),
+    "budget": ("max_tokens", "max_cost"),
+}
 
 
 class GuardSet:
@@ -70,20 +77,23 @@ class GuardSet:
         for t in table.transitions:
             chain: list[Guard] = []
             only_limits = True
+            reads: list[str] = []
             for name in t.guards:
-                if name in limit_guards:
-                    chain.append(limit_guards[name])
                 if name in by_name:
                     chain.extend(by_name[name])
                     only_limits = False
+                if name in limit_guards:
+                    chain.append(limit_guards[name])
+                    reads.extend(_READS.get(name, ()))
             if not chain:
                 continue
             targets = plan.setdefault(t.event, {}).setdefault(t.source, {})
             if t.target in targets:  # two conditions lead to one target: check both lists
-                known, known_only = targets[t.target]
+                known, known_only, known_reads = targets[t.target]
                 chain = [*known, *(g for g in chain if g not in known)]
                 only_limits = only_limits and known_only
-            targets[t.target] = (tuple(chain), only_limits)
+                reads = [*known_reads, *(r for r in reads if r not in known_reads)]
+            targets[t.target] = (tuple(chain), only_limits, tuple(dict.fromkeys(reads)))
         self._plan = plan
         #: Event types some edge guards; the reducer skips the rest with one set lookup.
         self.events: frozenset[str] = frozenset(plan)
@@ -110,9 +120,17 @@ class GuardSet:
         entry = targets.get(target)
         if entry is None:
             return None
-        chain, only_limits = entry
-        if only_limits and record.limits is None and (ctx is None or ctx.budget is None):
-            return None
+        chain, only_limits, reads = entry
+        if only_limits and (ctx is None or ctx.budget is None):
+            # Only the run's own limits apply here: skip them all when none they read is set.
+            limits = record.limits
+            if limits is None:
+                return None
+            for field in reads:
+                if getattr(limits, field) is not None:
+                    break
+            else:
+                return None
         if ctx is None:
             ctx = GuardContext.at_event(event)
         for guard in chain:

@@ -322,7 +322,7 @@ class _RunBudget:
 
 
 #: The guards that apply `run.started.limits` (and a shared budget), by name. A `Reducer`
-#: checks them on the edges that list these names, before the Python guards of that name.
+#: checks them on the edges that list these names, after the Python guards of that name.
 RUN_LIMIT_GUARDS: Mapping[str, Guard] = {
     _MAX_TURNS: _RunTurns(),
     _DEADLINE: _RunDeadline(),
