@@ -68,6 +68,7 @@ from agentfsm.runtime.tools import (
     ToolRegistry,
     ToolResult,
 )
+from agentfsm.runtime.worker import Worker
 from agentfsm.runtime.writer import BudgetTree
 
 __all__ = [
@@ -109,6 +110,7 @@ __all__ = [
     "ToolResult",
     "UnknownAgentError",
     "UsageDelta",
+    "Worker",
     "aapprove",
     "acancel",
     "allow_all",

@@ -114,3 +114,72 @@ def validate(store: EventStore, run_ids: Iterable[str]) -> ValidationReport:
     """The stored logs of `run_ids`, exported as JSON Lines, through `validate_lines`."""
     lines = [dump_event(e) for run_id in run_ids for e in store.events(run_id)]
     return validate_lines(lines, keep_going=True)
+
+
+class DurableLedger:
+    """A fake backend's own ledger in a SQLite file: calls and effects per idempotency key.
+
+    It outlives a killed process, so tests can count what really happened. A tool that
+    honours its key returns the first result for a repeated key without acting again.
+    """
+
+    def __init__(self, path: Any) -> None:
+        import sqlite3
+
+        self.path = str(path)
+        with sqlite3.connect(self.path) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS ledger (key TEXT PRIMARY KEY, tool TEXT NOT NULL, "
+                "effects INTEGER NOT NULL, calls INTEGER NOT NULL)"
+            )
+        db.close()
+
+    def act(self, ctx: ToolContext, *, honour_key: bool) -> None:
+        """Record a call; an effect unless the key was seen and the tool honours keys."""
+        import sqlite3
+
+        with sqlite3.connect(self.path, timeout=60) as db:
+            seen = db.execute("SELECT 1 FROM ledger WHERE key = ?", (ctx.idempotency_key,))
+            if seen.fetchone() is None:
+                db.execute(
+                    "INSERT INTO ledger VALUES (?, ?, 1, 1)", (ctx.idempotency_key, ctx.tool)
+                )
+            else:
+                effect = 0 if honour_key else 1
+                db.execute(
+                    "UPDATE ledger SET calls = calls + 1, effects = effects + ? WHERE key = ?",
+                    (effect, ctx.idempotency_key),
+                )
+        db.close()
+
+    def rows(self) -> dict[str, tuple[str, int, int]]:
+        """key -> (tool, effects, calls)."""
+        import sqlite3
+
+        with sqlite3.connect(self.path, timeout=60) as db:
+            found = db.execute("SELECT key, tool, effects, calls FROM ledger").fetchall()
+        db.close()
+        return {key: (tool, effects, calls) for key, tool, effects, calls in found}
+
+
+def ledger_order_tools(ledger: DurableLedger) -> list[Tool]:
+    """The order tools, writing each call to `ledger` (the ticket honours its key)."""
+
+    def get_order(ctx: ToolContext) -> Any:
+        return {"order_id": ctx.args["order_id"], "payment": "paid", "shipment": "not_shipped"}
+
+    def create_ticket(ctx: ToolContext) -> Any:
+        ledger.act(ctx, honour_key=True)
+        return {"ticket_id": "T-9001", "order_id": ctx.args["order_id"]}
+
+    return [
+        Tool("get_order", get_order, side_effects=False),
+        Tool("create_ticket", create_ticket, idempotent=True),
+    ]
+
+
+def turn_order_script() -> ScriptedModel:
+    """The order script, answering by the run's turn (a resumed run gets the right step)."""
+    model = order_script()
+    return ScriptedModel(model.script, by_turn=True)
