@@ -203,3 +203,36 @@ def test_a_crash_inside_a_call_goes_up_and_leaves_a_resumable_log() -> None:
     result = asyncio.run(_runner(store, model, [tool]).resume("r1"))
     assert result.status == "completed"
     assert calls.effects == {"r1:t1.1": 2}
+
+
+def test_the_async_runner_on_native_async_postgres(postgres_dsn: str, pg_prefix: str) -> None:
+    """`AsyncPostgresEventStore`: the approval run pauses, is approved, and completes."""
+    from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore
+
+    calls = Calls()
+
+    async def scenario() -> tuple[str, bool]:
+        store = await AsyncPostgresEventStore.connect(
+            postgres_dsn, table_prefix=pg_prefix, migrate=True
+        )
+        try:
+            runner = AsyncRunner(
+                store,
+                Agent(
+                    "support",
+                    order_script(),
+                    order_tools(calls),
+                    ToolPolicy(approval={"create_ticket"}),
+                ),
+                clock=step_clock(),
+                sleep=_sleep,
+            )
+            assert (await runner.run("r1")).status == "waiting_approval"
+            await aapprove(store, "r1", "t2.1", "alice")
+            result = await runner.resume("r1")
+            return result.status, (await store.verify("r1")).ok
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == ("completed", True)
+    assert calls.tools() == ["get_order", "create_ticket"]
