@@ -345,6 +345,30 @@ class Planner:
             fields["reserved_cost"] = reserve.cost or None
         return (m.ModelStarted, fields)
 
+    def decided_and_admitted(
+        self, record: RunRecord, decision: ModelDecision, wrap_up: bool, agent: Agent, now: datetime
+    ) -> tuple[Spec, ...]:
+        """`decided`, followed in the same atomic batch by the admission of its calls.
+
+        One append instead of two per batch, and no window in which the decision is durable
+        but its calls are not yet requested (approvals still come first; nothing runs yet).
+        """
+        specs = self.decided(record, decision, wrap_up)
+        if len(specs) != 1 or decision.kind != "tool_calls":
+            return specs
+        spec = specs[0]
+        assert not callable(spec)
+        cls, fields = spec
+        event = cls(
+            run_id=record.run_id,
+            sequence=record.version + 1,
+            occurred_at=now.isoformat(),
+            **{k: v for k, v in fields.items() if v is not None},
+        )
+        after = self.reducer.reduce(record, event)
+        batch = [after.actions[a] for a in after.batch]
+        return (*specs, *self.admit(after, agent, batch, now))
+
     def decided(
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool
     ) -> tuple[Spec, ...]:

@@ -237,7 +237,9 @@ class AsyncRunner(_Core):
         decision = await self._ask(step, record)
         if isinstance(decision, Decision):
             try:
-                specs = self.planner.decided(record, decision, step.wrap_up)
+                specs = self.planner.decided_and_admitted(
+                    record, decision, step.wrap_up, step.agent, self.clock()
+                )
             except ValueError as exc:
                 specs = (p.model_failed(f"the model's decision is not JSON: {exc}"),)
         else:

@@ -310,7 +310,9 @@ class Runner(_Core):
         decision = self._ask(writer, step, record)
         if isinstance(decision, Decision):
             try:
-                specs = self.planner.decided(record, decision, step.wrap_up)
+                specs = self.planner.decided_and_admitted(
+                    record, decision, step.wrap_up, step.agent, self.clock()
+                )
             except ValueError as exc:  # pydantic's ValidationError is one
                 specs = (p.model_failed(f"the model's decision is not JSON: {exc}"),)
         else:

@@ -109,7 +109,12 @@ class TestWorker:
         worker = Worker(runner, leases, worker_id="w1", ttl=30, renew_every=0)
         with capture_logs() as logs:
             assert worker.run_once() is None
-        assert types(store, "r1") == ["run.started", "model.started", "model.completed"]
+        assert types(store, "r1") == [
+            "run.started",
+            "model.started",
+            "model.completed",
+            "tool.requested",
+        ]
         assert logs[-1] == {
             "event": "worker.lease_lost",
             "log_level": "warning",
