@@ -66,8 +66,8 @@ class Worker:
     def run_once(self) -> RunResult | None:
         """Claim one run and drive it until it ends or waits; None if nothing was claimable.
 
-        A run whose lease was lost midway is abandoned (another worker has it) and reported
-        as None too.
+        A run whose lease was lost midway is abandoned to the worker that took it, and
+        reported `superseded`.
         """
         run_id = self.leases.claim(self.worker_id, self.ttl)
         if run_id is None:
@@ -87,10 +87,9 @@ class Worker:
         result: RunResult | None = None
         try:
             result = self.runner.resume(run_id, heartbeat=heartbeat)
-        except LeaseLostError as exc:
+        except LeaseLostError:
             self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
-            del exc
-            return None
+            return RunResult(self.runner.store.load(run_id), superseded=True)
         finally:
             still = result is None or result.status in RUNNABLE_STATUSES
             self.leases.release(

@@ -132,7 +132,9 @@ class _Base:
         self.budget = budget
         self._store_reducer = store_reducer
         self._clock = clock
-        self._log = logger if logger is not None else structlog.get_logger("agentfsm")
+        # Bound once per writer: a lazy proxy would build a new logger on every call.
+        base = logger if logger is not None else structlog.get_logger("agentfsm")
+        self._log = base.bind(run_id=record.run_id)
         self._max_conflicts = max_conflicts
         self._guarded = reducer.guards.events
         self._epoch = 0
@@ -180,7 +182,6 @@ class _Base:
             except GuardRejectedError as exc:
                 self._log.warning(
                     "guard.rejected",
-                    run_id=self.run_id,
                     sequence=event.sequence,
                     event_type=event.type,
                     from_state=record.status,
@@ -201,7 +202,6 @@ class _Base:
         previous = before.status
         for event, record in zip(events, after, strict=True):
             fields: dict[str, Any] = {
-                "run_id": self.run_id,
                 "sequence": event.sequence,
                 "event_type": event.type,
                 "from_state": previous,
@@ -225,7 +225,6 @@ class _Base:
             record = self._store_reducer.reduce(record, event)
             self._log.info(
                 "transition.applied",
-                run_id=self.run_id,
                 sequence=event.sequence,
                 event_type=event.type,
                 from_state=before,

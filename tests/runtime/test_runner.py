@@ -23,6 +23,7 @@ from agentfsm.runtime import (
     ToolContext,
     ToolError,
     ToolPolicy,
+    ToolRegistry,
     approve,
     call,
     deny,
@@ -523,3 +524,29 @@ def test_the_models_call_ids_are_kept_when_unused(with_id: bool) -> None:
     model = ScriptedModel([Decision.calls(proposed), Decision.final("")])
     result = runner_for(MemoryEventStore(), model, order_tools(Calls())).run("r1")
     assert list(result.record.actions) == (["call_abc"] if with_id else ["t1.1"])
+
+
+def test_a_polling_tool_may_repeat_while_its_result_changes() -> None:
+    """With the registry's poll limits, a status that moves is progress, not a loop."""
+    states = iter(["queued", "packing", "shipped", "shipped", "shipped", "shipped"])
+    tool = Tool("status", lambda ctx: next(states), side_effects=False, polling=True, poll_limit=2)
+    model = ScriptedModel([Decision.calls(call("status", order_id="O-1"))], repeat_last=True)
+    runner = runner_for(
+        MemoryEventStore(),
+        model,
+        [tool],
+        guards=[LoopDetector(polling=ToolRegistry([tool]).polling)],
+    )
+    result = runner.run("r1", limits=Limits(max_turns=20))
+    assert (result.status, result.stop_reason) == ("terminated", "loop_detected")
+    assert [a.result for a in result.record.actions.values() if a.status == "succeeded"] == [
+        "queued",
+        "packing",
+        "shipped",
+        "shipped",
+        "shipped",
+    ]
+    assert (
+        result.record.stop_detail
+        == "'status' polled 3 times with an unchanged result (poll limit 2)"
+    )

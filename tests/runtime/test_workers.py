@@ -108,7 +108,9 @@ class TestWorker:
         leases = MemoryLeases(store, table, clock=clock)
         worker = Worker(runner, leases, worker_id="w1", ttl=30, renew_every=0)
         with capture_logs() as logs:
-            assert worker.run_once() is None
+            result = worker.run_once()
+        assert result is not None
+        assert (result.superseded, result.status) == (True, "waiting_tool")
         assert types(store, "r1") == [
             "run.started",
             "model.started",
