@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck unit bench clean
+.PHONY: install demo test lint typecheck unit drift diagrams bench bench-stores clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +26,24 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck unit
+# The committed diagrams/ must match the table (no Graphviz needed: pictures carry a digest).
+drift: $(STAMP)
+	$(VENV)/bin/agentfsm diagram --check
+
+# Regenerate diagrams/ after changing the default table (needs Graphviz `dot`).
+diagrams: $(STAMP)
+	$(VENV)/bin/agentfsm diagram --write
+
+test: lint typecheck unit drift
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_guards.py
+
+# Starts its own throwaway PostgreSQL server; needs the bench extra (LangGraph checkpointers).
+bench-stores: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) benchmarks/bench_stores.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -23,8 +23,8 @@ synchronous=NORMAL, PostgreSQL fsync=off), which shows the CPU cost of each cont
 from __future__ import annotations
 
 import argparse
-import statistics
 import sqlite3
+import statistics
 import tempfile
 import time
 import uuid
@@ -228,7 +228,7 @@ def main() -> None:
 
     disk = "no fsync (--fast-disk)" if args.fast_disk else "fsync at every commit"
     print(f"\nAppend throughput (events/s, median of {rounds} interleaved rounds; {disk})\n")
-    print("| backend | events/commit | agentfsm | raw driver (floor) | time ratio (target <= 1.25) |")
+    print("| backend | events/commit | agentfsm | raw driver (floor) | ratio (target <= 1.25) |")
     print("|---|---:|---:|---:|---:|")
     for backend, size, ours_rate, raw_rate in appends:
         ratio = raw_rate / ours_rate

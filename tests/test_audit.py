@@ -131,8 +131,18 @@ class TestAudit:
 
     def test_the_bundled_examples_keep_their_own_limits(self) -> None:
         """The worked runs pass an audit under the limits they declare."""
-        for name in ("order_ticket.jsonl", "cancel_order_approval.jsonl"):
+        logs = (
+            "order_ticket.jsonl",
+            "cancel_order_approval.jsonl",
+            "run_terminated_max_turns.jsonl",
+        )
+        for name in logs:
             assert audit(load_log(name)).ok, name
+
+    def test_a_run_terminated_at_its_limit_is_found_under_a_stricter_one(self) -> None:
+        """The bundled max-turns run stopped at 2 turns; under a limit of 1 it went on."""
+        report = audit(load_log("run_terminated_max_turns.jsonl"), limits=Limits(max_turns=1))
+        assert [(f.sequence, f.detail) for f in report.findings] == [(9, "1 of 1 turns used")]
 
 
 class TestAuditor:

@@ -13,6 +13,7 @@ from agentfsm.fsm.errors import (
     InvalidTableError,
     LifecycleError,
     RunMismatchError,
+    RunNotFoundError,
     SequenceError,
     StoreError,
 )
@@ -28,11 +29,11 @@ from agentfsm.fsm.guards import (
 )
 from agentfsm.fsm.guardset import GuardSet
 from agentfsm.fsm.limits import (
-    RUN_LIMIT_GUARDS,
     Budget,
     Deadline,
     MaxAttempts,
     MaxTurns,
+    RunLimits,
     cap_timeout,
     guards_from_limits,
     remaining,
@@ -44,7 +45,6 @@ from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 __all__ = [
     "DEFAULT_TABLE",
     "RESOLVED",
-    "RUN_LIMIT_GUARDS",
     "ActionError",
     "ActionStatus",
     "AgentFSMError",
@@ -69,7 +69,9 @@ __all__ = [
     "LoopDetector",
     "MaxAttempts",
     "MaxTurns",
+    "RunLimits",
     "RunMismatchError",
+    "RunNotFoundError",
     "RunStatus",
     "SequenceError",
     "SharedBudget",

@@ -16,7 +16,7 @@ refused for `budget` the parent's next model or tool call is refused for `budget
 Handoffs stay within one run and one record: nothing to link.
 
 The shared budget is checked by the same `budget` check as a run's own `limits` (see
-`RUN_LIMIT_GUARDS`), so a reducer built with `run_limits=False` ignores it too. It is a
+`RunLimits`), so a reducer built with `run_limits=False` ignores it too. It is a
 value for one process; several workers sharing a root budget need a store that serialises
 the charges (not part of this module).
 """

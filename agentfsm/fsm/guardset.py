@@ -7,15 +7,16 @@ guards once, when a `Reducer` is built, and reports every wiring mistake at once
 - an edge on `run.terminated` that lists a guard: the event that records a stop must never
   be refused.
 
-On an edge, for each name it lists in order, the Python guards of that name are checked
-in the order given, then the run's own limits (`run.started.limits` and a shared budget;
-see `RUN_LIMIT_GUARDS`). Every limit is checked, so the stricter of a run's limit and a
-Python guard always stops the run first; on an event where both trip, the Python guard is
-the one reported (it is what an operator or an audit imposed). The first verdict wins.
+On an edge, the Python guards are checked first (by the order of the names the edge lists,
+then the order given), then the run's own limits the edge names (`RunLimits`: turns,
+deadline, budget from `run.started.limits`, then a shared budget from the context). Every
+limit is checked, so the stricter of a run's limit and a Python guard always stops the run
+first; on an event where both trip, the Python guard is the one reported (it is what an
+operator or an audit imposed). The first verdict wins.
 
-The hot path stays flat: event types no edge guards cost one set lookup in the reducer, and
-an edge with only run-limit guards is skipped without a call (and without a context) when
-no shared budget is given and none of the limit fields those guards read is set.
+The hot path stays flat: event types no edge guards cost one set lookup in the reducer; a
+run without limits, under a reducer without Python guards, skips the guards on a second
+attribute check; and `RunLimits` reads only the limits the run set, building no context.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from agentfsm.fsm.errors import InvalidTableError
 from agentfsm.fsm.guards import Guard, GuardContext, Verdict
-from agentfsm.fsm.limits import RUN_LIMIT_GUARDS, remaining
+from agentfsm.fsm.limits import RunLimits, remaining
 from agentfsm.fsm.names import EventType
 from agentfsm.fsm.table import TransitionTable
 
@@ -36,15 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["GuardSet"]
 
-# (guards in order, whether they are all run-limit guards, the `Limits` fields those read)
-_Chain = tuple[tuple[Guard, ...], bool, tuple[str, ...]]
-
-#: The `Limits` fields each run-limit guard reads: with all of them unset it cannot trip.
-_READS = {
-    "max_turns": ("max_turns",),
-    "deadline": ("deadline",),
-    "budget": ("max_tokens", "max_cost"),
-}
+# The Python guards of an edge, in order, and its run-limit check (None when it has none).
+_Entry = tuple[tuple[Guard, ...], RunLimits | None]
 
 
 class GuardSet:
@@ -72,28 +66,20 @@ class GuardSet:
         for guard in self.guards:
             by_name.setdefault(guard.name, []).append(guard)
         _validate(table, by_name)
-        limit_guards: Mapping[str, Guard] = RUN_LIMIT_GUARDS if run_limits else {}
-        plan: dict[str, dict[str, dict[str, _Chain]]] = {}
+        # Two edges may share (source, event, target) under different conditions: merge.
+        names_by_edge: dict[tuple[str, str, str], dict[str, None]] = {}
         for t in table.transitions:
-            chain: list[Guard] = []
-            only_limits = True
-            reads: list[str] = []
-            for name in t.guards:
-                if name in by_name:
-                    chain.extend(by_name[name])
-                    only_limits = False
-                if name in limit_guards:
-                    chain.append(limit_guards[name])
-                    reads.extend(_READS.get(name, ()))
-            if not chain:
-                continue
-            targets = plan.setdefault(t.event, {}).setdefault(t.source, {})
-            if t.target in targets:  # two conditions lead to one target: check both lists
-                known, known_only, known_reads = targets[t.target]
-                chain = [*known, *(g for g in chain if g not in known)]
-                only_limits = only_limits and known_only
-                reads = [*known_reads, *(r for r in reads if r not in known_reads)]
-            targets[t.target] = (tuple(chain), only_limits, tuple(dict.fromkeys(reads)))
+            names_by_edge.setdefault((t.event, t.source, t.target), {}).update(
+                dict.fromkeys(t.guards)
+            )
+        plan: dict[str, dict[str, dict[str, _Entry]]] = {}
+        for (event, source, target), names in names_by_edge.items():
+            chain = tuple(g for n in names for g in by_name.get(n, ()))
+            limits = RunLimits(names) if run_limits else None
+            if limits is not None and not limits:
+                limits = None
+            if chain or limits is not None:
+                plan.setdefault(event, {}).setdefault(source, {})[target] = (chain, limits)
         self._plan = plan
         #: Event types some edge guards; the reducer skips the rest with one set lookup.
         self.events: frozenset[str] = frozenset(plan)
@@ -120,23 +106,16 @@ class GuardSet:
         entry = targets.get(target)
         if entry is None:
             return None
-        chain, only_limits, reads = entry
-        if only_limits and (ctx is None or ctx.budget is None):
-            # Only the run's own limits apply here: skip them all when none they read is set.
-            limits = record.limits
-            if limits is None:
-                return None
-            for field in reads:
-                if getattr(limits, field) is not None:
-                    break
-            else:
-                return None
-        if ctx is None:
-            ctx = GuardContext.at_event(event)
-        for guard in chain:
-            verdict = guard.check(record, event, ctx)
-            if verdict is not None:
-                return verdict
+        chain, limits = entry
+        if chain:
+            if ctx is None:
+                ctx = GuardContext.at_event(event)
+            for guard in chain:
+                verdict = guard.check(record, event, ctx)
+                if verdict is not None:
+                    return verdict
+        if limits is not None:
+            return limits.check(record, event, ctx)
         return None
 
     def remaining(self, record: RunRecord, now: datetime) -> float | None:

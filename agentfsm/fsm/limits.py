@@ -1,8 +1,8 @@
 """The built-in limit guards: turns, attempts, a deadline and a token/cost budget.
 
 Each is a small frozen value with a `check` (see `agentfsm.fsm.guards.Guard`). The same
-checks also run from a run's own `run.started.limits`, without any object per run: the
-`RUN_LIMIT_GUARDS` read `record.limits` (and, for the budget, the context's shared budget).
+checks also run from a run's own `run.started.limits`, without any object per run:
+`RunLimits` reads `record.limits` (and, for the budget, the context's shared budget).
 
 Every refusal says why in numbers: `3 of 3 turns used`, `spent 1,480 + reserved 200 >
 1,500 tokens`. Budgets stop *before* crossing: a model call is refused when what was spent,
@@ -25,14 +25,15 @@ from agentfsm.fsm.names import EventType, StopReason
 
 if TYPE_CHECKING:
     from agentfsm.events.models import Event
+    from agentfsm.fsm.budget import SharedBudget
     from agentfsm.reducers.record import RunRecord
 
 __all__ = [
-    "RUN_LIMIT_GUARDS",
     "Budget",
     "Deadline",
     "MaxAttempts",
     "MaxTurns",
+    "RunLimits",
     "cap_timeout",
     "guards_from_limits",
     "remaining",
@@ -272,62 +273,65 @@ class Budget:
 # -- the run's own limits (run.started.limits), without an object per run --------------------
 
 
-class _RunTurns:
-    __slots__ = ()
-    name = _MAX_TURNS
+class RunLimits:
+    """The run's own `run.started.limits` (and a shared budget), for the names an edge lists.
 
-    def check(self, record: RunRecord, event: Event, ctx: GuardContext) -> Verdict | None:
+    One per edge, built by `GuardSet`: it reads `record.limits` once and checks only what
+    the edge names and the run set, so a run with `max_turns` alone pays for one comparison.
+    It takes `ctx=None` and then reads the time from the event, only if a deadline is set.
+
+    Args:
+        names: the guard names the edge lists; `max_turns`, `deadline` and `budget` count.
+    """
+
+    __slots__ = ("budget", "deadline", "turns")
+
+    def __init__(self, names: Iterable[str]) -> None:
+        wanted = set(names)
+        self.turns = _MAX_TURNS in wanted
+        self.deadline = _DEADLINE in wanted
+        self.budget = _BUDGET in wanted
+
+    def __bool__(self) -> bool:
+        return self.turns or self.deadline or self.budget
+
+    def check(self, record: RunRecord, event: Event, ctx: GuardContext | None) -> Verdict | None:
+        """The first verdict of the run's own limits, then of its shared budget."""
         limits = record.limits
-        if limits is None or limits.max_turns is None:
-            return None
-        return _turns(self.name, limits.max_turns, record, event)
+        if limits is not None:
+            if self.turns and limits.max_turns is not None:
+                verdict = _turns(_MAX_TURNS, limits.max_turns, record, event)
+                if verdict is not None:
+                    return verdict
+            if self.deadline and limits.deadline is not None:
+                now = ctx.now if ctx is not None else _instant(event.occurred_at)
+                verdict = _late(_DEADLINE, _deadline_of(limits.deadline), now)
+                if verdict is not None:
+                    return verdict
+            if self.budget and (limits.max_tokens is not None or limits.max_cost is not None):
+                own = _own(record)
+                verdict = _budget(_BUDGET, limits.max_tokens, limits.max_cost, own, event)
+                if verdict is not None:
+                    return verdict
+        if self.budget and ctx is not None and ctx.budget is not None:
+            return _shared(record, event, ctx.budget)
+        return None
 
 
-class _RunDeadline:
-    __slots__ = ()
-    name = _DEADLINE
-
-    def check(self, record: RunRecord, event: Event, ctx: GuardContext) -> Verdict | None:
-        limits = record.limits
-        if limits is None or limits.deadline is None:
-            return None
-        return _late(self.name, _deadline_of(limits.deadline), ctx.now)
-
-
-class _RunBudget:
-    """The run's own token/cost limits, then the shared budget of its tree, if any."""
-
-    __slots__ = ()
-    name = _BUDGET
-
-    def check(self, record: RunRecord, event: Event, ctx: GuardContext) -> Verdict | None:
-        limits = record.limits
-        if limits is not None and (limits.max_tokens is not None or limits.max_cost is not None):
-            verdict = _budget(self.name, limits.max_tokens, limits.max_cost, _own(record), event)
-            if verdict is not None:
-                return verdict
-        shared = ctx.budget
-        if shared is None or not shared.covers(record.run_id):
-            return None
-        others = shared.total(excluding=record.run_id)
-        tokens, cost, held_tokens, held_cost = _own(record)
-        spent = (
-            tokens + others.tokens,
-            cost + others.cost,
-            held_tokens + others.reserved_tokens,
-            held_cost + others.reserved_cost,
-        )
-        whose = f"root '{shared.root}' ({len(shared.runs)} runs): "
-        return _budget(self.name, shared.max_tokens, shared.max_cost, spent, event, whose)
-
-
-#: The guards that apply `run.started.limits` (and a shared budget), by name. A `Reducer`
-#: checks them on the edges that list these names, after the Python guards of that name.
-RUN_LIMIT_GUARDS: Mapping[str, Guard] = {
-    _MAX_TURNS: _RunTurns(),
-    _DEADLINE: _RunDeadline(),
-    _BUDGET: _RunBudget(),
-}
+def _shared(record: RunRecord, event: Event, shared: SharedBudget) -> Verdict | None:
+    """The tree's totals (this run's live figures, the others' last charges) vs the root's."""
+    if not shared.covers(record.run_id):
+        return None
+    others = shared.total(excluding=record.run_id)
+    tokens, cost, held_tokens, held_cost = _own(record)
+    spent = (
+        tokens + others.tokens,
+        cost + others.cost,
+        held_tokens + others.reserved_tokens,
+        held_cost + others.reserved_cost,
+    )
+    whose = f"root '{shared.root}' ({len(shared.runs)} runs): "
+    return _budget(_BUDGET, shared.max_tokens, shared.max_cost, spent, event, whose)
 
 
 def guards_from_limits(limits: Limits | Mapping[str, Any]) -> tuple[Guard, ...]:

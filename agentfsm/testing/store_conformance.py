@@ -210,6 +210,21 @@ class StoreConformance:
         assert [dump_event(e) for e in second.events("r1")] == [dump_event(e) for e in expected]
         assert second.verify("r1").ok
 
+    def test_a_stale_view_conflicts_even_when_its_batch_is_refused(
+        self, open_store: Callable[..., EventStore]
+    ) -> None:
+        """A batch illegal only against a stale view is a conflict: reloading is the fix."""
+        first, second = open_store(snapshot_every=4), open_store(snapshot_every=4)
+        first.append("r1", scripted_run("r1", 0), 0)
+        assert second.load("r1").version == 1
+        first.append("r1", tool_turn("r1", 2, "a"), 1)
+        stale = tool_turn("r1", 2, "a")[3:]  # tool.started of an action `second` never saw
+        with pytest.raises(ConcurrencyConflictError) as info:
+            second.append("r1", stale, 1)
+        assert (info.value.expected_version, info.value.actual_version) == (1, 6)
+        with pytest.raises(ConcurrencyConflictError):
+            second.append("r1", tool_turn("r1", 3, "b"), 0)  # a stale "new run" too
+
     # -- batch atomicity -------------------------------------------------------------------
 
     def test_an_illegal_event_refuses_the_whole_batch(self, store: EventStore) -> None:

@@ -37,8 +37,11 @@ __all__ = [
     "StoredEvent",
     "StoredSnapshot",
     "VerifyReport",
+    "canonical_event_json",
     "chain_hash",
+    "conflict",
     "fold_rows",
+    "parse_row",
     "prepare_append",
     "trusted_snapshot",
     "verify_rows",
@@ -53,9 +56,10 @@ GENESIS_HASH = ""
 _encode_sorted = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
-# An integral float (which canonical JSON writes as an integer) is always written by
-# Python's encoder as digits, ".0", then a delimiter; "1e+16" and up are left as floats.
-_INTEGRAL_FLOAT = re.compile(r"\d\.0(?![0-9eE])")
+# An integral float (which canonical JSON writes as an integer) is written by Python's
+# encoder either as digits, ".0", then a delimiter, or with a positive exponent ("1e+16"
+# and up, always integral at that magnitude).
+_INTEGRAL_FLOAT = re.compile(r"\d\.0(?![0-9eE])|e\+")
 
 
 def canonical_event_json(data: Any) -> str:

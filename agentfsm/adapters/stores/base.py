@@ -48,7 +48,12 @@ from agentfsm.adapters.stores._core import (
     verify_rows,
 )
 from agentfsm.events.models import Event
-from agentfsm.fsm.errors import ConcurrencyConflictError, CorruptLogError, RunNotFoundError
+from agentfsm.fsm.errors import (
+    ConcurrencyConflictError,
+    CorruptLogError,
+    LifecycleError,
+    RunNotFoundError,
+)
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 
@@ -169,14 +174,25 @@ class EventStore(abc.ABC):
                 that does not exist yet).
 
         Raises:
-            ConcurrencyConflictError: the stored version is not `expected_version`.
+            ConcurrencyConflictError: the stored version is not `expected_version` (this
+                wins over a refusal: a batch judged against a stale view is a conflict).
             LifecycleError: an event of the batch is refused (nothing was written).
             ValueError: an empty batch or a negative version.
         """
         batch = tuple(events)
         _check_append_args(batch, expected_version)
         head = self._head_at(run_id, expected_version)
-        prepared = prepare_append(self.reducer, head, batch, self.options.snapshot_every)
+        try:
+            prepared = prepare_append(self.reducer, head, batch, self.options.snapshot_every)
+        except LifecycleError:
+            # Judged against a view the store has moved past, a refusal says nothing about
+            # the run as it is: report the conflict, which is what the caller must act on.
+            info = self._read_run(run_id)
+            actual = info.version if info is not None else 0
+            if actual != expected_version:
+                self._cache.drop(run_id)
+                raise conflict(run_id, expected_version, actual) from None
+            raise
         try:
             self._write(prepared)
         except ConcurrencyConflictError:

@@ -54,6 +54,7 @@ from agentfsm.events.models import Event
 from agentfsm.fsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
+    LifecycleError,
     RunNotFoundError,
     StoreError,
 )
@@ -371,7 +372,18 @@ class AsyncPostgresEventStore(AsyncEventStore):
         batch = tuple(events)
         _check_append_args(batch, expected_version)
         head = await self._head_at(run_id, expected_version)
-        prepared = prepare_append(self.options.reducer, head, batch, self.options.snapshot_every)
+        try:
+            prepared = prepare_append(
+                self.options.reducer, head, batch, self.options.snapshot_every
+            )
+        except LifecycleError:
+            # As in `EventStore.append`: a refusal judged against a stale view is a conflict.
+            info = await self._read_run(run_id)
+            actual = info.version if info is not None else 0
+            if actual != expected_version:
+                self._cache.drop(run_id)
+                raise conflict(run_id, expected_version, actual) from None
+            raise
         sql, params = self._sql.write(prepared)
         try:
             try:
