@@ -111,7 +111,17 @@ class Worker:
         return results
 
     def serve(self, *, idle: float = 1.0, stop: Callable[[], bool] = lambda: False) -> None:
-        """Drive runs until `stop()` says so, sleeping `idle` seconds when there is none."""
+        """Drive runs until `stop()` says so, sleeping `idle` seconds when there is none.
+
+        A run whose driving raises (a policy or model adapter bug, a store outage) is
+        logged as `worker.run_error` and left for `retry_after` seconds; the worker goes on.
+        """
         while not stop():
-            if self.run_once() is None:
+            try:
+                result = self.run_once()
+            except Exception as exc:  # noqa: BLE001  (one bad run must not stop the worker)
+                self.log.error("worker.run_error", worker_id=self.worker_id, error=repr(exc))
+                self.sleep(idle)
+                continue
+            if result is None:
                 self.sleep(idle)

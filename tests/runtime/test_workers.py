@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from agentfsm.adapters.stores import EventStore, MemoryEventStore, SQLiteEventStore
 from agentfsm.adapters.stores.leases import MemoryLeases, MemoryLeaseTable, SQLiteLeases
-from agentfsm.runtime import Agent, Decision, Runner, ScriptedModel, Worker, call, submit
+from agentfsm.runtime import ALLOW, Agent, Decision, Runner, ScriptedModel, Worker, call, submit
 from agentfsm.runtime import cancel as cancel_run
 
 from .helpers import (
@@ -214,3 +214,34 @@ def test_four_postgres_worker_processes_drain_200_runs(
 
     PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
     _drain_with_processes("postgres", postgres_dsn, pg_prefix, tmp_path)
+
+
+def test_serve_logs_a_run_that_raises_and_goes_on() -> None:
+    """A policy bug in one run is logged; the worker serves the next run."""
+    store = MemoryEventStore()
+    submit(store, "r1")
+    submit(store, "r2")
+
+    def policy(action: Any, record: Any) -> Any:
+        if record.run_id == "r1":
+            raise RuntimeError("policy bug")
+        return ALLOW
+
+    model = ScriptedModel(
+        [Decision.calls(call("get_order", order_id="O-1")), Decision.final("ok")], by_turn=True
+    )
+    runner = Runner(store, Agent("support", model, order_tools(Calls()), policy))
+    served: list[int] = []
+    worker = Worker(runner, MemoryLeases(store), worker_id="w1", sleep=lambda s: served.append(1))
+    with capture_logs() as logs:
+        worker.serve(stop=lambda: len(served) >= 2)
+    errors = [e for e in logs if e["event"] == "worker.run_error"]
+    assert errors == [
+        {
+            "event": "worker.run_error",
+            "log_level": "error",
+            "worker_id": "w1",
+            "error": "RuntimeError('policy bug')",
+        }
+    ]
+    assert (store.load("r1").status, store.load("r2").status) == ("running", "completed")
