@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck unit drift diagrams bench bench-stores clean
+.PHONY: install demo test lint typecheck unit drift diagrams bench bench-stores bench-runtime clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ bench: $(STAMP)
 bench-stores: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(PY) benchmarks/bench_stores.py
+
+# The Runner's cost per turn next to the OpenAI Agents SDK and LangGraph (the bench extra).
+bench-runtime: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) benchmarks/bench_runtime.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
