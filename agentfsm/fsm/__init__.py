@@ -39,7 +39,14 @@ from agentfsm.fsm.limits import (
     remaining,
 )
 from agentfsm.fsm.loops import LoopDetector, fingerprint, fingerprints
-from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision, EventType, RunStatus, StopReason
+from agentfsm.fsm.names import (
+    RESOLVED,
+    ActionStatus,
+    DecisionKind,
+    EventType,
+    RunStatus,
+    StopReason,
+)
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 
 __all__ = [
@@ -56,7 +63,7 @@ __all__ = [
     "Condition",
     "CorruptLogError",
     "Deadline",
-    "Decision",
+    "DecisionKind",
     "EventFormatError",
     "EventType",
     "Guard",

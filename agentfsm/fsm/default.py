@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision, StopReason
+from agentfsm.fsm.names import RESOLVED, ActionStatus, DecisionKind, StopReason
 from agentfsm.fsm.names import EventType as E
 from agentfsm.fsm.names import RunStatus as S
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
@@ -64,7 +64,7 @@ def _startable(rec: Any, ev: Any) -> bool:
 def _final_acceptable(rec: Any, ev: Any) -> bool:
     actions = rec.actions
     return (
-        rec.last_decision == Decision.FINAL
+        rec.last_decision == DecisionKind.FINAL
         and not rec.model_call_open
         and all(actions[a].status in RESOLVED for a in rec.batch)
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["RESOLVED", "ActionStatus", "Decision", "EventType", "RunStatus", "StopReason"]
+__all__ = ["RESOLVED", "ActionStatus", "DecisionKind", "EventType", "RunStatus", "StopReason"]
 
 
 class RunStatus(StrEnum):
@@ -64,7 +64,7 @@ class ActionStatus(StrEnum):
     UNKNOWN = "unknown"
 
 
-class Decision(StrEnum):
+class DecisionKind(StrEnum):
     """What a model call decided (`model.completed.decision`)."""
 
     FINAL = "final"

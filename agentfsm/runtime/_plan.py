@@ -19,7 +19,7 @@ from agentfsm.events import models as m
 from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.guards import AnyOf, Guard
 from agentfsm.fsm.limits import MaxTurns
-from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision, RunStatus, StopReason
+from agentfsm.fsm.names import RESOLVED, ActionStatus, DecisionKind, RunStatus, StopReason
 from agentfsm.reducers.record import Action, RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.agent import Agent, RunnerConfig
@@ -196,7 +196,7 @@ class Planner:
             return Append(tuple(orphans))
         if work:
             return Execute(tuple(work))
-        if record.last_decision == Decision.FINAL:
+        if record.last_decision == DecisionKind.FINAL:
             return Append(self.accept(record))
         return Turn(agent, reopen=False, wrap_up=self._wrap_up(record, record.turn + 1))
 
