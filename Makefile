@@ -13,8 +13,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+DEMO := .demo
+AGENTFSM := $(VENV)/bin/agentfsm
+
+# The main job: replay the bundled logs, drive every runtime scenario on the embedded SQLite
+# store (an approval given from another process with `agentfsm approve`), then read the
+# store's log back with the command line.
 demo: $(STAMP)
 	$(PY) examples/demo.py
+	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	$(PY) examples/demo_runtime.py --dir $(DEMO) --export $(DEMO)/runs.jsonl
+	$(AGENTFSM) runs --store $(DEMO)/runs.db
+	$(AGENTFSM) validate $(DEMO)/runs.jsonl
+	$(AGENTFSM) replay $(DEMO)/runs.jsonl --run-id runaway-1
+	$(AGENTFSM) inspect $(DEMO)/runs.jsonl --run-id cancel-123
+	$(AGENTFSM) diagram --run $(DEMO)/runs.jsonl --run-id runaway-1 --format mermaid
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentfsm tests benchmarks examples

@@ -1,7 +1,7 @@
 """Cancel an order with a person's approval, given from another process.
 
 The run pauses in `waiting_approval` (this process could exit here); a second process
-approves the exact call through the SQLite store (as `agentfsm approve` would); `resume`
+approves the exact call with `agentfsm approve`, through the SQLite store; `resume`
 then runs that call, re-checked by the policy, without asking the model again.
 
     python examples/runtime/cancel_order_approval.py
@@ -35,16 +35,6 @@ from agentfsm.runtime import (
 RUN_ID = "cancel-123"
 LIMITS = Limits(max_turns=5)
 
-# What the other process runs: the Python API the CLI's `agentfsm approve` wraps.
-APPROVE = """
-import sys
-from agentfsm.adapters.stores import SQLiteEventStore
-from agentfsm.runtime import approve
-db, run_id, action_id, who = sys.argv[1:5]
-with SQLiteEventStore(db, synchronous="NORMAL") as store:
-    record = approve(store, run_id, action_id, who)
-print(f"  [process 2] {who} approved {action_id}; run is '{record.status}'")
-"""
 
 
 def model() -> ScriptedModel:
@@ -88,10 +78,13 @@ def runner(store: EventStore, ledger: EffectLedger | None = None) -> Runner:
 
 
 def approve_elsewhere(db: Path, action_id: str, who: str) -> None:
-    """Approve from a separate Python process, through the store file."""
-    subprocess.run(  # noqa: S603  (this interpreter, running our own code)
-        [sys.executable, "-c", APPROVE, str(db), RUN_ID, action_id, who], check=True
+    """Approve from a separate process with the command line, through the store file."""
+    command = ["agentfsm", "approve", RUN_ID, action_id, "--approver", who, "--store", str(db)]
+    print(f"  [process 2] $ {' '.join(command[:-1])} runs.db")
+    done = subprocess.run(  # noqa: S603  (this interpreter, running our own CLI)
+        [sys.executable, "-m", *command], check=True, capture_output=True, text=True
     )
+    print(f"  [process 2] {done.stdout.strip()}")
 
 
 def main(workdir: Path) -> RunResult:
