@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import structlog
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:\n```text\n(?P<out>.*?)```)?", re.DOTALL)
@@ -26,7 +27,9 @@ def test_the_readme_has_examples() -> None:
 def test_readme_example(code: str, expected: str | None) -> None:
     """Each python block runs, and its output equals the text block right after it."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    # The Runner logs through structlog, which an application configures; here the logs are
+    # captured so the printed output is the example's own.
+    with contextlib.redirect_stdout(out), structlog.testing.capture_logs():
         exec(compile(code, str(README), "exec"), {"__name__": "readme"})
     if expected is not None:
         assert out.getvalue() == expected
