@@ -24,6 +24,7 @@ the machine doing its job.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "ActionError",
@@ -124,13 +125,29 @@ class LifecycleError(AgentFSMError):
         event: str,
         allowed: Sequence[str] = (),
     ) -> None:
-        self.reason = reason
+        self._reason = reason
         self.run_id = run_id
         self.sequence = sequence
         self.state = state
         self.event = event
         self.allowed: tuple[str, ...] = tuple(allowed)
-        super().__init__(self._render())
+        # The message is rendered when it is read, not here: refusals on the hot path (a
+        # validator probing, a runtime re-deciding) are usually caught and never printed.
+        super().__init__()
+
+    @property
+    def reason(self) -> str:
+        """The sentence after the location: what is wrong and what would have been legal."""
+        return self._reason
+
+    def __str__(self) -> str:
+        return self._render()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only constructors do not survive the default pickling of exceptions;
+        # multiprocessing workers send these across processes.
+        state = dict(self.__dict__)
+        return (_rebuild, (type(self), state))
 
     def _render(self) -> str:
         return (
@@ -162,20 +179,21 @@ class IllegalTransitionError(LifecycleError):
     ) -> None:
         self.terminal = terminal
         self.failed_conditions: tuple[str, ...] = tuple(failed_conditions)
-        if len(failed_conditions) == 1:
-            why = f"is not allowed: condition '{failed_conditions[0]}' does not hold"
-        elif failed_conditions:
-            why = f"is not allowed: none of the conditions {quote_list(failed_conditions)} holds"
+        super().__init__(
+            "", run_id=run_id, sequence=sequence, state=state, event=event, allowed=allowed
+        )
+
+    @property
+    def reason(self) -> str:
+        """Why the move is illegal, and the event types that would have been allowed."""
+        failed = self.failed_conditions
+        if len(failed) == 1:
+            why = f"is not allowed: condition '{failed[0]}' does not hold"
+        elif failed:
+            why = f"is not allowed: none of the conditions {quote_list(failed)} holds"
         else:
             why = "is not allowed"
-        super().__init__(
-            f"{why}; allowed: {quote_list(allowed)}",
-            run_id=run_id,
-            sequence=sequence,
-            state=state,
-            event=event,
-            allowed=allowed,
-        )
+        return f"{why}; allowed: {quote_list(self.allowed)}"
 
     def _render(self) -> str:
         terminal = " (terminal)" if self.terminal else ""
@@ -287,6 +305,13 @@ class GuardRejectedError(LifecycleError):
             state=state,
             event=event,
         )
+
+
+def _rebuild(cls: type[LifecycleError], state: dict[str, Any]) -> LifecycleError:
+    error = cls.__new__(cls)
+    Exception.__init__(error)
+    error.__dict__.update(state)
+    return error
 
 
 class StoreError(AgentFSMError):
