@@ -17,11 +17,7 @@ ratio less than wall time would. The goal: all guards within 2x of no guards.
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agentfsm import Event
 from agentfsm.fsm import Budget, Deadline, LoopDetector, MaxAttempts, MaxTurns
 from agentfsm.reducers import DEFAULT_REDUCER, Reducer
+from benchmarks.bench_core import measure
 from benchmarks.corpus import build_corpus
 
 ALL_GUARDS = Reducer(
@@ -55,20 +52,6 @@ def fold_all(reducer: Reducer, runs: list[list[Event]]) -> int:
             record = reduce(record, event)
         n += len(events)
     return n
-
-
-def measure(cases: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
-    """Median events per second of each case over interleaved, rotated rounds."""
-    rates: dict[str, list[float]] = {name: [] for name in cases}
-    names = list(cases)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            gc.collect()
-            start = time.process_time()
-            ops = cases[name]()
-            rates[name].append(ops / (time.process_time() - start))
-        print(f"  round {r + 1}/{rounds} done", file=sys.stderr)
-    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

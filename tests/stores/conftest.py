@@ -1,42 +1,13 @@
-"""Fixtures for the store tests: a throwaway PostgreSQL server, and row tamperers."""
+"""Fixtures for the store tests: row tamperers (the PostgreSQL server is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import itertools
-import os
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-import pytest
 
 from agentfsm.adapters.stores import MemoryStorage, StoredEvent, StoredSnapshot
-from agentfsm.testing.postgres_server import postgres_server, unavailable_reason
-
-_prefixes = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """A PostgreSQL server for the session: `AGENTFSM_TEST_POSTGRES_DSN`, else a throwaway
-    one. Without one the tests skip, saying how to run them; with `CI=true` they fail."""
-    reason = unavailable_reason()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true, so the PostgreSQL tests must run: {reason}")
-        pytest.skip(reason)
-    if dsn := os.environ.get("AGENTFSM_TEST_POSTGRES_DSN"):
-        yield dsn
-        return
-    with postgres_server() as server:
-        yield server.dsn
-
-
-@pytest.fixture
-def pg_prefix() -> str:
-    """Fresh table names for one test, so tests never see each other's runs."""
-    return f"t{os.getpid()}_{next(_prefixes)}_"
 
 
 @attrs.frozen
