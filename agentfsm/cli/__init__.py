@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from agentfsm.cli import control, diagram, inspect_run, replay, schema, validate
+from agentfsm.cli import check_table, control, diagram, inspect_run, replay, schema, validate
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.fsm.errors import AgentFSMError
 
@@ -26,6 +26,7 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     inspect_run.add_parser,
     diagram.add_parser,
     schema.add_parser,
+    check_table.add_parser,
     control.add_parsers,
 )
 
