@@ -224,7 +224,21 @@ class TestReplayInspectSchema:
         )
         assert json.loads(run("schema").stdout) == committed
 
-    @pytest.mark.parametrize("command", ["validate", "replay", "inspect", "diagram", "schema", "check-table", "approve", "cancel", "runs", "export"])
+    @pytest.mark.parametrize(
+        "command",
+        [
+            "validate",
+            "replay",
+            "inspect",
+            "diagram",
+            "schema",
+            "check-table",
+            "approve",
+            "cancel",
+            "runs",
+            "export",
+        ],
+    )
     def test_every_command_has_help_with_an_example(self, command: str) -> None:
         """--help works and shows an example invocation."""
         result = run(command, "--help")

@@ -4,6 +4,7 @@ Importing this package needs `hypothesis` (the `testing` extra) but never `pytes
 pytest plugin lives in `agentfsm.testing.pytest_plugin` and is loaded by pytest itself.
 """
 
+from agentfsm.testing.stateful import RunMachine, run_machine
 from agentfsm.testing.strategies import (
     FEATURES,
     ILLEGAL_KINDS,
@@ -25,6 +26,7 @@ __all__ = [
     "FEATURES",
     "ILLEGAL_KINDS",
     "IllegalStep",
+    "RunMachine",
     "arguments",
     "error_infos",
     "events",
@@ -33,6 +35,7 @@ __all__ = [
     "legal_runs",
     "payloads",
     "run_ids",
+    "run_machine",
     "timestamps",
     "tool_calls",
     "usages",
