@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from agentfsm import (
@@ -118,6 +119,48 @@ class TestLegalRuns:
     def test_fixed_run_id(self, events: list[Event]) -> None:
         """A fixed run id is used for every event."""
         assert {e.run_id for e in events} == {"run_fixed"}
+
+    @pytest.mark.parametrize(
+        ("features", "probe"),
+        [
+            (
+                {"tools", "batches"},
+                lambda es: any(len(getattr(e, "tool_calls", None) or ()) > 1 for e in es),
+            ),
+            (
+                {"tools", "tool_failures", "retries"},
+                lambda es: any(e.type == "tool.started" and e.attempt > 1 for e in es),
+            ),
+            (
+                {"tools", "approvals"},
+                lambda es: {"approval.accepted", "approval.rejected"} <= {e.type for e in es},
+            ),
+            (
+                {"tools", "outcome_unknown"},
+                lambda es: any(e.type == "tool.outcome_unknown" for e in es),
+            ),
+            ({"pauses"}, lambda es: any(e.type == "run.resumed" for e in es)),
+            ({"handoffs"}, lambda es: any(e.type == "handoff" for e in es)),
+            (
+                {"tools", "cancellation"},
+                lambda es: any(
+                    e.type == "tool.completed" and es[e.sequence - 2].type == "run.cancel_requested"
+                    for e in es
+                ),
+            ),
+        ],
+        ids=["batches", "retries", "approvals", "outcome_unknown", "pauses", "handoffs", "late"],
+    )
+    def test_each_feature_shows_up(self, features: set[str], probe: Any) -> None:
+        """Each feature appears in some log when it is turned on (found without shrinking)."""
+        example = find(
+            legal_runs(features=features),
+            probe,
+            settings=settings(
+                max_examples=1_000, database=None, phases=[Phase.generate], derandomize=True
+            ),
+        )
+        DEFAULT_REDUCER.replay(example)
 
     @pytest.mark.parametrize(
         ("kwargs", "message"),

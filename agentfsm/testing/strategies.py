@@ -89,7 +89,7 @@ TableLike = TransitionTable | Reducer
 
 # -- small values ---------------------------------------------------------------------------
 
-_text = st.text(max_size=16)
+_text = st.text(max_size=8)
 _names = st.sampled_from(("lookup", "search", "get_order", "open_ticket", "send_email"))
 _agents = st.sampled_from(("agent_a", "agent_b", "triage", "billing"))
 _people = st.sampled_from(("alice@support", "bob@ops", "policy"))
@@ -98,7 +98,7 @@ _costs = st.floats(min_value=0, max_value=10, allow_nan=False, allow_infinity=Fa
 
 
 @functools.cache
-def json_values(max_leaves: int = 6) -> st.SearchStrategy[JsonValue]:
+def json_values(max_leaves: int = 4) -> st.SearchStrategy[JsonValue]:
     """Small JSON values (null, bools, ints, finite floats, text, lists, objects)."""
     leaves = (
         st.none()
@@ -355,25 +355,30 @@ _INITIATED_BY: dict[str, str] = {
     E.TOOL_OUTCOME_UNKNOWN: "outcome_unknown",
 }
 
-#: How often the walk picks each kind of event when several are possible (default 12). The
-#: everyday path (model calls, tool calls, results) comes up more often than the detours,
-#: and a cancellation, which ends the interesting part of a run, comes up rarely.
+#: How often the walk picks each kind of event when several are possible (default 32). The
+#: everyday path (model calls, tool calls, results, completing after a final answer) comes
+#: up more often than the detours; failures, terminations and cancellations, which end the
+#: interesting part of a run, come up rarely.
 _WEIGHT: dict[str, int] = {
-    E.MODEL_STARTED: 48,
-    E.MODEL_COMPLETED: 48,
-    E.TOOL_REQUESTED: 36,
-    E.TOOL_STARTED: 36,
-    E.TOOL_COMPLETED: 36,
-    E.RUN_RESUMED: 36,
-    E.APPROVAL_REQUESTED: 18,
-    E.APPROVAL_ACCEPTED: 24,
-    E.APPROVAL_REJECTED: 18,
-    E.TOOL_FAILED: 18,
-    E.HANDOFF: 9,
-    E.RUN_PAUSED: 6,
-    E.RUN_CANCEL_REQUESTED: 1,
-    E.TOOL_REQUESTED + " (direct)": 6,
-    E.APPROVAL_REQUESTED + " (direct)": 6,
+    E.MODEL_STARTED: 128,
+    E.MODEL_COMPLETED: 128,
+    E.TOOL_REQUESTED: 96,
+    E.TOOL_STARTED: 96,
+    E.TOOL_COMPLETED: 96,
+    E.RUN_RESUMED: 96,
+    E.RUN_COMPLETED: 96,
+    E.RUN_CANCELLED: 96,
+    E.APPROVAL_ACCEPTED: 64,
+    E.APPROVAL_REQUESTED: 48,
+    E.APPROVAL_REJECTED: 48,
+    E.TOOL_FAILED: 48,
+    E.HANDOFF: 24,
+    E.RUN_PAUSED: 16,
+    E.RUN_CANCEL_REQUESTED: 4,
+    E.RUN_FAILED: 2,
+    E.RUN_TERMINATED: 2,
+    E.TOOL_REQUESTED + " (direct)": 16,
+    E.APPROVAL_REQUESTED + " (direct)": 16,
 }
 
 #: When ending a run, how much each event type moves it towards the end (lower first):
@@ -392,15 +397,16 @@ _ENDING_RANK: dict[str, int] = {
 }
 _ABRUPT = (E.RUN_FAILED, E.RUN_TERMINATED)
 
-#: One step of the walk, always the same four choices so that deleting a step while
-#: shrinking leaves the others in place: (go on, which kind of event, which candidate of
-#: that kind, how many tool calls). "Stop" (go on = 0) is the simplest choice; otherwise the
-#: walk goes on 15 times in 16, so unshrunk logs are some 16 events long.
-_STEP = st.tuples(
-    st.integers(0, 15), st.integers(0, 2**16 - 1), st.integers(0, 255), st.integers(0, 7)
-)
-#: How a walk ends: (end the run?, gracefully?, which ending).
-_ENDING = st.tuples(st.booleans(), st.booleans(), st.integers(0, 255))
+#: Whether the walk goes on: 0 stops it (the simplest choice, so shrinking shortens logs);
+#: otherwise it goes on 31 times in 32.
+_GO_ON = st.integers(0, 31)
+#: Which candidate of the chosen kind, and how many tool calls a decision makes.
+_PICK = st.integers(0, 255)
+_CALLS = st.integers(0, 7)
+
+
+#: How `_finish` ends a run: (gracefully?, which ending).
+_ENDING = st.tuples(st.booleans(), st.integers(0, 255))
 
 
 @attrs.frozen
@@ -477,8 +483,9 @@ def _skeleton(
 ) -> _Run:
     """A legal log with only the structural fields: which events, in which order.
 
-    Every choice is drawn in a fixed shape (see `_STEP`), and the free fields are drawn
-    afterwards (`_dress`), so the shrinker can delete whole steps without garbling the
+    Each step is the same few choices (go on?, which kind, which candidate, how many
+    calls), kinds are named by a stable place (see `_KINDS`), and the free fields are drawn
+    afterwards (`_dress`): so the shrinker can delete whole steps without garbling the
     choices of the steps after them.
     """
     table = walk.table
@@ -487,71 +494,95 @@ def _skeleton(
     record = walk.reducer.initial(rid)
     log: list[Event] = []
     while len(log) < max_events and not table.is_terminal(record.status):
-        go_on, ticket, pick, calls = draw(_STEP)
-        if go_on == 0 and len(log) >= min_events:
+        if draw(_GO_ON) == 0 and len(log) >= min_events:
             break
-        options = walk.options(record, clock)
-        # Ending the run is left to `_finish`, so the walk itself decides the length.
-        going_on = [n for n in options if not table.is_terminal(n.record.status)]
-        if going_on or finished is False:
-            options = going_on
-        chosen = _choose(options, log, ticket, pick)
-        if chosen is None:
-            break
-        chosen = _widen(walk, record, chosen, 1 + calls % walk.max_calls)
+        may_end = finished is not False and len(log) + 1 >= min_events
+        groups = _Groups(walk, record, clock, log, may_end)
+        if not groups.any():
+            break  # nothing worth doing is possible: the walk is over
+        group = groups.of(_draw_kind(draw, groups))
+        chosen = group[draw(_PICK) % len(group)]
+        chosen = _widen(walk, record, chosen, 1 + draw(_CALLS) % walk.max_calls)
         log.append(chosen.event)
         record = chosen.record
-    end, graceful, which = draw(_ENDING)
-    if not table.is_terminal(record.status) and (finished or (finished is None and end)):
+    if finished and not table.is_terminal(record.status):
+        graceful, which = draw(_ENDING)
         record = _finish(walk, clock, record, log, graceful, which)
     if len(log) < min_events:
         reject()  # the walk got stuck early: rare, and only with few features enabled
     return _Run(rid, clock, tuple(log), record)
 
 
-#: Every kind of event the walk can choose, in a fixed order with fixed weights. A ticket
-#: names a kind by its place here, whatever the state, so that when the shrinker deletes a
-#: step the later steps keep meaning what they meant (as Hypothesis' stateful testing does
-#: with rules).
+#: Every kind of event the walk can choose, each repeated by its weight. A kind is drawn by
+#: its place in this list, retried while the kind is not possible in the state: Hypothesis records
+#: the place, so when the shrinker deletes a step the later steps keep meaning what they
+#: meant (this is how its stateful testing chooses rules under preconditions). Calls the
+#: model never proposed (direct requests) are a kind of their own.
 _KINDS: tuple[str, ...] = (
     *EVENT_ORDER,
     E.TOOL_REQUESTED + " (direct)",
     E.APPROVAL_REQUESTED + " (direct)",
 )
+_KIND = st.sampled_from([k for k in _KINDS for _ in range(_WEIGHT.get(k, 32))])
 
 
-def _kind_at(kinds: tuple[str, ...], ticket: int) -> int:
-    """The index in `kinds` a ticket stands for, by weight (ticket 0: the first kind)."""
-    ticket %= sum(_WEIGHT.get(k, 12) for k in kinds)
-    for i, kind in enumerate(kinds):
-        ticket -= _WEIGHT.get(kind, 12)
-        if ticket < 0:
-            return i
-    raise AssertionError("unreachable: the ticket is below the total")
+class _Groups:
+    """The accepted candidates of each kind in one state, built when first asked for.
 
-
-def _choose(options: list[Next], log: list[Event], ticket: int, pick: int) -> Next | None:
-    """A kind of event by weight (`ticket`), then a candidate of it (`pick`); or None.
-
-    Choosing the kind first keeps a ledger of many actions from crowding out the rest.
-    Calls the model never proposed (direct requests) are a kind of their own.
+    Events that end the run are candidates only if `may_end`. The walk asks for
+    cancellation at most once: asking again is legal but adds nothing.
     """
-    cancelled = any(e.type == "run.cancel_requested" for e in log)
-    by_kind: dict[str, list[Next]] = {}
-    for n in options:
-        t = n.candidate.type
-        if cancelled and t == E.RUN_CANCEL_REQUESTED:
-            continue  # asking again is legal but adds nothing; one request per run
-        kind = t + " (direct)" if "direct_requests" in n.candidate.needs else t
-        by_kind.setdefault(kind, []).append(n)
-    if not by_kind:
-        return None
-    group = by_kind.get(_KINDS[_kind_at(_KINDS, ticket)])
-    if group is None:
-        # Not possible here: choose among the possible kinds by the same weights.
-        possible = tuple(by_kind)
-        group = by_kind[possible[_kind_at(possible, ticket)]]
-    return group[pick % len(group)]
+
+    def __init__(
+        self, walk: _Walk, record: RunRecord, clock: Clock, log: list[Event], may_end: bool
+    ) -> None:
+        self._walk, self._record, self._clock, self._may_end = walk, record, clock, may_end
+        self._cancelled = any(e.type == "run.cancel_requested" for e in log)
+        self._groups: dict[str, list[Next]] = {}
+
+    def of(self, kind: str) -> list[Next]:
+        if kind not in self._groups:
+            self._groups[kind] = self._build(kind)
+        return self._groups[kind]
+
+    def has(self, kind: str) -> bool:
+        return bool(self.of(kind))
+
+    def any(self) -> bool:
+        return any(self.has(k) for k in _KINDS)
+
+    def _build(self, kind: str) -> list[Next]:
+        event_type, _, direct = kind.partition(" ")
+        if event_type == E.RUN_CANCEL_REQUESTED and self._cancelled:
+            return []
+        walk, record = self._walk, self._record
+        at = self._clock.at(record.version + 1)
+        return [
+            n
+            for n in accepted(walk.reducer, record, at, walk.features, (event_type,))
+            if ("direct_requests" in n.candidate.needs) == bool(direct)
+            and (self._may_end or not walk.table.is_terminal(n.record.status))
+        ]
+
+
+def _draw_kind(draw: st.DrawFn, groups: _Groups) -> str:
+    """A kind of event possible in the state, by weight.
+
+    Like Hypothesis' own filtered `sampled_from`: a few draws from all kinds (each names a
+    kind by its place, which keeps steps stable under shrinking), then one weighted draw
+    among the possible kinds, so a state where little is possible stays cheap.
+    """
+    for _ in range(3):
+        kind = draw(_KIND)
+        if groups.has(kind):
+            return kind
+    possible = [k for k in _KINDS if groups.has(k)]
+    ticket = draw(st.integers(0, sum(_WEIGHT.get(k, 32) for k in possible) - 1))
+    for kind in possible:
+        ticket -= _WEIGHT.get(kind, 32)
+        if ticket < 0:
+            return kind
+    raise AssertionError("unreachable: the ticket is below the total weight")
 
 
 def _widen(walk: _Walk, record: RunRecord, chosen: Next, calls: int) -> Next:
