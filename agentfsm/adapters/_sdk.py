@@ -15,7 +15,9 @@ is checked against the table, the ledger and the guards before it is written, an
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -169,6 +171,8 @@ class Recorder:
         self._logger = logger
         self._reducer = Reducer(store.reducer.table, guards)
         self._writer: Writer | None = None
+        # Some SDKs call back from several threads at once (LangGraph's parallel tools).
+        self._lock = threading.RLock()
 
     @property
     def record(self) -> RunRecord:
@@ -204,6 +208,10 @@ class Recorder:
             SignalIllegalTransitionError: the table refused the SDK's move.
             LifecycleError: the ledger refused it (with a note naming the signal).
         """
+        with self._lock:
+            return self._append(signal, specs)
+
+    def _append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
         writer = self._writer if self._writer is not None else self._open(self.record)
         writer.begin_step()
         try:
@@ -237,6 +245,17 @@ class Recorder:
         ]
         specs.append((m.RunCancelled, {}))
         return self.append("cancel", specs)
+
+    def stopped(self, stop: GuardStop | CancelStop) -> RunRecord:
+        """Record how a stop ended the run: `run.terminated` or `run.cancelled`."""
+        return self.terminate(stop) if isinstance(stop, GuardStop) else self.cancelled()
+
+    def failed(self, exc: BaseException) -> None:
+        """Record `run.failed` for what the SDK raised, unless the run cannot take it."""
+        kind = "illegal_transition" if isinstance(exc, LifecycleError) else type(exc).__name__
+        # Already ended (or never started): the original error says what happened.
+        with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+            self.fail(kind, str(exc))
 
     def fail(self, kind: str, message: str) -> RunRecord:
         """Record `run.failed` with an error the SDK raised."""

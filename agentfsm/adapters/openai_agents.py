@@ -39,6 +39,7 @@ SDK's count restarts at 0; ours is a new run too), and in how a stop reads: our 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 from collections.abc import Sequence
 from typing import Any
@@ -372,11 +373,7 @@ class AgentsRun:
             result = await Runner.run(agent, input, hooks=self.hooks, max_turns=max_turns, **kwargs)
         except _Stopped as stopped:
             items = list(stopped.run_data.new_items) if stopped.run_data else []
-            stop = stopped.stop
-            if isinstance(stop, GuardStop):
-                record = recorder.terminate(stop)
-            else:
-                record = recorder.cancelled()
+            record = recorder.stopped(stopped.stop)
             return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
         except MaxTurnsExceeded as exc:
             items = list(exc.run_data.new_items) if exc.run_data else []
@@ -416,15 +413,12 @@ class AgentsRun:
         A cancelled asyncio task is a cancel (`run.cancel_requested` + `run.cancelled`);
         any other exception is `run.failed`.
         """
-        kind = "illegal_transition" if isinstance(exc, LifecycleError) else type(exc).__name__
-        try:
-            if isinstance(exc, asyncio.CancelledError):
-                self.recorder.append(
-                    "asyncio cancellation",
-                    [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
-                )
-                self.recorder.cancelled()
-            else:
-                self.recorder.fail(kind, str(exc))
-        except (LifecycleError, GuardStop, CancelStop):
-            pass  # already ended (or never started): the original error says what happened
+        if not isinstance(exc, asyncio.CancelledError):
+            self.recorder.failed(exc)
+            return
+        with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+            self.recorder.append(
+                "asyncio cancellation",
+                [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
+            )
+            self.recorder.cancelled()
