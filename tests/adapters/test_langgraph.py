@@ -171,7 +171,9 @@ def test_a_plain_interrupt_pauses_and_resumes_with_a_value(tmp_path: Path) -> No
     from langgraph.graph import END, START, MessagesState, StateGraph
     from langgraph.types import interrupt
 
-    model = app.GenericFakeChatModel(messages=iter([answer("Paris it is.")]), disable_streaming=True)
+    model = app.GenericFakeChatModel(
+        messages=iter([answer("Paris it is.")]), disable_streaming=True
+    )
 
     def ask(state: MessagesState) -> dict[str, Any]:
         city = interrupt("need a city")
