@@ -19,8 +19,8 @@ EXAMPLES = re.findall(
 
 
 def test_the_page_has_its_examples() -> None:
-    """The page shows the structlog example and the OpenAI Agents SDK's two."""
-    assert len(EXAMPLES) == 3
+    """structlog, OpenAI Agents SDK (two), LangGraph, pydantic-ai and OpenTelemetry."""
+    assert len(EXAMPLES) == 6
 
 
 @pytest.mark.parametrize(("code", "output"), EXAMPLES)
