@@ -296,3 +296,44 @@ def test_a_state_whose_call_changed_after_approval_fails_closed(tmp_path: Path) 
     assert err.value.expected != err.value.actual
     assert app.CALLS[before:] == []
     assert store.load("r1").status == "running"
+
+
+def test_cancelling_the_asyncio_task_records_a_cancel_with_the_tool_outcome_unknown(
+    tmp_path: Path,
+) -> None:
+    """task.cancel() mid-tool: CancelledError propagates; the log ends cancelled, legal."""
+    from agents import function_tool
+
+    started = asyncio.Event()
+
+    @function_tool
+    async def wait_for_ever(q: str) -> str:
+        """Wait for something that never comes."""
+        started.set()
+        await asyncio.Event().wait()
+        return q
+
+    agent = Agent(
+        name="a",
+        model=app.scripted([function_call("wait_for_ever", {"q": "x"}, call_id="call_1")]),
+        tools=[wait_for_ever],
+    )
+    store = MemoryEventStore()
+
+    async def main() -> None:
+        task = asyncio.create_task(AgentsRun(store, "r1").run(agent, "wait"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())
+    record = store.load("r1")
+    assert (record.status, record.cancel_reason) == ("cancelled", "the asyncio task was cancelled")
+    assert record.actions["call_1"].status == "unknown"
+    assert types(store, "r1")[-3:] == [
+        "run.cancel_requested",
+        "tool.outcome_unknown",
+        "run.cancelled",
+    ]
+    assert validates(store, "r1", tmp_path) == 0
