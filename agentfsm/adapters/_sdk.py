@@ -25,7 +25,7 @@ from typing import Any
 
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.errors import GuardRejectedError, IllegalTransitionError, LifecycleError
 from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import RunStatus
@@ -151,6 +151,8 @@ class Recorder:
         guards: Python guards (`MaxTurns(8)`, `Budget(...)`, `LoopDetector()`, ...).
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+        listeners: called with every event of the run once it is stored, in order (e.g.
+            `RunSpans(tracer).feed` for live OpenTelemetry spans).
         sdk: the SDK's name, used when naming the signal behind an illegal move.
     """
 
@@ -162,9 +164,12 @@ class Recorder:
         guards: Sequence[Guard] = (),
         clock: Callable[[], datetime] = _utc_now,
         logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
         sdk: str,
     ) -> None:
         self.store = store
+        self._listeners = tuple(listeners)
+        self._delivered = 0
         self.run_id = run_id
         self.sdk = sdk
         self._clock = clock
@@ -197,7 +202,9 @@ class Recorder:
 
     def load(self) -> RunRecord:
         """Continue a stored run (a resume): read its record from the store."""
-        return self._open(self.store.load(self.run_id)).record
+        record = self._open(self.store.load(self.run_id)).record
+        self._delivered = record.version  # listeners hear what happens from here on
+        return record
 
     def append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
         """Append a batch caused by the SDK's `signal`.
@@ -209,7 +216,17 @@ class Recorder:
             LifecycleError: the ledger refused it (with a note naming the signal).
         """
         with self._lock:
-            return self._append(signal, specs)
+            record = self._append(signal, specs)
+            if self._listeners:
+                self._deliver()
+            return record
+
+    def _deliver(self) -> None:
+        # Read back from the store: a batch may have had other processes' events folded in.
+        for event in self.store.events(self.run_id, after=self._delivered):
+            for listener in self._listeners:
+                listener(event)
+            self._delivered = event.sequence
 
     def _append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
         writer = self._writer if self._writer is not None else self._open(self.record)

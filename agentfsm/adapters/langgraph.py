@@ -31,7 +31,7 @@ per model turn. Both may be set; either stop ends as `run.terminated` / `max_tur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -53,7 +53,7 @@ from agentfsm.adapters._sdk import (
 from agentfsm.adapters.openai_agents import ApprovalMismatchError
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
@@ -194,6 +194,7 @@ class GraphRun:
         guards: Python guards checked on every signal (`MaxTurns`, `Budget`, ...).
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
     """
 
     def __init__(
@@ -204,8 +205,17 @@ class GraphRun:
         guards: Sequence[Guard] = (),
         clock: Any = _utc_now,
         logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
     ) -> None:
-        self.recorder = Recorder(store, run_id, guards=guards, clock=clock, logger=logger, sdk=SDK)
+        self.recorder = Recorder(
+            store,
+            run_id,
+            guards=guards,
+            clock=clock,
+            logger=logger,
+            listeners=listeners,
+            sdk=SDK,
+        )
         self.handler = _Handler(self.recorder)
 
     def run(

@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agents import (
@@ -74,7 +74,7 @@ from agentfsm.adapters._sdk import (
 )
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.errors import AgentFSMError, LifecycleError
 from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
@@ -279,6 +279,7 @@ class AgentsRun:
         guards: Python guards checked on every SDK signal (`MaxTurns`, `Budget`, ...).
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
     """
 
     def __init__(
@@ -289,8 +290,17 @@ class AgentsRun:
         guards: Sequence[Guard] = (),
         clock: Any = _utc_now,
         logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
     ) -> None:
-        self.recorder = Recorder(store, run_id, guards=guards, clock=clock, logger=logger, sdk=SDK)
+        self.recorder = Recorder(
+            store,
+            run_id,
+            guards=guards,
+            clock=clock,
+            logger=logger,
+            listeners=listeners,
+            sdk=SDK,
+        )
         self.hooks = _Hooks(self.recorder)
 
     async def run(

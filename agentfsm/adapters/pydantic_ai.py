@@ -30,7 +30,7 @@ ours goes on), and it is checked before the request as ours is. Its default is 5
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
@@ -55,7 +55,7 @@ from agentfsm.adapters._sdk import (
 from agentfsm.adapters.openai_agents import ApprovalMismatchError
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
@@ -84,6 +84,7 @@ class AgentIterRun:
         guards: Python guards checked before each model request and tool call.
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
     """
 
     def __init__(
@@ -94,8 +95,17 @@ class AgentIterRun:
         guards: Sequence[Guard] = (),
         clock: Any = _utc_now,
         logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
     ) -> None:
-        self.recorder = Recorder(store, run_id, guards=guards, clock=clock, logger=logger, sdk=SDK)
+        self.recorder = Recorder(
+            store,
+            run_id,
+            guards=guards,
+            clock=clock,
+            logger=logger,
+            listeners=listeners,
+            sdk=SDK,
+        )
         self._last: Any = None
 
     async def run(

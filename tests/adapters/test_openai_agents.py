@@ -337,3 +337,32 @@ def test_cancelling_the_asyncio_task_records_a_cancel_with_the_tool_outcome_unkn
         "run.cancelled",
     ]
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_listeners_get_every_stored_event_in_order_for_live_spans() -> None:
+    """listeners=[RunSpans(tracer).feed]: a real SDK run exports run, turn and tool spans live."""
+    otel = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentfsm.adapters.otel import RunSpans
+
+    exporter = InMemorySpanExporter()
+    provider = otel.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    seen: list[int] = []
+    store = MemoryEventStore()
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
+        [assistant_message("Sunny.")],
+    )
+    spans = RunSpans(provider.get_tracer("agentfsm"))
+    listeners = [spans.feed, lambda e: seen.append(e.sequence)]
+    run(AgentsRun(store, "r1", listeners=listeners).run(agent, "weather?"))
+    assert seen == list(range(1, 10))
+    assert [s.name for s in exporter.get_finished_spans()] == [
+        "execute_tool get_weather",
+        "chat",
+        "chat",
+        "invoke_agent weather",
+    ]
