@@ -197,3 +197,30 @@ def test_a_history_whose_call_changed_fails_closed(tmp_path: Path) -> None:
     assert err.value.action_id == "call_r1"
     assert err.value.expected == store.load("r1").actions["call_r1"].arguments_digest
     assert app.CALLS[before:] == []
+
+
+def test_a_subagent_called_from_a_tool_is_its_own_run_in_the_same_store(tmp_path: Path) -> None:
+    """A tool that runs another agent through the adapter: parent and child runs both validate."""
+    from pydantic_ai import Agent
+
+    store = MemoryEventStore()
+    child = make_agent(answer("Paris is sunny."))
+    parent: Agent[None, str] = Agent(
+        app.scripted(call("ask_specialist", "call_1", question="Paris?"), answer("It is sunny.")),
+        name="triage",
+    )
+
+    @parent.tool_plain
+    async def ask_specialist(question: str) -> str:
+        """Ask the weather specialist."""
+        done = await AgentIterRun(store, "r1/call_1").run(child, question)
+        return str(done.final_output)
+
+    done = run(AgentIterRun(store, "r1").run(parent, "weather?"))
+    assert (done.status, done.final_output) == ("completed", "It is sunny.")
+    assert done.record.actions["call_1"].result == "Paris is sunny."
+    assert store.load("r1/call_1").status == "completed"
+    assert validates(store, "r1", tmp_path) == 0
+    assert types(store, "r1/call_1") == [
+        "run.started", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
