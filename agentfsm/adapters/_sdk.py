@@ -26,7 +26,12 @@ from typing import Any
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits
-from agentfsm.fsm.errors import GuardRejectedError, IllegalTransitionError, LifecycleError
+from agentfsm.fsm.errors import (
+    AgentFSMError,
+    GuardRejectedError,
+    IllegalTransitionError,
+    LifecycleError,
+)
 from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import RunStatus
 from agentfsm.reducers.record import RunRecord
@@ -34,6 +39,7 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.writer import Spec, StateChanged, Writer
 
 __all__ = [
+    "ApprovalMismatchError",
     "CancelStop",
     "GuardStop",
     "ObservedRun",
@@ -69,6 +75,32 @@ class SignalIllegalTransitionError(IllegalTransitionError):
 
     def _render(self) -> str:
         return f"{super()._render()} (caused by {self.signal})"
+
+
+class ApprovalMismatchError(AgentFSMError):
+    """The SDK state's call is not the one our store holds a decision for: nothing ran.
+
+    Attributes:
+        run_id: our run.
+        action_id: the SDK's call id.
+        expected: the digest of the call as approval was requested (None: no such call).
+        actual: the digest of the call in the SDK state.
+    """
+
+    def __init__(self, *, run_id: str, action_id: str, expected: str | None, actual: str) -> None:
+        self.run_id = run_id
+        self.action_id = action_id
+        self.expected = expected
+        self.actual = actual
+        why = (
+            "no approval was requested for it"
+            if expected is None
+            else f"approval was requested for {expected}"
+        )
+        super().__init__(
+            f"run '{run_id}': the SDK state's call '{action_id}' is {actual}, but {why}; "
+            "refusing to resume"
+        )
 
 
 class GuardStop(Exception):  # noqa: N818  (a stop signal, carried through the SDK)

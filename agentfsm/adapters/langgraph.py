@@ -42,6 +42,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.types import Command, interrupt
 
 from agentfsm.adapters._sdk import (
+    ApprovalMismatchError,
     CancelStop,
     GuardStop,
     ObservedRun,
@@ -50,7 +51,6 @@ from agentfsm.adapters._sdk import (
     jsonable,
     parse_arguments,
 )
-from agentfsm.adapters.openai_agents import ApprovalMismatchError
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits
@@ -59,7 +59,7 @@ from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
-__all__ = ["APPROVAL", "GraphRun", "approval_request"]
+__all__ = ["APPROVAL", "ApprovalMismatchError", "GraphRun", "approval_request"]
 
 SDK = "langgraph"
 #: The marker of an approval interrupt's payload (see `approval_request`).

@@ -64,6 +64,7 @@ from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
 from agentfsm.adapters._sdk import (
+    ApprovalMismatchError,
     CancelStop,
     GuardStop,
     ObservedRun,
@@ -75,7 +76,7 @@ from agentfsm.adapters._sdk import (
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits
-from agentfsm.fsm.errors import AgentFSMError, LifecycleError
+from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
@@ -88,32 +89,6 @@ SDK = "openai-agents"
 _CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
     "agentfsm_openai_agents_recorder", default=None
 )
-
-
-class ApprovalMismatchError(AgentFSMError):
-    """The SDK state's call is not the one our store holds a decision for: nothing ran.
-
-    Attributes:
-        run_id: our run.
-        action_id: the SDK's call id.
-        expected: the digest of the call as approval was requested (None: no such call).
-        actual: the digest of the call in the SDK state.
-    """
-
-    def __init__(self, *, run_id: str, action_id: str, expected: str | None, actual: str) -> None:
-        self.run_id = run_id
-        self.action_id = action_id
-        self.expected = expected
-        self.actual = actual
-        why = (
-            "no approval was requested for it"
-            if expected is None
-            else f"approval was requested for {expected}"
-        )
-        super().__init__(
-            f"run '{run_id}': the SDK state's call '{action_id}' is {actual}, but {why}; "
-            "refusing to resume"
-        )
 
 
 class _Stopped(AgentsException):

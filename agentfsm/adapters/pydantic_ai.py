@@ -45,6 +45,7 @@ from pydantic_ai.messages import (
 )
 
 from agentfsm.adapters._sdk import (
+    ApprovalMismatchError,
     CancelStop,
     GuardStop,
     ObservedRun,
@@ -52,7 +53,6 @@ from agentfsm.adapters._sdk import (
     _utc_now,
     jsonable,
 )
-from agentfsm.adapters.openai_agents import ApprovalMismatchError
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits
@@ -60,7 +60,7 @@ from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
-__all__ = ["AgentIterRun"]
+__all__ = ["AgentIterRun", "ApprovalMismatchError"]
 
 SDK = "pydantic-ai"
 

@@ -18,8 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.langgraph import GraphRun
-from agentfsm.adapters.openai_agents import ApprovalMismatchError
+from agentfsm.adapters.langgraph import ApprovalMismatchError, GraphRun
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import main as cli

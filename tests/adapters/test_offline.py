@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import os
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -24,3 +26,15 @@ def test_under_ci_every_adapter_sdk_is_installed(module: str) -> None:
     if os.environ.get("CI") != "true":
         pytest.skip("only checked under CI=true (the dev extra installs every SDK)")
     importlib.import_module(module)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "sdk"),
+    [("langgraph", "agents"), ("pydantic_ai", "agents"), ("pydantic_ai", "langgraph")],
+)
+def test_an_adapter_does_not_import_another_adapters_sdk(adapter: str, sdk: str) -> None:
+    """Each adapter needs only its own extra: importing it loads no other SDK."""
+    pytest.importorskip(adapter)
+    code = f"import sys, agentfsm.adapters.{adapter}; print({sdk!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == "False\n"

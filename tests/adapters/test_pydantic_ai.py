@@ -16,8 +16,7 @@ pytest.importorskip("pydantic_ai")
 from pydantic_ai import UsageLimits
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.openai_agents import ApprovalMismatchError
-from agentfsm.adapters.pydantic_ai import AgentIterRun
+from agentfsm.adapters.pydantic_ai import AgentIterRun, ApprovalMismatchError
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import main as cli
