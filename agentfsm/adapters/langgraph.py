@@ -47,6 +47,7 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Recorder,
+    SignalIllegalTransitionError,
     _utc_now,
     jsonable,
     parse_arguments,
@@ -59,7 +60,14 @@ from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
-__all__ = ["APPROVAL", "ApprovalMismatchError", "GraphRun", "approval_request"]
+__all__ = [
+    "APPROVAL",
+    "ApprovalMismatchError",
+    "GraphRun",
+    "ObservedRun",
+    "SignalIllegalTransitionError",
+    "approval_request",
+]
 
 SDK = "langgraph"
 #: The marker of an approval interrupt's payload (see `approval_request`).

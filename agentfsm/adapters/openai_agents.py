@@ -69,6 +69,7 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Recorder,
+    SignalIllegalTransitionError,
     _utc_now,
     jsonable,
     parse_arguments,
@@ -81,7 +82,13 @@ from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
-__all__ = ["AgentsRun", "ApprovalMismatchError", "tool_failure"]
+__all__ = [
+    "AgentsRun",
+    "ApprovalMismatchError",
+    "ObservedRun",
+    "SignalIllegalTransitionError",
+    "tool_failure",
+]
 
 SDK = "openai-agents"
 

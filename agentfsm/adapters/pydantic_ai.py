@@ -50,6 +50,7 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Recorder,
+    SignalIllegalTransitionError,
     _utc_now,
     jsonable,
 )
@@ -60,7 +61,12 @@ from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
-__all__ = ["AgentIterRun", "ApprovalMismatchError"]
+__all__ = [
+    "AgentIterRun",
+    "ApprovalMismatchError",
+    "ObservedRun",
+    "SignalIllegalTransitionError",
+]
 
 SDK = "pydantic-ai"
 

@@ -34,5 +34,9 @@ def test_an_example_prints_its_output(
         exec(compile(code, str(DOC), "exec"), {"__name__": "docs_example"})
     assert printed.getvalue() == output
     exported = tmp_path / "run-1.jsonl"
-    if exported.exists():  # the page says the exported log validates
+    if exported.exists():  # the page says the exported log validates and can be drawn
         assert cli(["validate", "--quiet", str(exported)]) == 0
+        assert cli(["diagram", "--run", str(exported), "-o", str(tmp_path / "run.mmd")]) == 0
+        assert "run.completed [final output recorded, nothing unresolved] (seq 9)" in (
+            tmp_path / "run.mmd"
+        ).read_text(encoding="utf-8")
