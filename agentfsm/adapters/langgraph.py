@@ -54,10 +54,11 @@ from agentfsm.adapters._sdk import (
 )
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
+from agentfsm.events.canonical import canonical_json
 from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.guards import Guard
-from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
 
 __all__ = [
@@ -260,12 +261,41 @@ class GraphRun:
             ApprovalMismatchError: the graph's interrupted calls are not the ones approval
                 was requested for.
         """
+        command = self._resume_command(graph.get_state(config).interrupts, value)
+        if isinstance(command, ObservedRun):
+            return command
+        return self._drive(graph, command, config)
+
+    async def arun(
+        self,
+        graph: Any,
+        input: Any,
+        config: dict[str, Any] | None = None,
+        *,
+        objective: str | None = None,
+        agent: str | None = None,
+        limits: Limits | None = None,
+    ) -> ObservedRun:
+        """`run` for async graphs and nodes (`graph.astream`)."""
+        self.recorder.start(objective=objective, agent=agent, limits=limits)
+        return await self._adrive(graph, input, config)
+
+    async def aresume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
+        """`resume` for async graphs and checkpointers (`graph.aget_state`, `astream`)."""
+        state = await graph.aget_state(config)
+        command = self._resume_command(state.interrupts, value)
+        if isinstance(command, ObservedRun):
+            return command
+        return await self._adrive(graph, command, config)
+
+    def _resume_command(self, interrupts: Sequence[Any], value: Any) -> Command[Any] | ObservedRun:
+        """What to resume the graph with, or the run as it is if a decision is missing."""
         record = self.recorder.load()
-        if record.status == "paused":
+        if record.status == RunStatus.PAUSED:
             self.recorder.append("resume", [(m.RunResumed, {})])
-            return self._drive(graph, Command(resume=value), config)
+            return Command(resume=value)
         decisions: dict[str, dict[str, Any]] = {}
-        for call in _approval_calls(graph.get_state(config).interrupts):
+        for call in _approval_calls(interrupts):
             aid = call["id"]
             actual = call_digest(call["name"], jsonable(call["args"]))
             action = record.actions.get(aid)
@@ -278,34 +308,55 @@ class GraphRun:
                 return ObservedRun(record.run_id, record)
             approved = action.status != ActionStatus.REJECTED
             decisions[aid] = {"approved": approved, "reason": action.reason}
-        return self._drive(graph, Command(resume=decisions), config)
+        return Command(resume=decisions)
 
-    def _drive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
-        recorder = self.recorder
+    def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
         cfg = dict(config or {})
         cfg["callbacks"] = [*cfg.get("callbacks", []), self.handler]
-        interrupts: list[Any] = []
         self.handler.stop = None
+        return cfg
+
+    def _drive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
+        interrupts: list[Any] = []
         try:
-            for chunk in graph.stream(input, cfg, stream_mode="updates"):
-                if "__interrupt__" in chunk:
-                    interrupts.extend(chunk["__interrupt__"])
+            for chunk in graph.stream(input, self._config(config), stream_mode="updates"):
+                interrupts.extend(chunk.get("__interrupt__", ()))
             if self.handler.stop is not None:
                 raise self.handler.stop
-        except (GuardStop, CancelStop) as stop:
-            record = (
-                recorder.terminate(stop) if isinstance(stop, GuardStop) else recorder.cancelled()
-            )
-            return ObservedRun(recorder.run_id, record, partial_output=self.handler.last_output)
-        except GraphRecursionError as exc:
+        except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
+            return self._ended(exc)
+        return self._finish(interrupts)
+
+    async def _adrive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
+        interrupts: list[Any] = []
+        try:
+            async for chunk in graph.astream(input, self._config(config), stream_mode="updates"):
+                interrupts.extend(chunk.get("__interrupt__", ()))
+            if self.handler.stop is not None:
+                raise self.handler.stop
+        except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
+            return self._ended(exc)
+        return self._finish(interrupts)
+
+    def _ended(self, exc: Exception) -> ObservedRun:
+        """The run after the graph raised `exc`: a stop, a recursion limit, or a failure."""
+        recorder = self.recorder
+        if isinstance(exc, GuardStop | CancelStop):
+            record = recorder.stopped(exc)
+        elif isinstance(exc, GraphRecursionError):
+            detail = str(exc).split(".")[0]
             record = recorder.append(
                 "GraphRecursionError",
-                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": str(exc).split(".")[0]})],
+                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": detail})],
             )
-            return ObservedRun(recorder.run_id, record, partial_output=self.handler.last_output)
-        except Exception as exc:
+        else:
             recorder.failed(exc)
-            raise
+            raise exc
+        return ObservedRun(recorder.run_id, record, partial_output=self.handler.last_output)
+
+    def _finish(self, interrupts: list[Any]) -> ObservedRun:
+        """The run after the stream ended: waiting on its interrupts, or completed."""
+        recorder = self.recorder
         if interrupts:
             calls = _approval_calls(interrupts)
             if calls:
@@ -317,10 +368,9 @@ class GraphRun:
                     for c in calls
                 ]
             else:
-                reason = jsonable(interrupts[0].value)
-                specs = [
-                    (m.RunPaused, {"reason": reason if isinstance(reason, str) else str(reason)})
-                ]
+                value = interrupts[0].value
+                reason = value if isinstance(value, str) else canonical_json(jsonable(value))
+                specs = [(m.RunPaused, {"reason": reason})]
             record = recorder.append("__interrupt__", specs)
             return ObservedRun(recorder.run_id, record, state=[i.value for i in interrupts])
         try:

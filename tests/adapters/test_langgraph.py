@@ -261,3 +261,47 @@ def test_an_interrupted_call_other_than_the_approved_one_fails_closed(tmp_path: 
     assert err.value.expected == other.load("r1").actions["call_1"].arguments_digest
     assert err.value.actual == store.load("r1").actions["call_1"].arguments_digest
     assert app.CALLS[before:] == []
+
+
+def test_an_async_graph_is_observed_through_arun_and_aresume(tmp_path: Path) -> None:
+    """astream with async nodes: the same events; an approval pauses and aresume completes it."""
+    import asyncio
+
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    model = app.GenericFakeChatModel(
+        messages=iter([call("get_weather", "call_1", city="Paris"), answer("Sunny.")]),
+        disable_streaming=True,
+    )
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    async def approval(state: MessagesState) -> dict[str, Any]:
+        app.approval_request(state["messages"][-1].tool_calls)
+        return {}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("approval", approval)
+    g.add_node("tools", ToolNode([app.get_weather]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition, {"tools": "approval", END: END})
+    g.add_edge("approval", "tools")
+    g.add_edge("tools", "agent")
+    compiled = g.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t1"}}
+    store = MemoryEventStore()
+
+    async def main() -> tuple[Any, Any]:
+        paused = await GraphRun(store, "r1").arun(compiled, ASK, cfg)
+        approve(store, "r1", "call_1", approver="alice")
+        return paused, await GraphRun(store, "r1").aresume(compiled, cfg)
+
+    with capture_logs():
+        paused, done = asyncio.run(main())
+    assert paused.status == "waiting_approval"
+    assert (done.status, done.final_output) == ("completed", "Sunny.")
+    assert done.record.actions["call_1"].result == "sunny in Paris"
+    assert validates(store, "r1", tmp_path) == 0
