@@ -9,7 +9,8 @@ store *before* the SDK goes on (a hook is awaited before the model or tool call 
 - `on_llm_end`: `model.completed` with the response's usage; each `function_call` is a tool
   call whose `action_id` is the SDK's `call_id`; a handoff tool's call makes it `handoff`;
 - `on_tool_start`: `tool.requested` + `tool.started` (loop, budget and deadline guards);
-- `on_tool_end`: `tool.completed`; `tool_failure` (a `failure_error_function`): `tool.failed`;
+- `on_tool_end`: `tool.completed`; a tool's exception (`RunConfig.tool_error_formatter`,
+  or `tool_failure` from a tool's own `failure_error_function`): `tool.failed`;
 - `on_handoff`: `handoff`;
 - `result.interruptions` (`needs_approval` tools): one `approval.requested` per call;
 - a final output: `run.completed`; `MaxTurnsExceeded`: `run.terminated` (`max_turns`);
@@ -41,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,6 +61,7 @@ from agents import (
 )
 from agents.exceptions import AgentsException
 from agents.run import DEFAULT_MAX_TURNS
+from agents.run_config import RunConfig, ToolErrorFormatterArgs
 from agents.tool import Tool
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
@@ -106,14 +109,16 @@ class _Stopped(AgentsException):
         self.stop = stop
 
 
-def tool_failure(ctx: RunContextWrapper[Any], error: Exception) -> str:
-    """Record `tool.failed` for a failing tool; pass as `function_tool(failure_error_function=)`.
+def tool_failure(ctx: RunContextWrapper[Any] | _FailureContext, error: Exception) -> str:
+    """Record `tool.failed` for a failing tool, as a `function_tool(failure_error_function=)`.
 
-    Returns what the model reads (the SDK's own default message). Outside an observed run it
-    only returns that message.
+    Tools that keep the SDK's default failure handling need nothing: the adapter records
+    their failures through `RunConfig.tool_error_formatter`. This is for tools that set
+    their own `failure_error_function` (call it from yours). Returns what the model reads
+    (the SDK's default message); outside an observed run it only returns that.
     """
     recorder = _CURRENT.get()
-    if recorder is not None and isinstance(ctx, ToolContext):
+    if recorder is not None and isinstance(ctx, ToolContext | _FailureContext):
         recorder.append(
             f"failure_error_function (call '{ctx.tool_call_id}')",
             [
@@ -127,6 +132,31 @@ def tool_failure(ctx: RunContextWrapper[Any], error: Exception) -> str:
             ],
         )
     return f"An error occurred while running the tool. Please try again. Error: {error}"
+
+
+def _recording_failures(config: RunConfig | None) -> RunConfig:
+    """`config` with a `tool_error_formatter` that records `tool.failed` first.
+
+    The SDK calls it for a function tool that keeps its default failure handling, with the
+    call id and the exception; what the model reads stays the caller's formatter's or the
+    SDK's default message.
+    """
+    config = config if config is not None else RunConfig()
+    formatter = config.tool_error_formatter
+
+    def record_then_format(args: ToolErrorFormatterArgs[Any]) -> Any:
+        if args.kind == "tool_exception" and args.error is not None:
+            tool_failure(_FailureContext(args.call_id), args.error)
+        return formatter(args) if formatter is not None else None
+
+    return dataclasses.replace(config, tool_error_formatter=record_then_format)
+
+
+class _FailureContext:
+    """The part of a `ToolContext` `tool_failure` reads."""
+
+    def __init__(self, call_id: str) -> None:
+        self.tool_call_id = call_id
 
 
 def _handoff_names(agent: Agent[Any]) -> set[str]:
@@ -361,6 +391,7 @@ class AgentsRun:
         self, agent: Agent[Any], input: Any, max_turns: int, kwargs: dict[str, Any]
     ) -> ObservedRun:
         recorder = self.recorder
+        kwargs = {**kwargs, "run_config": _recording_failures(kwargs.get("run_config"))}
         try:
             result = await Runner.run(agent, input, hooks=self.hooks, max_turns=max_turns, **kwargs)
         except _Stopped as stopped:

@@ -366,3 +366,37 @@ def test_listeners_get_every_stored_event_in_order_for_live_spans() -> None:
         "chat",
         "invoke_agent weather",
     ]
+
+
+def test_a_tool_with_default_failure_handling_is_recorded_as_failed_too(tmp_path: Path) -> None:
+    """No failure_error_function: the run's tool_error_formatter records tool.failed; the
+    caller's own formatter still writes what the model reads."""
+    from agents import RunConfig, function_tool
+
+    @function_tool
+    def flaky(q: str) -> str:
+        """Fail."""
+        raise TimeoutError("took too long")
+
+    seen: list[str] = []
+
+    def formatter(args: Any) -> str:
+        seen.append(args.call_id)
+        return "try later"
+
+    agent = Agent(
+        name="a",
+        model=app.scripted(
+            [function_call("flaky", {"q": "x"}, call_id="call_1")], [assistant_message("Sorry.")]
+        ),
+        tools=[flaky],
+    )
+    store = MemoryEventStore()
+    config = RunConfig(tool_error_formatter=formatter)
+    done = run(AgentsRun(store, "r1").run(agent, "go", run_config=config))
+    assert done.status == "completed"
+    error = done.record.actions["call_1"].error
+    assert (error.kind, error.message) == ("TimeoutError", "took too long")
+    assert seen == ["call_1"]
+    assert done.sdk_result.new_items[1].output == "try later"
+    assert validates(store, "r1", tmp_path) == 0
