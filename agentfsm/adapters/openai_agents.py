@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,6 +61,7 @@ from agents import (
     ToolCallOutputItem,
 )
 from agents.exceptions import AgentsException
+from agents.result import RunResultBase
 from agents.run import DEFAULT_MAX_TURNS
 from agents.run_config import RunConfig, ToolErrorFormatterArgs
 from agents.tool import Tool
@@ -94,6 +96,9 @@ __all__ = [
 ]
 
 SDK = "openai-agents"
+
+#: Called with each SDK stream event of a streamed run (`StreamEvent`).
+StreamCallback = Callable[[Any], Any]
 
 #: The recorder of the run being driven in this task (the failure function finds it here).
 _CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
@@ -322,6 +327,7 @@ class AgentsRun:
         *,
         limits: Limits | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
+        on_stream_event: StreamCallback | None = None,
         **runner_kwargs: Any,
     ) -> ObservedRun:
         """Start the run and drive `Runner.run(agent, input)` under our lifecycle.
@@ -331,11 +337,13 @@ class AgentsRun:
             input: the SDK input (text becomes the run's `objective`).
             limits: the run's own limits, recorded on `run.started` and enforced.
             max_turns: the SDK's own limit (its `MaxTurnsExceeded` ends as `max_turns`).
+            on_stream_event: given, the run is streamed (`Runner.run_streamed`) and this is
+                called with each of the SDK's stream events (`await`ed if it returns one).
             **runner_kwargs: passed to `Runner.run` (`context`, `run_config`, ...).
         """
         objective = input if isinstance(input, str) else None
         self.recorder.start(objective=objective, agent=agent.name, limits=limits)
-        return await self._drive(agent, input, max_turns, runner_kwargs)
+        return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)
 
     async def resume(
         self,
@@ -343,6 +351,7 @@ class AgentsRun:
         state: dict[str, Any],
         *,
         max_turns: int = DEFAULT_MAX_TURNS,
+        on_stream_event: StreamCallback | None = None,
         **runner_kwargs: Any,
     ) -> ObservedRun:
         """Continue a run paused for approval, from the SDK's `RunState` JSON (`.state`).
@@ -373,14 +382,19 @@ class AgentsRun:
                 undecided = True
         if undecided:
             return ObservedRun(record.run_id, record, state=state)
-        return await self._drive(agent, run_state, max_turns, runner_kwargs)
+        return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)
 
     async def _drive(
-        self, agent: Agent[Any], input: Any, max_turns: int, kwargs: dict[str, Any]
+        self,
+        agent: Agent[Any],
+        input: Any,
+        max_turns: int,
+        on_stream_event: StreamCallback | None,
+        kwargs: dict[str, Any],
     ) -> ObservedRun:
         token = _CURRENT.set(self.recorder)
         try:
-            return await self._drive_sdk(agent, input, max_turns, kwargs)
+            return await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
         except BaseException as exc:
             self._fail(exc)
             raise
@@ -388,12 +402,30 @@ class AgentsRun:
             _CURRENT.reset(token)
 
     async def _drive_sdk(
-        self, agent: Agent[Any], input: Any, max_turns: int, kwargs: dict[str, Any]
+        self,
+        agent: Agent[Any],
+        input: Any,
+        max_turns: int,
+        on_stream_event: StreamCallback | None,
+        kwargs: dict[str, Any],
     ) -> ObservedRun:
         recorder = self.recorder
         kwargs = {**kwargs, "run_config": _recording_failures(kwargs.get("run_config"))}
+        result: RunResultBase
         try:
-            result = await Runner.run(agent, input, hooks=self.hooks, max_turns=max_turns, **kwargs)
+            if on_stream_event is None:
+                result = await Runner.run(
+                    agent, input, hooks=self.hooks, max_turns=max_turns, **kwargs
+                )
+            else:
+                streamed = Runner.run_streamed(
+                    agent, input, hooks=self.hooks, max_turns=max_turns, **kwargs
+                )
+                async for event in streamed.stream_events():
+                    done = on_stream_event(event)
+                    if inspect.isawaitable(done):
+                        await done
+                result = streamed
         except _Stopped as stopped:
             items = list(stopped.run_data.new_items) if stopped.run_data else []
             record = recorder.stopped(stopped.stop)

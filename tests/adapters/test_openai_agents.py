@@ -400,3 +400,45 @@ def test_a_tool_with_default_failure_handling_is_recorded_as_failed_too(tmp_path
     assert seen == ["call_1"]
     assert done.sdk_result.new_items[1].output == "try later"
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_streamed_run_records_the_same_events_and_passes_the_stream_on(tmp_path: Path) -> None:
+    """on_stream_event streams the run (run_streamed): same log, the SDK's events handed over."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
+        [assistant_message("Sunny.")],
+    )
+    names: list[str] = []
+
+    def on_event(event: Any) -> None:
+        if event.type == "run_item_stream_event":
+            names.append(event.name)
+
+    done = run(AgentsRun(store, "r1").run(agent, "weather?", on_stream_event=on_event))
+    assert (done.status, done.final_output) == ("completed", "Sunny.")
+    assert names == ["tool_called", "tool_output", "message_output_created"]
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_guard_stops_a_streamed_run_too(tmp_path: Path) -> None:
+    """MaxTurns(1) in a streamed run: the stop raised from the hook ends the stream; terminated."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    done = run(
+        AgentsRun(store, "r1", guards=[MaxTurns(1)]).run(
+            agent, "weather?", on_stream_event=lambda e: None
+        )
+    )
+    assert (done.status, done.stop_reason, done.partial_output) == (
+        "terminated",
+        "max_turns",
+        "sunny in C0",
+    )
+    assert validates(store, "r1", tmp_path) == 0
