@@ -442,3 +442,21 @@ def test_a_guard_stops_a_streamed_run_too(tmp_path: Path) -> None:
         "sunny in C0",
     )
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_deadline_on_the_injected_clock_stops_the_run(tmp_path: Path) -> None:
+    """limits.deadline 10:00:04 on a clock ticking 1 s per append: a call at/after it is refused."""
+    from agentfsm.events import step_clock
+
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    limits = Limits(deadline="2026-09-01T10:00:04Z")
+    done = run(AgentsRun(store, "r1", clock=step_clock()).run(agent, "w", limits=limits))
+    assert (done.status, done.stop_reason) == ("terminated", "deadline")
+    assert done.record.stop_detail == (
+        "deadline 2026-09-01T10:00:04+00:00 reached at 2026-09-01T10:00:05+00:00 (1 s past it)"
+    )
+    assert types(store, "r1")[-2:] == ["tool.completed", "run.terminated"]
+    assert validates(store, "r1", tmp_path) == 0
