@@ -223,3 +223,18 @@ def test_a_subagent_called_from_a_tool_is_its_own_run_in_the_same_store(tmp_path
     assert types(store, "r1/call_1") == [
         "run.started", "model.started", "model.completed", "run.completed",
     ]  # fmt: skip
+
+
+def test_a_cancellation_token_fired_mid_tool_ends_the_run_cancelled(tmp_path: Path) -> None:
+    """The SDK's own cancel (CancellationToken): RunCancelled becomes a recorded, legal cancel."""
+    from pydantic_ai import CancellationToken
+
+    token = CancellationToken()
+    store = MemoryEventStore()
+    agent = make_agent(
+        call("get_weather", "call_1", city="Paris"), answer("never"), on_tool=token.cancel
+    )
+    done = run(AgentIterRun(store, "r1").run(agent, "w", cancellation_token=token))
+    assert (done.status, done.record.cancel_reason) == ("cancelled", "the agent run was cancelled")
+    assert types(store, "r1")[-1] == "run.cancelled"
+    assert validates(store, "r1", tmp_path) == 0
