@@ -305,3 +305,28 @@ def test_an_async_graph_is_observed_through_arun_and_aresume(tmp_path: Path) -> 
     assert (done.status, done.final_output) == ("completed", "Sunny.")
     assert done.record.actions["call_1"].result == "sunny in Paris"
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: Path) -> None:
+    """A researcher node then a writer node, each with its own model: one run, two turns, legal.
+
+    LangGraph has no handoff signal; moving between agent nodes is not recorded as `handoff`.
+    """
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    researcher = app.GenericFakeChatModel(messages=iter([answer("Paris: sunny.")]))
+    writer = app.GenericFakeChatModel(messages=iter([answer("It is sunny in Paris.")]))
+    g = StateGraph(MessagesState)
+    g.add_node("researcher", lambda s: {"messages": [researcher.invoke(s["messages"])]})
+    g.add_node("writer", lambda s: {"messages": [writer.invoke(s["messages"])]})
+    g.add_edge(START, "researcher")
+    g.add_edge("researcher", "writer")
+    g.add_edge("writer", END)
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1"), g.compile())
+    assert (done.status, done.final_output, done.record.turn) == (
+        "completed",
+        "It is sunny in Paris.",
+        2,
+    )
+    assert validates(store, "r1", tmp_path) == 0
