@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 
 from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
+from agentfsm.adapters.structlog import log_applied, log_guard_rejected
 from agentfsm.events.models import Event
 from agentfsm.fsm.budget import SharedBudget
 from agentfsm.fsm.errors import (
@@ -180,15 +181,7 @@ class _Base:
             try:
                 record = reduce(record, event, ctx)
             except GuardRejectedError as exc:
-                self._log.warning(
-                    "guard.rejected",
-                    sequence=event.sequence,
-                    event_type=event.type,
-                    from_state=record.status,
-                    guard=exc.guard,
-                    stop_reason=exc.stop_reason,
-                    detail=exc.detail,
-                )
+                log_guard_rejected(self._log, event, record.status, exc)
                 raise
             except LifecycleError:
                 if self.changed_since_step:
@@ -200,16 +193,9 @@ class _Base:
     def _applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
         log = self._log
         previous = before.status
+        guarded = self._guarded
         for event, record in zip(events, after, strict=True):
-            fields: dict[str, Any] = {
-                "sequence": event.sequence,
-                "event_type": event.type,
-                "from_state": previous,
-                "to_state": record.status,
-            }
-            if event.type in self._guarded:
-                fields["guard_verdict"] = "passed"
-            log.info("transition.applied", **fields)
+            log_applied(log, event, previous, record.status, guarded=event.type in guarded)
             previous = record.status
         if self.budget is not None:
             self.budget.charge(after[-1])
@@ -223,14 +209,7 @@ class _Base:
                 )
             before = record.status
             record = self._store_reducer.reduce(record, event)
-            self._log.info(
-                "transition.applied",
-                sequence=event.sequence,
-                event_type=event.type,
-                from_state=before,
-                to_state=record.status,
-                source="another process",
-            )
+            log_applied(self._log, event, before, record.status, source="another process")
         if events:
             self._epoch += 1
             self.record = record
