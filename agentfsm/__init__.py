@@ -18,6 +18,7 @@ from agentfsm.adapters.stores import (
     VerifyReport,
     chain_hash,
 )
+from agentfsm.adapters.structlog import LoggingReducer
 from agentfsm.diagrams import (
     DiagramError,
     DiagramFormat,
@@ -195,6 +196,7 @@ __all__ = [
     "LifecycleError",
     "Limits",
     "LogBuilder",
+    "LoggingReducer",
     "LoopDetector",
     "MaxAttempts",
     "MaxTurns",
