@@ -310,3 +310,32 @@ class Recorder:
         """Record `run.failed` with an error the SDK raised."""
         error = {"kind": kind, "message": message}
         return self.append("failure", [(m.RunFailed, {"error": error})])
+
+
+class SdkRun:
+    """What every SDK adapter's run object shares: a `Recorder` built from the same options.
+
+    Subclasses name their SDK (`sdk`, used in errors and logs) and wire their SDK-facing part
+    in `_attach`.
+    """
+
+    sdk: str = ""
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Callable[[], datetime] = _utc_now,
+        logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
+    ) -> None:
+        self.recorder = Recorder(
+            store, run_id, guards=guards, clock=clock, logger=logger, listeners=listeners,
+            sdk=self.sdk,
+        )  # fmt: skip
+        self._attach()
+
+    def _attach(self) -> None:
+        """Build the SDK-facing part (hooks, callback handler) around `self.recorder`."""

@@ -31,7 +31,7 @@ per model turn. Both may be set; either stop ends as `run.terminated` / `max_tur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -47,17 +47,15 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Recorder,
+    SdkRun,
     SignalIllegalTransitionError,
-    _utc_now,
     jsonable,
     parse_arguments,
 )
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
-from agentfsm.events.models import Event, Limits
+from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
 
@@ -194,7 +192,7 @@ class _Handler(BaseCallbackHandler):
         )
 
 
-class GraphRun:
+class GraphRun(SdkRun):
     """One of our runs, driven by a compiled LangGraph graph (see the module docstring).
 
     Args:
@@ -206,25 +204,9 @@ class GraphRun:
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
     """
 
-    def __init__(
-        self,
-        store: EventStore,
-        run_id: str,
-        *,
-        guards: Sequence[Guard] = (),
-        clock: Any = _utc_now,
-        logger: Any = None,
-        listeners: Sequence[Callable[[Event], None]] = (),
-    ) -> None:
-        self.recorder = Recorder(
-            store,
-            run_id,
-            guards=guards,
-            clock=clock,
-            logger=logger,
-            listeners=listeners,
-            sdk=SDK,
-        )
+    sdk = SDK
+
+    def _attach(self) -> None:
         self.handler = _Handler(self.recorder)
 
     def run(

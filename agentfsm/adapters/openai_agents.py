@@ -74,16 +74,14 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Recorder,
+    SdkRun,
     SignalIllegalTransitionError,
-    _utc_now,
     jsonable,
     parse_arguments,
 )
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
-from agentfsm.events.models import Event, Limits
+from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
@@ -287,7 +285,7 @@ def _partial(items: Sequence[Any]) -> Any:
     return None
 
 
-class AgentsRun:
+class AgentsRun(SdkRun):
     """One of our runs, driven by the OpenAI Agents SDK's `Runner` (see the module docstring).
 
     Args:
@@ -299,25 +297,9 @@ class AgentsRun:
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
     """
 
-    def __init__(
-        self,
-        store: EventStore,
-        run_id: str,
-        *,
-        guards: Sequence[Guard] = (),
-        clock: Any = _utc_now,
-        logger: Any = None,
-        listeners: Sequence[Callable[[Event], None]] = (),
-    ) -> None:
-        self.recorder = Recorder(
-            store,
-            run_id,
-            guards=guards,
-            clock=clock,
-            logger=logger,
-            listeners=listeners,
-            sdk=SDK,
-        )
+    sdk = SDK
+
+    def _attach(self) -> None:
         self.hooks = _Hooks(self.recorder)
 
     async def run(

@@ -30,7 +30,7 @@ ours goes on), and it is checked before the request as ours is. Its default is 5
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
@@ -49,15 +49,12 @@ from agentfsm.adapters._sdk import (
     CancelStop,
     GuardStop,
     ObservedRun,
-    Recorder,
+    SdkRun,
     SignalIllegalTransitionError,
-    _utc_now,
     jsonable,
 )
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
-from agentfsm.events.models import Event, Limits
-from agentfsm.fsm.guards import Guard
+from agentfsm.events.models import Limits
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
@@ -81,7 +78,7 @@ def _needing_approval(agent: Agent[Any, Any]) -> set[str]:
     return names
 
 
-class AgentIterRun:
+class AgentIterRun(SdkRun):
     """One of our runs, driven by a pydantic-ai `Agent.iter()` (see the module docstring).
 
     Args:
@@ -93,25 +90,9 @@ class AgentIterRun:
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
     """
 
-    def __init__(
-        self,
-        store: EventStore,
-        run_id: str,
-        *,
-        guards: Sequence[Guard] = (),
-        clock: Any = _utc_now,
-        logger: Any = None,
-        listeners: Sequence[Callable[[Event], None]] = (),
-    ) -> None:
-        self.recorder = Recorder(
-            store,
-            run_id,
-            guards=guards,
-            clock=clock,
-            logger=logger,
-            listeners=listeners,
-            sdk=SDK,
-        )
+    sdk = SDK
+
+    def _attach(self) -> None:
         self._last: Any = None
 
     async def run(
