@@ -20,28 +20,16 @@ from structlog.testing import capture_logs
 
 from agentfsm.adapters.langgraph import ApprovalMismatchError, GraphRun
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
-from agentfsm.adapters.stores.base import EventStore
-from agentfsm.cli import main as cli
-from agentfsm.events import Limits, dump_event
+from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.fsm.errors import IllegalTransitionError
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _langgraph_app as app
+from tests.adapters._common import types, validates
 from tests.adapters._langgraph_app import answer, call, graph
 
 ROOT = Path(__file__).resolve().parents[2]
 ASK = {"messages": [HumanMessage("weather?")]}
-
-
-def types(store: EventStore, run_id: str) -> list[str]:
-    return [e.type for e in store.events(run_id)]
-
-
-def validates(store: EventStore, run_id: str, tmp_path: Path) -> int:
-    """Exit status of `agentfsm validate` on the run's log written as JSON Lines."""
-    path = tmp_path / f"{run_id}.jsonl"
-    path.write_text("".join(dump_event(e) + "\n" for e in store.events(run_id)))
-    return cli(["validate", "--quiet", str(path)])
 
 
 def drive(run: GraphRun, g: Any, config: dict[str, Any] | None = None, **kw: Any) -> Any:

@@ -15,35 +15,18 @@ pytest.importorskip("agents")
 
 from agents import Agent
 from agents.testing import assistant_message, function_call
-from structlog.testing import capture_logs
 
 from agentfsm.adapters.openai_agents import AgentsRun, ApprovalMismatchError
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
 from agentfsm.adapters.stores.base import EventStore
-from agentfsm.cli import main as cli
-from agentfsm.events import Limits, dump_event
+from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.fsm.errors import IllegalTransitionError
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _openai_agents_app as app
+from tests.adapters._common import run, types, validates
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def types(store: EventStore, run_id: str) -> list[str]:
-    return [e.type for e in store.events(run_id)]
-
-
-def validates(store: EventStore, run_id: str, tmp_path: Path) -> int:
-    """Exit status of `agentfsm validate` on the run's log written as JSON Lines."""
-    path = tmp_path / f"{run_id}.jsonl"
-    path.write_text("".join(dump_event(e) + "\n" for e in store.events(run_id)))
-    return cli(["validate", "--quiet", str(path)])
-
-
-def run(coro: Any) -> Any:
-    with capture_logs():
-        return asyncio.run(coro)
 
 
 def weather_agent(*steps: Any) -> Agent[Any]:

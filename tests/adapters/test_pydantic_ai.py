@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -14,35 +13,16 @@ import pytest
 pytest.importorskip("pydantic_ai")
 
 from pydantic_ai import UsageLimits
-from structlog.testing import capture_logs
 
 from agentfsm.adapters.pydantic_ai import AgentIterRun, ApprovalMismatchError
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
-from agentfsm.adapters.stores.base import EventStore
-from agentfsm.cli import main as cli
-from agentfsm.events import dump_event
 from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _pydantic_ai_app as app
+from tests.adapters._common import run, types, validates
 from tests.adapters._pydantic_ai_app import REFUND, answer, call, make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def types(store: EventStore, run_id: str) -> list[str]:
-    return [e.type for e in store.events(run_id)]
-
-
-def validates(store: EventStore, run_id: str, tmp_path: Path) -> int:
-    """Exit status of `agentfsm validate` on the run's log written as JSON Lines."""
-    path = tmp_path / f"{run_id}.jsonl"
-    path.write_text("".join(dump_event(e) + "\n" for e in store.events(run_id)))
-    return cli(["validate", "--quiet", str(path)])
-
-
-def run(coro: Any) -> Any:
-    with capture_logs():
-        return asyncio.run(coro)
 
 
 def looping(n: int = 5) -> Any:
