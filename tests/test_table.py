@@ -251,3 +251,13 @@ class TestDerive:
         assert "paused" not in derived.state_names
         assert "run.paused" not in derived.allowed("running")
         assert all("paused" not in (t.source, t.target) for t in derived.transitions)
+
+
+def test_the_quick_constructor_builds_the_same_error() -> None:
+    """The reducer's fast path gives an error indistinguishable from the constructor's."""
+    slow = IllegalTransitionError(
+        run_id="r", sequence=3, state="paused", event="x", allowed=("a", "b"),
+        terminal=False, failed_conditions=("c",),
+    )  # fmt: skip
+    quick = IllegalTransitionError.quick("r", 3, "paused", "x", ("a", "b"), False, ("c",))
+    assert (str(quick), vars(quick), quick.args) == (str(slow), vars(slow), slow.args)

@@ -183,6 +183,29 @@ class IllegalTransitionError(LifecycleError):
             "", run_id=run_id, sequence=sequence, state=state, event=event, allowed=allowed
         )
 
+    @classmethod
+    def quick(
+        cls,
+        run_id: str,
+        sequence: int,
+        state: str,
+        event: str,
+        allowed: tuple[str, ...],
+        terminal: bool,
+        failed_conditions: tuple[str, ...],
+    ) -> IllegalTransitionError:
+        """The same error as the constructor gives, built without its keyword plumbing.
+
+        The reducer raises this on every refused event; validators probing candidates raise
+        and catch it in a loop, so the two nested keyword `__init__` calls were worth saving.
+        """
+        err = cls.__new__(cls)
+        err.__dict__.update(
+            _reason="", run_id=run_id, sequence=sequence, state=state, event=event,
+            allowed=allowed, terminal=terminal, failed_conditions=failed_conditions,
+        )  # fmt: skip
+        return err
+
     @property
     def reason(self) -> str:
         """Why the move is illegal, and the event types that would have been allowed."""

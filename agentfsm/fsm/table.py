@@ -229,15 +229,10 @@ class TransitionTable:
     def _illegal(
         self, state: str, event: str, failed: tuple[str, ...], run_id: str, sequence: int
     ) -> IllegalTransitionError:
-        return IllegalTransitionError(
-            run_id=run_id,
-            sequence=sequence,
-            state=state,
-            event=event,
-            allowed=self.allowed(state),
-            terminal=state in self._terminal,
-            failed_conditions=failed,
-        )
+        return IllegalTransitionError.quick(
+            run_id, sequence, state, event,
+            self._allowed.get(state, ()), state in self._terminal, failed,
+        )  # fmt: skip
 
     # -- deriving ----------------------------------------------------------------------
 
