@@ -29,6 +29,7 @@ from agentfsm.events.models import Event, parse_timestamp
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.errors import (
     ActionError,
+    IllegalTransitionError,
     LifecycleError,
     RunMismatchError,
     SequenceError,
@@ -106,7 +107,9 @@ class Reducer:
         InvalidTableError: a guard no edge lists, or a guard listed on `run.terminated`.
     """
 
-    __slots__ = ("_always", "_guarded", "_handlers", "_moves", "guards", "table")
+    __slots__ = (
+        "_allowed", "_always", "_guarded", "_handlers", "_moves", "_terminal", "guards", "table",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -117,6 +120,8 @@ class Reducer:
     ) -> None:
         self.table = table
         self._moves = table._moves  # the precomputed (state -> event -> move) map
+        self._allowed = table._allowed
+        self._terminal = table.terminal_states
         self._handlers: dict[str, Handler] = dict(_HANDLERS)
         #: The guards bound to the table's edges (see `agentfsm.fsm.guardset`).
         self.guards = GuardSet(table, guards, run_limits=run_limits)
@@ -144,7 +149,11 @@ class Reducer:
             _envelope_error(record, event)
         move = self._moves[record.status].get(event.type)
         if move is None:
-            raise self.table._illegal(record.status, event.type, (), record.run_id, event.sequence)
+            state = record.status  # the refusal path is hot too: validators probe with it
+            raise IllegalTransitionError.quick(
+                record.run_id, event.sequence, state, event.type,
+                self._allowed.get(state, ()), state in self._terminal, (),
+            )  # fmt: skip
         new = self._handlers[event.type](self, record, event, move)
         if event.type in self._guarded and (
             self._always or record.limits is not None or ctx is not None
