@@ -4,6 +4,7 @@ Importing this package needs `hypothesis` (the `testing` extra) but never `pytes
 pytest plugin lives in `agentfsm.testing.pytest_plugin` and is loaded by pytest itself.
 """
 
+from agentfsm.testing.stateful import RunMachine, record_problems, run_machine
 from agentfsm.testing.strategies import (
     FEATURES,
     ILLEGAL_KINDS,
@@ -25,6 +26,7 @@ __all__ = [
     "FEATURES",
     "ILLEGAL_KINDS",
     "IllegalStep",
+    "RunMachine",
     "arguments",
     "error_infos",
     "events",
@@ -32,6 +34,9 @@ __all__ = [
     "json_values",
     "legal_runs",
     "payloads",
+    "record_problems",
+    "run_ids",
+    "run_machine",
     "run_ids",
     "timestamps",
     "tool_calls",
