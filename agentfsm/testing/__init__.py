@@ -37,7 +37,6 @@ __all__ = [
     "record_problems",
     "run_ids",
     "run_machine",
-    "run_ids",
     "timestamps",
     "tool_calls",
     "usages",
