@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck unit bench clean
+.PHONY: install demo test lint typecheck unit drift diagrams bench bench-stores bench-runtime clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,8 +13,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+DEMO := .demo
+AGENTFSM := $(VENV)/bin/agentfsm
+
+# The main job: replay the bundled logs, drive every runtime scenario on the embedded SQLite
+# store (an approval given from another process with `agentfsm approve`), then read the
+# store's log back with the command line.
 demo: $(STAMP)
 	$(PY) examples/demo.py
+	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	$(PY) examples/demo_runtime.py --dir $(DEMO) --export $(DEMO)/runs.jsonl
+	$(AGENTFSM) runs --store $(DEMO)/runs.db
+	$(AGENTFSM) validate $(DEMO)/runs.jsonl
+	$(AGENTFSM) replay $(DEMO)/runs.jsonl --run-id runaway-1
+	$(AGENTFSM) inspect $(DEMO)/runs.jsonl --run-id cancel-123
+	$(AGENTFSM) diagram --run $(DEMO)/runs.jsonl --run-id runaway-1 --format mermaid
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentfsm tests benchmarks examples
@@ -26,10 +39,29 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck unit
+# The committed diagrams/ must match the table (no Graphviz needed: pictures carry a digest).
+drift: $(STAMP)
+	$(VENV)/bin/agentfsm diagram --check
+
+# Regenerate diagrams/ after changing the default table (needs Graphviz `dot`).
+diagrams: $(STAMP)
+	$(VENV)/bin/agentfsm diagram --write
+
+test: lint typecheck unit drift
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_guards.py
+
+# Starts its own throwaway PostgreSQL server; needs the bench extra (LangGraph checkpointers).
+bench-stores: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) benchmarks/bench_stores.py
+
+# The Runner's cost per turn next to the OpenAI Agents SDK and LangGraph (the bench extra).
+bench-runtime: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) benchmarks/bench_runtime.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

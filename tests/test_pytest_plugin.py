@@ -18,22 +18,26 @@ def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_fixtures_are_available_to_any_project(tmp_path: Path) -> None:
     """A project's tests get the fixtures with no configuration, and failures read well."""
+    # The failure is shown at the test's line, with the message (not the helper's frames).
     (tmp_path / "test_runs.py").write_text(
         textwrap.dedent(
             f"""
             from pathlib import Path
+
+            from agentfsm.testing.pytest_plugin import assert_legal_log
 
             LOG = Path({str(EXAMPLES / "order_ticket.jsonl")!r})
 
             def test_table(agent_run_table):
                 assert agent_run_table.name == "agent_run"
 
-            def test_legal(assert_legal_log):
-                assert assert_legal_log(LOG.read_text().splitlines()).status == "completed"
-
-            def test_illegal(assert_legal_log):
+            def test_legal(agent_run_table):
                 lines = LOG.read_text().splitlines()
-                assert_legal_log(lines[:4] + lines[5:])
+                assert assert_legal_log(lines, agent_run_table).status == "completed"
+
+            def test_illegal(agent_run_table):
+                lines = LOG.read_text().splitlines()
+                assert_legal_log(lines[:4] + lines[5:], agent_run_table)
             """
         ),
         encoding="utf-8",
@@ -42,7 +46,10 @@ def test_fixtures_are_available_to_any_project(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout
     out = result.stdout
     assert "1 failed, 2 passed" in out
-    assert "IllegalLogError: log is not legal under table 'agent_run': event 5 of 13" in out
+    assert (
+        "IllegalLogError: log is not legal under table 'agent_run': event 5 of 13 is refused"
+    ) in out
+    assert "test_runs.py:17: IllegalLogError" in out  # the test's line, not the helper's
     assert "     4  tool.requested         running -> waiting_tool" in out
 
 
@@ -68,8 +75,9 @@ def test_a_conftest_overrides_the_table(tmp_path: Path) -> None:
             """
             import pytest
             from agentfsm import make_event
+            from agentfsm.testing import assert_legal_log
 
-            def test_handoff_is_refused(assert_legal_log, agent_run_reducer):
+            def test_handoff_is_refused(agent_run_reducer):
                 assert agent_run_reducer.table.name == "no_handoffs"
                 at = "2026-09-01T10:00:00Z"
                 events = [
@@ -77,7 +85,7 @@ def test_a_conftest_overrides_the_table(tmp_path: Path) -> None:
                     make_event("handoff", run_id="r", sequence=2, occurred_at=at, to_agent="b"),
                 ]
                 with pytest.raises(AssertionError, match="table 'no_handoffs'"):
-                    assert_legal_log(events)
+                    assert_legal_log(events, agent_run_reducer)
             """
         ),
         encoding="utf-8",

@@ -17,8 +17,8 @@ class ForgetfulReducer(Reducer):
         super().__init__()
         completed = self._handlers["tool.completed"]
 
-        def forget(r: Reducer, rec: RunRecord, ev: object) -> RunRecord:
-            return attrs.evolve(completed(r, rec, ev), facts={})
+        def forget(r: Reducer, rec: RunRecord, ev: object, move: object) -> RunRecord:
+            return attrs.evolve(completed(r, rec, ev, move), facts={})
 
         self._handlers["tool.completed"] = forget
 

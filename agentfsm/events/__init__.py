@@ -1,5 +1,6 @@
 """The wire format: validated event models, JSON Lines in and out, canonical digests."""
 
+from agentfsm.events.builder import LogBuilder, step_clock
 from agentfsm.events.canonical import canonical_json, digest
 from agentfsm.events.codec import (
     dump_event,
@@ -50,6 +51,7 @@ __all__ = [
     "Event",
     "Handoff",
     "Limits",
+    "LogBuilder",
     "ModelCompleted",
     "ModelStarted",
     "RunCancelRequested",
@@ -77,4 +79,5 @@ __all__ = [
     "parse_event",
     "parse_timestamp",
     "read_events",
+    "step_clock",
 ]

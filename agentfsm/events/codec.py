@@ -47,13 +47,13 @@ def make_event(type: str, /, **fields: Any) -> Event:
 
 
 def dump_event(event: Event) -> str:
-    """One compact JSON line; absent optional fields are left out, so it round-trips."""
-    return event.model_dump_json(exclude_none=True)
+    """One compact JSON line with exactly the fields the event was given, so it round-trips."""
+    return event.model_dump_json(exclude_unset=True)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
     """The event as a JSON-able dict, as `dump_event` would write it."""
-    return event.model_dump(mode="json", exclude_none=True)
+    return event.model_dump(mode="json", exclude_unset=True)
 
 
 def read_events(lines: Iterable[str | bytes]) -> Iterator[tuple[int, Event]]:
@@ -106,15 +106,18 @@ def _problems(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
         loc = list(err["loc"])
         if loc and loc[0] == raw.get("type"):
             loc = loc[1:]  # pydantic puts the union tag first; the reader knows the type
-        where = ".".join(str(p) for p in loc) or "event"
-        if kind == "extra_forbidden":
+        where = ".".join(str(p) for p in loc)
+        if not where:  # a check across fields (a model validator) has no location
+            problems.append(_strip_prefix(err["msg"]))
+        elif kind == "extra_forbidden":
             problems.append(f"field '{where}' is not part of '{raw.get('type')}'")
         elif kind == "missing":
             problems.append(f"field '{where}' is required")
         else:
-            msg = err["msg"]
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, ") :]
-            got = f" (got {err['input']!r})" if loc and kind != "value_error" else ""
-            problems.append(f"field '{where}': {msg}{got}")
+            got = f" (got {err['input']!r})" if kind != "value_error" else ""
+            problems.append(f"field '{where}': {_strip_prefix(err['msg'])}{got}")
     return problems
+
+
+def _strip_prefix(msg: str) -> str:
+    return msg.removeprefix("Value error, ")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -70,7 +70,8 @@ def parse_timestamp(value: str) -> datetime:
         digits = len(tail) - len(tail.lstrip("0123456789"))
         if digits > 6:
             value = head + "." + tail[:6] + tail[digits:]
-    return datetime.fromisoformat(value)
+    # RFC 3339 allows a lower-case `t` and `z`; fromisoformat does not.
+    return datetime.fromisoformat(value.upper())
 
 
 def _check_timestamp(value: str) -> str:
@@ -134,6 +135,11 @@ class _Envelope(BaseModel):
     type: str
     occurred_at: Timestamp
     event_id: NonEmpty | None = None
+
+    def model_post_init(self, context: Any, /) -> None:
+        # `dump_event` writes only the fields an event was given; the tag must always be
+        # written, even when a caller relied on the class to supply it.
+        self.model_fields_set.add("type")
 
 
 class RunStarted(_Envelope):

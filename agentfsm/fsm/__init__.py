@@ -1,5 +1,6 @@
-"""States, transitions, the table, `step`, errors: the declaration of a lifecycle."""
+"""States, transitions, the table, `step`, guards, errors: the declaration of a lifecycle."""
 
+from agentfsm.fsm.budget import Charge, SharedBudget
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.errors import (
     ActionError,
@@ -12,10 +13,40 @@ from agentfsm.fsm.errors import (
     InvalidTableError,
     LifecycleError,
     RunMismatchError,
+    RunNotFoundError,
     SequenceError,
     StoreError,
 )
-from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision, EventType, RunStatus, StopReason
+from agentfsm.fsm.guards import (
+    AllOf,
+    AnyOf,
+    Guard,
+    GuardContext,
+    Verdict,
+    all_of,
+    any_of,
+    attach_guard,
+)
+from agentfsm.fsm.guardset import GuardSet
+from agentfsm.fsm.limits import (
+    Budget,
+    Deadline,
+    MaxAttempts,
+    MaxTurns,
+    RunLimits,
+    cap_timeout,
+    guards_from_limits,
+    remaining,
+)
+from agentfsm.fsm.loops import LoopDetector, fingerprint, fingerprints
+from agentfsm.fsm.names import (
+    RESOLVED,
+    ActionStatus,
+    DecisionKind,
+    EventType,
+    RunStatus,
+    StopReason,
+)
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 
 __all__ = [
@@ -24,22 +55,45 @@ __all__ = [
     "ActionError",
     "ActionStatus",
     "AgentFSMError",
+    "AllOf",
+    "AnyOf",
+    "Budget",
+    "Charge",
     "ConcurrencyConflictError",
     "Condition",
     "CorruptLogError",
-    "Decision",
+    "Deadline",
+    "DecisionKind",
     "EventFormatError",
     "EventType",
+    "Guard",
+    "GuardContext",
     "GuardRejectedError",
+    "GuardSet",
     "IllegalTransitionError",
     "InvalidTableError",
     "LifecycleError",
+    "LoopDetector",
+    "MaxAttempts",
+    "MaxTurns",
+    "RunLimits",
     "RunMismatchError",
+    "RunNotFoundError",
     "RunStatus",
     "SequenceError",
+    "SharedBudget",
     "State",
     "StopReason",
     "StoreError",
     "Transition",
     "TransitionTable",
+    "Verdict",
+    "all_of",
+    "any_of",
+    "attach_guard",
+    "cap_timeout",
+    "fingerprint",
+    "fingerprints",
+    "guards_from_limits",
+    "remaining",
 ]

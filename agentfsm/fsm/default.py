@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.fsm.names import RESOLVED, ActionStatus, Decision
+from agentfsm.fsm.names import RESOLVED, ActionStatus, DecisionKind, StopReason
 from agentfsm.fsm.names import EventType as E
 from agentfsm.fsm.names import RunStatus as S
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
@@ -29,15 +29,22 @@ _IN_FLIGHT = frozenset({ActionStatus.REQUESTED, ActionStatus.STARTED})
 
 
 def _batch_resolved(rec: Any, ev: Any) -> bool:
+    # Plain loops: these run on every tool result, and a generator costs twice as much.
     actions = rec.actions
     me = ev.action_id
-    return all(a == me or actions[a].status in RESOLVED for a in rec.batch)
+    for aid in rec.batch:  # noqa: SIM110 - see above
+        if aid != me and actions[aid].status not in RESOLVED:
+            return False
+    return True
 
 
 def _others_pending(rec: Any, ev: Any) -> bool:
     actions = rec.actions
     me = ev.action_id
-    return any(a != me and actions[a].status == ActionStatus.APPROVAL_PENDING for a in rec.batch)
+    for aid in rec.batch:
+        if aid != me and actions[aid].status == ActionStatus.APPROVAL_PENDING:
+            return True
+    return False
 
 
 def _retryable_failure(action: Any) -> bool:
@@ -57,7 +64,7 @@ def _startable(rec: Any, ev: Any) -> bool:
 def _final_acceptable(rec: Any, ev: Any) -> bool:
     actions = rec.actions
     return (
-        rec.last_decision == Decision.FINAL
+        rec.last_decision == DecisionKind.FINAL
         and not rec.model_call_open
         and all(actions[a].status in RESOLVED for a in rec.batch)
     )
@@ -119,8 +126,11 @@ _STATES = (
 
 _NON_TERMINAL = tuple(s.name for s in _STATES if not s.terminal)
 _RESULTS = (E.TOOL_COMPLETED, E.TOOL_FAILED, E.TOOL_OUTCOME_UNKNOWN)
-_MODEL_GUARDS = ("max_turns", "deadline", "budget")
-_TOOL_GUARDS = ("deadline", "max_attempts")
+# Guard names are the built-in guards' stop reasons (agentfsm.fsm.limits, .loops). Tools
+# spend cost, so the budget is checked before each tool call as well as each model call.
+_MODEL_GUARDS = (StopReason.MAX_TURNS, StopReason.DEADLINE, StopReason.BUDGET)
+_TOOL_GUARDS = (StopReason.DEADLINE, StopReason.BUDGET, StopReason.MAX_ATTEMPTS)
+_REQUEST_GUARDS = (StopReason.LOOP_DETECTED,)
 
 
 def _transitions() -> list[Transition]:
@@ -138,8 +148,8 @@ def _transitions() -> list[Transition]:
             Transition(S.WAITING_APPROVAL, decision, S.RUNNING, ALL_DECIDED),
         ]
     t += [
-        Transition(S.RUNNING, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=("loop_detected",)),
-        Transition(S.WAITING_TOOL, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=("loop_detected",)),
+        Transition(S.RUNNING, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=_REQUEST_GUARDS),
+        Transition(S.WAITING_TOOL, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=_REQUEST_GUARDS),
         Transition(S.WAITING_TOOL, E.TOOL_STARTED, S.WAITING_TOOL, STARTABLE, _TOOL_GUARDS),
         Transition(S.RUNNING, E.TOOL_STARTED, S.WAITING_TOOL, RETRY, _TOOL_GUARDS),
     ]

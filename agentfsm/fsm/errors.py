@@ -13,7 +13,8 @@
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
     └── StoreError
         ├── ConcurrencyConflictError          someone else appended first
-        └── CorruptLogError                   stored data that does not read back
+        ├── CorruptLogError                   stored data that does not read back
+        └── RunNotFoundError (LookupError)    the store has no such run
 
 "Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
 (`GuardRejectedError`): the first is a bug in whoever produced the event, the second is
@@ -23,6 +24,7 @@ the machine doing its job.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "ActionError",
@@ -35,6 +37,7 @@ __all__ = [
     "InvalidTableError",
     "LifecycleError",
     "RunMismatchError",
+    "RunNotFoundError",
     "SequenceError",
     "StoreError",
 ]
@@ -122,13 +125,29 @@ class LifecycleError(AgentFSMError):
         event: str,
         allowed: Sequence[str] = (),
     ) -> None:
-        self.reason = reason
+        self._reason = reason
         self.run_id = run_id
         self.sequence = sequence
         self.state = state
         self.event = event
         self.allowed: tuple[str, ...] = tuple(allowed)
-        super().__init__(self._render())
+        # The message is rendered when it is read, not here: refusals on the hot path (a
+        # validator probing, a runtime re-deciding) are usually caught and never printed.
+        super().__init__()
+
+    @property
+    def reason(self) -> str:
+        """The sentence after the location: what is wrong and what would have been legal."""
+        return self._reason
+
+    def __str__(self) -> str:
+        return self._render()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only constructors do not survive the default pickling of exceptions;
+        # multiprocessing workers send these across processes.
+        state = dict(self.__dict__)
+        return (_rebuild, (type(self), state))
 
     def _render(self) -> str:
         return (
@@ -160,20 +179,21 @@ class IllegalTransitionError(LifecycleError):
     ) -> None:
         self.terminal = terminal
         self.failed_conditions: tuple[str, ...] = tuple(failed_conditions)
-        if len(failed_conditions) == 1:
-            why = f"is not allowed: condition '{failed_conditions[0]}' does not hold"
-        elif failed_conditions:
-            why = f"is not allowed: none of the conditions {quote_list(failed_conditions)} holds"
+        super().__init__(
+            "", run_id=run_id, sequence=sequence, state=state, event=event, allowed=allowed
+        )
+
+    @property
+    def reason(self) -> str:
+        """Why the move is illegal, and the event types that would have been allowed."""
+        failed = self.failed_conditions
+        if len(failed) == 1:
+            why = f"is not allowed: condition '{failed[0]}' does not hold"
+        elif failed:
+            why = f"is not allowed: none of the conditions {quote_list(failed)} holds"
         else:
             why = "is not allowed"
-        super().__init__(
-            f"{why}; allowed: {quote_list(allowed)}",
-            run_id=run_id,
-            sequence=sequence,
-            state=state,
-            event=event,
-            allowed=allowed,
-        )
+        return f"{why}; allowed: {quote_list(self.allowed)}"
 
     def _render(self) -> str:
         terminal = " (terminal)" if self.terminal else ""
@@ -229,8 +249,10 @@ class RunMismatchError(LifecycleError):
 
 
 class ActionError(LifecycleError):
-    """The action ledger refuses the event: unknown or reused action id, a call that changed
-    since it was proposed or approved, an expired approval, a result for an action not in flight.
+    """The action ledger refuses the event.
+
+    For example: an unknown or reused action id, a call that changed since it was proposed or
+    approved, an expired approval, a result for an action that is not in flight.
 
     Attributes:
         action_id: the action the event names.
@@ -285,6 +307,13 @@ class GuardRejectedError(LifecycleError):
         )
 
 
+def _rebuild(cls: type[LifecycleError], state: dict[str, Any]) -> LifecycleError:
+    error = cls.__new__(cls)
+    Exception.__init__(error)
+    error.__dict__.update(state)
+    return error
+
+
 class StoreError(AgentFSMError):
     """A store could not do what was asked."""
 
@@ -321,3 +350,18 @@ class CorruptLogError(StoreError):
         self.sequence = sequence
         at = f", sequence {sequence}" if sequence is not None else ""
         super().__init__(f"run '{run_id}'{at}: {message}")
+
+
+class RunNotFoundError(StoreError, LookupError):
+    """The store has no run by that id (nothing was ever appended to it).
+
+    Attributes:
+        run_id: the run asked for.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run '{run_id}' is not in the store; start it by appending 'run.started' "
+            "with expected_version 0"
+        )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["RESOLVED", "ActionStatus", "Decision", "EventType", "RunStatus", "StopReason"]
+__all__ = ["RESOLVED", "ActionStatus", "DecisionKind", "EventType", "RunStatus", "StopReason"]
 
 
 class RunStatus(StrEnum):
@@ -64,7 +64,7 @@ class ActionStatus(StrEnum):
     UNKNOWN = "unknown"
 
 
-class Decision(StrEnum):
+class DecisionKind(StrEnum):
     """What a model call decided (`model.completed.decision`)."""
 
     FINAL = "final"
@@ -73,12 +73,16 @@ class Decision(StrEnum):
 
 
 class StopReason(StrEnum):
-    """The stop reasons of the built-in guards (`run.terminated.stop_reason`)."""
+    """The stop reasons of the built-in guards (`run.terminated.stop_reason`).
+
+    Each built-in guard's name is its stop reason; table edges list these names.
+    """
 
     MAX_TURNS = "max_turns"
     DEADLINE = "deadline"
     BUDGET = "budget"
     LOOP_DETECTED = "loop_detected"
+    MAX_ATTEMPTS = "max_attempts"
 
 
 #: Statuses after which nothing more will happen to an action (a failed one may be retried,

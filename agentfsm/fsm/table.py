@@ -8,14 +8,14 @@ step is two dict lookups for an unconditional edge.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from agentfsm.fsm.errors import IllegalTransitionError, InvalidTableError
 
-__all__ = ["Condition", "State", "Transition", "TransitionTable"]
+__all__ = ["Condition", "State", "Transition", "TransitionTable", "table_problems"]
 
 #: A condition looks at the context (for the reducer: the run record before the event)
 #: and the event, and says whether its edge applies.
@@ -124,7 +124,7 @@ class TransitionTable:
     _terminal: frozenset[str] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        problems = _problems(self)
+        problems = table_problems(self.states, self.initial, self.transitions)
         if problems:
             raise InvalidTableError(self.name, problems)
         moves: dict[str, dict[str, list[tuple[Condition | None, str]]]] = {
@@ -205,12 +205,25 @@ class TransitionTable:
             move = self._moves[state][event]
         except KeyError:
             raise self._illegal(state, event, (), run_id, sequence) from None
-        if isinstance(move, str):
+        if move.__class__ is str:  # the common case; cheaper than isinstance
             return move
-        for condition, target in move:
+        return self.choose(move, state, event, context, payload, run_id, sequence)  # type: ignore[arg-type]
+
+    def choose(
+        self,
+        alternatives: tuple[tuple[Condition | None, str], ...],
+        state: str,
+        event: str,
+        context: Any,
+        payload: Any,
+        run_id: str,
+        sequence: int,
+    ) -> str:
+        """The target of the first alternative whose condition holds, else the error."""
+        for condition, target in alternatives:
             if condition is None or condition.predicate(context, payload):
                 return target
-        failed = tuple(c.name for c, _ in move if c is not None)
+        failed = tuple(c.name for c, _ in alternatives if c is not None)
         raise self._illegal(state, event, failed, run_id, sequence)
 
     def _illegal(
@@ -293,26 +306,32 @@ class TransitionTable:
         }
 
 
-def _problems(table: TransitionTable) -> list[str]:
-    """Every reason `table` cannot be built, one sentence each, in a stable order."""
+def table_problems(
+    states: Sequence[State], initial: str, transitions: Sequence[Transition]
+) -> list[str]:
+    """Every reason a table of these parts cannot be built, one sentence each, stable order.
+
+    `TransitionTable` raises them as one `InvalidTableError`; `verify` reports them without
+    building anything, so a broken declaration can be checked as data.
+    """
     problems: list[str] = []
-    names = [s.name for s in table.states]
+    names = [s.name for s in states]
     declared = set(names)
     seen: set[str] = set()
     for n in names:
         if n in seen:
             problems.append(f"state '{n}' is declared twice")
         seen.add(n)
-    if not any(s.terminal for s in table.states):
+    if not any(s.terminal for s in states):
         problems.append("no state is terminal: a run could never end")
-    if table.initial not in declared:
-        problems.append(f"initial state '{table.initial}' is not declared")
-    terminal = {s.name for s in table.states if s.terminal}
-    if table.initial in terminal:
-        problems.append(f"initial state '{table.initial}' is terminal")
+    if initial not in declared:
+        problems.append(f"initial state '{initial}' is not declared")
+    terminal = {s.name for s in states if s.terminal}
+    if initial in terminal:
+        problems.append(f"initial state '{initial}' is terminal")
 
     by_pair: dict[tuple[str, str], list[Transition]] = {}
-    for t in table.transitions:
+    for t in transitions:
         for end, role in ((t.source, "source"), (t.target, "target")):
             if end not in declared:
                 problems.append(
@@ -341,19 +360,17 @@ def _problems(table: TransitionTable) -> list[str]:
         for dup in sorted({c for c in cond_names if cond_names.count(c) > 1}):
             problems.append(f"'{source}' on '{event}': condition '{dup}' is used on two edges")
 
-    if table.initial in declared:
+    if initial in declared:
         succ: dict[str, set[str]] = {n: set() for n in declared}
         pred: dict[str, set[str]] = {n: set() for n in declared}
-        for t in table.transitions:
+        for t in transitions:
             if t.source in declared and t.target in declared:
                 succ[t.source].add(t.target)
                 pred[t.target].add(t.source)
-        reachable = _closure({table.initial}, succ)
+        reachable = _closure({initial}, succ)
         for n in names:
             if n not in reachable:
-                problems.append(
-                    f"state '{n}' is unreachable from the initial state '{table.initial}'"
-                )
+                problems.append(f"state '{n}' is unreachable from the initial state '{initial}'")
         can_end = _closure(terminal, pred)
         for n in names:
             if n not in terminal and n not in can_end:

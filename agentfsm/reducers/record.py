@@ -1,7 +1,9 @@
 """The run record: everything a run's events add up to, as one immutable value.
 
 `RunRecord` and `Action` are frozen, slotted attrs classes: cheap to build (the reducer makes
-one per event) and impossible to change by accident. Mappings inside them are never mutated
+one per event) and impossible to change by accident. Each keeps its slots in a private,
+mutable base class so the reducer can fill a new instance with plain slot stores before
+giving it its frozen class (see `_evolve.py`). Mappings inside them are never mutated
 after construction; treat them as read-only.
 """
 
@@ -13,19 +15,33 @@ from typing import Any
 
 import attrs
 
+from agentfsm.events.canonical import digest
 from agentfsm.events.models import ErrorInfo, Limits
 from agentfsm.fsm.names import ActionStatus, RunStatus
 
-__all__ = ["Action", "RunRecord", "UsageTotals"]
+__all__ = ["Action", "RunRecord", "UsageTotals", "call_digest"]
 
 
-@attrs.frozen(slots=True)
-class UsageTotals:
-    """Tokens and cost summed over the run."""
+def call_digest(tool: str, arguments: Mapping[str, Any]) -> str:
+    """The digest an approval is bound to: the tool's name and the canonical arguments."""
+    return digest({"tool": tool, "arguments": arguments})
+
+
+@attrs.define(slots=True)
+class _UsageTotalsSlots:
+    """The storage of `UsageTotals`: the reducer fills it, then makes it a `UsageTotals`.
+
+    Never handed out mutable; see `agentfsm/reducers/_evolve.py` for why it exists.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+
+
+@attrs.frozen(slots=True)
+class UsageTotals(_UsageTotalsSlots):
+    """Tokens and cost summed over the run."""
 
     @property
     def total_tokens(self) -> int:
@@ -41,15 +57,35 @@ class UsageTotals:
         }
 
 
+@attrs.define(slots=True)
+class _ActionSlots:
+    """The storage of `Action`: the reducer fills it, then makes it a `Action`.
+
+    Never handed out mutable; see `agentfsm/reducers/_evolve.py` for why it exists.
+    """
+
+    action_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    status: str
+    attempts: int = 0
+    idempotency_key: str | None = None
+    result: Any = None
+    error: ErrorInfo | None = None
+    cost: float | None = None
+    approver: str | None = None
+    reason: str | None = None
+    expires_at: str | None = None
+
+
 @attrs.frozen(slots=True)
-class Action:
+class Action(_ActionSlots):
     """One entry of the action ledger: a tool call from proposal to outcome.
 
     Attributes:
         action_id: the id every event about this call names.
         tool: the tool's name.
         arguments: the call's arguments (JSON object).
-        arguments_digest: `digest({"tool", "arguments"})`: what approvals are bound to.
         status: one of `ActionStatus`.
         attempts: how many `tool.started` events this action has had.
         idempotency_key: what the tool is called with (`run_id:action_id` by default).
@@ -61,19 +97,14 @@ class Action:
         expires_at: when its approval stops being valid, if it has one.
     """
 
-    action_id: str
-    tool: str
-    arguments: Mapping[str, Any]
-    arguments_digest: str
-    status: str
-    attempts: int = 0
-    idempotency_key: str | None = None
-    result: Any = None
-    error: ErrorInfo | None = None
-    cost: float | None = None
-    approver: str | None = None
-    reason: str | None = None
-    expires_at: str | None = None
+    @property
+    def arguments_digest(self) -> str:
+        """The digest approvals are bound to: tool name and canonical arguments.
+
+        Computed on demand: the reducer compares calls with `same_json`, which is cheaper
+        than hashing every call on the hot path.
+        """
+        return call_digest(self.tool, self.arguments)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (the ledger entry of the record's JSON)."""
@@ -96,21 +127,60 @@ class Action:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Action:
         """The inverse of `to_json`; raises `ValueError` naming what is wrong."""
-        _expect_keys("action", data, _ACTION_KEYS)
+        _expect_keys("action", data, _ACTION_KEYS | {"arguments_digest"})
         status = data["status"]
         if status not in _ACTION_STATUSES:
             raise ValueError(f"action status {status!r} is not one of {sorted(_ACTION_STATUSES)}")
-        fields = dict(data)
+        fields = {k: v for k, v in data.items() if k != "arguments_digest"}
         fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
-        return cls(**fields)
+        action = cls(**fields)
+        if action.arguments_digest != data["arguments_digest"]:
+            raise ValueError(
+                f"action {action.action_id!r}: arguments_digest {data['arguments_digest']!r} "
+                f"does not match its tool and arguments ({action.arguments_digest})"
+            )
+        return action
 
 
 _ACTION_KEYS = frozenset(attrs.fields_dict(Action))
 _ACTION_STATUSES = frozenset(ActionStatus)
 
 
+@attrs.define(slots=True)
+class _RunRecordSlots:
+    """The storage of `RunRecord`: the reducer fills it, then makes it a `RunRecord`.
+
+    Never handed out mutable; see `agentfsm/reducers/_evolve.py` for why it exists.
+    """
+
+    run_id: str
+    status: str = RunStatus.CREATED
+    version: int = 0
+    turn: int = 0
+    stop_reason: str | None = None
+    stop_detail: str | None = None
+    current_agent: str | None = None
+    objective: str | None = None
+    limits: Limits | None = None
+    final_output: Any = None
+    last_decision: str | None = None
+    model_call_open: bool = False
+    actions: Mapping[str, Action] = attrs.field(factory=dict)
+    batch: tuple[str, ...] = ()
+    usage: UsageTotals = UsageTotals()
+    reserved_tokens: int = 0
+    reserved_cost: float = 0.0
+    facts: Mapping[str, Any] = attrs.field(factory=dict)
+    pause_reason: str | None = None
+    cancel_reason: str | None = None
+    cancel_requested_by: str | None = None
+    error: ErrorInfo | None = None
+    started_at: str | None = None
+    updated_at: str | None = None
+
+
 @attrs.frozen(slots=True)
-class RunRecord:
+class RunRecord(_RunRecordSlots):
     """The folded state of one run. `reduce(record, event)` returns the next one.
 
     Attributes:
@@ -139,31 +209,6 @@ class RunRecord:
         started_at: `occurred_at` of `run.started`.
         updated_at: `occurred_at` of the last applied event.
     """
-
-    run_id: str
-    status: str = RunStatus.CREATED
-    version: int = 0
-    turn: int = 0
-    stop_reason: str | None = None
-    stop_detail: str | None = None
-    current_agent: str | None = None
-    objective: str | None = None
-    limits: Limits | None = None
-    final_output: Any = None
-    last_decision: str | None = None
-    model_call_open: bool = False
-    actions: Mapping[str, Action] = attrs.field(factory=dict)
-    batch: tuple[str, ...] = ()
-    usage: UsageTotals = UsageTotals()
-    reserved_tokens: int = 0
-    reserved_cost: float = 0.0
-    facts: Mapping[str, Any] = attrs.field(factory=dict)
-    pause_reason: str | None = None
-    cancel_reason: str | None = None
-    cancel_requested_by: str | None = None
-    error: ErrorInfo | None = None
-    started_at: str | None = None
-    updated_at: str | None = None
 
     @property
     def pending_approvals(self) -> tuple[str, ...]:

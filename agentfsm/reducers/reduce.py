@@ -8,10 +8,14 @@ untouched (it is immutable; a refusal simply returns nothing new):
 3. the ledger and the rules DESIGN.md adds beyond the table (action ids, exact-call binding,
    open model calls, unresolved batches);
 4. the edge's condition chooses the target state (or none holds: illegal);
-5. the limit guards, if the reducer has any.
+5. the limit guards listed on the edge taken (`agentfsm.fsm.guardset`): the run's own
+   `run.started.limits`, a shared budget from the context, and the reducer's Python guards.
+   A verdict raises `GuardRejectedError`; `run.terminated` is never refused.
 
 Then the event's effect is folded in. The per-event work is a handful of dict lookups and
-one record construction: no validation, no `attrs.evolve`.
+one record construction: no validation, no hashing, no `attrs.evolve`. (Steps 3 and 4 run
+inside each event's handler together with the fold; the guards see the record *before* the
+event and the target state, and on a verdict the folded record is simply dropped.)
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agentfsm.events import models as m
-from agentfsm.events.canonical import digest
+from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Event, parse_timestamp
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.errors import (
@@ -29,59 +33,35 @@ from agentfsm.fsm.errors import (
     RunMismatchError,
     SequenceError,
 )
+from agentfsm.fsm.guards import Guard, GuardContext
+from agentfsm.fsm.guardset import GuardSet
 from agentfsm.fsm.names import RESOLVED, ActionStatus
-from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers._evolve import evolver
+from agentfsm.fsm.table import Condition, TransitionTable
+from agentfsm.reducers._evolve import evolver, maker
 from agentfsm.reducers.record import Action, RunRecord, UsageTotals
 from agentfsm.reducers.snapshot import Snapshot
 
-__all__ = ["DEFAULT_REDUCER", "Reducer", "call_digest", "reduce", "replay"]
+__all__ = ["DEFAULT_REDUCER", "Reducer", "reduce", "replay"]
 
 A = ActionStatus
 _IN_FLIGHT = (A.REQUESTED, A.STARTED)
 _NOT_RUN = (A.PROPOSED, A.APPROVAL_PENDING, A.APPROVED)
 
-
-def call_digest(tool: str, arguments: Mapping[str, Any]) -> str:
-    """The digest an approval is bound to: tool name and canonical arguments."""
-    return digest({"tool": tool, "arguments": arguments})
-
-
 # Specialised copy functions, one per shape of change (see _evolve.py for why).
 _set_basic = evolver(RunRecord, "status", "version", "updated_at")
 _set_started = evolver(
     RunRecord,
-    "status",
-    "version",
-    "updated_at",
-    "objective",
-    "current_agent",
-    "limits",
-    "started_at",
+    *("status", "version", "updated_at", "objective", "current_agent", "limits", "started_at"),
 )
 _set_model_started = evolver(
     RunRecord,
-    "status",
-    "version",
-    "updated_at",
-    "turn",
-    "model_call_open",
-    "reserved_tokens",
-    "reserved_cost",
+    *("status", "version", "updated_at", "turn", "model_call_open"),
+    *("reserved_tokens", "reserved_cost"),
 )
 _set_model_completed = evolver(
     RunRecord,
-    "status",
-    "version",
-    "updated_at",
-    "model_call_open",
-    "reserved_tokens",
-    "reserved_cost",
-    "usage",
-    "last_decision",
-    "final_output",
-    "actions",
-    "batch",
+    *("status", "version", "updated_at", "model_call_open", "reserved_tokens", "reserved_cost"),
+    *("usage", "last_decision", "final_output", "actions", "batch"),
 )
 _set_agent = evolver(RunRecord, "status", "version", "updated_at", "current_agent")
 _set_actions = evolver(RunRecord, "status", "version", "updated_at", "actions")
@@ -90,28 +70,13 @@ _set_completed = evolver(RunRecord, "status", "version", "updated_at", "actions"
 _set_pause = evolver(RunRecord, "status", "version", "updated_at", "pause_reason")
 _set_cancel = evolver(
     RunRecord,
-    "status",
-    "version",
-    "updated_at",
-    "cancel_reason",
-    "cancel_requested_by",
-    "pause_reason",
+    *("status", "version", "updated_at", "cancel_reason", "cancel_requested_by", "pause_reason"),
 )
 _set_ended = evolver(
     RunRecord,
-    "status",
-    "version",
-    "updated_at",
-    "actions",
-    "model_call_open",
-    "reserved_tokens",
-    "reserved_cost",
-    "pause_reason",
-    "error",
-    "stop_reason",
-    "stop_detail",
+    *("status", "version", "updated_at", "actions", "model_call_open", "reserved_tokens"),
+    *("reserved_cost", "pause_reason", "error", "stop_reason", "stop_detail"),
 )
-_action_status = evolver(Action, "status")
 _action_approved = evolver(Action, "status", "approver")
 _action_rejected = evolver(Action, "status", "approver", "reason")
 _action_requested = evolver(Action, "status", "idempotency_key")
@@ -120,35 +85,74 @@ _action_succeeded = evolver(Action, "status", "result", "cost")
 _action_failed = evolver(Action, "status", "error")
 _action_unknown = evolver(Action, "status", "reason")
 _action_pending = evolver(Action, "status", "expires_at")
+_new_action = maker(Action)
+_new_usage = maker(UsageTotals)
 
-Handler = Callable[["Reducer", RunRecord, Any], RunRecord]
+#: A precomputed move of the table: the target itself, or ordered (condition, target) pairs.
+Move = str | tuple[tuple[Condition | None, str], ...]
+Handler = Callable[["Reducer", RunRecord, Any, Move], RunRecord]
 
 
 class Reducer:
-    """Folds events into run records under one table.
+    """Folds events into run records under one table, checking its guards.
 
     Args:
         table: the transition table (the default agent-run table unless given).
+        guards: Python guard objects (`MaxTurns(3)`, `LoopDetector()`, your own), each run
+            on the table edges that list its name.
+        run_limits: check each run's own `run.started.limits` too (the stricter limit wins).
+
+    Raises:
+        InvalidTableError: a guard no edge lists, or a guard listed on `run.terminated`.
     """
 
-    __slots__ = ("_handlers", "_moves", "table")
+    __slots__ = ("_always", "_guarded", "_handlers", "_moves", "guards", "table")
 
-    def __init__(self, table: TransitionTable = DEFAULT_TABLE) -> None:
+    def __init__(
+        self,
+        table: TransitionTable = DEFAULT_TABLE,
+        guards: Iterable[Guard] = (),
+        *,
+        run_limits: bool = True,
+    ) -> None:
         self.table = table
         self._moves = table._moves  # the precomputed (state -> event -> move) map
         self._handlers: dict[str, Handler] = dict(_HANDLERS)
+        #: The guards bound to the table's edges (see `agentfsm.fsm.guardset`).
+        self.guards = GuardSet(table, guards, run_limits=run_limits)
+        self._guarded = self.guards.events
+        self._always = self.guards.always
 
     def initial(self, run_id: str) -> RunRecord:
         """The record of a run before its first event."""
         return RunRecord(run_id=run_id, status=self.table.initial)
 
-    def reduce(self, record: RunRecord, event: Event) -> RunRecord:
-        """The record after `event`, or a `LifecycleError` with `record` unchanged."""
+    def reduce(self, record: RunRecord, event: Event, ctx: GuardContext | None = None) -> RunRecord:
+        """The record after `event`, or a `LifecycleError` with `record` unchanged.
+
+        Args:
+            record: the run's record before the event.
+            event: the event to apply.
+            ctx: what guards see as the time and shared budget; by default the time is the
+                event's `occurred_at` (so replays and audits are deterministic).
+
+        Raises:
+            GuardRejectedError: a guard's verdict (the run should be terminated with its
+                `stop_reason`); it is a `LifecycleError`, apart from `IllegalTransitionError`.
+        """
         if event.sequence != record.version + 1 or event.run_id != record.run_id:
             _envelope_error(record, event)
-        if event.type not in self._moves[record.status]:
+        move = self._moves[record.status].get(event.type)
+        if move is None:
             raise self.table._illegal(record.status, event.type, (), record.run_id, event.sequence)
-        return self._handlers[event.type](self, record, event)
+        new = self._handlers[event.type](self, record, event, move)
+        if event.type in self._guarded and (
+            self._always or record.limits is not None or ctx is not None
+        ):
+            verdict = self.guards.check(record, event, new.status, ctx)
+            if verdict is not None:
+                raise verdict.error(record, event)
+        return new
 
     def replay(self, events: Iterable[Event], snapshot: Snapshot | None = None) -> RunRecord:
         """Fold `events` from the start of the run, or after `snapshot`.
@@ -169,11 +173,15 @@ class Reducer:
             record = reduce(record, event)
         return record
 
-    def target(self, record: RunRecord, event: Any) -> str:
-        """The state the table moves to (conditions see the record before the event)."""
-        return self.table.step(
-            record.status, event.type, record, event, run_id=record.run_id, sequence=event.sequence
-        )
+
+def _to(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> str:
+    """Resolve a move: a plain target, or the first alternative whose condition holds."""
+    if isinstance(move, str):
+        return move
+    for condition, target in move:  # inlined from TransitionTable.choose: hot
+        if condition is None or condition.predicate(rec, ev):
+            return target
+    return r.table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)
 
 
 def _envelope_error(record: RunRecord, event: Event) -> None:
@@ -238,44 +246,31 @@ def _with(actions: Mapping[str, Action], action: Action) -> dict[str, Action]:
 # -- handlers, one per event type ---------------------------------------------------------
 
 
-def _run_started(r: Reducer, rec: RunRecord, ev: m.RunStarted) -> RunRecord:
+def _run_started(r: Reducer, rec: RunRecord, ev: m.RunStarted, move: Move) -> RunRecord:
+    agent = ev.agent if ev.agent is not None else rec.current_agent
     return _set_started(
-        rec,
-        r.target(rec, ev),
-        ev.sequence,
-        ev.occurred_at,
-        ev.objective,
-        ev.agent if ev.agent is not None else rec.current_agent,
-        ev.limits,
-        ev.occurred_at,
-    )
+        rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at,
+        ev.objective, agent, ev.limits, ev.occurred_at,
+    )  # fmt: skip
 
 
-def _model_started(r: Reducer, rec: RunRecord, ev: m.ModelStarted) -> RunRecord:
+def _model_started(r: Reducer, rec: RunRecord, ev: m.ModelStarted, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
     actions = rec.actions
     for aid in rec.batch:
         status = actions[aid].status
         if status not in RESOLVED:
             raise _action_error(
-                rec,
-                ev,
-                aid,
+                rec, ev, aid,
                 f"the model cannot be called while an action of the batch is '{status}'",
-            )
+            )  # fmt: skip
     return _set_model_started(
-        rec,
-        r.target(rec, ev),
-        ev.sequence,
-        ev.occurred_at,
-        rec.turn + 1,
-        True,
-        ev.reserved_tokens or 0,
-        ev.reserved_cost or 0.0,
-    )
+        rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at, rec.turn + 1, True,
+        ev.reserved_tokens or 0, ev.reserved_cost or 0.0,
+    )  # fmt: skip
 
 
-def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted) -> RunRecord:
+def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Move) -> RunRecord:
     if not rec.model_call_open:
         raise _refuse(rec, ev, "no model call is open (model.completed without model.started)")
     actions: Mapping[str, Action] = rec.actions
@@ -284,97 +279,72 @@ def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted) -> RunRec
         new = dict(actions)
         key_prefix = rec.run_id + ":"
         for call in ev.tool_calls:
-            if call.action_id in new:
-                raise _action_error(rec, ev, call.action_id, "the action id is already used")
-            new[call.action_id] = Action(
-                call.action_id,
-                call.tool,
-                call.arguments,
-                call_digest(call.tool, call.arguments),
-                A.PROPOSED,
-                0,
-                key_prefix + call.action_id,
-            )
+            aid = call.action_id
+            if aid in new:
+                raise _action_error(rec, ev, aid, "the action id is already used")
+            new[aid] = _new_action(
+                aid, call.tool, call.arguments, A.PROPOSED, 0, key_prefix + aid,
+                None, None, None, None, None, None,
+            )  # fmt: skip
         actions = new
         batch = tuple(c.action_id for c in ev.tool_calls)
     usage = rec.usage
     if ev.usage is not None:
         u = ev.usage
-        usage = UsageTotals(
+        usage = _new_usage(
             usage.input_tokens + u.input_tokens,
             usage.output_tokens + u.output_tokens,
             usage.cost + u.cost,
         )
     final = ev.output if ev.decision == "final" else rec.final_output
     return _set_model_completed(
-        rec,
-        r.target(rec, ev),
-        ev.sequence,
-        ev.occurred_at,
-        False,
-        0,
-        0.0,
-        usage,
-        ev.decision,
-        final,
-        actions,
-        batch,
-    )
+        rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at, False, 0, 0.0,
+        usage, ev.decision, final, actions, batch,
+    )  # fmt: skip
 
 
-def _handoff(r: Reducer, rec: RunRecord, ev: m.Handoff) -> RunRecord:
+def _handoff(r: Reducer, rec: RunRecord, ev: m.Handoff, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
-    return _set_agent(rec, r.target(rec, ev), ev.sequence, ev.occurred_at, ev.to_agent)
+    return _set_agent(rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at, ev.to_agent)
 
 
 def _bound_to_call(rec: RunRecord, ev: Any, action: Action, what: str) -> None:
-    """An approved or proposed call may only go ahead exactly as it was proposed."""
+    """A proposed or approved call may only go ahead exactly as it was proposed."""
     if action.tool != ev.tool:
         raise _action_error(
-            rec,
-            ev,
-            action.action_id,
+            rec, ev, action.action_id,
             f"the {what} call was to tool '{action.tool}', not '{ev.tool}'",
-        )
-    if call_digest(ev.tool, ev.arguments) != action.arguments_digest:
+        )  # fmt: skip
+    if not same_json(action.arguments, ev.arguments):
         raise _action_error(
-            rec,
-            ev,
-            action.action_id,
+            rec, ev, action.action_id,
             f"the arguments differ from the {what} call ({action.arguments_digest})",
-        )
+        )  # fmt: skip
 
 
-def _approval_requested(r: Reducer, rec: RunRecord, ev: m.ApprovalRequested) -> RunRecord:
+def _approval_requested(
+    r: Reducer, rec: RunRecord, ev: m.ApprovalRequested, move: Move
+) -> RunRecord:
     _no_open_model_call(rec, ev)
     action = rec.actions.get(ev.action_id)
     batch = rec.batch
     if action is None:
         action = Action(
-            ev.action_id,
-            ev.tool,
-            ev.arguments,
-            call_digest(ev.tool, ev.arguments),
-            A.APPROVAL_PENDING,
-            0,
-            f"{rec.run_id}:{ev.action_id}",
-            expires_at=ev.expires_at,
-        )
+            ev.action_id, ev.tool, ev.arguments, A.APPROVAL_PENDING, 0,
+            f"{rec.run_id}:{ev.action_id}", expires_at=ev.expires_at,
+        )  # fmt: skip
         batch = (*batch, ev.action_id)
     elif action.status == A.PROPOSED:
         _bound_to_call(rec, ev, action, "proposed")
         action = _action_pending(action, A.APPROVAL_PENDING, ev.expires_at)
     else:
         raise _action_error(
-            rec,
-            ev,
-            ev.action_id,
+            rec, ev, ev.action_id,
             f"approval can only be asked for a new or proposed action; it is '{action.status}'",
-        )
-    target = r.target(rec, ev)
-    return _set_actions_batch(
-        rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action), batch
-    )
+        )  # fmt: skip
+    target = _to(r, rec, ev, move)
+    actions = _with(rec.actions, action)
+    return _set_actions_batch(rec, target, ev.sequence, ev.occurred_at, actions, batch)
 
 
 def _pending_approval(rec: RunRecord, ev: Any) -> Action:
@@ -386,45 +356,36 @@ def _pending_approval(rec: RunRecord, ev: Any) -> Action:
     return action
 
 
-def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted) -> RunRecord:
+def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted, move: Move) -> RunRecord:
     action = _pending_approval(rec, ev)
-    target = r.target(rec, ev)
+    target = _to(r, rec, ev, move)
     action = _action_approved(action, A.APPROVED, ev.approver)
     return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
 
 
-def _approval_rejected(r: Reducer, rec: RunRecord, ev: m.ApprovalRejected) -> RunRecord:
+def _approval_rejected(r: Reducer, rec: RunRecord, ev: m.ApprovalRejected, move: Move) -> RunRecord:
     action = _pending_approval(rec, ev)
-    target = r.target(rec, ev)
+    target = _to(r, rec, ev, move)
     action = _action_rejected(action, A.REJECTED, ev.approver, ev.reason)
     return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
 
 
-def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested) -> RunRecord:
+def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
     key = ev.idempotency_key or f"{rec.run_id}:{ev.action_id}"
     action = rec.actions.get(ev.action_id)
     batch = rec.batch
     if action is None:
-        action = Action(
-            ev.action_id,
-            ev.tool,
-            ev.arguments,
-            call_digest(ev.tool, ev.arguments),
-            A.REQUESTED,
-            0,
-            key,
-        )
+        action = _new_action(
+            ev.action_id, ev.tool, ev.arguments, A.REQUESTED, 0, key,
+            None, None, None, None, None, None,
+        )  # fmt: skip
         batch = (*batch, ev.action_id)
     elif action.status == A.PROPOSED or action.status == A.APPROVED:
-        what = "approved" if action.status == A.APPROVED else "proposed"
-        _bound_to_call(rec, ev, action, what)
-        if action.expires_at is not None and parse_timestamp(ev.occurred_at) > parse_timestamp(
-            action.expires_at
-        ):
-            raise _action_error(
-                rec, ev, ev.action_id, f"its approval expired at {action.expires_at}"
-            )
+        _bound_to_call(rec, ev, action, "approved" if action.status == A.APPROVED else "proposed")
+        expires = action.expires_at
+        if expires is not None and parse_timestamp(ev.occurred_at) > parse_timestamp(expires):
+            raise _action_error(rec, ev, ev.action_id, f"its approval expired at {expires}")
         action = _action_requested(action, A.REQUESTED, key)
     elif action.status == A.APPROVAL_PENDING:
         raise _action_error(rec, ev, ev.action_id, "it is still waiting for approval")
@@ -432,23 +393,20 @@ def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested) -> RunRecor
         raise _action_error(
             rec, ev, ev.action_id, f"the action id is already used; it is '{action.status}'"
         )
-    target = r.target(rec, ev)
-    return _set_actions_batch(
-        rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action), batch
-    )
+    target = _to(r, rec, ev, move)
+    actions = _with(rec.actions, action)
+    return _set_actions_batch(rec, target, ev.sequence, ev.occurred_at, actions, batch)
 
 
-def _tool_started(r: Reducer, rec: RunRecord, ev: m.ToolStarted) -> RunRecord:
+def _tool_started(r: Reducer, rec: RunRecord, ev: m.ToolStarted, move: Move) -> RunRecord:
     action = _known_action(rec, ev)
-    target = r.target(rec, ev)
+    target = _to(r, rec, ev, move)
     if ev.attempt != action.attempts + 1:
         raise _action_error(
-            rec,
-            ev,
-            ev.action_id,
+            rec, ev, ev.action_id,
             f"attempt {ev.attempt} does not follow {action.attempts} attempts: "
             f"expected attempt {action.attempts + 1}",
-        )
+        )  # fmt: skip
     action = _action_started(action, A.STARTED, ev.attempt, None)
     return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
 
@@ -460,47 +418,51 @@ def _in_flight_action(rec: RunRecord, ev: Any) -> Action:
     return action
 
 
-def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted) -> RunRecord:
+def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted, move: Move) -> RunRecord:
     action = _in_flight_action(rec, ev)
-    target = r.target(rec, ev)
+    target = _to(r, rec, ev, move)
     usage = rec.usage
     if ev.cost:
-        usage = UsageTotals(usage.input_tokens, usage.output_tokens, usage.cost + ev.cost)
+        usage = _new_usage(usage.input_tokens, usage.output_tokens, usage.cost + ev.cost)
     facts = dict(rec.facts)
     facts[action.tool] = ev.result
     action = _action_succeeded(action, A.SUCCEEDED, ev.result, ev.cost)
-    return _set_completed(
-        rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action), usage, facts
-    )
+    actions = _with(rec.actions, action)
+    return _set_completed(rec, target, ev.sequence, ev.occurred_at, actions, usage, facts)
 
 
-def _tool_failed(r: Reducer, rec: RunRecord, ev: m.ToolFailed) -> RunRecord:
+def _tool_failed(r: Reducer, rec: RunRecord, ev: m.ToolFailed, move: Move) -> RunRecord:
     action = _in_flight_action(rec, ev)
-    target = r.target(rec, ev)
+    target = _to(r, rec, ev, move)
     action = _action_failed(action, A.FAILED, ev.error)
     return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
 
 
-def _tool_outcome_unknown(r: Reducer, rec: RunRecord, ev: m.ToolOutcomeUnknown) -> RunRecord:
+def _tool_outcome_unknown(
+    r: Reducer, rec: RunRecord, ev: m.ToolOutcomeUnknown, move: Move
+) -> RunRecord:
     action = _in_flight_action(rec, ev)
-    target = r.target(rec, ev)
+    target = _to(r, rec, ev, move)
     action = _action_unknown(action, A.UNKNOWN, ev.reason)
     return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))
 
 
-def _run_paused(r: Reducer, rec: RunRecord, ev: m.RunPaused) -> RunRecord:
+def _run_paused(r: Reducer, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
-    return _set_pause(rec, r.target(rec, ev), ev.sequence, ev.occurred_at, ev.reason)
+    return _set_pause(rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at, ev.reason)
 
 
-def _run_resumed(r: Reducer, rec: RunRecord, ev: m.RunResumed) -> RunRecord:
-    return _set_pause(rec, r.target(rec, ev), ev.sequence, ev.occurred_at, None)
+def _run_resumed(r: Reducer, rec: RunRecord, ev: m.RunResumed, move: Move) -> RunRecord:
+    return _set_pause(rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at, None)
 
 
-def _run_cancel_requested(r: Reducer, rec: RunRecord, ev: m.RunCancelRequested) -> RunRecord:
+def _run_cancel_requested(
+    r: Reducer, rec: RunRecord, ev: m.RunCancelRequested, move: Move
+) -> RunRecord:
     return _set_cancel(
-        rec, r.target(rec, ev), ev.sequence, ev.occurred_at, ev.reason, ev.requested_by, None
-    )
+        rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at,
+        ev.reason, ev.requested_by, None,
+    )  # fmt: skip
 
 
 _ENDED_IN_FLIGHT = "the run ended while it was in flight"
@@ -527,41 +489,32 @@ def _end(
     r: Reducer,
     rec: RunRecord,
     ev: Any,
+    move: Move,
     error: m.ErrorInfo | None = None,
     stop_reason: str | None = None,
     detail: str | None = None,
 ) -> RunRecord:
-    target = r.target(rec, ev)
+    target = _to(r, rec, ev, move)
     return _set_ended(
-        rec,
-        target,
-        ev.sequence,
-        ev.occurred_at,
-        _settled(rec.actions),
-        False,
-        0,
-        0.0,
-        None,
-        error,
-        stop_reason,
-        detail,
-    )
+        rec, target, ev.sequence, ev.occurred_at, _settled(rec.actions), False, 0, 0.0, None,
+        error, stop_reason, detail,
+    )  # fmt: skip
 
 
-def _run_cancelled(r: Reducer, rec: RunRecord, ev: m.RunCancelled) -> RunRecord:
-    return _end(r, rec, ev)
+def _run_cancelled(r: Reducer, rec: RunRecord, ev: m.RunCancelled, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move)
 
 
-def _run_completed(r: Reducer, rec: RunRecord, ev: m.RunCompleted) -> RunRecord:
-    return _end(r, rec, ev)
+def _run_completed(r: Reducer, rec: RunRecord, ev: m.RunCompleted, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move)
 
 
-def _run_failed(r: Reducer, rec: RunRecord, ev: m.RunFailed) -> RunRecord:
-    return _end(r, rec, ev, error=ev.error)
+def _run_failed(r: Reducer, rec: RunRecord, ev: m.RunFailed, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move, error=ev.error)
 
 
-def _run_terminated(r: Reducer, rec: RunRecord, ev: m.RunTerminated) -> RunRecord:
-    return _end(r, rec, ev, stop_reason=ev.stop_reason, detail=ev.detail)
+def _run_terminated(r: Reducer, rec: RunRecord, ev: m.RunTerminated, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move, stop_reason=ev.stop_reason, detail=ev.detail)
 
 
 _HANDLERS: dict[str, Handler] = {
@@ -586,6 +539,7 @@ _HANDLERS: dict[str, Handler] = {
     "run.terminated": _run_terminated,
 }
 
+#: The reducer of the default agent-run table.
 DEFAULT_REDUCER = Reducer()
 
 

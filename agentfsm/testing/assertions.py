@@ -21,6 +21,9 @@ from agentfsm.reducers.reduce import Reducer
 
 __all__ = ["IllegalLogError", "Step", "assert_legal_log", "render_path"]
 
+#: How many steps of the path a failure shows (the last ones: they led to the refusal).
+_SHOWN = 12
+
 #: What a log may hold: validated events, dicts, or JSON lines.
 LogItem = Event | Mapping[str, Any] | str | bytes
 
@@ -74,8 +77,10 @@ class IllegalLogError(AssertionError):
             f"event {self.position} of {self.total} {what}",
             f"  {self.error}",
             "path so far:",
-            render_path(self.path) if self.path else "  (none: it is the first event)",
+            render_path(self.path[-_SHOWN:]) if self.path else "  (none: it is the first event)",
         ]
+        if len(self.path) > _SHOWN:
+            lines.insert(3, f"  ... {len(self.path) - _SHOWN} earlier events")
         if self.event is not None:
             lines += ["offending event:", f"  {dump_event(self.event)}"]
         return "\n".join(lines)
@@ -95,6 +100,7 @@ def assert_legal_log(
         events: the log, as validated events, dicts, or JSON lines (parsed on the way).
         table: the transition table, or a `Reducer` (to use its table and its checks).
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     reducer = table if isinstance(table, Reducer) else Reducer(table)
     items = list(events)
     name = reducer.table.name

@@ -1,40 +1,28 @@
-"""The agentfsm pytest plugin: fixtures for testing code against a transition table.
+"""The agentfsm pytest plugin: fixtures for the table, and a log assertion that explains itself.
 
-pytest loads it through the `pytest11` entry point once agentfsm is installed. It needs
-neither Hypothesis nor anything else beyond agentfsm and pytest.
+Registered through the `pytest11` entry point, so installing agentfsm makes the fixtures
+available to every pytest session. It needs neither Hypothesis nor anything beyond agentfsm
+and pytest, so it loads for projects that installed agentfsm without the `testing` extra.
 
 Fixtures:
-    agent_run_table: the table under test (the default table; override the fixture in your
+    agent_run_table: the table under test (the default table; override this fixture in your
         `conftest.py` to test yours).
     agent_run_reducer: a `Reducer` for `agent_run_table`.
-    assert_legal_log: `assert_legal_log(events, table=None)`, bound to `agent_run_reducer`;
-        returns the folded record or fails showing the offending event and the path so far.
+
+`assert_legal_log(events, table)` (re-exported from `agentfsm.testing.assertions`) folds a
+log and fails with the offending event and the path so far.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
-from typing import Protocol
 
 import pytest
 
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing import assertions
+from agentfsm.testing.assertions import IllegalLogError, assert_legal_log
 
-__all__ = ["LegalLogAssertion", "agent_run_reducer", "agent_run_table", "assert_legal_log"]
-
-
-class LegalLogAssertion(Protocol):
-    """The type of the `assert_legal_log` fixture."""
-
-    def __call__(
-        self,
-        events: Iterable[assertions.LogItem],
-        table: TransitionTable | Reducer | None = None,
-    ) -> RunRecord: ...
+__all__ = ["IllegalLogError", "agent_run_reducer", "agent_run_table", "assert_legal_log"]
 
 
 @pytest.fixture
@@ -47,16 +35,3 @@ def agent_run_table() -> TransitionTable:
 def agent_run_reducer(agent_run_table: TransitionTable) -> Reducer:
     """A reducer for `agent_run_table`."""
     return Reducer(agent_run_table)
-
-
-@pytest.fixture
-def assert_legal_log(agent_run_reducer: Reducer) -> LegalLogAssertion:
-    """Assert a log is legal under `agent_run_table` (or the `table` given); return its record."""
-
-    def check(
-        events: Iterable[assertions.LogItem], table: TransitionTable | Reducer | None = None
-    ) -> RunRecord:
-        __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
-        return assertions.assert_legal_log(events, agent_run_reducer if table is None else table)
-
-    return check

@@ -1,11 +1,13 @@
 """A Hypothesis state machine generated from a transition table.
 
 `run_machine(table)` returns a `RuleBasedStateMachine` subclass with one rule per event type
-of the table. A rule's precondition is that the table allows its event type in the run's
-state *and* some well-formed event of that type is accepted (a `tool.completed` needs an
-action in flight); the rule then draws such an event and folds it. One more rule sends an
-event the reducer must refuse. Invariants hold after every step: terminal states are
-absorbing, the ledger is consistent, and the version is the last sequence.
+of the table (`event_tool_completed` for `tool.completed`). A rule's precondition is that
+the table allows its event type in the run's state *and* some well-formed event of that type
+is accepted (a `tool.completed` needs an action in flight); the rule then draws such an
+event, with its free fields (results, usage, reasons), and folds it. A `refuse` rule throws
+in an event the table or the ledger forbids and checks it changes nothing. Invariants hold
+after every step: terminal states are absorbing, the ledger is consistent, and the version
+is the last sequence.
 
 Bind your own system under test by subclassing and overriding the hooks::
 
@@ -19,15 +21,27 @@ Bind your own system under test by subclassing and overriding the hooks::
             assert self.service.status(event.run_id) == after.status
 
     TestMyService = TestMyService.TestCase
+
+Rules that end a run (`run.failed`, `run.terminated`) or its useful part
+(`run.cancel_requested`) are possible in almost every state, and Hypothesis picks among
+possible rules uniformly, so runs would end after a step or two. The machine therefore draws
+a `patience` first (up to 30 events) and lets those rules fire only once the run has that
+many events; detours and `refuse` go ahead once in a few tries (`RunMachine.odds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from agentfsm.events.models import EVENT_CLASSES, Event
 from agentfsm.fsm.default import DEFAULT_TABLE
@@ -104,16 +118,16 @@ class RunMachine(RuleBasedStateMachine):
         events: the events applied so far, in order.
     """
 
-    walk: ClassVar[_Walk]
+    walk: ClassVar[_Walk] = _make_walk(DEFAULT_TABLE, None, 3)
     run_id: ClassVar[str] = "run_1"
-    #: Event types that end a run or its useful part. Hypothesis picks among the possible
-    #: rules uniformly, and these are possible in almost every state, so a run would end
-    #: after a step or two; their rules go ahead only once in `rare_odds` tries (and do
-    #: nothing otherwise).
-    rare: ClassVar[frozenset[str]] = frozenset(
+    #: Event types that end a run or its useful part: their rules wait until the run has
+    #: `patience` events (see the module doc).
+    ending: ClassVar[frozenset[str]] = frozenset(
         {"run.failed", "run.terminated", "run.cancel_requested"}
     )
-    rare_odds: ClassVar[int] = 8
+    #: Rules that go ahead only once in so many tries: detours come up half as often as the
+    #: main path, and `refuse` a third as often.
+    odds: ClassVar[Mapping[str, int]] = {"refuse": 3, "run.paused": 2, "handoff": 2}
 
     def __init__(self) -> None:
         super().__init__()
@@ -123,6 +137,16 @@ class RunMachine(RuleBasedStateMachine):
         self._calls: Calls = {}
         self._options: tuple[int, dict[str, list[Next]]] = (-1, {})
         self._ended: RunRecord | None = None
+        self.patience = 0
+
+    @initialize(eagerness=st.integers(0, 30))
+    def wait_before_ending(self, eagerness: int) -> None:
+        """Draw how many events the run has before a rule may end it.
+
+        Hypothesis draws small numbers more often, so the patience is 30 minus the draw:
+        most runs get going before they may end.
+        """
+        self.patience = 30 - eagerness
 
     # -- hooks for a system under test -----------------------------------------------------
 
@@ -144,6 +168,11 @@ class RunMachine(RuleBasedStateMachine):
         """The reducer that judges every event."""
         return self.walk.reducer
 
+    @property
+    def features(self) -> frozenset[str]:
+        """Which optional behaviours events may show (see `FEATURES`)."""
+        return self.walk.features
+
     def options(self, event_type: str) -> list[Next]:
         """Accepted candidate events of `event_type` in the current state (cached per step)."""
         version, cache = self._options
@@ -159,7 +188,7 @@ class RunMachine(RuleBasedStateMachine):
 
     def fire(self, data: st.DataObject, event_type: str) -> None:
         """Draw an accepted event of `event_type`, fold it, and call `on_event`."""
-        if event_type in self.rare and self._not_now(data):
+        if self._not_now(data, event_type):
             return
         group = self.options(event_type)
         chosen = group[data.draw(st.integers(0, len(group) - 1), label="candidate")]
@@ -171,6 +200,9 @@ class RunMachine(RuleBasedStateMachine):
         self.events.append(event)
         self.on_event(event, before, self.record)
 
+    def _cancel_requested(self) -> bool:
+        return any(e.type == "run.cancel_requested" for e in self.events)
+
     def _dress(self, data: st.DataObject, chosen: Next) -> Event:
         cand = chosen.candidate
         # Drawn straight from `data` (no strategy built per event: that cost more than the
@@ -181,18 +213,21 @@ class RunMachine(RuleBasedStateMachine):
             return event
         return chosen.event  # a condition read a free field; the plain event was accepted
 
-    def _not_now(self, data: st.DataObject) -> bool:
+    def _not_now(self, data: st.DataObject, rule: str) -> bool:
+        odds = self.odds.get(rule, 1)
+        if odds == 1:
+            return False
         # "Not now" is 0, the simplest choice: Hypothesis draws it often early on, and
         # the shrinker drops a step that did nothing anyway.
-        return data.draw(st.integers(0, self.rare_odds - 1), label="go ahead") != 1
+        return data.draw(st.integers(0, odds - 1), label="go ahead") != 1
 
     @rule(data=st.data())
-    def refuse_an_illegal_event(self, data: st.DataObject) -> None:
-        """Send an event the reducer must refuse, and check the record does not change.
+    def refuse(self, data: st.DataObject) -> None:
+        """Throw in an event the table or the ledger forbids; nothing may change.
 
-        Like the rare rules, it goes ahead once in `rare_odds` tries, so runs progress.
+        It goes ahead once in `odds["refuse"]` tries, so runs progress.
         """
-        if self._not_now(data):
+        if self._not_now(data, "refuse"):
             return
         at = self._clock.at(self.record.version + 1)
         options = _refused(self.reducer, self.record, at, frozenset({"table", "rule"}))
@@ -227,7 +262,7 @@ class RunMachine(RuleBasedStateMachine):
 
 
 def _rule_name(event_type: str) -> str:
-    return event_type.replace(".", "_")
+    return "event_" + event_type.replace(".", "_")
 
 
 def _make_rule(event_type: str) -> Any:
@@ -235,12 +270,16 @@ def _make_rule(event_type: str) -> Any:
         self.fire(data, event_type)
 
     def possible(self: RunMachine) -> bool:
+        if event_type in self.ending and len(self.events) < self.patience:
+            return False
+        if event_type == "run.cancel_requested" and self._cancel_requested():
+            return False  # asking again is legal but adds nothing; one request per run
         return event_type in self.table.allowed(self.record.status) and bool(
             self.options(event_type)
         )
 
     fire.__name__ = fire.__qualname__ = _rule_name(event_type)
-    fire.__doc__ = f"Fold an accepted `{event_type}` event."
+    fire.__doc__ = f"Apply a legal `{event_type}` event, when the state has one."
     return precondition(possible)(rule(data=st.data())(fire))
 
 
@@ -250,18 +289,20 @@ def run_machine(
     features: Iterable[str] | None = None,
     max_calls: int = 3,
     run_id: str = "run_1",
+    name: str | None = None,
 ) -> type[RunMachine]:
-    """A `RuleBasedStateMachine` subclass for `table`: one rule per event type, plus one that
-    sends an illegal event, and invariants checked after every step.
+    """A `RunMachine` subclass for `table`: one rule per event type of its edges, a `refuse`
+    rule, and invariants checked after every step.
 
-    Rules are named after their event types with dots as underscores (`tool_completed`).
-    Subclass the result and override `on_event` / `on_refused` to test your own system.
+    Rules are named after their event types (`event_tool_completed`). Subclass the result and
+    override `on_event` / `on_refused` to test your own system.
 
     Args:
         table: the transition table, or a `Reducer` (to use its table and its checks).
         features: which of `FEATURES` the rules may show (default: all).
         max_calls: the most tool calls in one model decision.
         run_id: the run id of every event.
+        name: the class name (default: from the table's name, e.g. `AgentRunMachine`).
     """
     walk = _make_walk(table, features, max_calls)
     types = [t for t in EVENT_ORDER if t in set(walk.table.events) and t in EVENT_CLASSES]
@@ -272,5 +313,5 @@ def run_machine(
     }
     for event_type in types:
         namespace[_rule_name(event_type)] = _make_rule(event_type)
-    name = "".join(part.capitalize() for part in walk.table.name.split("_")) + "Machine"
-    return type(name, (RunMachine,), namespace)
+    cls_name = name or "".join(p.capitalize() for p in walk.table.name.split("_")) + "Machine"
+    return type(cls_name, (RunMachine,), namespace)

@@ -41,7 +41,7 @@ from agentfsm.fsm.errors import (
     RunMismatchError,
     SequenceError,
 )
-from agentfsm.fsm.names import Decision, StopReason
+from agentfsm.fsm.names import DecisionKind, StopReason
 from agentfsm.fsm.names import EventType as E
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.record import RunRecord
@@ -255,7 +255,7 @@ def _free_fields(
     elif t == E.MODEL_COMPLETED:
         if f.get("tool_calls"):
             f["tool_calls"] = [_call(draw, c["action_id"], calls) for c in f["tool_calls"]]
-        elif f["decision"] == Decision.FINAL:
+        elif f["decision"] == DecisionKind.FINAL:
             f["output"] = draw(json_values())
         f["usage"] = _opt(draw, usages())
     elif t == E.HANDOFF:
@@ -302,8 +302,8 @@ def payloads(event_type: str, *, max_calls: int = 3) -> st.SearchStrategy[dict[s
         if event_type == E.TOOL_STARTED:
             base["attempt"] = draw(st.integers(1, 3))
         if event_type == E.MODEL_COMPLETED:
-            base["decision"] = draw(st.sampled_from(tuple(Decision)))
-            if base["decision"] == Decision.TOOL_CALLS:
+            base["decision"] = draw(st.sampled_from(tuple(DecisionKind)))
+            if base["decision"] == DecisionKind.TOOL_CALLS:
                 ids = draw(st.lists(action_ids(), min_size=1, max_size=max_calls, unique=True))
                 base["tool_calls"] = [{"action_id": i} for i in ids]
         return _free_fields(draw, event_type, base, {})
@@ -620,7 +620,7 @@ def _finish(
             n
             for n in walk.options(record, clock)
             if "direct_requests" not in n.candidate.needs
-            and n.candidate.fields.get("decision", Decision.FINAL) == Decision.FINAL
+            and n.candidate.fields.get("decision", DecisionKind.FINAL) == DecisionKind.FINAL
         ]
         if graceful and any(n.candidate.type not in _ABRUPT for n in options):
             options = [n for n in options if n.candidate.type not in _ABRUPT]

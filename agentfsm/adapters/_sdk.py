@@ -1,0 +1,312 @@
+"""What every SDK adapter shares: one run's recorder over a store, and the result it returns.
+
+An adapter turns an SDK's signals (a hook call, a stream chunk, a graph node) into our events
+and hands them to a `Recorder`, which appends them through the Runner's `Writer`: each batch
+is checked against the table, the ledger and the guards before it is written, and logged
+(`transition.applied` / `guard.rejected`). What can happen on an append:
+
+- a guard refuses → `GuardStop` (the adapter stops the SDK run, then `terminate()` records
+  `run.terminated` with the verdict);
+- another process asked to cancel the run and the event no longer applies → `CancelStop`
+  (the adapter stops the SDK run, then `cancelled()` records `run.cancelled`);
+- the SDK made a move the table refuses → the `LifecycleError`, re-raised with the SDK signal
+  that caused it (`SignalIllegalTransitionError` for an `IllegalTransitionError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.events import models as m
+from agentfsm.events.models import Event, Limits
+from agentfsm.fsm.errors import (
+    AgentFSMError,
+    GuardRejectedError,
+    IllegalTransitionError,
+    LifecycleError,
+)
+from agentfsm.fsm.guards import Guard, Verdict
+from agentfsm.fsm.names import RunStatus
+from agentfsm.reducers.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime.writer import Spec, StateChanged, Writer
+
+__all__ = [
+    "ApprovalMismatchError",
+    "CancelStop",
+    "GuardStop",
+    "ObservedRun",
+    "Recorder",
+    "SignalIllegalTransitionError",
+    "jsonable",
+    "parse_arguments",
+]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SignalIllegalTransitionError(IllegalTransitionError):
+    """An `IllegalTransitionError` caused by an SDK signal, which its message names.
+
+    Attributes:
+        signal: the SDK signal, e.g. `openai-agents RunHooks.on_tool_start (call 'c1')`.
+    """
+
+    def __init__(self, error: IllegalTransitionError, signal: str) -> None:
+        self.signal = signal
+        super().__init__(
+            run_id=error.run_id,
+            sequence=error.sequence,
+            state=error.state,
+            event=error.event,
+            allowed=error.allowed,
+            terminal=error.terminal,
+            failed_conditions=error.failed_conditions,
+        )
+
+    def _render(self) -> str:
+        return f"{super()._render()} (caused by {self.signal})"
+
+
+class ApprovalMismatchError(AgentFSMError):
+    """The SDK state's call is not the one our store holds a decision for: nothing ran.
+
+    Attributes:
+        run_id: our run.
+        action_id: the SDK's call id.
+        expected: the digest of the call as approval was requested (None: no such call).
+        actual: the digest of the call in the SDK state.
+    """
+
+    def __init__(self, *, run_id: str, action_id: str, expected: str | None, actual: str) -> None:
+        self.run_id = run_id
+        self.action_id = action_id
+        self.expected = expected
+        self.actual = actual
+        why = (
+            "no approval was requested for it"
+            if expected is None
+            else f"approval was requested for {expected}"
+        )
+        super().__init__(
+            f"run '{run_id}': the SDK state's call '{action_id}' is {actual}, but {why}; "
+            "refusing to resume"
+        )
+
+
+class GuardStop(Exception):  # noqa: N818  (a stop signal, carried through the SDK)
+    """A guard refused an event: the SDK run must stop and the run be terminated."""
+
+    def __init__(self, error: GuardRejectedError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class CancelStop(Exception):  # noqa: N818  (a stop signal, carried through the SDK)
+    """Another process asked to cancel the run: the SDK run must stop starting work."""
+
+    def __init__(self, record: RunRecord) -> None:
+        super().__init__(f"run '{record.run_id}' was asked to cancel")
+        self.record = record
+
+
+@dataclass
+class ObservedRun:
+    """How an SDK run observed through an adapter ended (or paused).
+
+    Attributes:
+        run_id: our run id.
+        record: the run's record after the last event appended.
+        final_output: the SDK's final output (None unless `status == "completed"`).
+        partial_output: the last thing the model said (or a tool returned) when the run
+            stopped early: what a user gets back at max turns or a budget stop.
+        items: the SDK's own items produced by this leg (also on a stop, when it has them).
+        sdk_result: the SDK's own result object, when it returned one.
+        state: the SDK's serialised state to resume from (pending approvals), if any.
+    """
+
+    run_id: str
+    record: RunRecord
+    final_output: Any = None
+    partial_output: Any = None
+    items: list[Any] = field(default_factory=list)
+    sdk_result: Any = None
+    state: Any = None
+
+    @property
+    def status(self) -> str:
+        """The run's status (`completed`, `waiting_approval`, `terminated`, ...)."""
+        return self.record.status
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a guard stopped the run (`max_turns`, `budget`, ...), else None."""
+        return self.record.stop_reason
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as JSON data: itself when it already is, else its JSON through `str`."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """A tool call's arguments as a dict; text that is not a JSON object is kept as `_raw`."""
+    if isinstance(raw, dict):
+        return jsonable(raw)  # type: ignore[no-any-return]
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return parsed if isinstance(parsed, dict) else {"_raw": raw}
+
+
+class Recorder:
+    """Appends one SDK run's events to a store, checked and logged (see the module docstring).
+
+    Args:
+        store: any of our `EventStore`s.
+        run_id: our id for the run.
+        guards: Python guards (`MaxTurns(8)`, `Budget(...)`, `LoopDetector()`, ...).
+        clock: stamps events and is the guards' `now` (UTC wall clock by default).
+        logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+        listeners: called with every event of the run once it is stored, in order (e.g.
+            `RunSpans(tracer).feed` for live OpenTelemetry spans).
+        sdk: the SDK's name, used when naming the signal behind an illegal move.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Callable[[], datetime] = _utc_now,
+        logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
+        sdk: str,
+    ) -> None:
+        self.store = store
+        self._listeners = tuple(listeners)
+        self._delivered = 0
+        self.run_id = run_id
+        self.sdk = sdk
+        self._clock = clock
+        self._logger = logger
+        self._reducer = Reducer(store.reducer.table, guards)
+        self._writer: Writer | None = None
+        # Some SDKs call back from several threads at once (LangGraph's parallel tools).
+        self._lock = threading.RLock()
+
+    @property
+    def record(self) -> RunRecord:
+        """The run's record as this recorder last saw it."""
+        if self._writer is None:
+            return self._reducer.initial(self.run_id)
+        return self._writer.record
+
+    def _open(self, record: RunRecord) -> Writer:
+        self._writer = Writer(
+            self.store, record, reducer=self._reducer, clock=self._clock, logger=self._logger
+        )
+        return self._writer
+
+    def start(self, *, objective: str | None, agent: str | None, limits: Limits | None) -> None:
+        """Append `run.started` for a new run."""
+        self._open(self._reducer.initial(self.run_id))
+        self.append(
+            "run start",
+            [(m.RunStarted, {"objective": objective, "agent": agent, "limits": limits})],
+        )
+
+    def load(self) -> RunRecord:
+        """Continue a stored run (a resume): read its record from the store."""
+        record = self._open(self.store.load(self.run_id)).record
+        self._delivered = record.version  # listeners hear what happens from here on
+        return record
+
+    def append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        """Append a batch caused by the SDK's `signal`.
+
+        Raises:
+            GuardStop: a guard refused an event (nothing was written).
+            CancelStop: the run was asked to cancel and the batch no longer applies.
+            SignalIllegalTransitionError: the table refused the SDK's move.
+            LifecycleError: the ledger refused it (with a note naming the signal).
+        """
+        with self._lock:
+            record = self._append(signal, specs)
+            if self._listeners:
+                self._deliver()
+            return record
+
+    def _deliver(self) -> None:
+        # Read back from the store: a batch may have had other processes' events folded in.
+        for event in self.store.events(self.run_id, after=self._delivered):
+            for listener in self._listeners:
+                listener(event)
+            self._delivered = event.sequence
+
+    def _append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        writer = self._writer if self._writer is not None else self._open(self.record)
+        writer.begin_step()
+        try:
+            return writer.append(specs)
+        except GuardRejectedError as exc:
+            raise GuardStop(exc) from exc
+        except StateChanged as changed:
+            if changed.record.status == RunStatus.CANCEL_REQUESTED:
+                raise CancelStop(changed.record) from None
+            raise
+        except IllegalTransitionError as exc:
+            if writer.record.status == RunStatus.CANCEL_REQUESTED:
+                # Folded in by an earlier append: the SDK goes on, the run may not.
+                raise CancelStop(writer.record) from None
+            raise SignalIllegalTransitionError(exc, f"{self.sdk} {signal}") from exc
+        except LifecycleError as exc:
+            exc.add_note(f"caused by {self.sdk} {signal}")
+            raise
+
+    def terminate(self, stop: GuardStop) -> RunRecord:
+        """Record `run.terminated` with the guard's verdict."""
+        return self.append("stop", [Verdict.of(stop.error).terminated_event])
+
+    def cancelled(self) -> RunRecord:
+        """Record `run.cancelled` (calls left in flight are recorded as outcome unknown)."""
+        record = self.record
+        specs: list[Spec] = [
+            (m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": "the run was cancelled"})
+            for a in record.actions.values()
+            if a.status in ("requested", "started")
+        ]
+        specs.append((m.RunCancelled, {}))
+        return self.append("cancel", specs)
+
+    def stopped(self, stop: GuardStop | CancelStop) -> RunRecord:
+        """Record how a stop ended the run: `run.terminated` or `run.cancelled`."""
+        return self.terminate(stop) if isinstance(stop, GuardStop) else self.cancelled()
+
+    def failed(self, exc: BaseException) -> None:
+        """Record `run.failed` for what the SDK raised, unless the run cannot take it."""
+        kind = "illegal_transition" if isinstance(exc, LifecycleError) else type(exc).__name__
+        # Already ended (or never started): the original error says what happened.
+        with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+            self.fail(kind, str(exc))
+
+    def fail(self, kind: str, message: str) -> RunRecord:
+        """Record `run.failed` with an error the SDK raised."""
+        error = {"kind": kind, "message": message}
+        return self.append("failure", [(m.RunFailed, {"error": error})])

@@ -1,0 +1,391 @@
+"""Run a LangGraph graph under our lifecycle: validated, guarded, stored, logged.
+
+`GraphRun(store, run_id, guards=[...]).run(graph, input, config)` streams the compiled graph
+(`stream_mode="updates"`) with a LangChain callback handler that turns the signals of the
+chat models and tools inside it into our events, appended through the store as they happen:
+
+- before the stream: `run.started`;
+- `on_chat_model_start` / `on_llm_start`: `model.started` (max turns, budget, deadline);
+- `on_llm_end`: `model.completed` with the message's `usage_metadata`; its `tool_calls`
+  become our tool calls with the model's call ids as `action_id`s;
+- `on_tool_start`: `tool.requested` + `tool.started`; `on_tool_end`: `tool.completed`;
+  `on_tool_error`: `tool.failed` (whether or not `ToolNode` hands the error to the model);
+- an `interrupt(approval_request(calls))` in a node: `approval.requested` per call (any
+  other `interrupt()` is `run.paused`): a pause, never a failure;
+- the stream ends with nothing pending: `run.completed`;
+- `GraphRecursionError`: `run.terminated` (`max_turns`); other exceptions: `run.failed`.
+
+The handler sets `raise_error = True`, so a guard's refusal raised from it stops the graph;
+the adapter then records `run.terminated` and returns the partial output. Approvals are
+decided in our store (`agentfsm.runtime.approve`/`reject`, any process); `resume(graph,
+config)` then resumes the graph from its checkpointer with `Command(resume={call_id:
+{"approved": bool, "reason": str | None}})`, after checking that the interrupted calls are
+exactly the ones approval was requested for (call id and arguments digest): else
+`ApprovalMismatchError` and nothing runs.
+
+Turns: LangGraph's `recursion_limit` counts super-steps (every node execution round: model,
+tools, approval and your own nodes), not model calls. Our `max_turns` counts model calls
+(`model.started`); a graph with a model node and a tool node takes about two super-steps
+per model turn. Both may be set; either stop ends as `run.terminated` / `max_turns`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.outputs import LLMResult
+from langgraph.errors import GraphRecursionError
+from langgraph.types import Command, interrupt
+
+from agentfsm.adapters._sdk import (
+    ApprovalMismatchError,
+    CancelStop,
+    GuardStop,
+    ObservedRun,
+    Recorder,
+    SignalIllegalTransitionError,
+    _utc_now,
+    jsonable,
+    parse_arguments,
+)
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.events import models as m
+from agentfsm.events.canonical import canonical_json
+from agentfsm.events.models import Event, Limits
+from agentfsm.fsm.errors import LifecycleError
+from agentfsm.fsm.guards import Guard
+from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
+from agentfsm.reducers.record import call_digest
+
+__all__ = [
+    "APPROVAL",
+    "ApprovalMismatchError",
+    "GraphRun",
+    "ObservedRun",
+    "SignalIllegalTransitionError",
+    "approval_request",
+]
+
+SDK = "langgraph"
+#: The marker of an approval interrupt's payload (see `approval_request`).
+APPROVAL = "agentfsm.approval"
+
+
+def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Pause the graph for approval of `tool_calls` (an AIMessage's); returns the decisions.
+
+    Call it inside a node. On resume it returns `{call_id: {"approved": bool, "reason":
+    str | None}}` for every call, as decided in our store.
+    """
+    calls = [{"id": c["id"], "name": c["name"], "args": c["args"]} for c in tool_calls]
+    decisions: dict[str, dict[str, Any]] = interrupt({"type": APPROVAL, "tool_calls": calls})
+    return decisions
+
+
+class _Handler(BaseCallbackHandler):
+    """LangChain callbacks appending our events (see the module docstring)."""
+
+    raise_error = True  # a guard's stop must stop the graph, not be logged and dropped
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.tool_runs: dict[UUID, str] = {}
+        self.last_output: Any = None
+        #: A stop raised from a callback; a node that catches errors (`ToolNode(...,
+        #: handle_tool_errors=True)`) would swallow it, so every later callback raises it again.
+        self.stop: GuardStop | CancelStop | None = None
+
+    def _append(self, signal: str, specs: list[Any]) -> None:
+        if self.stop is not None:
+            raise self.stop
+        try:
+            self.recorder.append(signal, specs)
+        except (GuardStop, CancelStop) as stop:
+            self.stop = stop
+            raise
+
+    def _model_started(self, name: str) -> None:
+        self._append(f"on_chat_model_start ({name})", [(m.ModelStarted, {})])
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
+    ) -> None:
+        """A chat model call is about to start: `model.started`."""
+        self._model_started(str((serialized or {}).get("name", "chat model")))
+
+    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
+        """A text model call is about to start: `model.started`."""
+        self._model_started(str((serialized or {}).get("name", "llm")))
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        """The model answered: `model.completed` with its decision and usage."""
+        generation = response.generations[0][0]
+        message = getattr(generation, "message", None)
+        usage = None
+        calls: list[dict[str, Any]] = []
+        text: Any = generation.text
+        if isinstance(message, AIMessage):
+            calls = [
+                {"action_id": c["id"], "tool": c["name"], "arguments": jsonable(c["args"])}
+                for c in message.tool_calls
+            ]
+            if message.usage_metadata:
+                usage = {
+                    "input_tokens": message.usage_metadata["input_tokens"],
+                    "output_tokens": message.usage_metadata["output_tokens"],
+                }
+            text = message.text
+        if calls:
+            fields: dict[str, Any] = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
+        else:
+            fields = {"decision": DecisionKind.FINAL, "output": jsonable(text)}
+            self.last_output = fields["output"]
+        self._append("on_llm_end", [(m.ModelCompleted, {**fields, "usage": usage})])
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A tool is about to run: `tool.requested` + `tool.started`."""
+        aid = kwargs.get("tool_call_id")
+        if not aid:
+            return  # a tool invoked outside a model's tool call: not an action of the run
+        self.tool_runs[run_id] = aid
+        name = str((serialized or {}).get("name") or kwargs.get("name"))
+        args = jsonable(inputs) if inputs is not None else parse_arguments(input_str)
+        self._append(
+            f"on_tool_start (call '{aid}')",
+            [
+                (m.ToolRequested, {"action_id": aid, "tool": name, "arguments": args}),
+                (m.ToolStarted, {"action_id": aid}),
+            ],
+        )
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A tool returned: `tool.completed`."""
+        aid = self.tool_runs.pop(run_id, None)
+        if aid is None:
+            return
+        result = output.content if isinstance(output, ToolMessage) else output
+        self.last_output = jsonable(result)
+        self._append(
+            f"on_tool_end (call '{aid}')",
+            [(m.ToolCompleted, {"action_id": aid, "result": self.last_output})],
+        )
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A tool raised: `tool.failed`."""
+        aid = self.tool_runs.pop(run_id, None)
+        if aid is None or isinstance(error, GuardStop | CancelStop):
+            return
+        failure = {"kind": type(error).__name__, "message": str(error)}
+        self._append(
+            f"on_tool_error (call '{aid}')",
+            [(m.ToolFailed, {"action_id": aid, "error": failure})],
+        )
+
+
+class GraphRun:
+    """One of our runs, driven by a compiled LangGraph graph (see the module docstring).
+
+    Args:
+        store: any of our `EventStore`s.
+        run_id: our id for the run.
+        guards: Python guards checked on every signal (`MaxTurns`, `Budget`, ...).
+        clock: stamps events and is the guards' `now` (UTC wall clock by default).
+        logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Any = _utc_now,
+        logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
+    ) -> None:
+        self.recorder = Recorder(
+            store,
+            run_id,
+            guards=guards,
+            clock=clock,
+            logger=logger,
+            listeners=listeners,
+            sdk=SDK,
+        )
+        self.handler = _Handler(self.recorder)
+
+    def run(
+        self,
+        graph: Any,
+        input: Any,
+        config: dict[str, Any] | None = None,
+        *,
+        objective: str | None = None,
+        agent: str | None = None,
+        limits: Limits | None = None,
+    ) -> ObservedRun:
+        """Start the run and stream `graph` on `input` under our lifecycle.
+
+        Args:
+            graph: a compiled graph (`StateGraph(...).compile(...)`).
+            input: the graph's input.
+            config: the graph's config (`thread_id`, `recursion_limit`, ...).
+            objective: the run's objective, recorded on `run.started`.
+            agent: the agent's name, recorded on `run.started`.
+            limits: the run's own limits, recorded on `run.started` and enforced.
+        """
+        self.recorder.start(objective=objective, agent=agent, limits=limits)
+        return self._drive(graph, input, config)
+
+    def resume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
+        """Continue a paused run from the graph's checkpointer (any process).
+
+        A run waiting for approval resumes with the decisions stored in our store (`value`
+        is ignored); a run paused by another `interrupt()` records `run.resumed` and resumes
+        with `value`. Calls still undecided leave the run waiting (nothing runs).
+
+        Raises:
+            ApprovalMismatchError: the graph's interrupted calls are not the ones approval
+                was requested for.
+        """
+        command = self._resume_command(graph.get_state(config).interrupts, value)
+        if isinstance(command, ObservedRun):
+            return command
+        return self._drive(graph, command, config)
+
+    async def arun(
+        self,
+        graph: Any,
+        input: Any,
+        config: dict[str, Any] | None = None,
+        *,
+        objective: str | None = None,
+        agent: str | None = None,
+        limits: Limits | None = None,
+    ) -> ObservedRun:
+        """`run` for async graphs and nodes (`graph.astream`)."""
+        self.recorder.start(objective=objective, agent=agent, limits=limits)
+        return await self._adrive(graph, input, config)
+
+    async def aresume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
+        """`resume` for async graphs and checkpointers (`graph.aget_state`, `astream`)."""
+        state = await graph.aget_state(config)
+        command = self._resume_command(state.interrupts, value)
+        if isinstance(command, ObservedRun):
+            return command
+        return await self._adrive(graph, command, config)
+
+    def _resume_command(self, interrupts: Sequence[Any], value: Any) -> Command[Any] | ObservedRun:
+        """What to resume the graph with, or the run as it is if a decision is missing."""
+        record = self.recorder.load()
+        if record.status == RunStatus.PAUSED:
+            self.recorder.append("resume", [(m.RunResumed, {})])
+            return Command(resume=value)
+        decisions: dict[str, dict[str, Any]] = {}
+        for call in _approval_calls(interrupts):
+            aid = call["id"]
+            actual = call_digest(call["name"], jsonable(call["args"]))
+            action = record.actions.get(aid)
+            expected = action.arguments_digest if action is not None else None
+            if action is None or expected != actual:
+                raise ApprovalMismatchError(
+                    run_id=record.run_id, action_id=aid, expected=expected, actual=actual
+                )
+            if action.status == ActionStatus.APPROVAL_PENDING:
+                return ObservedRun(record.run_id, record)
+            approved = action.status != ActionStatus.REJECTED
+            decisions[aid] = {"approved": approved, "reason": action.reason}
+        return Command(resume=decisions)
+
+    def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
+        cfg = dict(config or {})
+        cfg["callbacks"] = [*cfg.get("callbacks", []), self.handler]
+        self.handler.stop = None
+        return cfg
+
+    def _drive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
+        interrupts: list[Any] = []
+        try:
+            for chunk in graph.stream(input, self._config(config), stream_mode="updates"):
+                interrupts.extend(chunk.get("__interrupt__", ()))
+            if self.handler.stop is not None:
+                raise self.handler.stop
+        except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
+            return self._ended(exc)
+        return self._finish(interrupts)
+
+    async def _adrive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
+        interrupts: list[Any] = []
+        try:
+            async for chunk in graph.astream(input, self._config(config), stream_mode="updates"):
+                interrupts.extend(chunk.get("__interrupt__", ()))
+            if self.handler.stop is not None:
+                raise self.handler.stop
+        except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
+            return self._ended(exc)
+        return self._finish(interrupts)
+
+    def _ended(self, exc: Exception) -> ObservedRun:
+        """The run after the graph raised `exc`: a stop, a recursion limit, or a failure."""
+        recorder = self.recorder
+        if isinstance(exc, GuardStop | CancelStop):
+            record = recorder.stopped(exc)
+        elif isinstance(exc, GraphRecursionError):
+            detail = str(exc).split(".")[0]
+            record = recorder.append(
+                "GraphRecursionError",
+                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": detail})],
+            )
+        else:
+            recorder.failed(exc)
+            raise exc
+        return ObservedRun(recorder.run_id, record, partial_output=self.handler.last_output)
+
+    def _finish(self, interrupts: list[Any]) -> ObservedRun:
+        """The run after the stream ended: waiting on its interrupts, or completed."""
+        recorder = self.recorder
+        if interrupts:
+            calls = _approval_calls(interrupts)
+            if calls:
+                specs: list[Any] = [
+                    (
+                        m.ApprovalRequested,
+                        {"action_id": c["id"], "tool": c["name"], "arguments": jsonable(c["args"])},
+                    )
+                    for c in calls
+                ]
+            else:
+                value = interrupts[0].value
+                reason = value if isinstance(value, str) else canonical_json(jsonable(value))
+                specs = [(m.RunPaused, {"reason": reason})]
+            record = recorder.append("__interrupt__", specs)
+            return ObservedRun(recorder.run_id, record, state=[i.value for i in interrupts])
+        try:
+            record = recorder.append("stream ended", [(m.RunCompleted, {})])
+        except LifecycleError as exc:
+            recorder.failed(exc)
+            raise
+        return ObservedRun(recorder.run_id, record, final_output=record.final_output)
+
+
+def _approval_calls(interrupts: Sequence[Any]) -> list[dict[str, Any]]:
+    """The tool calls of the approval interrupts among `interrupts`."""
+    calls: list[dict[str, Any]] = []
+    for it in interrupts:
+        value = getattr(it, "value", None)
+        if isinstance(value, dict) and value.get("type") == APPROVAL:
+            calls.extend(value["tool_calls"])
+    return calls

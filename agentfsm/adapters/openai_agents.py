@@ -1,0 +1,479 @@
+"""Run an OpenAI Agents SDK agent under our lifecycle: validated, guarded, stored, logged.
+
+`AgentsRun(store, run_id, guards=[...]).run(agent, input)` calls the SDK's own
+`Runner.run` with `RunHooks` that turn each SDK signal into our events, appended through the
+store *before* the SDK goes on (a hook is awaited before the model or tool call it announces):
+
+- before `Runner.run`: `run.started`;
+- `on_llm_start`: `model.started` (turn guards: max turns, budget, deadline);
+- `on_llm_end`: `model.completed` with the response's usage; each `function_call` is a tool
+  call whose `action_id` is the SDK's `call_id`; a handoff tool's call makes it `handoff`;
+- `on_tool_start`: `tool.requested` + `tool.started` (loop, budget and deadline guards);
+- `on_tool_end`: `tool.completed`; a tool's exception (`RunConfig.tool_error_formatter`,
+  or `tool_failure` from a tool's own `failure_error_function`): `tool.failed`;
+- `on_handoff`: `handoff`;
+- `result.interruptions` (`needs_approval` tools): one `approval.requested` per call;
+- a final output: `run.completed`; `MaxTurnsExceeded`: `run.terminated` (`max_turns`);
+  any other exception: `run.failed`.
+
+A guard's refusal is raised from the hook, which stops the SDK run; the adapter then records
+`run.terminated` with the verdict and returns the partial output. A cancel requested from
+another process (`agentfsm.runtime.cancel`) stops the run at its next signal the same way,
+ending in `run.cancelled`. An SDK move the table refuses raises `IllegalTransitionError`
+naming the signal (`SignalIllegalTransitionError`) after recording `run.failed`.
+
+Approvals: a paused run returns `status == "waiting_approval"` and the SDK's `RunState`
+JSON in `.state`. Decide with `agentfsm.runtime.approve`/`reject` from any process, then
+`resume(agent, state)` — in any process — applies the stored decisions to the SDK state. Each
+decision is bound to the call id *and* the digest of the tool name and arguments: if the
+state's call differs from the one approved, `ApprovalMismatchError` and nothing runs.
+
+Turns: our `max_turns` counts model calls (`model.started`) over the whole run. The SDK's
+`max_turns` counts the iterations of its loop, one model call each, and carries its count in
+`RunState` across an approval resume; so within one run the two agree, and the stricter
+limit stops first. They differ when a conversation is continued with a new `Runner.run` (the
+SDK's count restarts at 0; ours is a new run too), and in how a stop reads: our guard stops
+*before* the call (`detail` "3 of 3 turns used"), the SDK raises `MaxTurnsExceeded`
+("Max turns (3) exceeded"); both end as `run.terminated` with `stop_reason` `max_turns`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import dataclasses
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agents import (
+    Agent,
+    Handoff,
+    ItemHelpers,
+    MaxTurnsExceeded,
+    MessageOutputItem,
+    ModelResponse,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    RunState,
+    ToolCallOutputItem,
+)
+from agents.exceptions import AgentsException
+from agents.result import RunResultBase
+from agents.run import DEFAULT_MAX_TURNS
+from agents.run_config import RunConfig, ToolErrorFormatterArgs
+from agents.tool import Tool
+from agents.tool_context import ToolContext
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+
+from agentfsm.adapters._sdk import (
+    ApprovalMismatchError,
+    CancelStop,
+    GuardStop,
+    ObservedRun,
+    Recorder,
+    SignalIllegalTransitionError,
+    _utc_now,
+    jsonable,
+    parse_arguments,
+)
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.events import models as m
+from agentfsm.events.models import Event, Limits
+from agentfsm.fsm.errors import LifecycleError
+from agentfsm.fsm.guards import Guard
+from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.reducers.record import call_digest
+
+__all__ = [
+    "AgentsRun",
+    "ApprovalMismatchError",
+    "ObservedRun",
+    "SignalIllegalTransitionError",
+    "tool_failure",
+]
+
+SDK = "openai-agents"
+
+#: Called with each SDK stream event of a streamed run (`StreamEvent`).
+StreamCallback = Callable[[Any], Any]
+
+#: The recorder of the run being driven in this task (the failure function finds it here).
+_CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "agentfsm_openai_agents_recorder", default=None
+)
+
+
+class _Stopped(AgentsException):
+    """Carries our stop through the SDK, which then attaches its partial items (`run_data`)."""
+
+    def __init__(self, stop: GuardStop | CancelStop) -> None:
+        super().__init__(str(stop))
+        self.stop = stop
+
+
+def tool_failure(ctx: RunContextWrapper[Any] | _FailureContext, error: Exception) -> str:
+    """Record `tool.failed` for a failing tool, as a `function_tool(failure_error_function=)`.
+
+    Tools that keep the SDK's default failure handling need nothing: the adapter records
+    their failures through `RunConfig.tool_error_formatter`. This is for tools that set
+    their own `failure_error_function` (call it from yours). Returns what the model reads
+    (the SDK's default message); outside an observed run it only returns that.
+    """
+    recorder = _CURRENT.get()
+    if recorder is not None and isinstance(ctx, ToolContext | _FailureContext):
+        recorder.append(
+            f"failure_error_function (call '{ctx.tool_call_id}')",
+            [
+                (
+                    m.ToolFailed,
+                    {
+                        "action_id": ctx.tool_call_id,
+                        "error": {"kind": type(error).__name__, "message": str(error)},
+                    },
+                )
+            ],
+        )
+    return f"An error occurred while running the tool. Please try again. Error: {error}"
+
+
+def _recording_failures(config: RunConfig | None) -> RunConfig:
+    """`config` with a `tool_error_formatter` that records `tool.failed` first.
+
+    The SDK calls it for a function tool that keeps its default failure handling, with the
+    call id and the exception; what the model reads stays the caller's formatter's or the
+    SDK's default message.
+    """
+    config = config if config is not None else RunConfig()
+    formatter = config.tool_error_formatter
+
+    def record_then_format(args: ToolErrorFormatterArgs[Any]) -> Any:
+        if args.kind == "tool_exception" and args.error is not None:
+            tool_failure(_FailureContext(args.call_id), args.error)
+        return formatter(args) if formatter is not None else None
+
+    return dataclasses.replace(config, tool_error_formatter=record_then_format)
+
+
+class _FailureContext:
+    """The part of a `ToolContext` `tool_failure` reads."""
+
+    def __init__(self, call_id: str) -> None:
+        self.tool_call_id = call_id
+
+
+def _handoff_names(agent: Agent[Any]) -> set[str]:
+    names = set()
+    for h in agent.handoffs:
+        names.add(h.tool_name if isinstance(h, Handoff) else Handoff.default_tool_name(h))
+    return names
+
+
+class _Hooks(RunHooks[Any]):
+    """The SDK's run hooks, appending our events (see the module's table)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def _append(self, signal: str, specs: list[Any]) -> None:
+        try:
+            self.recorder.append(signal, specs)
+        except (GuardStop, CancelStop) as stop:
+            raise _Stopped(stop) from stop
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[Any],
+    ) -> None:
+        """A model call is about to start: `model.started`."""
+        self._append(f"RunHooks.on_llm_start (agent '{agent.name}')", [(m.ModelStarted, {})])
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        """The model answered: `model.completed` with its decision and usage."""
+        handoffs = _handoff_names(agent)
+        calls: list[dict[str, Any]] = []
+        handoff = False
+        texts: list[str] = []
+        for item in response.output:
+            if isinstance(item, ResponseFunctionToolCall):
+                if item.name in handoffs:
+                    handoff = True
+                else:
+                    calls.append(
+                        {
+                            "action_id": item.call_id,
+                            "tool": item.name,
+                            "arguments": parse_arguments(item.arguments),
+                        }
+                    )
+            elif isinstance(item, ResponseOutputMessage):
+                texts.append(ItemHelpers.extract_last_text(item) or "")
+        usage = {
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+        }
+        if calls:
+            fields: dict[str, Any] = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
+        elif handoff:
+            fields = {"decision": DecisionKind.HANDOFF}
+        else:
+            fields = {"decision": DecisionKind.FINAL, "output": "".join(texts)}
+        self._append(
+            f"RunHooks.on_llm_end (agent '{agent.name}')",
+            [(m.ModelCompleted, {**fields, "usage": usage})],
+        )
+
+    async def on_tool_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
+    ) -> None:
+        """A function tool is about to run: `tool.requested` and `tool.started`."""
+        if not isinstance(context, ToolContext):
+            return  # hosted and shell-like tools carry no call id: not tracked
+        aid = context.tool_call_id
+        self._append(
+            f"RunHooks.on_tool_start (call '{aid}')",
+            [
+                (
+                    m.ToolRequested,
+                    {
+                        "action_id": aid,
+                        "tool": context.tool_name,
+                        "arguments": parse_arguments(context.tool_arguments),
+                    },
+                ),
+                (m.ToolStarted, {"action_id": aid}),
+            ],
+        )
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
+        """A function tool returned: `tool.completed` (unless `tool_failure` saw it fail)."""
+        if not isinstance(context, ToolContext):
+            return
+        aid = context.tool_call_id
+        action = self.recorder.record.actions.get(aid)
+        if action is not None and action.status == ActionStatus.FAILED:
+            return  # the failure function recorded it; the SDK reports its message as output
+        self._append(
+            f"RunHooks.on_tool_end (call '{aid}')",
+            [(m.ToolCompleted, {"action_id": aid, "result": jsonable(result)})],
+        )
+
+    async def on_handoff(
+        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
+    ) -> None:
+        """The SDK handed the run to another agent: `handoff`."""
+        self._append(
+            f"RunHooks.on_handoff ('{from_agent.name}' → '{to_agent.name}')",
+            [(m.Handoff, {"to_agent": to_agent.name})],
+        )
+
+
+def _partial(items: Sequence[Any]) -> Any:
+    """The last thing said or returned in `items`: what a stopped run leaves its user."""
+    for item in reversed(items):
+        if isinstance(item, MessageOutputItem):
+            return ItemHelpers.text_message_output(item)
+        if isinstance(item, ToolCallOutputItem):
+            return jsonable(item.output)
+    return None
+
+
+class AgentsRun:
+    """One of our runs, driven by the OpenAI Agents SDK's `Runner` (see the module docstring).
+
+    Args:
+        store: any of our `EventStore`s (memory, SQLite, PostgreSQL).
+        run_id: our id for the run.
+        guards: Python guards checked on every SDK signal (`MaxTurns`, `Budget`, ...).
+        clock: stamps events and is the guards' `now` (UTC wall clock by default).
+        logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Any = _utc_now,
+        logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
+    ) -> None:
+        self.recorder = Recorder(
+            store,
+            run_id,
+            guards=guards,
+            clock=clock,
+            logger=logger,
+            listeners=listeners,
+            sdk=SDK,
+        )
+        self.hooks = _Hooks(self.recorder)
+
+    async def run(
+        self,
+        agent: Agent[Any],
+        input: str | list[Any],
+        *,
+        limits: Limits | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        on_stream_event: StreamCallback | None = None,
+        **runner_kwargs: Any,
+    ) -> ObservedRun:
+        """Start the run and drive `Runner.run(agent, input)` under our lifecycle.
+
+        Args:
+            agent: the SDK agent.
+            input: the SDK input (text becomes the run's `objective`).
+            limits: the run's own limits, recorded on `run.started` and enforced.
+            max_turns: the SDK's own limit (its `MaxTurnsExceeded` ends as `max_turns`).
+            on_stream_event: given, the run is streamed (`Runner.run_streamed`) and this is
+                called with each of the SDK's stream events (`await`ed if it returns one).
+            **runner_kwargs: passed to `Runner.run` (`context`, `run_config`, ...).
+        """
+        objective = input if isinstance(input, str) else None
+        self.recorder.start(objective=objective, agent=agent.name, limits=limits)
+        return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)
+
+    async def resume(
+        self,
+        agent: Agent[Any],
+        state: dict[str, Any],
+        *,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        on_stream_event: StreamCallback | None = None,
+        **runner_kwargs: Any,
+    ) -> ObservedRun:
+        """Continue a run paused for approval, from the SDK's `RunState` JSON (`.state`).
+
+        The decisions come from our store (`approve`/`reject` from any process). Calls
+        still undecided leave the run waiting (nothing runs).
+
+        Raises:
+            ApprovalMismatchError: the state's call is not the call approval was asked for.
+        """
+        record = self.recorder.load()
+        run_state = await RunState.from_json(agent, state)
+        undecided = False
+        for item in run_state.get_interruptions():
+            aid = str(item.call_id)
+            actual = call_digest(str(item.name), parse_arguments(item.arguments))
+            action = record.actions.get(aid)
+            expected = action.arguments_digest if action is not None else None
+            if action is None or expected != actual:
+                raise ApprovalMismatchError(
+                    run_id=record.run_id, action_id=aid, expected=expected, actual=actual
+                )
+            if action.status == ActionStatus.APPROVED:
+                run_state.approve(item)
+            elif action.status == ActionStatus.REJECTED:
+                run_state.reject(item, rejection_message=action.reason or "rejected")
+            else:
+                undecided = True
+        if undecided:
+            return ObservedRun(record.run_id, record, state=state)
+        return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)
+
+    async def _drive(
+        self,
+        agent: Agent[Any],
+        input: Any,
+        max_turns: int,
+        on_stream_event: StreamCallback | None,
+        kwargs: dict[str, Any],
+    ) -> ObservedRun:
+        token = _CURRENT.set(self.recorder)
+        try:
+            return await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
+            _CURRENT.reset(token)
+
+    async def _drive_sdk(
+        self,
+        agent: Agent[Any],
+        input: Any,
+        max_turns: int,
+        on_stream_event: StreamCallback | None,
+        kwargs: dict[str, Any],
+    ) -> ObservedRun:
+        recorder = self.recorder
+        kwargs = {**kwargs, "run_config": _recording_failures(kwargs.get("run_config"))}
+        result: RunResultBase
+        try:
+            if on_stream_event is None:
+                result = await Runner.run(
+                    agent, input, hooks=self.hooks, max_turns=max_turns, **kwargs
+                )
+            else:
+                streamed = Runner.run_streamed(
+                    agent, input, hooks=self.hooks, max_turns=max_turns, **kwargs
+                )
+                async for event in streamed.stream_events():
+                    done = on_stream_event(event)
+                    if inspect.isawaitable(done):
+                        await done
+                result = streamed
+        except _Stopped as stopped:
+            items = list(stopped.run_data.new_items) if stopped.run_data else []
+            record = recorder.stopped(stopped.stop)
+            return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
+        except MaxTurnsExceeded as exc:
+            items = list(exc.run_data.new_items) if exc.run_data else []
+            record = recorder.append(
+                "MaxTurnsExceeded",
+                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
+            )
+            return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
+        items = list(result.new_items)
+        if result.interruptions:
+            specs = [
+                (
+                    m.ApprovalRequested,
+                    {
+                        "action_id": str(item.call_id),
+                        "tool": str(item.name),
+                        "arguments": parse_arguments(item.arguments),
+                    },
+                )
+                for item in result.interruptions
+            ]
+            record = recorder.append("RunResult.interruptions", specs)
+            state = result.to_state().to_json()
+            return ObservedRun(recorder.run_id, record, items=items, sdk_result=result, state=state)
+        record = recorder.append("Runner.run returned", [(m.RunCompleted, {})])
+        return ObservedRun(
+            recorder.run_id,
+            record,
+            final_output=result.final_output,
+            items=items,
+            sdk_result=result,
+        )
+
+    def _fail(self, exc: BaseException) -> None:
+        """Record how the SDK run ended abnormally, unless the run cannot take it.
+
+        A cancelled asyncio task is a cancel (`run.cancel_requested` + `run.cancelled`);
+        any other exception is `run.failed`.
+        """
+        if not isinstance(exc, asyncio.CancelledError):
+            self.recorder.failed(exc)
+            return
+        with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+            self.recorder.append(
+                "asyncio cancellation",
+                [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
+            )
+            self.recorder.cancelled()

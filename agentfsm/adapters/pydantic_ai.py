@@ -1,0 +1,309 @@
+"""Run a pydantic-ai agent under our lifecycle: validated, guarded, stored, logged.
+
+`AgentIterRun(store, run_id, guards=[...]).run(agent, prompt)` drives `agent.iter()` node by
+node and appends our events before the agent takes the next step:
+
+- before the run: `run.started`;
+- a `ModelRequestNode`: `model.started` (max turns, budget, deadline);
+- a `CallToolsNode`: `model.completed` with the response's usage; its `ToolCallPart`s are the
+  tool calls, with pydantic-ai's `tool_call_id`s as `action_id`s;
+- `FunctionToolCallEvent`: `tool.requested` + `tool.started` (loop, budget, deadline), except
+  for a call that waits for approval;
+- `FunctionToolResultEvent`: `tool.completed` (`outcome="success"`), `tool.failed`
+  (`failed`, or `retried` after `ModelRetry`), `tool.outcome_unknown` (`interrupted`);
+- the run's output: `run.completed`; a `DeferredToolRequests` output: `approval.requested`
+  per call (`requires_approval=True` tools);
+- `UsageLimitExceeded`: `run.terminated` (`budget`, or `max_turns` for the request limit);
+  `RunCancelled`: `run.cancelled`; other exceptions: `run.failed`.
+
+A guard's refusal stops the iteration before the next model request or tool call; the run is
+recorded as `run.terminated` and the partial output returned. Approvals are decided in our
+store (`agentfsm.runtime.approve`/`reject`, any process); `resume(agent, history)` —
+`history` being the run's messages as JSON (`ObservedRun.state`) — checks each deferred call
+against the one approval was requested for (call id and arguments digest; else
+`ApprovalMismatchError`, nothing runs) and continues with `DeferredToolResults`.
+
+Turns: pydantic-ai's `UsageLimits(request_limit=n)` counts model requests like our
+`max_turns` does, but only within one `iter()`/`run()` call (a resume starts again at 0,
+ours goes on), and it is checked before the request as ours is. Its default is 50.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.exceptions import RunCancelled, UsageLimitExceeded
+from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+)
+
+from agentfsm.adapters._sdk import (
+    ApprovalMismatchError,
+    CancelStop,
+    GuardStop,
+    ObservedRun,
+    Recorder,
+    SignalIllegalTransitionError,
+    _utc_now,
+    jsonable,
+)
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.events import models as m
+from agentfsm.events.models import Event, Limits
+from agentfsm.fsm.guards import Guard
+from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.reducers.record import call_digest
+
+__all__ = [
+    "AgentIterRun",
+    "ApprovalMismatchError",
+    "ObservedRun",
+    "SignalIllegalTransitionError",
+]
+
+SDK = "pydantic-ai"
+
+
+def _needing_approval(agent: Agent[Any, Any]) -> set[str]:
+    """Names of the agent's function tools declared `requires_approval=True`."""
+    names: set[str] = set()
+    for toolset in agent.toolsets:
+        for name, tool in getattr(toolset, "tools", {}).items():
+            if getattr(tool, "requires_approval", False):
+                names.add(name)
+    return names
+
+
+class AgentIterRun:
+    """One of our runs, driven by a pydantic-ai `Agent.iter()` (see the module docstring).
+
+    Args:
+        store: any of our `EventStore`s.
+        run_id: our id for the run.
+        guards: Python guards checked before each model request and tool call.
+        clock: stamps events and is the guards' `now` (UTC wall clock by default).
+        logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Any = _utc_now,
+        logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
+    ) -> None:
+        self.recorder = Recorder(
+            store,
+            run_id,
+            guards=guards,
+            clock=clock,
+            logger=logger,
+            listeners=listeners,
+            sdk=SDK,
+        )
+        self._last: Any = None
+
+    async def run(
+        self,
+        agent: Agent[Any, Any],
+        prompt: str,
+        *,
+        limits: Limits | None = None,
+        **iter_kwargs: Any,
+    ) -> ObservedRun:
+        """Start the run and drive `agent.iter(prompt, **iter_kwargs)` under our lifecycle.
+
+        Args:
+            agent: the pydantic-ai agent.
+            prompt: the user prompt (the run's `objective`).
+            limits: the run's own limits, recorded on `run.started` and enforced.
+            **iter_kwargs: passed to `agent.iter` (`model`, `deps`, `usage_limits`, ...).
+        """
+        self.recorder.start(objective=prompt, agent=agent.name, limits=limits)
+        return await self._drive(agent, prompt, iter_kwargs)
+
+    async def resume(
+        self, agent: Agent[Any, Any], history: str | bytes, **iter_kwargs: Any
+    ) -> ObservedRun:
+        """Continue a run waiting for approval from its message history JSON (`.state`).
+
+        Raises:
+            ApprovalMismatchError: a deferred call in `history` is not the call approval was
+                requested for.
+        """
+        record = self.recorder.load()
+        messages = ModelMessagesTypeAdapter.validate_json(history)
+        pending = [
+            part
+            for part in _last_response(messages).parts
+            if isinstance(part, ToolCallPart) and part.tool_call_id in record.actions
+        ]
+        approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+        for part in pending:
+            action = record.actions[part.tool_call_id]
+            actual = call_digest(part.tool_name, jsonable(part.args_as_dict()))
+            if action.arguments_digest != actual:
+                raise ApprovalMismatchError(
+                    run_id=record.run_id,
+                    action_id=part.tool_call_id,
+                    expected=action.arguments_digest,
+                    actual=actual,
+                )
+            if action.status == ActionStatus.APPROVAL_PENDING:
+                return ObservedRun(record.run_id, record, state=history)
+            if action.status == ActionStatus.REJECTED:
+                approvals[part.tool_call_id] = ToolDenied(action.reason or "rejected")
+            elif action.status == ActionStatus.APPROVED:
+                approvals[part.tool_call_id] = True
+        kwargs = {
+            **iter_kwargs,
+            "message_history": messages,
+            "deferred_tool_results": DeferredToolResults(approvals=approvals),
+        }
+        return await self._drive(agent, None, kwargs)
+
+    async def _drive(
+        self, agent: Agent[Any, Any], prompt: str | None, kwargs: dict[str, Any]
+    ) -> ObservedRun:
+        recorder = self.recorder
+        try:
+            return await self._iterate(agent, prompt, kwargs)
+        except (GuardStop, CancelStop) as stop:
+            return ObservedRun(recorder.run_id, recorder.stopped(stop), partial_output=self._last)
+        except UsageLimitExceeded as exc:
+            reason = "max_turns" if "request_limit" in str(exc) else "budget"
+            record = recorder.append(
+                "UsageLimitExceeded",
+                [(m.RunTerminated, {"stop_reason": reason, "detail": str(exc).split(". ")[0]})],
+            )
+            return ObservedRun(recorder.run_id, record, partial_output=self._last)
+        except RunCancelled:
+            recorder.append(
+                "RunCancelled", [(m.RunCancelRequested, {"reason": "the agent run was cancelled"})]
+            )
+            return ObservedRun(recorder.run_id, recorder.cancelled(), partial_output=self._last)
+        except Exception as exc:
+            recorder.failed(exc)
+            raise
+
+    async def _iterate(
+        self, agent: Agent[Any, Any], prompt: str | None, kwargs: dict[str, Any]
+    ) -> ObservedRun:
+        recorder = self.recorder
+        approval = _needing_approval(agent)
+        async with agent.iter(prompt, **kwargs) as run:
+            async for node in run:
+                if Agent.is_model_request_node(node):
+                    recorder.append("ModelRequestNode", [(m.ModelStarted, {})])
+                elif Agent.is_call_tools_node(node):
+                    self._model_completed(node.model_response)
+                    async with node.stream(run.ctx) as stream:
+                        async for event in stream:
+                            self._tool_event(event, approval)
+            result = run.result
+        assert result is not None  # the iteration ran to its End node
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            specs: list[Any] = [
+                (
+                    m.ApprovalRequested,
+                    {
+                        "action_id": part.tool_call_id,
+                        "tool": part.tool_name,
+                        "arguments": jsonable(part.args_as_dict()),
+                    },
+                )
+                for part in output.approvals
+            ]
+            record = recorder.append("DeferredToolRequests", specs)
+            state = ModelMessagesTypeAdapter.dump_json(result.all_messages()).decode()
+            return ObservedRun(recorder.run_id, record, sdk_result=result, state=state)
+        record = recorder.append("End", [(m.RunCompleted, {})])
+        return ObservedRun(recorder.run_id, record, final_output=output, sdk_result=result)
+
+    def _model_completed(self, response: ModelResponse) -> None:
+        calls = [
+            {
+                "action_id": part.tool_call_id,
+                "tool": part.tool_name,
+                "arguments": jsonable(part.args_as_dict()),
+            }
+            for part in response.parts
+            if isinstance(part, ToolCallPart)
+        ]
+        usage = {
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+        }
+        if calls:
+            fields: dict[str, Any] = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
+        else:
+            text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+            fields = {"decision": DecisionKind.FINAL, "output": text}
+            self._last = text
+        record = self.recorder.record
+        if record.model_call_open:
+            self.recorder.append(
+                "CallToolsNode.model_response", [(m.ModelCompleted, {**fields, "usage": usage})]
+            )
+
+    def _tool_event(self, event: Any, approval: set[str]) -> None:
+        recorder = self.recorder
+        if isinstance(event, FunctionToolCallEvent):
+            part = event.part
+            aid = part.tool_call_id
+            action = recorder.record.actions.get(aid)
+            if event.args_valid is None or action is None:
+                return  # not executed in this step (a denied call), or not ours
+            waiting = part.tool_name in approval and action.status != ActionStatus.APPROVED
+            if waiting or action.status not in (ActionStatus.PROPOSED, ActionStatus.APPROVED):
+                return  # deferred for approval: approval.requested comes with the output
+            recorder.append(
+                f"FunctionToolCallEvent (call '{aid}')",
+                [
+                    (
+                        m.ToolRequested,
+                        {
+                            "action_id": aid,
+                            "tool": part.tool_name,
+                            "arguments": jsonable(part.args_as_dict()),
+                        },
+                    ),
+                    (m.ToolStarted, {"action_id": aid}),
+                ],
+            )
+        elif isinstance(event, FunctionToolResultEvent):
+            result = event.part
+            aid = result.tool_call_id
+            action = recorder.record.actions.get(aid)
+            if action is None or action.status != ActionStatus.STARTED:
+                return  # a denied or deferred call: its decision is already recorded
+            outcome = result.outcome
+            signal = f"FunctionToolResultEvent (call '{aid}', {outcome})"
+            if outcome == "success":
+                self._last = jsonable(result.content)
+                spec: Any = (m.ToolCompleted, {"action_id": aid, "result": self._last})
+            elif outcome == "interrupted":
+                spec = (m.ToolOutcomeUnknown, {"action_id": aid, "reason": "interrupted"})
+            else:
+                error = {"kind": outcome, "message": str(result.content)}
+                spec = (m.ToolFailed, {"action_id": aid, "error": error})
+            recorder.append(signal, [spec])
+
+
+def _last_response(messages: Sequence[Any]) -> ModelResponse:
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            return message
+    raise ValueError("the message history holds no model response to resume from")

@@ -1,0 +1,455 @@
+"""The PostgreSQL store: many workers on many machines sharing one database (psycopg 3).
+
+Needs the `postgres` extra: `pip install 'agentfsm[postgres]'`.
+
+An append is *one* SQL statement, so one round trip and one transaction in autocommit
+mode: a data-modifying CTE moves the runs row from `expected_version` (or inserts it for
+a new run), and the events and the snapshot are inserted only from the row it returned.
+If another writer got there first, the `UPDATE ... WHERE version = expected` waits for its
+commit, then matches nothing, and nothing is written: the caller gets
+`ConcurrencyConflictError`. The primary key `(run_id, sequence)` refuses a fork even from a
+writer that bypasses this class.
+
+Indexes: the events primary key serves `load` and `events` (one range scan per run); the
+`(status, run_id)` index on the runs table serves `runs(status=...)` with keyset paging, so
+neither reads other runs' events, however many millions there are.
+
+Call `migrate()` once (it is idempotent and takes an advisory lock, so several workers may
+call it at start-up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from agentfsm.adapters.stores._core import (
+    GENESIS_HASH,
+    Head,
+    PreparedAppend,
+    RunInfo,
+    StoredEvent,
+    StoredSnapshot,
+    VerifyReport,
+    conflict,
+    fold_rows,
+    parse_row,
+    prepare_append,
+    trusted_snapshot,
+    verify_rows,
+)
+from agentfsm.adapters.stores.base import (
+    AsyncEventStore,
+    EventStore,
+    StoreOptions,
+    _check_append_args,
+    _HeadCache,
+    _statuses,
+)
+from agentfsm.adapters.stores.sqlite import SCHEMA_VERSION, check_prefix
+from agentfsm.events.models import Event
+from agentfsm.fsm.errors import (
+    ConcurrencyConflictError,
+    CorruptLogError,
+    LifecycleError,
+    RunNotFoundError,
+    StoreError,
+)
+from agentfsm.reducers.record import RunRecord
+
+__all__ = ["AsyncPostgresEventStore", "PostgresEventStore"]
+
+_PAGE = 2000  # rows per query when streaming a log
+
+
+class _Sql:
+    """Every statement, with the table names spliced in once."""
+
+    def __init__(self, prefix: str) -> None:
+        p = check_prefix(prefix)
+        runs, events, snaps, meta = f"{p}runs", f"{p}events", f"{p}snapshots", f"{p}meta"
+        self.lock_key = f"agentfsm:{p}"
+        self.schema = [
+            f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {runs} (run_id text PRIMARY KEY, "
+            "status text NOT NULL, version bigint NOT NULL, updated_at text)",
+            f"CREATE INDEX IF NOT EXISTS {runs}_by_status ON {runs} (status, run_id)",
+            f"CREATE TABLE IF NOT EXISTS {events} (run_id text NOT NULL, "
+            "sequence bigint NOT NULL, type text NOT NULL, data text NOT NULL, "
+            "hash text NOT NULL, PRIMARY KEY (run_id, sequence))",
+            f"CREATE TABLE IF NOT EXISTS {snaps} (run_id text PRIMARY KEY, "
+            "sequence bigint NOT NULL, event_hash text NOT NULL, data text NOT NULL)",
+            f"INSERT INTO {meta} VALUES ('schema_version', '{SCHEMA_VERSION}') "
+            "ON CONFLICT (key) DO NOTHING",
+        ]
+        self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
+        tail = (
+            f"snap AS (INSERT INTO {snaps} (run_id, sequence, event_hash, data) "
+            "SELECT run_id, %(snap_sequence)s::bigint, %(snap_hash)s::text, "
+            "%(snap_data)s::text FROM run WHERE %(snap_sequence)s::bigint IS NOT NULL "
+            "ON CONFLICT (run_id) DO UPDATE SET sequence = EXCLUDED.sequence, "
+            "event_hash = EXCLUDED.event_hash, data = EXCLUDED.data) "
+            f"INSERT INTO {events} (run_id, sequence, type, data, hash) "
+            "SELECT run.run_id, e.sequence, e.type, e.data, e.hash FROM run, "
+            "unnest(%(sequences)s::bigint[], %(types)s::text[], %(datas)s::text[], "
+            "%(hashes)s::text[]) AS e(sequence, type, data, hash)"
+        )
+        self.new_run = (
+            f"WITH run AS (INSERT INTO {runs} (run_id, status, version, updated_at) "
+            "VALUES (%(run_id)s, %(status)s, %(version)s, %(updated_at)s) "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id), " + tail
+        )
+        self.move_run = (
+            f"WITH run AS (UPDATE {runs} SET status = %(status)s, version = %(version)s, "
+            "updated_at = %(updated_at)s WHERE run_id = %(run_id)s "
+            "AND version = %(expected)s RETURNING run_id), " + tail
+        )
+        self.stored_version = (
+            f"SELECT GREATEST((SELECT version FROM {runs} WHERE run_id = %s), "
+            f"(SELECT MAX(sequence) FROM {events} WHERE run_id = %s))"
+        )
+        self.read_run = f"SELECT status, version, updated_at FROM {runs} WHERE run_id = %s"
+        self.read_rows = (
+            f"SELECT sequence, type, data, hash FROM {events} "
+            "WHERE run_id = %s AND sequence > %s ORDER BY sequence LIMIT %s"
+        )
+        self.read_snapshot = f"SELECT sequence, event_hash, data FROM {snaps} WHERE run_id = %s"
+        self.list_runs = f"SELECT run_id, status, version, updated_at FROM {runs}"
+
+    def write(self, prepared: PreparedAppend) -> tuple[str, dict[str, Any]]:
+        info = prepared.info
+        rows = prepared.rows
+        snap = prepared.snapshot
+        params = {
+            "run_id": prepared.run_id,
+            "status": info.status,
+            "version": info.version,
+            "updated_at": info.updated_at,
+            "expected": prepared.expected_version,
+            "snap_sequence": snap.sequence if snap else None,
+            "snap_hash": snap.event_hash if snap else None,
+            "snap_data": snap.data if snap else None,
+            "sequences": [r.sequence for r in rows],
+            "types": [r.type for r in rows],
+            "datas": [r.data for r in rows],
+            "hashes": [r.hash for r in rows],
+        }
+        return (self.new_run if prepared.expected_version == 0 else self.move_run), params
+
+    def runs_query(
+        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
+    ) -> tuple[str, list[Any]]:
+        where: list[str] = []
+        args: list[Any] = []
+        if statuses is not None:
+            where.append("status = ANY(%s)")
+            args.append(list(statuses))
+        if after is not None:
+            where.append("run_id > %s")
+            args.append(after)
+        sql = self.list_runs
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY run_id"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        return sql, args
+
+
+def _missing_tables(exc: pg_errors.UndefinedTable) -> StoreError:
+    return StoreError(f"the agentfsm tables are missing; call migrate() first ({exc})")
+
+
+def _newer_schema(found: str) -> StoreError:
+    return StoreError(
+        f"the database has agentfsm schema version {found}; this agentfsm reads version "
+        f"{SCHEMA_VERSION}: upgrade agentfsm"
+    )
+
+
+def _row(r: tuple[Any, ...]) -> StoredEvent:
+    return StoredEvent(r[0], r[1], r[2], r[3])
+
+
+class PostgresEventStore(EventStore):
+    """An `EventStore` in PostgreSQL, over one autocommit psycopg connection.
+
+    Args:
+        conninfo: a libpq connection string or URL.
+        options: reducer, snapshot interval and cache size.
+        table_prefix: prefix of the table names.
+        migrate: create the schema now (idempotent).
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        options: StoreOptions | None = None,
+        table_prefix: str = "agentfsm_",
+        migrate: bool = False,
+    ) -> None:
+        super().__init__(options)
+        self._sql = _Sql(table_prefix)
+        self._conn = psycopg.connect(conninfo, autocommit=True)
+        if migrate:
+            self.migrate()
+
+    def migrate(self) -> None:
+        """Create the tables and indexes if missing (idempotent, safe to race)."""
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._sql.lock_key,))
+            for statement in self._sql.schema:
+                self._conn.execute(statement)
+            found = self._conn.execute(self._sql.schema_version).fetchone()
+            if found is not None and int(found[0]) > SCHEMA_VERSION:
+                raise _newer_schema(found[0])
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def _query(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> psycopg.Cursor[Any]:
+        try:
+            return self._conn.execute(sql, args)
+        except pg_errors.UndefinedTable as exc:
+            raise _missing_tables(exc) from None
+
+    def _read_run(self, run_id: str) -> RunInfo | None:
+        row = self._query(self._sql.read_run, (run_id,)).fetchone()
+        return None if row is None else RunInfo(run_id, row[0], row[1], row[2])
+
+    def _read_rows(self, run_id: str, after: int) -> Iterator[StoredEvent]:
+        while True:
+            page = self._query(self._sql.read_rows, (run_id, after, _PAGE)).fetchall()
+            for r in page:
+                yield _row(r)
+            if len(page) < _PAGE:
+                return
+            after = page[-1][0]
+
+    def _read_snapshot(self, run_id: str) -> StoredSnapshot | None:
+        row = self._query(self._sql.read_snapshot, (run_id,)).fetchone()
+        return None if row is None else StoredSnapshot(row[0], row[1], row[2])
+
+    def _write(self, prepared: PreparedAppend) -> None:
+        sql, params = self._sql.write(prepared)
+        try:
+            written = self._query(sql, params).rowcount
+        except pg_errors.UniqueViolation:
+            written = 0
+        if written != len(prepared.rows):
+            run_id = prepared.run_id
+            found = self._query(self._sql.stored_version, (run_id, run_id)).fetchone()
+            actual = int(found[0]) if found is not None and found[0] is not None else 0
+            raise conflict(run_id, prepared.expected_version, actual)
+
+    def _list_runs(
+        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
+    ) -> list[RunInfo]:
+        sql, args = self._sql.runs_query(statuses, limit, after)
+        return [RunInfo(*r) for r in self._query(sql, args).fetchall()]
+
+
+class AsyncPostgresEventStore(AsyncEventStore):
+    """The PostgreSQL store over psycopg's `AsyncConnection`: natively async.
+
+    Open it with `await AsyncPostgresEventStore.connect(conninfo)`. The same rows, the same
+    one-statement append and the same validation as `PostgresEventStore`.
+
+    Args:
+        conn: an autocommit `psycopg.AsyncConnection`; the store owns it from now on.
+        options: reducer, snapshot interval and cache size.
+        table_prefix: prefix of the table names.
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        *,
+        options: StoreOptions | None = None,
+        table_prefix: str = "agentfsm_",
+    ) -> None:
+        if not conn.autocommit:
+            raise ValueError("the connection must be in autocommit mode (autocommit=True)")
+        self.options = options if options is not None else StoreOptions()
+        self._conn = conn
+        self._sql = _Sql(table_prefix)
+        self._cache = _HeadCache(self.options.cache_size)
+
+    @classmethod
+    async def connect(
+        cls,
+        conninfo: str,
+        *,
+        options: StoreOptions | None = None,
+        table_prefix: str = "agentfsm_",
+        migrate: bool = False,
+    ) -> AsyncPostgresEventStore:
+        """Open a connection and a store on it (and create the schema if `migrate`)."""
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        store = cls(conn, options=options, table_prefix=table_prefix)
+        if migrate:
+            await store.migrate()
+        return store
+
+    async def migrate(self) -> None:
+        """Create the tables and indexes if missing (idempotent, safe to race)."""
+        async with self._conn.transaction():
+            await self._conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", (self._sql.lock_key,)
+            )
+            for statement in self._sql.schema:
+                await self._conn.execute(statement)
+            cur = await self._conn.execute(self._sql.schema_version)
+            found = await cur.fetchone()
+            if found is not None and int(found[0]) > SCHEMA_VERSION:
+                raise _newer_schema(found[0])
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._conn.close()
+
+    async def _fetch(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> list[Any]:
+        try:
+            cur = await self._conn.execute(sql, args)
+        except pg_errors.UndefinedTable as exc:
+            raise _missing_tables(exc) from None
+        return await cur.fetchall()
+
+    async def _rows_after(self, run_id: str, after: int) -> list[StoredEvent]:
+        rows: list[StoredEvent] = []
+        while True:
+            page = await self._fetch(self._sql.read_rows, (run_id, after, _PAGE))
+            rows.extend(_row(r) for r in page)
+            if len(page) < _PAGE:
+                return rows
+            after = page[-1][0]
+
+    async def _read_run(self, run_id: str) -> RunInfo | None:
+        found = await self._fetch(self._sql.read_run, (run_id,))
+        return RunInfo(run_id, *found[0]) if found else None
+
+    async def _load_head(self, run_id: str) -> Head:
+        head = None
+        found = await self._fetch(self._sql.read_snapshot, (run_id,))
+        if found:
+            stored = StoredSnapshot(*found[0])
+            rows = await self._rows_after(run_id, stored.sequence - 1)
+            head = trusted_snapshot(run_id, stored, rows[0] if rows else None)
+            if head is not None:
+                head = fold_rows(self.options.reducer, run_id, head, rows[1:])
+        if head is None:
+            rows = await self._rows_after(run_id, 0)
+            head = fold_rows(self.options.reducer, run_id, None, rows)
+        if head.record.version == 0:
+            raise RunNotFoundError(run_id)
+        self._cache.put(run_id, head)
+        return head
+
+    async def _head_at(self, run_id: str, expected_version: int) -> Head:
+        cached = self._cache.at(run_id, expected_version)
+        if cached is not None:
+            return cached
+        if expected_version == 0:
+            return Head(self.options.reducer.initial(run_id), GENESIS_HASH)
+        try:
+            head = await self._load_head(run_id)
+        except RunNotFoundError:
+            raise conflict(run_id, expected_version, 0) from None
+        if head.record.version != expected_version:
+            raise conflict(run_id, expected_version, head.record.version)
+        return head
+
+    async def append(
+        self, run_id: str, events: Sequence[Event], expected_version: int
+    ) -> RunRecord:
+        """Validate and append a batch atomically (see `EventStore.append`)."""
+        batch = tuple(events)
+        _check_append_args(batch, expected_version)
+        head = await self._head_at(run_id, expected_version)
+        try:
+            prepared = prepare_append(
+                self.options.reducer, head, batch, self.options.snapshot_every
+            )
+        except LifecycleError:
+            # As in `EventStore.append`: a refusal judged against a stale view is a conflict.
+            info = await self._read_run(run_id)
+            actual = info.version if info is not None else 0
+            if actual != expected_version:
+                self._cache.drop(run_id)
+                raise conflict(run_id, expected_version, actual) from None
+            raise
+        sql, params = self._sql.write(prepared)
+        try:
+            try:
+                cur = await self._conn.execute(sql, params)
+                written = cur.rowcount
+            except pg_errors.UniqueViolation:
+                written = 0
+            except pg_errors.UndefinedTable as exc:
+                raise _missing_tables(exc) from None
+            if written != len(batch):
+                found = await self._fetch(self._sql.stored_version, (run_id, run_id))
+                actual = int(found[0][0]) if found and found[0][0] is not None else 0
+                raise conflict(run_id, expected_version, actual)
+        except ConcurrencyConflictError:
+            self._cache.drop(run_id)
+            raise
+        self._cache.put(run_id, Head(prepared.record, prepared.rows[-1].hash))
+        return prepared.record
+
+    async def load(self, run_id: str) -> RunRecord:
+        """The run's current record (see `EventStore.load`)."""
+        return (await self._load_head(run_id)).record
+
+    async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
+        """The run's events after `after`, in order, a page of rows per query."""
+        if await self._read_run(run_id) is None:
+            raise RunNotFoundError(run_id)
+        expected = after + 1
+        while True:
+            page = await self._fetch(self._sql.read_rows, (run_id, after, _PAGE))
+            for r in page:
+                row = _row(r)
+                if row.sequence != expected:
+                    raise CorruptLogError(
+                        f"the log has no event at sequence {expected}",
+                        run_id=run_id,
+                        sequence=expected,
+                    )
+                yield parse_row(run_id, row)
+                expected += 1
+            if len(page) < _PAGE:
+                return
+            after = page[-1][0]
+
+    async def run_info(self, run_id: str) -> RunInfo:
+        """The run's row of the runs table (see `EventStore.run_info`)."""
+        info = await self._read_run(run_id)
+        if info is None:
+            raise RunNotFoundError(run_id)
+        return info
+
+    async def runs(
+        self,
+        status: str | Iterable[str] | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[RunInfo]:
+        """Runs ordered by run id (see `EventStore.runs`)."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must not be negative, got {limit}")
+        sql, args = self._sql.runs_query(_statuses(status), limit, after)
+        return [RunInfo(*r) for r in await self._fetch(sql, args)]
+
+    async def verify(self, run_id: str) -> VerifyReport:
+        """Check the run's hash chain (see `EventStore.verify`)."""
+        info = await self.run_info(run_id)
+        rows = await self._rows_after(run_id, 0)
+        return verify_rows(self.options.reducer, run_id, rows, info)

@@ -1,0 +1,106 @@
+"""The asyncio API for a sync store, by running it on a worker thread of its own.
+
+This is how the SQLite and memory stores speak asyncio, and it is what it says: the sync
+store's blocking calls move off the event loop onto one dedicated thread, one call at a
+time. The loop stays responsive; there is no parallelism within one handle (SQLite
+serialises writers per file anyway). The PostgreSQL store has a natively async variant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from agentfsm.adapters.stores._core import RunInfo, VerifyReport
+from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
+from agentfsm.events.models import Event
+from agentfsm.reducers.record import RunRecord
+
+__all__ = ["ThreadedAsyncEventStore"]
+
+T = TypeVar("T")
+
+_PAGE = 500  # events handed from the worker thread to the loop per hop
+
+
+def _take(events: Iterator[Event], n: int) -> list[Event]:
+    page: list[Event] = []
+    for event in events:
+        page.append(event)
+        if len(page) == n:
+            break
+    return page
+
+
+def _close(events: Iterator[Event]) -> None:
+    close = getattr(events, "close", None)
+    if close is not None:
+        close()
+
+
+class ThreadedAsyncEventStore(AsyncEventStore):
+    """An `AsyncEventStore` that runs a sync `EventStore` on one worker thread.
+
+    Args:
+        store: the sync store; this object owns it from now on (closing closes it).
+    """
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentfsm-store")
+
+    async def _call(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
+
+    async def append(
+        self, run_id: str, events: Sequence[Event], expected_version: int
+    ) -> RunRecord:
+        """Validate and append a batch atomically (see `EventStore.append`)."""
+        return await self._call(self.store.append, run_id, events, expected_version)
+
+    async def load(self, run_id: str) -> RunRecord:
+        """The run's current record (see `EventStore.load`)."""
+        return await self._call(self.store.load, run_id)
+
+    async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
+        """The run's events after `after`, in order, handed over in pages."""
+        events = await self._call(self.store.events, run_id, after=after)
+        try:
+            while page := await self._call(_take, events, _PAGE):
+                for event in page:
+                    yield event
+        finally:
+            await self._call(_close, events)
+
+    async def run_info(self, run_id: str) -> RunInfo:
+        """The run's row of the runs table (see `EventStore.run_info`)."""
+        return await self._call(self.store.run_info, run_id)
+
+    async def runs(
+        self,
+        status: str | Iterable[str] | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[RunInfo]:
+        """Runs ordered by run id (see `EventStore.runs`)."""
+        return await self._call(self.store.runs, status, limit=limit, after=after)
+
+    async def verify(self, run_id: str) -> VerifyReport:
+        """Check the run's hash chain (see `EventStore.verify`)."""
+        return await self._call(self.store.verify, run_id)
+
+    async def migrate(self) -> None:
+        """Create or upgrade the store's schema (see `EventStore.migrate`)."""
+        await self._call(self.store.migrate)
+
+    async def close(self) -> None:
+        """Close the sync store on its thread, then stop the thread."""
+        try:
+            await self._call(self.store.close)
+        finally:
+            self._worker.shutdown(wait=True)

@@ -1,0 +1,156 @@
+"""`agentfsm diagram`: draw a table, or a recorded run's path on it; keep diagrams/ fresh."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agentfsm.cli._common import (
+    PROG,
+    Parser,
+    UsageError,
+    emit_bytes,
+    emit_text,
+    load_table,
+    read_lines,
+)
+from agentfsm.diagrams import (
+    DiagramFormat,
+    check_diagrams,
+    render_diagram,
+    render_diagram_png,
+    trajectory_from_jsonl,
+    write_diagrams,
+)
+from agentfsm.diagrams.files import DIAGRAM_SUFFIXES
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import TransitionTable
+
+__all__ = ["add_parser"]
+
+_PNG = "png"
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    """Register `agentfsm diagram`."""
+    p = subparsers.add_parser(
+        "diagram",
+        help="draw a transition table (and a recorded run on it)",
+        epilog=(
+            "examples:\n"
+            "  agentfsm diagram --format svg -o agent_run.svg\n"
+            "  agentfsm diagram --run events.jsonl --run-id run_123 --format png -o run.png\n"
+            "  agentfsm diagram --check --dir diagrams"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Draw a transition table as Mermaid, Graphviz DOT, SVG, PNG, PlantUML or Markdown; "
+            "optionally with a recorded run's path on top. --check and --write keep the "
+            "committed diagrams of a directory in step with the table."
+        ),
+    )
+    formats = [f.value for f in DiagramFormat] + [_PNG]
+    p.add_argument(
+        "--format",
+        choices=formats,
+        help="output format (default: mermaid); svg and png need Graphviz `dot`",
+    )
+    p.add_argument("--output", "-o", type=Path, help="write here instead of standard output")
+    p.add_argument(
+        "--table",
+        metavar="MODULE:ATTR",
+        help="the table to draw, e.g. `myapp.lifecycle:TABLE` (default: agentfsm's own)",
+    )
+    p.add_argument(
+        "--run",
+        metavar="EVENTS.jsonl",
+        type=Path,
+        help="draw this recorded run's path on top (- reads standard input)",
+    )
+    p.add_argument("--run-id", help="the run to draw, when the log holds several")
+    p.add_argument(
+        "--expand",
+        action="store_true",
+        help="draw moves that leave every active state one by one, not from 'any active state'",
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the committed diagrams in --dir with the table; exit 1 if any is stale",
+    )
+    mode.add_argument(
+        "--write",
+        "--update",
+        action="store_true",
+        help="regenerate the committed diagrams in --dir (needs Graphviz `dot`)",
+    )
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("diagrams"),
+        help="the directory of committed diagrams (default: diagrams)",
+    )
+    p.set_defaults(handler=_diagram)
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    table = load_table(args.table, "diagram") if args.table else DEFAULT_TABLE
+    if args.check or args.write:
+        given = [
+            flag
+            for flag, value in (
+                ("--format", args.format),
+                ("--output", args.output),
+                ("--run", args.run),
+                ("--run-id", args.run_id),
+                ("--expand", args.expand),
+            )
+            if value
+        ]
+        if given:
+            mode = "--check" if args.check else "--write"
+            raise UsageError(
+                f"{PROG} diagram: {mode} covers every committed format; drop {', '.join(given)}"
+            )
+        return _check(args.dir, table) if args.check else _write(args.dir, table)
+    if args.run_id is not None and args.run is None:
+        raise UsageError(f"{PROG} diagram: --run-id needs --run EVENTS.jsonl")
+
+    trajectory = None
+    if args.run is not None:
+        lines = read_lines(args.run, "diagram")
+        trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
+    fmt = args.format or DiagramFormat.MERMAID.value
+    if fmt == _PNG:
+        png = render_diagram_png(table, trajectory=trajectory, collapse=not args.expand)
+        emit_bytes(png, args.output)
+    else:
+        text = render_diagram(table, fmt, trajectory=trajectory, collapse=not args.expand)
+        emit_text(text, args.output)
+    return 0
+
+
+def _check(directory: Path, table: TransitionTable) -> int:
+    stale = check_diagrams(directory, table)
+    if not stale:
+        count = len(DIAGRAM_SUFFIXES)
+        print(
+            f"{PROG} diagram --check: the {count} diagrams of '{table.name}' in {directory}/"
+            " match the table"
+        )
+        return 0
+    for item in stale:
+        print(f"{PROG} diagram --check: {item}", file=sys.stderr)
+    print(
+        f"{PROG} diagram --check: regenerate with `{PROG} diagram --write --dir {directory}`",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _write(directory: Path, table: TransitionTable) -> int:
+    for path in write_diagrams(directory, table):
+        print(f"wrote {path}")
+    return 0

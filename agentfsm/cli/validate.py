@@ -1,0 +1,148 @@
+"""`agentfsm validate`: check a JSON Lines log against the wire format, the table and limits.
+
+Exit status: 0 every event legal; 1 a well-formed event breaks the lifecycle (illegal move,
+sequence gap or repeat, unknown or reused action id, a changed approved call, a guard limit
+overrun); 2 a line that is not a valid event, or bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._io import Style, stream_lines
+from agentfsm.events.models import Limits
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.guards import Guard
+from agentfsm.fsm.limits import guards_from_limits
+from agentfsm.fsm.loops import LoopDetector
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.reducers.validate import Finding, ValidationReport, validate_lines
+
+__all__ = ["add_log_arguments", "add_parser", "reducer_from_args"]
+
+_EXAMPLE = """\
+examples:
+  agentfsm validate events.jsonl
+  agentfsm validate events.jsonl --max-turns 8 --max-tokens 20000 --all --format json
+  cat events.jsonl | agentfsm validate - --table myapp.lifecycle:TABLE
+"""
+
+
+def add_log_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments every log-reading command shares: the file, the table, the format."""
+    p.add_argument("file", type=Path, metavar="FILE", help="JSON Lines events; - reads stdin")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    p.add_argument(
+        "--table", metavar="MODULE:ATTR", help="the table to check against (default: agentfsm's)"
+    )
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    """Register `agentfsm validate`."""
+    p = subparsers.add_parser(
+        "validate",
+        help="check a log: wire format, table, ledger rules and limits",
+        description=(
+            "Check every line of a JSON Lines log against the wire format and every run "
+            "(several may be interleaved) against the table, the reducer's rules and any "
+            "limits given. Exit 0 legal, 1 a lifecycle error, 2 a line that is not an event."
+        ),
+        epilog=_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_log_arguments(p)
+    p.add_argument("--all", action="store_true", help="report every run's first error")
+    p.add_argument("--run-id", help="check only this run")
+    limits = p.add_argument_group("limits (audit a log as if these guards had been on)")
+    limits.add_argument("--max-turns", type=int, metavar="N", help="model calls per run")
+    limits.add_argument("--max-tokens", type=int, metavar="N", help="tokens per run")
+    limits.add_argument("--max-cost", type=float, metavar="X", help="cost per run")
+    limits.add_argument("--deadline", metavar="ISO", help="an RFC 3339 time with an offset")
+    limits.add_argument(
+        "--loop-threshold", type=int, metavar="K", help="K identical calls with no progress"
+    )
+    p.set_defaults(handler=_validate)
+
+
+def reducer_from_args(args: argparse.Namespace, command: str) -> Reducer:
+    """The reducer for `--table` and the limit flags (those a command declares)."""
+    table = load_table(args.table, command) if args.table else DEFAULT_TABLE
+    guards: list[Guard] = []
+    given = {
+        key: getattr(args, key, None) for key in ("max_turns", "max_tokens", "max_cost", "deadline")
+    }
+    chosen = {k: v for k, v in given.items() if v is not None}
+    if chosen:
+        try:
+            limits = Limits.model_validate(chosen)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            flag = "--" + str(first["loc"][0]).replace("_", "-")
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            raise UsageError(f"{PROG} {command}: {flag}: {msg}") from None
+        guards.extend(guards_from_limits(limits))
+    threshold = getattr(args, "loop_threshold", None)
+    if threshold is not None:
+        if threshold < 2:
+            raise UsageError(f"{PROG} {command}: --loop-threshold must be at least 2")
+        guards.append(LoopDetector(threshold=threshold, window=max(10, threshold)))
+    return Reducer(table, guards)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    reducer = reducer_from_args(args, "validate")
+    lines = stream_lines(args.file, "validate", quiet=args.quiet)
+    report = validate_lines(lines, reducer=reducer, keep_going=args.all, run_id=args.run_id)
+    if args.format == "json":
+        print(json.dumps(_as_json(report), ensure_ascii=False, sort_keys=True))
+    else:
+        _print_text(report, reducer)
+    return report.exit_code
+
+
+def _as_json(report: ValidationReport) -> dict[str, Any]:
+    findings = [f.to_json() for f in report.findings]
+    out: dict[str, Any] = {
+        "ok": report.ok,
+        "runs": [r.to_json() for r in report.runs],
+        "error": findings[0] if findings else None,
+    }
+    if len(findings) > 1:
+        out["errors"] = findings
+    return out
+
+
+def _print_text(report: ValidationReport, reducer: Reducer) -> None:
+    style = Style(sys.stdout)
+    width = max((len(r.run_id) for r in report.runs), default=0)
+    for run in report.runs:
+        terminal = reducer.table.is_terminal(run.status)
+        reason = f" ({run.stop_reason})" if run.stop_reason else ""
+        status = style.status(run.status, terminal) + reason
+        print(f"{run.run_id:<{width}}  {status}  version {run.version}")
+    for finding in report.findings:
+        _print_finding(finding, style)
+    verdict = style.good("ok") if report.ok else style.bad(f"{len(report.findings)} error(s)")
+    print(
+        f"{verdict}: {report.events:,} events in {len(report.runs)} run(s), {report.lines:,} lines"
+    )
+
+
+def _print_finding(f: Finding, style: Style) -> None:
+    where = "" if f.is_format else f" at line {f.line}"  # a format message names its line
+    print(style.bad(f"error ({f.kind}){where}: ") + f.message)
+    print(style.dim(f"  line {f.line}: ") + f.text)
+    if f.state is not None:
+        print(style.dim("  state: ") + f"{f.state}" + style.dim("   event: ") + f"{f.event}")
+        allowed = ", ".join(f.allowed) if f.allowed else "none"
+        print(style.dim("  allowed: ") + allowed)
+    if f.guard is not None:
+        print(style.dim("  guard: ") + f"{f.guard}: {f.detail}")

@@ -1,0 +1,206 @@
+"""The diagram model: a plain, ordered graph extracted once from a transition table.
+
+Every renderer reads this model and nothing else, so the formats cannot disagree about what
+the table says. Three readability choices are made here, once, for all formats:
+
+* edges between the same two states are merged into one edge with several labels;
+* on such an edge, events that share a condition and limit guards share one label
+  (`tool.completed / tool.failed [batch resolved]`);
+* an event that leaves *every* active (non-terminal) state for the same target, with the same
+  condition and guards, is drawn once from a pseudo-state `any active state` instead of once
+  per state (the default table has three such families: cancel, fail, terminate; drawn one
+  by one they are 18 crossing arrows). `collapse=False` turns this off.
+
+Order is the table's declaration order (states, then edges by source and target, then labels
+by their first transition), so the same table always gives byte-identical diagrams, and the
+order a table's author chose (which also decides condition precedence) is the reading order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import attrs
+
+from agentfsm.fsm.table import Transition, TransitionTable
+
+__all__ = ["ANY_ACTIVE", "DiagramModel", "Edge", "EdgeLabel", "StateNode", "diagram_model"]
+
+#: What diagrams call the pseudo-state that stands for "every non-terminal state".
+ANY_ACTIVE = "any active state"
+
+
+@attrs.frozen
+class StateNode:
+    """A state as diagrams show it.
+
+    Attributes:
+        name: the state's name.
+        initial: whether runs start here.
+        terminal: whether it is terminal (absorbing).
+        description: the table's one-sentence description, possibly empty.
+    """
+
+    name: str
+    initial: bool
+    terminal: bool
+    description: str
+
+
+@attrs.frozen
+class EdgeLabel:
+    """One line of an edge's label: events sharing a condition and limit guards.
+
+    Attributes:
+        events: the event types, in declaration order.
+        condition: the condition's name, or None for an unconditional move.
+        guards: the names of the limit guards checked on this move.
+    """
+
+    events: tuple[str, ...]
+    condition: str | None
+    guards: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The label as plain text: `tool.completed / tool.failed [batch resolved] {deadline}`."""
+        out = " / ".join(self.events)
+        if self.condition is not None:
+            out += f" [{self.condition}]"
+        if self.guards:
+            out += " {" + ", ".join(self.guards) + "}"
+        return out
+
+
+@attrs.frozen
+class Edge:
+    """All moves from one state (or from every active state) to one target.
+
+    Attributes:
+        source: the source state's name; None when the edge leaves every active state.
+        target: the target state's name.
+        labels: one line per group of events, in declaration order.
+    """
+
+    source: str | None
+    target: str
+    labels: tuple[EdgeLabel, ...]
+
+    @property
+    def from_any_active(self) -> bool:
+        """Whether the edge stands for the same move out of every active state."""
+        return self.source is None
+
+    def moves(self) -> Iterator[tuple[str | None, str, str, str | None]]:
+        """Each (source, event, target, condition) the edge stands for."""
+        for label in self.labels:
+            for event in label.events:
+                yield (self.source, event, self.target, label.condition)
+
+
+@attrs.frozen
+class DiagramModel:
+    """A table's states and edges, ordered and merged for drawing.
+
+    Attributes:
+        name: the table's name (used as the diagram title and file stem).
+        initial: the initial state's name.
+        states: every state, in declaration order.
+        edges: state-to-state edges first (by source, then target), then the edges from
+            `any active state` (by target).
+    """
+
+    name: str
+    initial: str
+    states: tuple[StateNode, ...]
+    edges: tuple[Edge, ...]
+
+    @property
+    def active_states(self) -> tuple[StateNode, ...]:
+        """The non-terminal states, in order."""
+        return tuple(s for s in self.states if not s.terminal)
+
+    @property
+    def terminal_states(self) -> tuple[StateNode, ...]:
+        """The terminal states, in order."""
+        return tuple(s for s in self.states if s.terminal)
+
+    @property
+    def has_any_active(self) -> bool:
+        """Whether some edge leaves `any active state` (so the pseudo-state is drawn)."""
+        return any(e.source is None for e in self.edges)
+
+    def state(self, name: str) -> StateNode:
+        """The state called `name` (KeyError if there is none)."""
+        for s in self.states:
+            if s.name == name:
+                return s
+        raise KeyError(f"diagram '{self.name}' has no state '{name}'")
+
+
+# (event, target, condition, guards): what must match for moves from several states to be
+# one family.
+_FamilyKey = tuple[str, str, str | None, tuple[str, ...]]
+
+
+def diagram_model(table: TransitionTable, *, collapse: bool = True) -> DiagramModel:
+    """Extract the diagram model of `table`.
+
+    Args:
+        table: any valid transition table.
+        collapse: draw a move that leaves every active state once, from `any active state`.
+    """
+    order = {name: i for i, name in enumerate(table.state_names)}
+    active = [s.name for s in table.states if not s.terminal]
+    collapsed = _families(table.transitions, active) if collapse else set()
+
+    by_pair: dict[tuple[str | None, str], list[Transition]] = {}
+    for t in table.transitions:
+        key = _family_key(t)
+        source: str | None = None if key in collapsed else t.source
+        members = by_pair.setdefault((source, t.target), [])
+        # A collapsed family is one move; keep a single representative of it.
+        if source is None and any(_family_key(m) == key for m in members):
+            continue
+        members.append(t)
+
+    def edge_order(pair: tuple[str | None, str]) -> tuple[int, int, int]:
+        source, target = pair
+        return (source is None, -1 if source is None else order[source], order[target])
+
+    edges = tuple(
+        Edge(source=pair[0], target=pair[1], labels=_labels(by_pair[pair]))
+        for pair in sorted(by_pair, key=edge_order)
+    )
+    states = tuple(
+        StateNode(s.name, s.name == table.initial, s.terminal, s.description) for s in table.states
+    )
+    return DiagramModel(name=table.name, initial=table.initial, states=states, edges=edges)
+
+
+def _family_key(t: Transition) -> _FamilyKey:
+    return (t.event, t.target, t.condition.name if t.condition else None, t.guards)
+
+
+def _families(transitions: tuple[Transition, ...], active: list[str]) -> set[_FamilyKey]:
+    """The moves that leave every active state alike (only worth it with 2+ active states)."""
+    if len(active) < 2:
+        return set()
+    sources: dict[_FamilyKey, set[str]] = {}
+    for t in transitions:
+        sources.setdefault(_family_key(t), set()).add(t.source)
+    wanted = set(active)
+    return {key for key, found in sources.items() if found == wanted}
+
+
+def _labels(transitions: list[Transition]) -> tuple[EdgeLabel, ...]:
+    """Group an edge's transitions by (condition, guards), keeping first-appearance order."""
+    groups: dict[tuple[str | None, tuple[str, ...]], list[str]] = {}
+    for t in transitions:
+        events = groups.setdefault((t.condition.name if t.condition else None, t.guards), [])
+        if t.event not in events:
+            events.append(t.event)
+    return tuple(
+        EdgeLabel(events=tuple(events), condition=condition, guards=guards)
+        for (condition, guards), events in groups.items()
+    )

@@ -1,0 +1,173 @@
+"""Static verification of a table: the full report, warnings included, and the move matrix.
+
+Building a `TransitionTable` already refuses the hard errors (undeclared states,
+nondeterminism, edges out of terminal states, unreachable states, traps). `verify` reports
+those as data — also for a declaration that cannot be built — and adds what is legal but
+worth a look: event types no edge uses, states or events whose only ways out are
+conditional, and conditions that leave an event without a fallback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from agentfsm.events.models import EVENT_CLASSES
+from agentfsm.fsm.table import Condition, State, Transition, TransitionTable, table_problems
+
+__all__ = ["TableReport", "table_from_spec", "transition_matrix", "verify_parts", "verify_table"]
+
+#: One cell of the matrix: `(condition name or None, target)` in the order they are tried.
+Cell = tuple[tuple[str | None, str], ...]
+
+
+@attrs.frozen
+class TableReport:
+    """What `verify_table` found.
+
+    Attributes:
+        name: the table's name.
+        errors: problems that make the table unusable (a built table has none).
+        warnings: legal but suspicious: never-firing events, condition-only exits.
+        notes: by design but worth knowing: events refused whenever their only condition
+            does not hold.
+        states: how many states; terminal ones are counted in `terminal`.
+        terminal: how many terminal states.
+        edges: how many transitions.
+        legal_pairs: how many (state, event) pairs have at least one edge.
+        built: False when only the builder's errors are known (it raised before counting).
+    """
+
+    name: str
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+    states: int
+    terminal: int
+    edges: int
+    legal_pairs: int
+    built: bool = True
+
+    @property
+    def ok(self) -> bool:
+        """No errors (warnings allowed)."""
+        return not self.errors
+
+    def render(self) -> str:
+        """The report as text, as `agentfsm check-table` prints it."""
+        head = (
+            f"table '{self.name}': {self.states} states ({self.terminal} terminal), "
+            f"{self.edges} edges, {self.legal_pairs} legal (state, event) pairs"
+        )
+        lines = [head if self.built else f"table '{self.name}' could not be built"]
+        lines += [f"error: {e}" for e in self.errors]
+        lines += [f"warning: {w}" for w in self.warnings]
+        lines += [f"note: {n}" for n in self.notes]
+        verdict = "invalid" if self.errors else "ok"
+        lines.append(f"{verdict}: {len(self.errors)} error(s), {len(self.warnings)} warning(s)")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return {"ok": self.ok, **attrs.asdict(self)}
+
+
+def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
+    """Every (state, event type) pair of the table's vocabulary, with its moves (or none)."""
+    events = sorted(set(table.events) | set(EVENT_CLASSES))
+    return {
+        (state, event): tuple(
+            (t.condition.name if t.condition else None, t.target) for t in table.edges(state, event)
+        )
+        for state in table.state_names
+        for event in events
+    }
+
+
+def verify_table(table: TransitionTable) -> TableReport:
+    """The full report for a built table (errors are impossible there, warnings are not)."""
+    return verify_parts(table.name, table.states, table.initial, table.transitions)
+
+
+def verify_parts(
+    name: str, states: Sequence[State], initial: str, transitions: Sequence[Transition]
+) -> TableReport:
+    """The report for a declaration, whether or not it could be built."""
+    errors = table_problems(states, initial, transitions)
+    terminal = {s.name for s in states if s.terminal}
+    used = {t.event for t in transitions}
+    warnings = [
+        f"event '{e}' can never fire: no edge uses it" for e in sorted(set(EVENT_CLASSES) - used)
+    ]
+    by_pair: dict[tuple[str, str], list[Transition]] = {}
+    for t in transitions:
+        by_pair.setdefault((t.source, t.event), []).append(t)
+    for s in states:
+        if s.terminal:
+            continue
+        exits = [t for t in transitions if t.source == s.name and t.target != s.name]
+        if exits and all(t.condition is not None for t in exits):
+            warnings.append(f"state '{s.name}' can only be left through conditional edges")
+    notes = []
+    for (source, event), edges in sorted(by_pair.items()):
+        if source not in terminal and len(edges) == 1 and edges[0].condition is not None:
+            notes.append(
+                f"'{source}' on '{event}' is refused whenever condition "
+                f"'{edges[0].condition.name if edges[0].condition else ''}' does not hold"
+            )
+    return TableReport(
+        name=name,
+        errors=tuple(errors),
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        states=len(states),
+        terminal=len(terminal),
+        edges=len(transitions),
+        legal_pairs=len(by_pair),
+    )
+
+
+def table_from_spec(
+    spec: Mapping[str, Any],
+) -> tuple[str, list[State], str, list[Transition]]:
+    """The parts of a table from its JSON description (`TransitionTable.describe()`'s shape).
+
+    Conditions in a spec are names only; for checking structure they are labels whose
+    predicate always holds.
+
+    Raises:
+        ValueError: the spec is not shaped like a table description.
+    """
+    try:
+        states = [
+            State(s["name"], bool(s.get("terminal", False)), s.get("description", ""))
+            for s in spec["states"]
+        ]
+        transitions = [
+            Transition(
+                t["source"],
+                t["event"],
+                t["target"],
+                Condition(t["condition"], _always) if t.get("condition") else None,
+                tuple(t.get("guards", ())),
+            )
+            for t in spec["transitions"]
+        ]
+        return str(spec.get("name", "spec")), states, str(spec["initial"]), transitions
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            "a table spec is a JSON object with 'initial', 'states' [{name, terminal}] and "
+            f"'transitions' [{{source, event, target, condition?}}]: {exc!r} is missing or wrong"
+        ) from None
+
+
+def _always(_record: Any, _event: Any) -> bool:
+    return True
+
+
+def spec_of(table: TransitionTable) -> str:
+    """The table's JSON spec text (round-trips through `table_from_spec`)."""
+    return json.dumps(table.describe(), indent=2)

@@ -1,0 +1,261 @@
+"""Validate a JSON Lines log of one or many interleaved runs in one streaming pass.
+
+Memory grows with the number of runs still open, not with the file: a run that reaches a
+terminal state keeps only its summary (status, stop reason, version), since any later event
+for it is illegal whatever it says.
+
+Every problem becomes a `Finding` carrying data (line, run, sequence, state, event, what
+was allowed), so the CLI, tests and other tools can act on it without parsing a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from agentfsm.events.codec import parse_event
+from agentfsm.fsm.errors import (
+    ActionError,
+    EventFormatError,
+    GuardRejectedError,
+    IllegalTransitionError,
+    LifecycleError,
+    RunMismatchError,
+    SequenceError,
+)
+from agentfsm.reducers.record import RunRecord
+from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
+
+__all__ = ["Finding", "RunSummary", "ValidationReport", "validate_lines"]
+
+FindingKind = Literal[
+    "format", "illegal_transition", "sequence", "run_mismatch", "action", "guard", "lifecycle"
+]
+_SHORT = 120
+
+
+@attrs.frozen
+class Finding:
+    """One problem in a log.
+
+    Attributes:
+        kind: `format` for input that is not a valid event (exit 2); every other kind is a
+            well-formed event the lifecycle refuses (exit 1).
+        line: the 1-based input line.
+        message: the whole sentence.
+        text: the offending line, shortened for display.
+        run_id: the run, when it could be read.
+        sequence: the event's sequence, when it could be read.
+        state: the run's state when the event arrived (lifecycle findings).
+        event: the event type (lifecycle findings).
+        allowed: the event types the table allowed in `state`.
+        guard: the guard that refused it (guard findings), with `detail`.
+        detail: the guard's sentence.
+    """
+
+    kind: FindingKind
+    line: int
+    message: str
+    text: str = ""
+    run_id: str | None = None
+    sequence: int | None = None
+    state: str | None = None
+    event: str | None = None
+    allowed: tuple[str, ...] = ()
+    guard: str | None = None
+    detail: str | None = None
+
+    @property
+    def is_format(self) -> bool:
+        """Whether the line was not a valid event at all."""
+        return self.kind == "format"
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's JSON error object."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "line": self.line,
+            "run_id": self.run_id,
+            "sequence": self.sequence,
+            "state": self.state,
+            "event": self.event,
+            "allowed": list(self.allowed),
+            "message": self.message,
+        }
+        if self.guard is not None:
+            out["guard"] = self.guard
+            out["detail"] = self.detail
+        return out
+
+
+@attrs.frozen
+class RunSummary:
+    """Where a run stands at the end of the log (or at its first error)."""
+
+    run_id: str
+    status: str
+    stop_reason: str | None
+    version: int
+
+    @classmethod
+    def of(cls, record: RunRecord) -> RunSummary:
+        """The summary of a folded record."""
+        return cls(record.run_id, record.status, record.stop_reason, record.version)
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"run_id", "status", "stop_reason", "version"}`."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class ValidationReport:
+    """What a validation pass found.
+
+    Attributes:
+        runs: every run seen, in order of first appearance.
+        findings: problems in input order (at most one per run; one in all unless
+            `keep_going`).
+        events: how many events were applied.
+        lines: how many lines were read.
+        records: the folded record of every run, when asked for (`keep_records`).
+    """
+
+    runs: tuple[RunSummary, ...]
+    findings: tuple[Finding, ...]
+    events: int
+    lines: int
+    records: Mapping[str, RunRecord] = attrs.field(factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every event was legal."""
+        return not self.findings
+
+    @property
+    def exit_code(self) -> int:
+        """0 all legal, 1 a lifecycle problem, 2 a line that is not a valid event."""
+        if any(f.is_format for f in self.findings):
+            return 2
+        return 1 if self.findings else 0
+
+
+def _kind(err: LifecycleError) -> FindingKind:
+    for cls, kind in _KINDS:
+        if isinstance(err, cls):
+            return kind
+    return "lifecycle"
+
+
+_KINDS: tuple[tuple[type[LifecycleError], FindingKind], ...] = (
+    (IllegalTransitionError, "illegal_transition"),
+    (SequenceError, "sequence"),
+    (RunMismatchError, "run_mismatch"),
+    (ActionError, "action"),
+    (GuardRejectedError, "guard"),
+)
+
+
+def _shorten(raw: str | bytes) -> str:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = text.strip()
+    return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
+
+
+def validate_lines(
+    lines: Iterable[str | bytes],
+    *,
+    reducer: Reducer = DEFAULT_REDUCER,
+    keep_going: bool = False,
+    run_id: str | None = None,
+    on_line: Callable[[int], None] | None = None,
+    keep_records: bool = False,
+) -> ValidationReport:
+    """Check every line against the wire format and every run against the reducer.
+
+    Args:
+        lines: JSON Lines; blank lines are skipped.
+        reducer: the table (and guards) to check against.
+        keep_going: report each run's first problem and go on (the CLI's `--all`);
+            otherwise stop at the first problem.
+        run_id: check only this run (other runs' lines are still parsed).
+        on_line: called with each line number (progress reporting).
+        keep_records: keep every run's folded record (for replay); memory then grows with
+            the number of runs, finished ones included.
+    """
+    open_runs: dict[str, RunRecord] = {}
+    closed: dict[str, RunSummary] = {}
+    failed: dict[str, RunSummary] = {}
+    order: list[str] = []
+    kept: dict[str, RunRecord] = {}
+    findings: list[Finding] = []
+    applied = 0
+    number = 0
+    terminal = reducer.table.terminal_states
+    for number, raw in enumerate(lines, start=1):
+        if on_line is not None:
+            on_line(number)
+        if not raw.strip():
+            continue
+        try:
+            event = parse_event(raw, line=number)
+        except EventFormatError as err:
+            findings.append(
+                Finding(
+                    "format", number, str(err), _shorten(raw),
+                    run_id=err.run_id, sequence=err.sequence,
+                )
+            )  # fmt: skip
+            if not keep_going:
+                break
+            continue
+        rid = event.run_id
+        if run_id is not None and rid != run_id:
+            continue
+        if rid in failed:
+            continue  # only a run's first problem is reported; the rest would cascade
+        record = open_runs.get(rid)
+        if record is None:
+            if rid in closed:
+                summary = closed.pop(rid)
+                record = attrs.evolve(
+                    reducer.initial(rid), status=summary.status, version=summary.version,
+                    stop_reason=summary.stop_reason,
+                )  # fmt: skip
+            else:
+                order.append(rid)
+                record = reducer.initial(rid)
+        try:
+            record = reducer.reduce(record, event)
+        except LifecycleError as err:
+            findings.append(_lifecycle_finding(err, number, raw, reducer))
+            failed[rid] = RunSummary.of(record)
+            open_runs.pop(rid, None)
+            if keep_records:
+                kept[rid] = record
+            if not keep_going:
+                break
+            continue
+        applied += 1
+        if keep_records:
+            kept[rid] = record
+        if record.status in terminal:
+            open_runs.pop(rid, None)
+            closed[rid] = RunSummary.of(record)
+        else:
+            open_runs[rid] = record
+    runs = tuple(failed.get(r) or closed.get(r) or RunSummary.of(open_runs[r]) for r in order)
+    return ValidationReport(runs, tuple(findings), applied, number, kept)
+
+
+def _lifecycle_finding(
+    err: LifecycleError, line: int, raw: str | bytes, reducer: Reducer
+) -> Finding:
+    guard = err.guard if isinstance(err, GuardRejectedError) else None
+    detail = err.detail if isinstance(err, GuardRejectedError) else None
+    return Finding(
+        _kind(err), line, str(err), _shorten(raw),
+        run_id=err.run_id, sequence=err.sequence, state=err.state, event=err.event,
+        allowed=reducer.table.allowed(err.state), guard=guard, detail=detail,
+    )  # fmt: skip

@@ -1,0 +1,235 @@
+"""The parts a Runner is built from: agents, subagents, its settings, and what a run returns.
+
+An `Agent` is a model with the tools it may call and the policy over them. A run starts with
+one agent; a `handoff` decision switches to another (turns and budget carry on). A
+`subagent(...)` tool runs a whole child run for one call: the child has its own turn count,
+draws on the root run's token and cost budget, and its final output is the call's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from pydantic import BaseModel, Field
+
+from agentfsm.events.models import Limits, Usage
+from agentfsm.fsm.names import ActionStatus, RunStatus
+from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
+from agentfsm.runtime.policy import Policy, allow_all
+from agentfsm.runtime.tools import Tool, ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    from agentfsm.reducers.record import Action, RunRecord
+
+__all__ = [
+    "Agent",
+    "ModelFn",
+    "RunResult",
+    "RunnerConfig",
+    "Subagent",
+    "SubagentArgs",
+    "exponential_backoff",
+    "subagent",
+]
+
+#: What a model returns: a decision, or chunks to assemble (sync or async), or an awaitable
+#: of either (`AsyncRunner` only).
+ModelReply = (
+    Decision
+    | Iterable[ModelChunk]
+    | AsyncIterable[ModelChunk]
+    | Awaitable[Decision | Iterable[ModelChunk] | AsyncIterable[ModelChunk]]
+)
+#: A model adapter: one call per turn.
+ModelFn = Callable[[ModelContext], ModelReply]
+
+
+def _registry(value: ToolRegistry | Iterable[Tool]) -> ToolRegistry:
+    return value if isinstance(value, ToolRegistry) else ToolRegistry(value)
+
+
+@attrs.frozen
+class Agent:
+    """A model, the tools it may call, and the policy over those calls.
+
+    Attributes:
+        name: the agent's name (`run.started.agent`, `handoff.to_agent`).
+        model: called once per turn with a `ModelContext`.
+        tools: a `ToolRegistry` or a list of tools.
+        policy: allow / deny / needs_approval per call (everything allowed by default).
+    """
+
+    name: str
+    model: ModelFn
+    tools: ToolRegistry = attrs.field(factory=ToolRegistry, converter=_registry)
+    policy: Policy = allow_all
+
+
+class SubagentArgs(BaseModel):
+    """The default arguments of a subagent tool: the task to hand over."""
+
+    task: str = Field(min_length=1)
+
+
+@attrs.frozen
+class Subagent:
+    """A child run behind a tool call (see `subagent`).
+
+    Attributes:
+        agent: the child's agent (its model, tools and policy).
+        objective: turns the call's validated arguments into the child's objective.
+        limits: the child's own limits (its turn count is its own); the root's token and
+            cost limits apply to the whole tree regardless.
+        agents: further agents the child may hand off to.
+    """
+
+    agent: Agent
+    objective: Callable[[Any], str]
+    limits: Limits | None = None
+    agents: tuple[Agent, ...] = ()
+
+
+def _task(args: Any) -> str:
+    return str(args.task)
+
+
+def _not_called(ctx: ToolContext) -> Any:  # pragma: no cover - the Runner runs the child
+    raise RuntimeError("a subagent tool is run by the Runner, not called")
+
+
+def subagent(
+    name: str,
+    agent: Agent,
+    *,
+    args: type[BaseModel] = SubagentArgs,
+    objective: Callable[[Any], str] = _task,
+    limits: Limits | None = None,
+    agents: Iterable[Agent] = (),
+    description: str = "",
+) -> Tool:
+    """A tool whose call runs a child run of `agent` and returns its final output.
+
+    The child's run id is `<parent run>/<action id>`, so the call is idempotent: after a
+    crash the same child run is resumed, never started twice.
+
+    Args:
+        name: the tool's name.
+        agent: the child's agent.
+        args: the call's argument model (`SubagentArgs`: one `task` string, by default).
+        objective: the child's objective from the validated arguments.
+        limits: the child's own limits (e.g. `Limits(max_turns=5)`).
+        agents: agents the child may hand off to.
+        description: for the model's tool list.
+    """
+    return Tool(
+        name,
+        _not_called,
+        args=args,
+        side_effects=True,
+        idempotent=True,
+        description=description,
+        subagent=Subagent(agent, objective, limits, tuple(agents)),
+    )
+
+
+def exponential_backoff(
+    base: float = 0.5, factor: float = 2.0, cap: float = 30.0
+) -> Callable[[int], float]:
+    """Seconds to wait before retry `n` (1 for the first retry): base, base*factor, ... <= cap."""
+
+    def delay(n: int) -> float:
+        return float(min(cap, base * factor ** max(0, n - 1)))
+
+    return delay
+
+
+@attrs.frozen
+class RunnerConfig:
+    """How a Runner behaves where there is a choice.
+
+    Attributes:
+        wrap_up_turn: reserve the last turn `max_turns` allows for an answer without tools
+            (the model's context says `wrap_up=True`); it counts within the limits. Off by
+            default. If the model still calls tools then, the run stops for `max_turns`.
+        cancel_grace: seconds to wait for calls in flight once a cancel is noticed, before
+            recording them `outcome_unknown` (the `AsyncRunner`; sync calls finish anyway).
+        cancel_poll: seconds between checks for a cancel while calls are in flight
+            (`AsyncRunner`).
+        backoff: seconds before retry `n` of a tool or model call.
+        model_max_attempts: attempts per model call for retryable `ModelError`s.
+        reserve: usage each model call reserves up front (`model.started.reserved_*`), so
+            the budget guard refuses a call that could overspend.
+        accept: checks a final answer before the run completes: returns None to accept or
+            a reason, which ends the run `failed` (kind `output_rejected`).
+        max_conflicts: how many times in a row one append may lose a race (reload, re-check,
+            append again) before the Runner gives up.
+    """
+
+    wrap_up_turn: bool = False
+    cancel_grace: float = 5.0
+    cancel_poll: float = 0.5
+    backoff: Callable[[int], float] = attrs.field(factory=exponential_backoff)
+    model_max_attempts: int = 3
+    reserve: Usage | None = None
+    accept: Callable[[Any, RunRecord], str | None] | None = None
+    max_conflicts: int = 20
+
+
+_WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
+
+
+@attrs.frozen
+class RunResult:
+    """Where a run stands when the Runner returns.
+
+    The Runner returns when the run is terminal, waits for a person (`waiting_approval`,
+    `paused`), or was taken over by another worker (`superseded`).
+
+    Attributes:
+        record: the run's record at that point.
+        superseded: another process drove the run while this Runner was driving it; this
+            one stopped (results it held were not recorded: the other records them as
+            unknown).
+        children: results of the subagent runs this call drove, by run id.
+    """
+
+    record: RunRecord
+    superseded: bool = False
+    children: Mapping[str, RunResult] = attrs.field(factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        return self.record.run_id
+
+    @property
+    def status(self) -> str:
+        """The run's status (`completed`, `waiting_approval`, `terminated`, ...)."""
+        return self.record.status
+
+    @property
+    def final_output(self) -> Any:
+        """The model's last final answer (kept even when a guard stopped the run)."""
+        return self.record.final_output
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a guard stopped the run, if one did."""
+        return self.record.stop_reason
+
+    @property
+    def pending_approvals(self) -> tuple[Action, ...]:
+        """The calls waiting for a person's decision."""
+        return tuple(self.record.actions[a] for a in self.record.pending_approvals)
+
+    @property
+    def unknown_outcomes(self) -> tuple[Action, ...]:
+        """Calls whose effect nobody knows (crash, cancel, timeout): someone must look."""
+        return tuple(a for a in self.record.actions.values() if a.status == ActionStatus.UNKNOWN)
+
+    @property
+    def waiting(self) -> bool:
+        """The run waits for a person (approval) or something else (paused)."""
+        return self.record.status in _WAITING

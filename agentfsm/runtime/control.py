@@ -1,0 +1,283 @@
+"""Steering a run from anywhere: approve, reject, cancel, pause, resume, submit.
+
+Each function appends one event through the store, from any thread, process or machine that
+can reach it, and returns the run's record after it. None of them drives the run: the
+process running it notices at its next append (the store's optimistic concurrency tells it
+someone else wrote), and a `Worker` picks up runs that became runnable.
+
+If another process appends at the same moment, the function reloads and tries again as long
+as its event is still legal; an event the run's lifecycle refuses raises the reducer's
+`LifecycleError` (e.g. approving a call that is not waiting for approval), with nothing
+written. The `a*` variants do the same over an `AsyncEventStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
+from agentfsm.events import models as m
+from agentfsm.events.models import Event, Limits
+from agentfsm.fsm.errors import ConcurrencyConflictError, StoreError
+from agentfsm.fsm.names import RunStatus
+from agentfsm.reducers.record import RunRecord
+
+__all__ = [
+    "aapprove",
+    "acancel",
+    "apause",
+    "approve",
+    "areject",
+    "aresume",
+    "asubmit",
+    "cancel",
+    "pause",
+    "reject",
+    "resume",
+    "submit",
+]
+
+Clock = Callable[[], datetime]
+_TRIES = 20
+#: What an event to append is made of: its class and fields, or None for "nothing to do".
+_Want = tuple[type[Any], dict[str, Any]] | None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _event(record: RunRecord, want: tuple[type[Any], dict[str, Any]], clock: Clock) -> Event:
+    cls, fields = want
+    event: Event = cls(
+        run_id=record.run_id,
+        sequence=record.version + 1,
+        occurred_at=clock().isoformat(),
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+    return event
+
+
+def _append(
+    store: EventStore, run_id: str, what: Callable[[RunRecord], _Want], clock: Clock
+) -> RunRecord:
+    for _ in range(_TRIES):
+        record = store.load(run_id)
+        want = what(record)
+        if want is None:
+            return record
+        try:
+            return store.append(run_id, [_event(record, want, clock)], record.version)
+        except ConcurrencyConflictError:
+            continue
+    raise StoreError(f"run '{run_id}': {_TRIES} tries in a row lost a race")
+
+
+async def _aappend(
+    store: AsyncEventStore, run_id: str, what: Callable[[RunRecord], _Want], clock: Clock
+) -> RunRecord:
+    for _ in range(_TRIES):
+        record = await store.load(run_id)
+        want = what(record)
+        if want is None:
+            return record
+        try:
+            return await store.append(run_id, [_event(record, want, clock)], record.version)
+        except ConcurrencyConflictError:
+            continue
+    raise StoreError(f"run '{run_id}': {_TRIES} tries in a row lost a race")
+
+
+def _approve(action_id: str, approver: str | None) -> Callable[[RunRecord], _Want]:
+    return lambda r: (m.ApprovalAccepted, {"action_id": action_id, "approver": approver})
+
+
+def _reject(
+    action_id: str, approver: str | None, reason: str | None
+) -> Callable[[RunRecord], _Want]:
+    return lambda r: (
+        m.ApprovalRejected,
+        {"action_id": action_id, "approver": approver, "reason": reason},
+    )
+
+
+def _cancel(reason: str | None, requested_by: str | None) -> Callable[[RunRecord], _Want]:
+    def what(record: RunRecord) -> _Want:
+        # Asking twice is one request: the first reason stands.
+        if record.status == RunStatus.CANCEL_REQUESTED:
+            return None
+        return (m.RunCancelRequested, {"reason": reason, "requested_by": requested_by})
+
+    return what
+
+
+def _pause(reason: str) -> Callable[[RunRecord], _Want]:
+    return lambda r: (m.RunPaused, {"reason": reason})
+
+
+def _resume(record: RunRecord) -> _Want:
+    return None if record.status == RunStatus.RUNNING else (m.RunResumed, {})
+
+
+def approve(
+    store: EventStore,
+    run_id: str,
+    action_id: str,
+    approver: str | None = None,
+    *,
+    clock: Clock = _now,
+) -> RunRecord:
+    """Approve the exact call `action_id` is waiting with (`approval.accepted`).
+
+    Raises:
+        ActionError: the action is not waiting for approval.
+        RunNotFoundError: no such run.
+    """
+    return _append(store, run_id, _approve(action_id, approver), clock)
+
+
+def reject(
+    store: EventStore,
+    run_id: str,
+    action_id: str,
+    approver: str | None = None,
+    reason: str | None = None,
+    *,
+    clock: Clock = _now,
+) -> RunRecord:
+    """Refuse the call (`approval.rejected`); the model sees the reason as its result.
+
+    Raises:
+        ActionError: the action is not waiting for approval.
+        RunNotFoundError: no such run.
+    """
+    return _append(store, run_id, _reject(action_id, approver, reason), clock)
+
+
+def cancel(
+    store: EventStore,
+    run_id: str,
+    *,
+    reason: str | None = None,
+    requested_by: str | None = None,
+    clock: Clock = _now,
+) -> RunRecord:
+    """Ask for the run to stop (`run.cancel_requested`); a no-op if already asked.
+
+    The process driving it stops starting work at its next step, settles calls in flight
+    and appends `run.cancelled`; a run nobody drives is settled by the next `resume` or
+    `Worker`.
+
+    Raises:
+        IllegalTransitionError: the run already ended.
+        RunNotFoundError: no such run.
+    """
+    return _append(store, run_id, _cancel(reason, requested_by), clock)
+
+
+def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = _now) -> RunRecord:
+    """Pause a run between steps (`run.paused`): waiting for input or a callback.
+
+    Raises:
+        LifecycleError: the run is not `running` between steps (a call or the model is in
+            flight, or it waits for approval).
+        RunNotFoundError: no such run.
+    """
+    return _append(store, run_id, _pause(reason), clock)
+
+
+def resume(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
+    """Un-pause a run (`run.resumed`); a no-op if it is already running.
+
+    The run is then runnable: `Runner.resume(run_id)` or a `Worker` drives it.
+
+    Raises:
+        IllegalTransitionError: the run is neither paused nor running.
+        RunNotFoundError: no such run.
+    """
+    return _append(store, run_id, _resume, clock)
+
+
+def submit(
+    store: EventStore,
+    run_id: str,
+    objective: str | None = None,
+    *,
+    agent: str | None = None,
+    limits: Limits | None = None,
+    clock: Clock = _now,
+) -> RunRecord:
+    """Create a run (`run.started`) for a `Worker` to drive.
+
+    Raises:
+        ConcurrencyConflictError: a run with this id already exists.
+    """
+    fields = {"objective": objective, "agent": agent, "limits": limits}
+    event = _event(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
+    return store.append(run_id, [event], 0)
+
+
+async def aapprove(
+    store: AsyncEventStore,
+    run_id: str,
+    action_id: str,
+    approver: str | None = None,
+    *,
+    clock: Clock = _now,
+) -> RunRecord:
+    """`approve` over an `AsyncEventStore`."""
+    return await _aappend(store, run_id, _approve(action_id, approver), clock)
+
+
+async def areject(
+    store: AsyncEventStore,
+    run_id: str,
+    action_id: str,
+    approver: str | None = None,
+    reason: str | None = None,
+    *,
+    clock: Clock = _now,
+) -> RunRecord:
+    """`reject` over an `AsyncEventStore`."""
+    return await _aappend(store, run_id, _reject(action_id, approver, reason), clock)
+
+
+async def acancel(
+    store: AsyncEventStore,
+    run_id: str,
+    *,
+    reason: str | None = None,
+    requested_by: str | None = None,
+    clock: Clock = _now,
+) -> RunRecord:
+    """`cancel` over an `AsyncEventStore`."""
+    return await _aappend(store, run_id, _cancel(reason, requested_by), clock)
+
+
+async def apause(
+    store: AsyncEventStore, run_id: str, reason: str, *, clock: Clock = _now
+) -> RunRecord:
+    """`pause` over an `AsyncEventStore`."""
+    return await _aappend(store, run_id, _pause(reason), clock)
+
+
+async def aresume(store: AsyncEventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
+    """`resume` over an `AsyncEventStore`."""
+    return await _aappend(store, run_id, _resume, clock)
+
+
+async def asubmit(
+    store: AsyncEventStore,
+    run_id: str,
+    objective: str | None = None,
+    *,
+    agent: str | None = None,
+    limits: Limits | None = None,
+    clock: Clock = _now,
+) -> RunRecord:
+    """`submit` over an `AsyncEventStore`."""
+    fields = {"objective": objective, "agent": agent, "limits": limits}
+    event = _event(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
+    return await store.append(run_id, [event], 0)

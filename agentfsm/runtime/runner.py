@@ -1,0 +1,455 @@
+"""`Runner`: drives one run through the table, from the store, one durable step at a time.
+
+Each step is decided from the run's record (see `_plan`), and every fact is appended
+before the code that depends on it runs: `model.started` before the model is called,
+`tool.requested` and `tool.started` before the tool runs, its result right after. A crash
+at any point leaves a log that `resume(run_id)` continues from:
+
+- a call requested but never started is started (it cannot have run);
+- a call started with no outcome is run again only if its tool is safe to repeat (no side
+  effects, or idempotent with the same idempotency key); otherwise it is recorded
+  `tool.outcome_unknown` and surfaced in `RunResult.unknown_outcomes`, never repeated;
+- a model call started with no decision is made again (within the same turn).
+
+The sync Runner runs a batch's calls one after another; `AsyncRunner` runs them concurrently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.events import models as m
+from agentfsm.events.models import Limits
+from agentfsm.fsm.budget import SharedBudget
+from agentfsm.fsm.errors import GuardRejectedError, RunNotFoundError
+from agentfsm.fsm.guards import Guard, Verdict
+from agentfsm.fsm.names import ActionStatus, RunStatus
+from agentfsm.reducers.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _plan as p
+from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
+from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.model import Decision, ModelError, StreamAssembler
+from agentfsm.runtime.recovery import rebuild_tree
+from agentfsm.runtime.tools import InvalidCall, Tool
+from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
+
+__all__ = ["Runner", "utc_now"]
+
+
+def utc_now() -> datetime:
+    """The default clock: the current time in UTC."""
+    return datetime.now(UTC)
+
+
+class _ChildWaiting(Exception):  # noqa: N818  (a signal, not a failure)
+    """A subagent's run waits for a person: the parent's call stays in flight."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(result.run_id)
+        self.result = result
+
+
+def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
+    found = (agents,) if isinstance(agents, Agent) else tuple(agents)
+    if not found:
+        raise ValueError("a Runner needs at least one agent")
+    names = [a.name for a in found]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"agent names must be unique; repeated: {', '.join(dup)}")
+    return found
+
+
+class _Core:
+    """What both runners are configured with."""
+
+    def __init__(
+        self,
+        agents: Agent | Iterable[Agent],
+        *,
+        store_reducer: Reducer,
+        guards: Sequence[Guard] = (),
+        clock: Callable[[], datetime] = utc_now,
+        config: RunnerConfig | None = None,
+        action_ids: p.ActionIds = p.turn_action_ids,
+        logger: Any = None,
+    ) -> None:
+        self.agents = _agents(agents)
+        self.guards = tuple(guards)
+        self.clock = clock
+        self.config = config if config is not None else RunnerConfig()
+        self.action_ids = action_ids
+        self.log = logger if logger is not None else structlog.get_logger("agentfsm")
+        # The Runner's reducer: the store's table, with the Runner's guards, checked with
+        # the Runner's clock (and a subagent tree's shared budget) before every append.
+        self.reducer = Reducer(store_reducer.table, self.guards)
+        by_name = {a.name: a for a in self.agents}
+        #: Names of subagent tools any agent has (a budget tree is needed only with them).
+        self._subagent_tools = frozenset(
+            t.name for a in self.agents for t in a.tools if t.subagent is not None
+        )
+        self.planner = p.Planner(
+            by_name, self.agents[0].name, self.reducer, self.config, action_ids
+        )
+
+    def _result(self, record: RunRecord, children: dict[str, RunResult]) -> RunResult:
+        unknown = [a.action_id for a in record.actions.values() if a.status == ActionStatus.UNKNOWN]
+        self.log.info(
+            "run.returned",
+            run_id=record.run_id,
+            status=record.status,
+            version=record.version,
+            stop_reason=record.stop_reason,
+            pending_approvals=list(record.pending_approvals),
+            unknown_outcomes=unknown,
+        )
+        return RunResult(record, children=children)
+
+    def _child_runner_args(self) -> dict[str, Any]:
+        return {
+            "guards": self.guards,
+            "clock": self.clock,
+            "config": self.config,
+            "action_ids": self.action_ids,
+            "logger": self.log,
+        }
+
+
+def _has_money_limits(record: RunRecord) -> bool:
+    limits = record.limits
+    return limits is not None and (limits.max_tokens is not None or limits.max_cost is not None)
+
+
+def new_tree(record: RunRecord) -> BudgetTree | None:
+    """A budget tree rooted at `record`'s run, if it has token or cost limits."""
+    if not _has_money_limits(record):
+        return None
+    assert record.limits is not None
+    tree = BudgetTree(SharedBudget(record.run_id, record.limits.max_tokens, record.limits.max_cost))
+    tree.charge(record)
+    return tree
+
+
+class Runner(_Core):
+    """Drives runs of `agents` through the table, persisting every step in `store`.
+
+    Args:
+        store: where the runs' events are kept (memory, SQLite, PostgreSQL).
+        agents: one agent, or several (the first is the default; others are reachable by
+            handoff).
+        guards: limit guards checked before every append with the Runner's clock
+            (`MaxTurns`, `Deadline`, `Budget`, `LoopDetector`, your own); the run's own
+            `limits` apply too.
+        clock: the time source (aware datetimes); stamps every event.
+        sleep: how to wait before a retry (tests pass a recorder; nothing sleeps for real).
+        config: the Runner's settings (`RunnerConfig`).
+        action_ids: ids for calls the model gave none for: `(record, index) -> id`.
+        logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        agents: Agent | Iterable[Agent],
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Callable[[], datetime] = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
+        config: RunnerConfig | None = None,
+        action_ids: p.ActionIds = p.turn_action_ids,
+        logger: Any = None,
+    ) -> None:
+        super().__init__(
+            agents,
+            store_reducer=store.reducer,
+            guards=guards,
+            clock=clock,
+            config=config,
+            action_ids=action_ids,
+            logger=logger,
+        )
+        self.store = store
+        self.sleep = sleep
+
+    # -- the public API ------------------------------------------------------------------
+
+    def start(
+        self,
+        run_id: str,
+        objective: str | None = None,
+        *,
+        agent: str | None = None,
+        limits: Limits | None = None,
+    ) -> RunRecord:
+        """Append `run.started` for a new run and return its record (without driving it).
+
+        A `Worker` (or `resume`) drives it from there.
+
+        Raises:
+            ConcurrencyConflictError: a run with this id already exists.
+        """
+        writer = self._writer(self.reducer.initial(run_id), None)
+        fields: dict[str, Any] = {
+            "objective": objective,
+            "agent": agent or self.agents[0].name,
+            "limits": limits,
+        }
+        event = m.RunStarted(
+            run_id=run_id,
+            sequence=1,
+            occurred_at=self.clock().isoformat(),
+            **{k: v for k, v in fields.items() if v is not None},
+        )
+        record = self.store.append(run_id, [event], 0)
+        writer._applied(writer.record, [event], [record])
+        return record
+
+    def run(
+        self,
+        run_id: str,
+        objective: str | None = None,
+        *,
+        agent: str | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult:
+        """Start a new run and drive it until it ends or waits for a person."""
+        record = self.start(run_id, objective, agent=agent, limits=limits)
+        tree = new_tree(record) if self._subagent_tools else None
+        return self._drive(self._writer(record, tree))
+
+    def resume(
+        self, run_id: str, *, heartbeat: Callable[[RunRecord], None] | None = None
+    ) -> RunResult:
+        """Continue a run from the store: after a crash, an approval, a pause, or a cancel.
+
+        A paused run is resumed (`run.resumed`) first. A run waiting for approval returns
+        at once, still waiting.
+
+        Args:
+            run_id: the run.
+            heartbeat: called before every step (a `Worker` renews its lease there; raise
+                to stop driving).
+
+        Raises:
+            RunNotFoundError: the store has no such run.
+        """
+        record = self.store.load(run_id)
+        writer = self._writer(record, self._tree_for(record))
+        if record.status == RunStatus.PAUSED:
+            writer.append([(m.RunResumed, {})])
+        return self._drive(writer, heartbeat)
+
+    # -- driving -------------------------------------------------------------------------
+
+    def _writer(self, record: RunRecord, budget: BudgetTree | None) -> Writer:
+        return Writer(
+            self.store,
+            record,
+            reducer=self.reducer,
+            clock=self.clock,
+            logger=self.log,
+            budget=budget,
+            max_conflicts=self.config.max_conflicts,
+        )
+
+    def _tree_for(self, record: RunRecord) -> BudgetTree | None:
+        if not self._subagent_tools:
+            return None
+        return rebuild_tree(self.store, record, new_tree(record), self._subagent_tools.__contains__)
+
+    def _drive(
+        self, writer: Writer, heartbeat: Callable[[RunRecord], None] | None = None
+    ) -> RunResult:
+        children: dict[str, RunResult] = {}
+        while True:
+            record = writer.record
+            if heartbeat is not None:
+                heartbeat(record)
+            writer.begin_step()
+            now = self.clock()
+            try:
+                step = self.planner.next(record, now)
+                if isinstance(step, p.Finish):
+                    return self._result(record, children)
+                if isinstance(step, p.Append):
+                    writer.append(step.specs)
+                elif isinstance(step, p.Turn):
+                    self._turn(writer, step)
+                else:
+                    for work in step.work:
+                        if writer.record.status not in p.ACTIVE:
+                            break
+                        self._work(writer, work, children)
+            except GuardRejectedError as exc:
+                self._stop(writer, exc)
+            except StateChanged:
+                continue
+            except _ChildWaiting as waiting:
+                children[waiting.result.run_id] = waiting.result
+                return self._result(writer.record, children)
+            except RunSupersededError as exc:
+                self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
+                return RunResult(self.store.load(writer.run_id), superseded=True, children=children)
+
+    def _stop(self, writer: Writer, exc: GuardRejectedError) -> None:
+        with contextlib.suppress(StateChanged):  # the run already ended some other way
+            writer.append([Verdict.of(exc).terminated_event])
+
+    def _turn(self, writer: Writer, step: p.Turn) -> None:
+        if not step.reopen:
+            writer.append([self.planner.model_started()])
+        record = writer.record
+        decision = self._ask(writer, step, record)
+        if isinstance(decision, Decision):
+            try:
+                specs = self.planner.decided_and_admitted(
+                    record, decision, step.wrap_up, step.agent, self.clock()
+                )
+            except ValueError as exc:  # pydantic's ValidationError is one
+                specs = (p.model_failed(f"the model's decision is not JSON: {exc}"),)
+        else:
+            specs = (decision,)
+        writer.append(specs)
+
+    def _ask(self, writer: Writer, step: p.Turn, record: RunRecord) -> Decision | Spec:
+        """The model's decision, retrying retryable errors; or the `run.failed` spec."""
+        attempt = 0
+        while True:
+            attempt += 1
+            now = self.clock()
+            ctx = self.planner.context(record, step.agent, step.wrap_up, now)
+            try:
+                reply = step.agent.model(ctx)
+                return _assemble(reply, step.agent.name)
+            except ModelError as exc:
+                self.log.warning(
+                    "model.error",
+                    run_id=record.run_id,
+                    agent=step.agent.name,
+                    attempt=attempt,
+                    retryable=exc.retryable,
+                    message=exc.message,
+                )
+                if not exc.retryable or attempt >= self.config.model_max_attempts:
+                    return p.model_failed(
+                        f"the model call failed after {attempt} attempt(s): {exc.message}"
+                    )
+                self.sleep(self.config.backoff(attempt))
+            except Exception as exc:  # noqa: BLE001  (any model bug ends the run as failed)
+                self.log.warning(
+                    "model.error", run_id=record.run_id, agent=step.agent.name, error=repr(exc)
+                )
+                return p.model_failed(f"the model raised {type(exc).__name__}: {exc}")
+
+    def _work(self, writer: Writer, work: p.Work, children: dict[str, RunResult]) -> None:
+        aid = work.action_id
+        mode = work.mode
+        tool = work.tool
+        while True:
+            action = writer.record.actions[aid]
+            if mode == "retry":
+                delay = self.config.backoff(action.attempts)
+                self.log.info(
+                    "tool.retry_scheduled",
+                    run_id=writer.run_id,
+                    action_id=aid,
+                    attempt=action.attempts + 1,
+                    delay=delay,
+                )
+                self.sleep(delay)
+            if mode != "reexecute":
+                writer.append([(m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})])
+            record = writer.record
+            spec = self._invoke(writer, record, tool, aid, children)
+            record = writer.append([spec])
+            action = record.actions[aid]
+            if not p.retry_allowed(record, action, tool):
+                return
+            mode = "retry"
+
+    def _invoke(
+        self,
+        writer: Writer,
+        record: RunRecord,
+        tool: Tool,
+        aid: str,
+        children: dict[str, RunResult],
+    ) -> Spec:
+        action = record.actions[aid]
+        ctx = p.tool_context(
+            record, action, tool, self.reducer.guards.remaining(record, self.clock())
+        )
+        if isinstance(ctx, InvalidCall):
+            return p.invalid_now(aid, ctx)
+        if tool.subagent is not None:
+            return self._child(writer, record, tool, ctx.args, aid, children)
+        try:
+            value = tool.fn(ctx)
+        except Exception as exc:  # noqa: BLE001  (a tool's exception is its failure, recorded)
+            return p.failure(aid, exc)
+        if hasattr(value, "__await__"):
+            close = getattr(value, "close", None)
+            if close is not None:
+                close()
+            return p.failure(
+                aid,
+                TypeError(f"tool '{tool.name}' is async: run it with AsyncRunner"),
+            )
+        return p.outcome(aid, value)
+
+    def _child(
+        self,
+        writer: Writer,
+        record: RunRecord,
+        tool: Tool,
+        args: Any,
+        aid: str,
+        children: dict[str, RunResult],
+    ) -> Spec:
+        sub = tool.subagent
+        assert sub is not None
+        child_id = f"{record.run_id}/{aid}"
+        tree = writer.budget
+        if tree is None:
+            tree = writer.budget = new_tree(record)
+        if tree is not None:
+            tree.spawn(child_id, parent=record.run_id)
+        runner = Runner(
+            self.store, (sub.agent, *sub.agents), sleep=self.sleep, **self._child_runner_args()
+        )
+        try:
+            child = self.store.load(child_id)
+        except RunNotFoundError:
+            child = runner.start(
+                child_id, sub.objective(args), agent=sub.agent.name, limits=sub.limits
+            )
+        if tree is not None:
+            tree.charge(child)
+        cwriter = runner._writer(child, tree)
+        if child.status == RunStatus.PAUSED:
+            cwriter.append([(m.RunResumed, {})])
+        result = runner._drive(cwriter)
+        children[child_id] = result
+        return p.child_outcome(aid, result, _ChildWaiting)
+
+
+def _assemble(reply: Any, agent: str) -> Decision:
+    if isinstance(reply, Decision):
+        return reply
+    if hasattr(reply, "__await__") or hasattr(reply, "__aiter__"):
+        close = getattr(reply, "close", None) or getattr(reply, "aclose", None)
+        if close is not None and hasattr(reply, "__await__"):
+            close()
+        raise TypeError(f"the model of agent '{agent}' is async: run it with AsyncRunner")
+    assembler = StreamAssembler()
+    for chunk in reply:
+        assembler.feed(chunk)
+    return assembler.finish()

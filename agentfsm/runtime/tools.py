@@ -1,0 +1,307 @@
+"""Tools: a name, a callable, argument validation, and what is safe to repeat.
+
+A tool is called with one `ToolContext`: the validated arguments, the idempotency key
+(`run_id:action_id`, the same on every attempt and after a crash), the attempt number and
+the time left before the run's deadline. It returns any JSON value (or a `ToolResult` to
+report a cost), raises `ToolError` for a failure it understands (with `retryable`), or
+raises `OutcomeUnknownError` when it cannot tell whether its effect happened.
+
+What the Runner may repeat follows from two flags:
+
+- `side_effects=False`: calling it again changes nothing in the world (a lookup).
+- `idempotent=True`: it has effects, but honours its idempotency key: a second call with
+  the same key does not act twice (it returns the first call's result).
+
+A tool with either may be retried after a `retryable` failure and re-executed after a crash;
+any other tool that was started and never reported is recorded `outcome_unknown`, never run
+again behind anyone's back.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from agentfsm.runtime.agent import Subagent
+
+__all__ = [
+    "InvalidCall",
+    "OutcomeUnknownError",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+]
+
+
+@attrs.frozen
+class ToolContext:
+    """What a tool is called with.
+
+    Attributes:
+        run_id: the run.
+        action_id: the action this call is.
+        tool: the tool's name.
+        arguments: the arguments as proposed (a JSON object).
+        args: the validated arguments: an instance of the tool's pydantic model, or the
+            arguments dict when the tool validates with a JSON Schema or not at all.
+        idempotency_key: `run_id:action_id`; pass it to the system you call, so a repeat
+            does not act twice.
+        attempt: 1 for the first attempt, +1 per retry (a re-execution after a crash keeps
+            the attempt it interrupted).
+        remaining: seconds before the run's deadline, or None without one.
+        timeout: the tool's own timeout capped to `remaining` (None: no limit).
+    """
+
+    run_id: str
+    action_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    args: Any
+    idempotency_key: str
+    attempt: int
+    remaining: float | None
+    timeout: float | None
+
+
+@attrs.frozen
+class ToolResult:
+    """A tool's result with the cost it incurred (recorded on `tool.completed`).
+
+    Attributes:
+        value: the result (a JSON value).
+        cost: what the call cost, counted against the run's budget.
+    """
+
+    value: Any
+    cost: float | None = None
+
+
+class ToolError(Exception):
+    """A failure the tool understands, recorded as `tool.failed` and shown to the model.
+
+    Args:
+        message: what went wrong, for the model and for people.
+        kind: a machine-readable kind (`not_found`, `rate_limited`, ...).
+        retryable: trying again may succeed (the Runner retries only tools that are
+            safe to repeat, up to their `max_attempts`).
+    """
+
+    def __init__(self, message: str, *, kind: str = "tool_error", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.retryable = retryable
+
+
+class OutcomeUnknownError(Exception):
+    """The tool cannot tell whether its effect happened (e.g. a timeout after sending).
+
+    Recorded as `tool.outcome_unknown`, never as failed: someone must look.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@attrs.frozen
+class InvalidCall:
+    """Why a proposed call cannot run: fed back to the model as a `tool.failed` error.
+
+    Attributes:
+        kind: `unknown_tool` or `invalid_arguments`.
+        message: what is wrong, in a sentence the model can act on.
+    """
+
+    kind: str
+    message: str
+
+
+def _check_name(_: object, __: object, value: str) -> None:
+    if not value:
+        raise ValueError("a tool needs a non-empty name")
+
+
+def _check_attempts(_: object, __: object, value: int) -> None:
+    if value.__class__ is not int or value < 1:
+        raise ValueError(f"max_attempts must be an integer >= 1, got {value!r}")
+
+
+def _check_args(_: object, __: object, value: Any) -> None:
+    if value is None or isinstance(value, Mapping):
+        return
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return
+    raise TypeError(f"args must be a pydantic model class or a JSON Schema dict, got {value!r}")
+
+
+def _schema_validator(schema: Mapping[str, Any]) -> Any:
+    try:
+        import jsonschema
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "a tool with a JSON Schema needs the jsonschema package: "
+            "pip install 'agentfsm[jsonschema]', or describe the arguments with a pydantic model"
+        ) from None
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _where(path: Iterable[Any]) -> str:
+    parts = [str(p) for p in path]
+    return "/".join(parts) if parts else "(root)"
+
+
+@attrs.frozen
+class Tool:
+    """A tool the model may call.
+
+    Attributes:
+        name: what the model calls it.
+        fn: called with a `ToolContext`; may be a coroutine function under `AsyncRunner`
+            (a plain function there runs on a worker thread).
+        args: a pydantic model class (its validation, strict or not, is the tool's), or
+            a JSON Schema dict (needs the `jsonschema` extra), or None (any object).
+        side_effects: calling it changes something in the world (True unless told).
+        idempotent: it honours its idempotency key, so repeating it is safe.
+        polling: it polls for a changing state: the loop detector lets it repeat while the
+            result changes, and `poll_limit` times with an unchanged one.
+        poll_limit: see `polling`.
+        concurrency_key: calls sharing a key never overlap (`AsyncRunner`), e.g. one per
+            account; None runs freely.
+        max_attempts: attempts per action, retries included (retried only when the error is
+            retryable and the tool is safe to repeat).
+        timeout: seconds one attempt may take (capped to the run's deadline); the
+            `AsyncRunner` enforces it, the sync `Runner` passes it to the tool.
+        description: for the model's tool list.
+        subagent: set by `subagent(...)`: the call runs a child run instead of `fn`.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    fn: Callable[[ToolContext], Any]
+    args: type[BaseModel] | Mapping[str, Any] | None = attrs.field(
+        default=None, validator=_check_args
+    )
+    side_effects: bool = True
+    idempotent: bool = False
+    polling: bool = False
+    poll_limit: int = 5
+    concurrency_key: str | None = None
+    max_attempts: int = attrs.field(default=1, validator=_check_attempts)
+    timeout: float | None = None
+    description: str = ""
+    subagent: Subagent | None = None
+    _validator: Any = attrs.field(init=False, repr=False, eq=False)
+    is_async: bool = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        validator = (
+            _schema_validator(self.args) if isinstance(self.args, Mapping) else None
+        )  # checks the schema itself now, not at the first call
+        object.__setattr__(self, "_validator", validator)
+        fn = self.fn
+        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004  (async callable objects count too)
+        )
+        object.__setattr__(self, "is_async", is_async)
+
+    @property
+    def safe_to_repeat(self) -> bool:
+        """No side effects, or idempotent: a retry or re-execution cannot act twice."""
+        return not self.side_effects or self.idempotent
+
+    def validate(self, arguments: Mapping[str, Any]) -> Any:
+        """The validated arguments (see `ToolContext.args`), or an `InvalidCall`."""
+        if self.args is None:
+            return dict(arguments)
+        if isinstance(self.args, Mapping):
+            errors = sorted(
+                self._validator.iter_errors(dict(arguments)), key=lambda e: list(e.path)
+            )
+            if errors:
+                problems = "; ".join(f"at {_where(e.path)}: {e.message}" for e in errors)
+                return InvalidCall(
+                    "invalid_arguments", f"arguments for '{self.name}' are invalid: {problems}"
+                )
+            return dict(arguments)
+        try:
+            return self.args.model_validate(dict(arguments))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"at {_where(e['loc'])}: {e['msg']}"
+                for e in exc.errors(include_url=False, include_context=False)
+            )
+            return InvalidCall(
+                "invalid_arguments", f"arguments for '{self.name}' are invalid: {problems}"
+            )
+
+
+class ToolRegistry:
+    """The tools an agent may call, by name.
+
+    Args:
+        tools: the tools; names must be unique.
+
+    Raises:
+        ValueError: two tools share a name.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        """Register one more tool.
+
+        Raises:
+            ValueError: a tool of that name is already registered.
+        """
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named '{tool.name}' is already registered")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called `name`, or None."""
+        return self._tools.get(name)
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The registered names, sorted."""
+        return tuple(sorted(self._tools))
+
+    def check(self, tool: str, arguments: Mapping[str, Any]) -> tuple[Tool, Any] | InvalidCall:
+        """The tool and its validated arguments, or why the call cannot run."""
+        found = self._tools.get(tool)
+        if found is None:
+            known = ", ".join(f"'{n}'" for n in self.names) or "none"
+            return InvalidCall("unknown_tool", f"there is no tool '{tool}'; tools: {known}")
+        args = found.validate(arguments)
+        if isinstance(args, InvalidCall):
+            return args
+        return found, args
+
+    @property
+    def polling(self) -> Mapping[str, int]:
+        """Polling tools and their poll limits (for `agentfsm.fsm.LoopDetector(polling=...)`)."""
+        return {t.name: t.poll_limit for t in self._tools.values() if t.polling}

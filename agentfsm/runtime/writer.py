@@ -1,0 +1,371 @@
+"""The only way the Runner changes a run: append events through the store, then act.
+
+A `Writer` holds the Runner's view of one run (its record at some version). `append(specs)`
+stamps the next sequences and the injected clock's time, checks the batch against the table
+and the Runner's guards (with the clock's `now` and the shared budget of a subagent tree),
+and appends it with `expected_version` = the version it holds. So every fact is durable
+before the code that depends on it runs.
+
+When another process appended first (`ConcurrencyConflictError`), the writer reads the new
+events and folds them in:
+
+- control events (`run.cancel_requested`, approvals' decisions, pause/resume, a stop) are
+  how other processes steer a run: the batch is re-stamped on top and appended if it is
+  still legal (a tool's result is still recorded after a cancel), and if it is not, the
+  writer raises `StateChanged` so the Runner re-decides from the new record;
+- driving events (a model or tool event, an approval request) mean another worker is
+  driving the run: `RunSupersededError`, and this Runner stops instead of forking the work.
+
+Every applied event is logged as `transition.applied` (run_id, sequence, event, from_state,
+to_state, and `guard_verdict="passed"` on guarded edges); a refusal as `guard.rejected`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
+from agentfsm.adapters.structlog import log_applied, log_guard_rejected
+from agentfsm.events.models import Event
+from agentfsm.fsm.budget import SharedBudget
+from agentfsm.fsm.errors import (
+    ConcurrencyConflictError,
+    GuardRejectedError,
+    LifecycleError,
+    StoreError,
+)
+from agentfsm.fsm.guards import GuardContext
+from agentfsm.fsm.names import EventType
+from agentfsm.reducers.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime.errors import RunSupersededError
+
+__all__ = ["AsyncWriter", "BudgetTree", "Spec", "StateChanged", "Writer"]
+
+#: One event to append: its class and its own fields (None values are left out), or a
+#: function of (record before it, occurred_at) that builds it (`Verdict.terminated_event`).
+Spec = tuple[type[Any], dict[str, Any]] | Callable[[RunRecord, str], Event]
+
+E = EventType
+#: Events only the process driving a run appends. Seeing one from someone else means the
+#: run has another driver.
+DRIVING = frozenset(
+    {
+        E.RUN_STARTED,
+        E.MODEL_STARTED,
+        E.MODEL_COMPLETED,
+        E.HANDOFF,
+        E.TOOL_REQUESTED,
+        E.TOOL_STARTED,
+        E.TOOL_COMPLETED,
+        E.TOOL_FAILED,
+        E.TOOL_OUTCOME_UNKNOWN,
+        E.APPROVAL_REQUESTED,
+        E.RUN_COMPLETED,
+        E.RUN_CANCELLED,
+    }
+)
+
+
+class StateChanged(Exception):  # noqa: N818  (a signal to re-decide, not a failure)
+    """Another process changed the run and the pending batch no longer applies: re-decide."""
+
+    def __init__(self, record: RunRecord) -> None:
+        super().__init__(f"run '{record.run_id}' changed (now '{record.status}')")
+        self.record = record
+
+
+class BudgetTree:
+    """The shared budget of a root run and its subagent runs, updated as they append.
+
+    `SharedBudget` is an immutable value; this holder is what the writers of one tree share
+    (they may run on several threads), each replacing it with its run's latest charge.
+
+    Args:
+        budget: the root's limits (and any children already known).
+    """
+
+    def __init__(self, budget: SharedBudget) -> None:
+        self._budget = budget
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> SharedBudget:
+        """The budget as of the last append of any run of the tree."""
+        return self._budget
+
+    def charge(self, record: RunRecord) -> None:
+        """Record `record`'s spending as its run's share."""
+        with self._lock:
+            if self._budget.covers(record.run_id):
+                self._budget = self._budget.charge(record)
+
+    def spawn(self, child: str, *, parent: str) -> None:
+        """Add `child` to the tree under `parent` (no-op when it is already there)."""
+        with self._lock:
+            if not self._budget.covers(child):
+                self._budget = self._budget.spawn(child, parent=parent)
+
+
+class _Base:
+    """What the sync and async writers share: stamping, checking, logging, catching up."""
+
+    def __init__(
+        self,
+        record: RunRecord,
+        *,
+        reducer: Reducer,
+        store_reducer: Reducer,
+        clock: Callable[[], datetime],
+        logger: Any,
+        budget: BudgetTree | None,
+        max_conflicts: int,
+    ) -> None:
+        self.record = record
+        self.run_id = record.run_id
+        self.reducer = reducer
+        self.budget = budget
+        self._store_reducer = store_reducer
+        self._clock = clock
+        # Bound once per writer: a lazy proxy would build a new logger on every call.
+        base = logger if logger is not None else structlog.get_logger("agentfsm")
+        self._log = base.bind(run_id=record.run_id)
+        self._max_conflicts = max_conflicts
+        self._guarded = reducer.guards.events
+        self._epoch = 0
+        self._step_epoch = 0
+
+    def begin_step(self) -> None:
+        """Mark the record the Runner is deciding from (see `StateChanged`)."""
+        self._step_epoch = self._epoch
+
+    @property
+    def changed_since_step(self) -> bool:
+        """Another process's events were folded in since `begin_step`."""
+        return self._epoch != self._step_epoch
+
+    def now(self) -> datetime:
+        """The injected clock's reading."""
+        return self._clock()
+
+    def _build(self, specs: Sequence[Spec], record: RunRecord, at: str) -> list[Event]:
+        events: list[Event] = []
+        sequence = record.version
+        for spec in specs:
+            sequence += 1
+            if callable(spec):
+                event = spec(_at_version(record, sequence - 1), at)
+            else:
+                cls, fields = spec
+                event = cls(
+                    run_id=self.run_id,
+                    sequence=sequence,
+                    occurred_at=at,
+                    **{k: v for k, v in fields.items() if v is not None},
+                )
+            events.append(event)
+        return events
+
+    def _check(self, record: RunRecord, events: list[Event], now: datetime) -> list[RunRecord]:
+        """The records after each event, under the Runner's reducer; raises its refusals."""
+        ctx = GuardContext(now, budget=self.budget.current) if self.budget is not None else None
+        out = []
+        reduce = self.reducer.reduce
+        for event in events:
+            try:
+                record = reduce(record, event, ctx)
+            except GuardRejectedError as exc:
+                log_guard_rejected(self._log, event, record.status, exc)
+                raise
+            except LifecycleError:
+                if self.changed_since_step:
+                    raise StateChanged(self.record) from None
+                raise
+            out.append(record)
+        return out
+
+    def _applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
+        log = self._log
+        previous = before.status
+        guarded = self._guarded
+        for event, record in zip(events, after, strict=True):
+            log_applied(log, event, previous, record.status, guarded=event.type in guarded)
+            previous = record.status
+        if self.budget is not None:
+            self.budget.charge(after[-1])
+
+    def _fold_foreign(self, events: list[Event]) -> None:
+        record = self.record
+        for event in events:
+            if event.type in DRIVING:
+                raise RunSupersededError(
+                    run_id=self.run_id, sequence=event.sequence, event=event.type
+                )
+            before = record.status
+            record = self._store_reducer.reduce(record, event)
+            log_applied(self._log, event, before, record.status, source="another process")
+        if events:
+            self._epoch += 1
+            self.record = record
+            if self.budget is not None:
+                self.budget.charge(record)
+
+    def _give_up(self) -> StoreError:
+        return StoreError(
+            f"run '{self.run_id}': {self._max_conflicts} appends in a row lost a race; "
+            "is something appending to it in a loop?"
+        )
+
+
+def _at_version(record: RunRecord, version: int) -> RunRecord:
+    # A builder spec sees the record it follows; only its version matters to the builders
+    # we use (`Verdict.terminated_event`), and it is only ever first in its batch.
+    if version == record.version:
+        return record
+    raise ValueError("an event builder must come first in its batch")
+
+
+class Writer(_Base):
+    """Appends a run's events through a sync `EventStore` (see the module docstring).
+
+    Args:
+        store: the store.
+        record: the run's record the writer starts from (loaded, or the initial one).
+        reducer: checks batches before they are appended (the Runner's guards).
+        clock: stamps `occurred_at` and is the guards' `now`.
+        logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+        budget: the shared budget of a subagent tree the run belongs to.
+        max_conflicts: lost races in a row before giving up.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        record: RunRecord,
+        *,
+        reducer: Reducer,
+        clock: Callable[[], datetime],
+        logger: Any = None,
+        budget: BudgetTree | None = None,
+        max_conflicts: int = 20,
+    ) -> None:
+        super().__init__(
+            record,
+            reducer=reducer,
+            store_reducer=store.reducer,
+            clock=clock,
+            logger=logger,
+            budget=budget,
+            max_conflicts=max_conflicts,
+        )
+        self.store = store
+
+    def append(self, specs: Sequence[Spec]) -> RunRecord:
+        """Append a batch atomically and return the record after it.
+
+        Raises:
+            GuardRejectedError: a guard refused an event (nothing was written).
+            StateChanged: another process changed the run and the batch no longer applies.
+            RunSupersededError: another process is driving the run.
+            LifecycleError: the batch is illegal on the record the Runner decided from.
+        """
+        for _ in range(self._max_conflicts):
+            record = self.record
+            now = self._clock()
+            events = self._build(specs, record, now.isoformat())
+            after = self._check(record, events, now)
+            try:
+                new = self.store.append(self.run_id, events, record.version)
+            except ConcurrencyConflictError:
+                self.catch_up()
+                continue
+            except LifecycleError:
+                # The store's own reducer refused what ours accepted (its guards differ).
+                if self.changed_since_step:
+                    raise StateChanged(self.record) from None
+                raise
+            self.record = new
+            self._applied(record, events, after)
+            return new
+        raise self._give_up()
+
+    def catch_up(self) -> RunRecord:
+        """Fold in what other processes appended since the writer's version."""
+        events = list(self.store.events(self.run_id, after=self.record.version))
+        self._fold_foreign(events)
+        return self.record
+
+
+class AsyncWriter(_Base):
+    """The same as `Writer`, over an `AsyncEventStore`."""
+
+    def __init__(
+        self,
+        store: AsyncEventStore,
+        record: RunRecord,
+        *,
+        reducer: Reducer,
+        store_reducer: Reducer,
+        clock: Callable[[], datetime],
+        logger: Any = None,
+        budget: BudgetTree | None = None,
+        max_conflicts: int = 20,
+    ) -> None:
+        super().__init__(
+            record,
+            reducer=reducer,
+            store_reducer=store_reducer,
+            clock=clock,
+            logger=logger,
+            budget=budget,
+            max_conflicts=max_conflicts,
+        )
+        self.store = store
+        # Concurrent calls of one batch append through one writer, one batch at a time.
+        self._lock = asyncio.Lock()
+
+    async def append(self, specs: Sequence[Spec]) -> RunRecord:
+        """Append a batch atomically (see `Writer.append`); concurrent callers queue."""
+        async with self._lock:
+            return await self._append(specs)
+
+    async def _append(self, specs: Sequence[Spec]) -> RunRecord:
+        for _ in range(self._max_conflicts):
+            record = self.record
+            now = self._clock()
+            events = self._build(specs, record, now.isoformat())
+            after = self._check(record, events, now)
+            try:
+                new = await self.store.append(self.run_id, events, record.version)
+            except ConcurrencyConflictError:
+                await self.catch_up()
+                continue
+            except LifecycleError:
+                if self.changed_since_step:
+                    raise StateChanged(self.record) from None
+                raise
+            self.record = new
+            self._applied(record, events, after)
+            return new
+        raise self._give_up()
+
+    async def catch_up(self) -> RunRecord:
+        """Fold in what other processes appended since the writer's version."""
+        events = [e async for e in self.store.events(self.run_id, after=self.record.version)]
+        self._fold_foreign(events)
+        return self.record
+
+    async def poll(self) -> bool:
+        """Whether another process appended since the writer's version (then folded in)."""
+        async with self._lock:
+            info = await self.store.run_info(self.run_id)
+            if info.version == self.record.version:
+                return False
+            await self.catch_up()
+            return True

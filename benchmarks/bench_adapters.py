@@ -1,0 +1,76 @@
+"""The OpenAI Agents SDK adapter's cost per turn: `Runner.run` alone vs through `AgentsRun`.
+
+Each run is 20 turns of an offline scripted model asking for one instant tool, then an
+answer. Rounds interleave the contenders; medians of 20 runs. Run:
+`.venv/bin/python benchmarks/bench_adapters.py` (needs the openai-agents extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
+import structlog
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from agentfsm.adapters.openai_agents import AgentsRun
+from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+
+TURNS = 20
+ROUNDS = 20
+
+
+@function_tool
+def echo(q: str) -> str:
+    """Return the query."""
+    return q
+
+
+def agent() -> Agent[Any]:
+    steps: list[Any] = [
+        [function_call("echo", {"q": str(i)}, call_id=f"c{i}")] for i in range(TURNS - 1)
+    ]
+    return Agent(name="a", model=ScriptedModel([*steps, [assistant_message("done")]]), tools=[echo])
+
+
+async def main() -> None:
+    set_tracing_disabled(True)
+    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())  # this script only
+    db = os.path.join(tempfile.mkdtemp(), "runs.db")
+
+    async def raw(i: int) -> None:
+        await Runner.run(agent(), "go", max_turns=100)
+
+    async def memory(i: int) -> None:
+        await AgentsRun(MemoryEventStore(), f"m{i}").run(agent(), "go", max_turns=100)
+
+    async def sqlite(i: int) -> None:
+        store = SQLiteEventStore(db, synchronous="NORMAL")
+        await AgentsRun(store, f"s{i}").run(agent(), "go", max_turns=100)
+
+    contenders: list[tuple[str, Callable[[int], Awaitable[None]]]] = [
+        ("Runner.run (no store)", raw),
+        ("AgentsRun, memory store", memory),
+        ("AgentsRun, SQLite NORMAL", sqlite),
+    ]
+    times: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    for i in range(ROUNDS):
+        for name, fn in contenders:
+            start = time.perf_counter()
+            await fn(i)
+            times[name].append(time.perf_counter() - start)
+    for name, _ in contenders:
+        median = statistics.median(times[name])
+        print(f"{name:26s} {median * 1e6 / TURNS:7.0f} µs/turn")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

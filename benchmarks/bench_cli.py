@@ -1,0 +1,81 @@
+"""`agentfsm validate` on a large log: events/s and peak memory, in a child process.
+
+Builds a seeded JSON Lines file of about 1,000,000 events in which 64 runs are live at any
+moment (lines of different runs interleaved, as a shared log would have them), then runs
+the real console script on it and reads the child's peak resident memory from the kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentfsm import dump_event
+from benchmarks.corpus import build_corpus
+
+# The child reports its own high-water mark from /proc (VmHWM starts afresh at exec, unlike
+# ru_maxrss, which would still count the pages of this process that the fork copied).
+_CHILD = """
+import sys
+from agentfsm.cli import main
+code = main(["validate", sys.argv[1], "--quiet", "--format", "json"])
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+print(hwm, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def write_log(path: Path, events: int, live: int) -> int:
+    """Write the interleaved log; return the number of lines."""
+    runs = deque(deque(run) for run in build_corpus(events))
+    active: deque[deque[object]] = deque()
+    n = 0
+    with path.open("w", encoding="utf-8") as out:
+        while runs or active:
+            while runs and len(active) < live:
+                active.append(runs.popleft())
+            run = active.popleft()
+            out.write(dump_event(run.popleft()) + "\n")  # type: ignore[arg-type]
+            n += 1
+            if run:
+                active.append(run)
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--live", type=int, default=64, help="runs interleaved at any moment")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "big.jsonl"
+        print(f"writing {args.events:,} events ...", file=sys.stderr)
+        lines = write_log(log, args.events, args.live)
+        size = log.stat().st_size
+        start = time.perf_counter()
+        result = subprocess.run(  # noqa: S603 - our own interpreter and script
+            [sys.executable, "-c", _CHILD, str(log)], capture_output=True, text=True, check=False
+        )
+        elapsed = time.perf_counter() - start
+        peak_kib = int(result.stderr.strip().splitlines()[-1])
+    ok = result.returncode == 0
+    print("| log | lines | validate wall time | events/s | peak RSS | exit |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    print(
+        f"| {size / 2**20:,.0f} MiB, {args.live} live runs | {lines:,} | {elapsed:.1f} s | "
+        f"{lines / elapsed:,.0f} | {peak_kib / 1024:,.0f} MiB | {result.returncode} |"
+    )
+    if not ok:
+        print(result.stdout[:500], result.stderr[:500], file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""The agents and tools the OpenAI Agents SDK adapter tests drive (also from a subprocess).
+
+Run as `python -m tests.adapters._openai_agents_app DB RUN_ID STATE_FILE` it resumes a run
+paused for approval, in a new process, and prints the outcome as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
+from agents import Agent, Usage, function_tool, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from agentfsm.adapters.openai_agents import tool_failure
+
+set_tracing_disabled(True)
+
+USAGE = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
+CALLS: list[str] = []
+
+
+@function_tool(failure_error_function=tool_failure)
+def get_weather(city: str) -> str:
+    """Get the weather for a city."""
+    CALLS.append(f"get_weather {city}")
+    if city == "Atlantis":
+        raise ValueError("no such city")
+    return f"sunny in {city}"
+
+
+@function_tool(needs_approval=True, failure_error_function=tool_failure)
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    CALLS.append(f"refund {order_id}")
+    return f"refunded {order_id}"
+
+
+def scripted(*steps: Any) -> ScriptedModel:
+    """A scripted model reporting 10 input and 5 output tokens per call."""
+    return ScriptedModel(list(steps), default_usage=USAGE)
+
+
+def refund_agent(after_tool: str = "Done.") -> Agent[Any]:
+    """An agent that asks to refund O-1 (needs approval), then answers."""
+    model = scripted(
+        [function_call("refund", {"order_id": "O-1"}, call_id="call_r1")],
+        [assistant_message(after_tool)],
+    )
+    return Agent(name="refunds", model=model, tools=[refund])
+
+
+def resumed_agent() -> Agent[Any]:
+    """The refund agent as a new process rebuilds it: only the answer after the tool is left."""
+    return Agent(name="refunds", model=scripted([assistant_message("Done.")]), tools=[refund])
+
+
+def _main(db: str, run_id: str, state_file: str) -> None:
+    def refuse(self: socket.socket, address: object) -> None:
+        raise RuntimeError(f"network access attempted: {address!r}")
+
+    socket.socket.connect = refuse  # type: ignore[method-assign]
+
+    from agentfsm.adapters.openai_agents import AgentsRun
+    from agentfsm.adapters.stores import SQLiteEventStore
+
+    with open(state_file, encoding="utf-8") as f:
+        state = json.load(f)
+    store = SQLiteEventStore(db)
+    done = asyncio.run(AgentsRun(store, run_id).resume(resumed_agent(), state))
+    print(
+        json.dumps(
+            {"status": done.status, "final_output": done.final_output, "calls": CALLS},
+        )
+    )
+
+
+if __name__ == "__main__":
+    _main(*sys.argv[1:4])

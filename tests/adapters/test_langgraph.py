@@ -1,0 +1,332 @@
+"""The LangGraph adapter: a real compiled graph, offline, under our lifecycle."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from structlog.testing import capture_logs
+
+from agentfsm.adapters.langgraph import ApprovalMismatchError, GraphRun
+from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.cli import main as cli
+from agentfsm.events import Limits, dump_event
+from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.fsm.errors import IllegalTransitionError
+from agentfsm.runtime import approve, cancel, reject
+from tests.adapters import _langgraph_app as app
+from tests.adapters._langgraph_app import answer, call, graph
+
+ROOT = Path(__file__).resolve().parents[2]
+ASK = {"messages": [HumanMessage("weather?")]}
+
+
+def types(store: EventStore, run_id: str) -> list[str]:
+    return [e.type for e in store.events(run_id)]
+
+
+def validates(store: EventStore, run_id: str, tmp_path: Path) -> int:
+    """Exit status of `agentfsm validate` on the run's log written as JSON Lines."""
+    path = tmp_path / f"{run_id}.jsonl"
+    path.write_text("".join(dump_event(e) + "\n" for e in store.events(run_id)))
+    return cli(["validate", "--quiet", str(path)])
+
+
+def drive(run: GraphRun, g: Any, config: dict[str, Any] | None = None, **kw: Any) -> Any:
+    with capture_logs():
+        return run.run(g, ASK, config, **kw)
+
+
+def test_a_tool_loop_with_a_failing_tool_ends_in_a_final_answer(tmp_path: Path) -> None:
+    """Model → tool → model → failing tool → model: call ids kept, the failure recorded, legal log."""
+    store = MemoryEventStore()
+    g = graph(
+        [
+            call("get_weather", "call_1", city="Paris"),
+            call("get_weather", "call_2", city="Atlantis"),
+            answer("Sunny in Paris."),
+        ]
+    )
+    done = drive(GraphRun(store, "r1"), g, objective="weather?")
+    assert (done.status, done.final_output) == ("completed", "Sunny in Paris.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.failed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert done.record.actions["call_1"].result == "sunny in Paris"
+    error = done.record.actions["call_2"].error
+    assert (error.kind, error.message) == ("ValueError", "no such city")
+    assert (done.record.usage.input_tokens, done.record.usage.output_tokens) == (30, 15)
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def _looping(n: int = 5) -> Any:
+    return graph([call("get_weather", f"call_{i}", city=f"C{i}") for i in range(n)])
+
+
+def test_our_max_turns_stops_the_graph_with_the_partial_output(tmp_path: Path) -> None:
+    """MaxTurns(2): the third model call is refused from the callback; the graph stops."""
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1", guards=[MaxTurns(2)]), _looping())
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "max_turns",
+        "2 of 2 turns used",
+    )
+    assert done.partial_output == "sunny in C1"
+    assert types(store, "r1")[-2:] == ["tool.completed", "run.terminated"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_the_recursion_limit_becomes_run_terminated_max_turns(tmp_path: Path) -> None:
+    """GraphRecursionError (4 super-steps: two model turns) ends as run.terminated max_turns."""
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1"), _looping(), {"recursion_limit": 4})
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "max_turns",
+        "Recursion limit of 4 reached without hitting a stop condition",
+    )
+    assert done.record.turn == 2
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_token_budget_from_usage_metadata_stops_the_graph(tmp_path: Path) -> None:
+    """limits.max_tokens=25 at 15 tokens a call: the third model call is refused (budget)."""
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1"), _looping(), limits=Limits(max_tokens=25))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 30 + reserved 0 > 25 tokens",
+    )
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_loop_is_stopped_even_when_toolnode_catches_tool_errors(tmp_path: Path) -> None:
+    """The loop guard refuses at on_tool_start inside ToolNode(handle_tool_errors=True): still a stop."""
+    store = MemoryEventStore()
+    g = graph([call("get_weather", f"call_{i}", city="Paris") for i in range(5)])
+    before = len(app.CALLS)
+    done = drive(GraphRun(store, "r1", guards=[LoopDetector(threshold=2)]), g)
+    assert (done.status, done.stop_reason) == ("terminated", "loop_detected")
+    assert app.CALLS[before:] == ["get_weather Paris", "get_weather Paris"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_cancel_from_elsewhere_stops_the_graph(tmp_path: Path) -> None:
+    """A cancel appended mid-run: the next model call is not started; run.cancelled."""
+    store = MemoryEventStore()
+    run = GraphRun(store, "r1")
+    g = _looping()
+
+    original = run.handler.on_tool_end
+
+    def cancel_then_end(output: Any, **kw: Any) -> None:
+        cancel(store, "r1", reason="user left")
+        original(output, **kw)
+
+    run.handler.on_tool_end = cancel_then_end  # type: ignore[method-assign]
+    done = drive(run, g)
+    assert (done.status, done.record.cancel_reason) == ("cancelled", "user left")
+    assert types(store, "r1")[-3:] == ["run.cancel_requested", "tool.completed", "run.cancelled"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_graph_that_ends_without_a_final_answer_raises_naming_the_signal() -> None:
+    """A graph ending right after a tool call: run.completed is illegal; the run is failed."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    model = app.GenericFakeChatModel(
+        messages=iter([call("get_weather", "call_1", city="Paris")]), disable_streaming=True
+    )
+    g = StateGraph(MessagesState)
+    g.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    g.add_edge(START, "agent")
+    g.add_edge("agent", END)
+    store = MemoryEventStore()
+    with pytest.raises(IllegalTransitionError) as err:
+        drive(GraphRun(store, "r1"), g.compile())
+    assert err.value.signal == "langgraph stream ended"  # type: ignore[attr-defined]
+    assert str(err.value).endswith("(caused by langgraph stream ended)")
+    assert store.load("r1").status == "failed"
+
+
+def test_a_plain_interrupt_pauses_and_resumes_with_a_value(tmp_path: Path) -> None:
+    """interrupt("need a city") is run.paused (not a failure); resume(value) is run.resumed."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.types import interrupt
+
+    model = app.GenericFakeChatModel(
+        messages=iter([answer("Paris it is.")]), disable_streaming=True
+    )
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        city = interrupt("need a city")
+        return {"messages": [HumanMessage(city)]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("ask", ask)
+    g.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+    g.add_edge(START, "ask")
+    g.add_edge("ask", "agent")
+    g.add_edge("agent", END)
+    compiled = g.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t1"}}
+    store = MemoryEventStore()
+    paused = drive(GraphRun(store, "r1"), compiled, cfg)
+    assert (paused.status, paused.record.pause_reason) == ("paused", "need a city")
+    with capture_logs():
+        done = GraphRun(store, "r1").resume(compiled, cfg, "Paris")
+    assert (done.status, done.final_output) == ("completed", "Paris it is.")
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def _pause_for_approval(tmp_path: Path) -> tuple[SQLiteEventStore, Path, Path]:
+    db, checkpoints = tmp_path / "runs.db", tmp_path / "checkpoints.db"
+    store = SQLiteEventStore(db)
+    saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
+    g = graph([call("get_weather", "call_1", city="Paris")], approval=True, checkpointer=saver)
+    paused = drive(GraphRun(store, "r1"), g, {"configurable": {"thread_id": "r1"}})
+    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_1",))
+    return store, db, checkpoints
+
+
+def _resume_in_new_process(db: Path, checkpoints: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.adapters._langgraph_app", str(db), str(checkpoints), "r1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_an_approved_call_runs_when_resumed_in_a_new_process(tmp_path: Path) -> None:
+    """interrupt() for approval; approve() in our store; a new process resumes and runs the call."""
+    store, db, checkpoints = _pause_for_approval(tmp_path)
+    approve(store, "r1", "call_1", approver="alice")
+    out = _resume_in_new_process(db, checkpoints)
+    assert out == {"status": "completed", "final_output": "Done.", "calls": ["get_weather Paris"]}
+    assert types(store, "r1")[3:] == [
+        "approval.requested", "approval.accepted", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_rejected_call_never_runs_across_a_new_process(tmp_path: Path) -> None:
+    """reject() in our store; the resumed graph hands the reason to the model; the tool never runs."""
+    store, db, checkpoints = _pause_for_approval(tmp_path)
+    reject(store, "r1", "call_1", approver="bob", reason="not today")
+    out = _resume_in_new_process(db, checkpoints)
+    assert out == {"status": "completed", "final_output": "Done.", "calls": []}
+    assert store.load("r1").actions["call_1"].status == "rejected"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_an_interrupted_call_other_than_the_approved_one_fails_closed(tmp_path: Path) -> None:
+    """Our store approved Paris, the graph's interrupt asks for Rome: ApprovalMismatchError."""
+    store = MemoryEventStore()
+    saver = InMemorySaver()
+    cfg = {"configurable": {"thread_id": "r1"}}
+    g = graph([call("get_weather", "call_1", city="Paris")], approval=True, checkpointer=saver)
+    drive(GraphRun(store, "r1"), g, cfg)
+    approve(store, "r1", "call_1", approver="alice")
+    other = MemoryEventStore()  # the same call id, approved for other arguments elsewhere
+    drive(
+        GraphRun(other, "r1"),
+        graph([call("get_weather", "call_1", city="Rome")], approval=True, checkpointer=saver),
+        {"configurable": {"thread_id": "r2"}},
+    )
+    before = len(app.CALLS)
+    with pytest.raises(ApprovalMismatchError) as err, capture_logs():
+        GraphRun(other, "r1").resume(g, cfg)
+    assert err.value.action_id == "call_1"
+    assert err.value.expected == other.load("r1").actions["call_1"].arguments_digest
+    assert err.value.actual == store.load("r1").actions["call_1"].arguments_digest
+    assert app.CALLS[before:] == []
+
+
+def test_an_async_graph_is_observed_through_arun_and_aresume(tmp_path: Path) -> None:
+    """astream with async nodes: the same events; an approval pauses and aresume completes it."""
+    import asyncio
+
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    model = app.GenericFakeChatModel(
+        messages=iter([call("get_weather", "call_1", city="Paris"), answer("Sunny.")]),
+        disable_streaming=True,
+    )
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    async def approval(state: MessagesState) -> dict[str, Any]:
+        app.approval_request(state["messages"][-1].tool_calls)
+        return {}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("approval", approval)
+    g.add_node("tools", ToolNode([app.get_weather]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition, {"tools": "approval", END: END})
+    g.add_edge("approval", "tools")
+    g.add_edge("tools", "agent")
+    compiled = g.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t1"}}
+    store = MemoryEventStore()
+
+    async def main() -> tuple[Any, Any]:
+        paused = await GraphRun(store, "r1").arun(compiled, ASK, cfg)
+        approve(store, "r1", "call_1", approver="alice")
+        return paused, await GraphRun(store, "r1").aresume(compiled, cfg)
+
+    with capture_logs():
+        paused, done = asyncio.run(main())
+    assert paused.status == "waiting_approval"
+    assert (done.status, done.final_output) == ("completed", "Sunny.")
+    assert done.record.actions["call_1"].result == "sunny in Paris"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: Path) -> None:
+    """A researcher node then a writer node, each with its own model: one run, two turns, legal.
+
+    LangGraph has no handoff signal; moving between agent nodes is not recorded as `handoff`.
+    """
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    researcher = app.GenericFakeChatModel(messages=iter([answer("Paris: sunny.")]))
+    writer = app.GenericFakeChatModel(messages=iter([answer("It is sunny in Paris.")]))
+    g = StateGraph(MessagesState)
+    g.add_node("researcher", lambda s: {"messages": [researcher.invoke(s["messages"])]})
+    g.add_node("writer", lambda s: {"messages": [writer.invoke(s["messages"])]})
+    g.add_edge(START, "researcher")
+    g.add_edge("researcher", "writer")
+    g.add_edge("writer", END)
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1"), g.compile())
+    assert (done.status, done.final_output, done.record.turn) == (
+        "completed",
+        "It is sunny in Paris.",
+        2,
+    )
+    assert validates(store, "r1", tmp_path) == 0

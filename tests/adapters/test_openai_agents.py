@@ -1,0 +1,462 @@
+"""The OpenAI Agents SDK adapter: the SDK's real Runner, offline, under our lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent
+from agents.testing import assistant_message, function_call
+from structlog.testing import capture_logs
+
+from agentfsm.adapters.openai_agents import AgentsRun, ApprovalMismatchError
+from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.cli import main as cli
+from agentfsm.events import Limits, dump_event
+from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.fsm.errors import IllegalTransitionError
+from agentfsm.runtime import approve, cancel, reject
+from tests.adapters import _openai_agents_app as app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def types(store: EventStore, run_id: str) -> list[str]:
+    return [e.type for e in store.events(run_id)]
+
+
+def validates(store: EventStore, run_id: str, tmp_path: Path) -> int:
+    """Exit status of `agentfsm validate` on the run's log written as JSON Lines."""
+    path = tmp_path / f"{run_id}.jsonl"
+    path.write_text("".join(dump_event(e) + "\n" for e in store.events(run_id)))
+    return cli(["validate", "--quiet", str(path)])
+
+
+def run(coro: Any) -> Any:
+    with capture_logs():
+        return asyncio.run(coro)
+
+
+def weather_agent(*steps: Any) -> Agent[Any]:
+    return Agent(name="weather", model=app.scripted(*steps), tools=[app.get_weather])
+
+
+def test_a_tool_loop_to_a_final_answer_is_recorded_and_validates(tmp_path: Path) -> None:
+    """A tool call then an answer: SDK call ids become action ids, usage adds up, the log is legal."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
+        [assistant_message("It is sunny in Paris.")],
+    )
+    done = run(AgentsRun(store, "r1").run(agent, "weather?"))
+    assert (done.status, done.final_output) == ("completed", "It is sunny in Paris.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    action = done.record.actions["call_1"]
+    assert (action.tool, action.arguments, action.result) == (
+        "get_weather",
+        {"city": "Paris"},
+        "sunny in Paris",
+    )
+    assert (done.record.usage.input_tokens, done.record.usage.output_tokens) == (20, 10)
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_handoff_is_recorded_as_a_handoff_decision_and_event(tmp_path: Path) -> None:
+    """A transfer_to_* call is a handoff decision, then a handoff event to the new agent."""
+    billing = Agent(name="billing", model=app.scripted([assistant_message("Refunded.")]))
+    triage = Agent(
+        name="triage",
+        model=app.scripted([function_call("transfer_to_billing", {}, call_id="h1")]),
+        handoffs=[billing],
+    )
+    store = MemoryEventStore()
+    done = run(AgentsRun(store, "r1").run(triage, "refund me"))
+    assert (done.status, done.final_output, done.record.current_agent) == (
+        "completed",
+        "Refunded.",
+        "billing",
+    )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "handoff",
+        "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_failing_tool_is_recorded_as_tool_failed_and_the_run_goes_on(tmp_path: Path) -> None:
+    """The failure function records tool.failed with the exception; the model reads the error."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Atlantis"}, call_id="call_1")],
+        [assistant_message("I could not find it.")],
+    )
+    done = run(AgentsRun(store, "r1").run(agent, "weather?"))
+    assert done.status == "completed"
+    error = done.record.actions["call_1"].error
+    assert (error.kind, error.message) == ("ValueError", "no such city")
+    assert "tool.failed" in types(store, "r1")
+    assert "tool.completed" not in types(store, "r1")
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_our_max_turns_stops_the_sdk_run_and_keeps_the_partial_output(tmp_path: Path) -> None:
+    """MaxTurns(2) refuses the third model call: run.terminated, the last tool result returned."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    done = run(AgentsRun(store, "r1", guards=[MaxTurns(2)]).run(agent, "weather?"))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "max_turns",
+        "2 of 2 turns used",
+    )
+    assert done.partial_output == "sunny in C1"
+    assert app.CALLS[-1] == "get_weather C1"
+    assert types(store, "r1")[-2:] == ["tool.completed", "run.terminated"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_the_sdk_max_turns_becomes_run_terminated_max_turns(tmp_path: Path) -> None:
+    """The SDK's MaxTurnsExceeded is recorded as run.terminated with its own message."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    done = run(AgentsRun(store, "r1").run(agent, "weather?", max_turns=2))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "max_turns",
+        "Max turns (2) exceeded",
+    )
+    assert done.partial_output == "sunny in C1"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_token_budget_from_sdk_usage_stops_the_run(tmp_path: Path) -> None:
+    """limits.max_tokens=25 with 15 tokens a call: the third model call is refused (budget)."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    done = run(AgentsRun(store, "r1").run(agent, "weather?", limits=Limits(max_tokens=25)))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 30 + reserved 0 > 25 tokens",
+    )
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_loop_of_identical_calls_is_stopped_before_the_tool_runs_again(tmp_path: Path) -> None:
+    """LoopDetector(threshold=2): the same call with nothing new observed is refused at on_tool_start.
+
+    The first result is a new observation, so the second call is progress; the third is not.
+    """
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": "Paris"}, call_id=f"call_{i}")] for i in range(4)]
+    )
+    before = len(app.CALLS)
+    done = run(AgentsRun(store, "r1", guards=[LoopDetector(threshold=2)]).run(agent, "weather?"))
+    assert (done.status, done.stop_reason) == ("terminated", "loop_detected")
+    assert app.CALLS[before:] == ["get_weather Paris", "get_weather Paris"]
+    assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.terminated"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_cancel_from_elsewhere_stops_the_run_at_its_next_signal(tmp_path: Path) -> None:
+    """A cancel appended while a tool runs: its result is kept, the next model call never starts."""
+    store = MemoryEventStore()
+
+    from agents import function_tool
+
+    @function_tool
+    def slow_lookup(q: str) -> str:
+        """Look something up (meanwhile, someone cancels the run)."""
+        cancel(store, "r1", reason="user closed the tab", requested_by="ui")
+        return f"found {q}"
+
+    agent = Agent(
+        name="a",
+        model=app.scripted(
+            [function_call("slow_lookup", {"q": "x"}, call_id="call_1")],
+            [assistant_message("never said")],
+        ),
+        tools=[slow_lookup],
+    )
+    done = run(AgentsRun(store, "r1").run(agent, "look"))
+    assert (done.status, done.record.cancel_reason) == ("cancelled", "user closed the tab")
+    assert done.record.actions["call_1"].result == "found x"
+    assert types(store, "r1")[-3:] == ["run.cancel_requested", "tool.completed", "run.cancelled"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_an_sdk_move_the_table_refuses_raises_naming_the_signal() -> None:
+    """stop_on_first_tool ends the SDK run on a tool result: run.completed is illegal and says why."""
+    store = MemoryEventStore()
+    agent = Agent(
+        name="weather",
+        model=app.scripted([function_call("get_weather", {"city": "Paris"}, call_id="call_1")]),
+        tools=[app.get_weather],
+        tool_use_behavior="stop_on_first_tool",
+    )
+    with pytest.raises(IllegalTransitionError) as err:
+        run(AgentsRun(store, "r1").run(agent, "weather?"))
+    assert str(err.value) == (
+        "run 'r1' is 'running': event 'run.completed' (sequence 7) is not allowed: "
+        "condition 'final output recorded, nothing unresolved' does not hold; allowed: "
+        "'approval.requested', 'handoff', 'model.completed', 'model.started', "
+        "'run.cancel_requested', 'run.completed', 'run.failed', 'run.paused', "
+        "'run.terminated', 'tool.requested', 'tool.started' "
+        "(caused by openai-agents Runner.run returned)"
+    )
+    assert err.value.signal == "openai-agents Runner.run returned"
+    record = store.load("r1")
+    assert (record.status, record.error.kind) == ("failed", "illegal_transition")
+
+
+def _pause_for_refund(store: EventStore, state_file: Path) -> None:
+    paused = run(AgentsRun(store, "r1").run(app.refund_agent(), "refund O-1"))
+    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
+    state_file.write_text(json.dumps(paused.state))
+
+
+def _resume_in_new_process(db: Path, state_file: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.adapters._openai_agents_app", str(db), "r1", str(state_file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_an_approved_call_runs_when_resumed_in_a_new_process(tmp_path: Path) -> None:
+    """needs_approval pauses; approve() in our store; a new process resumes and runs the call."""
+    db, state_file = tmp_path / "runs.db", tmp_path / "state.json"
+    store = SQLiteEventStore(db)
+    _pause_for_refund(store, state_file)
+    assert "refund O-1" not in app.CALLS
+    approve(store, "r1", "call_r1", approver="alice")
+    out = _resume_in_new_process(db, state_file)
+    assert out == {"status": "completed", "final_output": "Done.", "calls": ["refund O-1"]}
+    assert types(store, "r1")[3:] == [
+        "approval.requested", "approval.accepted", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_rejected_call_never_runs_and_the_model_reads_the_reason(tmp_path: Path) -> None:
+    """reject() in our store; the resumed process tells the SDK, the tool never runs."""
+    db, state_file = tmp_path / "runs.db", tmp_path / "state.json"
+    store = SQLiteEventStore(db)
+    _pause_for_refund(store, state_file)
+    reject(store, "r1", "call_r1", approver="bob", reason="over the limit")
+    out = _resume_in_new_process(db, state_file)
+    assert out == {"status": "completed", "final_output": "Done.", "calls": []}
+    record = store.load("r1")
+    assert (record.actions["call_r1"].status, record.actions["call_r1"].reason) == (
+        "rejected",
+        "over the limit",
+    )
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_state_whose_call_changed_after_approval_fails_closed(tmp_path: Path) -> None:
+    """Approved for O-1, but the SDK state now says O-2: ApprovalMismatchError, nothing runs."""
+    store = MemoryEventStore()
+    state_file = tmp_path / "state.json"
+    _pause_for_refund(store, state_file)
+    approve(store, "r1", "call_r1", approver="alice")
+    tampered = state_file.read_text().replace(
+        '\\"order_id\\":\\"O-1\\"', '\\"order_id\\":\\"O-2\\"'
+    )
+    assert tampered != state_file.read_text()
+    before = len(app.CALLS)
+    with pytest.raises(ApprovalMismatchError) as err:
+        run(AgentsRun(store, "r1").resume(app.resumed_agent(), json.loads(tampered)))
+    assert err.value.action_id == "call_r1"
+    assert err.value.expected == store.load("r1").actions["call_r1"].arguments_digest
+    assert err.value.expected != err.value.actual
+    assert app.CALLS[before:] == []
+    assert store.load("r1").status == "running"
+
+
+def test_cancelling_the_asyncio_task_records_a_cancel_with_the_tool_outcome_unknown(
+    tmp_path: Path,
+) -> None:
+    """task.cancel() mid-tool: CancelledError propagates; the log ends cancelled, legal."""
+    from agents import function_tool
+
+    started = asyncio.Event()
+
+    @function_tool
+    async def wait_for_ever(q: str) -> str:
+        """Wait for something that never comes."""
+        started.set()
+        await asyncio.Event().wait()
+        return q
+
+    agent = Agent(
+        name="a",
+        model=app.scripted([function_call("wait_for_ever", {"q": "x"}, call_id="call_1")]),
+        tools=[wait_for_ever],
+    )
+    store = MemoryEventStore()
+
+    async def main() -> None:
+        task = asyncio.create_task(AgentsRun(store, "r1").run(agent, "wait"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())
+    record = store.load("r1")
+    assert (record.status, record.cancel_reason) == ("cancelled", "the asyncio task was cancelled")
+    assert record.actions["call_1"].status == "unknown"
+    assert types(store, "r1")[-3:] == [
+        "run.cancel_requested",
+        "tool.outcome_unknown",
+        "run.cancelled",
+    ]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_listeners_get_every_stored_event_in_order_for_live_spans() -> None:
+    """listeners=[RunSpans(tracer).feed]: a real SDK run exports run, turn and tool spans live."""
+    otel = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentfsm.adapters.otel import RunSpans
+
+    exporter = InMemorySpanExporter()
+    provider = otel.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    seen: list[int] = []
+    store = MemoryEventStore()
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
+        [assistant_message("Sunny.")],
+    )
+    spans = RunSpans(provider.get_tracer("agentfsm"))
+    listeners = [spans.feed, lambda e: seen.append(e.sequence)]
+    run(AgentsRun(store, "r1", listeners=listeners).run(agent, "weather?"))
+    assert seen == list(range(1, 10))
+    assert [s.name for s in exporter.get_finished_spans()] == [
+        "execute_tool get_weather",
+        "chat",
+        "chat",
+        "invoke_agent weather",
+    ]
+
+
+def test_a_tool_with_default_failure_handling_is_recorded_as_failed_too(tmp_path: Path) -> None:
+    """No failure_error_function: the run's tool_error_formatter records tool.failed; the
+    caller's own formatter still writes what the model reads."""
+    from agents import RunConfig, function_tool
+
+    @function_tool
+    def flaky(q: str) -> str:
+        """Fail."""
+        raise TimeoutError("took too long")
+
+    seen: list[str] = []
+
+    def formatter(args: Any) -> str:
+        seen.append(args.call_id)
+        return "try later"
+
+    agent = Agent(
+        name="a",
+        model=app.scripted(
+            [function_call("flaky", {"q": "x"}, call_id="call_1")], [assistant_message("Sorry.")]
+        ),
+        tools=[flaky],
+    )
+    store = MemoryEventStore()
+    config = RunConfig(tool_error_formatter=formatter)
+    done = run(AgentsRun(store, "r1").run(agent, "go", run_config=config))
+    assert done.status == "completed"
+    error = done.record.actions["call_1"].error
+    assert (error.kind, error.message) == ("TimeoutError", "took too long")
+    assert seen == ["call_1"]
+    assert done.sdk_result.new_items[1].output == "try later"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_streamed_run_records_the_same_events_and_passes_the_stream_on(tmp_path: Path) -> None:
+    """on_stream_event streams the run (run_streamed): same log, the SDK's events handed over."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
+        [assistant_message("Sunny.")],
+    )
+    names: list[str] = []
+
+    def on_event(event: Any) -> None:
+        if event.type == "run_item_stream_event":
+            names.append(event.name)
+
+    done = run(AgentsRun(store, "r1").run(agent, "weather?", on_stream_event=on_event))
+    assert (done.status, done.final_output) == ("completed", "Sunny.")
+    assert names == ["tool_called", "tool_output", "message_output_created"]
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_guard_stops_a_streamed_run_too(tmp_path: Path) -> None:
+    """MaxTurns(1) in a streamed run: the stop raised from the hook ends the stream; terminated."""
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    done = run(
+        AgentsRun(store, "r1", guards=[MaxTurns(1)]).run(
+            agent, "weather?", on_stream_event=lambda e: None
+        )
+    )
+    assert (done.status, done.stop_reason, done.partial_output) == (
+        "terminated",
+        "max_turns",
+        "sunny in C0",
+    )
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_deadline_on_the_injected_clock_stops_the_run(tmp_path: Path) -> None:
+    """limits.deadline 10:00:04 on a clock ticking 1 s per append: a call at/after it is refused."""
+    from agentfsm.events import step_clock
+
+    store = MemoryEventStore()
+    agent = weather_agent(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    limits = Limits(deadline="2026-09-01T10:00:04Z")
+    done = run(AgentsRun(store, "r1", clock=step_clock()).run(agent, "w", limits=limits))
+    assert (done.status, done.stop_reason) == ("terminated", "deadline")
+    assert done.record.stop_detail == (
+        "deadline 2026-09-01T10:00:04+00:00 reached at 2026-09-01T10:00:05+00:00 (1 s past it)"
+    )
+    assert types(store, "r1")[-2:] == ["tool.completed", "run.terminated"]
+    assert validates(store, "r1", tmp_path) == 0

@@ -1,0 +1,240 @@
+"""The pydantic-ai adapter: a real `Agent.iter()`, offline, under our lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import UsageLimits
+from structlog.testing import capture_logs
+
+from agentfsm.adapters.pydantic_ai import AgentIterRun, ApprovalMismatchError
+from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.cli import main as cli
+from agentfsm.events import dump_event
+from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.runtime import approve, cancel, reject
+from tests.adapters import _pydantic_ai_app as app
+from tests.adapters._pydantic_ai_app import REFUND, answer, call, make_agent
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def types(store: EventStore, run_id: str) -> list[str]:
+    return [e.type for e in store.events(run_id)]
+
+
+def validates(store: EventStore, run_id: str, tmp_path: Path) -> int:
+    """Exit status of `agentfsm validate` on the run's log written as JSON Lines."""
+    path = tmp_path / f"{run_id}.jsonl"
+    path.write_text("".join(dump_event(e) + "\n" for e in store.events(run_id)))
+    return cli(["validate", "--quiet", str(path)])
+
+
+def run(coro: Any) -> Any:
+    with capture_logs():
+        return asyncio.run(coro)
+
+
+def looping(n: int = 5) -> Any:
+    return make_agent(*[call("get_weather", f"call_{i}", city=f"C{i}") for i in range(n)])
+
+
+def test_a_tool_loop_with_a_retried_tool_ends_in_a_final_answer(tmp_path: Path) -> None:
+    """A tool call, a ModelRetry (tool.failed 'retried'), then an answer: a legal log."""
+    store = MemoryEventStore()
+    agent = make_agent(
+        call("get_weather", "call_1", city="Paris"),
+        call("get_weather", "call_2", city="Atlantis"),
+        answer("Sunny in Paris."),
+    )
+    done = run(AgentIterRun(store, "r1").run(agent, "weather?"))
+    assert (done.status, done.final_output) == ("completed", "Sunny in Paris.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.failed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert done.record.actions["call_1"].result == "sunny in Paris"
+    error = done.record.actions["call_2"].error
+    assert (error.kind, error.message) == ("retried", "no such city")
+    assert (done.record.usage.input_tokens, done.record.usage.output_tokens) == (30, 15)
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_our_max_turns_stops_the_iteration_with_the_partial_output(tmp_path: Path) -> None:
+    """MaxTurns(2): the third model request is refused before it is made."""
+    store = MemoryEventStore()
+    done = run(AgentIterRun(store, "r1", guards=[MaxTurns(2)]).run(looping(), "weather?"))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "max_turns",
+        "2 of 2 turns used",
+    )
+    assert done.partial_output == "sunny in C1"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_usage_limit_on_tokens_becomes_a_budget_stop(tmp_path: Path) -> None:
+    """UsageLimits(total_tokens_limit=25) at 15 tokens a request: run.terminated 'budget'."""
+    store = MemoryEventStore()
+    done = run(
+        AgentIterRun(store, "r1").run(
+            looping(), "weather?", usage_limits=UsageLimits(total_tokens_limit=25)
+        )
+    )
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "Exceeded the total_tokens_limit of 25 (total_tokens=30)",
+    )
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_the_request_limit_becomes_a_max_turns_stop(tmp_path: Path) -> None:
+    """UsageLimits(request_limit=2): the SDK refuses the third request; run.terminated max_turns."""
+    store = MemoryEventStore()
+    done = run(
+        AgentIterRun(store, "r1").run(
+            looping(), "weather?", usage_limits=UsageLimits(request_limit=2)
+        )
+    )
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "max_turns",
+        "The next request would exceed the request_limit of 2",
+    )
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_loop_is_stopped_before_the_tool_runs_again(tmp_path: Path) -> None:
+    """LoopDetector(threshold=2): the third identical call is refused; the tool ran twice."""
+    store = MemoryEventStore()
+    agent = make_agent(*[call("get_weather", f"call_{i}", city="Paris") for i in range(5)])
+    before = len(app.CALLS)
+    done = run(AgentIterRun(store, "r1", guards=[LoopDetector(threshold=2)]).run(agent, "w"))
+    assert (done.status, done.stop_reason) == ("terminated", "loop_detected")
+    assert app.CALLS[before:] == ["get_weather Paris", "get_weather Paris"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_cancel_from_elsewhere_stops_the_run(tmp_path: Path) -> None:
+    """A cancel appended while a tool runs: its result is kept, no further model request."""
+    store = MemoryEventStore()
+    agent = make_agent(
+        call("get_weather", "call_1", city="Paris"),
+        answer("never"),
+        on_tool=lambda: cancel(store, "r1", reason="user left"),
+    )
+    done = run(AgentIterRun(store, "r1").run(agent, "w"))
+    assert (done.status, done.record.cancel_reason) == ("cancelled", "user left")
+    assert types(store, "r1")[-3:] == ["run.cancel_requested", "tool.completed", "run.cancelled"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def _pause(tmp_path: Path) -> tuple[SQLiteEventStore, Path, Path]:
+    db, state_file = tmp_path / "runs.db", tmp_path / "history.json"
+    store = SQLiteEventStore(db)
+    paused = run(AgentIterRun(store, "r1").run(make_agent(*REFUND), "refund O-1"))
+    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
+    state_file.write_text(paused.state)
+    return store, db, state_file
+
+
+def _resume_in_new_process(db: Path, state_file: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.adapters._pydantic_ai_app", str(db), "r1", str(state_file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_an_approved_deferred_call_runs_when_resumed_in_a_new_process(tmp_path: Path) -> None:
+    """requires_approval defers the call; approve() in our store; a new process runs it."""
+    store, db, state_file = _pause(tmp_path)
+    approve(store, "r1", "call_r1", approver="alice")
+    out = _resume_in_new_process(db, state_file)
+    assert out == {"status": "completed", "final_output": "Done.", "calls": ["refund O-1"]}
+    assert types(store, "r1")[3:] == [
+        "approval.requested", "approval.accepted", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_rejected_deferred_call_never_runs_across_a_new_process(tmp_path: Path) -> None:
+    """reject() in our store: the resumed process denies the call (ToolDenied); it never runs."""
+    store, db, state_file = _pause(tmp_path)
+    reject(store, "r1", "call_r1", approver="bob", reason="not today")
+    out = _resume_in_new_process(db, state_file)
+    assert out == {"status": "completed", "final_output": "Done.", "calls": []}
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_history_whose_call_changed_fails_closed(tmp_path: Path) -> None:
+    """Approved for O-1, the history now says O-2: ApprovalMismatchError, nothing runs."""
+    store, _, state_file = _pause(tmp_path)
+    approve(store, "r1", "call_r1", approver="alice")
+    tampered = state_file.read_text().replace('"order_id":"O-1"', '"order_id":"O-2"')
+    assert tampered != state_file.read_text()
+    before = len(app.CALLS)
+    with pytest.raises(ApprovalMismatchError) as err:
+        run(AgentIterRun(store, "r1").resume(make_agent(*REFUND), tampered))
+    assert err.value.action_id == "call_r1"
+    assert err.value.expected == store.load("r1").actions["call_r1"].arguments_digest
+    assert app.CALLS[before:] == []
+
+
+def test_a_subagent_called_from_a_tool_is_its_own_run_in_the_same_store(tmp_path: Path) -> None:
+    """A tool that runs another agent through the adapter: parent and child runs both validate."""
+    from pydantic_ai import Agent
+
+    store = MemoryEventStore()
+    child = make_agent(answer("Paris is sunny."))
+    parent: Agent[None, str] = Agent(
+        app.scripted(call("ask_specialist", "call_1", question="Paris?"), answer("It is sunny.")),
+        name="triage",
+    )
+
+    @parent.tool_plain
+    async def ask_specialist(question: str) -> str:
+        """Ask the weather specialist."""
+        done = await AgentIterRun(store, "r1/call_1").run(child, question)
+        return str(done.final_output)
+
+    done = run(AgentIterRun(store, "r1").run(parent, "weather?"))
+    assert (done.status, done.final_output) == ("completed", "It is sunny.")
+    assert done.record.actions["call_1"].result == "Paris is sunny."
+    assert store.load("r1/call_1").status == "completed"
+    assert validates(store, "r1", tmp_path) == 0
+    assert types(store, "r1/call_1") == [
+        "run.started", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+
+
+def test_a_cancellation_token_fired_mid_tool_ends_the_run_cancelled(tmp_path: Path) -> None:
+    """The SDK's own cancel (CancellationToken): RunCancelled becomes a recorded, legal cancel."""
+    from pydantic_ai import CancellationToken
+
+    token = CancellationToken()
+    store = MemoryEventStore()
+    agent = make_agent(
+        call("get_weather", "call_1", city="Paris"), answer("never"), on_tool=token.cancel
+    )
+    done = run(AgentIterRun(store, "r1").run(agent, "w", cancellation_token=token))
+    assert (done.status, done.record.cancel_reason) == ("cancelled", "the agent run was cancelled")
+    assert types(store, "r1")[-1] == "run.cancelled"
+    assert validates(store, "r1", tmp_path) == 0

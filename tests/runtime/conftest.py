@@ -1,0 +1,1 @@
+"""Fixtures for the runtime tests (the PostgreSQL server is in tests/conftest.py)."""

@@ -1,0 +1,191 @@
+"""Random model behaviours, tools, policies, approvals, cancels and crashes through the Runner:
+every log it writes is one `validate_lines` accepts, and nothing acts twice unsafely."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from typing import Any
+
+import attrs
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from agentfsm.adapters.stores import MemoryEventStore, MemoryStorage
+from agentfsm.events import Limits, Usage, step_clock
+from agentfsm.fsm import LoopDetector
+from agentfsm.runtime import (
+    ALLOW,
+    Agent,
+    Decision,
+    ModelError,
+    OutcomeUnknownError,
+    ProposedCall,
+    Runner,
+    RunnerConfig,
+    ScriptedModel,
+    Tool,
+    ToolContext,
+    ToolError,
+    approve,
+    cancel,
+    deny,
+    needs_approval,
+    reject,
+)
+
+from .helpers import Crash, Sleeps, validate
+
+TOOLS = ("lookup", "charge", "idem", "stop")
+OUTCOMES = ("ok", "retryable", "fatal", "unknown", "raise", "crash")
+
+
+@attrs.define
+class World:
+    """What the tools did, and what they will do next."""
+
+    outcomes: list[str]
+    storage: MemoryStorage
+    i: int = 0
+    effects: Counter[str] = attrs.field(factory=Counter)
+
+    def next(self) -> str:
+        outcome = self.outcomes[self.i % len(self.outcomes)]
+        self.i += 1
+        return outcome
+
+    def tool(self, name: str) -> Tool:
+        def fn(ctx: ToolContext) -> Any:
+            if name == "stop":
+                cancel(MemoryEventStore(self.storage), ctx.run_id, reason="random stop")
+                return "stopping"
+            outcome = self.next()
+            if outcome == "crash":
+                # The worker dies once here; the restarted one meets a healthy backend.
+                self.outcomes[(self.i - 1) % len(self.outcomes)] = "ok"
+                raise Crash
+            self.effects[f"{name}:{ctx.idempotency_key}"] += 1
+            if outcome == "retryable":
+                raise ToolError("busy", kind="busy", retryable=True)
+            if outcome == "fatal":
+                raise ToolError("no", kind="refused")
+            if outcome == "unknown":
+                raise OutcomeUnknownError("timed out after sending")
+            if outcome == "raise":
+                raise RuntimeError("bug")
+            return {"n": ctx.args.get("n", 0), "attempt": ctx.attempt}
+
+        flags = {
+            "lookup": {"side_effects": False, "max_attempts": 3},
+            "charge": {},
+            "idem": {"idempotent": True, "max_attempts": 2},
+            "stop": {"side_effects": False},
+        }[name]
+        return Tool(name, fn, **flags)
+
+
+calls = st.builds(
+    ProposedCall,
+    st.sampled_from((*TOOLS, "nope")),
+    st.fixed_dictionaries({"n": st.integers(0, 2)}),
+)
+usage = st.none() | st.builds(Usage, input_tokens=st.integers(0, 400))
+batches = st.builds(
+    lambda cs, u: Decision.calls(*cs, usage=u), st.lists(calls, min_size=1, max_size=3), usage
+)
+# Mostly batches (where the ledger rules live); now and then an answer, a handoff, an error.
+decisions = st.one_of(
+    batches,
+    batches,
+    batches,
+    st.builds(Decision.final, st.text(max_size=5), usage=usage),
+    st.sampled_from(("a", "b", "b", "zed")).map(Decision.handoff),
+    st.sampled_from((ModelError("rate limited", retryable=True), ModelError("refused"))),
+)
+policies = st.fixed_dictionaries({t: st.sampled_from(("allow", "deny", "approve")) for t in TOOLS})
+
+
+def _policy(rules: dict[str, str]) -> Any:
+    def decide(action: Any, record: Any) -> Any:
+        rule = rules.get(action.tool, "allow")
+        if rule == "deny":
+            return deny("not today")
+        if rule == "approve":
+            return needs_approval()
+        return ALLOW
+
+    return decide
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    script=st.builds(lambda first, rest: [first, *rest], batches, st.lists(decisions, max_size=9)),
+    outcomes=st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=6),
+    rules=policies,
+    verdicts=st.lists(st.booleans(), min_size=1, max_size=4),
+    max_turns=st.integers(2, 8),
+    max_tokens=st.none() | st.integers(200, 2000),
+    loops=st.booleans(),
+    wrap_up=st.booleans(),
+)
+def test_every_log_the_runner_writes_validates(
+    script: list[Any],
+    outcomes: list[str],
+    rules: dict[str, str],
+    verdicts: list[bool],
+    max_turns: int,
+    max_tokens: int | None,
+    loops: bool,
+    wrap_up: bool,
+) -> None:
+    """Whatever the model, tools and people do, the log is legal and unsafe calls ran once."""
+    storage = MemoryStorage()
+    store = MemoryEventStore(storage)
+    world = World(outcomes, storage)
+    tools = [world.tool(t) for t in TOOLS]
+    policy = _policy(rules)
+    agents = [
+        Agent("a", ScriptedModel(script, repeat_last=True, by_turn=True), tools, policy),
+        Agent(
+            "b",
+            ScriptedModel(list(reversed(script)), repeat_last=True, by_turn=True),
+            tools,
+            policy,
+        ),
+    ]
+    runner = Runner(
+        store,
+        agents,
+        guards=[LoopDetector(threshold=3)] if loops else [],
+        clock=step_clock(),
+        sleep=Sleeps(),
+        config=RunnerConfig(wrap_up_turn=wrap_up, reserve=Usage(input_tokens=100)),
+    )
+    limits = Limits(max_turns=max_turns, max_tokens=max_tokens)
+    result = None
+    with contextlib.suppress(Crash):  # the worker died; the loop below resumes it
+        result = runner.run("r1", "do things", limits=limits)
+    for step in range(30):  # people decide, crashed workers are resumed, until it settles
+        record = store.load("r1")
+        if record.status in ("completed", "failed", "cancelled", "terminated", "paused"):
+            break
+        for i, action_id in enumerate(record.pending_approvals):
+            if verdicts[(step + i) % len(verdicts)]:
+                approve(store, "r1", action_id, "alice")
+            else:
+                reject(store, "r1", action_id, "bob", "no")
+        try:
+            result = runner.resume("r1")
+        except Crash:
+            continue
+    record = store.load("r1")
+    event(f"ended {record.status}")
+    event(f"{len(record.actions)} actions")
+    assert record.status in ("completed", "failed", "cancelled", "terminated"), record.status
+    assert validate(store, ["r1"]).ok
+    assert store.verify("r1").ok
+    for key, times in world.effects.items():
+        if key.startswith("charge:"):
+            assert times == 1, (key, times)
+    if result is not None and not result.superseded:
+        assert all(a.status != "started" for a in record.actions.values())

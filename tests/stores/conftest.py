@@ -1,0 +1,112 @@
+"""Fixtures for the store tests: row tamperers (the PostgreSQL server is in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import attrs
+
+from agentfsm.adapters.stores import MemoryStorage, StoredEvent, StoredSnapshot
+
+
+@attrs.frozen
+class MemoryTamper:
+    """Edits a `MemoryStorage` behind the store's back."""
+
+    storage: MemoryStorage
+
+    def _replace(self, run_id: str, sequence: int, **changes: str) -> None:
+        log = self.storage.events[run_id]
+        i = next(i for i, row in enumerate(log) if row.sequence == sequence)
+        log[i] = attrs.evolve(log[i], **changes)
+
+    def set_event_data(self, run_id: str, sequence: int, data: str) -> None:
+        self._replace(run_id, sequence, data=data)
+
+    def set_event_hash(self, run_id: str, sequence: int, hash: str) -> None:
+        self._replace(run_id, sequence, hash=hash)
+
+    def delete_event(self, run_id: str, sequence: int) -> None:
+        log = self.storage.events[run_id]
+        log[:] = [row for row in log if row.sequence != sequence]
+
+    def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
+        old = self.storage.snapshots.get(run_id)
+        self.storage.snapshots[run_id] = StoredSnapshot(
+            sequence, old.event_hash if old else "", data
+        )
+
+
+@attrs.frozen
+class SQLiteTamper:
+    """Edits a store's SQLite file through a connection of its own."""
+
+    path: Path
+    prefix: str = "agentfsm_"
+
+    def _run(self, sql: str, args: tuple[object, ...]) -> None:
+        with sqlite3.connect(self.path) as conn:
+            conn.execute(sql.replace("{p}", self.prefix), args)
+        conn.close()
+
+    def set_event_data(self, run_id: str, sequence: int, data: str) -> None:
+        self._run(
+            "UPDATE {p}events SET data = ? WHERE run_id = ? AND sequence = ?",
+            (data, run_id, sequence),
+        )
+
+    def set_event_hash(self, run_id: str, sequence: int, hash: str) -> None:
+        self._run(
+            "UPDATE {p}events SET hash = ? WHERE run_id = ? AND sequence = ?",
+            (hash, run_id, sequence),
+        )
+
+    def delete_event(self, run_id: str, sequence: int) -> None:
+        self._run("DELETE FROM {p}events WHERE run_id = ? AND sequence = ?", (run_id, sequence))
+
+    def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
+        self._run(
+            "INSERT INTO {p}snapshots VALUES (?, ?, '', ?) ON CONFLICT (run_id) "
+            "DO UPDATE SET sequence = excluded.sequence, data = excluded.data",
+            (run_id, sequence, data),
+        )
+
+
+@attrs.frozen
+class PostgresTamper:
+    """Edits a store's PostgreSQL tables through a connection of its own."""
+
+    dsn: str
+    prefix: str
+
+    def _run(self, sql: str, args: tuple[object, ...]) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.replace("{p}", self.prefix), args)  # type: ignore[arg-type]
+
+    def set_event_data(self, run_id: str, sequence: int, data: str) -> None:
+        self._run(
+            "UPDATE {p}events SET data = %s WHERE run_id = %s AND sequence = %s",
+            (data, run_id, sequence),
+        )
+
+    def set_event_hash(self, run_id: str, sequence: int, hash: str) -> None:
+        self._run(
+            "UPDATE {p}events SET hash = %s WHERE run_id = %s AND sequence = %s",
+            (hash, run_id, sequence),
+        )
+
+    def delete_event(self, run_id: str, sequence: int) -> None:
+        self._run("DELETE FROM {p}events WHERE run_id = %s AND sequence = %s", (run_id, sequence))
+
+    def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
+        self._run(
+            "INSERT INTO {p}snapshots VALUES (%s, %s, '', %s) ON CONFLICT (run_id) "
+            "DO UPDATE SET sequence = EXCLUDED.sequence, data = EXCLUDED.data",
+            (run_id, sequence, data),
+        )
+
+
+__all__ = ["MemoryTamper", "PostgresTamper", "SQLiteTamper", "StoredEvent"]

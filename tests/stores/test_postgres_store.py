@@ -1,0 +1,86 @@
+"""What only the PostgreSQL store does: migrations, indexes, its own guard rails."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("psycopg", reason="needs the postgres extra: pip install 'agentfsm[postgres]'")
+
+import psycopg
+
+from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
+from agentfsm.fsm.errors import ConcurrencyConflictError, StoreError
+from agentfsm.testing.store_checks import scripted_run, tool_turn
+
+
+def test_migrate_is_idempotent(postgres_dsn: str, pg_prefix: str) -> None:
+    """Migrating twice, from two handles, keeps the data and the schema."""
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        store.append("r1", scripted_run("r1", 1), 0)
+        store.migrate()
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        assert store.run_info("r1").version == 6
+
+
+def test_without_migrate_the_error_says_what_to_do(postgres_dsn: str, pg_prefix: str) -> None:
+    """Using a database that was never migrated asks for `migrate()`."""
+    with (
+        PostgresEventStore(postgres_dsn, table_prefix=pg_prefix) as store,
+        pytest.raises(StoreError) as info,
+    ):
+        store.runs()
+    assert str(info.value).startswith(
+        f'the agentfsm tables are missing; call migrate() first (relation "{pg_prefix}runs" '
+        "does not exist"
+    )
+
+
+def test_load_and_listing_are_served_by_indexes(postgres_dsn: str, pg_prefix: str) -> None:
+    """The events key orders a run's log; the runs table has a (status, run_id) index."""
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        store.append("r1", scripted_run("r1", 0), 0)
+    with psycopg.connect(postgres_dsn) as conn:
+        rows = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE %s ORDER BY 1",
+            (pg_prefix + "%",),
+        ).fetchall()
+    defs = {name: definition.split(" USING ")[1] for name, definition in rows}
+    assert defs == {
+        f"{pg_prefix}events_pkey": "btree (run_id, sequence)",
+        f"{pg_prefix}meta_pkey": "btree (key)",
+        f"{pg_prefix}runs_by_status": "btree (status, run_id)",
+        f"{pg_prefix}runs_pkey": "btree (run_id)",
+        f"{pg_prefix}snapshots_pkey": "btree (run_id)",
+    }
+
+
+def test_a_row_written_behind_the_store_cannot_fork_the_run(
+    postgres_dsn: str, pg_prefix: str
+) -> None:
+    """An event inserted without moving the runs row makes the next append conflict."""
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        store.append("r1", scripted_run("r1", 0), 0)
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(
+                f"INSERT INTO {pg_prefix}events VALUES ('r1', 2, 'model.started', '{{}}', '')"  # type: ignore[arg-type]
+            )
+        with pytest.raises(ConcurrencyConflictError) as info:
+            store.append("r1", tool_turn("r1", 2, "a"), 1)
+        assert (info.value.expected_version, info.value.actual_version) == (1, 2)
+        assert store.run_info("r1").version == 1
+
+
+def test_the_async_store_needs_autocommit(postgres_dsn: str) -> None:
+    """A connection in a transaction mode would leave appends uncommitted, so it is refused."""
+
+    async def scenario() -> None:
+        conn = await psycopg.AsyncConnection.connect(postgres_dsn)
+        try:
+            with pytest.raises(ValueError, match=r"^the connection must be in autocommit mode"):
+                AsyncPostgresEventStore(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(scenario())

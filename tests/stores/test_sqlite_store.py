@@ -1,0 +1,144 @@
+"""What only the SQLite store does: its file, its pragmas, damage to the file."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentfsm.adapters.stores import SQLiteEventStore
+from agentfsm.fsm.errors import ConcurrencyConflictError, CorruptLogError, StoreError
+from agentfsm.reducers import replay
+from agentfsm.testing.store_checks import scripted_run, tool_turn
+
+
+def _fill(path: Path, runs: int = 40) -> None:
+    with SQLiteEventStore(path) as store:
+        for i in range(runs):
+            store.append(f"run-{i:02d}", scripted_run(f"run-{i:02d}", 8), 0)
+
+
+class TestFile:
+    """The file the store keeps."""
+
+    def test_the_file_is_in_wal_mode(self, tmp_path: Path) -> None:
+        """A new file is switched to WAL, which other connections see."""
+        SQLiteEventStore(tmp_path / "runs.db").close()
+        with sqlite3.connect(tmp_path / "runs.db") as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        conn.close()
+
+    def test_synchronous_must_be_full_or_normal(self, tmp_path: Path) -> None:
+        """Only the two durability settings the docs discuss are accepted."""
+        with pytest.raises(
+            ValueError, match=r"^synchronous must be 'FULL' or 'NORMAL', got 'OFF'$"
+        ):
+            SQLiteEventStore(tmp_path / "runs.db", synchronous="OFF")  # type: ignore[arg-type]
+
+    def test_normal_durability_stores_the_same(self, tmp_path: Path) -> None:
+        """`synchronous="NORMAL"` changes when data reaches the disk, not what is stored."""
+        events = scripted_run("r1", 2)
+        with SQLiteEventStore(tmp_path / "runs.db", synchronous="NORMAL") as store:
+            store.append("r1", events, 0)
+        with SQLiteEventStore(tmp_path / "runs.db") as store:
+            assert store.load("r1").dumps() == replay(events).dumps()
+
+    def test_table_prefix_must_be_an_identifier(self, tmp_path: Path) -> None:
+        """The prefix is spliced into SQL, so anything but a plain identifier is refused."""
+        with pytest.raises(ValueError, match=r"^table_prefix must be a plain SQL identifier"):
+            SQLiteEventStore(tmp_path / "runs.db", table_prefix="x; DROP TABLE y; --")
+
+    def test_prefixes_keep_stores_apart_in_one_file(self, tmp_path: Path) -> None:
+        """Two prefixes in one file are two independent stores."""
+        with (
+            SQLiteEventStore(tmp_path / "runs.db", table_prefix="a_") as a,
+            SQLiteEventStore(tmp_path / "runs.db", table_prefix="b_") as b,
+        ):
+            a.append("r1", scripted_run("r1", 1), 0)
+            b.append("r1", scripted_run("r1", 0), 0)
+            assert (a.run_info("r1").version, b.run_info("r1").version) == (6, 1)
+
+    def test_a_newer_schema_is_refused(self, tmp_path: Path) -> None:
+        """A file written by a newer agentfsm is not misread."""
+        SQLiteEventStore(tmp_path / "runs.db").close()
+        with sqlite3.connect(tmp_path / "runs.db") as conn:
+            conn.execute("UPDATE agentfsm_meta SET value = '2' WHERE key = 'schema_version'")
+        conn.close()
+        with pytest.raises(StoreError) as info:
+            SQLiteEventStore(tmp_path / "runs.db")
+        assert str(info.value) == (
+            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 2; this agentfsm reads "
+            "version 1: upgrade agentfsm"
+        )
+
+    def test_a_row_written_behind_the_store_cannot_fork_the_run(self, tmp_path: Path) -> None:
+        """An event inserted without moving the runs row makes the next append conflict."""
+        with SQLiteEventStore(tmp_path / "runs.db") as store:
+            store.append("r1", scripted_run("r1", 0), 0)
+            with sqlite3.connect(tmp_path / "runs.db") as conn:
+                conn.execute(
+                    "INSERT INTO agentfsm_events VALUES ('r1', 2, 'model.started', '{}', '')"
+                )
+            conn.close()
+            with pytest.raises(ConcurrencyConflictError) as info:
+                store.append("r1", tool_turn("r1", 2, "a"), 1)
+            assert (info.value.expected_version, info.value.actual_version) == (1, 2)
+            assert store.run_info("r1").version == 1
+
+
+class TestDamage:
+    """Damage to the file is reported, never read as a different run."""
+
+    def test_a_damaged_page_names_the_run_and_spares_the_others(self, tmp_path: Path) -> None:
+        """Garbage over one page fails the runs stored there, by name; the rest load."""
+        path = tmp_path / "runs.db"
+        _fill(path)
+        data = bytearray(path.read_bytes())
+        page = data.find(b'"run_id":"run-20","sequence":30') // 4096
+        data[page * 4096 : page * 4096 + 8] = b"\xff" * 8
+        path.write_bytes(bytes(data))
+        damaged: dict[str, CorruptLogError] = {}
+        with SQLiteEventStore(path) as store:
+            for i in range(40):
+                run_id = f"run-{i:02d}"
+                try:
+                    record = store.load(run_id)
+                except CorruptLogError as exc:
+                    damaged[run_id] = exc
+                    continue
+                assert record.dumps() == replay(scripted_run(run_id, 8)).dumps()
+            assert len(store.runs()) == 40
+        for run_id, exc in damaged.items():
+            at = "" if exc.sequence is None else f", sequence {exc.sequence}"
+            assert exc.run_id == run_id
+            assert str(exc).startswith(
+                f"run '{run_id}'{at}: the SQLite file '{path}' is damaged where this run is "
+                "stored ("
+            )
+        assert "run-20" in damaged
+        assert 1 <= len(damaged) <= 3
+
+    def test_a_truncated_file_is_refused_and_left_as_it_is(self, tmp_path: Path) -> None:
+        """A file cut short cannot be opened; the error names it, and the file is untouched."""
+        path = tmp_path / "runs.db"
+        _fill(path)
+        size = path.stat().st_size
+        with path.open("r+b") as f:
+            f.truncate(size // 2 // 4096 * 4096)
+        before = path.read_bytes()
+        with pytest.raises(StoreError) as info:
+            SQLiteEventStore(path)
+        assert str(info.value) == (
+            f"SQLite file '{path}' cannot be used: database disk image is malformed"
+        )
+        assert path.read_bytes() == before
+
+    def test_a_file_that_is_not_a_database_is_refused(self, tmp_path: Path) -> None:
+        """Some other file at the path is reported, not overwritten."""
+        path = tmp_path / "runs.db"
+        path.write_text("these are my notes, not a database\n" * 200)
+        with pytest.raises(StoreError) as info:
+            SQLiteEventStore(path)
+        assert str(info.value) == f"SQLite file '{path}' cannot be used: file is not a database"
+        assert path.read_text().startswith("these are my notes")

@@ -1,0 +1,259 @@
+"""A recorded run's path, computed by the reducer, and how each format draws it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentfsm import DEFAULT_REDUCER, DEFAULT_TABLE, EventFormatError, read_events
+from agentfsm.diagrams import (
+    Overlay,
+    Refusal,
+    RunNotInLogError,
+    Step,
+    Trajectory,
+    diagram_model,
+    format_sequences,
+    render_dot,
+    render_markdown,
+    render_mermaid,
+    render_plantuml,
+    trajectory_from_events,
+    trajectory_from_jsonl,
+    trajectory_from_record,
+)
+from agentfsm.diagrams.model import EdgeLabel
+from tests._diagram_tables import TINY
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TERMINATED = (EXAMPLES / "run_terminated_max_turns.jsonl").read_text().splitlines()
+TICKET = (EXAMPLES / "order_ticket.jsonl").read_text().splitlines()
+CANCEL = (EXAMPLES / "cancel_order_approval.jsonl").read_text().splitlines()
+BAD_RESULT = (
+    '{"run_id": "run_123", "sequence": 7, "type": "tool.completed",'
+    ' "occurred_at": "2026-09-01T10:00:09+08:00", "action_id": "act_1"}'
+)
+
+
+class TestPath:
+    def test_steps_of_a_terminated_run(self) -> None:
+        """Each event is a step with its states and the condition that chose the target."""
+        path = trajectory_from_jsonl(TERMINATED)
+        assert path.steps[:8] == (
+            Step(1, "run.started", "created", "running", None),
+            Step(2, "model.started", "running", "running", None),
+            Step(3, "model.completed", "running", "running", None),
+            Step(4, "tool.requested", "running", "waiting_tool", None),
+            Step(5, "tool.started", "waiting_tool", "waiting_tool", "first attempt or retry"),
+            Step(6, "tool.failed", "waiting_tool", "running", "batch resolved"),
+            Step(7, "tool.started", "running", "waiting_tool", "retry"),
+            Step(8, "tool.completed", "waiting_tool", "running", "batch resolved"),
+        )
+        assert path.steps[-1] == Step(14, "run.terminated", "running", "terminated", None)
+
+    def test_end_and_stop_reason(self) -> None:
+        """The final state, its terminality and the guard's reason come from the record."""
+        path = trajectory_from_jsonl(TERMINATED)
+        assert (path.run_id, path.final_state, path.terminal, path.refusal) == (
+            "run_123",
+            "terminated",
+            True,
+            None,
+        )
+        assert path.summary() == (
+            "run 'run_123' ended in 'terminated'",
+            "stop_reason: max_turns (2 of 2 turns used)",
+        )
+
+    def test_visited_states_in_first_visit_order(self) -> None:
+        """`visited` starts at the initial state and lists each state once."""
+        path = trajectory_from_jsonl(TERMINATED)
+        assert path.visited == ("created", "running", "waiting_tool", "terminated")
+
+    def test_sequences_of_one_move(self) -> None:
+        """`sequences` gives the traversal order of one move."""
+        path = trajectory_from_jsonl(TERMINATED)
+        assert path.sequences("waiting_tool", "tool.completed", "running") == (8, 13)
+
+    def test_events_and_jsonl_agree(self) -> None:
+        """The same log read as events or as lines gives the same trajectory."""
+        events = [e for _, e in read_events(TICKET)]
+        assert trajectory_from_events(events) == trajectory_from_jsonl(TICKET)
+
+    def test_a_refused_event_stops_the_path(self) -> None:
+        """The path ends before the refused event, which is kept with the reducer's reason."""
+        path = trajectory_from_jsonl([*TERMINATED[:6], BAD_RESULT])
+        assert (len(path.steps), path.final_state, path.terminal) == (6, "running", False)
+        assert path.refusal == Refusal(
+            state="running",
+            message=(
+                "is not allowed; allowed: 'approval.requested', 'handoff', 'model.completed',"
+                " 'model.started', 'run.cancel_requested', 'run.completed', 'run.failed',"
+                " 'run.paused', 'run.terminated', 'tool.requested', 'tool.started'"
+            ),
+            sequence=7,
+            event="tool.completed",
+        )
+        assert path.refusal.title == "refused: tool.completed (seq 7)"
+
+    def test_an_unreadable_line_stops_the_path(self) -> None:
+        """A line that is not an event ends the path there and names the line."""
+        path = trajectory_from_jsonl([*TICKET[:3], '{"run_id": "run_order_O-1001", "seq'])
+        assert (len(path.steps), path.refusal is not None) == (3, True)
+        assert path.refusal == Refusal(
+            state="running",
+            message=path.refusal.message if path.refusal else "",
+            sequence=None,
+            event=None,
+            line=4,
+        )
+        assert path.refusal.message.startswith("line 4: not a valid event: not JSON")
+        assert path.refusal.title == "refused: line 4"
+
+    def test_a_broken_line_of_another_run_is_ignored(self) -> None:
+        """Lines that clearly belong to another run do not stop this run's path."""
+        other = '{"run_id": "other", "sequence": 1, "type": "run.started"}'
+        path = trajectory_from_jsonl([*CANCEL, other], run_id="run_cancel_123")
+        assert (path.final_state, path.refusal) == ("completed", None)
+
+    def test_from_a_record_only_the_end_is_known(self) -> None:
+        """A folded record gives the final state and reason, and no steps."""
+        record = DEFAULT_REDUCER.replay(e for _, e in read_events(TERMINATED))
+        path = trajectory_from_record(record)
+        assert (path.steps, path.final_state, path.stop_reason, path.visited) == (
+            (),
+            "terminated",
+            "max_turns",
+            ("created", "terminated"),
+        )
+
+
+class TestRunSelection:
+    def test_the_only_run_is_chosen(self) -> None:
+        """A log with one run needs no run id."""
+        assert trajectory_from_jsonl(CANCEL).run_id == "run_cancel_123"
+
+    def test_several_runs_need_a_run_id(self) -> None:
+        """Without a run id, a log of several runs is refused, naming them."""
+        with pytest.raises(RunNotInLogError) as info:
+            trajectory_from_jsonl([*CANCEL, *TICKET])
+        assert (info.value.run_id, info.value.available, str(info.value)) == (
+            None,
+            ("run_cancel_123", "run_order_O-1001"),
+            "the log holds 2 runs ('run_cancel_123', 'run_order_O-1001'); name one with a run id",
+        )
+
+    def test_the_named_run_is_drawn(self) -> None:
+        """A run id picks its events out of a mixed log."""
+        path = trajectory_from_jsonl([*CANCEL, *TICKET], run_id="run_order_O-1001")
+        assert (path.run_id, len(path.steps)) == ("run_order_O-1001", 14)
+
+    def test_an_unknown_run_id(self) -> None:
+        """A run id that is not in the log is refused with the runs that are."""
+        with pytest.raises(RunNotInLogError) as info:
+            trajectory_from_jsonl(CANCEL, run_id="run_9")
+        assert str(info.value) == "the log has no run 'run_9'; it has: 'run_cancel_123'"
+
+    def test_a_log_of_no_events_at_all(self) -> None:
+        """When no line is an event, the first line's own problem is raised."""
+        with pytest.raises(EventFormatError) as info:
+            trajectory_from_jsonl(["", "hello", "{}"])
+        assert (info.value.line, info.value.problems) == (
+            2,
+            ("not JSON (Expecting value: line 1 column 1 (char 0))",),
+        )
+
+    def test_an_empty_log(self) -> None:
+        """No events at all: nothing to draw."""
+        with pytest.raises(RunNotInLogError) as info:
+            trajectory_from_jsonl(["", "  "])
+        assert (str(info.value), info.value.available) == ("the log has no events", ())
+
+
+class TestOverlay:
+    def test_steps_match_edges_and_labels(self) -> None:
+        """Each step lands on the label that draws it; collapsed moves become extra edges."""
+        model = diagram_model(TINY)
+        path = Trajectory(
+            run_id="r",
+            initial="idle",
+            steps=(
+                Step(1, "job.start", "idle", "busy", None),
+                Step(2, "job.tick", "busy", "busy", None),
+                Step(3, "job.tick", "busy", "busy", None),
+                Step(4, "job.crash", "busy", "broken", None),
+            ),
+            final_state="broken",
+            terminal=True,
+        )
+        overlay = Overlay.build(model, path)
+        assert overlay.label_sequences == {(0, 0): (1,), (1, 0): (2, 3)}
+        assert overlay.extra == (("busy", EdgeLabel(("job.crash",), None, ()), "broken", (4,)),)
+
+    def test_format_sequences(self) -> None:
+        """Short lists in full; long ones by their start, end and count."""
+        assert (format_sequences((3,)), format_sequences((2, 7, 9))) == ("seq 3", "seq 2, 7, 9")
+        assert format_sequences(tuple(range(1, 16))) == "seq 1, 2, 3, …, 15 (15×)"
+
+
+class TestOverlayRendering:
+    def test_mermaid_marks_states_labels_and_the_end(self) -> None:
+        """Visited/unvisited/final classes, sequences on taken moves, a note with the reason."""
+        text = render_mermaid(diagram_model(TINY), _tiny_path())
+        assert "  idle --> busy : job.start {budget} (seq 1)" in text
+        assert "  busy : job.tick (seq 2, 3)" in text
+        assert "  busy --> broken : job.crash (seq 4)" in text
+        assert "  note right of broken\n    run 'r' ended in 'broken'\n  end note" in text
+        assert "  class idle, busy visited\n  class done unvisited\n  class broken final" in text
+
+    def test_dot_highlights_the_path(self) -> None:
+        """Taken edges are red and thick; untaken ones faded; the end has a note."""
+        text = render_dot(diagram_model(TINY), _tiny_path())
+        assert (
+            '  "idle" -> "busy" [label=<<FONT COLOR="#c0392b"><B>job.start  seq 1</B></FONT>'
+            '<BR/><FONT POINT-SIZE="9" COLOR="#6b7785">{budget}</FONT>>,'
+            ' color="#c0392b", penwidth=2.4, arrowsize=0.9];'
+        ) in text
+        assert (
+            '  "busy" -> "done" [label=<<FONT COLOR="#b9c0c8">job.end <I>[all good]</I></FONT>>,'
+            ' color="#b9c0c8", fontcolor="#b9c0c8"];'
+        ) in text
+        assert "run &#x27;r&#x27; ended in &#x27;broken&#x27;" in text
+
+    def test_dot_draws_a_refusal(self) -> None:
+        """A refused event becomes a red octagon reached by a dashed edge from its state."""
+        path = trajectory_from_jsonl([*TERMINATED[:6], BAD_RESULT])
+        text = render_dot(diagram_model(DEFAULT_TABLE), path)
+        assert '[shape=octagon, style=filled, fillcolor="white", color="#c0392b"' in text
+        assert "<B>refused: tool.completed (seq 7)</B>" in text
+        assert '  "running" -> "__refused__" [style=dashed, color="#c0392b", penwidth=2];' in text
+
+    def test_plantuml_colours_taken_arrows(self) -> None:
+        """PlantUML: red bold arrows for taken moves, stereotypes for states."""
+        text = render_plantuml(diagram_model(TINY), _tiny_path())
+        assert "idle -[#c0392b,bold]-> busy : job.start {budget} (seq 1)" in text
+        assert "state done <<unvisited>>" in text
+        assert "state broken <<final>>" in text
+
+    def test_markdown_lists_the_path(self) -> None:
+        """Markdown: one row per step, then the end and its reason."""
+        text = render_markdown(diagram_model(TINY), _tiny_path())
+        assert text.endswith(
+            "| 4 | `job.crash` | `busy` |  | `broken` |\n\n- run 'r' ended in 'broken'\n"
+        )
+
+
+def _tiny_path() -> Trajectory:
+    return Trajectory(
+        run_id="r",
+        initial="idle",
+        steps=(
+            Step(1, "job.start", "idle", "busy", None),
+            Step(2, "job.tick", "busy", "busy", None),
+            Step(3, "job.tick", "busy", "busy", None),
+            Step(4, "job.crash", "busy", "broken", None),
+        ),
+        final_state="broken",
+        terminal=True,
+    )

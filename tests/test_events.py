@@ -1,0 +1,174 @@
+"""The wire format: strict parsing, clear errors, exact round trips, the JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentfsm import (
+    EventFormatError,
+    LogBuilder,
+    dump_event,
+    event_json_schema,
+    event_to_dict,
+    parse_event,
+    read_events,
+)
+from agentfsm.events import EVENT_CLASSES
+from tests.conftest import EXAMPLES
+
+SCHEMA = Path(__file__).resolve().parent.parent / "agentfsm" / "events" / "schema.json"
+BASE = {"run_id": "run_1", "sequence": 1, "occurred_at": "2026-09-01T10:02:11+08:00"}
+
+
+def _fails(data: dict[str, object], line: int | None = None) -> EventFormatError:
+    with pytest.raises(EventFormatError) as info:
+        parse_event(json.dumps(data), line=line)
+    return info.value
+
+
+class TestRoundTrip:
+    @pytest.mark.parametrize("name", ["order_ticket.jsonl", "cancel_order_approval.jsonl"])
+    def test_every_bundled_line_round_trips(self, name: str) -> None:
+        """parse then dump gives the same JSON object, and dump is a fixed point."""
+        for line in (EXAMPLES / name).read_text(encoding="utf-8").splitlines():
+            event = parse_event(line)
+            assert json.loads(dump_event(event)) == json.loads(line)
+            assert dump_event(parse_event(dump_event(event))) == dump_event(event)
+            assert event_to_dict(event) == json.loads(line)
+
+    def test_timestamps_keep_their_spelling(self) -> None:
+        """`Z`, offsets and nanoseconds come back exactly as written."""
+        for stamp in ("2026-09-01T02:02:11Z", "2026-09-01T10:02:11.123456789+08:00"):
+            event = parse_event({**BASE, "type": "run.resumed", "occurred_at": stamp})
+            assert event.occurred_at == stamp
+            assert json.loads(dump_event(event))["occurred_at"] == stamp
+
+    def test_lower_case_t_and_z_are_rfc_3339_too(self) -> None:
+        """RFC 3339 allows `t` and `z`; they parse and keep their spelling."""
+        from agentfsm.events.models import parse_timestamp
+
+        event = parse_event({**BASE, "type": "run.resumed", "occurred_at": "2026-09-01t02:02:11z"})
+        assert event.occurred_at == "2026-09-01t02:02:11z"
+        assert parse_timestamp(event.occurred_at).isoformat() == "2026-09-01T02:02:11+00:00"
+
+    def test_builder_numbers_and_stamps_events(self) -> None:
+        """LogBuilder writes contiguous sequences and validated events."""
+        log = LogBuilder("run_7")
+        log.add("run.started", objective="x")
+        log.add("model.started")
+        assert [e.sequence for e in log.events] == [1, 2]
+        assert log.events[1].occurred_at == "2026-09-01T10:00:01+00:00"
+
+
+class TestStrictness:
+    def test_a_string_where_an_integer_belongs(self) -> None:
+        """`"two"` and even `"2"` are not sequences."""
+        for bad in ("two", "2"):
+            err = _fails({**BASE, "type": "run.resumed", "sequence": bad}, line=3)
+            assert err.problems == (
+                f"field 'sequence': Input should be a valid integer (got {bad!r})",
+            )
+            assert (err.line, err.run_id, err.sequence) == (3, "run_1", None)
+
+    def test_a_bool_is_not_an_integer(self) -> None:
+        """JSON true is not sequence 1."""
+        err = _fails({**BASE, "type": "run.resumed", "sequence": True})
+        assert err.problems == ("field 'sequence': Input should be a valid integer (got True)",)
+
+    def test_unknown_type(self) -> None:
+        """The error lists every type that would have been accepted."""
+        err = _fails({**BASE, "type": "run.exploded"}, line=9)
+        assert err.problems[0].startswith(
+            "unknown event type 'run.exploded'; expected one of 'approval.accepted'"
+        )
+        assert str(err).startswith(
+            "line 9, run 'run_1', sequence 1: not a valid event: unknown event type"
+        )
+
+    def test_unknown_and_missing_fields_are_all_reported(self) -> None:
+        """Every problem of the line is named, not only the first."""
+        err = _fails({**BASE, "type": "tool.completed", "colour": "red"})
+        assert set(err.problems) == {
+            "field 'action_id' is required",
+            "field 'colour' is not part of 'tool.completed'",
+        }
+
+    def test_timestamp_without_offset(self) -> None:
+        """A local time without an offset is ambiguous, so it is refused."""
+        err = _fails({**BASE, "type": "run.resumed", "occurred_at": "2026-09-01T10:02:11"})
+        assert err.problems == (
+            "field 'occurred_at': '2026-09-01T10:02:11' is not an RFC 3339 timestamp with an "
+            "offset (like 2026-09-01T10:02:11+08:00 or 2026-09-01T02:02:11Z)",
+        )
+
+    def test_empty_run_id_and_zero_sequence(self) -> None:
+        """Run ids are non-empty and sequences start at 1."""
+        err = _fails({**BASE, "type": "run.resumed", "run_id": "", "sequence": 0})
+        assert err.problems == (
+            "field 'run_id': String should have at least 1 character (got '')",
+            "field 'sequence': Input should be greater than or equal to 1 (got 0)",
+        )
+
+    def test_tool_calls_must_match_the_decision(self) -> None:
+        """A `tool_calls` decision needs calls; a final one may not carry any."""
+        err = _fails({**BASE, "type": "model.completed", "decision": "tool_calls"})
+        assert err.problems == ("decision 'tool_calls' needs a non-empty 'tool_calls' list",)
+        call = {"action_id": "a", "tool": "t", "arguments": {}}
+        err = _fails({**BASE, "type": "model.completed", "decision": "final", "tool_calls": [call]})
+        assert err.problems == ("decision 'final' cannot carry 'tool_calls'",)
+        err = _fails(
+            {
+                **BASE,
+                "type": "model.completed",
+                "decision": "tool_calls",
+                "tool_calls": [call, call],
+            }
+        )
+        assert err.problems == ("'tool_calls' repeats action_id 'a'",)
+
+    def test_nested_problems_name_their_path(self) -> None:
+        """A bad field inside a nested object is named by its path."""
+        err = _fails({**BASE, "type": "run.started", "limits": {"max_turns": 0}})
+        assert err.problems == (
+            "field 'limits.max_turns': Input should be greater than or equal to 1 (got 0)",
+        )
+
+    def test_not_json_and_not_an_object(self) -> None:
+        """Broken text and non-objects get their own sentences."""
+        with pytest.raises(EventFormatError) as info:
+            parse_event('{"run_id": ', line=2)
+        assert info.value.problems[0].startswith("not JSON (")
+        assert info.value.line == 2
+        with pytest.raises(EventFormatError) as info:
+            parse_event("[1, 2]")
+        assert info.value.problems == ("expected a JSON object, got list",)
+
+    def test_read_events_names_the_bad_line_and_skips_blank_ones(self) -> None:
+        """Line numbers are the input's, blank lines included."""
+        good = dump_event(parse_event({**BASE, "type": "run.resumed"}))
+        lines = [good, "", good.replace('"sequence":1', '"sequence":"x"')]
+        reader = read_events(lines)
+        assert next(reader)[0] == 1
+        with pytest.raises(EventFormatError) as info:
+            next(reader)
+        assert info.value.line == 3
+
+    def test_events_are_frozen(self) -> None:
+        """An event is a fact: it cannot be changed after it was read."""
+        event = parse_event({**BASE, "type": "run.resumed"})
+        with pytest.raises(ValueError, match="frozen"):
+            event.sequence = 2  # type: ignore[misc]
+
+
+class TestSchema:
+    def test_committed_schema_is_fresh(self) -> None:
+        """agentfsm/events/schema.json is what the models export (run `make schema`)."""
+        assert json.loads(SCHEMA.read_text(encoding="utf-8")) == event_json_schema()
+
+    def test_schema_names_every_event_type(self) -> None:
+        """Producers in other languages can validate every type."""
+        schema = event_json_schema()
+        assert set(schema["discriminator"]["mapping"]) == set(EVENT_CLASSES)

@@ -1,0 +1,95 @@
+"""The testing kit as users see it: docs/testing.md runs as written; the plugin explains."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from agentfsm import LogBuilder
+from agentfsm.events import dump_event
+from agentfsm.testing import run_machine
+from agentfsm.testing.pytest_plugin import assert_legal_log
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
+BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:\n```text\n(?P<out>.*?)```)?", re.DOTALL)
+
+
+def _blocks() -> list[tuple[str, str | None]]:
+    return [(m["code"], m["out"]) for m in BLOCK.finditer(DOC.read_text(encoding="utf-8"))]
+
+
+def test_the_doc_has_its_three_examples() -> None:
+    """Strategies, stateful, transitions model: the examples the issue asks for."""
+    assert len(_blocks()) == 3
+
+
+def test_the_property_examples_run_and_pass() -> None:
+    """The two @given tests of the doc are collected and pass."""
+    namespace: dict[str, object] = {}
+    exec(compile(_blocks()[0][0], str(DOC), "exec"), namespace)
+    tests = [v for k, v in namespace.items() if k.startswith("test_")]
+    assert len(tests) == 2
+    for test in tests:
+        test()  # type: ignore[operator]
+
+
+def test_the_stateful_example_runs_and_passes() -> None:
+    """The generated machine, bound to a transitions.Machine, agrees with the table."""
+    namespace: dict[str, object] = {}
+    exec(compile(_blocks()[1][0], str(DOC), "exec"), namespace)
+    case = namespace["TestMachineAgreesWithTable"]
+    case.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)  # type: ignore[attr-defined]
+    case("runTest").runTest()  # type: ignore[operator]
+
+
+def test_the_transitions_model_example_prints_what_it_says() -> None:
+    """The 10-line example of a team's existing transitions model."""
+    code, expected = _blocks()[2]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(DOC), "exec"), {})
+    assert out.getvalue() == expected
+
+
+def test_a_stateful_machine_catches_a_wrong_system() -> None:
+    """A system under test that disagrees with the table is caught, not waved through."""
+
+    class Wrong(run_machine()):
+        def on_event(self, event, before, after):  # type: ignore[no-untyped-def]
+            assert after.status != "waiting_tool", "my service never waits for tools"
+
+    Wrong.TestCase.settings = settings(max_examples=60, stateful_step_count=20, deadline=None)
+    with pytest.raises(AssertionError, match="my service never waits for tools"):
+        Wrong.TestCase("runTest").runTest()
+
+
+def test_assert_legal_log_shows_the_event_and_the_path() -> None:
+    """The failure names the refused event, the reason, the moves before it and the event."""
+    log = LogBuilder("r")
+    log.add("run.started")
+    log.add("model.started")
+    log.add("run.completed")
+    with pytest.raises(AssertionError) as info:
+        assert_legal_log(log.events)
+    assert str(info.value).splitlines() == [
+        "log is not legal under table 'agent_run': event 3 of 3 is refused",
+        "  run 'r' is 'running': event 'run.completed' (sequence 3) is not allowed: condition "
+        "'final output recorded, nothing unresolved' does not hold; allowed: 'approval.requested', "
+        "'handoff', 'model.completed', 'model.started', 'run.cancel_requested', 'run.completed', "
+        "'run.failed', 'run.paused', 'run.terminated', 'tool.requested', 'tool.started'",
+        "path so far:",
+        "     1  run.started            created -> running",
+        "     2  model.started          running -> running",
+        "offending event:",
+        f"  {dump_event(log.events[2])}",
+    ]
+
+
+def test_the_plugin_fixtures_are_registered(agent_run_table, agent_run_reducer) -> None:  # type: ignore[no-untyped-def]
+    """Installing agentfsm gives every pytest session the fixtures."""
+    assert agent_run_reducer.table is agent_run_table

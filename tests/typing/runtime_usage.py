@@ -1,0 +1,89 @@
+"""Typed usage of the runtime API: mypy strict must accept this file as written."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentfsm.adapters.stores import MemoryEventStore, ThreadedAsyncEventStore
+from agentfsm.adapters.stores.leases import MemoryLeases
+from agentfsm.events import Limits, Usage
+from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.reducers import Action, RunRecord
+from agentfsm.runtime import (
+    ALLOW,
+    Agent,
+    AsyncRunner,
+    Decision,
+    ModelContext,
+    PolicyDecision,
+    Runner,
+    RunnerConfig,
+    RunResult,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    Worker,
+    approve,
+    call,
+    cancel,
+    needs_approval,
+    subagent,
+)
+
+
+class OrderArgs(BaseModel):
+    order_id: str
+
+
+def get_order(ctx: ToolContext) -> dict[str, Any]:
+    args: OrderArgs = ctx.args
+    if not args.order_id:
+        raise ToolError("no id", kind="invalid", retryable=False)
+    return {"order_id": args.order_id, "key": ctx.idempotency_key, "left": ctx.remaining}
+
+
+async def refund(ctx: ToolContext) -> ToolResult:
+    return ToolResult({"refunded": True}, cost=0.01)
+
+
+def model(ctx: ModelContext) -> Decision:
+    if ctx.turn == 1:
+        return Decision.calls(call("get_order", order_id="O-1"), usage=Usage(input_tokens=10))
+    return Decision.final(ctx.results[0].result if ctx.results else None)
+
+
+def policy(action: Action, record: RunRecord) -> PolicyDecision:
+    if action.tool == "refund":
+        return needs_approval("money moves", expires_in=timedelta(hours=1))
+    return ALLOW
+
+
+tools = [Tool("get_order", get_order, args=OrderArgs, side_effects=False), Tool("refund", refund)]
+agent = Agent("support", model, tools, policy)
+helper = subagent("research", Agent("researcher", model), limits=Limits(max_turns=3))
+store = MemoryEventStore()
+runner = Runner(
+    store,
+    [agent, Agent("lead", model, [helper])],
+    guards=[MaxTurns(5), LoopDetector()],
+    config=RunnerConfig(wrap_up_turn=True, reserve=Usage(input_tokens=100)),
+)
+result: RunResult = runner.run("r1", "look it up", limits=Limits(max_tokens=10_000))
+status: str = result.status
+approve(store, "r1", "t1.1", "alice")
+cancel(store, "r1", reason="done", requested_by="ops")
+worker = Worker(runner, MemoryLeases(store), worker_id="w1", ttl=10)
+drained: list[RunResult] = worker.drain(max_runs=1)
+
+
+async def main() -> RunResult:
+    async_runner = AsyncRunner(ThreadedAsyncEventStore(MemoryEventStore()), agent)
+    return await async_runner.run("r2")
+
+
+later: RunResult = asyncio.run(main())

@@ -1,0 +1,54 @@
+"""Typed usage of the store API: mypy strict must accept this file as written."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentfsm.adapters.stores import (
+    AsyncEventStore,
+    EventStore,
+    MemoryEventStore,
+    RunInfo,
+    RunNotFoundError,
+    SQLiteEventStore,
+    StoreOptions,
+    ThreadedAsyncEventStore,
+    VerifyReport,
+)
+from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
+from agentfsm.events import Event, parse_event
+from agentfsm.fsm.errors import ConcurrencyConflictError
+from agentfsm.reducers import RunRecord
+
+started: Event = parse_event(
+    '{"run_id": "run_1", "sequence": 1, "type": "run.started",'
+    ' "occurred_at": "2026-09-01T10:00:00Z"}'
+)
+store: EventStore = SQLiteEventStore(":memory:", options=StoreOptions(snapshot_every=100))
+record: RunRecord = store.append("run_1", [started], expected_version=0)
+try:
+    store.append("run_1", [started], expected_version=0)
+except ConcurrencyConflictError as exc:
+    actual: int = exc.actual_version
+listed: list[RunInfo] = store.runs(status=("running", "paused"), limit=10)
+report: VerifyReport = store.verify("run_1")
+ok: bool = report.ok
+first_bad: int | None = report.sequence
+sequences = [event.sequence for event in store.events("run_1", after=0)]
+try:
+    MemoryEventStore().load("missing")
+except RunNotFoundError as missing:
+    name: str = missing.run_id
+
+
+async def use_async(dsn: str) -> RunRecord:
+    threaded: AsyncEventStore = ThreadedAsyncEventStore(MemoryEventStore())
+    await threaded.append("run_1", [started], 0)
+    native: AsyncEventStore = await AsyncPostgresEventStore.connect(dsn, migrate=True)
+    async for event in native.events("run_1"):
+        print(event.type)
+    return await threaded.load("run_1")
+
+
+_sync_pg: type[PostgresEventStore] = PostgresEventStore
+_ = asyncio
