@@ -48,14 +48,24 @@ def test_broken_reducer_gives_a_minimal_log() -> None:
         raise AssertionError("the broken reducer went unnoticed")
     # Hypothesis runs the shrunk example last, to report it.
     minimal = seen[-1]
-    assert [dump_event(e) for e in minimal] == [
-        '{"run_id":"run_0","sequence":1,"type":"run.started","occurred_at":"2026-09-01T10:00:01Z"}',
-        '{"run_id":"run_0","sequence":2,"type":"model.started","occurred_at":"2026-09-01T10:00:02Z"}',
+    types = [e.type for e in minimal]
+    # The shortest path to a result is five events; the shrinker may keep a `tool.started`.
+    assert types in (
+        ["run.started", "model.started", "model.completed", "tool.requested", "tool.completed"],
+        [
+            "run.started",
+            "model.started",
+            "model.completed",
+            "tool.requested",
+            "tool.started",
+            "tool.completed",
+        ],
+    )
+    # Readable: plain values, the first action id, timestamps a second apart.
+    assert dump_event(minimal[2]) == (
         '{"run_id":"run_0","sequence":3,"type":"model.completed",'
         '"occurred_at":"2026-09-01T10:00:03Z","decision":"tool_calls",'
-        '"tool_calls":[{"action_id":"act_1","tool":"lookup","arguments":{}}]}',
-        '{"run_id":"run_0","sequence":4,"type":"tool.requested",'
-        '"occurred_at":"2026-09-01T10:00:04Z","action_id":"act_1","tool":"lookup","arguments":{}}',
-        '{"run_id":"run_0","sequence":5,"type":"tool.completed",'
-        '"occurred_at":"2026-09-01T10:00:05Z","action_id":"act_1"}',
-    ]
+        '"tool_calls":[{"action_id":"act_1","tool":"lookup","arguments":{}}]}'
+    )
+    # Minimal: without its last event the log no longer shows the bug.
+    assert broken.replay(minimal[:-1]) == DEFAULT_REDUCER.replay(minimal[:-1])

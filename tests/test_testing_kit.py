@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from agentfsm import LogBuilder
+from agentfsm.events import dump_event
 from agentfsm.testing import run_machine
 from agentfsm.testing.pytest_plugin import assert_legal_log
 
@@ -70,15 +71,15 @@ def test_a_stateful_machine_catches_a_wrong_system() -> None:
 
 
 def test_assert_legal_log_shows_the_event_and_the_path() -> None:
-    """The failure names the refused event, the reason and the moves before it."""
+    """The failure names the refused event, the reason, the moves before it and the event."""
     log = LogBuilder("r")
     log.add("run.started")
     log.add("model.started")
     log.add("run.completed")
-    with pytest.raises(pytest.fail.Exception) as info:
+    with pytest.raises(AssertionError) as info:
         assert_legal_log(log.events)
-    assert str(info.value).splitlines()[:5] == [
-        "illegal log: event 3 'run.completed' was refused:",
+    assert str(info.value).splitlines() == [
+        "log is not legal under table 'agent_run': event 3 of 3 is refused",
         "  run 'r' is 'running': event 'run.completed' (sequence 3) is not allowed: condition "
         "'final output recorded, nothing unresolved' does not hold; allowed: 'approval.requested', "
         "'handoff', 'model.completed', 'model.started', 'run.cancel_requested', 'run.completed', "
@@ -86,6 +87,8 @@ def test_assert_legal_log_shows_the_event_and_the_path() -> None:
         "path so far:",
         "     1  run.started            created -> running",
         "     2  model.started          running -> running",
+        "offending event:",
+        f"  {dump_event(log.events[2])}",
     ]
 
 

@@ -26,8 +26,11 @@ __all__ = ["to_machine"]
 
 def _condition(condition: Condition) -> Any:
     # transitions calls conditions with the trigger's arguments; ours take (record, event).
+    # It also compares a condition's result with `== True`, where our `step` goes by
+    # truthiness: a predicate returning a non-empty mapping would pass ours and fail theirs
+    # (found by the differential test), so the result is made a bool here.
     def check(record: Any = None, event: Any = None, *_: Any, **__: Any) -> bool:
-        return condition.predicate(record, event)
+        return bool(condition.predicate(record, event))
 
     check.__name__ = condition.name.replace(" ", "_")
     return check

@@ -1,55 +1,33 @@
 """The agentfsm pytest plugin: fixtures for the table, and a log assertion that explains itself.
 
 Registered through the `pytest11` entry point, so installing agentfsm makes the fixtures
-available; `assert_legal_log` can also be imported and called directly.
+available to every pytest session. It needs neither Hypothesis nor anything beyond agentfsm
+and pytest, so it loads for projects that installed agentfsm without the `testing` extra.
+
+Fixtures:
+    agent_run_table: the table under test (the default table; override this fixture in your
+        `conftest.py` to test yours).
+    agent_run_reducer: a `Reducer` for `agent_run_table`.
+
+`assert_legal_log(events, table)` (re-exported from `agentfsm.testing.assertions`) folds a
+log and fails with the offending event and the path so far.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pytest
 
-from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.testing.assertions import IllegalLogError, assert_legal_log
 
-__all__ = ["agent_run_reducer", "agent_run_table", "assert_legal_log"]
-
-
-def assert_legal_log(events: Iterable[Event], table: TransitionTable = DEFAULT_TABLE) -> RunRecord:
-    """Fold `events` under `table`; on a refusal, fail with the offending event and the path.
-
-    Returns:
-        The folded record, for further assertions.
-    """
-    reducer = Reducer(table)
-    record: RunRecord | None = None
-    path: list[str] = []
-    for event in events:
-        before = record or reducer.initial(event.run_id)
-        try:
-            record = reducer.reduce(before, event)
-        except LifecycleError as err:
-            shown = "\n".join(path[-12:]) or "  (no event applied)"
-            more = f"  ... {len(path) - 12} earlier events\n" if len(path) > 12 else ""
-            pytest.fail(
-                f"illegal log: event {event.sequence} '{event.type}' was refused:\n  {err}\n"
-                f"path so far:\n{more}{shown}",
-                pytrace=False,
-            )
-        path.append(f"  {event.sequence:>4}  {event.type:<22} {before.status} -> {record.status}")
-    if record is None:
-        pytest.fail("illegal log: it has no events", pytrace=False)
-    return record
+__all__ = ["IllegalLogError", "agent_run_reducer", "agent_run_table", "assert_legal_log"]
 
 
 @pytest.fixture
 def agent_run_table() -> TransitionTable:
-    """The default agent-run table (override this fixture to test your own)."""
+    """The transition table under test: the default one unless a conftest overrides this."""
     return DEFAULT_TABLE
 
 

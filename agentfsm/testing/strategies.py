@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -209,7 +209,7 @@ def _clocks(start: datetime = EPOCH) -> st.SearchStrategy[Clock]:
     )
 
 
-def _opt(draw: st.DrawFn, strategy: st.SearchStrategy[Any]) -> Any:
+def _opt(draw: Draw, strategy: st.SearchStrategy[Any]) -> Any:
     return draw(_optional(strategy))
 
 
@@ -225,7 +225,11 @@ def _optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 Calls = dict[str, tuple[str, dict[str, Any]]]
 
 
-def _call(draw: st.DrawFn, action_id: str, calls: Calls) -> dict[str, Any]:
+#: A draw function: `st.DrawFn` in a composite, or `DataObject.draw` in a state machine.
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+
+
+def _call(draw: Draw, action_id: str, calls: Calls) -> dict[str, Any]:
     """The call for `action_id`: the one drawn before for it, or a new one."""
     if action_id not in calls:
         calls[action_id] = (draw(_names), draw(arguments()))
@@ -234,7 +238,7 @@ def _call(draw: st.DrawFn, action_id: str, calls: Calls) -> dict[str, Any]:
 
 
 def _free_fields(
-    draw: st.DrawFn, event_type: str, base: Mapping[str, Any], calls: Calls
+    draw: Draw, event_type: str, base: Mapping[str, Any], calls: Calls
 ) -> dict[str, Any]:
     """`base` (the structural fields) plus drawn values for every field that is free.
 
