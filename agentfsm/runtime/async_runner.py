@@ -38,7 +38,7 @@ from agentfsm.runtime import _plan as p
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError, StreamAssembler
-from agentfsm.runtime.runner import _ChildWaiting, _Core, new_tree, utc_now
+from agentfsm.runtime.runner import _ChildWaiting, _Core, child_budget, new_tree, utc_now
 from agentfsm.runtime.tools import InvalidCall, Tool
 from agentfsm.runtime.writer import AsyncWriter, BudgetTree, Spec, StateChanged
 
@@ -430,12 +430,7 @@ class AsyncRunner(_Core):
     ) -> Spec:
         sub = tool.subagent
         assert sub is not None
-        child_id = f"{record.run_id}/{aid}"
-        tree = writer.budget
-        if tree is None:
-            tree = writer.budget = new_tree(record)
-        if tree is not None:
-            tree.spawn(child_id, parent=record.run_id)
+        child_id, tree = child_budget(writer, record, aid)
         runner = AsyncRunner(
             self.store, (sub.agent, *sub.agents), sleep=self.sleep, **self._child_runner_args()
         )

@@ -138,6 +138,21 @@ def new_tree(record: RunRecord) -> BudgetTree | None:
     return tree
 
 
+def child_budget(writer: Any, record: RunRecord, aid: str) -> tuple[str, BudgetTree | None]:
+    """A subagent call's child run id, and the budget tree it is charged to.
+
+    The tree is the writer's, made on first use; both runners call this before driving the
+    child, so the sync and async paths charge children alike.
+    """
+    child_id = f"{record.run_id}/{aid}"
+    tree = writer.budget
+    if tree is None:
+        tree = writer.budget = new_tree(record)
+    if tree is not None:
+        tree.spawn(child_id, parent=record.run_id)
+    return child_id, tree
+
+
 class Runner(_Core):
     """Drives runs of `agents` through the table, persisting every step in `store`.
 
@@ -416,12 +431,7 @@ class Runner(_Core):
     ) -> Spec:
         sub = tool.subagent
         assert sub is not None
-        child_id = f"{record.run_id}/{aid}"
-        tree = writer.budget
-        if tree is None:
-            tree = writer.budget = new_tree(record)
-        if tree is not None:
-            tree.spawn(child_id, parent=record.run_id)
+        child_id, tree = child_budget(writer, record, aid)
         runner = Runner(
             self.store, (sub.agent, *sub.agents), sleep=self.sleep, **self._child_runner_args()
         )
