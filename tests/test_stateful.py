@@ -102,9 +102,7 @@ def test_a_wrong_system_is_caught() -> None:
     with pytest.raises(AssertionError, match="the toy system cannot take results"):
         run_state_machine_as_test(
             Wrong,
-            settings=settings(
-                QUICK, max_examples=60, derandomize=True, phases=[Phase.generate]
-            ),
+            settings=settings(QUICK, max_examples=60, derandomize=True, phases=[Phase.generate]),
         )
 
 

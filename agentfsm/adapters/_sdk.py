@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self, TypeVar, overload
 
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
@@ -31,12 +31,14 @@ from agentfsm.fsm.errors import (
     GuardRejectedError,
     IllegalTransitionError,
     LifecycleError,
+    RunNotFoundError,
 )
 from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import RunStatus
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.runtime.writer import Spec, StateChanged, Writer
+from agentfsm.runtime.runner import child_budget
+from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
 
 __all__ = [
     "ApprovalMismatchError",
@@ -48,6 +50,9 @@ __all__ = [
     "jsonable",
     "parse_arguments",
 ]
+
+
+_R = TypeVar("_R", bound="SdkRun")
 
 
 def _utc_now() -> datetime:
@@ -198,14 +203,17 @@ class Recorder:
         logger: Any = None,
         listeners: Sequence[Callable[[Event], None]] = (),
         sdk: str,
+        budget: BudgetTree | None = None,
     ) -> None:
         self.store = store
+        self.guards = tuple(guards)
+        self.budget = budget
         self._listeners = tuple(listeners)
         self._delivered = 0
         self.run_id = run_id
         self.sdk = sdk
-        self._clock = clock
-        self._logger = logger
+        self.clock = clock
+        self.logger = logger
         self._reducer = Reducer(store.reducer.table, guards)
         self._writer: Writer | None = None
         # Some SDKs call back from several threads at once (LangGraph's parallel tools).
@@ -220,9 +228,41 @@ class Recorder:
 
     def _open(self, record: RunRecord) -> Writer:
         self._writer = Writer(
-            self.store, record, reducer=self._reducer, clock=self._clock, logger=self._logger
+            self.store,
+            record,
+            reducer=self._reducer,
+            clock=self.clock,
+            logger=self.logger,
+            budget=self.budget,
         )
         return self._writer
+
+    def child(self, action_id: str, sdk: str) -> Recorder:
+        """The recorder of a subagent run started by this run's call `action_id`.
+
+        Its id is `<run_id>/<action_id>` (the Runner's convention). When this run has token or
+        cost limits, both runs draw on them through one budget tree: the child is refused for
+        `budget` once the tree would overspend, and so is this run's next call.
+        """
+        writer = self._writer if self._writer is not None else self._open(self.record)
+        with self._lock:
+            child_id, tree = child_budget(writer, writer.record, action_id)
+            self.budget = tree
+        recorder = Recorder(
+            self.store,
+            child_id,
+            guards=self.guards,
+            clock=self.clock,
+            logger=self.logger,
+            listeners=self._listeners,
+            sdk=sdk,
+            budget=tree,
+        )
+        if tree is not None:
+            # A resumed parent: the child's spending so far counts before its next call.
+            with contextlib.suppress(RunNotFoundError):
+                tree.charge(self.store.load(child_id))
+        return recorder
 
     def start(self, *, objective: str | None, agent: str | None, limits: Limits | None) -> None:
         """Append `run.started` for a new run."""
@@ -336,6 +376,39 @@ class SdkRun:
             sdk=self.sdk,
         )  # fmt: skip
         self._attach()
+
+    @classmethod
+    def _over(cls, recorder: Recorder) -> Self:
+        run = cls.__new__(cls)
+        run.recorder = recorder
+        run._attach()
+        return run
+
+    @property
+    def run_id(self) -> str:
+        """Our id for the run."""
+        return self.recorder.run_id
+
+    @overload
+    def subagent(self, action_id: str) -> Self: ...
+
+    @overload
+    def subagent(self, action_id: str, adapter: type[_R]) -> _R: ...
+
+    def subagent(self, action_id: str, adapter: type[SdkRun] | None = None) -> SdkRun:
+        """The run of a subagent that this run's tool call `action_id` starts.
+
+        Call it inside the tool: the child is a run of its own (`<run_id>/<action_id>`, in
+        the same store, with the same guards, clock, logger and listeners) and draws on this
+        run's token and cost limits through one shared budget (`SharedBudget`): a child that
+        would overspend the tree is stopped for `budget`, and so is this run's next call.
+
+        Args:
+            action_id: the tool call's id (the SDK's call id).
+            adapter: the adapter class driving the child (default: this run's).
+        """
+        cls = adapter if adapter is not None else type(self)
+        return cls._over(self.recorder.child(action_id, cls.sdk))
 
     def _attach(self) -> None:
         """Build the SDK-facing part (hooks, callback handler) around `self.recorder`."""

@@ -59,12 +59,13 @@ from agents import (
     Runner,
     RunState,
     ToolCallOutputItem,
+    function_tool,
 )
 from agents.exceptions import AgentsException
 from agents.result import RunResultBase
 from agents.run import DEFAULT_MAX_TURNS
 from agents.run_config import RunConfig, ToolErrorFormatterArgs
-from agents.tool import Tool
+from agents.tool import FunctionTool, Tool
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
@@ -82,7 +83,7 @@ from agentfsm.adapters._sdk import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
 
 __all__ = [
@@ -301,6 +302,39 @@ class AgentsRun(SdkRun):
 
     def _attach(self) -> None:
         self.hooks = _Hooks(self.recorder)
+
+    def agent_tool(
+        self,
+        agent: Agent[Any],
+        *,
+        tool_name: str | None = None,
+        tool_description: str | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        **runner_kwargs: Any,
+    ) -> FunctionTool:
+        """`agent` as a tool of this run's agents, each call a subagent run of its own.
+
+        Use it where you would use `agent.as_tool(...)`: the tool takes `input` (text), runs
+        `agent` through its own `AgentsRun` (`subagent(call_id)`: id `<run_id>/<call_id>`,
+        same store, guards and clock, this run's token and cost limits shared by both) and
+        returns its final output. A subagent that a guard stopped returns a line saying so
+        and its partial output, which the calling model reads.
+        """
+        name = tool_name or agent.name.lower().replace(" ", "_")
+
+        async def run_subagent(ctx: ToolContext[Any], input: str) -> Any:
+            child = self.subagent(ctx.tool_call_id)
+            done = await child.run(agent, input, max_turns=max_turns, **runner_kwargs)
+            if done.status == RunStatus.COMPLETED:
+                return done.final_output
+            why = f"{done.status}, {done.stop_reason}" if done.stop_reason else done.status
+            return f"the subagent '{agent.name}' stopped ({why}): {done.partial_output}"
+
+        return function_tool(
+            run_subagent,
+            name_override=name,
+            description_override=tool_description or f"Ask the agent '{agent.name}'.",
+        )
 
     async def run(
         self,

@@ -20,7 +20,7 @@ def types(store: EventStore, run_id: str) -> list[str]:
 
 def validates(store: EventStore, run_id: str, tmp_path: Path) -> int:
     """Exit status of `agentfsm validate` on the run's log written as JSON Lines."""
-    path = tmp_path / f"{run_id}.jsonl"
+    path = tmp_path / f"{run_id.replace('/', '_')}.jsonl"
     path.write_text("".join(dump_event(e) + "\n" for e in store.events(run_id)))
     return cli(["validate", "--quiet", str(path)])
 

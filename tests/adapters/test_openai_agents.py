@@ -443,3 +443,64 @@ def test_a_deadline_on_the_injected_clock_stops_the_run(tmp_path: Path) -> None:
     )
     assert types(store, "r1")[-2:] == ["tool.completed", "run.terminated"]
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_an_agent_tool_runs_a_subagent_that_draws_on_the_parents_budget(tmp_path: Path) -> None:
+    """agent_tool: the child is its own run; once the tree overspends both are stopped (budget).
+
+    15 tokens a model call, 40 for the tree: the parent's call and two of the child's spend 45,
+    so the child's second tool call is refused, and then the parent's next model call.
+    """
+    store = MemoryEventStore()
+    researcher = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="c1")],
+        [function_call("get_weather", {"city": "Rome"}, call_id="c2")],
+        [assistant_message("never reached")],
+    )
+    parent = AgentsRun(store, "r1")
+    triage = Agent(
+        name="triage",
+        model=app.scripted(
+            [function_call("researcher", {"input": "Paris and Rome?"}, call_id="call_s1")],
+            [assistant_message("never reached either")],
+        ),
+        tools=[parent.agent_tool(researcher, tool_name="researcher")],
+    )
+    done = run(parent.run(triage, "weather?", limits=Limits(max_tokens=40)))
+    child = store.load("r1/call_s1")
+    assert (child.status, child.stop_reason, child.stop_detail) == (
+        "terminated",
+        "budget",
+        "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens",
+    )
+    assert child.actions["c1"].result == "sunny in Paris"
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens",
+    )
+    assert done.record.actions["call_s1"].result == (
+        "the subagent 'weather' stopped (terminated, budget): sunny in Paris"
+    )
+    assert done.record.usage.input_tokens + done.record.usage.output_tokens == 15
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_s1", tmp_path) == 0
+
+
+def test_a_subagent_of_a_run_without_money_limits_is_not_stopped_by_its_parent() -> None:
+    """No token or cost limits on the parent: the child runs on its own terms to its answer."""
+    store = MemoryEventStore()
+    researcher = weather_agent([assistant_message("Sunny.")])
+    parent = AgentsRun(store, "r1")
+    triage = Agent(
+        name="triage",
+        model=app.scripted(
+            [function_call("researcher", {"input": "Paris?"}, call_id="call_s1")],
+            [assistant_message("It is sunny.")],
+        ),
+        tools=[parent.agent_tool(researcher, tool_name="researcher")],
+    )
+    done = run(parent.run(triage, "weather?"))
+    assert (done.status, done.final_output) == ("completed", "It is sunny.")
+    assert store.load("r1/call_s1").final_output == "Sunny."
+    assert done.record.actions["call_s1"].result == "Sunny."

@@ -12,10 +12,11 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import UsageLimits
+from pydantic_ai import Agent, RunContext, UsageLimits
 
 from agentfsm.adapters.pydantic_ai import AgentIterRun, ApprovalMismatchError
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _pydantic_ai_app as app
@@ -180,7 +181,6 @@ def test_a_history_whose_call_changed_fails_closed(tmp_path: Path) -> None:
 
 def test_a_subagent_called_from_a_tool_is_its_own_run_in_the_same_store(tmp_path: Path) -> None:
     """A tool that runs another agent through the adapter: parent and child runs both validate."""
-    from pydantic_ai import Agent
 
     store = MemoryEventStore()
     child = make_agent(answer("Paris is sunny."))
@@ -203,6 +203,45 @@ def test_a_subagent_called_from_a_tool_is_its_own_run_in_the_same_store(tmp_path
     assert types(store, "r1/call_1") == [
         "run.started", "model.started", "model.completed", "run.completed",
     ]  # fmt: skip
+
+
+def test_a_subagent_run_draws_on_the_parents_token_budget(tmp_path: Path) -> None:
+    """`subagent(ctx.tool_call_id)`: the child is stopped once the tree overspends, then the parent.
+
+    15 tokens a request, 40 for the tree: the parent's request and two of the child's spend 45,
+    so the child's second tool call is refused (budget), and then the parent's next request.
+    """
+    store = MemoryEventStore()
+    child = make_agent(
+        call("get_weather", "c1", city="Paris"),
+        call("get_weather", "c2", city="Rome"),
+        answer("never reached"),
+    )
+    parent_run = AgentIterRun(store, "r1")
+    parent: Agent[None, str] = Agent(
+        app.scripted(call("ask_specialist", "call_1", question="Paris?"), answer("never")),
+        name="triage",
+    )
+
+    @parent.tool
+    async def ask_specialist(ctx: RunContext[None], question: str) -> str:
+        """Ask the weather specialist."""
+        assert ctx.tool_call_id is not None
+        done = await parent_run.subagent(ctx.tool_call_id).run(child, question)
+        return f"{done.status}: {done.partial_output}"
+
+    done = run(parent_run.run(parent, "weather?", limits=Limits(max_tokens=40)))
+    detail = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
+    sub = store.load("r1/call_1")
+    assert (sub.status, sub.stop_reason, sub.stop_detail) == ("terminated", "budget", detail)
+    assert done.record.actions["call_1"].result == "terminated: sunny in Paris"
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        detail,
+    )
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_1", tmp_path) == 0
 
 
 def test_a_cancellation_token_fired_mid_tool_ends_the_run_cancelled(tmp_path: Path) -> None:
