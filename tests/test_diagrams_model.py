@@ -50,9 +50,19 @@ class TestExtraction:
                 "waiting_tool",
                 "waiting_tool",
                 [
+                    "approval.requested / tool.completed / tool.failed / tool.outcome_unknown"
+                    " [calls left]",
+                    "approval.accepted / approval.rejected",
                     "tool.requested {loop_detected}",
                     "tool.started [first attempt or retry] {deadline, budget, max_attempts}",
-                    "tool.completed / tool.failed / tool.outcome_unknown [batch unresolved]",
+                ],
+            ),
+            (
+                "waiting_tool",
+                "waiting_approval",
+                [
+                    "approval.requested [no calls left]",
+                    "tool.completed / tool.failed / tool.outcome_unknown [only decisions left]",
                 ],
             ),
             (

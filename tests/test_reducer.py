@@ -302,6 +302,49 @@ class TestApprovals:
         assert "it is not waiting for approval; it is 'approved'" in str(err)
 
 
+class TestApprovalsBesideRunningCalls:
+    """SDKs run a batch's free calls and pause for the rest; the table follows them."""
+
+    def test_a_request_after_the_free_call_waits_for_the_decision(self) -> None:
+        """a2 runs, then a1 asks for approval: waiting_approval, then running once decided."""
+        log = started(CALL, CALL2)
+        log.add("tool.requested", **CALL2)
+        log.add("tool.started", action_id="a2")
+        log.add("tool.completed", action_id="a2", result="page")
+        assert fold(log).status == "waiting_tool"  # a1 is still to run or to decide
+        log.add("approval.requested", **CALL)
+        record = fold(log)
+        assert (record.status, record.pending_approvals) == ("waiting_approval", ("a1",))
+        log.add("approval.accepted", action_id="a1", approver="ann")
+        assert fold(log).status == "running"
+
+    def test_a_request_beside_a_running_call_waits_for_both(self) -> None:
+        """a1 asks while a2 runs; decided while a2 runs; a2's result leaves a1 to run."""
+        log = started(CALL, CALL2)
+        log.add("tool.requested", **CALL2)
+        log.add("tool.started", action_id="a2")
+        log.add("approval.requested", **CALL)
+        assert fold(log).status == "waiting_tool"
+        log.add("approval.accepted", action_id="a1", approver="ann")
+        assert fold(log).status == "waiting_tool"
+        log.add("tool.completed", action_id="a2", result="page")
+        record = fold(log)
+        assert (record.status, record.actions["a1"].status) == ("waiting_tool", "approved")
+
+    def test_the_last_result_with_a_decision_open_waits_for_it(self) -> None:
+        """a1 asks while a2 runs; a2's result leaves only the decision: waiting_approval."""
+        log = started(CALL, CALL2)
+        log.add("tool.requested", **CALL2)
+        log.add("tool.started", action_id="a2")
+        log.add("approval.requested", **CALL)
+        log.add("tool.failed", action_id="a2", error={"kind": "boom", "message": "no"})
+        record = fold(log)
+        assert (record.status, record.pending_approvals) == ("waiting_approval", ("a1",))
+        err = refused(record, nxt(record, "model.started"))
+        assert isinstance(err, IllegalTransitionError)
+        assert err.state == "waiting_approval"
+
+
 class TestRetries:
     def failed(self, retryable: bool) -> LogBuilder:
         log = started(CALL)

@@ -199,8 +199,13 @@ class TestDefaultTable:
                 assert t.condition is not None
                 pairs[(t.source, t.event)].append((t.condition.name, t.target))
         assert pairs[("waiting_tool", "tool.completed")] == [
-            ("batch unresolved", "waiting_tool"),
+            ("calls left", "waiting_tool"),
+            ("only decisions left", "waiting_approval"),
             ("batch resolved", "running"),
+        ]
+        assert pairs[("waiting_tool", "approval.requested")] == [
+            ("calls left", "waiting_tool"),
+            ("no calls left", "waiting_approval"),
         ]
         assert pairs[("waiting_approval", "approval.accepted")] == [
             ("others still pending", "waiting_approval"),

@@ -26,7 +26,7 @@ def test_the_default_table_is_clean() -> None:
     report = verify_table(DEFAULT_TABLE)
     assert (report.ok, report.errors, report.warnings) == (True, (), ())
     assert len(report.notes) == 4
-    assert (report.states, report.terminal, report.legal_pairs) == (10, 4, 40)
+    assert (report.states, report.terminal, report.legal_pairs) == (10, 4, 43)
 
 
 def test_events_no_edge_uses_are_warned_about() -> None:
@@ -42,7 +42,8 @@ def test_the_matrix_covers_every_pair() -> None:
     matrix = transition_matrix(DEFAULT_TABLE)
     assert len(matrix) == 10 * 19
     assert matrix[("waiting_tool", "tool.completed")] == (
-        ("batch unresolved", "waiting_tool"), ("batch resolved", "running"),
+        ("calls left", "waiting_tool"), ("only decisions left", "waiting_approval"),
+        ("batch resolved", "running"),
     )  # fmt: skip
     assert matrix[("completed", "model.started")] == ()
 
@@ -62,7 +63,7 @@ def test_cli_on_the_default_table() -> None:
     result = check()
     assert result.returncode == 0
     assert result.stdout.splitlines()[0] == (
-        "table 'agent_run': 10 states (4 terminal), 45 edges, 40 legal (state, event) pairs"
+        "table 'agent_run': 10 states (4 terminal), 52 edges, 43 legal (state, event) pairs"
     )
     assert result.stdout.splitlines()[-1] == "ok: 0 error(s), 0 warning(s)"
 

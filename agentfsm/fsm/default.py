@@ -16,16 +16,22 @@ from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 __all__ = [
     "ALL_DECIDED",
     "BATCH_RESOLVED",
-    "BATCH_UNRESOLVED",
+    "CALLS_LEFT",
+    "DECISIONS_LEFT",
     "DEFAULT_TABLE",
     "FINAL_ACCEPTABLE",
     "NOTHING_IN_FLIGHT",
+    "NO_CALLS_LEFT",
     "OTHERS_PENDING",
     "RETRY",
     "STARTABLE",
 ]
 
 _IN_FLIGHT = frozenset({ActionStatus.REQUESTED, ActionStatus.STARTED})
+# Statuses of a call the batch still has to run (or is running): not decided, not waiting.
+_TO_RUN = frozenset(
+    {ActionStatus.PROPOSED, ActionStatus.APPROVED, ActionStatus.REQUESTED, ActionStatus.STARTED}
+)
 
 
 def _batch_resolved(rec: Any, ev: Any) -> bool:
@@ -36,6 +42,20 @@ def _batch_resolved(rec: Any, ev: Any) -> bool:
         if aid != me and actions[aid].status not in RESOLVED:
             return False
     return True
+
+
+def _calls_left(rec: Any, ev: Any) -> bool:
+    actions = rec.actions
+    me = ev.action_id
+    for aid in rec.batch:  # noqa: SIM110 - a plain loop, as above
+        if aid != me and actions[aid].status in _TO_RUN:
+            return True
+    return False
+
+
+def _decisions_left(rec: Any, ev: Any) -> bool:
+    # Nothing else to run, yet the batch is not resolved: what is left waits for a human.
+    return not _calls_left(rec, ev) and _others_pending(rec, ev)
 
 
 def _others_pending(rec: Any, ev: Any) -> bool:
@@ -77,10 +97,20 @@ def _nothing_in_flight(rec: Any, ev: Any) -> bool:
 BATCH_RESOLVED = Condition(
     "batch resolved", _batch_resolved, "after this result, every action of the batch is resolved"
 )
-BATCH_UNRESOLVED = Condition(
-    "batch unresolved",
-    lambda rec, ev: not _batch_resolved(rec, ev),
-    "some action of the batch is still unresolved after this result",
+CALLS_LEFT = Condition(
+    "calls left",
+    _calls_left,
+    "another action of the batch is still to run or running",
+)
+NO_CALLS_LEFT = Condition(
+    "no calls left",
+    lambda rec, ev: not _calls_left(rec, ev),
+    "no other action of the batch is to run or running",
+)
+DECISIONS_LEFT = Condition(
+    "only decisions left",
+    _decisions_left,
+    "nothing of the batch is left to run, but an action still waits for a decision",
 )
 OTHERS_PENDING = Condition(
     "others still pending",
@@ -114,7 +144,7 @@ NOTHING_IN_FLIGHT = Condition(
 _STATES = (
     State(S.CREATED, description="the run exists, nothing has happened"),
     State(S.RUNNING, description="the model's side of a turn: context, model call, deciding"),
-    State(S.WAITING_TOOL, description="an action of the current batch is requested and unresolved"),
+    State(S.WAITING_TOOL, description="the current batch has calls running or left to run"),
     State(S.WAITING_APPROVAL, description="a proposed action waits for a human decision"),
     State(S.PAUSED, description="waiting for user input, a callback, a timer or quota"),
     State(S.CANCEL_REQUESTED, description="cancellation accepted; in-flight actions settle"),
@@ -141,11 +171,17 @@ def _transitions() -> list[Transition]:
         Transition(S.RUNNING, E.HANDOFF, S.RUNNING),
         Transition(S.RUNNING, E.APPROVAL_REQUESTED, S.WAITING_APPROVAL),
         Transition(S.WAITING_APPROVAL, E.APPROVAL_REQUESTED, S.WAITING_APPROVAL),
+        # SDKs (OpenAI Agents, pydantic-ai) run a batch's free calls first and then pause for
+        # the calls that need approval: the request may come while the batch is at its tools.
+        Transition(S.WAITING_TOOL, E.APPROVAL_REQUESTED, S.WAITING_TOOL, CALLS_LEFT),
+        Transition(S.WAITING_TOOL, E.APPROVAL_REQUESTED, S.WAITING_APPROVAL, NO_CALLS_LEFT),
     ]
     for decision in (E.APPROVAL_ACCEPTED, E.APPROVAL_REJECTED):
         t += [
             Transition(S.WAITING_APPROVAL, decision, S.WAITING_APPROVAL, OTHERS_PENDING),
             Transition(S.WAITING_APPROVAL, decision, S.RUNNING, ALL_DECIDED),
+            # A human may decide while other calls of the batch still run.
+            Transition(S.WAITING_TOOL, decision, S.WAITING_TOOL),
         ]
     t += [
         Transition(S.RUNNING, E.TOOL_REQUESTED, S.WAITING_TOOL, guards=_REQUEST_GUARDS),
@@ -155,7 +191,8 @@ def _transitions() -> list[Transition]:
     ]
     for result in _RESULTS:
         t += [
-            Transition(S.WAITING_TOOL, result, S.WAITING_TOOL, BATCH_UNRESOLVED),
+            Transition(S.WAITING_TOOL, result, S.WAITING_TOOL, CALLS_LEFT),
+            Transition(S.WAITING_TOOL, result, S.WAITING_APPROVAL, DECISIONS_LEFT),
             Transition(S.WAITING_TOOL, result, S.RUNNING, BATCH_RESOLVED),
         ]
     t += [

@@ -504,3 +504,29 @@ def test_a_subagent_of_a_run_without_money_limits_is_not_stopped_by_its_parent()
     assert (done.status, done.final_output) == ("completed", "It is sunny.")
     assert store.load("r1/call_s1").final_output == "Sunny."
     assert done.record.actions["call_s1"].result == "Sunny."
+
+
+def test_a_batch_mixing_free_and_approval_calls_runs_the_free_one_then_waits(
+    tmp_path: Path,
+) -> None:
+    """The SDK runs get_weather at once and pauses for refund: a legal log, then a resume."""
+    store = MemoryEventStore()
+    model = app.scripted(
+        [
+            function_call("refund", {"order_id": "O-1"}, call_id="call_r1"),
+            function_call("get_weather", {"city": "Paris"}, call_id="call_w1"),
+        ],
+        [assistant_message("Refunded; sunny in Paris.")],
+    )
+    agent = Agent(name="refunds", model=model, tools=[app.refund, app.get_weather])
+    paused = run(AgentsRun(store, "r1").run(agent, "refund O-1, and the weather?"))
+    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
+    assert paused.record.actions["call_w1"].result == "sunny in Paris"
+    assert types(store, "r1")[3:] == [
+        "tool.requested", "tool.started", "tool.completed", "approval.requested",
+    ]  # fmt: skip
+    approve(store, "r1", "call_r1", approver="alice")
+    done = run(AgentsRun(store, "r1").resume(agent, paused.state))
+    assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
+    assert done.record.actions["call_r1"].result == "refunded O-1"
+    assert validates(store, "r1", tmp_path) == 0

@@ -257,3 +257,31 @@ def test_a_cancellation_token_fired_mid_tool_ends_the_run_cancelled(tmp_path: Pa
     assert (done.status, done.record.cancel_reason) == ("cancelled", "the agent run was cancelled")
     assert types(store, "r1")[-1] == "run.cancelled"
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_batch_mixing_free_and_deferred_calls_runs_the_free_one_then_waits(
+    tmp_path: Path,
+) -> None:
+    """pydantic-ai runs get_weather at once and defers refund: a legal log, then a resume."""
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    both = ModelResponse(
+        parts=[
+            ToolCallPart("refund", {"order_id": "O-1"}, tool_call_id="call_r1"),
+            ToolCallPart("get_weather", {"city": "Paris"}, tool_call_id="call_w1"),
+        ],
+        usage=app.USAGE,
+    )
+    store = MemoryEventStore()
+    agent = make_agent(both, answer("Refunded; sunny in Paris."))
+    paused = run(AgentIterRun(store, "r1").run(agent, "refund O-1, and the weather?"))
+    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
+    assert paused.record.actions["call_w1"].result == "sunny in Paris"
+    assert types(store, "r1")[3:] == [
+        "tool.requested", "tool.started", "tool.completed", "approval.requested",
+    ]  # fmt: skip
+    approve(store, "r1", "call_r1", approver="alice")
+    done = run(AgentIterRun(store, "r1").resume(agent, paused.state))
+    assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
+    assert done.record.actions["call_r1"].result == "refunded O-1"
+    assert validates(store, "r1", tmp_path) == 0
