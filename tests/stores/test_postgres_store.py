@@ -10,8 +10,10 @@ pytest.importorskip("psycopg", reason="needs the postgres extra: pip install 'ag
 
 import psycopg
 
+from agentfsm.adapters.stores import Attachment
 from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
 from agentfsm.fsm.errors import ConcurrencyConflictError, StoreError
+from agentfsm.reducers import replay
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
 
@@ -22,6 +24,43 @@ def test_migrate_is_idempotent(postgres_dsn: str, pg_prefix: str) -> None:
         store.migrate()
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         assert store.run_info("r1").version == 6
+
+
+def test_migrate_upgrades_a_version_1_schema(postgres_dsn: str, pg_prefix: str) -> None:
+    """A database migrated by the previous agentfsm (no attachments table, schema version 1)
+    keeps its runs and gains the attachments table and version 2."""
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        store.append("r1", scripted_run("r1", 1), 0)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        # What version 1 left behind: the same tables without attachments.
+        conn.execute(f"DROP TABLE {pg_prefix}attachments")  # type: ignore[arg-type]
+        conn.execute(f"UPDATE {pg_prefix}meta SET value = '1'")  # type: ignore[arg-type]
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        assert store.load("r1").dumps() == replay(scripted_run("r1", 1)).dumps()
+        assert store.verify("r1").ok
+        store.put_attachment("r1", "state", b"\x00saved", version=6)
+        assert store.attachment("r1", "state") == Attachment("r1", "state", b"\x00saved", 6)
+    with psycopg.connect(postgres_dsn) as conn:
+        found = conn.execute(
+            f"SELECT value FROM {pg_prefix}meta WHERE key = 'schema_version'"  # type: ignore[arg-type]
+        ).fetchall()
+    assert found == [("2",)]
+
+
+def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str, pg_prefix: str) -> None:
+    """A database migrated by a newer agentfsm is refused, and its version is not rewritten."""
+    PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"UPDATE {pg_prefix}meta SET value = '3'")  # type: ignore[arg-type]
+    with pytest.raises(StoreError) as info:
+        PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True)
+    assert str(info.value) == (
+        "the database has agentfsm schema version 3; this agentfsm reads version 2: "
+        "upgrade agentfsm"
+    )
+    with psycopg.connect(postgres_dsn) as conn:
+        found = conn.execute(f"SELECT value FROM {pg_prefix}meta").fetchall()  # type: ignore[arg-type]
+    assert found == [("3",)]
 
 
 def test_without_migrate_the_error_says_what_to_do(postgres_dsn: str, pg_prefix: str) -> None:
@@ -38,7 +77,8 @@ def test_without_migrate_the_error_says_what_to_do(postgres_dsn: str, pg_prefix:
 
 
 def test_load_and_listing_are_served_by_indexes(postgres_dsn: str, pg_prefix: str) -> None:
-    """The events key orders a run's log; the runs table has a (status, run_id) index."""
+    """The events key orders a run's log; the runs table has a (status, run_id) index;
+    an attachment is found by its (run_id, name) key."""
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         store.append("r1", scripted_run("r1", 0), 0)
     with psycopg.connect(postgres_dsn) as conn:
@@ -48,6 +88,7 @@ def test_load_and_listing_are_served_by_indexes(postgres_dsn: str, pg_prefix: st
         ).fetchall()
     defs = {name: definition.split(" USING ")[1] for name, definition in rows}
     assert defs == {
+        f"{pg_prefix}attachments_pkey": "btree (run_id, name)",
         f"{pg_prefix}events_pkey": "btree (run_id, sequence)",
         f"{pg_prefix}meta_pkey": "btree (key)",
         f"{pg_prefix}runs_by_status": "btree (status, run_id)",

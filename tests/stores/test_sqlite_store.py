@@ -7,10 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.stores import SQLiteEventStore
+from agentfsm.adapters.stores import Attachment, SQLiteEventStore, StoreOptions
 from agentfsm.fsm.errors import ConcurrencyConflictError, CorruptLogError, StoreError
 from agentfsm.reducers import replay
 from agentfsm.testing.store_checks import scripted_run, tool_turn
+
+# The schema of agentfsm before attachments (schema version 1), as it created it.
+_SCHEMA_1 = """
+CREATE TABLE agentfsm_meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE agentfsm_runs (run_id TEXT PRIMARY KEY, status TEXT NOT NULL,
+    version INTEGER NOT NULL, updated_at TEXT) WITHOUT ROWID;
+CREATE INDEX agentfsm_runs_by_status ON agentfsm_runs (status, run_id);
+CREATE TABLE agentfsm_events (run_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+    type TEXT NOT NULL, data TEXT NOT NULL, hash TEXT NOT NULL,
+    PRIMARY KEY (run_id, sequence)) WITHOUT ROWID;
+CREATE TABLE agentfsm_snapshots (run_id TEXT PRIMARY KEY, sequence INTEGER NOT NULL,
+    event_hash TEXT NOT NULL, data TEXT NOT NULL);
+INSERT INTO agentfsm_meta VALUES ('schema_version', '1');
+"""
 
 
 def _fill(path: Path, runs: int = 40) -> None:
@@ -63,14 +77,38 @@ class TestFile:
         """A file written by a newer agentfsm is not misread."""
         SQLiteEventStore(tmp_path / "runs.db").close()
         with sqlite3.connect(tmp_path / "runs.db") as conn:
-            conn.execute("UPDATE agentfsm_meta SET value = '2' WHERE key = 'schema_version'")
+            conn.execute("UPDATE agentfsm_meta SET value = '3' WHERE key = 'schema_version'")
         conn.close()
         with pytest.raises(StoreError) as info:
             SQLiteEventStore(tmp_path / "runs.db")
         assert str(info.value) == (
-            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 2; this agentfsm reads "
-            "version 1: upgrade agentfsm"
+            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 3; this agentfsm reads "
+            "version 2: upgrade agentfsm"
         )
+
+    def test_a_version_1_file_gains_the_attachments_table(self, tmp_path: Path) -> None:
+        """A file with the previous schema opens, keeps its runs and gains attachments."""
+        events = scripted_run("r1", 2)
+        source, path = tmp_path / "source.db", tmp_path / "runs.db"
+        with SQLiteEventStore(source, options=StoreOptions(snapshot_every=4)) as store:
+            store.append("r1", events, 0)
+        with sqlite3.connect(path) as conn:
+            conn.executescript(_SCHEMA_1)
+            conn.execute("ATTACH DATABASE ? AS source", (str(source),))
+            for table in ("runs", "events", "snapshots"):
+                conn.execute(f"INSERT INTO agentfsm_{table} SELECT * FROM source.agentfsm_{table}")
+        conn.close()
+        with SQLiteEventStore(path) as store:
+            assert store.load("r1").dumps() == replay(events).dumps()
+            assert store.verify("r1").ok
+            store.put_attachment("r1", "state", b"\x00saved", version=11)
+        with SQLiteEventStore(path) as store:
+            assert store.attachment("r1", "state") == Attachment("r1", "state", b"\x00saved", 11)
+        with sqlite3.connect(path) as conn:
+            version = conn.execute("SELECT value FROM agentfsm_meta").fetchall()
+            snapshots = conn.execute("SELECT run_id, sequence FROM agentfsm_snapshots").fetchall()
+        conn.close()
+        assert (version, snapshots) == ([("2",)], [("r1", 11)])
 
     def test_a_row_written_behind_the_store_cannot_fork_the_run(self, tmp_path: Path) -> None:
         """An event inserted without moving the runs row makes the next append conflict."""

@@ -1,4 +1,4 @@
-"""The example in docs/stores.md runs and prints what the page says it prints."""
+"""The examples in docs/stores.md run and print what the page says they print."""
 
 from __future__ import annotations
 
@@ -12,11 +12,7 @@ import pytest
 DOC = Path(__file__).parents[2] / "docs" / "stores.md"
 
 
-def test_the_first_example_prints_its_output(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The quick-start block, run in a fresh directory, prints the text block after it."""
-    text = DOC.read_text()
+def _prints_its_output(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code = re.search(r"```python\n(.*?)```", text, re.S)
     output = re.search(r"```text\n(.*?)```", text, re.S)
     assert code is not None
@@ -29,3 +25,17 @@ def test_the_first_example_prints_its_output(
     store = namespace["store"]
     store.close()  # type: ignore[attr-defined]
     assert printed.getvalue() == output.group(1)
+
+
+def test_the_first_example_prints_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick-start block, run in a fresh directory, prints the text block after it."""
+    _prints_its_output(DOC.read_text(), tmp_path, monkeypatch)
+
+
+def test_the_attachments_example_prints_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attachments section's block, run in a fresh directory, prints the text after it."""
+    _prints_its_output(DOC.read_text().split("## Attachments", 1)[1], tmp_path, monkeypatch)

@@ -6,6 +6,7 @@ import asyncio
 
 from agentfsm.adapters.stores import (
     AsyncEventStore,
+    Attachment,
     EventStore,
     MemoryEventStore,
     RunInfo,
@@ -35,6 +36,12 @@ report: VerifyReport = store.verify("run_1")
 ok: bool = report.ok
 first_bad: int | None = report.sequence
 sequences = [event.sequence for event in store.events("run_1", after=0)]
+store.put_attachment("run_1", "sdk.state", b"{}", version=record.version)
+saved: Attachment | None = store.attachment("run_1", "sdk.state")
+if saved is not None:
+    blob: bytes = saved.data
+    belongs_to: int = saved.version
+dropped: bool = store.delete_attachment("run_1", "sdk.state")
 try:
     MemoryEventStore().load("missing")
 except RunNotFoundError as missing:
@@ -44,6 +51,10 @@ except RunNotFoundError as missing:
 async def use_async(dsn: str) -> RunRecord:
     threaded: AsyncEventStore = ThreadedAsyncEventStore(MemoryEventStore())
     await threaded.append("run_1", [started], 0)
+    await threaded.put_attachment("run_1", "sdk.state", b"{}", version=1)
+    kept: Attachment | None = await threaded.attachment("run_1", "sdk.state")
+    removed: bool = await threaded.delete_attachment("run_1", "sdk.state")
+    print(kept, removed)
     native: AsyncEventStore = await AsyncPostgresEventStore.connect(dsn, migrate=True)
     async for event in native.events("run_1"):
         print(event.type)

@@ -6,6 +6,7 @@
 
 from agentfsm.adapters.stores._core import (
     GENESIS_HASH,
+    Attachment,
     RunInfo,
     StoredEvent,
     StoredSnapshot,
@@ -27,6 +28,7 @@ __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",
     "GENESIS_HASH",
     "AsyncEventStore",
+    "Attachment",
     "EventStore",
     "MemoryEventStore",
     "MemoryStorage",

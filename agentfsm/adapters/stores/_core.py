@@ -31,6 +31,7 @@ from agentfsm.reducers.snapshot import Snapshot
 
 __all__ = [
     "GENESIS_HASH",
+    "Attachment",
     "Head",
     "PreparedAppend",
     "RunInfo",
@@ -39,6 +40,9 @@ __all__ = [
     "VerifyReport",
     "canonical_event_json",
     "chain_hash",
+    "check_attachment",
+    "check_attachment_name",
+    "check_attachment_version",
     "conflict",
     "fold_rows",
     "parse_row",
@@ -132,6 +136,79 @@ class RunInfo:
     status: str
     version: int
     updated_at: str | None
+
+
+def _data_repr(data: bytes) -> str:
+    return f"<{len(data)} bytes>"
+
+
+@attrs.frozen(slots=True)
+class Attachment:
+    """A named blob kept beside a run (an SDK's saved state, say); never part of its log.
+
+    Attributes:
+        run_id: the run it belongs to.
+        name: its name within the run (one value per name: a later put replaces it).
+        data: the bytes, as given (shown only by length in the repr).
+        version: the run's event version it belongs to (at most the run's version when
+            it was put).
+    """
+
+    run_id: str
+    name: str
+    data: bytes = attrs.field(repr=_data_repr)
+    version: int
+
+
+def check_attachment_name(run_id: str, name: object) -> None:
+    """Refuse an attachment name that is not a non-empty str.
+
+    Raises:
+        TypeError: `name` is not a str.
+        ValueError: `name` is empty.
+    """
+    if not isinstance(name, str):
+        raise TypeError(
+            f"run '{run_id}': an attachment name must be a str, got {type(name).__name__}"
+        )
+    if not name:
+        raise ValueError(f"run '{run_id}': an attachment name must not be empty")
+
+
+def check_attachment(run_id: str, name: object, data: object, version: object) -> None:
+    """Refuse `put_attachment` arguments of the wrong kind, before anything is read.
+
+    Raises:
+        TypeError: `name` is not a str, `data` not bytes, or `version` not an int.
+        ValueError: `name` is empty or `version` is below 1 (a stored run has an event).
+    """
+    check_attachment_name(run_id, name)
+    if not isinstance(data, bytes):
+        raise TypeError(
+            f"run '{run_id}': attachment '{name}' must be bytes, got {type(data).__name__}"
+        )
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TypeError(
+            f"run '{run_id}': attachment '{name}' version must be an int, "
+            f"got {type(version).__name__}"
+        )
+    if version < 1:
+        raise ValueError(
+            f"run '{run_id}': attachment '{name}' version must be at least 1, got {version}"
+        )
+
+
+def check_attachment_version(info: RunInfo, name: str, version: int) -> None:
+    """Refuse an attachment stamped with a version the run has not reached.
+
+    Raises:
+        ValueError: `version` is above `info.version`.
+    """
+    if version > info.version:
+        raise ValueError(
+            f"run '{info.run_id}' is at version {info.version}: attachment '{name}' cannot "
+            f"belong to version {version}, which the run has not reached"
+        )
 
 
 @attrs.frozen(slots=True)

@@ -16,10 +16,19 @@ What a store promises, whatever keeps its rows:
   table (a query, not a scan of every log); `verify(run_id)` checks the hash chain and
   reports the first broken link.
 
+Beside the log, a store keeps *attachments*: named blobs per run (an SDK's saved state
+while the run waits for an approval), so a run can be resumed in another process from the
+store alone. `put_attachment(run_id, name, data, version=)` replaces the value under
+`(run_id, name)` (last write wins); `attachment(run_id, name)` reads it back (None when
+absent); `delete_attachment(run_id, name)` drops it. They never touch the log, the runs row,
+snapshots or the head cache, so `load`, `events`, `run_info` and `verify` are unaffected.
+
 Writing a backend: subclass `EventStore` and implement the five *required* methods below
 (`_read_run`, `_read_rows`, `_read_snapshot`, `_write`, `_list_runs`); `migrate` and `close`
-are *optional* (no-ops by default). Validation, hashing, snapshots and folding stay here, so
-a backend only moves rows. Then run `agentfsm.testing.store_conformance` against it.
+are *optional* (no-ops by default), and so are the attachment hooks (`_write_attachment`,
+`_read_attachment`, `_delete_attachment`: without them the attachment methods raise
+`NotImplementedError`). Validation, hashing, snapshots and folding stay here, so a backend
+only moves rows. Then run `agentfsm.testing.store_conformance` against it.
 """
 
 from __future__ import annotations
@@ -34,12 +43,16 @@ import attrs
 
 from agentfsm.adapters.stores._core import (
     GENESIS_HASH,
+    Attachment,
     Head,
     PreparedAppend,
     RunInfo,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
+    check_attachment,
+    check_attachment_name,
+    check_attachment_version,
     conflict,
     fold_rows,
     parse_row,
@@ -259,6 +272,55 @@ class EventStore(abc.ABC):
         info = self.run_info(run_id)
         return verify_rows(self.reducer, run_id, self._read_rows(run_id, 0), info)
 
+    # -- attachments -------------------------------------------------------------------
+
+    def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
+        """Keep `data` under `(run_id, name)`, replacing any earlier value (last write wins).
+
+        The write is atomic: a reader sees the old value or the new one, never a mix. It
+        does not change the log, the run's version or its snapshot.
+
+        Args:
+            run_id: a run the store holds.
+            name: the attachment's name within the run (non-empty).
+            data: the bytes to keep.
+            version: the run's event version the data belongs to (typically the record's
+                version after the append that paused the run); at most the run's version.
+
+        Raises:
+            RunNotFoundError: the store has no such run.
+            ValueError: `version` is above the run's version or below 1, or `name` is empty.
+            TypeError: `name` is not a str, `data` not bytes or `version` not an int.
+            NotImplementedError: this backend keeps no attachments.
+        """
+        check_attachment(run_id, name, data, version)
+        # Checked, then written, in two steps: a run is never deleted and its version only
+        # grows, so what the check saw still holds when the write lands.
+        check_attachment_version(self.run_info(run_id), name, version)
+        self._write_attachment(Attachment(run_id, name, data, version))
+
+    def attachment(self, run_id: str, name: str) -> Attachment | None:
+        """The attachment kept under `(run_id, name)`, or None (also for an unknown run).
+
+        Raises:
+            ValueError: `name` is empty.
+            TypeError: `name` is not a str.
+            NotImplementedError: this backend keeps no attachments.
+        """
+        check_attachment_name(run_id, name)
+        return self._read_attachment(run_id, name)
+
+    def delete_attachment(self, run_id: str, name: str) -> bool:
+        """Drop the attachment under `(run_id, name)`; True if there was one.
+
+        Raises:
+            ValueError: `name` is empty.
+            TypeError: `name` is not a str.
+            NotImplementedError: this backend keeps no attachments.
+        """
+        check_attachment_name(run_id, name)
+        return self._delete_attachment(run_id, name)
+
     def migrate(self) -> None:  # noqa: B027  (optional: a no-op unless a backend needs it)
         """Create or upgrade the store's schema; safe to call any number of times."""
 
@@ -303,6 +365,22 @@ class EventStore(abc.ABC):
         self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
     ) -> list[RunInfo]:
         """Runs rows ordered by run id, filtered as `runs()` describes."""
+
+    # -- optional for a backend: attachments ------------------------------------------------
+
+    def _write_attachment(self, attachment: Attachment) -> None:
+        """Insert or replace the row under `(attachment.run_id, attachment.name)`, atomically.
+        The arguments are checked and the run is known to exist and to have reached
+        `attachment.version`."""
+        raise _no_attachments(self)
+
+    def _read_attachment(self, run_id: str, name: str) -> Attachment | None:
+        """The row under `(run_id, name)`, or None."""
+        raise _no_attachments(self)
+
+    def _delete_attachment(self, run_id: str, name: str) -> bool:
+        """Delete the row under `(run_id, name)`; whether there was one."""
+        raise _no_attachments(self)
 
     # -- shared machinery ----------------------------------------------------------------
 
@@ -360,6 +438,13 @@ class EventStore(abc.ABC):
             _close(rows)
 
 
+def _no_attachments(store: object) -> NotImplementedError:
+    return NotImplementedError(
+        f"{type(store).__name__} keeps no attachments: its backend does not implement "
+        "`_write_attachment`, `_read_attachment` and `_delete_attachment`"
+    )
+
+
 def _close(rows: Iterator[StoredEvent]) -> None:
     # A half-read SQLite cursor keeps its read transaction open until it is closed.
     close = getattr(rows, "close", None)
@@ -405,6 +490,19 @@ class AsyncEventStore(abc.ABC):
     @abc.abstractmethod
     async def verify(self, run_id: str) -> VerifyReport:
         """Check the run's hash chain (see `EventStore.verify`)."""
+
+    # Not abstract, so async stores written before attachments existed still instantiate.
+    async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
+        """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
+        raise _no_attachments(self)
+
+    async def attachment(self, run_id: str, name: str) -> Attachment | None:
+        """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
+        raise _no_attachments(self)
+
+    async def delete_attachment(self, run_id: str, name: str) -> bool:
+        """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
+        raise _no_attachments(self)
 
     async def migrate(self) -> None:  # noqa: B027  (optional, as in `EventStore`)
         """Create or upgrade the store's schema; safe to call any number of times."""

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import attrs
 
 from agentfsm.adapters.stores._core import (
+    Attachment,
     PreparedAppend,
     RunInfo,
     StoredEvent,
@@ -32,12 +33,14 @@ class MemoryStorage:
         runs: the runs table, by run id.
         events: each run's log rows, in sequence order.
         snapshots: each run's snapshot row.
+        attachments: each attachment, by `(run_id, name)`.
         lock: held for every write and read, so handles on several threads agree.
     """
 
     runs: dict[str, RunInfo] = attrs.field(factory=dict)
     events: dict[str, list[StoredEvent]] = attrs.field(factory=dict)
     snapshots: dict[str, StoredSnapshot] = attrs.field(factory=dict)
+    attachments: dict[tuple[str, str], Attachment] = attrs.field(factory=dict)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
 
 
@@ -86,6 +89,18 @@ class MemoryEventStore(EventStore):
             storage.runs[run_id] = prepared.info
             if prepared.snapshot is not None:
                 storage.snapshots[run_id] = prepared.snapshot
+
+    def _write_attachment(self, attachment: Attachment) -> None:
+        with self.storage.lock:
+            self.storage.attachments[attachment.run_id, attachment.name] = attachment
+
+    def _read_attachment(self, run_id: str, name: str) -> Attachment | None:
+        with self.storage.lock:
+            return self.storage.attachments.get((run_id, name))
+
+    def _delete_attachment(self, run_id: str, name: str) -> bool:
+        with self.storage.lock:
+            return self.storage.attachments.pop((run_id, name), None) is not None
 
     def _list_runs(
         self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None

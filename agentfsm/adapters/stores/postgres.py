@@ -28,12 +28,16 @@ from psycopg import errors as pg_errors
 
 from agentfsm.adapters.stores._core import (
     GENESIS_HASH,
+    Attachment,
     Head,
     PreparedAppend,
     RunInfo,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
+    check_attachment,
+    check_attachment_name,
+    check_attachment_version,
     conflict,
     fold_rows,
     parse_row,
@@ -71,9 +75,14 @@ class _Sql:
     def __init__(self, prefix: str) -> None:
         p = check_prefix(prefix)
         runs, events, snaps, meta = f"{p}runs", f"{p}events", f"{p}snapshots", f"{p}meta"
+        attachments = f"{p}attachments"
         self.lock_key = f"agentfsm:{p}"
+        # migrate(): create meta, refuse a newer schema, then create what is missing (an
+        # older database gains the newer tables) and record the version.
+        self.create_meta = (
+            f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)"
+        )
         self.schema = [
-            f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {runs} (run_id text PRIMARY KEY, "
             "status text NOT NULL, version bigint NOT NULL, updated_at text)",
             f"CREATE INDEX IF NOT EXISTS {runs}_by_status ON {runs} (status, run_id)",
@@ -82,8 +91,12 @@ class _Sql:
             "hash text NOT NULL, PRIMARY KEY (run_id, sequence))",
             f"CREATE TABLE IF NOT EXISTS {snaps} (run_id text PRIMARY KEY, "
             "sequence bigint NOT NULL, event_hash text NOT NULL, data text NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {attachments} (run_id text NOT NULL, "
+            "name text NOT NULL, version bigint NOT NULL, data bytea NOT NULL, "
+            "PRIMARY KEY (run_id, name))",
             f"INSERT INTO {meta} VALUES ('schema_version', '{SCHEMA_VERSION}') "
-            "ON CONFLICT (key) DO NOTHING",
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value "
+            f"WHERE {meta}.value <> EXCLUDED.value",
         ]
         self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
         tail = (
@@ -118,6 +131,15 @@ class _Sql:
         )
         self.read_snapshot = f"SELECT sequence, event_hash, data FROM {snaps} WHERE run_id = %s"
         self.list_runs = f"SELECT run_id, status, version, updated_at FROM {runs}"
+        self.put_attachment = (
+            f"INSERT INTO {attachments} (run_id, name, version, data) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, name) DO UPDATE SET "
+            "version = EXCLUDED.version, data = EXCLUDED.data"
+        )
+        self.read_attachment = (
+            f"SELECT version, data FROM {attachments} WHERE run_id = %s AND name = %s"
+        )
+        self.delete_attachment = f"DELETE FROM {attachments} WHERE run_id = %s AND name = %s"
 
     def write(self, prepared: PreparedAppend) -> tuple[str, dict[str, Any]]:
         info = prepared.info
@@ -197,17 +219,23 @@ class PostgresEventStore(EventStore):
         self._sql = _Sql(table_prefix)
         self._conn = psycopg.connect(conninfo, autocommit=True)
         if migrate:
-            self.migrate()
+            try:
+                self.migrate()
+            except BaseException:
+                self._conn.close()  # the caller never gets the handle to close it
+                raise
 
     def migrate(self) -> None:
-        """Create the tables and indexes if missing (idempotent, safe to race)."""
+        """Create the tables and indexes if missing, or upgrade an older schema in place
+        (idempotent, safe to race)."""
         with self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._sql.lock_key,))
-            for statement in self._sql.schema:
-                self._conn.execute(statement)
+            self._conn.execute(self._sql.create_meta)
             found = self._conn.execute(self._sql.schema_version).fetchone()
             if found is not None and int(found[0]) > SCHEMA_VERSION:
                 raise _newer_schema(found[0])
+            for statement in self._sql.schema:
+                self._conn.execute(statement)
 
     def close(self) -> None:
         """Close the connection."""
@@ -254,6 +282,17 @@ class PostgresEventStore(EventStore):
         sql, args = self._sql.runs_query(statuses, limit, after)
         return [RunInfo(*r) for r in self._query(sql, args).fetchall()]
 
+    def _write_attachment(self, attachment: Attachment) -> None:
+        a = attachment
+        self._query(self._sql.put_attachment, (a.run_id, a.name, a.version, a.data))
+
+    def _read_attachment(self, run_id: str, name: str) -> Attachment | None:
+        row = self._query(self._sql.read_attachment, (run_id, name)).fetchone()
+        return None if row is None else Attachment(run_id, name, row[1], row[0])
+
+    def _delete_attachment(self, run_id: str, name: str) -> bool:
+        return self._query(self._sql.delete_attachment, (run_id, name)).rowcount == 1
+
 
 class AsyncPostgresEventStore(AsyncEventStore):
     """The PostgreSQL store over psycopg's `AsyncConnection`: natively async.
@@ -294,21 +333,27 @@ class AsyncPostgresEventStore(AsyncEventStore):
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
         store = cls(conn, options=options, table_prefix=table_prefix)
         if migrate:
-            await store.migrate()
+            try:
+                await store.migrate()
+            except BaseException:
+                await store.close()  # the caller never gets the handle to close it
+                raise
         return store
 
     async def migrate(self) -> None:
-        """Create the tables and indexes if missing (idempotent, safe to race)."""
+        """Create the tables and indexes if missing, or upgrade an older schema in place
+        (idempotent, safe to race)."""
         async with self._conn.transaction():
             await self._conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", (self._sql.lock_key,)
             )
-            for statement in self._sql.schema:
-                await self._conn.execute(statement)
+            await self._conn.execute(self._sql.create_meta)
             cur = await self._conn.execute(self._sql.schema_version)
             found = await cur.fetchone()
             if found is not None and int(found[0]) > SCHEMA_VERSION:
                 raise _newer_schema(found[0])
+            for statement in self._sql.schema:
+                await self._conn.execute(statement)
 
     async def close(self) -> None:
         """Close the connection."""
@@ -320,6 +365,14 @@ class AsyncPostgresEventStore(AsyncEventStore):
         except pg_errors.UndefinedTable as exc:
             raise _missing_tables(exc) from None
         return await cur.fetchall()
+
+    async def _execute(self, sql: str, args: Sequence[Any]) -> int:
+        """Run a statement that returns no rows; how many rows it touched."""
+        try:
+            cur = await self._conn.execute(sql, args)
+        except pg_errors.UndefinedTable as exc:
+            raise _missing_tables(exc) from None
+        return cur.rowcount
 
     async def _rows_after(self, run_id: str, after: int) -> list[StoredEvent]:
         rows: list[StoredEvent] = []
@@ -453,3 +506,20 @@ class AsyncPostgresEventStore(AsyncEventStore):
         info = await self.run_info(run_id)
         rows = await self._rows_after(run_id, 0)
         return verify_rows(self.options.reducer, run_id, rows, info)
+
+    async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
+        """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
+        check_attachment(run_id, name, data, version)
+        check_attachment_version(await self.run_info(run_id), name, version)
+        await self._execute(self._sql.put_attachment, (run_id, name, version, data))
+
+    async def attachment(self, run_id: str, name: str) -> Attachment | None:
+        """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
+        check_attachment_name(run_id, name)
+        found = await self._fetch(self._sql.read_attachment, (run_id, name))
+        return Attachment(run_id, name, found[0][1], found[0][0]) if found else None
+
+    async def delete_attachment(self, run_id: str, name: str) -> bool:
+        """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
+        check_attachment_name(run_id, name)
+        return await self._execute(self._sql.delete_attachment, (run_id, name)) == 1

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 from agentfsm.adapters.stores._core import (
+    Attachment,
     PreparedAppend,
     RunInfo,
     StoredEvent,
@@ -39,7 +40,8 @@ from agentfsm.fsm.errors import CorruptLogError, StoreError
 __all__ = ["SCHEMA_VERSION", "SQLiteEventStore"]
 
 #: The schema this code writes; a file with a newer one is refused rather than misread.
-SCHEMA_VERSION = 1
+#: 1: runs, events, snapshots. 2: + attachments (an older file gains the table on open).
+SCHEMA_VERSION = 2
 
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
@@ -87,11 +89,12 @@ class SQLiteEventStore(EventStore):
         self.path = os.fspath(path)
         self.synchronous = synchronous
         p = check_prefix(table_prefix)
-        self._runs, self._events, self._snapshots, self._meta = (
+        self._runs, self._events, self._snapshots, self._meta, self._attachments = (
             f"{p}runs",
             f"{p}events",
             f"{p}snapshots",
             f"{p}meta",
+            f"{p}attachments",
         )
         # isolation_level=None: we issue BEGIN/COMMIT ourselves. check_same_thread=False:
         # the handle may be used from one thread at a time, not only the one that opened it
@@ -126,9 +129,15 @@ class SQLiteEventStore(EventStore):
             "VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
             "sequence = excluded.sequence, event_hash = excluded.event_hash, data = excluded.data"
         )
+        self._sql_put_attachment = (
+            f"INSERT INTO {self._attachments} (run_id, name, version, data) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (run_id, name) DO UPDATE SET "
+            "version = excluded.version, data = excluded.data"
+        )
 
     def migrate(self) -> None:
-        """Create the tables and indexes if missing (idempotent; run on open)."""
+        """Create the tables and indexes if missing, or upgrade an older file's schema in
+        place, keeping its data (idempotent; run on open)."""
         c = self._conn
         # Read first, write only if needed: opening an up-to-date file takes no write lock
         # (so many processes open at once without queueing), and a damaged file can still
@@ -164,8 +173,16 @@ class SQLiteEventStore(EventStore):
                 f"CREATE TABLE IF NOT EXISTS {self._snapshots} (run_id TEXT PRIMARY KEY, "
                 "sequence INTEGER NOT NULL, event_hash TEXT NOT NULL, data TEXT NOT NULL)"
             )
+            # attachments (since version 2): a rowid table, unlike the others, because
+            # its rows are blobs of any size and WITHOUT ROWID suits small rows only.
             c.execute(
-                f"INSERT OR IGNORE INTO {self._meta} VALUES ('schema_version', ?)",
+                f"CREATE TABLE IF NOT EXISTS {self._attachments} (run_id TEXT NOT NULL, "
+                "name TEXT NOT NULL, version INTEGER NOT NULL, data BLOB NOT NULL, "
+                "PRIMARY KEY (run_id, name))"
+            )
+            c.execute(
+                f"INSERT INTO {self._meta} VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(SCHEMA_VERSION),),
             )
             c.execute("COMMIT")
@@ -277,6 +294,34 @@ class SQLiteEventStore(EventStore):
                 raise
         except sqlite3.DatabaseError as exc:
             raise self._error(exc, run_id) from None
+
+    def _write_attachment(self, attachment: Attachment) -> None:
+        a = attachment
+        # One statement in autocommit mode: atomic, and it queues on the write lock for
+        # up to busy_timeout like an append.
+        try:
+            self._conn.execute(self._sql_put_attachment, (a.run_id, a.name, a.version, a.data))
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc, a.run_id) from None
+
+    def _read_attachment(self, run_id: str, name: str) -> Attachment | None:
+        try:
+            row = self._conn.execute(
+                f"SELECT version, data FROM {self._attachments} WHERE run_id = ? AND name = ?",
+                (run_id, name),
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc, run_id) from None
+        return None if row is None else Attachment(run_id, name, bytes(row[1]), row[0])
+
+    def _delete_attachment(self, run_id: str, name: str) -> bool:
+        try:
+            cursor = self._conn.execute(
+                f"DELETE FROM {self._attachments} WHERE run_id = ? AND name = ?", (run_id, name)
+            )
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc, run_id) from None
+        return cursor.rowcount == 1
 
     def _list_runs(
         self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None

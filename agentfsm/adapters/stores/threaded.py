@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from agentfsm.adapters.stores._core import RunInfo, VerifyReport
+from agentfsm.adapters.stores._core import Attachment, RunInfo, VerifyReport
 from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
 from agentfsm.events.models import Event
 from agentfsm.reducers.record import RunRecord
@@ -93,6 +93,18 @@ class ThreadedAsyncEventStore(AsyncEventStore):
     async def verify(self, run_id: str) -> VerifyReport:
         """Check the run's hash chain (see `EventStore.verify`)."""
         return await self._call(self.store.verify, run_id)
+
+    async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
+        """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
+        await self._call(self.store.put_attachment, run_id, name, data, version=version)
+
+    async def attachment(self, run_id: str, name: str) -> Attachment | None:
+        """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
+        return await self._call(self.store.attachment, run_id, name)
+
+    async def delete_attachment(self, run_id: str, name: str) -> bool:
+        """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
+        return await self._call(self.store.delete_attachment, run_id, name)
 
     async def migrate(self) -> None:
         """Create or upgrade the store's schema (see `EventStore.migrate`)."""
