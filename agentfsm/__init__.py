@@ -7,6 +7,7 @@ not allow is refused with an error that says what would have been legal.
 
 from agentfsm.adapters.stores import (
     AsyncEventStore,
+    Attachment,
     EventStore,
     MemoryEventStore,
     MemoryStorage,
@@ -169,6 +170,7 @@ __all__ = [
     "ApprovalRequested",
     "AsyncEventStore",
     "AsyncRunner",
+    "Attachment",
     "AuditFinding",
     "AuditProblem",
     "AuditReport",

@@ -34,7 +34,7 @@ from agentfsm.fsm.errors import (
     RunNotFoundError,
 )
 from agentfsm.fsm.guards import Guard, Verdict
-from agentfsm.fsm.names import RunStatus
+from agentfsm.fsm.names import EventType, RunStatus
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.runner import child_budget
@@ -46,6 +46,7 @@ __all__ = [
     "GuardStop",
     "ObservedRun",
     "Recorder",
+    "SavedStateError",
     "SignalIllegalTransitionError",
     "jsonable",
     "parse_arguments",
@@ -53,6 +54,10 @@ __all__ = [
 
 
 _R = TypeVar("_R", bound="SdkRun")
+#: What may follow a saved SDK state: the decisions it waits for, or a cancel request.
+_AFTER_A_PAUSE = frozenset(
+    {EventType.APPROVAL_ACCEPTED, EventType.APPROVAL_REJECTED, EventType.RUN_CANCEL_REQUESTED}
+)
 
 
 def _utc_now() -> datetime:
@@ -106,6 +111,22 @@ class ApprovalMismatchError(AgentFSMError):
             f"run '{run_id}': the SDK state's call '{action_id}' is {actual}, but {why}; "
             "refusing to resume"
         )
+
+
+class SavedStateError(AgentFSMError):
+    """The SDK state kept in our store cannot resume the run: nothing ran.
+
+    Attributes:
+        run_id: our run.
+        name: the attachment the state is kept under (e.g. `openai-agents/run_state`).
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, *, run_id: str, name: str, reason: str) -> None:
+        self.run_id = run_id
+        self.name = name
+        self.reason = reason
+        super().__init__(f"run '{run_id}': cannot resume from the saved state '{name}': {reason}")
 
 
 class GuardStop(Exception):  # noqa: N818  (a stop signal, carried through the SDK)
@@ -319,6 +340,55 @@ class Recorder:
         except LifecycleError as exc:
             exc.add_note(f"caused by {self.sdk} {signal}")
             raise
+
+    def save_state(self, name: str, data: bytes) -> bool:
+        """Keep the SDK's serialised state in the store, bound to the run's current version.
+
+        Returns False when the store keeps no attachments (the caller keeps `.state`).
+        """
+        try:
+            self.store.put_attachment(self.run_id, name, data, version=self.record.version)
+        except NotImplementedError:
+            return False
+        return True
+
+    def saved_state(self, name: str) -> bytes:
+        """The SDK state kept under `name`, if the run has not moved on since it was saved.
+
+        Only decisions (`approval.accepted` / `approval.rejected`) and a cancel request may
+        follow it: anything else means the SDK went on from that state, and resuming from
+        it again would repeat what already happened.
+
+        Raises:
+            SavedStateError: no state is kept, the store keeps none, or it is stale.
+        """
+        try:
+            kept = self.store.attachment(self.run_id, name)
+        except NotImplementedError as exc:
+            raise SavedStateError(
+                run_id=self.run_id, name=name, reason=f"{exc}; pass the state to resume"
+            ) from None
+        if kept is None:
+            raise SavedStateError(
+                run_id=self.run_id,
+                name=name,
+                reason="none is kept (the run never paused for approval here); "
+                "pass the state to resume",
+            )
+        for event in self.store.events(self.run_id, after=kept.version):
+            if event.type not in _AFTER_A_PAUSE:
+                raise SavedStateError(
+                    run_id=self.run_id,
+                    name=name,
+                    reason=f"it was saved at version {kept.version}, but the run went on "
+                    f"since ('{event.type}' at sequence {event.sequence}): it is stale",
+                )
+        return kept.data
+
+    def forget_state(self, name: str) -> None:
+        """Drop the SDK state kept under `name` (the run ended: nothing will resume it)."""
+        with contextlib.suppress(NotImplementedError):
+            self.store.delete_attachment(self.run_id, name)
 
     def terminate(self, stop: GuardStop) -> RunRecord:
         """Record `run.terminated` with the guard's verdict."""

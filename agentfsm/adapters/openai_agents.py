@@ -22,11 +22,17 @@ another process (`agentfsm.runtime.cancel`) stops the run at its next signal the
 ending in `run.cancelled`. An SDK move the table refuses raises `IllegalTransitionError`
 naming the signal (`SignalIllegalTransitionError`) after recording `run.failed`.
 
-Approvals: a paused run returns `status == "waiting_approval"` and the SDK's `RunState`
-JSON in `.state`. Decide with `agentfsm.runtime.approve`/`reject` from any process, then
-`resume(agent, state)` — in any process — applies the stored decisions to the SDK state. Each
-decision is bound to the call id *and* the digest of the tool name and arguments: if the
-state's call differs from the one approved, `ApprovalMismatchError` and nothing runs.
+Approvals: a paused run returns `status == "waiting_approval"`; the SDK's `RunState` JSON
+is kept in our store (attachment `openai-agents/run_state`, bound to the run's version) and
+returned in `.state`. Decide with `agentfsm.runtime.approve`/`reject` from any process, then
+`resume(agent)` — in any process — applies the stored decisions to the kept state (or to a
+`state` you pass). Each decision is bound to the call id *and* the digest of the tool name
+and arguments: if the state's call differs from the one approved, `ApprovalMismatchError`
+and nothing runs; a kept state the run has moved on from is refused (`SavedStateError`).
+A response mixing calls that need approval with calls that do not runs the others first,
+as the SDK does, then waits (the table allows `approval.requested` beside running calls).
+Subagents: `agent_tool(agent)` is `agent.as_tool()` with the child a run of its own that
+draws on this run's token and cost limits.
 
 Turns: our `max_turns` counts model calls (`model.started`) over the whole run. The SDK's
 `max_turns` counts the iterations of its loop, one model call each, and carries its count in
@@ -44,6 +50,7 @@ import contextlib
 import contextvars
 import dataclasses
 import inspect
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,6 +82,7 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Recorder,
+    SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
     jsonable,
@@ -90,11 +98,14 @@ __all__ = [
     "AgentsRun",
     "ApprovalMismatchError",
     "ObservedRun",
+    "SavedStateError",
     "SignalIllegalTransitionError",
     "tool_failure",
 ]
 
 SDK = "openai-agents"
+#: The attachment our store keeps a paused run's `RunState` JSON under.
+STATE = "openai-agents/run_state"
 
 #: Called with each SDK stream event of a streamed run (`StreamEvent`).
 StreamCallback = Callable[[Any], Any]
@@ -364,7 +375,7 @@ class AgentsRun(SdkRun):
     async def resume(
         self,
         agent: Agent[Any],
-        state: dict[str, Any],
+        state: dict[str, Any] | None = None,
         *,
         max_turns: int = DEFAULT_MAX_TURNS,
         on_stream_event: StreamCallback | None = None,
@@ -375,10 +386,19 @@ class AgentsRun(SdkRun):
         The decisions come from our store (`approve`/`reject` from any process). Calls
         still undecided leave the run waiting (nothing runs).
 
+        Args:
+            agent: the SDK agent, as this process builds it.
+            state: the `RunState` JSON the pause returned; by default the one our store kept
+                when the run paused (so a new process needs only the store and the run id).
+
         Raises:
             ApprovalMismatchError: the state's call is not the call approval was asked for.
+            SavedStateError: no state is given and the store keeps none, or the run went on
+                since it was saved.
         """
         record = self.recorder.load()
+        if state is None:
+            state = json.loads(self.recorder.saved_state(STATE))
         run_state = await RunState.from_json(agent, state)
         undecided = False
         for item in run_state.get_interruptions():
@@ -410,7 +430,10 @@ class AgentsRun(SdkRun):
     ) -> ObservedRun:
         token = _CURRENT.set(self.recorder)
         try:
-            return await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
+            done = await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
+            if done.status != RunStatus.WAITING_APPROVAL:
+                self.recorder.forget_state(STATE)
+            return done
         except BaseException as exc:
             self._fail(exc)
             raise
@@ -468,6 +491,7 @@ class AgentsRun(SdkRun):
             ]
             record = recorder.append("RunResult.interruptions", specs)
             state = result.to_state().to_json()
+            recorder.save_state(STATE, json.dumps(state).encode())
             return ObservedRun(recorder.run_id, record, items=items, sdk_result=result, state=state)
         record = recorder.append("Runner.run returned", [(m.RunCompleted, {})])
         return ObservedRun(

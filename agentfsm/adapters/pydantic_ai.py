@@ -18,10 +18,14 @@ node and appends our events before the agent takes the next step:
 
 A guard's refusal stops the iteration before the next model request or tool call; the run is
 recorded as `run.terminated` and the partial output returned. Approvals are decided in our
-store (`agentfsm.runtime.approve`/`reject`, any process); `resume(agent, history)` —
-`history` being the run's messages as JSON (`ObservedRun.state`) — checks each deferred call
-against the one approval was requested for (call id and arguments digest; else
-`ApprovalMismatchError`, nothing runs) and continues with `DeferredToolResults`.
+store (`agentfsm.runtime.approve`/`reject`, any process); `resume(agent)` reads the run's
+message history JSON our store kept when it paused (attachment `pydantic-ai/messages`; also
+returned as `ObservedRun.state`, and `resume(agent, history)` takes one you pass), checks
+each deferred call against the one approval was requested for (call id and arguments
+digest; else `ApprovalMismatchError`, nothing runs) and continues with `DeferredToolResults`.
+A response with free and deferred calls runs the free ones first, then waits.
+Subagents: inside a tool, `run.subagent(ctx.tool_call_id).run(other_agent, prompt)` is a run
+of its own that draws on this run's token and cost limits.
 
 Turns: pydantic-ai's `UsageLimits(request_limit=n)` counts model requests like our
 `max_turns` does, but only within one `iter()`/`run()` call (a resume starts again at 0,
@@ -49,6 +53,7 @@ from agentfsm.adapters._sdk import (
     CancelStop,
     GuardStop,
     ObservedRun,
+    SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
     jsonable,
@@ -62,10 +67,13 @@ __all__ = [
     "AgentIterRun",
     "ApprovalMismatchError",
     "ObservedRun",
+    "SavedStateError",
     "SignalIllegalTransitionError",
 ]
 
 SDK = "pydantic-ai"
+#: The attachment our store keeps a paused run's message history JSON under.
+STATE = "pydantic-ai/messages"
 
 
 def _needing_approval(agent: Agent[Any, Any]) -> set[str]:
@@ -115,15 +123,25 @@ class AgentIterRun(SdkRun):
         return await self._drive(agent, prompt, iter_kwargs)
 
     async def resume(
-        self, agent: Agent[Any, Any], history: str | bytes, **iter_kwargs: Any
+        self, agent: Agent[Any, Any], history: str | bytes | None = None, **iter_kwargs: Any
     ) -> ObservedRun:
-        """Continue a run waiting for approval from its message history JSON (`.state`).
+        """Continue a run waiting for approval from its message history JSON.
+
+        Args:
+            agent: the pydantic-ai agent, as this process builds it.
+            history: the message history JSON the pause returned (`.state`); by default the
+                one our store kept when the run paused.
+            **iter_kwargs: passed to `agent.iter`.
 
         Raises:
             ApprovalMismatchError: a deferred call in `history` is not the call approval was
                 requested for.
+            SavedStateError: no history is given and the store keeps none, or the run went
+                on since it was saved.
         """
         record = self.recorder.load()
+        if history is None:
+            history = self.recorder.saved_state(STATE)
         messages = ModelMessagesTypeAdapter.validate_json(history)
         pending = [
             part
@@ -142,7 +160,8 @@ class AgentIterRun(SdkRun):
                     actual=actual,
                 )
             if action.status == ActionStatus.APPROVAL_PENDING:
-                return ObservedRun(record.run_id, record, state=history)
+                state = history if isinstance(history, str) else history.decode()
+                return ObservedRun(record.run_id, record, state=state)
             if action.status == ActionStatus.REJECTED:
                 approvals[part.tool_call_id] = ToolDenied(action.reason or "rejected")
             elif action.status == ActionStatus.APPROVED:
@@ -208,9 +227,12 @@ class AgentIterRun(SdkRun):
                 for part in output.approvals
             ]
             record = recorder.append("DeferredToolRequests", specs)
-            state = ModelMessagesTypeAdapter.dump_json(result.all_messages()).decode()
+            history = ModelMessagesTypeAdapter.dump_json(result.all_messages())
+            recorder.save_state(STATE, history)
+            state = history.decode()
             return ObservedRun(recorder.run_id, record, sdk_result=result, state=state)
         record = recorder.append("End", [(m.RunCompleted, {})])
+        recorder.forget_state(STATE)
         return ObservedRun(recorder.run_id, record, final_output=output, sdk_result=result)
 
     def _model_completed(self, response: ModelResponse) -> None:

@@ -1,7 +1,8 @@
 """The agents and tools the OpenAI Agents SDK adapter tests drive (also from a subprocess).
 
 Run as `python -m tests.adapters._openai_agents_app DB RUN_ID STATE_FILE` it resumes a run
-paused for approval, in a new process, and prints the outcome as JSON.
+paused for approval, in a new process, and prints the outcome as JSON (STATE_FILE `-`: from
+the state our store kept).
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ def _main(db: str, run_id: str, state_file: str) -> None:
     from agentfsm.adapters.openai_agents import AgentsRun
     from agentfsm.adapters.stores import SQLiteEventStore
 
-    with open(state_file, encoding="utf-8") as f:
-        state = json.load(f)
+    state = None  # "-": the state our store kept when the run paused
+    if state_file != "-":
+        with open(state_file, encoding="utf-8") as f:
+            state = json.load(f)
     store = SQLiteEventStore(db)
     done = asyncio.run(AgentsRun(store, run_id).resume(resumed_agent(), state))
     print(

@@ -76,8 +76,10 @@ def _main(db: str, run_id: str, state_file: str) -> None:
         raise RuntimeError(f"network access attempted: {address!r}")
 
     socket.socket.connect = refuse  # type: ignore[method-assign]
-    with open(state_file, encoding="utf-8") as f:
-        history = f.read()
+    history = None  # "-": the history our store kept when the run paused
+    if state_file != "-":
+        with open(state_file, encoding="utf-8") as f:
+            history = f.read()
     with capture_logs():
         done = asyncio.run(
             AgentIterRun(SQLiteEventStore(db), run_id).resume(make_agent(*REFUND), history)

@@ -16,7 +16,7 @@ pytest.importorskip("agents")
 from agents import Agent
 from agents.testing import assistant_message, function_call
 
-from agentfsm.adapters.openai_agents import AgentsRun, ApprovalMismatchError
+from agentfsm.adapters.openai_agents import AgentsRun, ApprovalMismatchError, SavedStateError
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import Limits
@@ -217,9 +217,11 @@ def _pause_for_refund(store: EventStore, state_file: Path) -> None:
     state_file.write_text(json.dumps(paused.state))
 
 
-def _resume_in_new_process(db: Path, state_file: Path) -> dict[str, Any]:
+def _resume_in_new_process(db: Path, state_file: Path | None) -> dict[str, Any]:
+    """Resume run r1 in a new process: from `state_file`, or (None) from the store alone."""
+    state = "-" if state_file is None else str(state_file)
     out = subprocess.run(
-        [sys.executable, "-m", "tests.adapters._openai_agents_app", str(db), "r1", str(state_file)],
+        [sys.executable, "-m", "tests.adapters._openai_agents_app", str(db), "r1", state],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -236,8 +238,12 @@ def test_an_approved_call_runs_when_resumed_in_a_new_process(tmp_path: Path) -> 
     _pause_for_refund(store, state_file)
     assert "refund O-1" not in app.CALLS
     approve(store, "r1", "call_r1", approver="alice")
-    out = _resume_in_new_process(db, state_file)
+    kept = store.attachment("r1", "openai-agents/run_state")
+    assert kept is not None
+    assert kept.version == store.load("r1").version - 1
+    out = _resume_in_new_process(db, None)
     assert out == {"status": "completed", "final_output": "Done.", "calls": ["refund O-1"]}
+    assert store.attachment("r1", "openai-agents/run_state") is None  # ended: nothing resumes
     assert types(store, "r1")[3:] == [
         "approval.requested", "approval.accepted", "tool.requested", "tool.started",
         "tool.completed", "model.started", "model.completed", "run.completed",
@@ -530,3 +536,35 @@ def test_a_batch_mixing_free_and_approval_calls_runs_the_free_one_then_waits(
     assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
     assert done.record.actions["call_r1"].result == "refunded O-1"
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_kept_state_the_run_moved_on_from_is_refused(tmp_path: Path) -> None:
+    """A state saved at the pause, put back after the resume ran: stale, SavedStateError."""
+    store = MemoryEventStore()
+    _pause_for_refund(store, tmp_path / "state.json")
+    kept = store.attachment("r1", "openai-agents/run_state")
+    assert kept is not None
+    approve(store, "r1", "call_r1", approver="alice")
+    run(AgentsRun(store, "r1").resume(app.resumed_agent()))
+    store.put_attachment("r1", kept.name, kept.data, version=kept.version)
+    before = len(app.CALLS)
+    with pytest.raises(SavedStateError) as err:
+        run(AgentsRun(store, "r1").resume(app.resumed_agent()))
+    assert str(err.value) == (
+        "run 'r1': cannot resume from the saved state 'openai-agents/run_state': it was saved "
+        f"at version {kept.version}, but the run went on since ('tool.requested' at sequence "
+        f"{kept.version + 2}): it is stale"
+    )
+    assert app.CALLS[before:] == []
+
+
+def test_resuming_a_run_that_never_paused_here_says_no_state_is_kept() -> None:
+    """No kept state and none given: SavedStateError naming the attachment, nothing runs."""
+    store = MemoryEventStore()
+    run(AgentsRun(store, "r1").run(weather_agent([assistant_message("Hi.")]), "hi"))
+    with pytest.raises(SavedStateError) as err:
+        run(AgentsRun(store, "r1").resume(app.resumed_agent()))
+    assert (err.value.run_id, err.value.name) == ("r1", "openai-agents/run_state")
+    assert err.value.reason == (
+        "none is kept (the run never paused for approval here); pass the state to resume"
+    )

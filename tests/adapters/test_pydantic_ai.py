@@ -14,7 +14,7 @@ pytest.importorskip("pydantic_ai")
 
 from pydantic_ai import Agent, RunContext, UsageLimits
 
-from agentfsm.adapters.pydantic_ai import AgentIterRun, ApprovalMismatchError
+from agentfsm.adapters.pydantic_ai import AgentIterRun, ApprovalMismatchError, SavedStateError
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
 from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
@@ -131,9 +131,11 @@ def _pause(tmp_path: Path) -> tuple[SQLiteEventStore, Path, Path]:
     return store, db, state_file
 
 
-def _resume_in_new_process(db: Path, state_file: Path) -> dict[str, Any]:
+def _resume_in_new_process(db: Path, state_file: Path | None) -> dict[str, Any]:
+    """Resume run r1 in a new process: from `state_file`, or (None) from the store alone."""
+    state = "-" if state_file is None else str(state_file)
     out = subprocess.run(
-        [sys.executable, "-m", "tests.adapters._pydantic_ai_app", str(db), "r1", str(state_file)],
+        [sys.executable, "-m", "tests.adapters._pydantic_ai_app", str(db), "r1", state],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -147,7 +149,10 @@ def test_an_approved_deferred_call_runs_when_resumed_in_a_new_process(tmp_path: 
     """requires_approval defers the call; approve() in our store; a new process runs it."""
     store, db, state_file = _pause(tmp_path)
     approve(store, "r1", "call_r1", approver="alice")
-    out = _resume_in_new_process(db, state_file)
+    kept = store.attachment("r1", "pydantic-ai/messages")
+    assert kept is not None
+    assert kept.data.decode() == state_file.read_text()
+    out = _resume_in_new_process(db, None)
     assert out == {"status": "completed", "final_output": "Done.", "calls": ["refund O-1"]}
     assert types(store, "r1")[3:] == [
         "approval.requested", "approval.accepted", "tool.requested", "tool.started",
@@ -285,3 +290,21 @@ def test_a_batch_mixing_free_and_deferred_calls_runs_the_free_one_then_waits(
     assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
     assert done.record.actions["call_r1"].result == "refunded O-1"
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_kept_history_the_run_moved_on_from_is_refused(tmp_path: Path) -> None:
+    """A history saved at the pause, put back after the resume ran: stale, SavedStateError."""
+    store, _, _ = _pause(tmp_path)
+    kept = store.attachment("r1", "pydantic-ai/messages")
+    assert kept is not None
+    approve(store, "r1", "call_r1", approver="alice")
+    done = run(AgentIterRun(store, "r1").resume(make_agent(*REFUND)))
+    assert done.status == "completed"
+    assert store.attachment("r1", "pydantic-ai/messages") is None
+    store.put_attachment("r1", kept.name, kept.data, version=kept.version)
+    with pytest.raises(SavedStateError) as err:
+        run(AgentIterRun(store, "r1").resume(make_agent(*REFUND)))
+    assert err.value.reason == (
+        f"it was saved at version {kept.version}, but the run went on since "
+        f"('tool.requested' at sequence {kept.version + 2}): it is stale"
+    )
