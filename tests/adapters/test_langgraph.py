@@ -16,6 +16,7 @@ pytest.importorskip("langgraph")
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
 from structlog.testing import capture_logs
 
 from agentfsm.adapters.langgraph import ApprovalMismatchError, GraphRun
@@ -295,13 +296,7 @@ def test_an_async_graph_is_observed_through_arun_and_aresume(tmp_path: Path) -> 
     assert validates(store, "r1", tmp_path) == 0
 
 
-def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: Path) -> None:
-    """A researcher node then a writer node, each with its own model: one run, two turns, legal.
-
-    LangGraph has no handoff signal; moving between agent nodes is not recorded as `handoff`.
-    """
-    from langgraph.graph import END, START, MessagesState, StateGraph
-
+def _researcher_then_writer() -> Any:
     researcher = app.GenericFakeChatModel(messages=iter([answer("Paris: sunny.")]))
     writer = app.GenericFakeChatModel(messages=iter([answer("It is sunny in Paris.")]))
     g = StateGraph(MessagesState)
@@ -310,11 +305,124 @@ def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: 
     g.add_edge(START, "researcher")
     g.add_edge("researcher", "writer")
     g.add_edge("writer", END)
+    return g.compile()
+
+
+def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: Path) -> None:
+    """Without `agents`, moving from the researcher node to the writer node is no handoff."""
     store = MemoryEventStore()
-    done = drive(GraphRun(store, "r1"), g.compile())
+    done = drive(GraphRun(store, "r1"), _researcher_then_writer())
     assert (done.status, done.final_output, done.record.turn) == (
         "completed",
         "It is sunny in Paris.",
         2,
     )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "model.started", "model.completed",
+        "run.completed",
+    ]  # fmt: skip
+    assert done.record.current_agent is None
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_an_edge_between_agent_nodes_is_a_handoff(tmp_path: Path) -> None:
+    """agents=[researcher, writer]: entering the writer after the researcher records `handoff`."""
+    store = MemoryEventStore()
+    run = GraphRun(store, "r1", agents=["researcher", "writer"])
+    done = drive(run, _researcher_then_writer())
+    assert (done.status, done.final_output) == ("completed", "It is sunny in Paris.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "handoff", "model.started",
+        "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert [e.to_agent for e in store.events("r1") if e.type == "handoff"] == ["writer"]
+    assert done.record.current_agent == "writer"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_conditional_edge_back_to_the_started_agent_is_a_handoff(tmp_path: Path) -> None:
+    """run(agent="triage"): entering triage is no handoff; triage → billing → triage is two."""
+    triage = app.GenericFakeChatModel(messages=iter([answer("For billing."), answer("Done.")]))
+    billing = app.GenericFakeChatModel(messages=iter([answer("Refunded.")]))
+
+    def route(state: MessagesState) -> str:
+        return "billing" if state["messages"][-1].text == "For billing." else END
+
+    g = StateGraph(MessagesState)
+    g.add_node("triage", lambda s: {"messages": [triage.invoke(s["messages"])]})
+    g.add_node("billing", lambda s: {"messages": [billing.invoke(s["messages"])]})
+    g.add_edge(START, "triage")
+    g.add_conditional_edges("triage", route, ["billing", END])
+    g.add_edge("billing", "triage")
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1", agents={"triage", "billing"}), g.compile(), agent="triage")
+    assert (done.status, done.final_output) == ("completed", "Done.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "handoff", "model.started",
+        "model.completed", "handoff", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    handoffs = [e.to_agent for e in store.events("r1") if e.type == "handoff"]
+    assert handoffs == ["billing", "triage"]
+    assert done.record.current_agent == "triage"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+@pytest.mark.parametrize("subgraphs", [False, True], ids=["flat", "agent-subgraphs"])
+def test_a_handoff_tool_is_a_completed_tool_call_then_a_handoff(
+    subgraphs: bool, tmp_path: Path
+) -> None:
+    """transfer_to_billing returns Command(goto="billing"): the call completes, then `handoff`.
+
+    Flat: one ToolNode routes the command; agent subgraphs: the tool sends `Command.PARENT`.
+    """
+    g = app.swarm(
+        {
+            "triage": [call("transfer_to_billing", "call_1")],
+            "billing": [answer("Refunded.")],
+        },
+        subgraphs=subgraphs,
+    )
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1", agents=["triage", "billing"]), g)
+    assert (done.status, done.final_output) == ("completed", "Refunded.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "handoff", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    action = done.record.actions["call_1"]
+    assert (action.tool, action.status, action.result) == (
+        "transfer_to_billing",
+        "succeeded",
+        "Transferred to billing",
+    )
+    assert done.record.current_agent == "billing"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_an_agent_handed_back_to_records_a_second_handoff(tmp_path: Path) -> None:
+    """triage → billing → triage through transfer tools (agent subgraphs): two handoffs."""
+    g = app.swarm(
+        {
+            "triage": [call("transfer_to_billing", "call_1"), answer("Anything else?")],
+            "billing": [call("transfer_to_triage", "call_2")],
+        },
+        subgraphs=True,
+    )
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1", agents=["triage", "billing"]), g)
+    assert (done.status, done.final_output) == ("completed", "Anything else?")
+    handoffs = [e.to_agent for e in store.events("r1") if e.type == "handoff"]
+    assert handoffs == ["billing", "triage"]
+    assert types(store, "r1")[6:14] == [
+        "handoff", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "handoff", "model.started",
+    ]  # fmt: skip
+    assert done.record.current_agent == "triage"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_agents_given_as_one_string_is_refused() -> None:
+    """agents="triage" would be six one-letter agents: a TypeError says what to pass."""
+    with pytest.raises(TypeError) as err:
+        GraphRun(MemoryEventStore(), "r1", agents="triage")
+    assert str(err.value) == "agents must be a collection of node names, not the string 'triage'"
