@@ -33,6 +33,20 @@ the `ToolMessage` the command adds), then entering the node is the `handoff`. We
 guess handoff tools from their names: the tool runs code, may fail (then there is no
 handoff and its failure is recorded), and its message is in the conversation.
 
+Subagents: a tool (run by `ToolNode`, its call id from `InjectedToolCallId`) may stream
+another graph as a run of its own, `graph_run.subagent(tool_call_id).run(other, input)`:
+id `<run_id>/<call_id>`, same store, guards, clock, logger and listeners, and this run's
+token and cost limits shared by both through one budget tree (a child that would overspend
+it is stopped for `budget`, then this run's next model call). LangChain hands a runnable's
+callbacks down to everything invoked inside it, so this run's handler also hears the
+child's model and tool calls; each handler records only the signals of the stream it
+drives (a context variable set around `graph.stream`/`astream`, which LangGraph and
+LangChain copy into their worker threads, tasks and executor-run callbacks), so the child's
+calls are the child's only — also for parallel tool calls, each in its own thread. Stream
+a subagent that may pause (`interrupt()`, approvals) with its own `thread_id` and
+checkpointer: without one, LangGraph runs it as a nested subgraph of the calling node, and
+its interrupt propagates to the parent graph instead of pausing the child.
+
 The handler sets `raise_error = True`, so a guard's refusal raised from it stops the graph;
 the adapter then records `run.terminated` and returns the partial output. Approvals are
 decided in our store (`agentfsm.runtime.approve`/`reject`, any process); `resume(graph,
@@ -50,6 +64,7 @@ per model turn. Both may be set; either stop ends as `run.terminated` / `max_tur
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -106,6 +121,10 @@ def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str
     return decisions
 
 
+#: The handler of the `GraphRun` streaming a graph in this context (see `_Handler.mine`).
+_DRIVING: ContextVar[_Handler | None] = ContextVar("agentfsm_langgraph_handler", default=None)
+
+
 class _Handler(BaseCallbackHandler):
     """LangChain callbacks appending our events (see the module docstring)."""
 
@@ -131,6 +150,18 @@ class _Handler(BaseCallbackHandler):
         self.graph_run = None
         self.agent = self.recorder.record.current_agent
 
+    def mine(self) -> bool:
+        """Whether the signal being handled belongs to this handler's run.
+
+        LangChain hands a runnable's callbacks down to every runnable invoked inside it,
+        so a subagent graph streamed from a tool reaches its parent's handler too (it would
+        record the child's model calls in the parent run, which waits for the tool). Each
+        `GraphRun` marks the context it streams in; LangGraph and LangChain copy the context
+        into their worker threads, tasks and executor-run callbacks, so a signal is this
+        run's exactly when the innermost stream around it is this run's.
+        """
+        return _DRIVING.get() is self
+
     def _append(self, signal: str, specs: list[Any]) -> None:
         if self.stop is not None:
             raise self.stop
@@ -151,6 +182,8 @@ class _Handler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """The graph or a node started: entering another agent node is a `handoff`."""
+        if not self.mine():
+            return
         if self.graph_run is None:
             self.graph_run = run_id  # the stream's first chain is the graph itself
             return
@@ -172,14 +205,20 @@ class _Handler(BaseCallbackHandler):
         self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
     ) -> None:
         """A chat model call is about to start: `model.started`."""
+        if not self.mine():
+            return
         self._model_started(str((serialized or {}).get("name", "chat model")))
 
     def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
         """A text model call is about to start: `model.started`."""
+        if not self.mine():
+            return
         self._model_started(str((serialized or {}).get("name", "llm")))
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """The model answered: `model.completed` with its decision and usage."""
+        if not self.mine():
+            return
         generation = response.generations[0][0]
         message = getattr(generation, "message", None)
         usage = None
@@ -213,6 +252,8 @@ class _Handler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool is about to run: `tool.requested` + `tool.started`."""
+        if not self.mine():
+            return
         aid = kwargs.get("tool_call_id")
         if not aid:
             return  # a tool invoked outside a model's tool call: not an action of the run
@@ -229,6 +270,8 @@ class _Handler(BaseCallbackHandler):
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool returned: `tool.completed`."""
+        if not self.mine():
+            return
         aid = self.tool_runs.pop(run_id, None)
         if aid is None:
             return
@@ -240,6 +283,8 @@ class _Handler(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised: `tool.failed`."""
+        if not self.mine():
+            return
         aid = self.tool_runs.pop(run_id, None)
         if aid is None or isinstance(error, GuardStop | CancelStop):
             return
@@ -384,6 +429,7 @@ class GraphRun(SdkRun):
 
     def _drive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
+        driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
             for chunk in graph.stream(input, self._config(config), stream_mode="updates"):
                 interrupts.extend(chunk.get("__interrupt__", ()))
@@ -391,10 +437,13 @@ class GraphRun(SdkRun):
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
             return self._ended(exc)
+        finally:
+            _DRIVING.reset(driving)
         return self._finish(interrupts)
 
     async def _adrive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
+        driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
             async for chunk in graph.astream(input, self._config(config), stream_mode="updates"):
                 interrupts.extend(chunk.get("__interrupt__", ()))
@@ -402,6 +451,8 @@ class GraphRun(SdkRun):
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
             return self._ended(exc)
+        finally:
+            _DRIVING.reset(driving)
         return self._finish(interrupts)
 
     def _ended(self, exc: Exception) -> ObservedRun:

@@ -50,6 +50,24 @@ def graph(
     handle_tool_errors: bool = True,
 ) -> Any:
     """agent → (approval →) tools → agent ... with a scripted fake chat model."""
+    return graph_with_tools(
+        messages,
+        [get_weather],
+        approval=approval,
+        checkpointer=checkpointer,
+        handle_tool_errors=handle_tool_errors,
+    )
+
+
+def graph_with_tools(
+    messages: Sequence[AIMessage],
+    tools: Sequence[BaseTool],
+    *,
+    approval: bool = False,
+    checkpointer: Any = None,
+    handle_tool_errors: bool = True,
+) -> Any:
+    """`graph` with other tools than `get_weather`."""
     model = GenericFakeChatModel(messages=iter(messages), disable_streaming=True)
 
     def agent(state: MessagesState) -> dict[str, Any]:
@@ -69,7 +87,7 @@ def graph(
 
     g = StateGraph(MessagesState)
     g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([get_weather], handle_tool_errors=handle_tool_errors))
+    g.add_node("tools", ToolNode(tools, handle_tool_errors=handle_tool_errors))
     g.add_edge(START, "agent")
     if approval:
         g.add_node("approval", approve_calls)

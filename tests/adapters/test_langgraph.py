@@ -7,13 +7,14 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import HumanMessage
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -426,3 +427,176 @@ def test_agents_given_as_one_string_is_refused() -> None:
     with pytest.raises(TypeError) as err:
         GraphRun(MemoryEventStore(), "r1", agents="triage")
     assert str(err.value) == "agents must be a collection of node names, not the string 'triage'"
+
+
+def _researcher(*steps: Any) -> Any:
+    """The subagent: the weather graph, scripted with `steps`."""
+    return graph(list(steps))
+
+
+def _ask_researcher(parent: GraphRun, child: Any, *, is_async: bool = False) -> Any:
+    """A tool that runs `child` (a graph, or one per question) as a subagent of `parent`."""
+
+    def child_for(question: str) -> Any:
+        return child(question) if callable(child) else child
+
+    def said(done: Any) -> str:
+        if done.status == "completed":
+            return str(done.final_output)
+        return f"{done.status}: {done.partial_output}"
+
+    def ask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Ask the weather researcher."""
+        child_run = parent.subagent(tool_call_id)
+        return said(child_run.run(child_for(question), {"messages": [HumanMessage(question)]}))
+
+    async def aask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Ask the weather researcher."""
+        child_run = parent.subagent(tool_call_id)
+        return said(await child_run.arun(child_for(question), {"messages": [HumanMessage(question)]}))
+
+    return tool("ask_researcher")(aask if is_async else ask)
+
+
+def _triage(parent: GraphRun, child: Any, *steps: Any) -> Any:
+    """A parent graph whose `ask_researcher` tool runs `child` as a subagent of `parent`."""
+    return app.graph_with_tools(list(steps), [_ask_researcher(parent, child)])
+
+
+def test_a_subagent_graph_draws_on_the_parents_token_budget(tmp_path: Path) -> None:
+    """A tool runs a child graph via `subagent(tool_call_id)`: once the tree overspends, both stop.
+
+    15 tokens a model call, 40 for the tree: the parent's call and two of the child's spend 45,
+    so the child's second tool call is refused (budget), and then the parent's next model call.
+    """
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    child = _researcher(
+        call("get_weather", "c1", city="Paris"),
+        call("get_weather", "c2", city="Rome"),
+        answer("never reached"),
+    )
+    g = _triage(parent, child, call("ask_researcher", "call_1", question="Paris?"), answer("never"))
+    done = drive(parent, g, limits=Limits(max_tokens=40))
+    detail = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
+    sub = store.load("r1/call_1")
+    assert (sub.status, sub.stop_reason, sub.stop_detail) == ("terminated", "budget", detail)
+    assert types(store, "r1/call_1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.terminated",
+    ]  # fmt: skip
+    assert done.record.actions["call_1"].result == "terminated: sunny in Paris"
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        detail,
+    )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "run.terminated",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_1", tmp_path) == 0
+
+
+def test_a_subagent_without_money_limits_completes_and_answers_the_tool(tmp_path: Path) -> None:
+    """No token or cost limits on the parent: the child runs to its answer, the tool's result."""
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    child = _researcher(call("get_weather", "c1", city="Paris"), answer("Sunny in Paris."))
+    g = _triage(
+        parent, child, call("ask_researcher", "call_1", question="Paris?"), answer("It is sunny.")
+    )
+    done = drive(parent, g, limits=Limits(max_turns=5))
+    assert (done.status, done.final_output) == ("completed", "It is sunny.")
+    assert store.load("r1/call_1").final_output == "Sunny in Paris."
+    assert done.record.actions["call_1"].result == "Sunny in Paris."
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_1", tmp_path) == 0
+
+
+def test_an_async_subagent_graph_draws_on_the_parents_budget_through_arun(tmp_path: Path) -> None:
+    """astream, async nodes and tool, the child through `arun`: the same stops as in sync."""
+    import asyncio
+
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    model = app.GenericFakeChatModel(
+        messages=iter([call("ask_researcher", "call_1", question="Paris?"), answer("never")]),
+        disable_streaming=True,
+    )
+    child_model = app.GenericFakeChatModel(
+        messages=iter([call("get_weather", "c1", city="Paris"), call("get_weather", "c2", city="Rome")]),
+        disable_streaming=True,
+    )
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    async def child_agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await child_model.ainvoke(state["messages"])]}
+
+    def weather_graph(node: Any, tools: list[Any]) -> Any:
+        g = StateGraph(MessagesState)
+        g.add_node("agent", node)
+        g.add_node("tools", ToolNode(tools))
+        g.add_edge(START, "agent")
+        g.add_conditional_edges("agent", tools_condition)
+        g.add_edge("tools", "agent")
+        return g.compile()
+
+    child = weather_graph(child_agent, [app.get_weather])
+    g = weather_graph(agent, [_ask_researcher(parent, child, is_async=True)])
+    with capture_logs():
+        done = asyncio.run(parent.arun(g, ASK, limits=Limits(max_tokens=40)))
+    detail = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
+    sub = store.load("r1/call_1")
+    assert (sub.status, sub.stop_reason, sub.stop_detail) == ("terminated", "budget", detail)
+    assert done.record.actions["call_1"].result == "terminated: sunny in Paris"
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        detail,
+    )
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_1", tmp_path) == 0
+
+
+def test_parallel_tool_calls_run_subagents_that_each_record_only_their_own_run(
+    tmp_path: Path,
+) -> None:
+    """Two calls in one message: ToolNode runs them in threads, each child graph in its own run."""
+    from langchain_core.messages import AIMessage
+
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    calls = [
+        {"name": "ask_researcher", "args": {"question": city}, "id": f"call_{city}"}
+        for city in ("Paris", "Rome")
+    ]
+
+    def researcher(city: str) -> Any:
+        return _researcher(call("get_weather", f"w_{city}", city=city), answer(f"{city}: sunny."))
+
+    g = app.graph_with_tools(
+        [AIMessage("", tool_calls=calls), answer("Both sunny.")], [_ask_researcher(parent, researcher)]
+    )
+    done = drive(parent, g)
+    assert (done.status, done.final_output) == ("completed", "Both sunny.")
+    assert {aid: a.result for aid, a in done.record.actions.items()} == {
+        "call_Paris": "Paris: sunny.",
+        "call_Rome": "Rome: sunny.",
+    }
+    for city in ("Paris", "Rome"):
+        assert types(store, f"r1/call_{city}") == [
+            "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+            "tool.completed", "model.started", "model.completed", "run.completed",
+        ]  # fmt: skip
+        assert validates(store, f"r1/call_{city}", tmp_path) == 0
+    assert validates(store, "r1", tmp_path) == 0
