@@ -422,6 +422,46 @@ def test_an_agent_handed_back_to_records_a_second_handoff(tmp_path: Path) -> Non
     assert validates(store, "r1", tmp_path) == 0
 
 
+def test_a_handoff_after_an_approval_is_recorded_by_the_resuming_run(tmp_path: Path) -> None:
+    """run(agent="triage") pauses on the transfer call; the resumed stream enters billing: handoff."""
+    from langgraph.prebuilt import ToolNode
+
+    triage = app.GenericFakeChatModel(
+        messages=iter([call("transfer_to_billing", "call_1")]), disable_streaming=True
+    )
+    billing = app.GenericFakeChatModel(messages=iter([answer("Refunded.")]))
+
+    def approval(state: MessagesState) -> dict[str, Any]:
+        app.approval_request(state["messages"][-1].tool_calls)
+        return {}
+
+    g = StateGraph(MessagesState)
+    g.add_node("triage", lambda s: {"messages": [triage.invoke(s["messages"])]})
+    g.add_node("approval", approval)
+    g.add_node("tools", ToolNode([app.transfer_to("billing")]))
+    g.add_node("billing", lambda s: {"messages": [billing.invoke(s["messages"])]})
+    g.add_edge(START, "triage")
+    g.add_edge("triage", "approval")
+    g.add_edge("approval", "tools")
+    g.add_edge("billing", END)
+    compiled = g.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t1"}}
+    store = MemoryEventStore()
+    agents = ["triage", "billing"]
+    paused = drive(GraphRun(store, "r1", agents=agents), compiled, cfg, agent="triage")
+    assert paused.status == "waiting_approval"
+    approve(store, "r1", "call_1", approver="alice")
+    with capture_logs():
+        done = GraphRun(store, "r1", agents=agents).resume(compiled, cfg)
+    assert (done.status, done.final_output) == ("completed", "Refunded.")
+    assert types(store, "r1")[3:] == [
+        "approval.requested", "approval.accepted", "tool.requested", "tool.started",
+        "tool.completed", "handoff", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert done.record.current_agent == "billing"
+    assert validates(store, "r1", tmp_path) == 0
+
+
 def test_agents_given_as_one_string_is_refused() -> None:
     """agents="triage" would be six one-letter agents: a TypeError says what to pass."""
     with pytest.raises(TypeError) as err:
