@@ -12,8 +12,40 @@ chat models and tools inside it into our events, appended through the store as t
   `on_tool_error`: `tool.failed` (whether or not `ToolNode` hands the error to the model);
 - an `interrupt(approval_request(calls))` in a node: `approval.requested` per call (any
   other `interrupt()` is `run.paused`): a pause, never a failure;
+- `on_chain_start` of one of the graph's own nodes named in `agents` that is not the run's
+  current agent: `handoff` (`to_agent` = the node's name);
 - the stream ends with nothing pending: `run.completed`;
 - `GraphRecursionError`: `run.terminated` (`max_turns`); other exceptions: `run.failed`.
+
+Handoffs: LangGraph has no handoff signal; an agent is a node, and the graph moves between
+nodes by edges, conditional edges or `Command(goto=...)`. So `GraphRun(..., agents=[...])`
+names the nodes that are agents, and entering one records `handoff` — whatever routed
+there. Only the graph's own nodes count (the chains whose parent is the graph's run: a
+node's nested chains carry its `langgraph_node` metadata too), so an agent may be a
+subgraph. The first agent node entered while the run names no agent (`run(agent=...)`
+unset) becomes the current one without a handoff; entering the current agent again is none.
+Name the entry agent with `run(agent=...)`: our log then knows who is in charge, also when
+a later `resume` (a new stream) enters its first agent node.
+A handoff tool (`transfer_to_billing` returning `Command(goto="billing")`, the
+langgraph-swarm/supervisor way) stays what LangGraph made it, a tool call: the model's
+decision is `tool_calls`, the call is `tool.requested` … `tool.completed` (its result is
+the `ToolMessage` the command adds), then entering the node is the `handoff`. We do not
+guess handoff tools from their names: the tool runs code, may fail (then there is no
+handoff and its failure is recorded), and its message is in the conversation.
+
+Subagents: a tool (run by `ToolNode`, its call id from `InjectedToolCallId`) may stream
+another graph as a run of its own, `graph_run.subagent(tool_call_id).run(other, input)`:
+id `<run_id>/<call_id>`, same store, guards, clock, logger and listeners, and this run's
+token and cost limits shared by both through one budget tree (a child that would overspend
+it is stopped for `budget`, then this run's next model call). LangChain hands a runnable's
+callbacks down to everything invoked inside it, so this run's handler also hears the
+child's model and tool calls; each handler records only the signals of the stream it
+drives (a context variable set around `graph.stream`/`astream`, which LangGraph and
+LangChain copy into their worker threads, tasks and executor-run callbacks), so the child's
+calls are the child's only — also for parallel tool calls, each in its own thread. Stream
+a subagent that may pause (`interrupt()`, approvals) with its own `thread_id` and
+checkpointer: without one, LangGraph runs it as a nested subgraph of the calling node, and
+its interrupt propagates to the parent graph instead of pausing the child.
 
 The handler sets `raise_error = True`, so a guard's refusal raised from it stops the graph;
 the adapter then records `run.terminated` and returns the partial output. Approvals are
@@ -31,7 +63,9 @@ per model turn. Both may be set; either stop ends as `run.terminated` / `max_tur
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -49,13 +83,16 @@ from agentfsm.adapters._sdk import (
     Recorder,
     SdkRun,
     SignalIllegalTransitionError,
+    _utc_now,
     jsonable,
     parse_arguments,
 )
+from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.errors import LifecycleError
+from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
 
@@ -84,18 +121,46 @@ def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str
     return decisions
 
 
+#: The handler of the `GraphRun` streaming a graph in this context (see `_Handler.mine`).
+_DRIVING: ContextVar[_Handler | None] = ContextVar("agentfsm_langgraph_handler", default=None)
+
+
 class _Handler(BaseCallbackHandler):
     """LangChain callbacks appending our events (see the module docstring)."""
 
     raise_error = True  # a guard's stop must stop the graph, not be logged and dropped
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, agents: frozenset[str]) -> None:
         self.recorder = recorder
+        self.agents = agents
         self.tool_runs: dict[UUID, str] = {}
         self.last_output: Any = None
         #: A stop raised from a callback; a node that catches errors (`ToolNode(...,
         #: handle_tool_errors=True)`) would swallow it, so every later callback raises it again.
         self.stop: GuardStop | CancelStop | None = None
+        #: The LangChain run id of the graph being streamed: its children are the node runs.
+        self.graph_run: UUID | None = None
+        #: The agent node in charge: the run's `current_agent`, or the first agent node
+        #: entered when the run names none (entering it is no handoff).
+        self.agent: str | None = None
+
+    def begin(self) -> None:
+        """Get ready to observe one stream of the graph (a run or a resume)."""
+        self.stop = None
+        self.graph_run = None
+        self.agent = self.recorder.record.current_agent
+
+    def mine(self) -> bool:
+        """Whether the signal being handled belongs to this handler's run.
+
+        LangChain hands a runnable's callbacks down to every runnable invoked inside it,
+        so a subagent graph streamed from a tool reaches its parent's handler too (it would
+        record the child's model calls in the parent run, which waits for the tool). Each
+        `GraphRun` marks the context it streams in; LangGraph and LangChain copy the context
+        into their worker threads, tasks and executor-run callbacks, so a signal is this
+        run's exactly when the innermost stream around it is this run's.
+        """
+        return _DRIVING.get() is self
 
     def _append(self, signal: str, specs: list[Any]) -> None:
         if self.stop is not None:
@@ -106,6 +171,33 @@ class _Handler(BaseCallbackHandler):
             self.stop = stop
             raise
 
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """The graph or a node started: entering another agent node is a `handoff`."""
+        if not self.mine():
+            return
+        if self.graph_run is None:
+            self.graph_run = run_id  # the stream's first chain is the graph itself
+            return
+        # Only the graph's own node runs: chains nested in a node (a subgraph's nodes, a
+        # routing function, a prompt | model sequence) carry the node's metadata too.
+        if parent_run_id != self.graph_run or not self.agents:
+            return
+        node = (metadata or {}).get("langgraph_node")
+        if node not in self.agents or node == self.agent:
+            return
+        if self.agent is not None:
+            self._append(f"on_chain_start (node '{node}')", [(m.Handoff, {"to_agent": node})])
+        self.agent = node
+
     def _model_started(self, name: str) -> None:
         self._append(f"on_chat_model_start ({name})", [(m.ModelStarted, {})])
 
@@ -113,14 +205,20 @@ class _Handler(BaseCallbackHandler):
         self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
     ) -> None:
         """A chat model call is about to start: `model.started`."""
+        if not self.mine():
+            return
         self._model_started(str((serialized or {}).get("name", "chat model")))
 
     def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
         """A text model call is about to start: `model.started`."""
+        if not self.mine():
+            return
         self._model_started(str((serialized or {}).get("name", "llm")))
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         """The model answered: `model.completed` with its decision and usage."""
+        if not self.mine():
+            return
         generation = response.generations[0][0]
         message = getattr(generation, "message", None)
         usage = None
@@ -154,6 +252,8 @@ class _Handler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool is about to run: `tool.requested` + `tool.started`."""
+        if not self.mine():
+            return
         aid = kwargs.get("tool_call_id")
         if not aid:
             return  # a tool invoked outside a model's tool call: not an action of the run
@@ -170,11 +270,12 @@ class _Handler(BaseCallbackHandler):
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool returned: `tool.completed`."""
+        if not self.mine():
+            return
         aid = self.tool_runs.pop(run_id, None)
         if aid is None:
             return
-        result = output.content if isinstance(output, ToolMessage) else output
-        self.last_output = jsonable(result)
+        self.last_output = _tool_result(output, aid)
         self._append(
             f"on_tool_end (call '{aid}')",
             [(m.ToolCompleted, {"action_id": aid, "result": self.last_output})],
@@ -182,6 +283,8 @@ class _Handler(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised: `tool.failed`."""
+        if not self.mine():
+            return
         aid = self.tool_runs.pop(run_id, None)
         if aid is None or isinstance(error, GuardStop | CancelStop):
             return
@@ -202,12 +305,38 @@ class GraphRun(SdkRun):
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger for the transition log lines.
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+        agents: the names of the graph's nodes that are agents: entering one that is not
+            the run's current agent records `handoff` (none given: no handoffs).
+
+    Raises:
+        TypeError: `agents` is a single string, not a collection of node names.
     """
 
     sdk = SDK
+    #: The graph's agent nodes (see `agents` above); a `subagent` run's has none.
+    agents: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Callable[[], datetime] = _utc_now,
+        logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
+        agents: Collection[str] = (),
+    ) -> None:
+        if isinstance(agents, str):
+            # A string is a collection of characters: "triage" would name six agents.
+            raise TypeError(f"agents must be a collection of node names, not the string {agents!r}")
+        self.agents = frozenset(agents)
+        super().__init__(
+            store, run_id, guards=guards, clock=clock, logger=logger, listeners=listeners
+        )
 
     def _attach(self) -> None:
-        self.handler = _Handler(self.recorder)
+        self.handler = _Handler(self.recorder, self.agents)
 
     def run(
         self,
@@ -295,11 +424,12 @@ class GraphRun(SdkRun):
     def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
         cfg = dict(config or {})
         cfg["callbacks"] = [*cfg.get("callbacks", []), self.handler]
-        self.handler.stop = None
+        self.handler.begin()
         return cfg
 
     def _drive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
+        driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
             for chunk in graph.stream(input, self._config(config), stream_mode="updates"):
                 interrupts.extend(chunk.get("__interrupt__", ()))
@@ -307,10 +437,13 @@ class GraphRun(SdkRun):
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
             return self._ended(exc)
+        finally:
+            _DRIVING.reset(driving)
         return self._finish(interrupts)
 
     async def _adrive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
+        driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
             async for chunk in graph.astream(input, self._config(config), stream_mode="updates"):
                 interrupts.extend(chunk.get("__interrupt__", ()))
@@ -318,6 +451,8 @@ class GraphRun(SdkRun):
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
             return self._ended(exc)
+        finally:
+            _DRIVING.reset(driving)
         return self._finish(interrupts)
 
     def _ended(self, exc: Exception) -> ObservedRun:
@@ -361,6 +496,24 @@ class GraphRun(SdkRun):
             recorder.failed(exc)
             raise
         return ObservedRun(recorder.run_id, record, final_output=record.final_output)
+
+
+def _tool_result(output: Any, action_id: str) -> Any:
+    """What the tool of call `action_id` returned, as JSON data.
+
+    A `ToolMessage`'s content; for a `Command` (a handoff tool's `Command(goto=...)`), the
+    content of the `ToolMessage` it adds for the call, else where it goes.
+    """
+    if isinstance(output, ToolMessage):
+        return jsonable(output.content)
+    if isinstance(output, Command):
+        update = output.update
+        messages = update.get("messages", ()) if isinstance(update, dict) else ()
+        for message in messages if isinstance(messages, list | tuple) else (messages,):
+            if isinstance(message, ToolMessage) and message.tool_call_id == action_id:
+                return jsonable(message.content)
+        return {"goto": jsonable(output.goto)}
+    return jsonable(output)
 
 
 def _approval_calls(interrupts: Sequence[Any]) -> list[dict[str, Any]]:

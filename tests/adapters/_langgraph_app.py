@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
@@ -50,6 +50,24 @@ def graph(
     handle_tool_errors: bool = True,
 ) -> Any:
     """agent → (approval →) tools → agent ... with a scripted fake chat model."""
+    return graph_with_tools(
+        messages,
+        [get_weather],
+        approval=approval,
+        checkpointer=checkpointer,
+        handle_tool_errors=handle_tool_errors,
+    )
+
+
+def graph_with_tools(
+    messages: Sequence[AIMessage],
+    tools: Sequence[BaseTool],
+    *,
+    approval: bool = False,
+    checkpointer: Any = None,
+    handle_tool_errors: bool = True,
+) -> Any:
+    """`graph` with other tools than `get_weather`."""
     model = GenericFakeChatModel(messages=iter(messages), disable_streaming=True)
 
     def agent(state: MessagesState) -> dict[str, Any]:
@@ -69,7 +87,7 @@ def graph(
 
     g = StateGraph(MessagesState)
     g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([get_weather], handle_tool_errors=handle_tool_errors))
+    g.add_node("tools", ToolNode(tools, handle_tool_errors=handle_tool_errors))
     g.add_edge(START, "agent")
     if approval:
         g.add_node("approval", approve_calls)
@@ -78,6 +96,62 @@ def graph(
         g.add_conditional_edges("agent", tools_condition)
     g.add_edge("tools", "agent")
     return g.compile(checkpointer=checkpointer)
+
+
+def transfer_to(agent: str, *, parent: bool = False) -> BaseTool:
+    """A handoff tool as langgraph-swarm writes it: `Command(goto=agent)` plus its ToolMessage.
+
+    `parent`: the tool runs in an agent's subgraph, so the command goes to the parent graph.
+    """
+
+    def transfer(tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[str]:
+        return Command(
+            goto=agent,
+            graph=Command.PARENT if parent else None,
+            update={"messages": [ToolMessage(f"Transferred to {agent}", tool_call_id=tool_call_id)]},
+        )
+
+    return tool(f"transfer_to_{agent}", description=f"Hand the user over to {agent}.")(transfer)
+
+
+def swarm(scripts: Mapping[str, Sequence[AIMessage]], *, subgraphs: bool = False) -> Any:
+    """Agent nodes (the first one entered first) that hand off with `transfer_to_<agent>` tools.
+
+    Flat (default): each agent is a model node; one ToolNode runs every transfer tool and
+    its `Command(goto=...)` moves to the agent. `subgraphs=True`: each agent is its own
+    compiled model + ToolNode graph, whose transfer tools send `Command.PARENT` (the swarm way).
+    """
+    names = list(scripts)
+    g = StateGraph(MessagesState)
+    for name, script in scripts.items():
+        model = GenericFakeChatModel(messages=iter(script), disable_streaming=True)
+        tools = [transfer_to(other, parent=subgraphs) for other in names if other != name]
+        if subgraphs:
+            g.add_node(name, _react(name, model, tools), destinations=tuple(names))
+        else:
+            g.add_node(name, _model_node(model))
+            g.add_conditional_edges(name, tools_condition)
+    if not subgraphs:
+        g.add_node("tools", ToolNode([transfer_to(name) for name in names]))
+    g.add_edge(START, names[0])
+    return g.compile()
+
+
+def _model_node(model: GenericFakeChatModel) -> Any:
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    return agent
+
+
+def _react(name: str, model: GenericFakeChatModel, tools: Sequence[BaseTool]) -> Any:
+    g = StateGraph(MessagesState)
+    g.add_node("agent", _model_node(model))
+    g.add_node("tools", ToolNode(tools))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile(name=name)
 
 
 def _main(db: str, checkpoints: str, run_id: str) -> None:

@@ -19,8 +19,8 @@ EXAMPLES = re.findall(
 
 
 def test_the_page_has_its_examples() -> None:
-    """structlog, OpenAI Agents SDK (two), LangGraph, pydantic-ai and OpenTelemetry."""
-    assert len(EXAMPLES) == 6
+    """structlog, OpenAI Agents SDK (two), LangGraph (two), pydantic-ai and OpenTelemetry."""
+    assert len(EXAMPLES) == 7
 
 
 @pytest.mark.parametrize(("code", "output"), EXAMPLES)

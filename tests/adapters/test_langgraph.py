@@ -7,15 +7,17 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
 pytest.importorskip("langgraph")
 
 from langchain_core.messages import HumanMessage
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
 from structlog.testing import capture_logs
 
 from agentfsm.adapters.langgraph import ApprovalMismatchError, GraphRun
@@ -295,13 +297,7 @@ def test_an_async_graph_is_observed_through_arun_and_aresume(tmp_path: Path) -> 
     assert validates(store, "r1", tmp_path) == 0
 
 
-def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: Path) -> None:
-    """A researcher node then a writer node, each with its own model: one run, two turns, legal.
-
-    LangGraph has no handoff signal; moving between agent nodes is not recorded as `handoff`.
-    """
-    from langgraph.graph import END, START, MessagesState, StateGraph
-
+def _researcher_then_writer() -> Any:
     researcher = app.GenericFakeChatModel(messages=iter([answer("Paris: sunny.")]))
     writer = app.GenericFakeChatModel(messages=iter([answer("It is sunny in Paris.")]))
     g = StateGraph(MessagesState)
@@ -310,11 +306,337 @@ def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: 
     g.add_edge(START, "researcher")
     g.add_edge("researcher", "writer")
     g.add_edge("writer", END)
+    return g.compile()
+
+
+def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: Path) -> None:
+    """Without `agents`, moving from the researcher node to the writer node is no handoff."""
     store = MemoryEventStore()
-    done = drive(GraphRun(store, "r1"), g.compile())
+    done = drive(GraphRun(store, "r1"), _researcher_then_writer())
     assert (done.status, done.final_output, done.record.turn) == (
         "completed",
         "It is sunny in Paris.",
         2,
     )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "model.started", "model.completed",
+        "run.completed",
+    ]  # fmt: skip
+    assert done.record.current_agent is None
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_an_edge_between_agent_nodes_is_a_handoff(tmp_path: Path) -> None:
+    """agents=[researcher, writer]: entering the writer after the researcher records `handoff`."""
+    store = MemoryEventStore()
+    run = GraphRun(store, "r1", agents=["researcher", "writer"])
+    done = drive(run, _researcher_then_writer())
+    assert (done.status, done.final_output) == ("completed", "It is sunny in Paris.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "handoff", "model.started",
+        "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert [e.to_agent for e in store.events("r1") if e.type == "handoff"] == ["writer"]
+    assert done.record.current_agent == "writer"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_conditional_edge_back_to_the_started_agent_is_a_handoff(tmp_path: Path) -> None:
+    """run(agent="triage"): entering triage is no handoff; triage → billing → triage is two."""
+    triage = app.GenericFakeChatModel(messages=iter([answer("For billing."), answer("Done.")]))
+    billing = app.GenericFakeChatModel(messages=iter([answer("Refunded.")]))
+
+    def route(state: MessagesState) -> str:
+        return "billing" if state["messages"][-1].text == "For billing." else END
+
+    g = StateGraph(MessagesState)
+    g.add_node("triage", lambda s: {"messages": [triage.invoke(s["messages"])]})
+    g.add_node("billing", lambda s: {"messages": [billing.invoke(s["messages"])]})
+    g.add_edge(START, "triage")
+    g.add_conditional_edges("triage", route, ["billing", END])
+    g.add_edge("billing", "triage")
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1", agents={"triage", "billing"}), g.compile(), agent="triage")
+    assert (done.status, done.final_output) == ("completed", "Done.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "handoff", "model.started",
+        "model.completed", "handoff", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    handoffs = [e.to_agent for e in store.events("r1") if e.type == "handoff"]
+    assert handoffs == ["billing", "triage"]
+    assert done.record.current_agent == "triage"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+@pytest.mark.parametrize("subgraphs", [False, True], ids=["flat", "agent-subgraphs"])
+def test_a_handoff_tool_is_a_completed_tool_call_then_a_handoff(
+    subgraphs: bool, tmp_path: Path
+) -> None:
+    """transfer_to_billing returns Command(goto="billing"): the call completes, then `handoff`.
+
+    Flat: one ToolNode routes the command; agent subgraphs: the tool sends `Command.PARENT`.
+    """
+    g = app.swarm(
+        {
+            "triage": [call("transfer_to_billing", "call_1")],
+            "billing": [answer("Refunded.")],
+        },
+        subgraphs=subgraphs,
+    )
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1", agents=["triage", "billing"]), g)
+    assert (done.status, done.final_output) == ("completed", "Refunded.")
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "handoff", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    action = done.record.actions["call_1"]
+    assert (action.tool, action.status, action.result) == (
+        "transfer_to_billing",
+        "succeeded",
+        "Transferred to billing",
+    )
+    assert done.record.current_agent == "billing"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_an_agent_handed_back_to_records_a_second_handoff(tmp_path: Path) -> None:
+    """triage → billing → triage through transfer tools (agent subgraphs): two handoffs."""
+    g = app.swarm(
+        {
+            "triage": [call("transfer_to_billing", "call_1"), answer("Anything else?")],
+            "billing": [call("transfer_to_triage", "call_2")],
+        },
+        subgraphs=True,
+    )
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1", agents=["triage", "billing"]), g)
+    assert (done.status, done.final_output) == ("completed", "Anything else?")
+    handoffs = [e.to_agent for e in store.events("r1") if e.type == "handoff"]
+    assert handoffs == ["billing", "triage"]
+    assert types(store, "r1")[6:14] == [
+        "handoff", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "handoff", "model.started",
+    ]  # fmt: skip
+    assert done.record.current_agent == "triage"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_handoff_after_an_approval_is_recorded_by_the_resuming_run(tmp_path: Path) -> None:
+    """run(agent="triage") pauses on the transfer call; the resumed stream enters billing: handoff."""
+    from langgraph.prebuilt import ToolNode
+
+    triage = app.GenericFakeChatModel(
+        messages=iter([call("transfer_to_billing", "call_1")]), disable_streaming=True
+    )
+    billing = app.GenericFakeChatModel(messages=iter([answer("Refunded.")]))
+
+    def approval(state: MessagesState) -> dict[str, Any]:
+        app.approval_request(state["messages"][-1].tool_calls)
+        return {}
+
+    g = StateGraph(MessagesState)
+    g.add_node("triage", lambda s: {"messages": [triage.invoke(s["messages"])]})
+    g.add_node("approval", approval)
+    g.add_node("tools", ToolNode([app.transfer_to("billing")]))
+    g.add_node("billing", lambda s: {"messages": [billing.invoke(s["messages"])]})
+    g.add_edge(START, "triage")
+    g.add_edge("triage", "approval")
+    g.add_edge("approval", "tools")
+    g.add_edge("billing", END)
+    compiled = g.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t1"}}
+    store = MemoryEventStore()
+    agents = ["triage", "billing"]
+    paused = drive(GraphRun(store, "r1", agents=agents), compiled, cfg, agent="triage")
+    assert paused.status == "waiting_approval"
+    approve(store, "r1", "call_1", approver="alice")
+    with capture_logs():
+        done = GraphRun(store, "r1", agents=agents).resume(compiled, cfg)
+    assert (done.status, done.final_output) == ("completed", "Refunded.")
+    assert types(store, "r1")[3:] == [
+        "approval.requested", "approval.accepted", "tool.requested", "tool.started",
+        "tool.completed", "handoff", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert done.record.current_agent == "billing"
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_agents_given_as_one_string_is_refused() -> None:
+    """agents="triage" would be six one-letter agents: a TypeError says what to pass."""
+    with pytest.raises(TypeError) as err:
+        GraphRun(MemoryEventStore(), "r1", agents="triage")
+    assert str(err.value) == "agents must be a collection of node names, not the string 'triage'"
+
+
+def _researcher(*steps: Any) -> Any:
+    """The subagent: the weather graph, scripted with `steps`."""
+    return graph(list(steps))
+
+
+def _ask_researcher(parent: GraphRun, child: Any, *, is_async: bool = False) -> Any:
+    """A tool that runs `child` (a graph, or one per question) as a subagent of `parent`."""
+
+    def child_for(question: str) -> Any:
+        return child(question) if callable(child) else child
+
+    def said(done: Any) -> str:
+        if done.status == "completed":
+            return str(done.final_output)
+        return f"{done.status}: {done.partial_output}"
+
+    def ask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Ask the weather researcher."""
+        child_run = parent.subagent(tool_call_id)
+        return said(child_run.run(child_for(question), {"messages": [HumanMessage(question)]}))
+
+    async def aask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Ask the weather researcher."""
+        child_run = parent.subagent(tool_call_id)
+        return said(await child_run.arun(child_for(question), {"messages": [HumanMessage(question)]}))
+
+    return tool("ask_researcher")(aask if is_async else ask)
+
+
+def _triage(parent: GraphRun, child: Any, *steps: Any) -> Any:
+    """A parent graph whose `ask_researcher` tool runs `child` as a subagent of `parent`."""
+    return app.graph_with_tools(list(steps), [_ask_researcher(parent, child)])
+
+
+def test_a_subagent_graph_draws_on_the_parents_token_budget(tmp_path: Path) -> None:
+    """A tool runs a child graph via `subagent(tool_call_id)`: once the tree overspends, both stop.
+
+    15 tokens a model call, 40 for the tree: the parent's call and two of the child's spend 45,
+    so the child's second tool call is refused (budget), and then the parent's next model call.
+    """
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    child = _researcher(
+        call("get_weather", "c1", city="Paris"),
+        call("get_weather", "c2", city="Rome"),
+        answer("never reached"),
+    )
+    g = _triage(parent, child, call("ask_researcher", "call_1", question="Paris?"), answer("never"))
+    done = drive(parent, g, limits=Limits(max_tokens=40))
+    detail = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
+    sub = store.load("r1/call_1")
+    assert (sub.status, sub.stop_reason, sub.stop_detail) == ("terminated", "budget", detail)
+    assert types(store, "r1/call_1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.terminated",
+    ]  # fmt: skip
+    assert done.record.actions["call_1"].result == "terminated: sunny in Paris"
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        detail,
+    )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "run.terminated",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_1", tmp_path) == 0
+
+
+def test_a_subagent_without_money_limits_completes_and_answers_the_tool(tmp_path: Path) -> None:
+    """No token or cost limits on the parent: the child runs to its answer, the tool's result."""
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    child = _researcher(call("get_weather", "c1", city="Paris"), answer("Sunny in Paris."))
+    g = _triage(
+        parent, child, call("ask_researcher", "call_1", question="Paris?"), answer("It is sunny.")
+    )
+    done = drive(parent, g, limits=Limits(max_turns=5))
+    assert (done.status, done.final_output) == ("completed", "It is sunny.")
+    assert store.load("r1/call_1").final_output == "Sunny in Paris."
+    assert done.record.actions["call_1"].result == "Sunny in Paris."
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+        "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_1", tmp_path) == 0
+
+
+def test_an_async_subagent_graph_draws_on_the_parents_budget_through_arun(tmp_path: Path) -> None:
+    """astream, async nodes and tool, the child through `arun`: the same stops as in sync."""
+    import asyncio
+
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    model = app.GenericFakeChatModel(
+        messages=iter([call("ask_researcher", "call_1", question="Paris?"), answer("never")]),
+        disable_streaming=True,
+    )
+    child_model = app.GenericFakeChatModel(
+        messages=iter([call("get_weather", "c1", city="Paris"), call("get_weather", "c2", city="Rome")]),
+        disable_streaming=True,
+    )
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    async def child_agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await child_model.ainvoke(state["messages"])]}
+
+    def weather_graph(node: Any, tools: list[Any]) -> Any:
+        g = StateGraph(MessagesState)
+        g.add_node("agent", node)
+        g.add_node("tools", ToolNode(tools))
+        g.add_edge(START, "agent")
+        g.add_conditional_edges("agent", tools_condition)
+        g.add_edge("tools", "agent")
+        return g.compile()
+
+    child = weather_graph(child_agent, [app.get_weather])
+    g = weather_graph(agent, [_ask_researcher(parent, child, is_async=True)])
+    with capture_logs():
+        done = asyncio.run(parent.arun(g, ASK, limits=Limits(max_tokens=40)))
+    detail = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
+    sub = store.load("r1/call_1")
+    assert (sub.status, sub.stop_reason, sub.stop_detail) == ("terminated", "budget", detail)
+    assert done.record.actions["call_1"].result == "terminated: sunny in Paris"
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        detail,
+    )
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, "r1/call_1", tmp_path) == 0
+
+
+def test_parallel_tool_calls_run_subagents_that_each_record_only_their_own_run(
+    tmp_path: Path,
+) -> None:
+    """Two calls in one message: ToolNode runs them in threads, each child graph in its own run."""
+    from langchain_core.messages import AIMessage
+
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+    calls = [
+        {"name": "ask_researcher", "args": {"question": city}, "id": f"call_{city}"}
+        for city in ("Paris", "Rome")
+    ]
+
+    def researcher(city: str) -> Any:
+        return _researcher(call("get_weather", f"w_{city}", city=city), answer(f"{city}: sunny."))
+
+    g = app.graph_with_tools(
+        [AIMessage("", tool_calls=calls), answer("Both sunny.")], [_ask_researcher(parent, researcher)]
+    )
+    done = drive(parent, g)
+    assert (done.status, done.final_output) == ("completed", "Both sunny.")
+    assert {aid: a.result for aid, a in done.record.actions.items()} == {
+        "call_Paris": "Paris: sunny.",
+        "call_Rome": "Rome: sunny.",
+    }
+    for city in ("Paris", "Rome"):
+        assert types(store, f"r1/call_{city}") == [
+            "run.started", "model.started", "model.completed", "tool.requested", "tool.started",
+            "tool.completed", "model.started", "model.completed", "run.completed",
+        ]  # fmt: skip
+        assert validates(store, f"r1/call_{city}", tmp_path) == 0
     assert validates(store, "r1", tmp_path) == 0
