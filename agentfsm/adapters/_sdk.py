@@ -225,8 +225,12 @@ class Recorder:
         listeners: Sequence[Callable[[Event], None]] = (),
         sdk: str,
         budget: BudgetTree | None = None,
+        reserve_tokens: int | None = None,
+        reserve_cost: float | None = None,
     ) -> None:
         self.store = store
+        self.reserve_tokens = reserve_tokens
+        self.reserve_cost = reserve_cost
         self.guards = tuple(guards)
         self.budget = budget
         self._listeners = tuple(listeners)
@@ -278,6 +282,8 @@ class Recorder:
             listeners=self._listeners,
             sdk=sdk,
             budget=tree,
+            reserve_tokens=self.reserve_tokens,
+            reserve_cost=self.reserve_cost,
         )
         if tree is not None:
             # A resumed parent: the child's spending so far counts before its next call.
@@ -340,6 +346,17 @@ class Recorder:
         except LifecycleError as exc:
             exc.add_note(f"caused by {self.sdk} {signal}")
             raise
+
+    def model_call(self) -> Spec:
+        """The `model.started` of a model call, reserving its estimated usage.
+
+        With a reservation the budget guard refuses a call that *could* overspend before
+        the SDK makes it, instead of noticing the overspend after it was made.
+        """
+        return (
+            m.ModelStarted,
+            {"reserved_tokens": self.reserve_tokens, "reserved_cost": self.reserve_cost},
+        )
 
     def save_state(self, name: str, data: bytes) -> bool:
         """Keep the SDK's serialised state in the store, bound to the run's current version.
@@ -426,7 +443,19 @@ class SdkRun:
     """What every SDK adapter's run object shares: a `Recorder` built from the same options.
 
     Subclasses name their SDK (`sdk`, used in errors and logs) and wire their SDK-facing part
-    in `_attach`.
+    in `_attach`. Every adapter takes the same options:
+
+    Args:
+        store: any of our `EventStore`s (memory, SQLite, PostgreSQL).
+        run_id: our id for the run.
+        guards: Python guards checked on every SDK signal (`MaxTurns`, `LoopDetector`, ...);
+            the run's own `limits` apply too.
+        clock: stamps events and is the guards' `now` (UTC wall clock by default).
+        logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+        reserve_tokens: tokens each model call reserves before it is made (its estimate),
+            so a token limit refuses a call that could overspend it.
+        reserve_cost: the same for cost.
     """
 
     sdk: str = ""
@@ -440,10 +469,15 @@ class SdkRun:
         clock: Callable[[], datetime] = _utc_now,
         logger: Any = None,
         listeners: Sequence[Callable[[Event], None]] = (),
+        reserve_tokens: int | None = None,
+        reserve_cost: float | None = None,
     ) -> None:
+        for value, what in ((reserve_tokens, "reserve_tokens"), (reserve_cost, "reserve_cost")):
+            if value is not None and value < 0:
+                raise ValueError(f"{what} must not be negative, got {value!r}")
         self.recorder = Recorder(
             store, run_id, guards=guards, clock=clock, logger=logger, listeners=listeners,
-            sdk=self.sdk,
+            sdk=self.sdk, reserve_tokens=reserve_tokens, reserve_cost=reserve_cost,
         )  # fmt: skip
         self._attach()
 

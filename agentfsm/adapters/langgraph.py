@@ -199,7 +199,7 @@ class _Handler(BaseCallbackHandler):
         self.agent = node
 
     def _model_started(self, name: str) -> None:
-        self._append(f"on_chat_model_start ({name})", [(m.ModelStarted, {})])
+        self._append(f"on_chat_model_start ({name})", [self.recorder.model_call()])
 
     def on_chat_model_start(
         self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
@@ -305,6 +305,8 @@ class GraphRun(SdkRun):
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger for the transition log lines.
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+        reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
+        reserve_cost: cost each model call reserves before it is made.
         agents: the names of the graph's nodes that are agents: entering one that is not
             the run's current agent records `handoff` (none given: no handoffs).
 
@@ -325,6 +327,8 @@ class GraphRun(SdkRun):
         clock: Callable[[], datetime] = _utc_now,
         logger: Any = None,
         listeners: Sequence[Callable[[Event], None]] = (),
+        reserve_tokens: int | None = None,
+        reserve_cost: float | None = None,
         agents: Collection[str] = (),
     ) -> None:
         if isinstance(agents, str):
@@ -332,8 +336,9 @@ class GraphRun(SdkRun):
             raise TypeError(f"agents must be a collection of node names, not the string {agents!r}")
         self.agents = frozenset(agents)
         super().__init__(
-            store, run_id, guards=guards, clock=clock, logger=logger, listeners=listeners
-        )
+            store, run_id, guards=guards, clock=clock, logger=logger, listeners=listeners,
+            reserve_tokens=reserve_tokens, reserve_cost=reserve_cost,
+        )  # fmt: skip
 
     def _attach(self) -> None:
         self.handler = _Handler(self.recorder, self.agents)

@@ -201,7 +201,8 @@ class _Hooks(RunHooks[Any]):
         input_items: list[Any],
     ) -> None:
         """A model call is about to start: `model.started`."""
-        self._append(f"RunHooks.on_llm_start (agent '{agent.name}')", [(m.ModelStarted, {})])
+        signal = f"RunHooks.on_llm_start (agent '{agent.name}')"
+        self._append(signal, [self.recorder.model_call()])
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
@@ -307,6 +308,8 @@ class AgentsRun(SdkRun):
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger for the transition log lines.
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+        reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
+        reserve_cost: cost each model call reserves before it is made.
     """
 
     sdk = SDK

@@ -14,7 +14,8 @@ node and appends our events before the agent takes the next step:
 - the run's output: `run.completed`; a `DeferredToolRequests` output: `approval.requested`
   per call (`requires_approval=True` tools);
 - `UsageLimitExceeded`: `run.terminated` (`budget`, or `max_turns` for the request limit);
-  `RunCancelled`: `run.cancelled`; other exceptions: `run.failed`.
+  `RunCancelled`: `run.cancelled`; other exceptions: `run.failed` (a tool's own exception,
+  which pydantic-ai lets end the run, is first `tool.failed` for the call that raised it).
 
 A guard's refusal stops the iteration before the next model request or tool call; the run is
 recorded as `run.terminated` and the partial output returned. Approvals are decided in our
@@ -34,6 +35,7 @@ ours goes on), and it is checked before the request as ours is. Its default is 5
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,6 +62,7 @@ from agentfsm.adapters._sdk import (
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
+from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
 
@@ -96,6 +99,8 @@ class AgentIterRun(SdkRun):
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
         logger: a structlog logger for the transition log lines.
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+        reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
+        reserve_cost: cost each model call reserves before it is made.
     """
 
     sdk = SDK
@@ -194,8 +199,29 @@ class AgentIterRun(SdkRun):
             )
             return ObservedRun(recorder.run_id, recorder.cancelled(), partial_output=self._last)
         except Exception as exc:
+            self._tool_raised(exc)
             recorder.failed(exc)
             raise
+
+    def _tool_raised(self, exc: Exception) -> None:
+        """Record `tool.failed` for the call whose exception ended the run, when it is plain.
+
+        pydantic-ai lets a tool's exception (other than `ModelRetry`) end the run. With one
+        call in flight it is that call's failure; with several, which one raised is not
+        known, and the run's end records them all as outcome unknown.
+        """
+        running = [
+            a.action_id
+            for a in self.recorder.record.actions.values()
+            if a.status == ActionStatus.STARTED
+        ]
+        if len(running) == 1:
+            error = {"kind": type(exc).__name__, "message": str(exc)}
+            with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+                self.recorder.append(
+                    f"tool exception (call '{running[0]}')",
+                    [(m.ToolFailed, {"action_id": running[0], "error": error})],
+                )
 
     async def _iterate(
         self, agent: Agent[Any, Any], prompt: str | None, kwargs: dict[str, Any]
@@ -205,7 +231,7 @@ class AgentIterRun(SdkRun):
         async with agent.iter(prompt, **kwargs) as run:
             async for node in run:
                 if Agent.is_model_request_node(node):
-                    recorder.append("ModelRequestNode", [(m.ModelStarted, {})])
+                    recorder.append("ModelRequestNode", [recorder.model_call()])
                 elif Agent.is_call_tools_node(node):
                     self._model_completed(node.model_response)
                     async with node.stream(run.ctx) as stream:

@@ -108,7 +108,9 @@ def transfer_to(agent: str, *, parent: bool = False) -> BaseTool:
         return Command(
             goto=agent,
             graph=Command.PARENT if parent else None,
-            update={"messages": [ToolMessage(f"Transferred to {agent}", tool_call_id=tool_call_id)]},
+            update={
+                "messages": [ToolMessage(f"Transferred to {agent}", tool_call_id=tool_call_id)]
+            },
         )
 
     return tool(f"transfer_to_{agent}", description=f"Hand the user over to {agent}.")(transfer)

@@ -493,7 +493,9 @@ def _ask_researcher(parent: GraphRun, child: Any, *, is_async: bool = False) -> 
     async def aask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
         """Ask the weather researcher."""
         child_run = parent.subagent(tool_call_id)
-        return said(await child_run.arun(child_for(question), {"messages": [HumanMessage(question)]}))
+        return said(
+            await child_run.arun(child_for(question), {"messages": [HumanMessage(question)]})
+        )
 
     return tool("ask_researcher")(aask if is_async else ask)
 
@@ -572,7 +574,9 @@ def test_an_async_subagent_graph_draws_on_the_parents_budget_through_arun(tmp_pa
         disable_streaming=True,
     )
     child_model = app.GenericFakeChatModel(
-        messages=iter([call("get_weather", "c1", city="Paris"), call("get_weather", "c2", city="Rome")]),
+        messages=iter(
+            [call("get_weather", "c1", city="Paris"), call("get_weather", "c2", city="Rome")]
+        ),
         disable_streaming=True,
     )
 
@@ -625,7 +629,8 @@ def test_parallel_tool_calls_run_subagents_that_each_record_only_their_own_run(
         return _researcher(call("get_weather", f"w_{city}", city=city), answer(f"{city}: sunny."))
 
     g = app.graph_with_tools(
-        [AIMessage("", tool_calls=calls), answer("Both sunny.")], [_ask_researcher(parent, researcher)]
+        [AIMessage("", tool_calls=calls), answer("Both sunny.")],
+        [_ask_researcher(parent, researcher)],
     )
     done = drive(parent, g)
     assert (done.status, done.final_output) == ("completed", "Both sunny.")

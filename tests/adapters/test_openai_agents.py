@@ -568,3 +568,27 @@ def test_resuming_a_run_that_never_paused_here_says_no_state_is_kept() -> None:
     assert err.value.reason == (
         "none is kept (the run never paused for approval here); pass the state to resume"
     )
+
+
+def test_a_reservation_stops_the_model_call_that_could_overspend(tmp_path: Path) -> None:
+    """reserve_tokens=15 under max_tokens=40: the third call (30 + 15 > 40) is never made."""
+    store = MemoryEventStore()
+    model = app.scripted(
+        *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
+    )
+    agent = Agent(name="weather", model=model, tools=[app.get_weather])
+    reserving = AgentsRun(store, "r1", reserve_tokens=15)
+    done = run(reserving.run(agent, "weather?", limits=Limits(max_tokens=40)))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 30 + reserved 15 > 40 tokens",
+    )
+    assert len(model.calls) == 2
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_negative_reservation_is_refused_when_the_run_is_built() -> None:
+    """A reservation below zero is a caller's mistake, said before anything is stored."""
+    with pytest.raises(ValueError, match=r"^reserve_cost must not be negative, got -0\.5$"):
+        AgentsRun(MemoryEventStore(), "r1", reserve_cost=-0.5)

@@ -308,3 +308,47 @@ def test_a_kept_history_the_run_moved_on_from_is_refused(tmp_path: Path) -> None
         f"it was saved at version {kept.version}, but the run went on since "
         f"('tool.requested' at sequence {kept.version + 2}): it is stale"
     )
+
+
+def test_a_tool_that_raises_ends_the_run_failed_with_the_call_failed(tmp_path: Path) -> None:
+    """pydantic-ai lets a plain exception end the run: tool.failed for the call, run.failed."""
+    store = MemoryEventStore()
+    agent: Agent[None, str] = Agent(
+        app.scripted(call("charge", "call_1", amount=5), answer("never")), name="billing"
+    )
+
+    @agent.tool_plain
+    def charge(amount: int) -> str:
+        """Charge the card."""
+        raise ValueError("card declined")
+
+    with pytest.raises(ValueError, match="card declined"):
+        run(AgentIterRun(store, "r1").run(agent, "charge 5"))
+    record = store.load("r1")
+    assert types(store, "r1")[-2:] == ["tool.failed", "run.failed"]
+    error = record.actions["call_1"].error
+    assert (record.actions["call_1"].status, error.kind, error.message) == (
+        "failed",
+        "ValueError",
+        "card declined",
+    )
+    assert (record.status, record.error.kind) == ("failed", "ValueError")
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_reservation_stops_the_call_that_could_overspend_before_it_is_made(
+    tmp_path: Path,
+) -> None:
+    """reserve_tokens=15 under max_tokens=40: the third request (30 + 15 > 40) is never made."""
+    store = MemoryEventStore()
+    reserving = AgentIterRun(store, "r1", reserve_tokens=15)
+    done = run(reserving.run(looping(), "weather?", limits=Limits(max_tokens=40)))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 30 + reserved 15 > 40 tokens",
+    )
+    assert (done.record.usage.input_tokens + done.record.usage.output_tokens) == 30
+    started = [e for e in store.events("r1") if e.type == "model.started"]
+    assert [e.reserved_tokens for e in started] == [15, 15]
+    assert validates(store, "r1", tmp_path) == 0
