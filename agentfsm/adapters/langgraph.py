@@ -7,7 +7,8 @@ chat models and tools inside it into our events, appended through the store as t
 - before the stream: `run.started`;
 - `on_chat_model_start` / `on_llm_start`: `model.started` (max turns, budget, deadline);
 - `on_llm_end`: `model.completed` with the message's `usage_metadata`; its `tool_calls`
-  become our tool calls with the model's call ids as `action_id`s;
+  become our tool calls with the model's call ids as `action_id`s (a `with_structured_output`
+  call's tool call is the answer instead: a `final` decision with the arguments as output);
 - `on_tool_start`: `tool.requested` + `tool.started`; `on_tool_end`: `tool.completed`;
   `on_tool_error`: `tool.failed` (whether or not `ToolNode` hands the error to the model);
 - an `interrupt(approval_request(calls))` in a node: `approval.requested` per call (any
@@ -134,6 +135,8 @@ class _Handler(BaseCallbackHandler):
         self.recorder = recorder
         self.agents = agents
         self.tool_runs: dict[UUID, str] = {}
+        #: Model calls made through `with_structured_output` (their tool call is the output).
+        self.structured: set[Any] = set()
         self.last_output: Any = None
         #: A stop raised from a callback; a node that catches errors (`ToolNode(...,
         #: handle_tool_errors=True)`) would swallow it, so every later callback raises it again.
@@ -207,6 +210,9 @@ class _Handler(BaseCallbackHandler):
         """A chat model call is about to start: `model.started`."""
         if not self.mine():
             return
+        if (kwargs.get("options") or {}).get("ls_structured_output_format"):
+            # `with_structured_output`: the answer's tool call *is* the output, not an action.
+            self.structured.add(kwargs.get("run_id"))
         self._model_started(str((serialized or {}).get("name", "chat model")))
 
     def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
@@ -235,8 +241,13 @@ class _Handler(BaseCallbackHandler):
                     "output_tokens": message.usage_metadata["output_tokens"],
                 }
             text = message.text
-        if calls:
-            fields: dict[str, Any] = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
+        if kwargs.get("run_id") in self.structured:
+            self.structured.discard(kwargs.get("run_id"))
+            output = calls[0]["arguments"] if calls else jsonable(text)
+            fields: dict[str, Any] = {"decision": DecisionKind.FINAL, "output": output}
+            self.last_output = output
+        elif calls:
+            fields = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
         else:
             fields = {"decision": DecisionKind.FINAL, "output": jsonable(text)}
             self.last_output = fields["output"]

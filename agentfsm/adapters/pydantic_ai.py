@@ -6,7 +6,8 @@ node and appends our events before the agent takes the next step:
 - before the run: `run.started`;
 - a `ModelRequestNode`: `model.started` (max turns, budget, deadline);
 - a `CallToolsNode`: `model.completed` with the response's usage; its `ToolCallPart`s are the
-  tool calls, with pydantic-ai's `tool_call_id`s as `action_id`s;
+  tool calls, with pydantic-ai's `tool_call_id`s as `action_id`s — except an output tool's
+  call (structured output), which is the final answer (`decision: final`);
 - `FunctionToolCallEvent`: `tool.requested` + `tool.started` (loop, budget, deadline), except
   for a call that waits for approval;
 - `FunctionToolResultEvent`: `tool.completed` (`outcome="success"`), `tool.failed`
@@ -233,7 +234,7 @@ class AgentIterRun(SdkRun):
                 if Agent.is_model_request_node(node):
                     recorder.append("ModelRequestNode", [recorder.model_call()])
                 elif Agent.is_call_tools_node(node):
-                    self._model_completed(node.model_response)
+                    self._model_completed(node.model_response, _output_tools(run.ctx))
                     async with node.stream(run.ctx) as stream:
                         async for event in stream:
                             self._tool_event(event, approval)
@@ -261,22 +262,31 @@ class AgentIterRun(SdkRun):
         recorder.forget_state(STATE)
         return ObservedRun(recorder.run_id, record, final_output=output, sdk_result=result)
 
-    def _model_completed(self, response: ModelResponse) -> None:
+    def _model_completed(self, response: ModelResponse, output_tools: set[str]) -> None:
+        parts = [p for p in response.parts if isinstance(p, ToolCallPart)]
+        # A structured output comes as a call of an output tool: it is the final answer,
+        # not an action (pydantic-ai never runs it as a tool).
+        outputs = [p for p in parts if p.tool_name in output_tools]
         calls = [
             {
                 "action_id": part.tool_call_id,
                 "tool": part.tool_name,
                 "arguments": jsonable(part.args_as_dict()),
             }
-            for part in response.parts
-            if isinstance(part, ToolCallPart)
+            for part in parts
+            if part.tool_name not in output_tools
         ]
         usage = {
             "input_tokens": response.usage.input_tokens,
             "output_tokens": response.usage.output_tokens,
         }
-        if calls:
-            fields: dict[str, Any] = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
+        if outputs:
+            # Function calls beside it run only with `end_strategy="exhaustive"`; they are
+            # then recorded as they run (see `_tool_event`), after the final decision.
+            self._last = jsonable(outputs[0].args_as_dict())
+            fields: dict[str, Any] = {"decision": DecisionKind.FINAL, "output": self._last}
+        elif calls:
+            fields = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
         else:
             text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
             fields = {"decision": DecisionKind.FINAL, "output": text}
@@ -287,31 +297,43 @@ class AgentIterRun(SdkRun):
                 "CallToolsNode.model_response", [(m.ModelCompleted, {**fields, "usage": usage})]
             )
 
+    def _request(self, aid: str, part: ToolCallPart) -> None:
+        """`tool.requested` + `tool.started`: the call is about to run."""
+        self.recorder.append(
+            f"FunctionToolCallEvent (call '{aid}')",
+            [
+                (
+                    m.ToolRequested,
+                    {
+                        "action_id": aid,
+                        "tool": part.tool_name,
+                        "arguments": jsonable(part.args_as_dict()),
+                    },
+                ),
+                (m.ToolStarted, {"action_id": aid}),
+            ],
+        )
+
     def _tool_event(self, event: Any, approval: set[str]) -> None:
         recorder = self.recorder
         if isinstance(event, FunctionToolCallEvent):
             part = event.part
             aid = part.tool_call_id
-            action = recorder.record.actions.get(aid)
-            if event.args_valid is None or action is None:
-                return  # not executed in this step (a denied call), or not ours
+            record = recorder.record
+            action = record.actions.get(aid)
+            if event.args_valid is None:
+                return  # not executed in this step (a denied call, or skipped by the output)
+            if action is None and record.last_decision == DecisionKind.FINAL:
+                # end_strategy="exhaustive": a call beside the output runs after the final
+                # answer was decided; it is requested directly, as it was not proposed.
+                self._request(aid, part)
+                return
+            if action is None:
+                return  # not a call of a response we recorded
             waiting = part.tool_name in approval and action.status != ActionStatus.APPROVED
             if waiting or action.status not in (ActionStatus.PROPOSED, ActionStatus.APPROVED):
                 return  # deferred for approval: approval.requested comes with the output
-            recorder.append(
-                f"FunctionToolCallEvent (call '{aid}')",
-                [
-                    (
-                        m.ToolRequested,
-                        {
-                            "action_id": aid,
-                            "tool": part.tool_name,
-                            "arguments": jsonable(part.args_as_dict()),
-                        },
-                    ),
-                    (m.ToolStarted, {"action_id": aid}),
-                ],
-            )
+            self._request(aid, part)
         elif isinstance(event, FunctionToolResultEvent):
             result = event.part
             aid = result.tool_call_id
@@ -329,6 +351,14 @@ class AgentIterRun(SdkRun):
                 error = {"kind": outcome, "message": str(result.content)}
                 spec = (m.ToolFailed, {"action_id": aid, "error": error})
             recorder.append(signal, [spec])
+
+
+def _output_tools(ctx: Any) -> set[str]:
+    """Names of the output tools (structured output) of the run step in `ctx`."""
+    manager = ctx.deps.tool_manager
+    if manager.tools is None:
+        return set()
+    return {d.name for d in manager.tool_defs if d.kind == "output"}
 
 
 def _last_response(messages: Sequence[Any]) -> ModelResponse:

@@ -645,3 +645,43 @@ def test_parallel_tool_calls_run_subagents_that_each_record_only_their_own_run(
         ]  # fmt: skip
         assert validates(store, f"r1/call_{city}", tmp_path) == 0
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_structured_output_call_is_a_final_decision_not_an_action(tmp_path: Path) -> None:
+    """with_structured_output's tool call is the model's answer: recorded as final, never run."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from pydantic import BaseModel
+
+    class Intent(BaseModel):
+        topic: str
+
+    class ToolFree(GenericFakeChatModel):
+        """A scripted chat model that accepts tool schemas (and ignores them)."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self.bind(**kwargs)
+
+    model = ToolFree(messages=iter([call("Intent", "s1", topic="weather"), answer("Sunny.")]))
+    classify = model.with_structured_output(Intent)
+
+    def route(state: MessagesState) -> dict[str, Any]:
+        intent = classify.invoke(state["messages"])
+        return {"messages": [HumanMessage(f"topic: {intent.topic}")]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("classify", route)
+    g.add_node("answer", lambda state: {"messages": [model.invoke(state["messages"])]})
+    g.add_edge(START, "classify")
+    g.add_edge("classify", "answer")
+    g.add_edge("answer", END)
+    store = MemoryEventStore()
+    with capture_logs():
+        done = GraphRun(store, "r1").run(g.compile(), {"messages": [HumanMessage("hi")]})
+    assert (done.status, done.final_output) == ("completed", "Sunny.")
+    completed = [e for e in store.events("r1") if e.type == "model.completed"]
+    assert [(e.decision, e.output) for e in completed] == [
+        ("final", {"topic": "weather"}),
+        ("final", "Sunny."),
+    ]
+    assert done.record.actions == {}
+    assert validates(store, "r1", tmp_path) == 0

@@ -352,3 +352,62 @@ def test_a_reservation_stops_the_call_that_could_overspend_before_it_is_made(
     started = [e for e in store.events("r1") if e.type == "model.started"]
     assert [e.reserved_tokens for e in started] == [15, 15]
     assert validates(store, "r1", tmp_path) == 0
+
+
+def _structured(strategy: str) -> tuple[Agent[None, Any], list[str]]:
+    """An agent with a structured output that answers with it beside one more weather call."""
+    from pydantic import BaseModel
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    class Weather(BaseModel):
+        city: str
+        sky: str
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return call("get_weather", "call_1", city="Paris")
+        final = ToolCallPart(info.output_tools[0].name, {"city": "Paris", "sky": "sunny"}, "out")
+        extra = ToolCallPart("get_weather", {"city": "Rome"}, tool_call_id="call_2")
+        return ModelResponse(parts=[final, extra], usage=app.USAGE)
+
+    ran: list[str] = []
+    agent: Agent[None, Any] = Agent(
+        FunctionModel(respond), output_type=Weather, name="weather", end_strategy=strategy
+    )
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Get the weather for a city."""
+        ran.append(city)
+        return f"sunny in {city}"
+
+    return agent, ran
+
+
+def test_a_structured_output_is_the_final_decision_not_a_tool_call(tmp_path: Path) -> None:
+    """The output tool's call is the final answer; the call beside it never runs (early)."""
+    store = MemoryEventStore()
+    agent, ran = _structured("early")
+    done = run(AgentIterRun(store, "r1").run(agent, "weather?"))
+    assert (done.status, done.final_output.sky, ran) == ("completed", "sunny", ["Paris"])
+    assert done.record.final_output == {"city": "Paris", "sky": "sunny"}
+    assert sorted(done.record.actions) == ["call_1"]
+    assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.completed"]
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_call_beside_the_output_that_runs_is_recorded_after_the_final_decision(
+    tmp_path: Path,
+) -> None:
+    """end_strategy="exhaustive" runs the other call: requested directly, then completed."""
+    store = MemoryEventStore()
+    agent, ran = _structured("exhaustive")
+    done = run(AgentIterRun(store, "r1").run(agent, "weather?"))
+    assert (done.status, ran) == ("completed", ["Paris", "Rome"])
+    assert done.record.actions["call_2"].result == "sunny in Rome"
+    assert types(store, "r1")[-6:] == [
+        "model.started", "model.completed", "tool.requested", "tool.started", "tool.completed",
+        "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
