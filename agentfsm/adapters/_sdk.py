@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Self, TypeVar, overload
+from typing import Any, Self, TypedDict, TypeVar, overload
 
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
@@ -46,6 +46,7 @@ __all__ = [
     "GuardStop",
     "ObservedRun",
     "Recorder",
+    "RunOptions",
     "SavedStateError",
     "SignalIllegalTransitionError",
     "jsonable",
@@ -437,6 +438,17 @@ class Recorder:
         """Record `run.failed` with an error the SDK raised."""
         error = {"kind": kind, "message": message}
         return self.append("failure", [(m.RunFailed, {"error": error})])
+
+
+class RunOptions(TypedDict, total=False):
+    """The options every adapter's run takes, for adapters that add their own (see `SdkRun`)."""
+
+    guards: Sequence[Guard]
+    clock: Callable[[], datetime]
+    logger: Any
+    listeners: Sequence[Callable[[Event], None]]
+    reserve_tokens: int | None
+    reserve_cost: float | None
 
 
 class SdkRun:

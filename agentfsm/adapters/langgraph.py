@@ -64,10 +64,9 @@ per model turn. Both may be set; either stop ends as `run.terminated` / `max_tur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from contextvars import ContextVar
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -82,18 +81,17 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Recorder,
+    RunOptions,
     SdkRun,
     SignalIllegalTransitionError,
-    _utc_now,
     jsonable,
     parse_arguments,
 )
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
-from agentfsm.events.models import Event, Limits
+from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.guards import Guard
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
 
@@ -334,22 +332,14 @@ class GraphRun(SdkRun):
         store: EventStore,
         run_id: str,
         *,
-        guards: Sequence[Guard] = (),
-        clock: Callable[[], datetime] = _utc_now,
-        logger: Any = None,
-        listeners: Sequence[Callable[[Event], None]] = (),
-        reserve_tokens: int | None = None,
-        reserve_cost: float | None = None,
         agents: Collection[str] = (),
+        **options: Unpack[RunOptions],
     ) -> None:
         if isinstance(agents, str):
             # A string is a collection of characters: "triage" would name six agents.
             raise TypeError(f"agents must be a collection of node names, not the string {agents!r}")
         self.agents = frozenset(agents)
-        super().__init__(
-            store, run_id, guards=guards, clock=clock, logger=logger, listeners=listeners,
-            reserve_tokens=reserve_tokens, reserve_cost=reserve_cost,
-        )  # fmt: skip
+        super().__init__(store, run_id, **options)
 
     def _attach(self) -> None:
         self.handler = _Handler(self.recorder, self.agents)

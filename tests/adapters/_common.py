@@ -29,3 +29,40 @@ def run(coro: Any) -> Any:
     """Run a coroutine with the transition logs captured."""
     with capture_logs():
         return asyncio.run(coro)
+
+
+#: How a parent run and its child are stopped once the tree spends 45 of 40 tokens.
+TREE_OVERSPENT = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
+
+
+def assert_tree_stopped(done: Any, store: EventStore, child_id: str, tmp_path: Path) -> None:
+    """Parent r1 and `child_id` both ended for `budget` on the tree's totals; both logs valid."""
+    child = store.load(child_id)
+    assert (child.status, child.stop_reason, child.stop_detail) == (
+        "terminated",
+        "budget",
+        TREE_OVERSPENT,
+    )
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        TREE_OVERSPENT,
+    )
+    assert validates(store, "r1", tmp_path) == 0
+    assert validates(store, child_id, tmp_path) == 0
+
+
+def assert_free_call_ran_then_paused(paused: Any, store: EventStore) -> None:
+    """Run r1 ran get_weather (call_w1) at once and now waits for refund (call_r1)."""
+    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
+    assert paused.record.actions["call_w1"].result == "sunny in Paris"
+    assert types(store, "r1")[3:] == [
+        "tool.requested", "tool.started", "tool.completed", "approval.requested",
+    ]  # fmt: skip
+
+
+def assert_refunded_after_approval(done: Any, store: EventStore, tmp_path: Path) -> None:
+    """Run r1, resumed after refund was approved, ran it and answered; its log is valid."""
+    assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
+    assert done.record.actions["call_r1"].result == "refunded O-1"
+    assert validates(store, "r1", tmp_path) == 0

@@ -24,7 +24,14 @@ from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.fsm.errors import IllegalTransitionError
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _openai_agents_app as app
-from tests.adapters._common import run, types, validates
+from tests.adapters._common import (
+    assert_free_call_ran_then_paused,
+    assert_refunded_after_approval,
+    assert_tree_stopped,
+    run,
+    types,
+    validates,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -473,24 +480,12 @@ def test_an_agent_tool_runs_a_subagent_that_draws_on_the_parents_budget(tmp_path
         tools=[parent.agent_tool(researcher, tool_name="researcher")],
     )
     done = run(parent.run(triage, "weather?", limits=Limits(max_tokens=40)))
-    child = store.load("r1/call_s1")
-    assert (child.status, child.stop_reason, child.stop_detail) == (
-        "terminated",
-        "budget",
-        "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens",
-    )
-    assert child.actions["c1"].result == "sunny in Paris"
-    assert (done.status, done.stop_reason, done.record.stop_detail) == (
-        "terminated",
-        "budget",
-        "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens",
-    )
+    assert_tree_stopped(done, store, "r1/call_s1", tmp_path)
+    assert store.load("r1/call_s1").actions["c1"].result == "sunny in Paris"
     assert done.record.actions["call_s1"].result == (
         "the subagent 'weather' stopped (terminated, budget): sunny in Paris"
     )
     assert done.record.usage.input_tokens + done.record.usage.output_tokens == 15
-    assert validates(store, "r1", tmp_path) == 0
-    assert validates(store, "r1/call_s1", tmp_path) == 0
 
 
 def test_a_subagent_of_a_run_without_money_limits_is_not_stopped_by_its_parent() -> None:
@@ -526,16 +521,10 @@ def test_a_batch_mixing_free_and_approval_calls_runs_the_free_one_then_waits(
     )
     agent = Agent(name="refunds", model=model, tools=[app.refund, app.get_weather])
     paused = run(AgentsRun(store, "r1").run(agent, "refund O-1, and the weather?"))
-    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
-    assert paused.record.actions["call_w1"].result == "sunny in Paris"
-    assert types(store, "r1")[3:] == [
-        "tool.requested", "tool.started", "tool.completed", "approval.requested",
-    ]  # fmt: skip
+    assert_free_call_ran_then_paused(paused, store)
     approve(store, "r1", "call_r1", approver="alice")
     done = run(AgentsRun(store, "r1").resume(agent, paused.state))
-    assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
-    assert done.record.actions["call_r1"].result == "refunded O-1"
-    assert validates(store, "r1", tmp_path) == 0
+    assert_refunded_after_approval(done, store, tmp_path)
 
 
 def test_a_kept_state_the_run_moved_on_from_is_refused(tmp_path: Path) -> None:

@@ -20,7 +20,14 @@ from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _pydantic_ai_app as app
-from tests.adapters._common import run, types, validates
+from tests.adapters._common import (
+    assert_free_call_ran_then_paused,
+    assert_refunded_after_approval,
+    assert_tree_stopped,
+    run,
+    types,
+    validates,
+)
 from tests.adapters._pydantic_ai_app import REFUND, answer, call, make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,17 +243,8 @@ def test_a_subagent_run_draws_on_the_parents_token_budget(tmp_path: Path) -> Non
         return f"{done.status}: {done.partial_output}"
 
     done = run(parent_run.run(parent, "weather?", limits=Limits(max_tokens=40)))
-    detail = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
-    sub = store.load("r1/call_1")
-    assert (sub.status, sub.stop_reason, sub.stop_detail) == ("terminated", "budget", detail)
+    assert_tree_stopped(done, store, "r1/call_1", tmp_path)
     assert done.record.actions["call_1"].result == "terminated: sunny in Paris"
-    assert (done.status, done.stop_reason, done.record.stop_detail) == (
-        "terminated",
-        "budget",
-        detail,
-    )
-    assert validates(store, "r1", tmp_path) == 0
-    assert validates(store, "r1/call_1", tmp_path) == 0
 
 
 def test_a_cancellation_token_fired_mid_tool_ends_the_run_cancelled(tmp_path: Path) -> None:
@@ -280,16 +278,10 @@ def test_a_batch_mixing_free_and_deferred_calls_runs_the_free_one_then_waits(
     store = MemoryEventStore()
     agent = make_agent(both, answer("Refunded; sunny in Paris."))
     paused = run(AgentIterRun(store, "r1").run(agent, "refund O-1, and the weather?"))
-    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
-    assert paused.record.actions["call_w1"].result == "sunny in Paris"
-    assert types(store, "r1")[3:] == [
-        "tool.requested", "tool.started", "tool.completed", "approval.requested",
-    ]  # fmt: skip
+    assert_free_call_ran_then_paused(paused, store)
     approve(store, "r1", "call_r1", approver="alice")
     done = run(AgentIterRun(store, "r1").resume(agent, paused.state))
-    assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
-    assert done.record.actions["call_r1"].result == "refunded O-1"
-    assert validates(store, "r1", tmp_path) == 0
+    assert_refunded_after_approval(done, store, tmp_path)
 
 
 def test_a_kept_history_the_run_moved_on_from_is_refused(tmp_path: Path) -> None:
