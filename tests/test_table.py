@@ -157,6 +157,10 @@ class TestStep:
 
 
 class TestDefaultTable:
+    def test_its_repr_is_a_summary_not_the_declaration(self) -> None:
+        """A signature with the table as default stays readable; describe() has the rest."""
+        assert repr(DEFAULT_TABLE) == "<TransitionTable 'agent_run': 10 states, 52 transitions>"
+
     def test_states_and_terminals(self) -> None:
         """The ten states of DESIGN.md, four of them terminal."""
         assert DEFAULT_TABLE.state_names == (

@@ -143,6 +143,14 @@ class TransitionTable:
         object.__setattr__(self, "_allowed", {s: tuple(sorted(evs)) for s, evs in compiled.items()})
         object.__setattr__(self, "_terminal", frozenset(s.name for s in self.states if s.terminal))
 
+    def __repr__(self) -> str:
+        # The full declaration runs to thousands of characters and buries every signature
+        # that takes a table as a default (`help(render_diagram)`); `describe()` has it all.
+        return (
+            f"<TransitionTable {self.name!r}: {len(self.states)} states, "
+            f"{len(self.transitions)} transitions>"
+        )
+
     # -- queries -----------------------------------------------------------------------
 
     @property
