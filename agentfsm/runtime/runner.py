@@ -17,6 +17,8 @@ The sync Runner runs a batch's calls one after another; `AsyncRunner` runs them 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -38,7 +40,7 @@ from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError, StreamAssembler
 from agentfsm.runtime.recovery import rebuild_tree
-from agentfsm.runtime.tools import InvalidCall, Tool
+from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
 from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
 
 __all__ = ["Runner", "utc_now"]
@@ -136,6 +138,38 @@ def new_tree(record: RunRecord) -> BudgetTree | None:
     tree = BudgetTree(SharedBudget(record.run_id, record.limits.max_tokens, record.limits.max_cost))
     tree.charge(record)
     return tree
+
+
+def call_within(fn: Callable[[ToolContext], Any], ctx: ToolContext, seconds: float) -> Any:
+    """`fn(ctx)` on a worker thread, waited for at most `seconds`.
+
+    Raises:
+        TimeoutError: it did not return in time. Python cannot stop a thread, so the call
+            goes on in the background and its result is dropped, exactly as under the
+            `AsyncRunner` (`asyncio.to_thread` + `wait_for`); the run records the call as
+            outcome unknown (or a retryable timeout for a tool without side effects).
+    """
+    outcome: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn(ctx)))
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller's thread below)
+            outcome.append((False, exc))
+
+    # The tool sees the caller's context variables (structlog's bound ones, say).
+    context = contextvars.copy_context()
+    worker = threading.Thread(
+        target=context.run, args=(target,), name=f"agentfsm-tool-{ctx.tool}", daemon=True
+    )
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    ok, value = outcome[0]
+    if ok:
+        return value
+    raise value
 
 
 def child_budget(writer: Any, record: RunRecord, aid: str) -> tuple[str, BudgetTree | None]:
@@ -407,7 +441,9 @@ class Runner(_Core):
         if tool.subagent is not None:
             return self._child(writer, record, tool, ctx.args, aid, children)
         try:
-            value = tool.fn(ctx)
+            value = tool.fn(ctx) if ctx.timeout is None else call_within(tool.fn, ctx, ctx.timeout)
+        except TimeoutError:
+            return p.timed_out(aid, tool, ctx.timeout or 0.0)
         except Exception as exc:  # noqa: BLE001  (a tool's exception is its failure, recorded)
             return p.failure(aid, exc)
         if hasattr(value, "__await__"):

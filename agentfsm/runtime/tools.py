@@ -179,8 +179,10 @@ class Tool:
             account; None runs freely.
         max_attempts: attempts per action, retries included (retried only when the error is
             retryable and the tool is safe to repeat).
-        timeout: seconds one attempt may take (capped to the run's deadline); the
-            `AsyncRunner` enforces it, the sync `Runner` passes it to the tool.
+        timeout: seconds one attempt may take (capped to the run's deadline). Both runners
+            enforce it (the sync `Runner` runs such a tool on a worker thread): a call that
+            overruns is recorded outcome unknown, or a retryable `timeout` for a tool
+            without side effects; Python cannot stop it, so it finishes in the background.
         description: for the model's tool list.
         subagent: set by `subagent(...)`: the call runs a child run instead of `fn`.
     """

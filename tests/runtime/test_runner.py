@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -550,3 +551,48 @@ def test_a_polling_tool_may_repeat_while_its_result_changes() -> None:
         result.record.stop_detail
         == "'status' polled 3 times with an unchanged result (poll limit 2)"
     )
+
+
+@pytest.mark.parametrize(
+    ("side_effects", "status"), [(True, "unknown"), (False, "failed")], ids=["effects", "pure"]
+)
+def test_a_sync_call_past_its_timeout_is_unknown_or_a_retryable_failure(
+    side_effects: bool, status: str
+) -> None:
+    """The sync Runner enforces `timeout` too: it stops waiting, the run records why and goes on."""
+    release = threading.Event()
+
+    def stuck(ctx: ToolContext) -> str:
+        release.wait()  # never returns before the runner gives up
+        return "too late"
+
+    tool = Tool("stuck", stuck, side_effects=side_effects, timeout=0.02)
+    model = ScriptedModel([Decision.calls(call("stuck")), Decision.final("gave up")])
+    try:
+        result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
+    finally:
+        release.set()
+    action = result.record.actions["t1.1"]
+    detail = action.reason if side_effects else action.error and action.error.message
+    assert (result.status, action.status, detail) == (
+        "completed",
+        status,
+        "no answer within 0.02 s",
+    )
+    if not side_effects:
+        assert action.error is not None
+        assert action.error.retryable
+
+
+def test_a_timed_call_that_raises_is_a_failure_as_without_a_timeout() -> None:
+    """On its worker thread a tool's exception still reaches the run as `tool.failed`."""
+
+    def broken(ctx: ToolContext) -> str:
+        raise ValueError("no such order")
+
+    tool = Tool("broken", broken, timeout=5.0)
+    model = ScriptedModel([Decision.calls(call("broken")), Decision.final("sorry")])
+    result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
+    error = result.record.actions["t1.1"].error
+    assert error is not None
+    assert (error.kind, error.message) == ("exception", "ValueError: no such order")
