@@ -37,9 +37,9 @@ from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
 from agentfsm.runtime.errors import RunSupersededError
-from agentfsm.runtime.model import Decision, ModelError, StreamAssembler
+from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import _ChildWaiting, _Core, child_budget, new_tree, utc_now
-from agentfsm.runtime.tools import InvalidCall, Tool
+from agentfsm.runtime.tools import Tool, ToolContext
 from agentfsm.runtime.writer import AsyncWriter, BudgetTree, Spec, StateChanged
 
 __all__ = ["AsyncRunner"]
@@ -234,17 +234,7 @@ class AsyncRunner(_Core):
         if not step.reopen:
             await writer.append([self.planner.model_started()])
         record = writer.record
-        decision = await self._ask(step, record)
-        if isinstance(decision, Decision):
-            try:
-                specs = self.planner.decided_and_admitted(
-                    record, decision, step.wrap_up, step.agent, self.clock()
-                )
-            except ValueError as exc:
-                specs = (p.model_failed(f"the model's decision is not JSON: {exc}"),)
-        else:
-            specs = (decision,)
-        await writer.append(specs)
+        await writer.append(self._admit(record, await self._ask(step, record), step))
 
     async def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         attempt = 0
@@ -253,25 +243,11 @@ class AsyncRunner(_Core):
             ctx = self.planner.context(record, step.agent, step.wrap_up, self.clock())
             try:
                 return await _assemble(step.agent.model(ctx))
-            except ModelError as exc:
-                self.log.warning(
-                    "model.error",
-                    run_id=record.run_id,
-                    agent=step.agent.name,
-                    attempt=attempt,
-                    retryable=exc.retryable,
-                    message=exc.message,
-                )
-                if not exc.retryable or attempt >= self.config.model_max_attempts:
-                    return p.model_failed(
-                        f"the model call failed after {attempt} attempt(s): {exc.message}"
-                    )
-                await self.sleep(self.config.backoff(attempt))
             except Exception as exc:  # noqa: BLE001  (any model bug ends the run as failed)
-                self.log.warning(
-                    "model.error", run_id=record.run_id, agent=step.agent.name, error=repr(exc)
-                )
-                return p.model_failed(f"the model raised {type(exc).__name__}: {exc}")
+                wait = self._model_error(exc, record, step.agent, attempt)
+                if not isinstance(wait, float | int):
+                    return wait
+                await self.sleep(wait)
 
     async def _execute(
         self, writer: AsyncWriter, work: Sequence[p.Work], children: dict[str, RunResult]
@@ -365,15 +341,7 @@ class AsyncRunner(_Core):
         while True:
             action = writer.record.actions[aid]
             if mode == "retry":
-                delay = self.config.backoff(action.attempts)
-                self.log.info(
-                    "tool.retry_scheduled",
-                    run_id=writer.run_id,
-                    action_id=aid,
-                    attempt=action.attempts + 1,
-                    delay=delay,
-                )
-                await self.sleep(delay)
+                await self.sleep(self._retry_delay(writer.run_id, aid, action.attempts))
                 if batch.stopping:
                     return
             if mode != "reexecute":
@@ -395,11 +363,9 @@ class AsyncRunner(_Core):
         aid: str,
         children: dict[str, RunResult],
     ) -> Spec:
-        action = record.actions[aid]
-        remaining = self.reducer.guards.remaining(record, self.clock())
-        ctx = p.tool_context(record, action, tool, remaining)
-        if isinstance(ctx, InvalidCall):
-            return p.invalid_now(aid, ctx)
+        ctx = self._tool_context(record, tool, aid)
+        if not isinstance(ctx, ToolContext):
+            return ctx
         if tool.subagent is not None:
             return await self._child(writer, record, tool, ctx.args, aid, children)
         try:

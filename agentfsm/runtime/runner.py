@@ -115,6 +115,52 @@ class _Core:
         )
         return RunResult(record, children=children)
 
+    def _admit(self, record: RunRecord, decision: Decision | Spec, step: p.Turn) -> Sequence[Spec]:
+        """What to append after the model answered `decision` (or failed: a spec)."""
+        if not isinstance(decision, Decision):
+            return (decision,)
+        try:
+            return self.planner.decided_and_admitted(
+                record, decision, step.wrap_up, step.agent, self.clock()
+            )
+        except ValueError as exc:  # pydantic's ValidationError is one
+            return (p.model_failed(f"the model's decision is not JSON: {exc}"),)
+
+    def _model_error(
+        self, exc: Exception, record: RunRecord, agent: Agent, attempt: int
+    ) -> Spec | float:
+        """Log a failed model call: the `run.failed` spec, or how long to wait and retry."""
+        if not isinstance(exc, ModelError):
+            self.log.warning("model.error", run_id=record.run_id, agent=agent.name, error=repr(exc))
+            return p.model_failed(f"the model raised {type(exc).__name__}: {exc}")
+        self.log.warning(
+            "model.error",
+            run_id=record.run_id,
+            agent=agent.name,
+            attempt=attempt,
+            retryable=exc.retryable,
+            message=exc.message,
+        )
+        if not exc.retryable or attempt >= self.config.model_max_attempts:
+            return p.model_failed(
+                f"the model call failed after {attempt} attempt(s): {exc.message}"
+            )
+        return self.config.backoff(attempt)
+
+    def _retry_delay(self, run_id: str, aid: str, attempts: int) -> float:
+        """How long to wait before retrying call `aid` (logged as scheduled)."""
+        delay = self.config.backoff(attempts)
+        self.log.info(
+            "tool.retry_scheduled", run_id=run_id, action_id=aid, attempt=attempts + 1, delay=delay
+        )
+        return delay
+
+    def _tool_context(self, record: RunRecord, tool: Tool, aid: str) -> ToolContext | Spec:
+        """The context to call `tool` for `aid` with, or the spec refusing a now-invalid call."""
+        remaining = self.reducer.guards.remaining(record, self.clock())
+        ctx = p.tool_context(record, record.actions[aid], tool, remaining)
+        return p.invalid_now(aid, ctx) if isinstance(ctx, InvalidCall) else ctx
+
     def _child_runner_args(self) -> dict[str, Any]:
         return {
             "guards": self.guards,
@@ -356,47 +402,21 @@ class Runner(_Core):
         if not step.reopen:
             writer.append([self.planner.model_started()])
         record = writer.record
-        decision = self._ask(writer, step, record)
-        if isinstance(decision, Decision):
-            try:
-                specs = self.planner.decided_and_admitted(
-                    record, decision, step.wrap_up, step.agent, self.clock()
-                )
-            except ValueError as exc:  # pydantic's ValidationError is one
-                specs = (p.model_failed(f"the model's decision is not JSON: {exc}"),)
-        else:
-            specs = (decision,)
-        writer.append(specs)
+        writer.append(self._admit(record, self._ask(step, record), step))
 
-    def _ask(self, writer: Writer, step: p.Turn, record: RunRecord) -> Decision | Spec:
+    def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         """The model's decision, retrying retryable errors; or the `run.failed` spec."""
         attempt = 0
         while True:
             attempt += 1
-            now = self.clock()
-            ctx = self.planner.context(record, step.agent, step.wrap_up, now)
+            ctx = self.planner.context(record, step.agent, step.wrap_up, self.clock())
             try:
-                reply = step.agent.model(ctx)
-                return _assemble(reply, step.agent.name)
-            except ModelError as exc:
-                self.log.warning(
-                    "model.error",
-                    run_id=record.run_id,
-                    agent=step.agent.name,
-                    attempt=attempt,
-                    retryable=exc.retryable,
-                    message=exc.message,
-                )
-                if not exc.retryable or attempt >= self.config.model_max_attempts:
-                    return p.model_failed(
-                        f"the model call failed after {attempt} attempt(s): {exc.message}"
-                    )
-                self.sleep(self.config.backoff(attempt))
+                return _assemble(step.agent.model(ctx), step.agent.name)
             except Exception as exc:  # noqa: BLE001  (any model bug ends the run as failed)
-                self.log.warning(
-                    "model.error", run_id=record.run_id, agent=step.agent.name, error=repr(exc)
-                )
-                return p.model_failed(f"the model raised {type(exc).__name__}: {exc}")
+                wait = self._model_error(exc, record, step.agent, attempt)
+                if not isinstance(wait, float | int):
+                    return wait
+                self.sleep(wait)
 
     def _work(self, writer: Writer, work: p.Work, children: dict[str, RunResult]) -> None:
         aid = work.action_id
@@ -405,15 +425,7 @@ class Runner(_Core):
         while True:
             action = writer.record.actions[aid]
             if mode == "retry":
-                delay = self.config.backoff(action.attempts)
-                self.log.info(
-                    "tool.retry_scheduled",
-                    run_id=writer.run_id,
-                    action_id=aid,
-                    attempt=action.attempts + 1,
-                    delay=delay,
-                )
-                self.sleep(delay)
+                self.sleep(self._retry_delay(writer.run_id, aid, action.attempts))
             if mode != "reexecute":
                 writer.append([(m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})])
             record = writer.record
@@ -432,12 +444,9 @@ class Runner(_Core):
         aid: str,
         children: dict[str, RunResult],
     ) -> Spec:
-        action = record.actions[aid]
-        ctx = p.tool_context(
-            record, action, tool, self.reducer.guards.remaining(record, self.clock())
-        )
-        if isinstance(ctx, InvalidCall):
-            return p.invalid_now(aid, ctx)
+        ctx = self._tool_context(record, tool, aid)
+        if not isinstance(ctx, ToolContext):
+            return ctx
         if tool.subagent is not None:
             return self._child(writer, record, tool, ctx.args, aid, children)
         try:
