@@ -45,16 +45,22 @@ __all__ = [
     "CancelStop",
     "GuardStop",
     "ObservedRun",
+    "Pricing",
     "Recorder",
     "RunOptions",
     "SavedStateError",
     "SignalIllegalTransitionError",
     "jsonable",
     "parse_arguments",
+    "per_million_tokens",
 ]
 
 
 _R = TypeVar("_R", bound="SdkRun")
+
+#: The cost of one model call: `pricing(model, input_tokens, output_tokens)`; `model` is the
+#: model's name when the SDK reports one, else None.
+Pricing = Callable[[str | None, int, int], float]
 #: What may follow a saved SDK state: the decisions it waits for, or a cancel request.
 _AFTER_A_PAUSE = frozenset(
     {EventType.APPROVAL_ACCEPTED, EventType.APPROVAL_REJECTED, EventType.RUN_CANCEL_REQUESTED}
@@ -180,6 +186,17 @@ class ObservedRun:
         return self.record.stop_reason
 
 
+def per_million_tokens(input: float, output: float) -> Pricing:
+    """`Pricing` at `input` and `output` currency units per million tokens, for any model."""
+    if input < 0 or output < 0:
+        raise ValueError(f"prices must not be negative, got input={input!r}, output={output!r}")
+
+    def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * input + output_tokens * output) / 1_000_000
+
+    return price
+
+
 def jsonable(value: Any) -> Any:
     """`value` as JSON data: itself when it already is, else its JSON through `str`."""
     try:
@@ -228,10 +245,12 @@ class Recorder:
         budget: BudgetTree | None = None,
         reserve_tokens: int | None = None,
         reserve_cost: float | None = None,
+        pricing: Pricing | None = None,
     ) -> None:
         self.store = store
         self.reserve_tokens = reserve_tokens
         self.reserve_cost = reserve_cost
+        self.pricing = pricing
         self.guards = tuple(guards)
         self.budget = budget
         self._listeners = tuple(listeners)
@@ -285,6 +304,7 @@ class Recorder:
             budget=tree,
             reserve_tokens=self.reserve_tokens,
             reserve_cost=self.reserve_cost,
+            pricing=self.pricing,
         )
         if tree is not None:
             # A resumed parent: the child's spending so far counts before its next call.
@@ -358,6 +378,19 @@ class Recorder:
             m.ModelStarted,
             {"reserved_tokens": self.reserve_tokens, "reserved_cost": self.reserve_cost},
         )
+
+    def usage(
+        self, input_tokens: int | None, output_tokens: int | None, model: str | None = None
+    ) -> dict[str, Any]:
+        """A model call's `usage`: its tokens, and its cost when the run has `pricing`.
+
+        The SDKs report tokens, not money; without `pricing` a `max_cost` limit never trips.
+        """
+        tokens_in, tokens_out = input_tokens or 0, output_tokens or 0
+        usage: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+        if self.pricing is not None:
+            usage["cost"] = self.pricing(model, tokens_in, tokens_out)
+        return usage
 
     def save_state(self, name: str, data: bytes) -> bool:
         """Keep the SDK's serialised state in the store, bound to the run's current version.
@@ -449,6 +482,7 @@ class RunOptions(TypedDict, total=False):
     listeners: Sequence[Callable[[Event], None]]
     reserve_tokens: int | None
     reserve_cost: float | None
+    pricing: Pricing | None
 
 
 class SdkRun:
@@ -468,6 +502,8 @@ class SdkRun:
         reserve_tokens: tokens each model call reserves before it is made (its estimate),
             so a token limit refuses a call that could overspend it.
         reserve_cost: the same for cost.
+        pricing: `pricing(model, input_tokens, output_tokens)` -> the cost of a model call;
+            the SDKs report only tokens, so without it a `max_cost` limit cannot trip.
     """
 
     sdk: str = ""
@@ -483,6 +519,7 @@ class SdkRun:
         listeners: Sequence[Callable[[Event], None]] = (),
         reserve_tokens: int | None = None,
         reserve_cost: float | None = None,
+        pricing: Pricing | None = None,
     ) -> None:
         for value, what in ((reserve_tokens, "reserve_tokens"), (reserve_cost, "reserve_cost")):
             if value is not None and value < 0:
@@ -490,6 +527,7 @@ class SdkRun:
         self.recorder = Recorder(
             store, run_id, guards=guards, clock=clock, logger=logger, listeners=listeners,
             sdk=self.sdk, reserve_tokens=reserve_tokens, reserve_cost=reserve_cost,
+            pricing=pricing,
         )  # fmt: skip
         self._attach()
 

@@ -80,12 +80,14 @@ from agentfsm.adapters._sdk import (
     CancelStop,
     GuardStop,
     ObservedRun,
+    Pricing,
     Recorder,
     RunOptions,
     SdkRun,
     SignalIllegalTransitionError,
     jsonable,
     parse_arguments,
+    per_million_tokens,
 )
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
@@ -100,8 +102,10 @@ __all__ = [
     "ApprovalMismatchError",
     "GraphRun",
     "ObservedRun",
+    "Pricing",
     "SignalIllegalTransitionError",
     "approval_request",
+    "per_million_tokens",
 ]
 
 SDK = "langgraph"
@@ -234,10 +238,12 @@ class _Handler(BaseCallbackHandler):
                 for c in message.tool_calls
             ]
             if message.usage_metadata:
-                usage = {
-                    "input_tokens": message.usage_metadata["input_tokens"],
-                    "output_tokens": message.usage_metadata["output_tokens"],
-                }
+                model = message.response_metadata.get("model_name")
+                usage = self.recorder.usage(
+                    message.usage_metadata["input_tokens"],
+                    message.usage_metadata["output_tokens"],
+                    model if isinstance(model, str) else None,
+                )
             text = message.text
         if kwargs.get("run_id") in self.structured:
             self.structured.discard(kwargs.get("run_id"))
@@ -316,6 +322,7 @@ class GraphRun(SdkRun):
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
+        pricing: the cost of a model call from its tokens (see `SdkRun`).
         agents: the names of the graph's nodes that are agents: entering one that is not
             the run's current agent records `handoff` (none given: no handoffs).
 

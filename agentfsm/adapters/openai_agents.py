@@ -81,12 +81,14 @@ from agentfsm.adapters._sdk import (
     CancelStop,
     GuardStop,
     ObservedRun,
+    Pricing,
     Recorder,
     SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
     jsonable,
     parse_arguments,
+    per_million_tokens,
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
@@ -98,8 +100,10 @@ __all__ = [
     "AgentsRun",
     "ApprovalMismatchError",
     "ObservedRun",
+    "Pricing",
     "SavedStateError",
     "SignalIllegalTransitionError",
+    "per_million_tokens",
     "tool_failure",
 ]
 
@@ -226,10 +230,10 @@ class _Hooks(RunHooks[Any]):
                     )
             elif isinstance(item, ResponseOutputMessage):
                 texts.append(ItemHelpers.extract_last_text(item) or "")
-        usage = {
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
-        }
+        model = agent.model if isinstance(agent.model, str) else None
+        usage = self.recorder.usage(
+            response.usage.input_tokens, response.usage.output_tokens, model
+        )
         if calls:
             fields: dict[str, Any] = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
         elif handoff:
@@ -310,6 +314,7 @@ class AgentsRun(SdkRun):
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
+        pricing: the cost of a model call from its tokens (see `SdkRun`).
     """
 
     sdk = SDK

@@ -56,10 +56,12 @@ from agentfsm.adapters._sdk import (
     CancelStop,
     GuardStop,
     ObservedRun,
+    Pricing,
     SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
     jsonable,
+    per_million_tokens,
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
@@ -71,8 +73,10 @@ __all__ = [
     "AgentIterRun",
     "ApprovalMismatchError",
     "ObservedRun",
+    "Pricing",
     "SavedStateError",
     "SignalIllegalTransitionError",
+    "per_million_tokens",
 ]
 
 SDK = "pydantic-ai"
@@ -102,6 +106,7 @@ class AgentIterRun(SdkRun):
         listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
+        pricing: the cost of a model call from its tokens (see `SdkRun`).
     """
 
     sdk = SDK
@@ -276,10 +281,9 @@ class AgentIterRun(SdkRun):
             for part in parts
             if part.tool_name not in output_tools
         ]
-        usage = {
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
-        }
+        usage = self.recorder.usage(
+            response.usage.input_tokens, response.usage.output_tokens, response.model_name
+        )
         if outputs:
             # Function calls beside it run only with `end_strategy="exhaustive"`; they are
             # then recorded as they run (see `_tool_event`), after the final decision.

@@ -667,3 +667,27 @@ def test_a_structured_output_call_is_a_final_decision_not_an_action(tmp_path: Pa
     ]
     assert done.record.actions == {}
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_pricing_gets_the_model_name_and_a_cost_limit_stops_the_graph(tmp_path: Path) -> None:
+    """`response_metadata["model_name"]` reaches `pricing`; 1.0 a call under max_cost=1.5."""
+    seen: list[str | None] = []
+
+    def pricing(model: str | None, input_tokens: int, output_tokens: int) -> float:
+        seen.append(model)
+        return 1.0
+
+    messages = [call("get_weather", f"call_{i}", city=f"C{i}") for i in range(4)]
+    for message in messages:
+        message.response_metadata = {"model_name": "gpt-test"}
+    store = MemoryEventStore()
+    done = drive(
+        GraphRun(store, "r1", pricing=pricing), graph(messages), limits=Limits(max_cost=1.5)
+    )
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 2 + reserved 0 > max cost 1.5",
+    )
+    assert seen == ["gpt-test", "gpt-test"]
+    assert validates(store, "r1", tmp_path) == 0

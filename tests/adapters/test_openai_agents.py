@@ -581,3 +581,21 @@ def test_a_negative_reservation_is_refused_when_the_run_is_built() -> None:
     """A reservation below zero is a caller's mistake, said before anything is stored."""
     with pytest.raises(ValueError, match=r"^reserve_cost must not be negative, got -0\.5$"):
         AgentsRun(MemoryEventStore(), "r1", reserve_cost=-0.5)
+
+
+def test_pricing_puts_each_model_calls_cost_on_the_record() -> None:
+    """The SDK reports tokens; `pricing` turns each call's into cost, which the record adds up."""
+    store = MemoryEventStore()
+    seen: list[tuple[str | None, int, int]] = []
+
+    def pricing(model: str | None, input_tokens: int, output_tokens: int) -> float:
+        seen.append((model, input_tokens, output_tokens))
+        return 0.25
+
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
+        [assistant_message("Sunny.")],
+    )
+    done = run(AgentsRun(store, "r1", pricing=pricing).run(agent, "weather?"))
+    assert seen == [(None, 10, 5), (None, 10, 5)]  # a scripted model has no name
+    assert done.record.usage.cost == 0.5

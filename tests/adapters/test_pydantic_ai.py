@@ -14,7 +14,12 @@ pytest.importorskip("pydantic_ai")
 
 from pydantic_ai import Agent, RunContext, UsageLimits
 
-from agentfsm.adapters.pydantic_ai import AgentIterRun, ApprovalMismatchError, SavedStateError
+from agentfsm.adapters.pydantic_ai import (
+    AgentIterRun,
+    ApprovalMismatchError,
+    SavedStateError,
+    per_million_tokens,
+)
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
 from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
@@ -402,4 +407,19 @@ def test_a_call_beside_the_output_that_runs_is_recorded_after_the_final_decision
         "model.started", "model.completed", "tool.requested", "tool.started", "tool.completed",
         "run.completed",
     ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_pricing_turns_tokens_into_cost_and_a_cost_limit_stops_the_run(tmp_path: Path) -> None:
+    """1.0 a request (10 in, 5 out) under max_cost=2.5: once 3.0 is spent, the run stops."""
+    store = MemoryEventStore()
+    pricing = per_million_tokens(input=50_000, output=100_000)  # 0.5 + 0.5 a request
+    priced = AgentIterRun(store, "r1", pricing=pricing)
+    done = run(priced.run(looping(), "weather?", limits=Limits(max_cost=2.5)))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 3 + reserved 0 > max cost 2.5",
+    )
+    assert done.record.usage.cost == 3.0
     assert validates(store, "r1", tmp_path) == 0
