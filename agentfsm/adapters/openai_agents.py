@@ -380,6 +380,16 @@ class AgentsRun(SdkRun):
         self.recorder.start(objective=objective, agent=agent.name, limits=limits)
         return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)
 
+    def run_sync(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> ObservedRun:
+        """`run` for code without an event loop, as `Runner.run_sync` (same arguments)."""
+        return asyncio.run(self.run(agent, input, **kwargs))
+
+    def resume_sync(
+        self, agent: Agent[Any], state: dict[str, Any] | None = None, **kwargs: Any
+    ) -> ObservedRun:
+        """`resume` for code without an event loop (same arguments)."""
+        return asyncio.run(self.resume(agent, state, **kwargs))
+
     async def resume(
         self,
         agent: Agent[Any],

@@ -36,6 +36,7 @@ ours goes on), and it is checked before the request as ours is. Its default is 5
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Sequence
 from typing import Any
@@ -132,6 +133,16 @@ class AgentIterRun(SdkRun):
         """
         self.recorder.start(objective=prompt, agent=agent.name, limits=limits)
         return await self._drive(agent, prompt, iter_kwargs)
+
+    def run_sync(self, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> ObservedRun:
+        """`run` for code without an event loop, as `agent.run_sync` (same arguments)."""
+        return asyncio.run(self.run(agent, prompt, **kwargs))
+
+    def resume_sync(
+        self, agent: Agent[Any, Any], history: str | bytes | None = None, **kwargs: Any
+    ) -> ObservedRun:
+        """`resume` for code without an event loop (same arguments)."""
+        return asyncio.run(self.resume(agent, history, **kwargs))
 
     async def resume(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **iter_kwargs: Any

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 pytest.importorskip("agents")
 
@@ -599,3 +600,17 @@ def test_pricing_puts_each_model_calls_cost_on_the_record() -> None:
     done = run(AgentsRun(store, "r1", pricing=pricing).run(agent, "weather?"))
     assert seen == [(None, 10, 5), (None, 10, 5)]  # a scripted model has no name
     assert done.record.usage.cost == 0.5
+
+
+def test_run_sync_and_resume_sync_drive_the_same_run_without_an_event_loop() -> None:
+    """As Runner.run_sync: the run pauses for approval, then resumes to its answer."""
+    store = MemoryEventStore()
+    with capture_logs():
+        paused = AgentsRun(store, "r1").run_sync(app.refund_agent(), "refund O-1")
+        approve(store, "r1", "call_r1", approver="alice")
+        done = AgentsRun(store, "r1").resume_sync(app.resumed_agent())
+    assert (paused.status, done.status, done.final_output) == (
+        "waiting_approval",
+        "completed",
+        "Done.",
+    )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 pytest.importorskip("pydantic_ai")
 
@@ -423,3 +424,17 @@ def test_pricing_turns_tokens_into_cost_and_a_cost_limit_stops_the_run(tmp_path:
     )
     assert done.record.usage.cost == 3.0
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_run_sync_and_resume_sync_drive_the_same_run_without_an_event_loop() -> None:
+    """As agent.run_sync: the run defers the refund, then resumes to its answer."""
+    store = MemoryEventStore()
+    with capture_logs():
+        paused = AgentIterRun(store, "r1").run_sync(make_agent(*REFUND), "refund O-1")
+        approve(store, "r1", "call_r1", approver="alice")
+        done = AgentIterRun(store, "r1").resume_sync(make_agent(*REFUND))
+    assert (paused.status, done.status, done.final_output) == (
+        "waiting_approval",
+        "completed",
+        "Done.",
+    )
