@@ -280,6 +280,30 @@ class TestApprovals:
         assert isinstance(err, ActionError)
         assert "its approval expired at 2026-09-01T10:30:00+00:00" in str(err)
 
+    def test_a_lapsed_approval_may_be_asked_for_again(self) -> None:
+        """Approved until 10:30, not run by 12:00: the same call may be put to a person again."""
+        record = fold(self.approved())
+        record = reduce(record, nxt(record, "approval.requested", **CALL))
+        action = record.actions["a1"]
+        assert (record.status, action.status, action.approver, action.expires_at) == (
+            "waiting_approval",
+            "approval_pending",
+            None,
+            None,
+        )
+
+    def test_a_valid_approval_is_not_asked_for_again(self) -> None:
+        """Before it lapses, asking again is refused: the approval stands."""
+        log = started(CALL)
+        log.add("approval.requested", **CALL, expires_at="2026-09-01T23:00:00+00:00")
+        log.add("approval.accepted", action_id="a1", approver="ann")
+        record = fold(log)
+        err = refused(record, nxt(record, "approval.requested", **CALL))
+        assert str(err).endswith(
+            "approval can only be asked for a new or proposed action, or again once an "
+            "approval expired; it is 'approved' and its approval has not expired"
+        )
+
     def test_a_pending_call_cannot_run(self) -> None:
         """tool.requested for a call that still waits for approval is refused."""
         log = started(CALL, CALL2)

@@ -86,6 +86,7 @@ _action_succeeded = evolver(Action, "status", "result", "cost")
 _action_failed = evolver(Action, "status", "error")
 _action_unknown = evolver(Action, "status", "reason")
 _action_pending = evolver(Action, "status", "expires_at")
+_action_asked_again = evolver(Action, "status", "expires_at", "approver")
 _new_action = maker(Action)
 _new_usage = maker(UsageTotals)
 
@@ -331,6 +332,12 @@ def _bound_to_call(rec: RunRecord, ev: Any, action: Action, what: str) -> None:
         )  # fmt: skip
 
 
+def _expired(action: Action, ev: Any) -> bool:
+    """The action's approval had expired when `ev` occurred."""
+    expires = action.expires_at
+    return expires is not None and parse_timestamp(ev.occurred_at) > parse_timestamp(expires)
+
+
 def _approval_requested(
     r: Reducer, rec: RunRecord, ev: m.ApprovalRequested, move: Move
 ) -> RunRecord:
@@ -346,10 +353,16 @@ def _approval_requested(
     elif action.status == A.PROPOSED:
         _bound_to_call(rec, ev, action, "proposed")
         action = _action_pending(action, A.APPROVAL_PENDING, ev.expires_at)
+    elif action.status == A.APPROVED and _expired(action, ev):
+        # The approval lapsed before the call ran: the call may be put to a person again.
+        _bound_to_call(rec, ev, action, "approved")
+        action = _action_asked_again(action, A.APPROVAL_PENDING, ev.expires_at, None)
     else:
         raise _action_error(
             rec, ev, ev.action_id,
-            f"approval can only be asked for a new or proposed action; it is '{action.status}'",
+            "approval can only be asked for a new or proposed action, or again once an "
+            f"approval expired; it is '{action.status}'"
+            + (" and its approval has not expired" if action.status == A.APPROVED else ""),
         )  # fmt: skip
     target = _to(r, rec, ev, move)
     actions = _with(rec.actions, action)
@@ -392,9 +405,10 @@ def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move)
         batch = (*batch, ev.action_id)
     elif action.status == A.PROPOSED or action.status == A.APPROVED:
         _bound_to_call(rec, ev, action, "approved" if action.status == A.APPROVED else "proposed")
-        expires = action.expires_at
-        if expires is not None and parse_timestamp(ev.occurred_at) > parse_timestamp(expires):
-            raise _action_error(rec, ev, ev.action_id, f"its approval expired at {expires}")
+        if _expired(action, ev):
+            raise _action_error(
+                rec, ev, ev.action_id, f"its approval expired at {action.expires_at}"
+            )
         action = _action_requested(action, A.REQUESTED, key)
     elif action.status == A.APPROVAL_PENDING:
         raise _action_error(rec, ev, ev.action_id, "it is still waiting for approval")

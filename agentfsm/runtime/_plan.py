@@ -240,21 +240,24 @@ class Planner:
     ) -> tuple[Spec, ...]:
         """Policy and validation for the batch's proposed and approved calls.
 
-        Approvals come first (the table takes `approval.requested` only before any call of
-        the batch is requested); if any is asked for, the run waits and the rest stay
-        proposed until the decisions are in.
+        Approvals come first: a person sees the batch before any of it runs (the table
+        would also take them beside running calls, as SDKs do). If any is asked for, the
+        run waits and the rest stay proposed until the decisions are in. An approval that
+        lapsed (`expires_at`) before its call ran is asked for again — unless the policy now
+        denies the call — with the expiry the policy gives now.
         """
         ask: list[Spec] = []
         denied: list[Spec] = []
         run: list[Spec] = []
         for action in batch:
-            if action.status == A.PROPOSED:
+            lapsed = action.status == A.APPROVED and _lapsed(action, now)
+            if action.status == A.PROPOSED or lapsed:
                 checked = agent.tools.check(action.tool, action.arguments)
                 if isinstance(checked, InvalidCall):
                     run.extend(_invalid(action, checked))
                     continue
                 decision = agent.policy(action, record)
-                if decision.kind == "allow":
+                if decision.kind == "allow" and not lapsed:
                     run.append(_requested(action))
                 elif decision.kind == "deny":
                     reason = decision.reason or "denied by policy"
@@ -277,20 +280,6 @@ class Planner:
                     )
                     ask.append(_approval_requested(action, expires))
             elif action.status == A.APPROVED:
-                if action.expires_at is not None and now > parse_timestamp(action.expires_at):
-                    return (
-                        (
-                            m.RunFailed,
-                            {
-                                "error": error(
-                                    "approval_expired",
-                                    f"the approval of action '{action.action_id}' "
-                                    f"('{action.tool}') expired at {action.expires_at} "
-                                    "before it ran; it was not run",
-                                )
-                            },
-                        ),
-                    )
                 checked = agent.tools.check(action.tool, action.arguments)
                 if isinstance(checked, InvalidCall):
                     run.extend(_invalid(action, checked))
@@ -427,6 +416,11 @@ def _requested(action: Action) -> Spec:
         m.ToolRequested,
         {"action_id": action.action_id, "tool": action.tool, "arguments": action.arguments},
     )
+
+
+def _lapsed(action: Action, now: datetime) -> bool:
+    """The action's approval expired before its call ran."""
+    return action.expires_at is not None and now > parse_timestamp(action.expires_at)
 
 
 def _approval_requested(action: Action, expires_at: str | None) -> Spec:

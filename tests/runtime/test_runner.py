@@ -296,21 +296,37 @@ class TestPolicy:
         )
         assert calls.log == []
 
-    def test_an_expired_approval_fails_the_run_without_running_the_call(self) -> None:
-        """Approvals can expire: the call is not run and the run fails `approval_expired`."""
+    def test_an_expired_approval_is_asked_again_and_the_call_runs_once_approved(self) -> None:
+        """An approval that lapsed before the call ran: asked again, never run on the old one."""
         calls = Calls()
-        model = ScriptedModel([Decision.calls(call("create_ticket", order_id="O-1"))])
+        model = ScriptedModel(
+            [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("done")]
+        )
         store = MemoryEventStore()
         policy = ToolPolicy(approval={"create_ticket"}, expires_in=timedelta(seconds=5))
-        clock = step_clock(step=timedelta(seconds=10))
-        runner = runner_for(store, model, order_tools(calls), policy=policy, clock=clock)
-        runner.run("r1")
-        approve(store, "r1", "t1.1", "alice", clock=clock)
-        result = runner.resume("r1")
-        assert result.status == "failed"
-        assert result.record.error is not None
-        assert result.record.error.kind == "approval_expired"
-        assert calls.log == []
+        t0 = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
+        now = [t0]
+        runner = runner_for(store, model, order_tools(calls), policy=policy, clock=lambda: now[0])
+        runner.run("r1")  # asks at t0, valid until t0 + 5 s
+        approve(store, "r1", "t1.1", "alice", clock=lambda: t0 + timedelta(seconds=1))
+        now[0] = t0 + timedelta(seconds=10)
+        again = runner.resume("r1")  # the approval lapsed before the call ran
+        assert (again.status, again.record.pending_approvals, calls.log) == (
+            "waiting_approval",
+            ("t1.1",),
+            [],
+        )
+        action = again.record.actions["t1.1"]
+        assert (action.approver, action.expires_at) == (None, "2026-09-01T12:00:15+00:00")
+        assert types(store, "r1")[-3:] == [
+            "approval.requested", "approval.accepted", "approval.requested",
+        ]  # fmt: skip
+        now[0] = t0 + timedelta(seconds=12)
+        approve(store, "r1", "t1.1", "bob", clock=lambda: now[0])
+        done = runner.resume("r1")
+        assert (done.status, done.record.actions["t1.1"].approver) == ("completed", "bob")
+        assert [tool for tool, *_ in calls.log] == ["create_ticket"]
+        assert validate(store, ["r1"]).ok
 
 
 class TestGuards:
