@@ -10,7 +10,9 @@ chat models and tools inside it into our events, appended through the store as t
   become our tool calls with the model's call ids as `action_id`s (a `with_structured_output`
   call's tool call is the answer instead: a `final` decision with the arguments as output);
 - `on_tool_start`: `tool.requested` + `tool.started`; `on_tool_end`: `tool.completed`;
-  `on_tool_error`: `tool.failed` (whether or not `ToolNode` hands the error to the model);
+  `on_tool_error`: `tool.failed` (whether or not `ToolNode` hands the error to the model; an
+  `interrupt()` inside the tool is a retryable failure of that attempt: LangGraph runs the
+  tool again from its start on resume, recorded as its next `tool.started`);
 - an `interrupt(approval_request(calls))` in a node: `approval.requested` per call (any
   other `interrupt()` is `run.paused`): a pause, never a failure;
 - `on_chain_start` of one of the graph's own nodes named in `agents` that is not the run's
@@ -72,7 +74,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import LLMResult
-from langgraph.errors import GraphRecursionError
+from langgraph.errors import GraphInterrupt, GraphRecursionError
 from langgraph.types import Command, interrupt
 
 from agentfsm.adapters._sdk import (
@@ -273,6 +275,13 @@ class _Handler(BaseCallbackHandler):
         if not aid:
             return  # a tool invoked outside a model's tool call: not an action of the run
         self.tool_runs[run_id] = aid
+        action = self.recorder.record.actions.get(aid)
+        if action is not None and action.status == ActionStatus.FAILED:
+            # A tool that called interrupt() runs again from its start on resume: its next
+            # attempt (the interrupt was recorded as a retryable failure).
+            attempt = {"action_id": aid, "attempt": action.attempts + 1}
+            self._append(f"on_tool_start (call '{aid}', again)", [(m.ToolStarted, attempt)])
+            return
         name = str((serialized or {}).get("name") or kwargs.get("name"))
         args = jsonable(inputs) if inputs is not None else parse_arguments(input_str)
         self._append(
@@ -303,7 +312,16 @@ class _Handler(BaseCallbackHandler):
         aid = self.tool_runs.pop(run_id, None)
         if aid is None or isinstance(error, GuardStop | CancelStop):
             return
-        failure = {"kind": type(error).__name__, "message": str(error)}
+        if isinstance(error, GraphInterrupt):
+            # interrupt() inside the tool: the graph pauses, and on resume LangGraph runs the
+            # tool again from its start. This attempt ends here, retryably.
+            failure: dict[str, Any] = {
+                "kind": "interrupted",
+                "message": "the tool called interrupt(); it runs again when the graph resumes",
+                "retryable": True,
+            }
+        else:
+            failure = {"kind": type(error).__name__, "message": str(error)}
         self._append(
             f"on_tool_error (call '{aid}')",
             [(m.ToolFailed, {"action_id": aid, "error": failure})],

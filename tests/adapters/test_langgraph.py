@@ -185,6 +185,38 @@ def test_a_plain_interrupt_pauses_and_resumes_with_a_value(tmp_path: Path) -> No
     assert validates(store, "r1", tmp_path) == 0
 
 
+def test_a_tool_that_calls_interrupt_pauses_and_runs_again_on_resume(tmp_path: Path) -> None:
+    """interrupt() inside a tool: a retryable attempt, run.paused; the resumed run retries it."""
+    from langgraph.types import interrupt
+
+    @tool
+    def refund(order_id: str) -> str:
+        """Refund an order once a person confirms."""
+        answer_ = interrupt(f"refund {order_id}?")
+        return f"refunded {order_id}" if answer_ == "yes" else "not refunded"
+
+    g = app.graph_with_tools(
+        [call("refund", "call_1", order_id="O-1"), answer("Refunded.")],
+        [refund],
+        checkpointer=InMemorySaver(),
+    )
+    cfg = {"configurable": {"thread_id": "t1"}}
+    store = MemoryEventStore()
+    paused = drive(GraphRun(store, "r1"), g, cfg)
+    assert (paused.status, paused.record.pause_reason) == ("paused", "refund O-1?")
+    error = paused.record.actions["call_1"].error
+    assert (error.kind, error.retryable) == ("interrupted", True)
+    with capture_logs():
+        done = GraphRun(store, "r1").resume(g, cfg, "yes")
+    action = done.record.actions["call_1"]
+    assert (done.status, action.result, action.attempts) == ("completed", "refunded O-1", 2)
+    assert types(store, "r1")[3:] == [
+        "tool.requested", "tool.started", "tool.failed", "run.paused", "run.resumed",
+        "tool.started", "tool.completed", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
+
+
 def _pause_for_approval(tmp_path: Path) -> tuple[SQLiteEventStore, Path, Path]:
     db, checkpoints = tmp_path / "runs.db", tmp_path / "checkpoints.db"
     store = SQLiteEventStore(db)
