@@ -134,6 +134,7 @@ from agentfsm.reducers.audit import (
 from agentfsm.runtime import (
     Agent,
     AsyncRunner,
+    AsyncWorker,
     Decision,
     ModelContext,
     ModelError,
@@ -170,6 +171,7 @@ __all__ = [
     "ApprovalRequested",
     "AsyncEventStore",
     "AsyncRunner",
+    "AsyncWorker",
     "Attachment",
     "AuditFinding",
     "AuditProblem",

@@ -68,7 +68,7 @@ from agentfsm.runtime.tools import (
     ToolRegistry,
     ToolResult,
 )
-from agentfsm.runtime.worker import Worker
+from agentfsm.runtime.worker import AsyncWorker, Worker
 from agentfsm.runtime.writer import BudgetTree
 
 __all__ = [
@@ -77,6 +77,7 @@ __all__ = [
     "RUNNABLE",
     "Agent",
     "AsyncRunner",
+    "AsyncWorker",
     "BudgetTree",
     "Decision",
     "HandoffDelta",

@@ -1,4 +1,4 @@
-"""`Worker`: claims runnable runs from a store by lease and drives each with a Runner.
+"""`Worker` / `AsyncWorker`: claim runnable runs from a store by lease and drive them.
 
 Start N workers (threads, processes, machines) on one store and they share the runs: each
 claims one run at a time (`LeaseStore.claim`), resumes it from the store, renews its lease
@@ -8,25 +8,67 @@ calls the dead one left in flight are re-run only if safe, else recorded `outcom
 
 New runs are created with `control.submit(store, run_id, objective, ...)` (or
 `Runner.start`); approvals, rejections, resumes and cancels make runs runnable again.
+
+`AsyncWorker` does the same with an `AsyncRunner`, driving up to `concurrency` runs at once
+in one event loop (runs that wait on models and tools interleave); its lease calls run on a
+thread, one at a time, so the loop never blocks on the lease table.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
 from agentfsm.adapters.stores.leases import RUNNABLE_STATUSES, LeaseStore
 from agentfsm.reducers.record import RunRecord
 from agentfsm.runtime.agent import RunResult
+from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
 
-__all__ = ["Worker"]
+__all__ = ["AsyncWorker", "Worker"]
 
 
-class Worker:
+class _Leasing:
+    """What both workers share: the lease settings and when a lease is due for renewal."""
+
+    def __init__(
+        self,
+        leases: LeaseStore,
+        *,
+        worker_id: str,
+        ttl: float,
+        renew_every: float | None,
+        retry_after: float,
+        clock: Callable[[], float],
+    ) -> None:
+        if ttl <= 0:
+            raise ValueError(f"ttl must be positive, got {ttl!r}")
+        self.leases = leases
+        self.worker_id = worker_id
+        self.ttl = ttl
+        self.renew_every = renew_every if renew_every is not None else ttl / 3
+        self.retry_after = retry_after
+        self.clock = clock
+        self.log = structlog.get_logger("agentfsm")
+
+    def _retry_after(self, result: RunResult | None) -> float:
+        """How long a released run stays unclaimable: a while if it is still runnable."""
+        still = result is None or result.status in RUNNABLE_STATUSES
+        return self.retry_after if still else 0.0
+
+    def _released(self, run_id: str, result: RunResult) -> RunResult:
+        self.log.info(
+            "worker.released", worker_id=self.worker_id, run_id=run_id, status=result.status
+        )
+        return result
+
+
+class Worker(_Leasing):
     """Drives the runs it can claim, one at a time.
 
     Args:
@@ -53,15 +95,16 @@ class Worker:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        super().__init__(
+            leases,
+            worker_id=worker_id,
+            ttl=ttl,
+            renew_every=renew_every,
+            retry_after=retry_after,
+            clock=clock,
+        )
         self.runner = runner
-        self.leases = leases
-        self.worker_id = worker_id
-        self.ttl = ttl
-        self.renew_every = renew_every if renew_every is not None else ttl / 3
-        self.retry_after = retry_after
-        self.clock = clock
         self.sleep = sleep
-        self.log = structlog.get_logger("agentfsm")
 
     def run_once(self) -> RunResult | None:
         """Claim one run and drive it until it ends or waits; None if nothing was claimable.
@@ -91,14 +134,8 @@ class Worker:
             self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
             return RunResult(self.runner.store.load(run_id), superseded=True)
         finally:
-            still = result is None or result.status in RUNNABLE_STATUSES
-            self.leases.release(
-                run_id, self.worker_id, retry_after=self.retry_after if still else 0
-            )
-        self.log.info(
-            "worker.released", worker_id=self.worker_id, run_id=run_id, status=result.status
-        )
-        return result
+            self.leases.release(run_id, self.worker_id, retry_after=self._retry_after(result))
+        return self._released(run_id, result)
 
     def drain(self, *, max_runs: int | None = None) -> list[RunResult]:
         """Drive runs until none can be claimed (or `max_runs` were driven)."""
@@ -125,3 +162,129 @@ class Worker:
                 continue
             if result is None:
                 self.sleep(idle)
+
+
+class AsyncWorker(_Leasing):
+    """Drives the runs it can claim with an `AsyncRunner`, up to `concurrency` at once.
+
+    Args:
+        runner: the AsyncRunner (its store, agents and settings) runs are driven with.
+        leases: the lease store shared with the other workers (sync or async workers alike).
+        worker_id: this worker's name (unique among the workers).
+        concurrency: how many runs this worker drives at the same time.
+        ttl: seconds a lease lasts without renewal (a dead worker's runs wait this long).
+        renew_every: seconds between renewals while driving (a third of `ttl` by default).
+        retry_after: seconds before a run released while still runnable may be claimed again.
+        clock: monotonic seconds, for renewal timing.
+        sleep: how to wait when there is nothing to claim (`serve`).
+    """
+
+    def __init__(
+        self,
+        runner: AsyncRunner,
+        leases: LeaseStore,
+        *,
+        worker_id: str,
+        concurrency: int = 1,
+        ttl: float = 30.0,
+        renew_every: float | None = None,
+        retry_after: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency!r}")
+        super().__init__(
+            leases,
+            worker_id=worker_id,
+            ttl=ttl,
+            renew_every=renew_every,
+            retry_after=retry_after,
+            clock=clock,
+        )
+        self.runner = runner
+        self.concurrency = concurrency
+        self.sleep = sleep
+        # One lease call at a time, on a thread: a lease store holds one connection.
+        self._lease_lock = asyncio.Lock()
+
+    async def run_once(self) -> RunResult | None:
+        """Claim one run and drive it until it ends or waits; None if nothing was claimable.
+
+        A run whose lease was lost midway is abandoned to the worker that took it, and
+        reported `superseded`.
+        """
+        run_id = await self._claim()
+        return None if run_id is None else await self._drive_claimed(run_id)
+
+    async def drain(self, *, max_runs: int | None = None) -> list[RunResult]:
+        """Drive runs, `concurrency` at a time, until none can be claimed (or `max_runs`)."""
+        results: list[RunResult] = []
+        claimed = 0
+        running: set[asyncio.Task[RunResult]] = set()
+        while True:
+            while len(running) < self.concurrency and (max_runs is None or claimed < max_runs):
+                run_id = await self._claim()
+                if run_id is None:
+                    break
+                claimed += 1
+                running.add(asyncio.create_task(self._drive_claimed(run_id)))
+            if not running:
+                return results
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            # A driving error goes up, as in `Worker.drain` (the others are cancelled first).
+            failed = [t for t in done if t.exception() is not None]
+            if failed:
+                for task in running:
+                    task.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+                raise failed[0].exception()  # type: ignore[misc]
+            results.extend(t.result() for t in done)
+
+    async def serve(self, *, idle: float = 1.0, stop: Callable[[], bool] = lambda: False) -> None:
+        """Drive runs until `stop()` says so, sleeping `idle` seconds when there is none.
+
+        A driving error is logged as `worker.run_error` and its run left for `retry_after`
+        seconds; the worker goes on.
+        """
+        while not stop():
+            try:
+                results = await self.drain()
+            except Exception as exc:  # noqa: BLE001  (one bad run must not stop the worker)
+                self.log.error("worker.run_error", worker_id=self.worker_id, error=repr(exc))
+                results = []
+            if not results:
+                await self.sleep(idle)
+
+    async def _lease(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        async with self._lease_lock:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def _claim(self) -> str | None:
+        run_id: str | None = await self._lease(self.leases.claim, self.worker_id, self.ttl)
+        if run_id is not None:
+            self.log.info("worker.claimed", worker_id=self.worker_id, run_id=run_id)
+        return run_id
+
+    async def _drive_claimed(self, run_id: str) -> RunResult:
+        renewed = self.clock()
+
+        async def heartbeat(record: RunRecord) -> None:
+            nonlocal renewed
+            now = self.clock()
+            if now - renewed < self.renew_every:
+                return
+            if not await self._lease(self.leases.renew, run_id, self.worker_id, self.ttl):
+                raise LeaseLostError(run_id=run_id, worker_id=self.worker_id)
+            renewed = now
+
+        result: RunResult | None = None
+        try:
+            result = await self.runner.resume(run_id, heartbeat=heartbeat)
+        except LeaseLostError:
+            self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
+            return RunResult(await self.runner.store.load(run_id), superseded=True)
+        finally:
+            retry_after = self._retry_after(result)
+            await self._lease(self.leases.release, run_id, self.worker_id, retry_after=retry_after)
+        return self._released(run_id, result)
