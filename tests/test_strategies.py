@@ -50,6 +50,16 @@ def _well_formed(events: list[Event]) -> None:
     assert times == sorted(times)
 
 
+def _asked_beside_calls(events: list[Event]) -> bool:
+    """Some approval was asked while calls of its batch were running or left to run."""
+    record = DEFAULT_REDUCER.initial(events[0].run_id)
+    for event in events:
+        if event.type == "approval.requested" and record.status == "waiting_tool":
+            return True
+        record = DEFAULT_REDUCER.reduce(record, event)
+    return False
+
+
 class TestLegalRuns:
     @FAST
     @given(legal_runs())
@@ -139,6 +149,7 @@ class TestLegalRuns:
                 {"tools", "outcome_unknown"},
                 lambda es: any(e.type == "tool.outcome_unknown" for e in es),
             ),
+            ({"tools", "batches", "approvals"}, lambda es: _asked_beside_calls(es)),
             ({"pauses"}, lambda es: any(e.type == "run.resumed" for e in es)),
             ({"handoffs"}, lambda es: any(e.type == "handoff" for e in es)),
             (
@@ -149,7 +160,16 @@ class TestLegalRuns:
                 ),
             ),
         ],
-        ids=["batches", "retries", "approvals", "outcome_unknown", "pauses", "handoffs", "late"],
+        ids=[
+            "batches",
+            "retries",
+            "approvals",
+            "outcome_unknown",
+            "beside_calls",
+            "pauses",
+            "handoffs",
+            "late",
+        ],
     )
     def test_each_feature_shows_up(self, features: set[str], probe: Any) -> None:
         """Each feature appears in some log when it is turned on (found without shrinking)."""
