@@ -292,6 +292,33 @@ class _Hooks(RunHooks[Any]):
         )
 
 
+def _check_tool_use(agent: Agent[Any]) -> None:
+    """Refuse, before anything runs, agents whose run would end on a tool's result.
+
+    With `tool_use_behavior` other than "run_llm_again" the SDK ends the run with a tool's
+    output; our lifecycle completes a run only on the model's final answer, so the end would
+    be refused *after* the tools had acted. Better said now.
+
+    Raises:
+        ValueError: `agent`, or an agent it can hand off to, ends runs on tool results.
+    """
+    seen: set[int] = set()
+    todo = [agent]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.tool_use_behavior != "run_llm_again":
+            raise ValueError(
+                f"agent '{current.name}' has tool_use_behavior="
+                f"{current.tool_use_behavior!r}: its runs would end on a tool's result, and "
+                "agentfsm completes a run only on the model's final answer; use the default "
+                "'run_llm_again' (or have the model answer with the tool's result)"
+            )
+        todo.extend(h for h in current.handoffs if isinstance(h, Agent))
+
+
 def _partial(items: Sequence[Any]) -> Any:
     """The last thing said or returned in `items`: what a stopped run leaves its user."""
     for item in reversed(items):
@@ -376,6 +403,7 @@ class AgentsRun(SdkRun):
                 called with each of the SDK's stream events (`await`ed if it returns one).
             **runner_kwargs: passed to `Runner.run` (`context`, `run_config`, ...).
         """
+        _check_tool_use(agent)
         objective = input if isinstance(input, str) else None
         self.recorder.start(objective=objective, agent=agent.name, limits=limits)
         return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)

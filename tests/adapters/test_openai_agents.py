@@ -18,11 +18,13 @@ from agents import Agent
 from agents.testing import assistant_message, function_call
 
 from agentfsm.adapters.openai_agents import AgentsRun, ApprovalMismatchError, SavedStateError
-from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.errors import IllegalTransitionError
+from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _openai_agents_app as app
 from tests.adapters._common import (
@@ -195,28 +197,48 @@ def test_a_cancel_from_elsewhere_stops_the_run_at_its_next_signal(tmp_path: Path
     assert validates(store, "r1", tmp_path) == 0
 
 
-def test_an_sdk_move_the_table_refuses_raises_naming_the_signal() -> None:
-    """stop_on_first_tool ends the SDK run on a tool result: run.completed is illegal and says why."""
+def test_an_sdk_move_the_table_refuses_raises_naming_the_signal(tmp_path: Path) -> None:
+    """A lifecycle without handoffs: the SDK's handoff is refused, naming the hook behind it."""
+    no_handoffs = DEFAULT_TABLE.derive(
+        name="no_handoffs", remove=[("running", "handoff", "running")]
+    )
+    store = MemoryEventStore(options=StoreOptions(reducer=Reducer(no_handoffs)))
+    billing = Agent(name="billing", model=app.scripted([assistant_message("Refunded.")]))
+    triage = Agent(
+        name="triage",
+        model=app.scripted([function_call("transfer_to_billing", {}, call_id="h1")]),
+        handoffs=[billing],
+    )
+    with pytest.raises(IllegalTransitionError) as err:
+        run(AgentsRun(store, "r1").run(triage, "refund me"))
+    assert str(err.value).startswith(
+        "run 'r1' is 'running': event 'handoff' (sequence 4) is not allowed; allowed: "
+    )
+    assert str(err.value).endswith(
+        "(caused by openai-agents RunHooks.on_handoff ('triage' → 'billing'))"
+    )
+    assert err.value.signal == "openai-agents RunHooks.on_handoff ('triage' → 'billing')"
+    record = store.load("r1")
+    assert (record.status, record.error.kind) == ("failed", "illegal_transition")
+
+
+def test_an_agent_that_would_end_on_a_tool_result_is_refused_before_it_runs() -> None:
+    """stop_on_first_tool (even on a handoff target) is refused up front: nothing runs or is stored."""
     store = MemoryEventStore()
-    agent = Agent(
+    stopper = Agent(
         name="weather",
         model=app.scripted([function_call("get_weather", {"city": "Paris"}, call_id="call_1")]),
         tools=[app.get_weather],
         tool_use_behavior="stop_on_first_tool",
     )
-    with pytest.raises(IllegalTransitionError) as err:
-        run(AgentsRun(store, "r1").run(agent, "weather?"))
-    assert str(err.value) == (
-        "run 'r1' is 'running': event 'run.completed' (sequence 7) is not allowed: "
-        "condition 'final output recorded, nothing unresolved' does not hold; allowed: "
-        "'approval.requested', 'handoff', 'model.completed', 'model.started', "
-        "'run.cancel_requested', 'run.completed', 'run.failed', 'run.paused', "
-        "'run.terminated', 'tool.requested', 'tool.started' "
-        "(caused by openai-agents Runner.run returned)"
-    )
-    assert err.value.signal == "openai-agents Runner.run returned"
-    record = store.load("r1")
-    assert (record.status, record.error.kind) == ("failed", "illegal_transition")
+    triage = Agent(name="triage", model=app.scripted(), handoffs=[stopper])
+    before = len(app.CALLS)
+    with pytest.raises(
+        ValueError, match=r"^agent 'weather' has tool_use_behavior='stop_on_first_tool'"
+    ):
+        run(AgentsRun(store, "r1").run(triage, "weather?"))
+    assert app.CALLS[before:] == []
+    assert list(store.runs()) == []
 
 
 def _pause_for_refund(store: EventStore, state_file: Path) -> None:
