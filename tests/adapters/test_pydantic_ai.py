@@ -438,3 +438,31 @@ def test_run_sync_and_resume_sync_drive_the_same_run_without_an_event_loop() -> 
         "completed",
         "Done.",
     )
+
+
+def test_an_sdk_move_the_table_refuses_raises_naming_the_signal() -> None:
+    """A lifecycle without human approvals: a deferred call is refused, naming its SDK signal."""
+    from agentfsm.adapters.stores import StoreOptions
+    from agentfsm.fsm.default import DEFAULT_TABLE
+    from agentfsm.fsm.errors import IllegalTransitionError
+    from agentfsm.reducers.reduce import Reducer
+
+    no_approvals = DEFAULT_TABLE.derive(
+        name="no_approvals",
+        remove=[
+            ("running", "approval.requested", "waiting_approval"),
+            ("waiting_tool", "approval.requested", "waiting_tool"),
+            ("waiting_tool", "approval.requested", "waiting_approval"),
+        ],
+    )
+    store = MemoryEventStore(options=StoreOptions(reducer=Reducer(no_approvals)))
+    before = len(app.CALLS)
+    with pytest.raises(IllegalTransitionError) as err:
+        run(AgentIterRun(store, "r1").run(make_agent(*REFUND), "refund O-1"))
+    assert err.value.signal == "pydantic-ai DeferredToolRequests"
+    assert str(err.value).startswith(
+        "run 'r1' is 'running': event 'approval.requested' (sequence 4) is not allowed; "
+    )
+    assert app.CALLS[before:] == []  # the deferred refund never ran
+    record = store.load("r1")
+    assert (record.status, record.error.kind) == ("failed", "illegal_transition")
