@@ -37,7 +37,8 @@ from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import EventType, RunStatus
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.runtime.runner import child_budget
+from agentfsm.runtime.recovery import rebuild_tree
+from agentfsm.runtime.runner import child_budget, new_tree
 from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
 
 __all__ = [
@@ -321,8 +322,15 @@ class Recorder:
         )
 
     def load(self) -> RunRecord:
-        """Continue a stored run (a resume): read its record from the store."""
-        record = self._open(self.store.load(self.run_id)).record
+        """Continue a stored run (a resume): read its record from the store.
+
+        A run with token or cost limits gets its budget tree back: the subagent runs it
+        started before (in this process or another) count against its limits again.
+        """
+        record = self.store.load(self.run_id)
+        if self.budget is None:
+            self.budget = rebuild_tree(self.store, record, new_tree(record))
+        self._open(record)
         self._delivered = record.version  # listeners hear what happens from here on
         return record
 

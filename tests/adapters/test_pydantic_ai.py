@@ -466,3 +466,40 @@ def test_an_sdk_move_the_table_refuses_raises_naming_the_signal() -> None:
     assert app.CALLS[before:] == []  # the deferred refund never ran
     record = store.load("r1")
     assert (record.status, record.error.kind) == ("failed", "illegal_transition")
+
+
+def test_a_resumed_parent_counts_what_its_subagents_spent_before() -> None:
+    """Paused after a subagent spent 15 of the tree's 40 tokens; resumed by a new run object
+    (as a new process would), the parent's limit still counts them: refund is refused."""
+    store = MemoryEventStore()
+    child = make_agent(answer("Paris is sunny."))
+
+    def parent_agent(run_: AgentIterRun) -> Agent[None, Any]:
+        agent = make_agent(
+            call("ask_specialist", "call_1", question="Paris?"),
+            call("refund", "call_r1", order_id="O-1"),
+            answer("never"),
+        )
+
+        @agent.tool
+        async def ask_specialist(ctx: RunContext[None], question: str) -> str:
+            """Ask the weather specialist."""
+            assert ctx.tool_call_id is not None
+            done = await run_.subagent(ctx.tool_call_id).run(child, question)
+            return str(done.final_output)
+
+        return agent
+
+    first = AgentIterRun(store, "r1")
+    paused = run(first.run(parent_agent(first), "weather?", limits=Limits(max_tokens=40)))
+    assert (paused.status, paused.record.usage.input_tokens) == ("waiting_approval", 20)
+    approve(store, "r1", "call_r1", approver="alice")
+    before = len(app.CALLS)
+    again = AgentIterRun(store, "r1")
+    done = run(again.resume(parent_agent(again)))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens",
+    )
+    assert "refund O-1" not in app.CALLS[before:]
