@@ -439,13 +439,22 @@ class AgentsRun(SdkRun):
 
         Raises:
             ApprovalMismatchError: the state's call is not the call approval was asked for.
-            SavedStateError: no state is given and the store keeps none, or the run went on
-                since it was saved.
+            SavedStateError: no state is given and the store keeps none, the run went on
+                since it was saved, or it does not load (corrupt, or another agent's).
         """
         record = self.recorder.load()
         if state is None:
-            state = json.loads(self.recorder.saved_state(STATE))
-        run_state = await RunState.from_json(agent, state)
+            raw = self.recorder.saved_state(STATE)
+            try:
+                run_state = await RunState.from_json(agent, json.loads(raw))
+            except Exception as exc:
+                raise SavedStateError(
+                    run_id=record.run_id,
+                    name=STATE,
+                    reason=f"it does not load: {type(exc).__name__}: {exc}",
+                ) from exc
+        else:
+            run_state = await RunState.from_json(agent, state)
         undecided = False
         for item in run_state.get_interruptions():
             aid = str(item.call_id)

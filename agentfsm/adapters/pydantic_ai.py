@@ -158,13 +158,22 @@ class AgentIterRun(SdkRun):
         Raises:
             ApprovalMismatchError: a deferred call in `history` is not the call approval was
                 requested for.
-            SavedStateError: no history is given and the store keeps none, or the run went
-                on since it was saved.
+            SavedStateError: no history is given and the store keeps none, the run went on
+                since it was saved, or it does not load.
         """
         record = self.recorder.load()
         if history is None:
             history = self.recorder.saved_state(STATE)
-        messages = ModelMessagesTypeAdapter.validate_json(history)
+            try:
+                messages = ModelMessagesTypeAdapter.validate_json(history)
+            except ValueError as exc:  # pydantic's ValidationError is one
+                raise SavedStateError(
+                    run_id=record.run_id,
+                    name=STATE,
+                    reason=f"it does not load: {type(exc).__name__}: {exc}",
+                ) from exc
+        else:
+            messages = ModelMessagesTypeAdapter.validate_json(history)
         pending = [
             part
             for part in _last_response(messages).parts

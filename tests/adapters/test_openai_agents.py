@@ -636,3 +636,18 @@ def test_run_sync_and_resume_sync_drive_the_same_run_without_an_event_loop() -> 
         "completed",
         "Done.",
     )
+
+
+def test_a_corrupt_kept_state_is_refused_saying_so(tmp_path: Path) -> None:
+    """Bytes that are not a RunState: SavedStateError naming the parse error; nothing runs."""
+    store = MemoryEventStore()
+    _pause_for_refund(store, tmp_path / "state.json")
+    kept = store.attachment("r1", "openai-agents/run_state")
+    assert kept is not None
+    store.put_attachment("r1", kept.name, b"{not json", version=kept.version)
+    approve(store, "r1", "call_r1", approver="alice")
+    before = len(app.CALLS)
+    with pytest.raises(SavedStateError) as err:
+        run(AgentsRun(store, "r1").resume(app.resumed_agent()))
+    assert err.value.reason.startswith("it does not load: JSONDecodeError: Expecting property")
+    assert app.CALLS[before:] == []

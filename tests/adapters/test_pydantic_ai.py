@@ -503,3 +503,17 @@ def test_a_resumed_parent_counts_what_its_subagents_spent_before() -> None:
         "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens",
     )
     assert "refund O-1" not in app.CALLS[before:]
+
+
+def test_a_corrupt_kept_history_is_refused_saying_so(tmp_path: Path) -> None:
+    """Bytes that are not a message history: SavedStateError naming the error; nothing runs."""
+    store, _, _ = _pause(tmp_path)
+    kept = store.attachment("r1", "pydantic-ai/messages")
+    assert kept is not None
+    store.put_attachment("r1", kept.name, b'[{"kind": "nonsense"}]', version=kept.version)
+    approve(store, "r1", "call_r1", approver="alice")
+    before = len(app.CALLS)
+    with pytest.raises(SavedStateError) as err:
+        run(AgentIterRun(store, "r1").resume(make_agent(*REFUND)))
+    assert err.value.reason.startswith("it does not load: ValidationError: ")
+    assert app.CALLS[before:] == []
