@@ -66,7 +66,8 @@ per model turn. Both may be set; either stop ends as `run.terminated` / `max_tur
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import inspect
+from collections.abc import Callable, Collection, Sequence
 from contextvars import ContextVar
 from typing import Any, Unpack
 from uuid import UUID
@@ -343,14 +344,23 @@ class GraphRun(SdkRun):
         pricing: the cost of a model call from its tokens (see `SdkRun`).
         agents: the names of the graph's nodes that are agents: entering one that is not
             the run's current agent records `handoff` (none given: no handoffs).
+        stream_mode: what to stream to `on_chunk`, as LangGraph's own `stream_mode`
+            ("messages" for a UI's tokens, "custom", "values", ... or a list of them).
+        on_chunk: called with each chunk of `stream_mode`, shaped as `graph.stream` would
+            yield it (the chunk for one mode, `(mode, chunk)` for a list); `arun` and
+            `aresume` await it if it returns an awaitable.
 
     Raises:
         TypeError: `agents` is a single string, not a collection of node names.
+        ValueError: `stream_mode` without `on_chunk` (nothing would receive it).
     """
 
     sdk = SDK
     #: The graph's agent nodes (see `agents` above); a `subagent` run's has none.
     agents: frozenset[str] = frozenset()
+    #: What the caller streams (see above); a `subagent` run streams nothing.
+    stream_mode: str | tuple[str, ...] | None = None
+    on_chunk: Callable[[Any], Any] | None = None
 
     def __init__(
         self,
@@ -358,12 +368,20 @@ class GraphRun(SdkRun):
         run_id: str,
         *,
         agents: Collection[str] = (),
+        stream_mode: str | Sequence[str] | None = None,
+        on_chunk: Callable[[Any], Any] | None = None,
         **options: Unpack[RunOptions],
     ) -> None:
         if isinstance(agents, str):
             # A string is a collection of characters: "triage" would name six agents.
             raise TypeError(f"agents must be a collection of node names, not the string {agents!r}")
+        if stream_mode is not None and on_chunk is None:
+            raise ValueError(f"stream_mode={stream_mode!r} needs on_chunk to receive the chunks")
         self.agents = frozenset(agents)
+        if on_chunk is not None:
+            self.on_chunk = on_chunk
+            mode = stream_mode if stream_mode is not None else "updates"
+            self.stream_mode = mode if isinstance(mode, str) else tuple(mode)
         super().__init__(store, run_id, **options)
 
     def _attach(self) -> None:
@@ -458,12 +476,29 @@ class GraphRun(SdkRun):
         self.handler.begin()
         return cfg
 
+    def _modes(self) -> list[str]:
+        """The stream modes to ask for: ours ("updates", for interrupts) and the caller's."""
+        wanted = self.stream_mode
+        user = [wanted] if isinstance(wanted, str) else list(wanted or ())
+        return ["updates", *(mode for mode in user if mode != "updates")]
+
+    def _forward(self, mode: str, chunk: Any) -> Any:
+        """Hand `chunk` to `on_chunk` if the caller streams `mode`, shaped as LangGraph would."""
+        wanted = self.stream_mode
+        if self.on_chunk is None or wanted is None:
+            return None
+        if isinstance(wanted, str):
+            return self.on_chunk(chunk) if mode == wanted else None
+        return self.on_chunk((mode, chunk)) if mode in wanted else None
+
     def _drive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
-            for chunk in graph.stream(input, self._config(config), stream_mode="updates"):
-                interrupts.extend(chunk.get("__interrupt__", ()))
+            for mode, chunk in graph.stream(input, self._config(config), stream_mode=self._modes()):
+                if mode == "updates":
+                    interrupts.extend(chunk.get("__interrupt__", ()))
+                self._forward(mode, chunk)
             if self.handler.stop is not None:
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
@@ -476,8 +511,13 @@ class GraphRun(SdkRun):
         interrupts: list[Any] = []
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
-            async for chunk in graph.astream(input, self._config(config), stream_mode="updates"):
-                interrupts.extend(chunk.get("__interrupt__", ()))
+            modes = self._modes()
+            async for mode, chunk in graph.astream(input, self._config(config), stream_mode=modes):
+                if mode == "updates":
+                    interrupts.extend(chunk.get("__interrupt__", ()))
+                forwarded = self._forward(mode, chunk)
+                if inspect.isawaitable(forwarded):
+                    await forwarded
             if self.handler.stop is not None:
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)

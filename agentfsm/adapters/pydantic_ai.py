@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
-from typing import Any
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, Unpack
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.exceptions import RunCancelled, UsageLimitExceeded
@@ -58,12 +59,14 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Pricing,
+    RunOptions,
     SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
     jsonable,
     per_million_tokens,
 )
+from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
@@ -108,12 +111,36 @@ class AgentIterRun(SdkRun):
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
         pricing: the cost of a model call from its tokens (see `SdkRun`).
+        on_event: called (and awaited, if it returns an awaitable) with every event of
+            the run's streams, as `agent.iter()`'s node streams yield them: the model's
+            `PartStartEvent`/`PartDeltaEvent`s (a UI's tokens; the model is then asked to
+            stream) and the tools' `FunctionToolCallEvent`/`FunctionToolResultEvent`s.
     """
 
     sdk = SDK
+    #: See `on_event` above; a `subagent` run streams nothing.
+    on_event: Callable[[Any], Any] | None = None
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        on_event: Callable[[Any], Any] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> None:
+        if on_event is not None:
+            self.on_event = on_event
+        super().__init__(store, run_id, **options)
 
     def _attach(self) -> None:
         self._last: Any = None
+
+    async def _forward(self, event: Any) -> None:
+        if self.on_event is not None:
+            done = self.on_event(event)
+            if inspect.isawaitable(done):
+                await done
 
     async def run(
         self,
@@ -258,11 +285,16 @@ class AgentIterRun(SdkRun):
             async for node in run:
                 if Agent.is_model_request_node(node):
                     recorder.append("ModelRequestNode", [recorder.model_call()])
+                    if self.on_event is not None:  # streaming is asked for only if wanted
+                        async with node.stream(run.ctx) as request:
+                            async for event in request:
+                                await self._forward(event)
                 elif Agent.is_call_tools_node(node):
                     self._model_completed(node.model_response, _output_tools(run.ctx))
                     async with node.stream(run.ctx) as stream:
                         async for event in stream:
                             self._tool_event(event, approval)
+                            await self._forward(event)
             result = run.result
         assert result is not None  # the iteration ran to its End node
         output = result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import subprocess
@@ -723,3 +724,62 @@ def test_pricing_gets_the_model_name_and_a_cost_limit_stops_the_graph(tmp_path: 
     )
     assert seen == ["gpt-test", "gpt-test"]
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_chunks_of_the_callers_stream_mode_reach_on_chunk_as_langgraph_shapes_them() -> None:
+    """stream_mode="messages": the model's messages go to on_chunk; the run is observed as ever."""
+    chunks: list[Any] = []
+    store = MemoryEventStore()
+    g = graph([call("get_weather", "call_1", city="Paris"), answer("Sunny in Paris.")])
+    done = drive(GraphRun(store, "r1", stream_mode="messages", on_chunk=chunks.append), g)
+    assert done.status == "completed"
+    texts = [
+        message.content for message, metadata in chunks if metadata["langgraph_node"] == "agent"
+    ]
+    assert texts[-1] == "Sunny in Paris."
+    assert types(store, "r1")[-2:] == ["model.completed", "run.completed"]
+
+
+def test_a_list_of_modes_reaches_on_chunk_as_mode_chunk_pairs() -> None:
+    """["updates", "custom"]: pairs, as graph.stream yields them; a node's custom data included."""
+    from langgraph.config import get_stream_writer
+
+    def note(state: MessagesState) -> dict[str, Any]:
+        get_stream_writer()({"progress": "looked it up"})
+        return {}
+
+    g = StateGraph(MessagesState)
+    g.add_node("note", note)
+    g.add_node("agent", lambda s: {"messages": [app.GenericFakeChatModel(
+        messages=iter([answer("Done.")]), disable_streaming=True
+    ).invoke(s["messages"])]})  # fmt: skip
+    g.add_edge(START, "note")
+    g.add_edge("note", "agent")
+    g.add_edge("agent", END)
+    chunks: list[Any] = []
+    store = MemoryEventStore()
+    run_ = GraphRun(store, "r1", stream_mode=["updates", "custom"], on_chunk=chunks.append)
+    assert drive(run_, g.compile()).status == "completed"
+    assert ("custom", {"progress": "looked it up"}) in chunks
+    assert [mode for mode, _ in chunks].count("updates") == 2  # note, agent
+
+
+def test_an_async_run_awaits_an_async_on_chunk() -> None:
+    """arun: an async on_chunk is awaited, chunk by chunk."""
+    seen: list[str] = []
+
+    async def on_chunk(chunk: Any) -> None:
+        await asyncio.sleep(0)
+        seen.extend(chunk)
+
+    store = MemoryEventStore()
+    run_ = GraphRun(store, "r1", stream_mode="updates", on_chunk=on_chunk)
+    with capture_logs():
+        done = asyncio.run(run_.arun(graph([answer("Hi.")]), ASK))
+    assert (done.status, seen) == ("completed", ["agent"])
+
+
+def test_a_stream_mode_without_on_chunk_is_refused() -> None:
+    """Nothing would receive the chunks: said when the run is built."""
+    with pytest.raises(ValueError, match=r"^stream_mode='messages' needs on_chunk to receive"):
+        GraphRun(MemoryEventStore(), "r1", stream_mode="messages")

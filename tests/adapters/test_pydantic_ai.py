@@ -517,3 +517,35 @@ def test_a_corrupt_kept_history_is_refused_saying_so(tmp_path: Path) -> None:
         run(AgentIterRun(store, "r1").resume(make_agent(*REFUND)))
     assert err.value.reason.startswith("it does not load: ValidationError: ")
     assert app.CALLS[before:] == []
+
+
+def test_on_event_streams_the_models_tokens_and_the_tools_events(tmp_path: Path) -> None:
+    """With on_event the model is asked to stream: its deltas and the tool events reach it."""
+    from collections.abc import AsyncIterator
+
+    from pydantic_ai.messages import FunctionToolResultEvent, ModelMessage, PartDeltaEvent
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        if len(messages) == 1:
+            yield {0: DeltaToolCall("get_weather", '{"city": "Paris"}', tool_call_id="call_1")}
+        else:
+            for piece in ("Sunny ", "in ", "Paris."):
+                yield piece
+
+    agent: Agent[None, str] = Agent(FunctionModel(stream_function=stream), name="weather")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Get the weather for a city."""
+        return f"sunny in {city}"
+
+    events: list[Any] = []
+    store = MemoryEventStore()
+    done = run(AgentIterRun(store, "r1", on_event=events.append).run(agent, "weather?"))
+    assert (done.status, done.final_output) == ("completed", "Sunny in Paris.")
+    deltas = [e.delta.content_delta for e in events if isinstance(e, PartDeltaEvent)]
+    assert "".join(deltas) == "in Paris."  # the first piece starts the part, the rest are deltas
+    results = [e.part.content for e in events if isinstance(e, FunctionToolResultEvent)]
+    assert results == ["sunny in Paris"]
+    assert validates(store, "r1", tmp_path) == 0
