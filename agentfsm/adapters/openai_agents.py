@@ -186,10 +186,25 @@ def _handoff_names(agent: Agent[Any]) -> set[str]:
 
 
 class _Hooks(RunHooks[Any]):
-    """The SDK's run hooks, appending our events (see the module's table)."""
+    """The SDK's run hooks, appending our events (see the module's table).
+
+    The caller's own `RunHooks` (`run(..., hooks=...)`) are called after ours, so they see
+    each signal once it is recorded (and not at all if our guards stopped the run).
+    """
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
+        self.theirs: RunHooks[Any] | None = None
+
+    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        """Only the caller's hook: an agent starting is no event of ours."""
+        if self.theirs is not None:
+            await self.theirs.on_agent_start(context, agent)
+
+    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        """Only the caller's hook: the run's end is recorded when `Runner.run` returns."""
+        if self.theirs is not None:
+            await self.theirs.on_agent_end(context, agent, output)
 
     def _append(self, signal: str, specs: list[Any]) -> None:
         try:
@@ -207,6 +222,8 @@ class _Hooks(RunHooks[Any]):
         """A model call is about to start: `model.started`."""
         signal = f"RunHooks.on_llm_start (agent '{agent.name}')"
         self._append(signal, [self.recorder.model_call()])
+        if self.theirs is not None:
+            await self.theirs.on_llm_start(context, agent, system_prompt, input_items)
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
@@ -244,43 +261,47 @@ class _Hooks(RunHooks[Any]):
             f"RunHooks.on_llm_end (agent '{agent.name}')",
             [(m.ModelCompleted, {**fields, "usage": usage})],
         )
+        if self.theirs is not None:
+            await self.theirs.on_llm_end(context, agent, response)
 
     async def on_tool_start(
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
     ) -> None:
         """A function tool is about to run: `tool.requested` and `tool.started`."""
-        if not isinstance(context, ToolContext):
-            return  # hosted and shell-like tools carry no call id: not tracked
-        aid = context.tool_call_id
-        self._append(
-            f"RunHooks.on_tool_start (call '{aid}')",
-            [
-                (
-                    m.ToolRequested,
-                    {
-                        "action_id": aid,
-                        "tool": context.tool_name,
-                        "arguments": parse_arguments(context.tool_arguments),
-                    },
-                ),
-                (m.ToolStarted, {"action_id": aid}),
-            ],
-        )
+        if isinstance(context, ToolContext):  # hosted and shell-like tools carry no call id
+            aid = context.tool_call_id
+            self._append(
+                f"RunHooks.on_tool_start (call '{aid}')",
+                [
+                    (
+                        m.ToolRequested,
+                        {
+                            "action_id": aid,
+                            "tool": context.tool_name,
+                            "arguments": parse_arguments(context.tool_arguments),
+                        },
+                    ),
+                    (m.ToolStarted, {"action_id": aid}),
+                ],
+            )
+        if self.theirs is not None:
+            await self.theirs.on_tool_start(context, agent, tool)
 
     async def on_tool_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
     ) -> None:
         """A function tool returned: `tool.completed` (unless `tool_failure` saw it fail)."""
-        if not isinstance(context, ToolContext):
-            return
-        aid = context.tool_call_id
-        action = self.recorder.record.actions.get(aid)
-        if action is not None and action.status == ActionStatus.FAILED:
-            return  # the failure function recorded it; the SDK reports its message as output
-        self._append(
-            f"RunHooks.on_tool_end (call '{aid}')",
-            [(m.ToolCompleted, {"action_id": aid, "result": jsonable(result)})],
-        )
+        if isinstance(context, ToolContext):
+            aid = context.tool_call_id
+            action = self.recorder.record.actions.get(aid)
+            # A failure was recorded by the failure function; the SDK reports its message.
+            if action is None or action.status != ActionStatus.FAILED:
+                self._append(
+                    f"RunHooks.on_tool_end (call '{aid}')",
+                    [(m.ToolCompleted, {"action_id": aid, "result": jsonable(result)})],
+                )
+        if self.theirs is not None:
+            await self.theirs.on_tool_end(context, agent, tool, result)
 
     async def on_handoff(
         self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
@@ -290,6 +311,8 @@ class _Hooks(RunHooks[Any]):
             f"RunHooks.on_handoff ('{from_agent.name}' → '{to_agent.name}')",
             [(m.Handoff, {"to_agent": to_agent.name})],
         )
+        if self.theirs is not None:
+            await self.theirs.on_handoff(context, from_agent=from_agent, to_agent=to_agent)
 
 
 def _check_tool_use(agent: Agent[Any]) -> None:
@@ -505,6 +528,7 @@ class AgentsRun(SdkRun):
     ) -> ObservedRun:
         recorder = self.recorder
         kwargs = {**kwargs, "run_config": _recording_failures(kwargs.get("run_config"))}
+        self.hooks.theirs = kwargs.pop("hooks", None)  # called after ours
         result: RunResultBase
         try:
             if on_stream_event is None:

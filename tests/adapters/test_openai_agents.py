@@ -651,3 +651,44 @@ def test_a_corrupt_kept_state_is_refused_saying_so(tmp_path: Path) -> None:
         run(AgentsRun(store, "r1").resume(app.resumed_agent()))
     assert err.value.reason.startswith("it does not load: JSONDecodeError: Expecting property")
     assert app.CALLS[before:] == []
+
+
+def test_the_callers_own_run_hooks_are_called_after_ours() -> None:
+    """run(..., hooks=mine): every hook of mine fires, each after its event is recorded."""
+    from agents import RunHooks
+
+    store = MemoryEventStore()
+    heard: list[tuple[str, int]] = []
+
+    class Mine(RunHooks[Any]):
+        def _note(self, name: str) -> None:
+            heard.append((name, store.load("r1").version))
+
+        async def on_agent_start(self, context: Any, agent: Any) -> None:
+            self._note("agent_start")
+
+        async def on_llm_start(self, *args: Any) -> None:
+            self._note("llm_start")
+
+        async def on_llm_end(self, *args: Any) -> None:
+            self._note("llm_end")
+
+        async def on_tool_start(self, *args: Any) -> None:
+            self._note("tool_start")
+
+        async def on_tool_end(self, *args: Any) -> None:
+            self._note("tool_end")
+
+        async def on_agent_end(self, *args: Any) -> None:
+            self._note("agent_end")
+
+    agent = weather_agent(
+        [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
+        [assistant_message("Sunny.")],
+    )
+    done = run(AgentsRun(store, "r1").run(agent, "weather?", hooks=Mine()))
+    assert done.status == "completed"
+    assert heard == [
+        ("agent_start", 1), ("llm_start", 2), ("llm_end", 3), ("tool_start", 5),
+        ("tool_end", 6), ("llm_start", 7), ("llm_end", 8), ("agent_end", 8),
+    ]  # fmt: skip
