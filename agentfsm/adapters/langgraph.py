@@ -72,7 +72,7 @@ from contextvars import ContextVar
 from typing import Any, Unpack
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphInterrupt, GraphRecursionError
@@ -472,7 +472,13 @@ class GraphRun(SdkRun):
 
     def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
         cfg = dict(config or {})
-        cfg["callbacks"] = [*cfg.get("callbacks", []), self.handler]
+        theirs = cfg.get("callbacks")
+        if isinstance(theirs, BaseCallbackManager):  # a manager, not a list: add to a copy
+            manager = theirs.copy()
+            manager.add_handler(self.handler, inherit=True)
+            cfg["callbacks"] = manager
+        else:
+            cfg["callbacks"] = [*(theirs or ()), self.handler]
         self.handler.begin()
         return cfg
 

@@ -783,3 +783,23 @@ def test_a_stream_mode_without_on_chunk_is_refused() -> None:
     """Nothing would receive the chunks: said when the run is built."""
     with pytest.raises(ValueError, match=r"^stream_mode='messages' needs on_chunk to receive"):
         GraphRun(MemoryEventStore(), "r1", stream_mode="messages")
+
+
+@pytest.mark.parametrize("as_manager", [False, True], ids=["list", "manager"])
+def test_the_callers_own_callbacks_still_hear_the_graph(as_manager: bool) -> None:
+    """config["callbacks"] as a list or a CallbackManager: ours are added, theirs kept."""
+    from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
+
+    heard: list[str] = []
+
+    class Mine(BaseCallbackHandler):
+        def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+            heard.append(f"tool {kwargs.get('name') or serialized.get('name')}")
+
+    mine = Mine()
+    callbacks: Any = CallbackManager([mine], inheritable_handlers=[mine]) if as_manager else [mine]
+    store = MemoryEventStore()
+    g = graph([call("get_weather", "call_1", city="Paris"), answer("Sunny.")])
+    done = drive(GraphRun(store, "r1"), g, {"callbacks": callbacks})
+    assert (done.status, heard) == ("completed", ["tool get_weather"])
+    assert "tool.completed" in types(store, "r1")
