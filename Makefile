@@ -18,7 +18,8 @@ AGENTFSM := $(VENV)/bin/agentfsm
 
 # The main job: replay the bundled logs, drive every runtime scenario on the embedded SQLite
 # store (an approval given from another process with `agentfsm approve`), then read the
-# store's log back with the command line.
+# store's log back with the command line; then the three agent SDKs' own runners, offline,
+# on the same store, their logs checked and drawn like native ones.
 demo: $(STAMP)
 	$(PY) examples/demo.py
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
@@ -28,6 +29,9 @@ demo: $(STAMP)
 	$(AGENTFSM) replay $(DEMO)/runs.jsonl --run-id runaway-1
 	$(AGENTFSM) inspect $(DEMO)/runs.jsonl --run-id cancel-123
 	$(AGENTFSM) diagram --run $(DEMO)/runs.jsonl --run-id runaway-1 --format mermaid
+	$(PY) examples/demo_adapters.py --dir $(DEMO) --export $(DEMO)/sdk-runs.jsonl
+	$(AGENTFSM) validate $(DEMO)/sdk-runs.jsonl
+	$(AGENTFSM) diagram --run $(DEMO)/sdk-runs.jsonl --run-id sdk-openai --format mermaid
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentfsm tests benchmarks examples

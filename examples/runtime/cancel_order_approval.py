@@ -36,7 +36,6 @@ RUN_ID = "cancel-123"
 LIMITS = Limits(max_turns=5)
 
 
-
 def model() -> ScriptedModel:
     """Look the order up, ask to cancel it, then report what happened."""
 

@@ -1,0 +1,159 @@
+"""The SDK adapters' demo: three agent SDKs' real runners, offline, on our SQLite store.
+
+    python examples/demo_adapters.py [--dir DIR] [--export adapters.jsonl]
+
+- OpenAI Agents SDK (`sdk-openai`): one response asks for a lookup and a refund that needs
+  approval; the SDK runs the lookup, the run waits; a person approves in our store; a
+  fresh `AgentsRun` resumes from the store alone and the refund runs.
+- LangGraph (`sdk-langgraph`): a triage node routes to a billing node; `agents=[...]`
+  records the move as a handoff.
+- pydantic-ai (`sdk-pydantic-ai`): a model that never stops, stopped by a token budget
+  before the call that could overspend it (each call reserves its estimate).
+
+`--export` writes the runs' events as JSON Lines: `agentfsm validate`, `replay` and
+`diagram --run` read them exactly as a native run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "runtime"))
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # offline: no trace export
+
+from kit import open_store, path_of, quiet_logs  # noqa: E402
+
+from agentfsm.adapters.stores import EventStore  # noqa: E402
+from agentfsm.events import Limits, dump_event  # noqa: E402
+from agentfsm.runtime import approve  # noqa: E402
+
+RUNS = ("sdk-openai", "sdk-langgraph", "sdk-pydantic-ai")
+
+
+def openai_run(store: EventStore) -> None:
+    """A mixed batch, an approval given in our store, a resume from the store alone."""
+    from agents import Agent, function_tool, set_tracing_disabled
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from agentfsm.adapters.openai_agents import AgentsRun
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def get_order(order_id: str) -> str:
+        """Look an order up."""
+        return f"{order_id}: paid, not shipped"
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return f"refunded {order_id}"
+
+    def agent(*steps: Any) -> Agent[Any]:  # every process builds the same agent
+        return Agent(name="support", model=ScriptedModel(list(steps)), tools=[get_order, refund])
+
+    first = agent(
+        [
+            function_call("get_order", {"order_id": "O-7"}, call_id="call_lookup"),
+            function_call("refund", {"order_id": "O-7"}, call_id="call_refund"),
+        ]
+    )
+    paused = AgentsRun(store, "sdk-openai").run_sync(first, "Refund O-7 if it is paid")
+    print(f"   paused: {paused.status}, waiting for {list(paused.record.pending_approvals)}")
+    approve(store, "sdk-openai", "call_refund", approver="alice")  # or: agentfsm approve
+    later = agent([assistant_message("O-7 was paid; it is refunded.")])
+    AgentsRun(store, "sdk-openai").resume_sync(later)
+
+
+def langgraph_run(store: EventStore) -> None:
+    """Two agent nodes; moving from one to the other is a handoff."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    from agentfsm.adapters.langgraph import GraphRun
+
+    def model(text: str) -> GenericFakeChatModel:
+        return GenericFakeChatModel(messages=iter([AIMessage(text)]), disable_streaming=True)
+
+    triage, billing = model("A billing question."), model("Your invoice is attached.")
+    graph = StateGraph(MessagesState)
+    graph.add_node("triage", lambda s: {"messages": [triage.invoke(s["messages"])]})
+    graph.add_node("billing", lambda s: {"messages": [billing.invoke(s["messages"])]})
+    graph.add_edge(START, "triage")
+    graph.add_edge("triage", "billing")
+    graph.add_edge("billing", END)
+    run = GraphRun(store, "sdk-langgraph", agents=["triage", "billing"])
+    run.run(graph.compile(), {"messages": [HumanMessage("Where is my invoice?")]}, agent="triage")
+
+
+def pydantic_ai_run(store: EventStore) -> None:
+    """A runaway model, stopped before the call that could overspend its token budget."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.usage import RequestUsage
+
+    from agentfsm.adapters.pydantic_ai import AgentIterRun
+
+    def runaway(messages: Any, info: Any) -> ModelResponse:
+        n = len(messages)
+        call = ToolCallPart("get_order", {"order_id": f"O-{n}"}, tool_call_id=f"call_{n}")
+        return ModelResponse(parts=[call], usage=RequestUsage(input_tokens=600, output_tokens=100))
+
+    agent: Agent[None, str] = Agent(FunctionModel(runaway), name="support")
+
+    @agent.tool_plain
+    def get_order(order_id: str) -> str:
+        """Look an order up."""
+        return f"{order_id}: paid, not shipped"
+
+    run = AgentIterRun(store, "sdk-pydantic-ai", reserve_tokens=700)
+    asyncio.run(run.run(agent, "Where is O-1?", limits=Limits(max_tokens=1_500)))
+
+
+def run_all(workdir: Path, export: Path | None = None) -> dict[str, str]:
+    """Run the three SDKs on `workdir/runs.db`; each run's status by id."""
+    statuses: dict[str, str] = {}
+    with open_store(workdir / "runs.db") as store:
+        for run_id, drive in zip(RUNS, (openai_run, langgraph_run, pydantic_ai_run), strict=True):
+            print(f"== {run_id}")
+            drive(store)
+            for line in path_of(store, run_id):
+                print("  " + line)
+            record = store.load(run_id)
+            statuses[run_id] = record.status
+            why = f" ({record.stop_reason}: {record.stop_detail})" if record.stop_reason else ""
+            print(f"   ends {record.status}{why}\n")
+        if export is not None:
+            with export.open("w", encoding="utf-8") as out:
+                for run_id in RUNS:
+                    out.writelines(dump_event(e) + "\n" for e in store.events(run_id))
+            print(f"events of {len(RUNS)} SDK runs written to {export}")
+    return statuses
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the demo (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="keep the store here (default: a temp dir)")
+    parser.add_argument("--export", type=Path, help="write the runs' events as JSON Lines")
+    args = parser.parse_args(argv)
+    quiet_logs()
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        run_all(args.dir, args.export)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            run_all(Path(tmp), args.export)
+
+
+if __name__ == "__main__":
+    main()
