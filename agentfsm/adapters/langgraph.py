@@ -207,7 +207,31 @@ class _Handler(BaseCallbackHandler):
         self.agent = node
 
     def _model_started(self, name: str) -> None:
-        self._append(f"on_chat_model_start ({name})", [self.recorder.model_call()])
+        self._append(
+            f"on_chat_model_start ({name})", [*self._passed_over(), self.recorder.model_call()]
+        )
+
+    def _passed_over(self) -> list[Any]:
+        """Calls the graph went on without running, each recorded as declined by the graph.
+
+        A router that reads a tool call to pick the next node (and never runs it) is
+        ordinary LangGraph; the model is about to be called again, so those calls will not
+        run. They are recorded as asked and declined (approver `langgraph`), as a policy
+        denial is, so the ledger says why they never ran.
+        """
+        record = self.recorder.record
+        specs: list[Any] = []
+        for aid in record.batch:
+            action = record.actions[aid]
+            if action.status != ActionStatus.PROPOSED:
+                continue
+            call = {"action_id": aid, "tool": action.tool, "arguments": action.arguments}
+            reason = "the graph went on without running this call"
+            specs.append((m.ApprovalRequested, call))
+            specs.append(
+                (m.ApprovalRejected, {"action_id": aid, "approver": SDK, "reason": reason})
+            )
+        return specs
 
     def on_chat_model_start(
         self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any

@@ -803,3 +803,44 @@ def test_the_callers_own_callbacks_still_hear_the_graph(as_manager: bool) -> Non
     done = drive(GraphRun(store, "r1"), g, {"callbacks": callbacks})
     assert (done.status, heard) == ("completed", ["tool get_weather"])
     assert "tool.completed" in types(store, "r1")
+
+
+def test_a_router_that_reads_a_tool_call_without_running_it_is_recorded_as_declined(
+    tmp_path: Path,
+) -> None:
+    """The supervisor's `to_billing` call only picks the next node: the ledger says it never ran."""
+    supervisor = app.GenericFakeChatModel(
+        messages=iter([call("to_billing", "route_1", reason="invoice")]), disable_streaming=True
+    )
+    billing = app.GenericFakeChatModel(
+        messages=iter([answer("Invoice sent.")]), disable_streaming=True
+    )
+
+    def route(state: MessagesState) -> str:
+        return "billing" if state["messages"][-1].tool_calls[0]["name"] == "to_billing" else END
+
+    g = StateGraph(MessagesState)
+    g.add_node("supervisor", lambda s: {"messages": [supervisor.invoke(s["messages"])]})
+    g.add_node("billing", lambda s: {"messages": [billing.invoke(s["messages"][:1])]})
+    g.add_edge(START, "supervisor")
+    g.add_conditional_edges("supervisor", route, ["billing", END])
+    g.add_edge("billing", END)
+    store = MemoryEventStore()
+    run_ = GraphRun(store, "r1", agents=["supervisor", "billing"])
+    done = drive(run_, g.compile(), agent="supervisor")
+    assert (done.status, done.final_output, done.record.current_agent) == (
+        "completed",
+        "Invoice sent.",
+        "billing",
+    )
+    action = done.record.actions["route_1"]
+    assert (action.status, action.approver, action.reason) == (
+        "rejected",
+        "langgraph",
+        "the graph went on without running this call",
+    )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "handoff", "approval.requested",
+        "approval.rejected", "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "r1", tmp_path) == 0
