@@ -231,6 +231,10 @@ class Recorder:
         listeners: called with every event of the run once it is stored, in order (e.g.
             `RunSpans(tracer).feed` for live OpenTelemetry spans).
         sdk: the SDK's name, used when naming the signal behind an illegal move.
+        budget: the budget tree of a subagent tree this run belongs to (see `child`).
+        reserve_tokens: tokens each model call reserves (`model_call`).
+        reserve_cost: cost each model call reserves.
+        pricing: the cost of a model call from its tokens (`usage`).
     """
 
     def __init__(
