@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -523,6 +524,37 @@ class TestRecordJson:
                 again = RunRecord.loads(record.dumps())
                 assert again == record
                 assert again.dumps() == record.dumps()
+
+    def test_the_ledger_keeps_its_order_through_json(self) -> None:
+        """Ids that sort otherwise ('act_10' < 'act_9'): reloaded, the ledger's order stands.
+
+        Found by the round-trip property: sorted keys reordered the ledger, and the reloaded
+        record listed its pending approvals in another order than it was saved with.
+        """
+        calls = [{"action_id": f"act_{i}", "tool": "t", "arguments": {}} for i in (9, 10)]
+        log = started(*calls)
+        for c in calls:
+            log.add("approval.requested", **c)
+        record = fold(log)
+        again = RunRecord.loads(record.dumps())
+        assert (again.pending_approvals, list(again.actions)) == (
+            ("act_9", "act_10"),
+            ["act_9", "act_10"],
+        )
+        assert Snapshot.loads(Snapshot(record).dumps()).record.pending_approvals == (
+            "act_9",
+            "act_10",
+        )
+
+    def test_a_ledger_in_sorted_order_dumps_as_fully_sorted_json(
+        self, order_events: list[Event]
+    ) -> None:
+        """When ids sort in ledger order the text is plain sorted-key JSON (older snapshots)."""
+        record = replay(order_events)
+        assert list(record.actions) == sorted(record.actions)
+        assert record.dumps() == json.dumps(
+            record.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
 
     def test_unknown_and_missing_keys_are_refused(self, order_events: list[Event]) -> None:
         """A record JSON with extra or missing keys names them."""

@@ -9,6 +9,7 @@ after construction; treat them as read-only.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -259,8 +260,8 @@ class RunRecord(_RunRecordSlots):
         }
 
     def dumps(self) -> str:
-        """Deterministic JSON text: same record, same bytes."""
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        """Deterministic JSON text: same record, same bytes (see `dumps_record_json`)."""
+        return dumps_record_json(self.to_json())
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
@@ -294,6 +295,20 @@ class RunRecord(_RunRecordSlots):
 
 
 _RECORD_KEYS = frozenset(attrs.fields_dict(RunRecord))
+_dump = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps_record_json(data: Mapping[str, Any]) -> str:
+    """A record's `to_json()` as JSON text: keys sorted, except the ledger's.
+
+    `actions` keeps the order actions joined the run, which `pending_approvals` and
+    `in_flight` follow; sorted ids would put 'act_10' before 'act_9' and a reloaded record
+    would list its pending approvals in another order.
+    """
+    rest = _dump({k: v for k, v in data.items() if k != "actions"})
+    ledger = ",".join(f"{_dump(k)}:{_dump(a)}" for k, a in data["actions"].items())
+    # "actions" sorts before every other field of a record, so it opens the object.
+    return '{"actions":{' + ledger + "}" + ("," + rest[1:] if rest != "{}" else "}")
 
 
 def _expect_keys(what: str, data: Mapping[str, Any], keys: frozenset[str]) -> None:

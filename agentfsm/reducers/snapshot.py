@@ -42,8 +42,8 @@ class Snapshot:
         return {"sequence": self.sequence, "record": self.record.to_json()}
 
     def dumps(self) -> str:
-        """Deterministic JSON text."""
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        """Deterministic JSON text (the record's ledger in its order: `dumps_record_json`)."""
+        return f'{{"record":{self.record.dumps()},"sequence":{self.sequence}}}'
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Snapshot:
