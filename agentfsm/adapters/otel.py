@@ -17,18 +17,23 @@
   `gen_ai.tool.name`, `gen_ai.tool.call.id` = action id), a child of the turn that proposed
   it: from `tool.started` to its result; ERROR with `error.type` for `tool.failed`.
 
+A subagent's run (`<run_id>/<action_id>`, see `SdkRun.subagent` and the Runner's
+`subagent`) is a child of the tool span of the call that started it, so parent and children
+share one trace — fed live or from a stored log in any run order.
+
 Inject the tracer (`provider.get_tracer("agentfsm")`): this module never sets the global
 tracer provider.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, StatusCode, Tracer
 
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, parse_timestamp
@@ -37,6 +42,7 @@ __all__ = ["RunSpans", "trace_run"]
 
 _FINISH = {"final": "stop", "tool_calls": "tool_calls", "handoff": "handoff"}
 _TERMINAL = (m.RunCompleted, m.RunFailed, m.RunTerminated, m.RunCancelled)
+_KEPT_CALLS = 10_000  # tool spans a subagent run may still name as its parent
 
 
 def _ns(event: Event) -> int:
@@ -63,21 +69,30 @@ class RunSpans:
     def __init__(self, tracer: Tracer) -> None:
         self.tracer = tracer
         self._runs: dict[str, _Open] = {}
+        # `run_id/action_id` -> its tool span's context, kept after the span ends: a stored
+        # log may hold a parent's whole run before its subagent's. Bounded: oldest go first.
+        self._calls: OrderedDict[str, SpanContext] = OrderedDict()
 
     def feed(self, event: Event) -> None:
         """Account for one event of a run (events of one run must come in order)."""
         at = _ns(event)
         if isinstance(event, m.RunStarted):
             agent = event.agent or "agent"
+            attributes = {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": agent,
+                "gen_ai.conversation.id": event.run_id,
+                "agentfsm.run_id": event.run_id,
+            }
+            context = None
+            parent_id, _, _ = event.run_id.rpartition("/")
+            if parent_id:
+                attributes["agentfsm.parent_run_id"] = parent_id
+                call = self._calls.get(event.run_id)
+                if call is not None:
+                    context = trace.set_span_in_context(NonRecordingSpan(call))
             span = self.tracer.start_span(
-                f"invoke_agent {agent}",
-                start_time=at,
-                attributes={
-                    "gen_ai.operation.name": "invoke_agent",
-                    "gen_ai.agent.name": agent,
-                    "gen_ai.conversation.id": event.run_id,
-                    "agentfsm.run_id": event.run_id,
-                },
+                f"invoke_agent {agent}", context=context, start_time=at, attributes=attributes
             )
             self._runs[event.run_id] = _Open(span, agent)
             return
@@ -116,7 +131,7 @@ class RunSpans:
         if span is not None:  # a retry: the attempt before it has ended
             span.end(end_time=at)
         tool = run.names.get(event.action_id, "tool")
-        run.tools[event.action_id] = self.tracer.start_span(
+        run.tools[event.action_id] = span = self.tracer.start_span(
             f"execute_tool {tool}",
             context=trace.set_span_in_context(parent),
             start_time=at,
@@ -127,6 +142,9 @@ class RunSpans:
                 "agentfsm.attempt": event.attempt,
             },
         )
+        self._calls[f"{event.run_id}/{event.action_id}"] = span.get_span_context()
+        if len(self._calls) > _KEPT_CALLS:
+            self._calls.popitem(last=False)
 
     def _end_tool(self, run: _Open, event: Any, at: int) -> None:
         span = run.tools.pop(event.action_id, None)

@@ -692,3 +692,36 @@ def test_the_callers_own_run_hooks_are_called_after_ours() -> None:
         ("agent_start", 1), ("llm_start", 2), ("llm_end", 3), ("tool_start", 5),
         ("tool_end", 6), ("llm_start", 7), ("llm_end", 8), ("agent_end", 8),
     ]  # fmt: skip
+
+
+def test_live_spans_put_an_agent_tool_run_under_its_call() -> None:
+    """listeners=[RunSpans.feed]: the subagent's run span is a child of the call's tool span."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentfsm.adapters.otel import RunSpans
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spans = RunSpans(provider.get_tracer("agentfsm"))
+    store = MemoryEventStore()
+    parent = AgentsRun(store, "r1", listeners=[spans.feed])
+    triage = Agent(
+        name="triage",
+        model=app.scripted(
+            [function_call("researcher", {"input": "Paris?"}, call_id="call_s1")],
+            [assistant_message("It is sunny.")],
+        ),
+        tools=[
+            parent.agent_tool(weather_agent([assistant_message("Sunny.")]), tool_name="researcher")
+        ],
+    )
+    assert run(parent.run(triage, "weather?")).status == "completed"
+    finished = exporter.get_finished_spans()
+    call = next(s for s in finished if s.name == "execute_tool researcher")
+    child = next(s for s in finished if s.name == "invoke_agent weather")
+    assert child.parent is not None
+    assert child.parent.span_id == call.context.span_id

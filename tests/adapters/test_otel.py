@@ -128,3 +128,31 @@ def test_fed_live_a_span_is_exported_when_its_part_of_the_run_ends() -> None:
     assert names[5] == ["execute_tool search"]
     assert names[6] == ["execute_tool search", "chat"]
     assert names[-1][-1] == "invoke_agent support"
+
+
+def test_a_subagent_run_is_a_child_of_the_tool_span_that_started_it() -> None:
+    """A stored log with the parent's run before its child's: one trace, child under the call."""
+    parent = tool_run("run.completed")  # r1 calls `search` as action a1
+    child = LogBuilder("r1/a1")
+    child.add("run.started", agent="researcher")
+    child.add("model.started")
+    child.add("model.completed", decision="final", output="found")
+    child.add("run.completed")
+    spans = exported([*parent.events, *child.events])
+    tool = next(s for s in spans if s.name == "execute_tool search")
+    sub = next(s for s in spans if s.name == "invoke_agent researcher")
+    assert sub.parent is not None
+    assert (sub.parent.span_id, sub.context.trace_id) == (
+        tool.context.span_id,
+        tool.context.trace_id,
+    )
+    assert sub.attributes["agentfsm.parent_run_id"] == "r1"
+
+
+def test_a_run_whose_parent_call_is_unknown_starts_its_own_trace() -> None:
+    """A child whose parent was never fed: a root span, still naming its parent run."""
+    child = LogBuilder("r9/a1")
+    child.add("run.started", agent="researcher")
+    child.add("run.cancelled")
+    [span] = exported(child.events)
+    assert (span.parent, span.attributes["agentfsm.parent_run_id"]) == (None, "r9")
