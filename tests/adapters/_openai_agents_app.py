@@ -1,6 +1,7 @@
 """The agents and tools the OpenAI Agents SDK adapter tests drive (also from a subprocess).
 
-Run as `python -m tests.adapters._openai_agents_app DB RUN_ID STATE_FILE` it resumes a run
+Run as `python -m tests.adapters._openai_agents_app STORE RUN_ID STATE_FILE` (STORE: a SQLite
+file or a PostgreSQL conninfo) it resumes a run
 paused for approval, in a new process, and prints the outcome as JSON (STATE_FILE `-`: from
 the state our store kept).
 """
@@ -75,7 +76,12 @@ def _main(db: str, run_id: str, state_file: str) -> None:
     if state_file != "-":
         with open(state_file, encoding="utf-8") as f:
             state = json.load(f)
-    store = SQLiteEventStore(db)
+    if db.startswith("postgresql://") or "dbname=" in db:  # the same store, on PostgreSQL
+        from agentfsm.adapters.stores.postgres import PostgresEventStore
+
+        store: Any = PostgresEventStore(db)
+    else:
+        store = SQLiteEventStore(db)
     done = asyncio.run(AgentsRun(store, run_id).resume(resumed_agent(), state))
     print(
         json.dumps(

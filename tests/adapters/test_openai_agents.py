@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +248,7 @@ def _pause_for_refund(store: EventStore, state_file: Path) -> None:
     state_file.write_text(json.dumps(paused.state))
 
 
-def _resume_in_new_process(db: Path, state_file: Path | None) -> dict[str, Any]:
+def _resume_in_new_process(db: Path | str, state_file: Path | None) -> dict[str, Any]:
     """Resume run r1 in a new process: from `state_file`, or (None) from the store alone."""
     state = "-" if state_file is None else str(state_file)
     out = subprocess.run(
@@ -725,3 +726,33 @@ def test_live_spans_put_an_agent_tool_run_under_its_call() -> None:
     child = next(s for s in finished if s.name == "invoke_agent weather")
     assert child.parent is not None
     assert child.parent.span_id == call.context.span_id
+
+
+def test_on_postgresql_the_store_alone_resumes_an_approved_run_in_a_new_process(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The same flow on the PostgreSQL store: events and the SDK's state both kept there."""
+    from agentfsm.adapters.stores.postgres import PostgresEventStore
+
+    store = PostgresEventStore(postgres_dsn, migrate=True)
+    run_id = f"r-{uuid.uuid4().hex[:8]}"
+    with capture_logs():
+        paused = asyncio.run(AgentsRun(store, run_id).run(app.refund_agent(), "refund O-1"))
+    assert paused.status == "waiting_approval"
+    kept = store.attachment(run_id, "openai-agents/run_state")
+    assert kept is not None
+    approve(store, run_id, "call_r1", approver="alice")
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.adapters._openai_agents_app", postgres_dsn, run_id, "-"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (result["status"], result["calls"]) == ("completed", ["refund O-1"])
+    assert store.load(run_id).status == "completed"
+    assert store.attachment(run_id, "openai-agents/run_state") is None
+    assert validates(store, run_id, tmp_path) == 0
+    store.close()
