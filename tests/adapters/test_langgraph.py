@@ -218,8 +218,12 @@ def test_a_tool_that_calls_interrupt_pauses_and_runs_again_on_resume(tmp_path: P
     assert validates(store, "r1", tmp_path) == 0
 
 
-def _pause_for_approval(tmp_path: Path) -> tuple[SQLiteEventStore, Path, Path]:
-    db, checkpoints = tmp_path / "runs.db", tmp_path / "checkpoints.db"
+def _pause_for_approval(
+    tmp_path: Path, *, one_file: bool = False
+) -> tuple[SQLiteEventStore, Path, Path]:
+    """Pause r1 for approval; the graph's checkpoints in their own file, or in the store's."""
+    db = tmp_path / "runs.db"
+    checkpoints = db if one_file else tmp_path / "checkpoints.db"
     store = SQLiteEventStore(db)
     saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
     g = graph([call("get_weather", "call_1", city="Paris")], approval=True, checkpointer=saver)
@@ -241,8 +245,10 @@ def _resume_in_new_process(db: Path, checkpoints: Path) -> dict[str, Any]:
 
 
 def test_an_approved_call_runs_when_resumed_in_a_new_process(tmp_path: Path) -> None:
-    """interrupt() for approval; approve() in our store; a new process resumes and runs the call."""
-    store, db, checkpoints = _pause_for_approval(tmp_path)
+    """interrupt() for approval; approve() in our store; a new process resumes and runs the call.
+
+    The graph's SqliteSaver shares the store's database file: one file holds both."""
+    store, db, checkpoints = _pause_for_approval(tmp_path, one_file=True)
     approve(store, "r1", "call_1", approver="alice")
     out = _resume_in_new_process(db, checkpoints)
     assert out == {"status": "completed", "final_output": "Done.", "calls": ["get_weather Paris"]}
