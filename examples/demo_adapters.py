@@ -16,11 +16,9 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "runtime"))
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # offline: no trace export
 
-from kit import open_store, path_of, quiet_logs  # noqa: E402
+from kit import demo_main, open_store, path_of  # noqa: E402
 
 from agentfsm.adapters.stores import EventStore  # noqa: E402
 from agentfsm.events import Limits, dump_event  # noqa: E402
@@ -142,17 +140,7 @@ def run_all(workdir: Path, export: Path | None = None) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the demo (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, help="keep the store here (default: a temp dir)")
-    parser.add_argument("--export", type=Path, help="write the runs' events as JSON Lines")
-    args = parser.parse_args(argv)
-    quiet_logs()
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        run_all(args.dir, args.export)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            run_all(Path(tmp), args.export)
+    demo_main(run_all, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,7 @@ order with an approval given from another process, a runaway loop stopped by
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +24,7 @@ import crash_resume  # noqa: E402
 import order_ticket  # noqa: E402
 import parallel_batch  # noqa: E402
 import runaway_loop  # noqa: E402
-from kit import open_store, quiet_logs  # noqa: E402
+from kit import demo_main, open_store  # noqa: E402
 
 from agentfsm.events import dump_event  # noqa: E402
 from agentfsm.runtime import RunResult  # noqa: E402
@@ -58,18 +56,8 @@ def run_all(workdir: Path, export: Path | None = None) -> list[RunResult]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Parse the options and run the demo."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, help="keep the store here (default: a temp dir)")
-    parser.add_argument("--export", type=Path, help="write every run's events as JSON Lines")
-    args = parser.parse_args(argv)
-    quiet_logs()
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        run_all(args.dir, args.export)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        run_all(Path(tmp), args.export)
+    """Run the demo (see the module docstring)."""
+    demo_main(run_all, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

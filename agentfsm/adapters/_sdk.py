@@ -136,6 +136,12 @@ class SavedStateError(AgentFSMError):
         self.reason = reason
         super().__init__(f"run '{run_id}': cannot resume from the saved state '{name}': {reason}")
 
+    @classmethod
+    def unreadable(cls, run_id: str, name: str, exc: BaseException) -> SavedStateError:
+        """The kept state does not load (corrupt, or another agent's): `exc` says why."""
+        reason = f"it does not load: {type(exc).__name__}: {exc}"
+        return cls(run_id=run_id, name=name, reason=reason)
+
 
 class GuardStop(Exception):  # noqa: N818  (a stop signal, carried through the SDK)
     """A guard refused an event: the SDK run must stop and the run be terminated."""

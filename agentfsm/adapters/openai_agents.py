@@ -471,11 +471,7 @@ class AgentsRun(SdkRun):
             try:
                 run_state = await RunState.from_json(agent, json.loads(raw))
             except Exception as exc:
-                raise SavedStateError(
-                    run_id=record.run_id,
-                    name=STATE,
-                    reason=f"it does not load: {type(exc).__name__}: {exc}",
-                ) from exc
+                raise SavedStateError.unreadable(record.run_id, STATE, exc) from exc
         else:
             run_state = await RunState.from_json(agent, state)
         undecided = False

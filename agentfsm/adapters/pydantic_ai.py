@@ -194,11 +194,7 @@ class AgentIterRun(SdkRun):
             try:
                 messages = ModelMessagesTypeAdapter.validate_json(history)
             except ValueError as exc:  # pydantic's ValidationError is one
-                raise SavedStateError(
-                    run_id=record.run_id,
-                    name=STATE,
-                    reason=f"it does not load: {type(exc).__name__}: {exc}",
-                ) from exc
+                raise SavedStateError.unreadable(record.run_id, STATE, exc) from exc
         else:
             messages = ModelMessagesTypeAdapter.validate_json(history)
         pending = [

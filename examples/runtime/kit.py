@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sqlite3
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +133,20 @@ def order_tools(ledger: EffectLedger | None = None) -> list[Tool]:
         Tool("get_order", get_order, side_effects=False),
         Tool("create_ticket", create_ticket, idempotent=True),
     ]
+
+
+def demo_main(
+    run_all: Callable[[Path, Path | None], object], doc: str, argv: list[str] | None = None
+) -> None:
+    """A demo's command line: `--dir` keeps its store (else a temp dir), `--export` its log."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--dir", type=Path, help="keep the store here (default: a temp dir)")
+    parser.add_argument("--export", type=Path, help="write the runs' events as JSON Lines")
+    args = parser.parse_args(argv)
+    quiet_logs()
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        run_all(args.dir, args.export)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        run_all(Path(tmp), args.export)
