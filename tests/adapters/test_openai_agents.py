@@ -756,3 +756,32 @@ def test_on_postgresql_the_store_alone_resumes_an_approved_run_in_a_new_process(
     assert store.attachment(run_id, "openai-agents/run_state") is None
     assert validates(store, run_id, tmp_path) == 0
     store.close()
+
+
+def test_concurrent_runs_in_one_event_loop_record_each_failure_in_its_own_run(
+    tmp_path: Path,
+) -> None:
+    """Two runs gathered on one loop: each failing call is recorded in the run that made it."""
+    store = MemoryEventStore()
+
+    def failing(call_id: str) -> Agent[Any]:
+        return weather_agent(
+            [function_call("get_weather", {"city": "Atlantis"}, call_id=call_id)],
+            [assistant_message("Not found.")],
+        )
+
+    async def both() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                AgentsRun(store, "a").run(failing("call_a"), "weather?"),
+                AgentsRun(store, "b").run(failing("call_b"), "weather?"),
+            )
+        )
+
+    done = run(both())
+    assert [d.status for d in done] == ["completed", "completed"]
+    assert sorted(store.load("a").actions) == ["call_a"]
+    assert store.load("a").actions["call_a"].status == "failed"
+    assert store.load("b").actions["call_b"].status == "failed"
+    assert validates(store, "a", tmp_path) == 0
+    assert validates(store, "b", tmp_path) == 0
