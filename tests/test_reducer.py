@@ -293,16 +293,22 @@ class TestApprovals:
             None,
         )
 
-    def test_a_valid_approval_is_not_asked_for_again(self) -> None:
-        """Before it lapses, asking again is refused: the approval stands."""
+    def test_a_valid_approval_may_be_reopened_but_a_run_call_may_not(self) -> None:
+        """An approved call not yet run may be asked again; once it ran, asking is refused."""
         log = started(CALL)
         log.add("approval.requested", **CALL, expires_at="2026-09-01T23:00:00+00:00")
         log.add("approval.accepted", action_id="a1", approver="ann")
+        record = reduce(fold(log), nxt(fold(log), "approval.requested", **CALL))
+        assert (record.actions["a1"].status, record.actions["a1"].approver) == (
+            "approval_pending",
+            None,
+        )
+        log.add("tool.requested", **CALL)
         record = fold(log)
         err = refused(record, nxt(record, "approval.requested", **CALL))
         assert str(err).endswith(
-            "approval can only be asked for a new or proposed action, or again once an "
-            "approval expired; it is 'approved' and its approval has not expired"
+            "approval can only be asked for a new, proposed or approved (not yet run) "
+            "action; it is 'requested'"
         )
 
     def test_a_pending_call_cannot_run(self) -> None:

@@ -112,6 +112,8 @@ __all__ = [
 ]
 
 SDK = "langgraph"
+#: Calls that are decided or waiting to run but have not run (see `_Handler._passed_over`).
+_NOT_RUN = frozenset({ActionStatus.PROPOSED, ActionStatus.APPROVED})
 #: The marker of an approval interrupt's payload (see `approval_request`).
 APPROVAL = "agentfsm.approval"
 
@@ -215,15 +217,16 @@ class _Handler(BaseCallbackHandler):
         """Calls the graph went on without running, each recorded as declined by the graph.
 
         A router that reads a tool call to pick the next node (and never runs it) is
-        ordinary LangGraph; the model is about to be called again, so those calls will not
-        run. They are recorded as asked and declined (approver `langgraph`), as a policy
-        denial is, so the ledger says why they never ran.
+        ordinary LangGraph, and so is an approval node that sends the model only the
+        rejections of a batch, leaving its approved calls unrun. The model is about to be
+        called again, so those calls will not run: they are recorded as asked (again) and
+        declined (approver `langgraph`), as a policy denial is, so the ledger says why.
         """
         record = self.recorder.record
         specs: list[Any] = []
         for aid in record.batch:
             action = record.actions[aid]
-            if action.status != ActionStatus.PROPOSED:
+            if action.status not in _NOT_RUN:
                 continue
             call = {"action_id": aid, "tool": action.tool, "arguments": action.arguments}
             reason = "the graph went on without running this call"

@@ -353,16 +353,16 @@ def _approval_requested(
     elif action.status == A.PROPOSED:
         _bound_to_call(rec, ev, action, "proposed")
         action = _action_pending(action, A.APPROVAL_PENDING, ev.expires_at)
-    elif action.status == A.APPROVED and _expired(action, ev):
-        # The approval lapsed before the call ran: the call may be put to a person again.
+    elif action.status == A.APPROVED:
+        # An approved call that has not run may be put to a person again (its approval
+        # lapsed, or the runtime went on without it): the decision reopens, never widens.
         _bound_to_call(rec, ev, action, "approved")
         action = _action_asked_again(action, A.APPROVAL_PENDING, ev.expires_at, None)
     else:
         raise _action_error(
             rec, ev, ev.action_id,
-            "approval can only be asked for a new or proposed action, or again once an "
-            f"approval expired; it is '{action.status}'"
-            + (" and its approval has not expired" if action.status == A.APPROVED else ""),
+            "approval can only be asked for a new, proposed or approved (not yet run) "
+            f"action; it is '{action.status}'",
         )  # fmt: skip
     target = _to(r, rec, ev, move)
     actions = _with(rec.actions, action)

@@ -1,0 +1,182 @@
+"""Property: whatever an SDK's model asks for, the adapter's log is one our validator accepts.
+
+Scripts of model turns are drawn (each a batch of calls that succeed, fail or need approval,
+then a final answer); the SDK's real runner plays them, approvals are decided as drawn and
+the run resumed from our store, until it ends. The log must validate and every action end
+resolved.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("agents")
+pytest.importorskip("pydantic_ai")
+
+from agentfsm.adapters.stores import MemoryEventStore
+from agentfsm.runtime import approve, reject
+from tests.adapters._common import run, validates
+
+KINDS = ("ok", "fail", "approval")
+RESOLVED = {"succeeded", "failed", "rejected"}
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> tuple[list[list[tuple[str, str]]], list[bool]]:
+    """Up to three turns of one to three calls `(kind, call_id)`, and decisions to draw on."""
+    ids = itertools.count()
+    turns = [
+        [
+            (kind, f"c{next(ids)}")
+            for kind in draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3))
+        ]
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+    return turns, draw(st.lists(st.booleans(), min_size=9, max_size=9))
+
+
+def _decide(
+    store: MemoryEventStore, run_id: str, pending: tuple[str, ...], votes: list[bool]
+) -> None:
+    for aid in pending:
+        if votes.pop():
+            approve(store, run_id, aid, approver="alice")
+        else:
+            reject(store, run_id, aid, approver="bob", reason="no")
+
+
+def _check(store: MemoryEventStore, done: Any, tmp_path: Path) -> None:
+    assert done.status == "completed"
+    assert {a.status for a in done.record.actions.values()} <= RESOLVED
+    assert validates(store, "r1", tmp_path) == 0
+
+
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@SETTINGS
+@given(scripts())
+def test_openai_agents_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None:
+    """Mixed batches, failures, approvals accepted or rejected: always a legal log."""
+    from agents import Agent
+    from agents.testing import assistant_message, function_call
+
+    from agentfsm.adapters.openai_agents import AgentsRun
+    from tests.adapters import _openai_agents_app as app
+
+    turns, votes = drawn
+
+    def response(turn: list[tuple[str, str]]) -> list[Any]:
+        out = []
+        for kind, cid in turn:
+            if kind == "approval":
+                out.append(function_call("refund", {"order_id": cid}, call_id=cid))
+            else:
+                city = "Atlantis" if kind == "fail" else cid
+                out.append(function_call("get_weather", {"city": city}, call_id=cid))
+        return out
+
+    steps = [response(t) for t in turns] + [[assistant_message("done")]]
+
+    def agent(remaining: list[Any]) -> Agent[Any]:
+        model = app.scripted(*remaining)
+        return Agent(name="support", model=model, tools=[app.get_weather, app.refund])
+
+    store = MemoryEventStore()
+    current = agent(steps)
+    done = run(AgentsRun(store, "r1").run(current, "go"))
+    used = len(current.model.calls)  # type: ignore[union-attr]
+    while done.status == "waiting_approval":
+        _decide(store, "r1", done.record.pending_approvals, votes)
+        current = agent(steps[used:])
+        done = run(AgentsRun(store, "r1").resume(current))
+        used += len(current.model.calls)  # type: ignore[union-attr]
+    _check(store, done, tmp_path)
+
+
+@SETTINGS
+@given(scripts())
+def test_pydantic_ai_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None:
+    """The same scripts through `agent.iter()`: retries, deferred approvals, always legal."""
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    from agentfsm.adapters.pydantic_ai import AgentIterRun
+    from tests.adapters._pydantic_ai_app import USAGE, answer, make_agent
+
+    turns, votes = drawn
+
+    def response(turn: list[tuple[str, str]]) -> ModelResponse:
+        parts = []
+        for kind, cid in turn:
+            if kind == "approval":
+                parts.append(ToolCallPart("refund", {"order_id": cid}, tool_call_id=cid))
+            else:
+                city = "Atlantis" if kind == "fail" else cid
+                parts.append(ToolCallPart("get_weather", {"city": city}, tool_call_id=cid))
+        return ModelResponse(parts=parts, usage=USAGE)
+
+    agent = make_agent(*[response(t) for t in turns], answer("done"))
+    store = MemoryEventStore()
+    try:
+        done = run(AgentIterRun(store, "r1").run(agent, "go"))
+        while done.status == "waiting_approval":
+            _decide(store, "r1", done.record.pending_approvals, votes)
+            done = run(AgentIterRun(store, "r1").resume(agent))
+    except UnexpectedModelBehavior as exc:
+        gave_up = str(exc)  # the SDK gave up (a tool retried past its limit)
+    else:
+        _check(store, done, tmp_path)
+        return
+    record = store.load("r1")
+    assert (record.status, record.error and record.error.message) == ("failed", gave_up)
+    assert validates(store, "r1", tmp_path) == 0
+
+
+@SETTINGS
+@given(scripts(), st.booleans())
+def test_langgraph_runs_always_log_legally(tmp_path: Path, drawn: Any, gated: bool) -> None:
+    """A model + ToolNode graph, every call put to a person when `gated`: always legal."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from structlog.testing import capture_logs
+
+    from agentfsm.adapters.langgraph import GraphRun
+    from tests.adapters import _langgraph_app as app
+
+    turns, votes = drawn
+    messages = [
+        app.AIMessage(
+            content="",
+            tool_calls=[
+                {
+                    "name": "get_weather",
+                    "args": {"city": "Atlantis" if kind == "fail" else cid},
+                    "id": cid,
+                    "type": "tool_call",
+                }
+                for kind, cid in turn
+            ],
+        )
+        for turn in turns
+    ]
+    g = app.graph([*messages, app.answer("done")], approval=gated, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    store = MemoryEventStore()
+    with capture_logs():
+        done = GraphRun(store, "r1").run(g, {"messages": [HumanMessage("go")]}, config)
+        while done.status == "waiting_approval":
+            _decide(store, "r1", done.record.pending_approvals, votes)
+            done = GraphRun(store, "r1").resume(g, config)
+    _check(store, done, tmp_path)
