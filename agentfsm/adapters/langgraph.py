@@ -577,6 +577,15 @@ class GraphRun(SdkRun):
 
     def _finish(self, interrupts: list[Any]) -> ObservedRun:
         """The run after the stream ended: waiting on its interrupts, or completed."""
+        try:
+            return self._settle(interrupts)
+        except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the graph ended
+            record = self.recorder.stopped(stop)
+            return ObservedRun(
+                self.recorder.run_id, record, partial_output=self.handler.last_output
+            )
+
+    def _settle(self, interrupts: list[Any]) -> ObservedRun:
         recorder = self.recorder
         if interrupts:
             calls = _approval_calls(interrupts)

@@ -69,7 +69,7 @@ from agents import (
     function_tool,
 )
 from agents.exceptions import AgentsException
-from agents.result import RunResultBase
+from agents.result import RunResult, RunResultStreaming
 from agents.run import DEFAULT_MAX_TURNS
 from agents.run_config import RunConfig, ToolErrorFormatterArgs
 from agents.tool import FunctionTool, Tool
@@ -525,7 +525,7 @@ class AgentsRun(SdkRun):
         recorder = self.recorder
         kwargs = {**kwargs, "run_config": _recording_failures(kwargs.get("run_config"))}
         self.hooks.theirs = kwargs.pop("hooks", None)  # called after ours
-        result: RunResultBase
+        result: RunResult | RunResultStreaming
         try:
             if on_stream_event is None:
                 result = await Runner.run(
@@ -552,6 +552,15 @@ class AgentsRun(SdkRun):
             )
             return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
         items = list(result.new_items)
+        try:
+            return self._settle(result, items)
+        except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the SDK finished
+            record = recorder.stopped(stop)
+            return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
+
+    def _settle(self, result: RunResult | RunResultStreaming, items: list[Any]) -> ObservedRun:
+        """Record how the SDK's run returned: waiting on its interruptions, or completed."""
+        recorder = self.recorder
         if result.interruptions:
             specs = [
                 (

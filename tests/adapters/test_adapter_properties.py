@@ -1,9 +1,10 @@
 """Property: whatever an SDK's model asks for, the adapter's log is one our validator accepts.
 
-Scripts of model turns are drawn (each a batch of calls that succeed, fail or need approval,
-then a final answer); the SDK's real runner plays them, approvals are decided as drawn and
-the run resumed from our store, until it ends. The log must validate and every action end
-resolved.
+Scripts of model turns are drawn (each a batch of calls that succeed, fail, need approval or
+cancel the run from "another process", then a final answer); the SDK's real runner plays
+them, approvals are decided as drawn and the run resumed from our store, until it ends. The
+run ends completed (cancelled, if a call cancelled it), the log validates, and no action is
+left open.
 """
 
 from __future__ import annotations
@@ -20,11 +21,20 @@ pytest.importorskip("agents")
 pytest.importorskip("pydantic_ai")
 
 from agentfsm.adapters.stores import MemoryEventStore
-from agentfsm.runtime import approve, reject
+from agentfsm.runtime import approve, cancel, reject
 from tests.adapters._common import run, validates
 
-KINDS = ("ok", "fail", "approval")
-RESOLVED = {"succeeded", "failed", "rejected"}
+KINDS = ("ok", "fail", "approval", "cancel")
+#: Where a run's actions may end: resolved, or unknown when a cancel caught them in flight.
+SETTLED = {"succeeded", "failed", "rejected", "unknown"}
+#: The store the `hang_up` tools cancel run r1 in (set by each example).
+STORE: list[MemoryEventStore] = []
+
+
+def hang_up(reason: str) -> str:
+    """Cancel run r1 from "another process" while this call runs."""
+    cancel(STORE[0], "r1", reason=reason)
+    return "hung up"
 
 
 @st.composite
@@ -51,9 +61,10 @@ def _decide(
             reject(store, run_id, aid, approver="bob", reason="no")
 
 
-def _check(store: MemoryEventStore, done: Any, tmp_path: Path) -> None:
-    assert done.status == "completed"
-    assert {a.status for a in done.record.actions.values()} <= RESOLVED
+def _check(store: MemoryEventStore, done: Any, turns: list[Any], tmp_path: Path) -> None:
+    cancels = any(kind == "cancel" for turn in turns for kind, _ in turn)
+    assert done.status == ("cancelled" if cancels else "completed")
+    assert {a.status for a in done.record.actions.values()} <= SETTLED
     assert validates(store, "r1", tmp_path) == 0
 
 
@@ -69,7 +80,7 @@ SETTINGS = settings(
 @given(scripts())
 def test_openai_agents_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None:
     """Mixed batches, failures, approvals accepted or rejected: always a legal log."""
-    from agents import Agent
+    from agents import Agent, function_tool
     from agents.testing import assistant_message, function_call
 
     from agentfsm.adapters.openai_agents import AgentsRun
@@ -82,6 +93,8 @@ def test_openai_agents_runs_always_log_legally(tmp_path: Path, drawn: Any) -> No
         for kind, cid in turn:
             if kind == "approval":
                 out.append(function_call("refund", {"order_id": cid}, call_id=cid))
+            elif kind == "cancel":
+                out.append(function_call("hang_up", {"reason": cid}, call_id=cid))
             else:
                 city = "Atlantis" if kind == "fail" else cid
                 out.append(function_call("get_weather", {"city": city}, call_id=cid))
@@ -91,9 +104,11 @@ def test_openai_agents_runs_always_log_legally(tmp_path: Path, drawn: Any) -> No
 
     def agent(remaining: list[Any]) -> Agent[Any]:
         model = app.scripted(*remaining)
-        return Agent(name="support", model=model, tools=[app.get_weather, app.refund])
+        tools = [app.get_weather, app.refund, function_tool(hang_up)]
+        return Agent(name="support", model=model, tools=tools)
 
     store = MemoryEventStore()
+    STORE[:] = [store]
     current = agent(steps)
     done = run(AgentsRun(store, "r1").run(current, "go"))
     used = len(current.model.calls)  # type: ignore[union-attr]
@@ -102,7 +117,7 @@ def test_openai_agents_runs_always_log_legally(tmp_path: Path, drawn: Any) -> No
         current = agent(steps[used:])
         done = run(AgentsRun(store, "r1").resume(current))
         used += len(current.model.calls)  # type: ignore[union-attr]
-    _check(store, done, tmp_path)
+    _check(store, done, turns, tmp_path)
 
 
 @SETTINGS
@@ -122,13 +137,17 @@ def test_pydantic_ai_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None
         for kind, cid in turn:
             if kind == "approval":
                 parts.append(ToolCallPart("refund", {"order_id": cid}, tool_call_id=cid))
+            elif kind == "cancel":
+                parts.append(ToolCallPart("hang_up", {"reason": cid}, tool_call_id=cid))
             else:
                 city = "Atlantis" if kind == "fail" else cid
                 parts.append(ToolCallPart("get_weather", {"city": city}, tool_call_id=cid))
         return ModelResponse(parts=parts, usage=USAGE)
 
     agent = make_agent(*[response(t) for t in turns], answer("done"))
+    agent.tool_plain(hang_up)
     store = MemoryEventStore()
+    STORE[:] = [store]
     try:
         done = run(AgentIterRun(store, "r1").run(agent, "go"))
         while done.status == "waiting_approval":
@@ -137,7 +156,7 @@ def test_pydantic_ai_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None
     except UnexpectedModelBehavior as exc:
         gave_up = str(exc)  # the SDK gave up (a tool retried past its limit)
     else:
-        _check(store, done, tmp_path)
+        _check(store, done, turns, tmp_path)
         return
     record = store.load("r1")
     assert (record.status, record.error and record.error.message) == ("failed", gave_up)
@@ -162,7 +181,7 @@ def test_langgraph_runs_always_log_legally(tmp_path: Path, drawn: Any, gated: bo
             tool_calls=[
                 {
                     "name": "get_weather",
-                    "args": {"city": "Atlantis" if kind == "fail" else cid},
+                    "args": {"city": "Atlantis" if kind == "fail" else cid},  # cancel: ok
                     "id": cid,
                     "type": "tool_call",
                 }
@@ -179,4 +198,4 @@ def test_langgraph_runs_always_log_legally(tmp_path: Path, drawn: Any, gated: bo
         while done.status == "waiting_approval":
             _decide(store, "r1", done.record.pending_approvals, votes)
             done = GraphRun(store, "r1").resume(g, config)
-    _check(store, done, tmp_path)
+    _check(store, done, [[("ok", "")]], tmp_path)

@@ -850,3 +850,26 @@ def test_a_router_that_reads_a_tool_call_without_running_it_is_recorded_as_decli
         "approval.rejected", "model.started", "model.completed", "run.completed",
     ]  # fmt: skip
     assert validates(store, "r1", tmp_path) == 0
+
+
+def test_a_cancel_as_the_graph_ends_ends_the_run_cancelled(tmp_path: Path) -> None:
+    """A node asks to cancel after its answer and the graph ends: cancelled, not an error."""
+    store = MemoryEventStore()
+    model = app.GenericFakeChatModel(messages=iter([answer("Bye.")]), disable_streaming=True)
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        reply = model.invoke(state["messages"])
+        cancel(store, "r1", reason="closed the tab")
+        return {"messages": [reply]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_edge(START, "agent")
+    g.add_edge("agent", END)
+    done = drive(GraphRun(store, "r1"), g.compile())
+    assert (done.status, done.record.cancel_reason, done.partial_output) == (
+        "cancelled",
+        "closed the tab",
+        "Bye.",
+    )
+    assert validates(store, "r1", tmp_path) == 0

@@ -785,3 +785,30 @@ def test_concurrent_runs_in_one_event_loop_record_each_failure_in_its_own_run(
     assert store.load("b").actions["call_b"].status == "failed"
     assert validates(store, "a", tmp_path) == 0
     assert validates(store, "b", tmp_path) == 0
+
+
+def test_a_cancel_while_a_call_waits_for_approval_ends_the_run_cancelled(tmp_path: Path) -> None:
+    """The SDK runs the free call (which asks to cancel), then would pause: cancelled instead."""
+    from agents import function_tool
+
+    store = MemoryEventStore()
+
+    @function_tool
+    def hang_up() -> str:
+        """Stop the run from elsewhere."""
+        cancel(store, "r1", reason="the customer left")
+        return "bye"
+
+    model = app.scripted(
+        [
+            function_call("refund", {"order_id": "O-1"}, call_id="call_r1"),
+            function_call("hang_up", {}, call_id="call_h1"),
+        ]
+    )
+    agent = Agent(name="support", model=model, tools=[app.refund, hang_up])
+    done = run(AgentsRun(store, "r1").run(agent, "refund O-1"))
+    assert (done.status, done.record.cancel_reason) == ("cancelled", "the customer left")
+    refund = done.record.actions["call_r1"]
+    assert (refund.status, refund.reason) == ("rejected", "the run ended before it ran")
+    assert done.record.actions["call_h1"].result == "bye"
+    assert validates(store, "r1", tmp_path) == 0
