@@ -3,8 +3,8 @@
 Scripts of model turns are drawn (each a batch of calls that succeed, fail, need approval or
 cancel the run from "another process", then a final answer); the SDK's real runner plays
 them, approvals are decided as drawn and the run resumed from our store, until it ends. The
-run ends completed (cancelled, if a call cancelled it), the log validates, and no action is
-left open.
+run ends completed (cancelled, if a call cancelled it; terminated at a drawn turn limit), the
+log validates, and no action is left open.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ pytest.importorskip("agents")
 pytest.importorskip("pydantic_ai")
 
 from agentfsm.adapters.stores import MemoryEventStore
+from agentfsm.fsm import MaxTurns
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters._common import run, validates
 
@@ -61,9 +62,24 @@ def _decide(
             reject(store, run_id, aid, approver="bob", reason="no")
 
 
-def _check(store: MemoryEventStore, done: Any, turns: list[Any], tmp_path: Path) -> None:
+def _guards(max_turns: int | None) -> list[Any]:
+    return [] if max_turns is None else [MaxTurns(max_turns)]
+
+
+def _check(
+    store: MemoryEventStore,
+    done: Any,
+    turns: list[Any],
+    tmp_path: Path,
+    max_turns: int | None = None,
+) -> None:
     cancels = any(kind == "cancel" for turn in turns for kind, _ in turn)
-    assert done.status == ("cancelled" if cancels else "completed")
+    if done.status == "terminated":  # only our turn limit may stop it, and only past it
+        assert max_turns is not None
+        assert done.stop_reason == "max_turns"
+        assert done.record.turn == max_turns
+    else:
+        assert done.status == ("cancelled" if cancels else "completed")
     assert {a.status for a in done.record.actions.values()} <= SETTLED
     assert validates(store, "r1", tmp_path) == 0
 
@@ -77,8 +93,10 @@ SETTINGS = settings(
 
 
 @SETTINGS
-@given(scripts())
-def test_openai_agents_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None:
+@given(scripts(), st.none() | st.integers(1, 4))
+def test_openai_agents_runs_always_log_legally(
+    tmp_path: Path, drawn: Any, max_turns: int | None
+) -> None:
     """Mixed batches, failures, approvals accepted or rejected: always a legal log."""
     from agents import Agent, function_tool
     from agents.testing import assistant_message, function_call
@@ -110,19 +128,22 @@ def test_openai_agents_runs_always_log_legally(tmp_path: Path, drawn: Any) -> No
     store = MemoryEventStore()
     STORE[:] = [store]
     current = agent(steps)
-    done = run(AgentsRun(store, "r1").run(current, "go"))
+    guards = _guards(max_turns)
+    done = run(AgentsRun(store, "r1", guards=guards).run(current, "go"))
     used = len(current.model.calls)  # type: ignore[union-attr]
     while done.status == "waiting_approval":
         _decide(store, "r1", done.record.pending_approvals, votes)
         current = agent(steps[used:])
-        done = run(AgentsRun(store, "r1").resume(current))
+        done = run(AgentsRun(store, "r1", guards=guards).resume(current))
         used += len(current.model.calls)  # type: ignore[union-attr]
-    _check(store, done, turns, tmp_path)
+    _check(store, done, turns, tmp_path, max_turns)
 
 
 @SETTINGS
-@given(scripts())
-def test_pydantic_ai_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None:
+@given(scripts(), st.none() | st.integers(1, 4))
+def test_pydantic_ai_runs_always_log_legally(
+    tmp_path: Path, drawn: Any, max_turns: int | None
+) -> None:
     """The same scripts through `agent.iter()`: retries, deferred approvals, always legal."""
     from pydantic_ai.exceptions import UnexpectedModelBehavior
     from pydantic_ai.messages import ModelResponse, ToolCallPart
@@ -149,14 +170,15 @@ def test_pydantic_ai_runs_always_log_legally(tmp_path: Path, drawn: Any) -> None
     store = MemoryEventStore()
     STORE[:] = [store]
     try:
-        done = run(AgentIterRun(store, "r1").run(agent, "go"))
+        guards = _guards(max_turns)
+        done = run(AgentIterRun(store, "r1", guards=guards).run(agent, "go"))
         while done.status == "waiting_approval":
             _decide(store, "r1", done.record.pending_approvals, votes)
-            done = run(AgentIterRun(store, "r1").resume(agent))
+            done = run(AgentIterRun(store, "r1", guards=guards).resume(agent))
     except UnexpectedModelBehavior as exc:
         gave_up = str(exc)  # the SDK gave up (a tool retried past its limit)
     else:
-        _check(store, done, turns, tmp_path)
+        _check(store, done, turns, tmp_path, max_turns)
         return
     record = store.load("r1")
     assert (record.status, record.error and record.error.message) == ("failed", gave_up)
