@@ -203,9 +203,9 @@ class TestDefaultTable:
                 assert t.condition is not None
                 pairs[(t.source, t.event)].append((t.condition.name, t.target))
         assert pairs[("waiting_tool", "tool.completed")] == [
+            ("batch resolved", "running"),
             ("calls left", "waiting_tool"),
             ("only decisions left", "waiting_approval"),
-            ("batch resolved", "running"),
         ]
         assert pairs[("waiting_tool", "approval.requested")] == [
             ("calls left", "waiting_tool"),

@@ -42,8 +42,8 @@ def test_the_matrix_covers_every_pair() -> None:
     matrix = transition_matrix(DEFAULT_TABLE)
     assert len(matrix) == 10 * 19
     assert matrix[("waiting_tool", "tool.completed")] == (
-        ("calls left", "waiting_tool"), ("only decisions left", "waiting_approval"),
-        ("batch resolved", "running"),
+        ("batch resolved", "running"), ("calls left", "waiting_tool"),
+        ("only decisions left", "waiting_approval"),
     )  # fmt: skip
     assert matrix[("completed", "model.started")] == ()
 

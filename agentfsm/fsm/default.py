@@ -55,7 +55,17 @@ def _calls_left(rec: Any, ev: Any) -> bool:
 
 def _decisions_left(rec: Any, ev: Any) -> bool:
     # Nothing else to run, yet the batch is not resolved: what is left waits for a human.
-    return not _calls_left(rec, ev) and _others_pending(rec, ev)
+    actions = rec.actions
+    me = ev.action_id
+    pending = False
+    for aid in rec.batch:
+        if aid != me:
+            status = actions[aid].status
+            if status in _TO_RUN:
+                return False
+            if status == ActionStatus.APPROVAL_PENDING:
+                pending = True
+    return pending
 
 
 def _others_pending(rec: Any, ev: Any) -> bool:
@@ -190,10 +200,12 @@ def _transitions() -> list[Transition]:
         Transition(S.RUNNING, E.TOOL_STARTED, S.WAITING_TOOL, RETRY, _TOOL_GUARDS),
     ]
     for result in _RESULTS:
+        # Most results end their batch, so that condition is tried first (a loop that stops
+        # at the first open call); the order only saves work, the three never overlap.
         t += [
+            Transition(S.WAITING_TOOL, result, S.RUNNING, BATCH_RESOLVED),
             Transition(S.WAITING_TOOL, result, S.WAITING_TOOL, CALLS_LEFT),
             Transition(S.WAITING_TOOL, result, S.WAITING_APPROVAL, DECISIONS_LEFT),
-            Transition(S.WAITING_TOOL, result, S.RUNNING, BATCH_RESOLVED),
         ]
     t += [
         Transition(S.RUNNING, E.RUN_PAUSED, S.PAUSED),
