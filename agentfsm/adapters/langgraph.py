@@ -99,6 +99,7 @@ from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
+from agentfsm.runtime.writer import approval_asked, call_started, declined
 
 __all__ = [
     "APPROVAL",
@@ -228,12 +229,8 @@ class _Handler(BaseCallbackHandler):
             action = record.actions[aid]
             if action.status not in _NOT_RUN:
                 continue
-            call = {"action_id": aid, "tool": action.tool, "arguments": action.arguments}
             reason = "the graph went on without running this call"
-            specs.append((m.ApprovalRequested, call))
-            specs.append(
-                (m.ApprovalRejected, {"action_id": aid, "approver": SDK, "reason": reason})
-            )
+            specs += declined(aid, action.tool, action.arguments, SDK, reason)
         return specs
 
     def on_chat_model_start(
@@ -312,13 +309,7 @@ class _Handler(BaseCallbackHandler):
             return
         name = str((serialized or {}).get("name") or kwargs.get("name"))
         args = jsonable(inputs) if inputs is not None else parse_arguments(input_str)
-        self._append(
-            f"on_tool_start (call '{aid}')",
-            [
-                (m.ToolRequested, {"action_id": aid, "tool": name, "arguments": args}),
-                (m.ToolStarted, {"action_id": aid}),
-            ],
-        )
+        self._append(f"on_tool_start (call '{aid}')", call_started(aid, name, args))
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool returned: `tool.completed`."""
@@ -591,11 +582,7 @@ class GraphRun(SdkRun):
             calls = _approval_calls(interrupts)
             if calls:
                 specs: list[Any] = [
-                    (
-                        m.ApprovalRequested,
-                        {"action_id": c["id"], "tool": c["name"], "arguments": jsonable(c["args"])},
-                    )
-                    for c in calls
+                    approval_asked(c["id"], c["name"], jsonable(c["args"])) for c in calls
                 ]
             else:
                 value = interrupts[0].value

@@ -95,6 +95,7 @@ from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
+from agentfsm.runtime.writer import approval_asked, call_started
 
 __all__ = [
     "AgentsRun",
@@ -270,19 +271,10 @@ class _Hooks(RunHooks[Any]):
         """A function tool is about to run: `tool.requested` and `tool.started`."""
         if isinstance(context, ToolContext):  # hosted and shell-like tools carry no call id
             aid = context.tool_call_id
+            args = parse_arguments(context.tool_arguments)
             self._append(
                 f"RunHooks.on_tool_start (call '{aid}')",
-                [
-                    (
-                        m.ToolRequested,
-                        {
-                            "action_id": aid,
-                            "tool": context.tool_name,
-                            "arguments": parse_arguments(context.tool_arguments),
-                        },
-                    ),
-                    (m.ToolStarted, {"action_id": aid}),
-                ],
+                call_started(aid, context.tool_name, args),
             )
         if self.theirs is not None:
             await self.theirs.on_tool_start(context, agent, tool)
@@ -563,14 +555,7 @@ class AgentsRun(SdkRun):
         recorder = self.recorder
         if result.interruptions:
             specs = [
-                (
-                    m.ApprovalRequested,
-                    {
-                        "action_id": str(item.call_id),
-                        "tool": str(item.name),
-                        "arguments": parse_arguments(item.arguments),
-                    },
-                )
+                approval_asked(str(item.call_id), str(item.name), parse_arguments(item.arguments))
                 for item in result.interruptions
             ]
             record = recorder.append("RunResult.interruptions", specs)

@@ -72,6 +72,7 @@ from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.reducers.record import call_digest
+from agentfsm.runtime.writer import approval_asked, call_started
 
 __all__ = [
     "AgentIterRun",
@@ -296,14 +297,7 @@ class AgentIterRun(SdkRun):
         output = result.output
         if isinstance(output, DeferredToolRequests):
             specs: list[Any] = [
-                (
-                    m.ApprovalRequested,
-                    {
-                        "action_id": part.tool_call_id,
-                        "tool": part.tool_name,
-                        "arguments": jsonable(part.args_as_dict()),
-                    },
-                )
+                approval_asked(part.tool_call_id, part.tool_name, jsonable(part.args_as_dict()))
                 for part in output.approvals
             ]
             record = recorder.append("DeferredToolRequests", specs)
@@ -351,19 +345,9 @@ class AgentIterRun(SdkRun):
 
     def _request(self, aid: str, part: ToolCallPart) -> None:
         """`tool.requested` + `tool.started`: the call is about to run."""
+        args = jsonable(part.args_as_dict())
         self.recorder.append(
-            f"FunctionToolCallEvent (call '{aid}')",
-            [
-                (
-                    m.ToolRequested,
-                    {
-                        "action_id": aid,
-                        "tool": part.tool_name,
-                        "arguments": jsonable(part.args_as_dict()),
-                    },
-                ),
-                (m.ToolStarted, {"action_id": aid}),
-            ],
+            f"FunctionToolCallEvent (call '{aid}')", call_started(aid, part.tool_name, args)
         )
 
     def _tool_event(self, event: Any, approval: set[str]) -> None:

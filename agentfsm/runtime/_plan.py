@@ -35,7 +35,7 @@ from agentfsm.runtime.tools import (
     ToolError,
     ToolResult,
 )
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime.writer import Spec, approval_asked, declined, requested
 
 A = ActionStatus
 S = RunStatus
@@ -261,16 +261,8 @@ class Planner:
                     run.append(_requested(action))
                 elif decision.kind == "deny":
                     reason = decision.reason or "denied by policy"
-                    denied.append(_approval_requested(action, None))
-                    denied.append(
-                        (
-                            m.ApprovalRejected,
-                            {
-                                "action_id": action.action_id,
-                                "approver": POLICY_APPROVER,
-                                "reason": reason,
-                            },
-                        )
+                    denied += declined(
+                        action.action_id, action.tool, action.arguments, POLICY_APPROVER, reason
                     )
                 else:
                     expires = (
@@ -412,10 +404,7 @@ def _json_or_none(value: Any) -> Any:
 
 
 def _requested(action: Action) -> Spec:
-    return (
-        m.ToolRequested,
-        {"action_id": action.action_id, "tool": action.tool, "arguments": action.arguments},
-    )
+    return requested(action.action_id, action.tool, action.arguments)
 
 
 def _lapsed(action: Action, now: datetime) -> bool:
@@ -424,15 +413,7 @@ def _lapsed(action: Action, now: datetime) -> bool:
 
 
 def _approval_requested(action: Action, expires_at: str | None) -> Spec:
-    return (
-        m.ApprovalRequested,
-        {
-            "action_id": action.action_id,
-            "tool": action.tool,
-            "arguments": action.arguments,
-            "expires_at": expires_at,
-        },
-    )
+    return approval_asked(action.action_id, action.tool, action.arguments, expires_at)
 
 
 def _failed(action: Action, kind: str, message: str, retryable: bool = False) -> Spec:

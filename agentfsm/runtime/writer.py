@@ -32,6 +32,7 @@ import structlog
 
 from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
 from agentfsm.adapters.structlog import log_applied, log_guard_rejected
+from agentfsm.events import models as m
 from agentfsm.events.models import Event
 from agentfsm.fsm.budget import SharedBudget
 from agentfsm.fsm.errors import (
@@ -46,11 +47,47 @@ from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.errors import RunSupersededError
 
-__all__ = ["AsyncWriter", "BudgetTree", "Spec", "StateChanged", "Writer"]
+__all__ = [
+    "AsyncWriter",
+    "BudgetTree",
+    "Spec",
+    "StateChanged",
+    "Writer",
+    "approval_asked",
+    "call_started",
+    "declined",
+    "requested",
+]
 
 #: One event to append: its class and its own fields (None values are left out), or a
 #: function of (record before it, occurred_at) that builds it (`Verdict.terminated_event`).
 Spec = tuple[type[Any], dict[str, Any]] | Callable[[RunRecord, str], Event]
+
+
+# The specs the Runner and the SDK adapters both write, built in one place.
+def requested(action_id: str, tool: str, arguments: Any) -> Spec:
+    """`tool.requested` for a call."""
+    return (m.ToolRequested, {"action_id": action_id, "tool": tool, "arguments": arguments})
+
+
+def call_started(action_id: str, tool: str, arguments: Any) -> list[Spec]:
+    """`tool.requested` + `tool.started`: a call that is about to run, as an SDK reports it."""
+    return [requested(action_id, tool, arguments), (m.ToolStarted, {"action_id": action_id})]
+
+
+def approval_asked(
+    action_id: str, tool: str, arguments: Any, expires_at: str | None = None
+) -> Spec:
+    """`approval.requested` for a call (valid until `expires_at`, if given)."""
+    fields = {"action_id": action_id, "tool": tool, "arguments": arguments}
+    return (m.ApprovalRequested, {**fields, "expires_at": expires_at})
+
+
+def declined(action_id: str, tool: str, arguments: Any, approver: str, reason: str) -> list[Spec]:
+    """A call that will not run, recorded as asked and rejected by `approver` (a policy, an SDK)."""
+    rejected = {"action_id": action_id, "approver": approver, "reason": reason}
+    return [approval_asked(action_id, tool, arguments), (m.ApprovalRejected, rejected)]
+
 
 E = EventType
 #: Events only the process driving a run appends. Seeing one from someone else means the
