@@ -31,7 +31,6 @@ from agentfsm.fsm.errors import (
     GuardRejectedError,
     IllegalTransitionError,
     LifecycleError,
-    RunNotFoundError,
 )
 from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import EventType, RunStatus
@@ -304,7 +303,7 @@ class Recorder:
         with self._lock:
             child_id, tree = child_budget(writer, writer.record, action_id)
             self.budget = tree
-        recorder = Recorder(
+        return Recorder(
             self.store,
             child_id,
             guards=self.guards,
@@ -317,11 +316,6 @@ class Recorder:
             reserve_cost=self.reserve_cost,
             pricing=self.pricing,
         )
-        if tree is not None:
-            # A resumed parent: the child's spending so far counts before its next call.
-            with contextlib.suppress(RunNotFoundError):
-                tree.charge(self.store.load(child_id))
-        return recorder
 
     def start(self, *, objective: str | None, agent: str | None, limits: Limits | None) -> None:
         """Append `run.started` for a new run."""
