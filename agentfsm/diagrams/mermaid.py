@@ -18,7 +18,7 @@ import re
 
 from agentfsm.diagrams._text import IdAllocator
 from agentfsm.diagrams.model import ANY_ACTIVE, DiagramModel, EdgeLabel
-from agentfsm.diagrams.trajectory import Overlay, Trajectory, format_sequences
+from agentfsm.diagrams.trajectory import Overlay, Trajectory, sequenced
 
 __all__ = ["render_mermaid"]
 
@@ -138,10 +138,7 @@ def _yaml(text: str) -> str:
 
 
 def _label(label: EdgeLabel, sequences: tuple[int, ...]) -> str:
-    text = _text(label.text)
-    if sequences:
-        text += " " + _text(f"({format_sequences(sequences)})")
-    return text
+    return _text(sequenced(label.text, sequences))
 
 
 def _overlay_notes(overlay: Overlay, ids: IdAllocator) -> list[str]:

@@ -12,7 +12,7 @@ import re
 
 from agentfsm.diagrams._text import IdAllocator
 from agentfsm.diagrams.model import ANY_ACTIVE, DiagramModel, EdgeLabel
-from agentfsm.diagrams.trajectory import Overlay, Trajectory, format_sequences
+from agentfsm.diagrams.trajectory import Overlay, Trajectory, sequenced
 
 __all__ = ["render_plantuml"]
 
@@ -147,10 +147,7 @@ def _arrow(taken: bool, overlay: Overlay | None, *, dashed: bool = False) -> str
 
 
 def _label(label: EdgeLabel, sequences: tuple[int, ...]) -> str:
-    text = _text(label.text)
-    if sequences:
-        text += " " + _text(f"({format_sequences(sequences)})")
-    return text
+    return _text(sequenced(label.text, sequences))
 
 
 def _overlay_notes(overlay: Overlay, ids: IdAllocator) -> list[str]:

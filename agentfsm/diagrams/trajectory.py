@@ -30,6 +30,7 @@ __all__ = [
     "Step",
     "Trajectory",
     "format_sequences",
+    "sequenced",
     "trajectory_from_events",
     "trajectory_from_jsonl",
     "trajectory_from_record",
@@ -295,6 +296,11 @@ def _ended(
         pause_reason=record.pause_reason,
         refusal=refusal,
     )
+
+
+def sequenced(text: str, sequences: tuple[int, ...]) -> str:
+    """An edge label with the path's traversal order after it, as every renderer shows it."""
+    return f"{text} ({format_sequences(sequences)})" if sequences else text
 
 
 def format_sequences(sequences: tuple[int, ...]) -> str:
