@@ -171,6 +171,9 @@ class ObservedRun:
         items: the SDK's own items produced by this leg (also on a stop, when it has them).
         sdk_result: the SDK's own result object, when it returned one.
         state: the SDK's serialised state to resume from (pending approvals), if any.
+        pending_approvals: the calls the run waits on a decision for, as `(run_id,
+            action_id)`: its own, and (OpenAI `agent_tool`) its subagents', which are
+            decided in the subagent's run.
     """
 
     run_id: str
@@ -180,6 +183,11 @@ class ObservedRun:
     items: list[Any] = field(default_factory=list)
     sdk_result: Any = None
     state: Any = None
+    pending_approvals: list[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.pending_approvals:  # the run's own; an adapter adds its subagents'
+            self.pending_approvals = [(self.run_id, a) for a in self.record.pending_approvals]
 
     @property
     def status(self) -> str:
@@ -303,15 +311,19 @@ class Recorder:
         with self._lock:
             child_id, tree = child_budget(writer, writer.record, action_id)
             self.budget = tree
+        return self.like(child_id, sdk, tree)
+
+    def like(self, run_id: str, sdk: str, budget: BudgetTree | None = None) -> Recorder:
+        """A recorder of run `run_id` with this one's store, guards, clock and options."""
         return Recorder(
             self.store,
-            child_id,
+            run_id,
             guards=self.guards,
             clock=self.clock,
             logger=self.logger,
             listeners=self._listeners,
             sdk=sdk,
-            budget=tree,
+            budget=budget,
             reserve_tokens=self.reserve_tokens,
             reserve_cost=self.reserve_cost,
             pricing=self.pricing,
@@ -575,6 +587,31 @@ class SdkRun:
         """
         cls = adapter if adapter is not None else type(self)
         return cls._over(self.recorder.child(action_id, cls.sdk))
+
+    def _finish_cancel(
+        self, record: RunRecord, state: str | None, subagents: Sequence[RunRecord] = ()
+    ) -> ObservedRun | None:
+        """End a run that was asked to cancel while it waited, as its resume; else None.
+
+        Nothing drove it when the cancel came (it waited for a decision, or on `subagents`
+        that did), so the resume settles it: the subagents still waiting are cancelled
+        first, then the run (`run.cancelled`; a call it waited on is outcome unknown).
+        """
+        if record.status != RunStatus.CANCEL_REQUESTED:
+            return None
+        terminal = self.recorder.store.reducer.table.terminal_states
+        why = {"reason": f"the run '{record.run_id}' that called it was cancelled"}
+        for sub in subagents:
+            if sub.status not in terminal:
+                child = self.recorder.like(sub.run_id, self.sdk)
+                child.load()
+                if sub.status != RunStatus.CANCEL_REQUESTED:
+                    child.append("the caller's cancel", [(m.RunCancelRequested, why)])
+                child.cancelled()
+        done = self.recorder.cancelled()
+        if state is not None:
+            self.recorder.forget_state(state)
+        return ObservedRun(record.run_id, done)
 
     def _attach(self) -> None:
         """Build the SDK-facing part (hooks, callback handler) around `self.recorder`."""

@@ -433,7 +433,8 @@ class GraphRun(SdkRun):
 
         A run waiting for approval resumes with the decisions stored in our store (`value`
         is ignored); a run paused by another `interrupt()` records `run.resumed` and resumes
-        with `value`. Calls still undecided leave the run waiting (nothing runs).
+        with `value`. Calls still undecided leave the run waiting (nothing runs); a run
+        asked to cancel while it waited ends cancelled here, and nothing runs.
 
         Raises:
             ApprovalMismatchError: the graph's interrupted calls are not the ones approval
@@ -469,6 +470,9 @@ class GraphRun(SdkRun):
     def _resume_command(self, interrupts: Sequence[Any], value: Any) -> Command[Any] | ObservedRun:
         """What to resume the graph with, or the run as it is if a decision is missing."""
         record = self.recorder.load()
+        cancelled = self._finish_cancel(record, None)
+        if cancelled is not None:
+            return cancelled
         if record.status == RunStatus.PAUSED:
             self.recorder.append("resume", [(m.RunResumed, {})])
             return Command(resume=value)

@@ -32,7 +32,8 @@ and nothing runs; a kept state the run has moved on from is refused (`SavedState
 A response mixing calls that need approval with calls that do not runs the others first,
 as the SDK does, then waits (the table allows `approval.requested` beside running calls).
 Subagents: `agent_tool(agent)` is `agent.as_tool()` with the child a run of its own that
-draws on this run's token and cost limits.
+draws on this run's token and cost limits; a child waiting for approval pauses this run too
+(`pending_approvals` names the child's run and call, decided there).
 
 Turns: our `max_turns` counts model calls (`model.started`) over the whole run. The SDK's
 `max_turns` counts the iterations of its loop, one model call each, and carries its count in
@@ -66,7 +67,6 @@ from agents import (
     Runner,
     RunState,
     ToolCallOutputItem,
-    function_tool,
 )
 from agents.exceptions import AgentsException
 from agents.result import RunResult, RunResultStreaming
@@ -92,9 +92,9 @@ from agentfsm.adapters._sdk import (
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
-from agentfsm.reducers.record import call_digest
+from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.reducers.record import RunRecord, call_digest
 from agentfsm.runtime.writer import approval_asked, call_started
 
 __all__ = [
@@ -118,6 +118,12 @@ StreamCallback = Callable[[Any], Any]
 #: The recorder of the run being driven in this task (the failure function finds it here).
 _CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
     "agentfsm_openai_agents_recorder", default=None
+)
+
+
+#: The hooks of the subagent run an `agent_tool` call drives in this task (see `_Nested`).
+_SUBAGENT: contextvars.ContextVar[_Hooks | None] = contextvars.ContextVar(
+    "agentfsm_openai_agents_subagent", default=None
 )
 
 
@@ -271,11 +277,15 @@ class _Hooks(RunHooks[Any]):
         """A function tool is about to run: `tool.requested` and `tool.started`."""
         if isinstance(context, ToolContext):  # hosted and shell-like tools carry no call id
             aid = context.tool_call_id
-            args = parse_arguments(context.tool_arguments)
-            self._append(
-                f"RunHooks.on_tool_start (call '{aid}')",
-                call_started(aid, context.tool_name, args),
-            )
+            action = self.recorder.record.actions.get(aid)
+            # An agent tool whose subagent paused for approval runs again on the resume,
+            # continuing the subagent: the call started before, and still runs.
+            if action is None or action.status != ActionStatus.STARTED:
+                args = parse_arguments(context.tool_arguments)
+                self._append(
+                    f"RunHooks.on_tool_start (call '{aid}')",
+                    call_started(aid, context.tool_name, args),
+                )
         if self.theirs is not None:
             await self.theirs.on_tool_start(context, agent, tool)
 
@@ -305,6 +315,75 @@ class _Hooks(RunHooks[Any]):
         )
         if self.theirs is not None:
             await self.theirs.on_handoff(context, from_agent=from_agent, to_agent=to_agent)
+
+
+class _Nested(RunHooks[Any]):
+    """The hooks an `agent_tool` gives the SDK's nested runs.
+
+    One tool serves every call, each call a subagent run of its own: each signal goes to the
+    hooks of the run the current call drives (`_SUBAGENT`, set around the nested run).
+    """
+
+    @staticmethod
+    def _hooks() -> _Hooks:
+        hooks = _SUBAGENT.get()
+        assert hooks is not None, "a nested run outside an agent_tool call"
+        return hooks
+
+    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        await self._hooks().on_agent_start(context, agent)
+
+    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        await self._hooks().on_agent_end(context, agent, output)
+
+    async def on_llm_start(
+        self, context: Any, agent: Agent[Any], system_prompt: str | None, input_items: Any
+    ) -> None:
+        await self._hooks().on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(self, context: Any, agent: Agent[Any], response: ModelResponse) -> None:
+        await self._hooks().on_llm_end(context, agent, response)
+
+    async def on_tool_start(self, context: Any, agent: Agent[Any], tool: Tool) -> None:
+        await self._hooks().on_tool_start(context, agent, tool)
+
+    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Tool, result: Any) -> None:
+        await self._hooks().on_tool_end(context, agent, tool, result)
+
+    async def on_handoff(self, context: Any, from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
+        await self._hooks().on_handoff(context, from_agent, to_agent)
+
+
+_NESTED = _Nested()
+
+
+def _stopped_child(agent: Agent[Any], record: RunRecord, partial: Any) -> str:
+    """What the calling model reads of a subagent a guard or a cancel stopped."""
+    why = f"{record.status}, {record.stop_reason}" if record.stop_reason else record.status
+    return f"the subagent '{agent.name}' stopped ({why}): {partial}"
+
+
+def _owned(store: Any, record: RunRecord, items: Sequence[Any]) -> list[tuple[RunRecord, Any]]:
+    """Each interrupted call with the record of the run it belongs to.
+
+    That is `record`'s run, or, for an `agent_tool`'s nested approval, the subagent run that
+    asked for it (where it is decided).
+    """
+    records = _subagent_records(store, record)
+    return [(next((r for r in records if str(i.call_id) in r.actions), record), i) for i in items]
+
+
+def _subagent_records(store: Any, record: RunRecord) -> list[RunRecord]:
+    """`record` and the records of the agent-tool subagents its running calls wait on."""
+    found = [record]
+    for action in record.actions.values():
+        if action.status == ActionStatus.STARTED:
+            try:
+                child = store.load(f"{record.run_id}/{action.action_id}")
+            except RunNotFoundError:
+                continue
+            found.extend(_subagent_records(store, child))
+    return found
 
 
 def _check_tool_use(agent: Agent[Any]) -> None:
@@ -371,31 +450,106 @@ class AgentsRun(SdkRun):
         tool_name: str | None = None,
         tool_description: str | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
-        **runner_kwargs: Any,
+        **as_tool_kwargs: Any,
     ) -> FunctionTool:
-        """`agent` as a tool of this run's agents, each call a subagent run of its own.
+        """`agent.as_tool(...)` with each call a subagent run of its own.
 
-        Use it where you would use `agent.as_tool(...)`: the tool takes `input` (text), runs
-        `agent` through its own `AgentsRun` (`subagent(call_id)`: id `<run_id>/<call_id>`,
-        same store, guards and clock, this run's token and cost limits shared by both) and
-        returns its final output. A subagent that a guard stopped returns a line saying so
-        and its partial output, which the calling model reads.
+        Use it where you would use `agent.as_tool(...)`: it *is* the SDK's agent tool, each
+        call recorded through its own `AgentsRun` (`subagent(call_id)`: id
+        `<run_id>/<call_id>`, same store, guards and clock, this run's token and cost limits
+        shared by both). It returns the child's final output; a child that a guard stopped
+        returns a line saying so and its partial output, which the calling model reads.
+
+        A child that calls a `needs_approval` tool pauses this run too, as the SDK's nested
+        approvals do: the child records `approval.requested` for its call and waits in
+        `waiting_approval`; this run waits in `waiting_tool` on the agent tool's call, its
+        `pending_approvals` naming the child's run and call. Decide in the child's run
+        (`approve(store, "<run_id>/<call_id>", child_call_id)`); `resume` then carries the
+        decision into the kept state, and the child and this run go on.
+
+        Args:
+            agent: the agent to run as a tool.
+            tool_name: the tool's name (default: the agent's name in snake case).
+            tool_description: what the calling model reads about the tool.
+            max_turns: the SDK's limit for each child run.
+            **as_tool_kwargs: passed to `agent.as_tool` (`run_config`, `parameters`,
+                `custom_output_extractor`, `needs_approval`, ...), except `hooks` and
+                `failure_error_function`, which the adapter sets.
         """
-        name = tool_name or agent.name.lower().replace(" ", "_")
-
-        async def run_subagent(ctx: ToolContext[Any], input: str) -> Any:
-            child = self.subagent(ctx.tool_call_id)
-            done = await child.run(agent, input, max_turns=max_turns, **runner_kwargs)
-            if done.status == RunStatus.COMPLETED:
-                return done.final_output
-            why = f"{done.status}, {done.stop_reason}" if done.stop_reason else done.status
-            return f"the subagent '{agent.name}' stopped ({why}): {done.partial_output}"
-
-        return function_tool(
-            run_subagent,
-            name_override=name,
-            description_override=tool_description or f"Ask the agent '{agent.name}'.",
+        for taken in ("hooks", "failure_error_function"):
+            if taken in as_tool_kwargs:
+                raise TypeError(
+                    f"agent_tool sets {taken}= itself (it records the child's run through "
+                    "it); pass your own RunHooks to run(..., hooks=) instead"
+                )
+        _check_tool_use(agent)
+        tool = agent.as_tool(
+            tool_name or agent.name.lower().replace(" ", "_"),
+            tool_description or f"Ask the agent '{agent.name}'.",
+            max_turns=max_turns,
+            hooks=_NESTED,
+            failure_error_function=None,  # the child's stops and failures reach `_as_tool`
+            **as_tool_kwargs,
         )
+        run_nested = tool.on_invoke_tool
+
+        async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+            child = self.subagent(ctx.tool_call_id)
+            return await child._as_tool(agent, run_nested, ctx, input_json)
+
+        # The SDK's own invoker stays inside: it runs (and on a resume, continues) the
+        # nested run; ours records it as the child's.
+        tool.on_invoke_tool = invoke
+        return tool
+
+    async def _as_tool(
+        self,
+        agent: Agent[Any],
+        run_nested: Callable[[ToolContext[Any], str], Any],
+        ctx: ToolContext[Any],
+        input_json: str,
+    ) -> Any:
+        """Drive one call of an `agent_tool` as this (child) run; return what the model reads."""
+        recorder = self.recorder
+        try:
+            recorder.load()  # called again on a resume: the child paused for approval
+        except RunNotFoundError:
+            args = parse_arguments(input_json)
+            objective = args["input"] if isinstance(args.get("input"), str) else input_json
+            recorder.start(objective=objective, agent=agent.name, limits=None)
+        hooks, current = _SUBAGENT.set(self.hooks), _CURRENT.set(recorder)
+        failure: Exception | None = None
+        try:
+            output = await run_nested(ctx, input_json)
+        except _Stopped as stopped:
+            items = list(stopped.run_data.new_items) if stopped.run_data else []
+            return _stopped_child(agent, recorder.stopped(stopped.stop), _partial(items))
+        except MaxTurnsExceeded as exc:
+            items = list(exc.run_data.new_items) if exc.run_data else []
+            record = recorder.append(
+                "MaxTurnsExceeded",
+                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
+            )
+            return _stopped_child(agent, record, _partial(items))
+        except Exception as exc:  # noqa: BLE001  (any tool's failure: the model reads it)
+            self._fail(exc)
+            failure = exc
+        except BaseException as exc:  # the task was cancelled
+            self._fail(exc)
+            raise
+        finally:
+            _SUBAGENT.reset(hooks)
+            _CURRENT.reset(current)
+        if failure is not None:  # as any failing tool: `tool.failed`, the model reads why
+            return tool_failure(ctx, failure)
+        record = recorder.record
+        asked = [a for a in record.actions.values() if a.status == ActionStatus.PROPOSED]
+        if asked:  # the SDK paused the nested run on these: our caller's result carries them
+            specs = [approval_asked(a.action_id, a.tool, a.arguments) for a in asked]
+            recorder.append("Agent.as_tool interruptions", specs)
+        elif record.last_decision == DecisionKind.FINAL:
+            recorder.append("Agent.as_tool returned", [(m.RunCompleted, {})])
+        return output
 
     async def run(
         self,
@@ -446,6 +600,7 @@ class AgentsRun(SdkRun):
 
         The decisions come from our store (`approve`/`reject` from any process). Calls
         still undecided leave the run waiting (nothing runs).
+        A run asked to cancel while it waited ends cancelled here, and nothing runs.
 
         Args:
             agent: the SDK agent, as this process builds it.
@@ -458,6 +613,10 @@ class AgentsRun(SdkRun):
                 since it was saved, or it does not load (corrupt, or another agent's).
         """
         record = self.recorder.load()
+        subagents = _subagent_records(self.recorder.store, record)[1:]
+        cancelled = self._finish_cancel(record, STATE, subagents)
+        if cancelled is not None:
+            return cancelled
         if state is None:
             raw = self.recorder.saved_state(STATE)
             try:
@@ -466,24 +625,24 @@ class AgentsRun(SdkRun):
                 raise SavedStateError.unreadable(record.run_id, STATE, exc) from exc
         else:
             run_state = await RunState.from_json(agent, state)
-        undecided = False
-        for item in run_state.get_interruptions():
+        undecided: list[tuple[str, str]] = []
+        for owner, item in _owned(self.recorder.store, record, run_state.get_interruptions()):
             aid = str(item.call_id)
             actual = call_digest(str(item.name), parse_arguments(item.arguments))
-            action = record.actions.get(aid)
+            action = owner.actions.get(aid)
             expected = action.arguments_digest if action is not None else None
             if action is None or expected != actual:
                 raise ApprovalMismatchError(
-                    run_id=record.run_id, action_id=aid, expected=expected, actual=actual
+                    run_id=owner.run_id, action_id=aid, expected=expected, actual=actual
                 )
             if action.status == ActionStatus.APPROVED:
                 run_state.approve(item)
             elif action.status == ActionStatus.REJECTED:
                 run_state.reject(item, rejection_message=action.reason or "rejected")
             else:
-                undecided = True
+                undecided.append((owner.run_id, aid))
         if undecided:
-            return ObservedRun(record.run_id, record, state=state)
+            return ObservedRun(record.run_id, record, state=state, pending_approvals=undecided)
         return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)
 
     async def _drive(
@@ -497,7 +656,7 @@ class AgentsRun(SdkRun):
         token = _CURRENT.set(self.recorder)
         try:
             done = await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
-            if done.status != RunStatus.WAITING_APPROVAL:
+            if not done.pending_approvals:
                 self.recorder.forget_state(STATE)
             return done
         except BaseException as exc:
@@ -554,14 +713,27 @@ class AgentsRun(SdkRun):
         """Record how the SDK's run returned: waiting on its interruptions, or completed."""
         recorder = self.recorder
         if result.interruptions:
+            # Our own calls; the others are an agent tool's subagent's, asked in its run.
+            actions = recorder.record.actions
             specs = [
                 approval_asked(str(item.call_id), str(item.name), parse_arguments(item.arguments))
                 for item in result.interruptions
+                if str(item.call_id) in actions
             ]
-            record = recorder.append("RunResult.interruptions", specs)
+            record = recorder.append("RunResult.interruptions", specs) if specs else recorder.record
             state = result.to_state().to_json()
             recorder.save_state(STATE, json.dumps(state).encode())
-            return ObservedRun(recorder.run_id, record, items=items, sdk_result=result, state=state)
+            return ObservedRun(
+                recorder.run_id,
+                record,
+                items=items,
+                sdk_result=result,
+                state=state,
+                pending_approvals=[
+                    (owner.run_id, str(item.call_id))
+                    for owner, item in _owned(recorder.store, record, result.interruptions)
+                ],
+            )
         record = recorder.append("Runner.run returned", [(m.RunCompleted, {})])
         return ObservedRun(
             recorder.run_id,

@@ -177,6 +177,8 @@ class AgentIterRun(SdkRun):
     ) -> ObservedRun:
         """Continue a run waiting for approval from its message history JSON.
 
+        A run asked to cancel while it waited ends cancelled here, and nothing runs.
+
         Args:
             agent: the pydantic-ai agent, as this process builds it.
             history: the message history JSON the pause returned (`.state`); by default the
@@ -190,6 +192,9 @@ class AgentIterRun(SdkRun):
                 since it was saved, or it does not load.
         """
         record = self.recorder.load()
+        cancelled = self._finish_cancel(record, STATE)
+        if cancelled is not None:
+            return cancelled
         if history is None:
             history = self.recorder.saved_state(STATE)
             try:

@@ -54,7 +54,7 @@ def assert_tree_stopped(done: Any, store: EventStore, child_id: str, tmp_path: P
 
 def assert_free_call_ran_then_paused(paused: Any, store: EventStore) -> None:
     """Run r1 ran get_weather (call_w1) at once and now waits for refund (call_r1)."""
-    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("call_r1",))
+    assert (paused.status, paused.pending_approvals) == ("waiting_approval", [("r1", "call_r1")])
     assert paused.record.actions["call_w1"].result == "sunny in Paris"
     assert types(store, "r1")[3:] == [
         "tool.requested", "tool.started", "tool.completed", "approval.requested",

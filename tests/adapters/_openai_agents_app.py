@@ -63,6 +63,30 @@ def resumed_agent() -> Agent[Any]:
     return Agent(name="refunds", model=scripted([assistant_message("Done.")]), tools=[refund])
 
 
+def manager_agent(run: Any, resumed: bool = False) -> Agent[Any]:
+    """A manager whose agent tool `refunds` asks a refunds agent, which needs approval.
+
+    `resumed`: as a new process rebuilds it, with only the answers after the refund left.
+    """
+    if resumed:
+        child = Agent(name="refunds", model=scripted([assistant_message("O-1 refunded.")]))
+        manager = scripted([assistant_message("The refund is done.")])
+    else:
+        child = Agent(
+            name="refunds",
+            model=scripted(
+                [function_call("refund", {"order_id": "O-1"}, call_id="call_r1")],
+                [assistant_message("O-1 refunded.")],
+            ),
+        )
+        manager = scripted(
+            [function_call("refunds", {"input": "refund O-1"}, call_id="call_m1")],
+            [assistant_message("The refund is done.")],
+        )
+    child.tools = [refund]
+    return Agent(name="manager", model=manager, tools=[run.agent_tool(child)])
+
+
 def _main(db: str, run_id: str, state_file: str) -> None:
     def refuse(self: socket.socket, address: object) -> None:
         raise RuntimeError(f"network access attempted: {address!r}")
@@ -82,7 +106,9 @@ def _main(db: str, run_id: str, state_file: str) -> None:
         store: Any = PostgresEventStore(db)
     else:
         store = SQLiteEventStore(db)
-    done = asyncio.run(AgentsRun(store, run_id).resume(resumed_agent(), state))
+    run = AgentsRun(store, run_id)
+    agent = manager_agent(run, resumed=True) if run_id == "m1" else resumed_agent()
+    done = asyncio.run(run.resume(agent, state))
     print(
         json.dumps(
             {"status": done.status, "final_output": done.final_output, "calls": CALLS},

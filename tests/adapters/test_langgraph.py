@@ -269,6 +269,16 @@ def test_a_rejected_call_never_runs_across_a_new_process(tmp_path: Path) -> None
     assert validates(store, "r1", tmp_path) == 0
 
 
+def test_a_run_cancelled_while_it_waits_ends_cancelled_on_resume(tmp_path: Path) -> None:
+    """Nothing drives a paused graph: the resume settles the cancel; the call never runs."""
+    store, db, checkpoints = _pause_for_approval(tmp_path)
+    cancel(store, "r1", reason="the customer left")
+    out = _resume_in_new_process(db, checkpoints)
+    assert out == {"status": "cancelled", "final_output": None, "calls": []}
+    assert store.load("r1").actions["call_1"].status == "rejected"
+    assert validates(store, "r1", tmp_path) == 0
+
+
 def test_an_interrupted_call_other_than_the_approved_one_fails_closed(tmp_path: Path) -> None:
     """Our store approved Paris, the graph's interrupt asks for Rome: ApprovalMismatchError."""
     store = MemoryEventStore()

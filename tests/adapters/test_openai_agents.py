@@ -531,6 +531,123 @@ def test_a_subagent_of_a_run_without_money_limits_is_not_stopped_by_its_parent()
     assert done.record.actions["call_s1"].result == "Sunny."
 
 
+def _manager_paused(store: EventStore) -> None:
+    """Run m1: its agent tool's subagent asks for the refund, and both runs wait."""
+    manager = AgentsRun(store, "m1")
+    paused = run(manager.run(app.manager_agent(manager), "refund O-1"))
+    assert (paused.status, paused.pending_approvals) == (
+        "waiting_tool",
+        [("m1/call_m1", "call_r1")],
+    )
+    child = store.load("m1/call_m1")
+    assert (child.status, child.pending_approvals) == ("waiting_approval", ("call_r1",))
+    assert paused.record.actions["call_m1"].status == "started"  # the manager waits on it
+    assert "refund O-1" not in app.CALLS
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_subagent_waiting_for_approval_pauses_its_parent_until_a_new_process_resumes(
+    tmp_path: Path, decision: str
+) -> None:
+    """The child's call is decided in the child's run; resuming the parent goes on with both."""
+    db = tmp_path / "runs.db"
+    store = SQLiteEventStore(db)
+    _manager_paused(store)
+    if decision == "approve":
+        approve(store, "m1/call_m1", "call_r1", approver="alice")
+    else:
+        reject(store, "m1/call_m1", "call_r1", approver="bob", reason="over the limit")
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.adapters._openai_agents_app", str(db), "m1", "-"],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    done = json.loads(out.stdout.strip().splitlines()[-1])
+    ran = ["refund O-1"] if decision == "approve" else []
+    assert done == {"status": "completed", "final_output": "The refund is done.", "calls": ran}
+    child = store.load("m1/call_m1")
+    assert (child.status, child.final_output) == ("completed", "O-1 refunded.")
+    assert child.actions["call_r1"].status == ("succeeded" if ran else "rejected")
+    assert store.load("m1").actions["call_m1"].result == "O-1 refunded."
+    assert types(store, "m1")[3:] == [
+        "tool.requested", "tool.started", "tool.completed",  # once, across the pause
+        "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert store.attachment("m1", "openai-agents/run_state") is None
+    assert validates(store, "m1", tmp_path) == 0
+    assert validates(store, "m1/call_m1", tmp_path) == 0
+
+
+def test_resuming_a_parent_whose_subagent_is_undecided_leaves_both_waiting() -> None:
+    """No decision yet: the resume runs nothing and names the subagent's call again."""
+    store = MemoryEventStore()
+    _manager_paused(store)
+    manager = AgentsRun(store, "m1")
+    again = run(manager.resume(app.manager_agent(manager, resumed=True)))
+    assert (again.status, again.pending_approvals) == ("waiting_tool", [("m1/call_m1", "call_r1")])
+    assert store.load("m1/call_m1").status == "waiting_approval"
+    assert "refund O-1" not in app.CALLS
+
+
+def test_a_subagent_call_that_changed_after_approval_fails_closed(tmp_path: Path) -> None:
+    """Approved for O-1 in the child's run; the kept state now says O-2: nothing runs."""
+    store = MemoryEventStore()
+    _manager_paused(store)
+    approve(store, "m1/call_m1", "call_r1", approver="alice")
+    kept = store.attachment("m1", "openai-agents/run_state")
+    assert kept is not None
+    text = kept.data.decode()
+    assert '\\"O-1\\"' in text  # the child's call, inside the manager's kept state
+    tampered = json.loads(text.replace('\\"O-1\\"', '\\"O-2\\"'))
+    manager = AgentsRun(store, "m1")
+    with pytest.raises(ApprovalMismatchError) as caught:
+        run(manager.resume(app.manager_agent(manager, resumed=True), tampered))
+    assert (caught.value.run_id, caught.value.action_id) == ("m1/call_m1", "call_r1")
+    assert "refund O-1" not in app.CALLS
+    assert "refund O-2" not in app.CALLS
+
+
+def test_a_run_cancelled_while_it_waits_ends_cancelled_on_resume(tmp_path: Path) -> None:
+    """Nothing drives a paused run: a new process's resume settles the cancel; nothing runs."""
+    db, state_file = tmp_path / "runs.db", tmp_path / "state.json"
+    store = SQLiteEventStore(db)
+    _pause_for_refund(store, state_file)
+    cancel(store, "r1", reason="the customer left")
+    out = _resume_in_new_process(db, None)
+    assert out == {"status": "cancelled", "final_output": None, "calls": []}
+    assert store.load("r1").actions["call_r1"].status == "rejected"
+    assert store.attachment("r1", "openai-agents/run_state") is None
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_cancelling_a_parent_waiting_on_its_subagent_cancels_both_on_resume(
+    tmp_path: Path,
+) -> None:
+    """The subagent's pending call never runs; the agent tool's call is outcome unknown."""
+    store = MemoryEventStore()
+    _manager_paused(store)
+    cancel(store, "m1", reason="the customer left")
+    manager = AgentsRun(store, "m1")
+    done = run(manager.resume(app.manager_agent(manager, resumed=True)))
+    assert (done.status, done.pending_approvals) == ("cancelled", [])
+    assert done.record.actions["call_m1"].status == "unknown"
+    child = store.load("m1/call_m1")
+    assert (child.status, child.cancel_reason) == (
+        "cancelled",
+        "the run 'm1' that called it was cancelled",
+    )
+    assert child.actions["call_r1"].status == "rejected"
+    assert "refund O-1" not in app.CALLS
+    assert validates(store, "m1", tmp_path) == 0
+    assert validates(store, "m1/call_m1", tmp_path) == 0
+
+
+def test_agent_tool_refuses_the_hooks_it_sets_itself() -> None:
+    """hooks= and failure_error_function= are how the adapter records the child: refused."""
+    parent = AgentsRun(MemoryEventStore(), "r1")
+    with pytest.raises(TypeError, match="agent_tool sets hooks= itself"):
+        parent.agent_tool(weather_agent(), hooks=object())
+
+
 def test_a_batch_mixing_free_and_approval_calls_runs_the_free_one_then_waits(
     tmp_path: Path,
 ) -> None:

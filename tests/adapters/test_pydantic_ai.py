@@ -183,6 +183,18 @@ def test_a_rejected_deferred_call_never_runs_across_a_new_process(tmp_path: Path
     assert validates(store, "r1", tmp_path) == 0
 
 
+def test_a_run_cancelled_while_it_waits_ends_cancelled_on_resume(tmp_path: Path) -> None:
+    """Nothing drives a paused run: the resume settles the cancel; the call never runs."""
+    store, db, _ = _pause(tmp_path)
+    cancel(store, "r1", reason="the customer left")
+    out = _resume_in_new_process(db, None)
+    assert out == {"status": "cancelled", "final_output": None, "calls": []}
+    refund = store.load("r1").actions["call_r1"]
+    assert (refund.status, refund.reason) == ("rejected", "the run ended before it ran")
+    assert store.attachment("r1", "pydantic-ai/messages") is None
+    assert validates(store, "r1", tmp_path) == 0
+
+
 def test_a_history_whose_call_changed_fails_closed(tmp_path: Path) -> None:
     """Approved for O-1, the history now says O-2: ApprovalMismatchError, nothing runs."""
     store, _, state_file = _pause(tmp_path)
