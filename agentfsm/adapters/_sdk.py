@@ -31,9 +31,10 @@ from agentfsm.fsm.errors import (
     GuardRejectedError,
     IllegalTransitionError,
     LifecycleError,
+    RunNotFoundError,
 )
 from agentfsm.fsm.guards import Guard, Verdict
-from agentfsm.fsm.names import EventType, RunStatus
+from agentfsm.fsm.names import ActionStatus, EventType, RunStatus
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.recovery import rebuild_tree
@@ -230,6 +231,34 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     except ValueError:
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_raw": raw}
+
+
+def subagent_records(store: EventStore, record: RunRecord) -> list[RunRecord]:
+    """`record`, then the records of the subagent runs its running calls wait on, deeper down.
+
+    A subagent run is `<run_id>/<action_id>` (`SdkRun.subagent`); a call that waits on one is
+    `started`, its outcome to come when the subagent finishes.
+    """
+    found = [record]
+    for action in record.actions.values():
+        if action.status == ActionStatus.STARTED:
+            try:
+                child = store.load(f"{record.run_id}/{action.action_id}")
+            except RunNotFoundError:
+                continue
+            found.extend(subagent_records(store, child))
+    return found
+
+
+def stopped_line(agent: str | None, record: RunRecord, partial: Any) -> str:
+    """What a calling model reads of a subagent that a guard or a cancel stopped."""
+    why = f"{record.status}, {record.stop_reason}" if record.stop_reason else record.status
+    return f"the subagent '{agent}' stopped ({why}): {partial}"
+
+
+def waiting_on(store: EventStore, record: RunRecord) -> list[tuple[str, str]]:
+    """The calls a run waits on a decision for, as `(run_id, action_id)`: its subagents' too."""
+    return [(r.run_id, aid) for r in subagent_records(store, record) for aid in r.pending_approvals]
 
 
 class Recorder:

@@ -89,12 +89,15 @@ from agentfsm.adapters._sdk import (
     jsonable,
     parse_arguments,
     per_million_tokens,
+    stopped_line,
+    subagent_records,
+    waiting_on,
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.fsm.names import ActionStatus, DecisionKind
-from agentfsm.reducers.record import RunRecord, call_digest
+from agentfsm.reducers.record import call_digest
 from agentfsm.runtime.writer import approval_asked, call_started
 
 __all__ = [
@@ -357,35 +360,6 @@ class _Nested(RunHooks[Any]):
 _NESTED = _Nested()
 
 
-def _stopped_child(agent: Agent[Any], record: RunRecord, partial: Any) -> str:
-    """What the calling model reads of a subagent a guard or a cancel stopped."""
-    why = f"{record.status}, {record.stop_reason}" if record.stop_reason else record.status
-    return f"the subagent '{agent.name}' stopped ({why}): {partial}"
-
-
-def _owned(store: Any, record: RunRecord, items: Sequence[Any]) -> list[tuple[RunRecord, Any]]:
-    """Each interrupted call with the record of the run it belongs to.
-
-    That is `record`'s run, or, for an `agent_tool`'s nested approval, the subagent run that
-    asked for it (where it is decided).
-    """
-    records = _subagent_records(store, record)
-    return [(next((r for r in records if str(i.call_id) in r.actions), record), i) for i in items]
-
-
-def _subagent_records(store: Any, record: RunRecord) -> list[RunRecord]:
-    """`record` and the records of the agent-tool subagents its running calls wait on."""
-    found = [record]
-    for action in record.actions.values():
-        if action.status == ActionStatus.STARTED:
-            try:
-                child = store.load(f"{record.run_id}/{action.action_id}")
-            except RunNotFoundError:
-                continue
-            found.extend(_subagent_records(store, child))
-    return found
-
-
 def _check_tool_use(agent: Agent[Any]) -> None:
     """Refuse, before anything runs, agents whose run would end on a tool's result.
 
@@ -523,14 +497,14 @@ class AgentsRun(SdkRun):
             output = await run_nested(ctx, input_json)
         except _Stopped as stopped:
             items = list(stopped.run_data.new_items) if stopped.run_data else []
-            return _stopped_child(agent, recorder.stopped(stopped.stop), _partial(items))
+            return stopped_line(agent.name, recorder.stopped(stopped.stop), _partial(items))
         except MaxTurnsExceeded as exc:
             items = list(exc.run_data.new_items) if exc.run_data else []
             record = recorder.append(
                 "MaxTurnsExceeded",
                 [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
             )
-            return _stopped_child(agent, record, _partial(items))
+            return stopped_line(agent.name, record, _partial(items))
         except Exception as exc:  # noqa: BLE001  (any tool's failure: the model reads it)
             self._fail(exc)
             failure = exc
@@ -613,7 +587,7 @@ class AgentsRun(SdkRun):
                 since it was saved, or it does not load (corrupt, or another agent's).
         """
         record = self.recorder.load()
-        subagents = _subagent_records(self.recorder.store, record)[1:]
+        subagents = subagent_records(self.recorder.store, record)[1:]
         cancelled = self._finish_cancel(record, STATE, subagents)
         if cancelled is not None:
             return cancelled
@@ -625,10 +599,12 @@ class AgentsRun(SdkRun):
                 raise SavedStateError.unreadable(record.run_id, STATE, exc) from exc
         else:
             run_state = await RunState.from_json(agent, state)
-        undecided: list[tuple[str, str]] = []
-        for owner, item in _owned(self.recorder.store, record, run_state.get_interruptions()):
+        # A subagent's call (an `agent_tool`'s nested approval) is decided in its own run.
+        owners = [record, *subagents]
+        for item in run_state.get_interruptions():
             aid = str(item.call_id)
             actual = call_digest(str(item.name), parse_arguments(item.arguments))
+            owner = next((r for r in owners if aid in r.actions), record)
             action = owner.actions.get(aid)
             expected = action.arguments_digest if action is not None else None
             if action is None or expected != actual:
@@ -639,8 +615,7 @@ class AgentsRun(SdkRun):
                 run_state.approve(item)
             elif action.status == ActionStatus.REJECTED:
                 run_state.reject(item, rejection_message=action.reason or "rejected")
-            else:
-                undecided.append((owner.run_id, aid))
+        undecided = waiting_on(self.recorder.store, record)
         if undecided:
             return ObservedRun(record.run_id, record, state=state, pending_approvals=undecided)
         return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)
@@ -729,10 +704,7 @@ class AgentsRun(SdkRun):
                 items=items,
                 sdk_result=result,
                 state=state,
-                pending_approvals=[
-                    (owner.run_id, str(item.call_id))
-                    for owner, item in _owned(recorder.store, record, result.interruptions)
-                ],
+                pending_approvals=waiting_on(recorder.store, record),
             )
         record = recorder.append("Runner.run returned", [(m.RunCompleted, {})])
         return ObservedRun(

@@ -27,7 +27,9 @@ each deferred call against the one approval was requested for (call id and argum
 digest; else `ApprovalMismatchError`, nothing runs) and continues with `DeferredToolResults`.
 A response with free and deferred calls runs the free ones first, then waits.
 Subagents: inside a tool, `run.subagent(ctx.tool_call_id).run(other_agent, prompt)` is a run
-of its own that draws on this run's token and cost limits.
+of its own that draws on this run's token and cost limits; `await run.delegate(ctx,
+other_agent, prompt)` also pauses this run while the child waits for approval, and resumes
+the child when this run is resumed.
 
 Turns: pydantic-ai's `UsageLimits(request_limit=n)` counts model requests like our
 `max_turns` does, but only within one `iter()`/`run()` call (a resume starts again at 0,
@@ -42,8 +44,15 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.exceptions import RunCancelled, UsageLimitExceeded
+from pydantic_ai import (
+    Agent,
+    DeferredToolRequests,
+    DeferredToolResults,
+    RunContext,
+    ToolApproved,
+    ToolDenied,
+)
+from pydantic_ai.exceptions import ApprovalRequired, RunCancelled, UsageLimitExceeded
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
@@ -65,12 +74,15 @@ from agentfsm.adapters._sdk import (
     SignalIllegalTransitionError,
     jsonable,
     per_million_tokens,
+    stopped_line,
+    subagent_records,
+    waiting_on,
 )
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.reducers.record import call_digest
 from agentfsm.runtime.writer import approval_asked, call_started
 
@@ -172,6 +184,38 @@ class AgentIterRun(SdkRun):
         """`resume` for code without an event loop (same arguments)."""
         return asyncio.run(self.resume(agent, history, **kwargs))
 
+    async def delegate(
+        self, ctx: RunContext[Any], agent: Agent[Any, Any], prompt: str, **iter_kwargs: Any
+    ) -> Any:
+        """Ask `agent` as a subagent of the tool call in `ctx`; return what the model reads.
+
+        Call it from a tool: the child is `subagent(ctx.tool_call_id)` (its own run, sharing
+        this run's token and cost limits). It returns the child's output, or, for a child a
+        guard or a cancel stopped, a line saying so and its partial output. A child that
+        waits for approval pauses this run too: the tool's call stays started (it waits on
+        the child), `pending_approvals` names the child's run and call, and the decision is
+        taken in the child's run; `resume` then calls the tool again (pydantic-ai's deferred
+        approval of it), and `delegate` resumes the child instead of starting it.
+
+        Raises:
+            ApprovalRequired: the child waits for a decision (pydantic-ai defers the call).
+            ValueError: `ctx` is not a tool call's (it has no `tool_call_id`).
+        """
+        if ctx.tool_call_id is None:
+            raise ValueError("delegate() asks for a tool call's context: call it from a tool")
+        child = self.subagent(ctx.tool_call_id)
+        try:
+            self.recorder.store.load(child.run_id)
+        except RunNotFoundError:
+            done = await child.run(agent, prompt, **iter_kwargs)
+        else:  # called again by this run's resume: the child paused before
+            done = await child.resume(agent, **iter_kwargs)
+        if done.status == RunStatus.COMPLETED:
+            return done.final_output
+        if done.pending_approvals:
+            raise ApprovalRequired({"agentfsm_subagent": child.run_id})
+        return stopped_line(agent.name, done.record, done.partial_output)
+
     async def resume(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **iter_kwargs: Any
     ) -> ObservedRun:
@@ -192,7 +236,8 @@ class AgentIterRun(SdkRun):
                 since it was saved, or it does not load.
         """
         record = self.recorder.load()
-        cancelled = self._finish_cancel(record, STATE)
+        subagents = subagent_records(self.recorder.store, record)[1:]
+        cancelled = self._finish_cancel(record, STATE, subagents)
         if cancelled is not None:
             return cancelled
         if history is None:
@@ -219,13 +264,14 @@ class AgentIterRun(SdkRun):
                     expected=action.arguments_digest,
                     actual=actual,
                 )
-            if action.status == ActionStatus.APPROVAL_PENDING:
-                state = history if isinstance(history, str) else history.decode()
-                return ObservedRun(record.run_id, record, state=state)
             if action.status == ActionStatus.REJECTED:
                 approvals[part.tool_call_id] = ToolDenied(action.reason or "rejected")
-            elif action.status == ActionStatus.APPROVED:
-                approvals[part.tool_call_id] = True
+            elif action.status in (ActionStatus.APPROVED, ActionStatus.STARTED):
+                approvals[part.tool_call_id] = True  # started: `delegate` resumes its child
+        waiting = waiting_on(self.recorder.store, record)
+        if waiting:
+            state = history if isinstance(history, str) else history.decode()
+            return ObservedRun(record.run_id, record, state=state, pending_approvals=waiting)
         kwargs = {
             **iter_kwargs,
             "message_history": messages,
@@ -301,15 +347,23 @@ class AgentIterRun(SdkRun):
         assert result is not None  # the iteration ran to its End node
         output = result.output
         if isinstance(output, DeferredToolRequests):
+            # A call that started waits on its subagent (`delegate`), asked in its own run.
+            actions = recorder.record.actions
             specs: list[Any] = [
                 approval_asked(part.tool_call_id, part.tool_name, jsonable(part.args_as_dict()))
                 for part in output.approvals
+                if actions[part.tool_call_id].status != ActionStatus.STARTED
             ]
-            record = recorder.append("DeferredToolRequests", specs)
+            record = recorder.append("DeferredToolRequests", specs) if specs else recorder.record
             history = ModelMessagesTypeAdapter.dump_json(result.all_messages())
             recorder.save_state(STATE, history)
-            state = history.decode()
-            return ObservedRun(recorder.run_id, record, sdk_result=result, state=state)
+            return ObservedRun(
+                recorder.run_id,
+                record,
+                sdk_result=result,
+                state=history.decode(),
+                pending_approvals=waiting_on(recorder.store, record),
+            )
         record = recorder.append("End", [(m.RunCompleted, {})])
         recorder.forget_state(STATE)
         return ObservedRun(recorder.run_id, record, final_output=output, sdk_result=result)

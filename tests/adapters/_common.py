@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import main as cli
 from agentfsm.events import dump_event
+from agentfsm.runtime import approve, reject
 
 
 def types(store: EventStore, run_id: str) -> list[str]:
@@ -66,3 +67,41 @@ def assert_refunded_after_approval(done: Any, store: EventStore, tmp_path: Path)
     assert (done.status, done.final_output) == ("completed", "Refunded; sunny in Paris.")
     assert done.record.actions["call_r1"].result == "refunded O-1"
     assert validates(store, "r1", tmp_path) == 0
+
+
+def assert_caller_waits_on_child(paused: Any, store: EventStore, calls: list[str]) -> None:
+    """Run m1 waits on its call call_m1, whose subagent run waits for approval of call_r1."""
+    assert (paused.status, paused.pending_approvals) == (
+        "waiting_tool",
+        [("m1/call_m1", "call_r1")],
+    )
+    assert paused.record.actions["call_m1"].status == "started"  # the caller waits on it
+    child = store.load("m1/call_m1")
+    assert (child.status, child.pending_approvals) == ("waiting_approval", ("call_r1",))
+    assert "refund O-1" not in calls
+
+
+def decide_for_child(store: EventStore, decision: str) -> list[str]:
+    """Approve or reject call_r1 in the subagent's run; the calls that are then to run."""
+    if decision == "approve":
+        approve(store, "m1/call_m1", "call_r1", approver="alice")
+        return ["refund O-1"]
+    reject(store, "m1/call_m1", "call_r1", approver="bob", reason="over the limit")
+    return []
+
+
+def assert_caller_and_child_finished(
+    out: dict[str, Any], store: EventStore, ran: list[str], child_output: str, tmp_path: Path
+) -> None:
+    """The resumed m1 and its subagent both completed; the caller's call was recorded once."""
+    assert out == {"status": "completed", "final_output": "The refund is done.", "calls": ran}
+    child = store.load("m1/call_m1")
+    assert (child.status, child.final_output) == ("completed", child_output)
+    assert child.actions["call_r1"].status == ("succeeded" if ran else "rejected")
+    assert store.load("m1").actions["call_m1"].result == child_output
+    assert types(store, "m1")[3:] == [
+        "tool.requested", "tool.started", "tool.completed",  # once, across the pause
+        "model.started", "model.completed", "run.completed",
+    ]  # fmt: skip
+    assert validates(store, "m1", tmp_path) == 0
+    assert validates(store, "m1/call_m1", tmp_path) == 0

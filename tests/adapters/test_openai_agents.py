@@ -29,9 +29,12 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _openai_agents_app as app
 from tests.adapters._common import (
+    assert_caller_and_child_finished,
+    assert_caller_waits_on_child,
     assert_free_call_ran_then_paused,
     assert_refunded_after_approval,
     assert_tree_stopped,
+    decide_for_child,
     run,
     types,
     validates,
@@ -534,15 +537,9 @@ def test_a_subagent_of_a_run_without_money_limits_is_not_stopped_by_its_parent()
 def _manager_paused(store: EventStore) -> None:
     """Run m1: its agent tool's subagent asks for the refund, and both runs wait."""
     manager = AgentsRun(store, "m1")
-    paused = run(manager.run(app.manager_agent(manager), "refund O-1"))
-    assert (paused.status, paused.pending_approvals) == (
-        "waiting_tool",
-        [("m1/call_m1", "call_r1")],
+    assert_caller_waits_on_child(
+        run(manager.run(app.manager_agent(manager), "refund O-1")), store, app.CALLS
     )
-    child = store.load("m1/call_m1")
-    assert (child.status, child.pending_approvals) == ("waiting_approval", ("call_r1",))
-    assert paused.record.actions["call_m1"].status == "started"  # the manager waits on it
-    assert "refund O-1" not in app.CALLS
 
 
 @pytest.mark.parametrize("decision", ["approve", "reject"])
@@ -553,28 +550,14 @@ def test_a_subagent_waiting_for_approval_pauses_its_parent_until_a_new_process_r
     db = tmp_path / "runs.db"
     store = SQLiteEventStore(db)
     _manager_paused(store)
-    if decision == "approve":
-        approve(store, "m1/call_m1", "call_r1", approver="alice")
-    else:
-        reject(store, "m1/call_m1", "call_r1", approver="bob", reason="over the limit")
+    ran = decide_for_child(store, decision)
     out = subprocess.run(
         [sys.executable, "-m", "tests.adapters._openai_agents_app", str(db), "m1", "-"],
         cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     done = json.loads(out.stdout.strip().splitlines()[-1])
-    ran = ["refund O-1"] if decision == "approve" else []
-    assert done == {"status": "completed", "final_output": "The refund is done.", "calls": ran}
-    child = store.load("m1/call_m1")
-    assert (child.status, child.final_output) == ("completed", "O-1 refunded.")
-    assert child.actions["call_r1"].status == ("succeeded" if ran else "rejected")
-    assert store.load("m1").actions["call_m1"].result == "O-1 refunded."
-    assert types(store, "m1")[3:] == [
-        "tool.requested", "tool.started", "tool.completed",  # once, across the pause
-        "model.started", "model.completed", "run.completed",
-    ]  # fmt: skip
+    assert_caller_and_child_finished(done, store, ran, "O-1 refunded.", tmp_path)
     assert store.attachment("m1", "openai-agents/run_state") is None
-    assert validates(store, "m1", tmp_path) == 0
-    assert validates(store, "m1/call_m1", tmp_path) == 0
 
 
 def test_resuming_a_parent_whose_subagent_is_undecided_leaves_both_waiting() -> None:

@@ -22,14 +22,18 @@ from agentfsm.adapters.pydantic_ai import (
     per_million_tokens,
 )
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _pydantic_ai_app as app
 from tests.adapters._common import (
+    assert_caller_and_child_finished,
+    assert_caller_waits_on_child,
     assert_free_call_ran_then_paused,
     assert_refunded_after_approval,
     assert_tree_stopped,
+    decide_for_child,
     run,
     types,
     validates,
@@ -144,11 +148,11 @@ def _pause(tmp_path: Path) -> tuple[SQLiteEventStore, Path, Path]:
     return store, db, state_file
 
 
-def _resume_in_new_process(db: Path, state_file: Path | None) -> dict[str, Any]:
-    """Resume run r1 in a new process: from `state_file`, or (None) from the store alone."""
+def _resume_in_new_process(db: Path, state_file: Path | None, run_id: str = "r1") -> dict[str, Any]:
+    """Resume `run_id` in a new process: from `state_file`, or (None) from the store alone."""
     state = "-" if state_file is None else str(state_file)
     out = subprocess.run(
-        [sys.executable, "-m", "tests.adapters._pydantic_ai_app", str(db), "r1", state],
+        [sys.executable, "-m", "tests.adapters._pydantic_ai_app", str(db), run_id, state],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -195,6 +199,42 @@ def test_a_run_cancelled_while_it_waits_ends_cancelled_on_resume(tmp_path: Path)
     assert validates(store, "r1", tmp_path) == 0
 
 
+def _manager_paused(store: EventStore) -> None:
+    """Run m1: its tool delegates to the refund agent, which waits for approval; so does m1."""
+    manager = AgentIterRun(store, "m1")
+    assert_caller_waits_on_child(
+        run(manager.run(app.manager_agent(manager), "refund O-1")), store, app.CALLS
+    )
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_delegate_waiting_for_approval_pauses_its_caller_until_a_new_process_resumes(
+    tmp_path: Path, decision: str
+) -> None:
+    """The child's call is decided in the child's run; resuming the caller resumes the child."""
+    db = tmp_path / "runs.db"
+    store = SQLiteEventStore(db)
+    _manager_paused(store)
+    ran = decide_for_child(store, decision)
+    out = _resume_in_new_process(db, None, run_id="m1")
+    assert_caller_and_child_finished(out, store, ran, "Done.", tmp_path)
+
+
+def test_a_caller_whose_delegate_is_undecided_stays_waiting_and_a_cancel_ends_both() -> None:
+    """No decision: the resume runs nothing; cancelled, the next resume ends child and caller."""
+    store = MemoryEventStore()
+    _manager_paused(store)
+    manager = AgentIterRun(store, "m1")
+    again = run(manager.resume(app.manager_agent(manager)))
+    assert (again.status, again.pending_approvals) == ("waiting_tool", [("m1/call_m1", "call_r1")])
+    cancel(store, "m1", reason="the customer left")
+    manager = AgentIterRun(store, "m1")
+    done = run(manager.resume(app.manager_agent(manager)))
+    assert (done.status, done.record.actions["call_m1"].status) == ("cancelled", "unknown")
+    assert store.load("m1/call_m1").status == "cancelled"
+    assert "refund O-1" not in app.CALLS
+
+
 def test_a_history_whose_call_changed_fails_closed(tmp_path: Path) -> None:
     """Approved for O-1, the history now says O-2: ApprovalMismatchError, nothing runs."""
     store, _, state_file = _pause(tmp_path)
@@ -236,7 +276,7 @@ def test_a_subagent_called_from_a_tool_is_its_own_run_in_the_same_store(tmp_path
 
 
 def test_a_subagent_run_draws_on_the_parents_token_budget(tmp_path: Path) -> None:
-    """`subagent(ctx.tool_call_id)`: the child is stopped once the tree overspends, then the parent.
+    """`delegate`: the child is stopped once the tree overspends, then the parent.
 
     15 tokens a request, 40 for the tree: the parent's request and two of the child's spend 45,
     so the child's second tool call is refused (budget), and then the parent's next request.
@@ -256,13 +296,13 @@ def test_a_subagent_run_draws_on_the_parents_token_budget(tmp_path: Path) -> Non
     @parent.tool
     async def ask_specialist(ctx: RunContext[None], question: str) -> str:
         """Ask the weather specialist."""
-        assert ctx.tool_call_id is not None
-        done = await parent_run.subagent(ctx.tool_call_id).run(child, question)
-        return f"{done.status}: {done.partial_output}"
+        return str(await parent_run.delegate(ctx, child, question))
 
     done = run(parent_run.run(parent, "weather?", limits=Limits(max_tokens=40)))
     assert_tree_stopped(done, store, "r1/call_1", tmp_path)
-    assert done.record.actions["call_1"].result == "terminated: sunny in Paris"
+    assert done.record.actions["call_1"].result == (
+        "the subagent 'weather' stopped (terminated, budget): sunny in Paris"
+    )
 
 
 def test_a_cancellation_token_fired_mid_tool_ends_the_run_cancelled(tmp_path: Path) -> None:
