@@ -45,10 +45,11 @@ callbacks down to everything invoked inside it, so this run's handler also hears
 child's model and tool calls; each handler records only the signals of the stream it
 drives (a context variable set around `graph.stream`/`astream`, which LangGraph and
 LangChain copy into their worker threads, tasks and executor-run callbacks), so the child's
-calls are the child's only — also for parallel tool calls, each in its own thread. Stream
-a subagent that may pause (`interrupt()`, approvals) with its own `thread_id` and
-checkpointer: without one, LangGraph runs it as a nested subgraph of the calling node, and
-its interrupt propagates to the parent graph instead of pausing the child.
+calls are the child's only — also for parallel tool calls, each in its own thread.
+`graph_run.delegate(tool_call_id, other, input)` runs the child and returns what the model
+reads; a child compiled without a checkpointer of its own is a nested subgraph whose
+interrupt (approvals, `interrupt()`) pauses this graph too, recorded in the child's run,
+and this run's `resume` continues both (see `GraphRun.delegate`).
 
 The handler sets `raise_error = True`, so a guard's refusal raised from it stops the graph;
 the adapter then records `run.terminated` and returns the partial output. Approvals are
@@ -75,6 +76,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import LLMResult
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphInterrupt, GraphRecursionError
 from langgraph.types import Command, interrupt
 
@@ -91,14 +93,17 @@ from agentfsm.adapters._sdk import (
     jsonable,
     parse_arguments,
     per_million_tokens,
+    stopped_line,
+    subagent_records,
+    waiting_on,
 )
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError
+from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
-from agentfsm.reducers.record import call_digest
+from agentfsm.reducers.record import RunRecord, call_digest
 from agentfsm.runtime.writer import approval_asked, call_started, declined
 
 __all__ = [
@@ -115,6 +120,8 @@ __all__ = [
 SDK = "langgraph"
 #: Calls that are decided or waiting to run but have not run (see `_Handler._passed_over`).
 _NOT_RUN = frozenset({ActionStatus.PROPOSED, ActionStatus.APPROVED})
+#: Where a subagent waits for a person: its caller's call waits on it (see `GraphRun.delegate`).
+_WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
 #: The marker of an approval interrupt's payload (see `approval_request`).
 APPROVAL = "agentfsm.approval"
 
@@ -301,6 +308,8 @@ class _Handler(BaseCallbackHandler):
             return  # a tool invoked outside a model's tool call: not an action of the run
         self.tool_runs[run_id] = aid
         action = self.recorder.record.actions.get(aid)
+        if action is not None and action.status == ActionStatus.STARTED:
+            return  # it waited on its subagent, and runs again to resume it (`delegate`)
         if action is not None and action.status == ActionStatus.FAILED:
             # A tool that called interrupt() runs again from its start on resume: its next
             # attempt (the interrupt was recorded as a retryable failure).
@@ -331,6 +340,8 @@ class _Handler(BaseCallbackHandler):
         aid = self.tool_runs.pop(run_id, None)
         if aid is None or isinstance(error, GuardStop | CancelStop):
             return
+        if isinstance(error, GraphInterrupt) and self._subagent_waits(aid):
+            return  # the call waits on its subagent, whose interrupt pauses this graph too
         if isinstance(error, GraphInterrupt):
             # interrupt() inside the tool: the graph pauses, and on resume LangGraph runs the
             # tool again from its start. This attempt ends here, retryably.
@@ -345,6 +356,14 @@ class _Handler(BaseCallbackHandler):
             f"on_tool_error (call '{aid}')",
             [(m.ToolFailed, {"action_id": aid, "error": failure})],
         )
+
+    def _subagent_waits(self, aid: str) -> bool:
+        """Whether call `aid` started a subagent run that now waits for a person."""
+        try:
+            child = self.recorder.store.load(f"{self.recorder.run_id}/{aid}")
+        except RunNotFoundError:
+            return False
+        return child.status in _WAITING
 
 
 class GraphRun(SdkRun):
@@ -445,6 +464,69 @@ class GraphRun(SdkRun):
             return command
         return self._drive(graph, command, config)
 
+    def delegate(
+        self,
+        tool_call_id: str,
+        graph: Any,
+        input: Any,
+        config: dict[str, Any] | None = None,
+        *,
+        objective: str | None = None,
+        agent: str | None = None,
+    ) -> Any:
+        """Stream `graph` as a subagent of the tool call `tool_call_id`; return what it says.
+
+        Call it from a tool (the id from `InjectedToolCallId`): the child is
+        `subagent(tool_call_id)`, its own run sharing this run's token and cost limits. It
+        returns the child's final output, or a line saying how a guard or a cancel stopped
+        it and its partial output.
+
+        Compile the child without a checkpointer of its own: LangGraph then keeps its state
+        in this graph's checkpoints, and a child that waits for approval (or calls
+        `interrupt()`) pauses this graph too. The child records the wait in its own run;
+        this run waits in `waiting_tool` on the tool's call, `pending_approvals` naming the
+        child's run and call. Decide in the child's run; `resume` then carries the decision
+        to the child, LangGraph runs the tool again, and `delegate` continues the child
+        instead of starting it.
+
+        Raises:
+            ValueError: `graph` has a checkpointer of its own (its pause would leave this
+                run going on without it).
+        """
+        child = self.subagent(_nested(graph, tool_call_id))
+        if self._started(child):
+            done = child._drive(graph, input, config)
+        else:
+            done = child.run(graph, input, config, objective=objective, agent=agent)
+        return _said(graph, done, agent)
+
+    async def adelegate(
+        self,
+        tool_call_id: str,
+        graph: Any,
+        input: Any,
+        config: dict[str, Any] | None = None,
+        *,
+        objective: str | None = None,
+        agent: str | None = None,
+    ) -> Any:
+        """`delegate` for async graphs and tools (`graph.astream`)."""
+        child = self.subagent(_nested(graph, tool_call_id))
+        if self._started(child):
+            done = await child._adrive(graph, input, config)
+        else:
+            done = await child.arun(graph, input, config, objective=objective, agent=agent)
+        return _said(graph, done, agent)
+
+    @staticmethod
+    def _started(child: GraphRun) -> bool:
+        """Load `child` if it exists (its caller resumed, and runs the tool again)."""
+        try:
+            child.recorder.load()
+        except RunNotFoundError:
+            return False
+        return True
+
     async def arun(
         self,
         graph: Any,
@@ -470,24 +552,34 @@ class GraphRun(SdkRun):
     def _resume_command(self, interrupts: Sequence[Any], value: Any) -> Command[Any] | ObservedRun:
         """What to resume the graph with, or the run as it is if a decision is missing."""
         record = self.recorder.load()
-        cancelled = self._finish_cancel(record, None)
+        subagents = subagent_records(self.recorder.store, record)[1:]
+        cancelled = self._finish_cancel(record, None, subagents)
         if cancelled is not None:
             return cancelled
-        if record.status == RunStatus.PAUSED:
-            self.recorder.append("resume", [(m.RunResumed, {})])
+        paused = [r for r in (record, *subagents) if r.status == RunStatus.PAUSED]
+        for run in paused:  # the one whose interrupt() paused the graph
+            resumed = self.recorder if run is record else self.recorder.like(run.run_id, SDK)
+            if resumed is not self.recorder:
+                resumed.load()
+            resumed.append("resume", [(m.RunResumed, {})])
+        if paused:
             return Command(resume=value)
+        # A subagent's call (`delegate`) is decided in the subagent's run.
+        owners = [record, *subagents]
         decisions: dict[str, dict[str, Any]] = {}
         for call in _approval_calls(interrupts):
             aid = call["id"]
             actual = call_digest(call["name"], jsonable(call["args"]))
-            action = record.actions.get(aid)
+            owner = next((r for r in owners if aid in r.actions), record)
+            action = owner.actions.get(aid)
             expected = action.arguments_digest if action is not None else None
             if action is None or expected != actual:
                 raise ApprovalMismatchError(
-                    run_id=record.run_id, action_id=aid, expected=expected, actual=actual
+                    run_id=owner.run_id, action_id=aid, expected=expected, actual=actual
                 )
             if action.status == ActionStatus.APPROVAL_PENDING:
-                return ObservedRun(record.run_id, record)
+                waiting = waiting_on(self.recorder.store, record)
+                return ObservedRun(record.run_id, record, pending_approvals=waiting)
             approved = action.status != ActionStatus.REJECTED
             decisions[aid] = {"approved": approved, "reason": action.reason}
         return Command(resume=decisions)
@@ -557,6 +649,11 @@ class GraphRun(SdkRun):
     def _ended(self, exc: Exception) -> ObservedRun:
         """The run after the graph raised `exc`: a stop, a recursion limit, or a failure."""
         recorder = self.recorder
+        if isinstance(exc, GraphInterrupt):
+            # Raised only out of a graph streamed inside another graph's node (`delegate`):
+            # it pauses here, and the exception carries the interrupt on to the caller.
+            self._settle(list(exc.args[0]) if exc.args else [])
+            raise exc
         if isinstance(exc, GuardStop | CancelStop):
             record = recorder.stopped(exc)
         elif isinstance(exc, GraphRecursionError):
@@ -580,8 +677,22 @@ class GraphRun(SdkRun):
                 self.recorder.run_id, record, partial_output=self.handler.last_output
             )
 
+    def _waits_on_subagent(self, record: RunRecord) -> bool:
+        """Whether a subagent this run's calls started waits for a person."""
+        subagents = subagent_records(self.recorder.store, record)[1:]
+        return any(r.status in _WAITING for r in subagents)
+
     def _settle(self, interrupts: list[Any]) -> ObservedRun:
         recorder = self.recorder
+        if interrupts and self._waits_on_subagent(recorder.record):
+            # The interrupts are a subagent's (`delegate`), recorded in its own run.
+            record = recorder.record
+            return ObservedRun(
+                recorder.run_id,
+                record,
+                state=[i.value for i in interrupts],
+                pending_approvals=waiting_on(recorder.store, record),
+            )
         if interrupts:
             calls = _approval_calls(interrupts)
             if calls:
@@ -600,6 +711,25 @@ class GraphRun(SdkRun):
             recorder.failed(exc)
             raise
         return ObservedRun(recorder.run_id, record, final_output=record.final_output)
+
+
+def _nested(graph: Any, tool_call_id: str) -> str:
+    """`tool_call_id`, once `graph` is fit to be delegated to (see `GraphRun.delegate`)."""
+    if isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver):
+        raise ValueError(
+            "delegate() needs a graph compiled without a checkpointer of its own: LangGraph "
+            "then keeps its state in the caller's checkpoints, and its pause pauses the "
+            "caller; with its own, use subagent(tool_call_id).run(...) and read its status"
+        )
+    return tool_call_id
+
+
+def _said(graph: Any, done: ObservedRun, agent: str | None) -> Any:
+    """What a `delegate` tool returns of its subagent's run."""
+    if done.status == RunStatus.COMPLETED:
+        return done.final_output
+    name = agent or getattr(graph, "name", None) or "subagent"
+    return stopped_line(name, done.record, done.partial_output)
 
 
 def _tool_result(output: Any, action_id: str) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -24,6 +24,13 @@ def get_weather(city: str) -> str:
     if city == "Atlantis":
         raise ValueError("no such city")
     return f"sunny in {city}"
+
+
+@tool
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    CALLS.append(f"refund {order_id}")
+    return f"refunded {order_id}"
 
 
 def call(name: str, call_id: str, **args: Any) -> AIMessage:
@@ -156,6 +163,34 @@ def _react(name: str, model: GenericFakeChatModel, tools: Sequence[BaseTool]) ->
     return g.compile(name=name)
 
 
+def manager_graph(
+    run: Any, checkpointer: Any, *, resumed: bool = False, is_async: bool = False
+) -> Any:
+    """A manager whose tool `refunds` delegates to a refunds graph that asks for approval.
+
+    The refunds graph has no checkpointer of its own: its state is in the manager's.
+    `resumed`: as a new process builds them, with only the answers after the refund left.
+    """
+    child_steps = [] if resumed else [call("refund", "call_r1", order_id="O-1")]
+    child = graph_with_tools([*child_steps, answer("O-1 refunded.")], [refund], approval=True)
+
+    def ask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
+        """Ask the refunds agent."""
+        messages = {"messages": [HumanMessage(question)]}
+        return run.delegate(tool_call_id, child, messages, agent="refunds")
+
+    async def aask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
+        """Ask the refunds agent."""
+        messages = {"messages": [HumanMessage(question)]}
+        return await run.adelegate(tool_call_id, child, messages, agent="refunds")
+
+    refunds = tool("refunds")(aask if is_async else ask)
+    steps = [] if resumed else [call("refunds", "call_m1", question="refund O-1")]
+    return graph_with_tools(
+        [*steps, answer("The refund is done.")], [refunds], checkpointer=checkpointer
+    )
+
+
 def _main(db: str, checkpoints: str, run_id: str) -> None:
     """Resume `run_id` in this new process, from our store and the graph's SQLite saver."""
     import json
@@ -173,11 +208,13 @@ def _main(db: str, checkpoints: str, run_id: str) -> None:
 
     socket.socket.connect = refuse  # type: ignore[method-assign]
     saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
-    g = graph([answer("Done.")], approval=True, checkpointer=saver)
+    run = GraphRun(SQLiteEventStore(db), run_id)
+    if run_id == "m1":
+        g = manager_graph(run, saver, resumed=True)
+    else:
+        g = graph([answer("Done.")], approval=True, checkpointer=saver)
     with capture_logs():
-        done = GraphRun(SQLiteEventStore(db), run_id).resume(
-            g, {"configurable": {"thread_id": run_id}}
-        )
+        done = run.resume(g, {"configurable": {"thread_id": run_id}})
     print(json.dumps({"status": done.status, "final_output": done.final_output, "calls": CALLS}))
 
 

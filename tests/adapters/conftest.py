@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 import pytest
 
@@ -24,3 +25,20 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+#: The scripted apps' logs of the tools their agents ran (`CALLS`).
+_APPS = (
+    "tests.adapters._openai_agents_app",
+    "tests.adapters._langgraph_app",
+    "tests.adapters._pydantic_ai_app",
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_calls() -> None:
+    """Each test starts with empty tool-call logs in the apps imported so far."""
+    for name in _APPS:
+        module = sys.modules.get(name)
+        if module is not None:
+            module.CALLS.clear()

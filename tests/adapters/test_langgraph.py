@@ -28,7 +28,14 @@ from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.fsm.errors import IllegalTransitionError
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _langgraph_app as app
-from tests.adapters._common import assert_tree_stopped, types, validates
+from tests.adapters._common import (
+    assert_caller_and_child_finished,
+    assert_caller_waits_on_child,
+    assert_tree_stopped,
+    decide_for_child,
+    types,
+    validates,
+)
 from tests.adapters._langgraph_app import answer, call, graph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,9 +239,9 @@ def _pause_for_approval(
     return store, db, checkpoints
 
 
-def _resume_in_new_process(db: Path, checkpoints: Path) -> dict[str, Any]:
+def _resume_in_new_process(db: Path, checkpoints: Path, run_id: str = "r1") -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "tests.adapters._langgraph_app", str(db), str(checkpoints), "r1"],
+        [sys.executable, "-m", "tests.adapters._langgraph_app", str(db), str(checkpoints), run_id],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -277,6 +284,81 @@ def test_a_run_cancelled_while_it_waits_ends_cancelled_on_resume(tmp_path: Path)
     assert out == {"status": "cancelled", "final_output": None, "calls": []}
     assert store.load("r1").actions["call_1"].status == "rejected"
     assert validates(store, "r1", tmp_path) == 0
+
+
+def _manager_paused(tmp_path: Path) -> tuple[SQLiteEventStore, Path, Path]:
+    """Run m1: its tool delegates to a refunds graph that waits for approval; so does m1."""
+    db, checkpoints = tmp_path / "runs.db", tmp_path / "checkpoints.db"
+    store = SQLiteEventStore(db)
+    saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
+    manager = GraphRun(store, "m1")
+    paused = drive(
+        manager, app.manager_graph(manager, saver), {"configurable": {"thread_id": "m1"}}
+    )
+    assert_caller_waits_on_child(paused, store, app.CALLS)
+    return store, db, checkpoints
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_delegate_waiting_for_approval_pauses_its_caller_until_a_new_process_resumes(
+    tmp_path: Path, decision: str
+) -> None:
+    """The child's call is decided in the child's run; resuming the caller continues the child."""
+    store, db, checkpoints = _manager_paused(tmp_path)
+    ran = decide_for_child(store, decision)
+    out = _resume_in_new_process(db, checkpoints, run_id="m1")
+    assert_caller_and_child_finished(out, store, ran, "O-1 refunded.", tmp_path)
+
+
+def test_a_caller_whose_delegate_is_undecided_stays_waiting_and_a_cancel_ends_both(
+    tmp_path: Path,
+) -> None:
+    """No decision: the resume runs nothing; cancelled, the next resume ends child and caller."""
+    store, _, checkpoints = _manager_paused(tmp_path)
+    saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
+    cfg = {"configurable": {"thread_id": "m1"}}
+    manager = GraphRun(store, "m1")
+    with capture_logs():
+        again = manager.resume(app.manager_graph(manager, saver, resumed=True), cfg)
+    assert (again.status, again.pending_approvals) == ("waiting_tool", [("m1/call_m1", "call_r1")])
+    cancel(store, "m1", reason="the customer left")
+    manager = GraphRun(store, "m1")
+    with capture_logs():
+        done = manager.resume(app.manager_graph(manager, saver, resumed=True), cfg)
+    assert (done.status, done.record.actions["call_m1"].status) == ("cancelled", "unknown")
+    assert store.load("m1/call_m1").status == "cancelled"
+    assert "refund O-1" not in app.CALLS
+
+
+def test_an_async_delegate_pauses_and_resumes_its_caller_through_arun_and_aresume(
+    tmp_path: Path,
+) -> None:
+    """astream and an async tool: `adelegate` pauses the caller and continues on `aresume`."""
+    import asyncio
+
+    store, saver = MemoryEventStore(), InMemorySaver()
+    cfg = {"configurable": {"thread_id": "m1"}}
+    manager = GraphRun(store, "m1")
+    with capture_logs():
+        paused = asyncio.run(
+            manager.arun(app.manager_graph(manager, saver, is_async=True), ASK, cfg)
+        )
+    assert_caller_waits_on_child(paused, store, app.CALLS)
+    approve(store, "m1/call_m1", "call_r1", approver="alice")
+    manager = GraphRun(store, "m1")
+    resumed = app.manager_graph(manager, saver, resumed=True, is_async=True)
+    with capture_logs():
+        done = asyncio.run(manager.aresume(resumed, cfg))
+    out = {"status": done.status, "final_output": done.final_output, "calls": app.CALLS}
+    assert_caller_and_child_finished(out, store, ["refund O-1"], "O-1 refunded.", tmp_path)
+
+
+def test_delegating_to_a_graph_with_its_own_checkpointer_is_refused() -> None:
+    """Its pause would not pause the caller: refused before it runs, saying what to do."""
+    parent = GraphRun(MemoryEventStore(), "r1")
+    child = graph([answer("never")], checkpointer=InMemorySaver())
+    with pytest.raises(ValueError, match="without a checkpointer of its own"):
+        parent.delegate("call_1", child, ASK)
 
 
 def test_an_interrupted_call_other_than_the_approved_one_fails_closed(tmp_path: Path) -> None:
