@@ -1,7 +1,9 @@
 """The OpenAI Agents SDK adapter's cost per turn: `Runner.run` alone vs through `AgentsRun`.
 
 Each run is 20 turns of an offline scripted model asking for one instant tool, then an
-answer. Rounds interleave the contenders; medians of 20 runs. Run:
+answer. Then subagents: 20 turns each calling an agent tool whose agent answers at once, the
+SDK's `as_tool` vs `AgentsRun.agent_tool` (a run of its own per call). Rounds interleave the
+contenders; medians of 20 runs. Run:
 `.venv/bin/python benchmarks/bench_adapters.py` (needs the openai-agents extra).
 """
 
@@ -34,11 +36,30 @@ def echo(q: str) -> str:
     return q
 
 
-def agent() -> Agent[Any]:
+def agent(tool: Any = echo) -> Agent[Any]:
     steps: list[Any] = [
-        [function_call("echo", {"q": str(i)}, call_id=f"c{i}")] for i in range(TURNS - 1)
+        [function_call(tool.name, {"q": str(i)}, call_id=f"c{i}")] for i in range(TURNS - 1)
     ]
-    return Agent(name="a", model=ScriptedModel([*steps, [assistant_message("done")]]), tools=[echo])
+    return Agent(name="a", model=ScriptedModel([*steps, [assistant_message("done")]]), tools=[tool])
+
+
+def helper() -> Agent[Any]:
+    """The subagent: answers each call at once."""
+    answers = [[assistant_message(f"answer {i}")] for i in range(TURNS)]
+    return Agent(name="helper", model=ScriptedModel(answers))
+
+
+async def measure(contenders: list[tuple[str, Callable[[int], Awaitable[None]]]]) -> None:
+    times: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    for i in range(ROUNDS):
+        for name, fn in contenders:
+            start = time.perf_counter()
+            await fn(i)
+            times[name].append(time.perf_counter() - start)
+    base = statistics.median(times[contenders[0][0]])
+    for name, _ in contenders:
+        median = statistics.median(times[name])
+        print(f"{name:32s} {median * 1e6 / TURNS:7.0f} µs/turn  {median / base:5.2f}x")
 
 
 async def main() -> None:
@@ -56,20 +77,29 @@ async def main() -> None:
         store = SQLiteEventStore(db, synchronous="NORMAL")
         await AgentsRun(store, f"s{i}").run(agent(), "go", max_turns=100)
 
-    contenders: list[tuple[str, Callable[[int], Awaitable[None]]]] = [
-        ("Runner.run (no store)", raw),
-        ("AgentsRun, memory store", memory),
-        ("AgentsRun, SQLite NORMAL", sqlite),
-    ]
-    times: dict[str, list[float]] = {name: [] for name, _ in contenders}
-    for i in range(ROUNDS):
-        for name, fn in contenders:
-            start = time.perf_counter()
-            await fn(i)
-            times[name].append(time.perf_counter() - start)
-    for name, _ in contenders:
-        median = statistics.median(times[name])
-        print(f"{name:26s} {median * 1e6 / TURNS:7.0f} µs/turn")
+    await measure(
+        [
+            ("Runner.run (no store)", raw),
+            ("AgentsRun, memory store", memory),
+            ("AgentsRun, SQLite NORMAL", sqlite),
+        ]
+    )
+
+    async def sdk_as_tool(i: int) -> None:
+        tool = helper().as_tool("ask", "Ask the helper.")
+        await Runner.run(agent(tool), "go", max_turns=100)
+
+    async def agent_tool(i: int) -> None:
+        run = AgentsRun(MemoryEventStore(), f"t{i}")
+        await run.run(agent(run.agent_tool(helper(), tool_name="ask")), "go", max_turns=100)
+
+    print()
+    await measure(
+        [
+            ("as_tool subagents (no store)", sdk_as_tool),
+            ("agent_tool subagents, memory", agent_tool),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from agentfsm.fsm.errors import (
 )
 from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import ActionStatus, EventType, RunStatus
-from agentfsm.reducers.record import RunRecord
+from agentfsm.reducers.record import Action, RunRecord, call_digest
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
@@ -233,21 +233,53 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"_raw": raw}
 
 
-def subagent_records(store: EventStore, record: RunRecord) -> list[RunRecord]:
-    """`record`, then the records of the subagent runs its running calls wait on, deeper down.
+#: Where a run waits for a person (a decision, or an answer to its `interrupt()`).
+WAITING_FOR_PERSON = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
+
+
+def subagents(store: EventStore, record: RunRecord) -> list[RunRecord]:
+    """The records of the subagent runs that `record`'s running calls wait on.
 
     A subagent run is `<run_id>/<action_id>` (`SdkRun.subagent`); a call that waits on one is
     `started`, its outcome to come when the subagent finishes.
     """
-    found = [record]
+    found = []
     for action in record.actions.values():
         if action.status == ActionStatus.STARTED:
-            try:
-                child = store.load(f"{record.run_id}/{action.action_id}")
-            except RunNotFoundError:
-                continue
-            found.extend(subagent_records(store, child))
+            with contextlib.suppress(RunNotFoundError):
+                found.append(store.load(f"{record.run_id}/{action.action_id}"))
     return found
+
+
+def subagent_records(store: EventStore, record: RunRecord) -> list[RunRecord]:
+    """`record`, then the records of the subagent runs its running calls wait on, deeper down."""
+    found = [record]
+    for child in subagents(store, record):
+        found.extend(subagent_records(store, child))
+    return found
+
+
+def approved_call(
+    records: Sequence[RunRecord], action_id: str, tool: str, arguments: Any
+) -> Action:
+    """The ledger entry of call `action_id`, from the first of `records` that holds it.
+
+    `records` is the run and the subagent runs it waits on (`subagent_records`): a call is
+    decided in the run that asked for it. The entry must be the call approval was asked for:
+    the same tool name and arguments digest.
+
+    Raises:
+        ApprovalMismatchError: no run holds the call, or the SDK's call differs from it.
+    """
+    owner = next((r for r in records if action_id in r.actions), records[0])
+    action = owner.actions.get(action_id)
+    actual = call_digest(tool, arguments)
+    expected = action.arguments_digest if action is not None else None
+    if action is None or expected != actual:
+        raise ApprovalMismatchError(
+            run_id=owner.run_id, action_id=action_id, expected=expected, actual=actual
+        )
+    return action
 
 
 def stopped_line(agent: str | None, record: RunRecord, partial: Any) -> str:
@@ -421,6 +453,17 @@ class Recorder:
             exc.add_note(f"caused by {self.sdk} {signal}")
             raise
 
+    def waiting(self) -> RunRecord:
+        """The run as it pauses with nothing of its own to record (it waits on a subagent).
+
+        Raises:
+            CancelStop: the run was asked to cancel meanwhile: it ends instead of waiting.
+        """
+        stored = self.store.load(self.run_id)
+        if stored.status == RunStatus.CANCEL_REQUESTED:
+            raise CancelStop(stored)
+        return self.record
+
     def model_call(self) -> Spec:
         """The `model.started` of a model call, reserving its estimated usage.
 
@@ -494,12 +537,38 @@ class Recorder:
         with contextlib.suppress(NotImplementedError):
             self.store.delete_attachment(self.run_id, name)
 
+    def _end_subagents(self, why: str) -> None:
+        """Cancel the subagent runs left waiting for a person below this run, which ends.
+
+        Nothing else would end them: the call that waits on each is about to be settled.
+        A subagent running in this process is left to its own run; one asked to cancel is
+        ended too.
+        """
+        for child in subagents(self.store, self.record):
+            asked = child.status == RunStatus.CANCEL_REQUESTED
+            waiting = any(
+                r.status in WAITING_FOR_PERSON for r in subagent_records(self.store, child)
+            )
+            if not (asked or waiting):
+                continue
+            recorder = self.like(child.run_id, self.sdk)
+            recorder.load()
+            # It may have ended meanwhile, in another process: then it has its own ending.
+            with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+                if not asked:
+                    cancel = (m.RunCancelRequested, {"reason": f"the run '{self.run_id}' {why}"})
+                    recorder.append("the calling run ended", [cancel])
+                recorder.cancelled()
+
     def terminate(self, stop: GuardStop) -> RunRecord:
         """Record `run.terminated` with the guard's verdict."""
-        return self.append("stop", [Verdict.of(stop.error).terminated_event])
+        verdict = Verdict.of(stop.error)
+        self._end_subagents(f"that called it was stopped ({verdict.stop_reason})")
+        return self.append("stop", [verdict.terminated_event])
 
     def cancelled(self) -> RunRecord:
         """Record `run.cancelled` (calls left in flight are recorded as outcome unknown)."""
+        self._end_subagents("that called it was cancelled")
         record = self.record
         specs: list[Spec] = [
             (m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": "the run was cancelled"})
@@ -522,6 +591,7 @@ class Recorder:
 
     def fail(self, kind: str, message: str) -> RunRecord:
         """Record `run.failed` with an error the SDK raised."""
+        self._end_subagents("that called it failed")
         error = {"kind": kind, "message": message}
         return self.append("failure", [(m.RunFailed, {"error": error})])
 
@@ -617,26 +687,15 @@ class SdkRun:
         cls = adapter if adapter is not None else type(self)
         return cls._over(self.recorder.child(action_id, cls.sdk))
 
-    def _finish_cancel(
-        self, record: RunRecord, state: str | None, subagents: Sequence[RunRecord] = ()
-    ) -> ObservedRun | None:
+    def _finish_cancel(self, record: RunRecord, state: str | None) -> ObservedRun | None:
         """End a run that was asked to cancel while it waited, as its resume; else None.
 
-        Nothing drove it when the cancel came (it waited for a decision, or on `subagents`
-        that did), so the resume settles it: the subagents still waiting are cancelled
-        first, then the run (`run.cancelled`; a call it waited on is outcome unknown).
+        Nothing drove it when the cancel came (it waited for a decision, or on a subagent
+        that did), so the resume settles it: `run.cancelled`, a call it waited on outcome
+        unknown, and the subagents still waiting cancelled first.
         """
         if record.status != RunStatus.CANCEL_REQUESTED:
             return None
-        terminal = self.recorder.store.reducer.table.terminal_states
-        why = {"reason": f"the run '{record.run_id}' that called it was cancelled"}
-        for sub in subagents:
-            if sub.status not in terminal:
-                child = self.recorder.like(sub.run_id, self.sdk)
-                child.load()
-                if sub.status != RunStatus.CANCEL_REQUESTED:
-                    child.append("the caller's cancel", [(m.RunCancelRequested, why)])
-                child.cancelled()
         done = self.recorder.cancelled()
         if state is not None:
             self.recorder.forget_state(state)

@@ -67,6 +67,7 @@ per model turn. Both may be set; either stop ends as `run.terminated` / `max_tur
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Collection, Sequence
 from contextvars import ContextVar
@@ -77,10 +78,12 @@ from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import LLMResult
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt, GraphRecursionError
 from langgraph.types import Command, interrupt
 
 from agentfsm.adapters._sdk import (
+    WAITING_FOR_PERSON,
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
@@ -90,6 +93,7 @@ from agentfsm.adapters._sdk import (
     RunOptions,
     SdkRun,
     SignalIllegalTransitionError,
+    approved_call,
     jsonable,
     parse_arguments,
     per_million_tokens,
@@ -103,12 +107,13 @@ from agentfsm.events.canonical import canonical_json
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
-from agentfsm.reducers.record import RunRecord, call_digest
+from agentfsm.reducers.record import RunRecord
 from agentfsm.runtime.writer import approval_asked, call_started, declined
 
 __all__ = [
     "APPROVAL",
     "ApprovalMismatchError",
+    "FinishedCallError",
     "GraphRun",
     "ObservedRun",
     "Pricing",
@@ -120,10 +125,33 @@ __all__ = [
 SDK = "langgraph"
 #: Calls that are decided or waiting to run but have not run (see `_Handler._passed_over`).
 _NOT_RUN = frozenset({ActionStatus.PROPOSED, ActionStatus.APPROVED})
-#: Where a subagent waits for a person: its caller's call waits on it (see `GraphRun.delegate`).
-_WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
+#: A call that ran to its end: LangGraph may run it again, we may not (`FinishedCallError`).
+_FINISHED = frozenset({ActionStatus.SUCCEEDED, ActionStatus.UNKNOWN})
+#: A call a person decided on (see `_Handler.decided`).
+_DECIDED = frozenset({ActionStatus.APPROVED, ActionStatus.REJECTED})
 #: The marker of an approval interrupt's payload (see `approval_request`).
 APPROVAL = "agentfsm.approval"
+
+
+class FinishedCallError(RuntimeError):
+    """LangGraph started a tool call again that already ran to its end in this run.
+
+    A node that pauses (a tool's `interrupt()`, a `delegate`d subagent waiting for approval)
+    runs again from its start when the graph resumes, so the other calls of its `ToolNode`
+    batch would run twice. The adapter refuses before the tool runs; `ToolNode` hands the
+    message to the model (or, not handling tool errors, the run fails). Give each tool call
+    a task of its own (`Send`, as `create_react_agent(version="v2")` does), and a resume
+    repeats none.
+    """
+
+    def __init__(self, run_id: str, action_id: str, status: str) -> None:
+        super().__init__(
+            f"call '{action_id}' already ran in run '{run_id}' ({status}): LangGraph re-ran "
+            "its node on resume, and a finished call does not run twice; give each tool call "
+            "a task of its own (Send) so a resume repeats none"
+        )
+        self.run_id = run_id
+        self.action_id = action_id
 
 
 def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -131,8 +159,20 @@ def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str
 
     Call it inside a node. On resume it returns `{call_id: {"approved": bool, "reason":
     str | None}}` for every call, as decided in our store.
+
+    Our store is where the decisions are: in a graph a `GraphRun` streams, calls its run has
+    decided get their decisions from its ledger (checked against the call's arguments
+    digest) without another interrupt — so they hold however LangGraph routes resume values
+    (a subagent whose interrupt a parallel tool call's hid, say).
+
+    Raises:
+        ApprovalMismatchError: a decided call's arguments are not the ones decided on.
     """
     calls = [{"id": c["id"], "name": c["name"], "args": c["args"]} for c in tool_calls]
+    handler = _DRIVING.get()
+    decided = handler.decided(calls) if handler is not None else None
+    if decided is not None:
+        return decided
     decisions: dict[str, dict[str, Any]] = interrupt({"type": APPROVAL, "tool_calls": calls})
     return decisions
 
@@ -158,6 +198,8 @@ class _Handler(BaseCallbackHandler):
         self.stop: GuardStop | CancelStop | None = None
         #: The LangChain run id of the graph being streamed: its children are the node runs.
         self.graph_run: UUID | None = None
+        #: The call delegating from each task of the graph (see `GraphRun._one_per_task`).
+        self.delegating: dict[str, str] = {}
         #: The agent node in charge: the run's `current_agent`, or the first agent node
         #: entered when the run names none (entering it is no handoff).
         self.agent: str | None = None
@@ -217,9 +259,19 @@ class _Handler(BaseCallbackHandler):
         self.agent = node
 
     def _model_started(self, name: str) -> None:
-        self._append(
-            f"on_chat_model_start ({name})", [*self._passed_over(), self.recorder.model_call()]
-        )
+        try:
+            self._append(
+                f"on_chat_model_start ({name})",
+                [*self._passed_over(), self.recorder.model_call()],
+            )
+        except LifecycleError as exc:
+            if self.recorder.record.model_call_open:
+                exc.add_note(
+                    "LangGraph ran model calls at once (parallel branches, Send): a run has "
+                    "one model call at a time; run each branch as a subagent of its own "
+                    "(subagent('<branch>').run(...) from its node, or a tool that delegates)"
+                )
+            raise
 
     def _passed_over(self) -> list[Any]:
         """Calls the graph went on without running, each recorded as declined by the graph.
@@ -310,6 +362,13 @@ class _Handler(BaseCallbackHandler):
         action = self.recorder.record.actions.get(aid)
         if action is not None and action.status == ActionStatus.STARTED:
             return  # it waited on its subagent, and runs again to resume it (`delegate`)
+        if action is not None and (
+            action.status in _FINISHED
+            or (action.status == ActionStatus.FAILED and not _retryable(action))
+        ):
+            # The node re-runs from its start on resume, so its finished calls would run
+            # (and act) a second time: refused before the tool runs.
+            raise FinishedCallError(self.recorder.run_id, aid, action.status)
         if action is not None and action.status == ActionStatus.FAILED:
             # A tool that called interrupt() runs again from its start on resume: its next
             # attempt (the interrupt was recorded as a retryable failure).
@@ -357,13 +416,26 @@ class _Handler(BaseCallbackHandler):
             [(m.ToolFailed, {"action_id": aid, "error": failure})],
         )
 
+    def decided(self, calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+        """The run's decisions on every one of `calls`, or None while any is undecided."""
+        record = self.recorder.record
+        decisions: dict[str, dict[str, Any]] = {}
+        for call in calls:
+            action = record.actions.get(call["id"])
+            if action is None or action.status not in _DECIDED:
+                return None
+            approved_call([record], call["id"], call["name"], jsonable(call["args"]))
+            approved = action.status == ActionStatus.APPROVED
+            decisions[action.action_id] = {"approved": approved, "reason": action.reason}
+        return decisions
+
     def _subagent_waits(self, aid: str) -> bool:
         """Whether call `aid` started a subagent run that now waits for a person."""
         try:
             child = self.recorder.store.load(f"{self.recorder.run_id}/{aid}")
         except RunNotFoundError:
             return False
-        return child.status in _WAITING
+        return child.status in WAITING_FOR_PERSON
 
 
 class GraphRun(SdkRun):
@@ -493,7 +565,7 @@ class GraphRun(SdkRun):
             ValueError: `graph` has a checkpointer of its own (its pause would leave this
                 run going on without it).
         """
-        child = self.subagent(_nested(graph, tool_call_id))
+        child = self.subagent(self._one_per_task(_nested(graph, tool_call_id)))
         if self._started(child):
             done = child._drive(graph, input, config)
         else:
@@ -511,12 +583,35 @@ class GraphRun(SdkRun):
         agent: str | None = None,
     ) -> Any:
         """`delegate` for async graphs and tools (`graph.astream`)."""
-        child = self.subagent(_nested(graph, tool_call_id))
+        child = self.subagent(self._one_per_task(_nested(graph, tool_call_id)))
         if self._started(child):
             done = await child._adrive(graph, input, config)
         else:
             done = await child.arun(graph, input, config, objective=objective, agent=agent)
         return _said(graph, done, agent)
+
+    def _one_per_task(self, tool_call_id: str) -> str:
+        """`tool_call_id`, once no other call delegates from the same task of the graph.
+
+        A nested graph keeps its checkpoints under the namespace of the task that streams
+        it, so two of them in one task (a `ToolNode` running a batch of calls) would share
+        their state and resume each other's pauses.
+
+        Raises:
+            ValueError: another call of this task delegates already.
+        """
+        with contextlib.suppress(RuntimeError):  # outside a graph: nothing is shared
+            namespace = get_config().get("configurable", {}).get("checkpoint_ns")
+            if namespace:
+                other = self.handler.delegating.setdefault(namespace, tool_call_id)
+                if other != tool_call_id:
+                    raise ValueError(
+                        f"calls '{other}' and '{tool_call_id}' delegate from one task of the "
+                        f"graph ('{namespace}'), where their subagents would share "
+                        "checkpoints: give each tool call a task of its own (Send, as "
+                        "create_react_agent(version='v2') does)"
+                    )
+        return tool_call_id
 
     @staticmethod
     def _started(child: GraphRun) -> bool:
@@ -550,39 +645,41 @@ class GraphRun(SdkRun):
         return await self._adrive(graph, command, config)
 
     def _resume_command(self, interrupts: Sequence[Any], value: Any) -> Command[Any] | ObservedRun:
-        """What to resume the graph with, or the run as it is if a decision is missing."""
+        """What to resume the graph with, or the run as it is if a decision is missing.
+
+        An approval interrupt gets the decisions of its calls, from the ledger of the run
+        that asked (this one, or a `delegate`d subagent); any other interrupt gets `value`.
+        Several interrupts (parallel subagents, parallel branches) are answered by id.
+        """
         record = self.recorder.load()
-        subagents = subagent_records(self.recorder.store, record)[1:]
-        cancelled = self._finish_cancel(record, None, subagents)
+        cancelled = self._finish_cancel(record, None)
         if cancelled is not None:
             return cancelled
-        paused = [r for r in (record, *subagents) if r.status == RunStatus.PAUSED]
-        for run in paused:  # the one whose interrupt() paused the graph
-            resumed = self.recorder if run is record else self.recorder.like(run.run_id, SDK)
-            if resumed is not self.recorder:
-                resumed.load()
-            resumed.append("resume", [(m.RunResumed, {})])
-        if paused:
-            return Command(resume=value)
-        # A subagent's call (`delegate`) is decided in the subagent's run.
-        owners = [record, *subagents]
-        decisions: dict[str, dict[str, Any]] = {}
-        for call in _approval_calls(interrupts):
-            aid = call["id"]
-            actual = call_digest(call["name"], jsonable(call["args"]))
-            owner = next((r for r in owners if aid in r.actions), record)
-            action = owner.actions.get(aid)
-            expected = action.arguments_digest if action is not None else None
-            if action is None or expected != actual:
-                raise ApprovalMismatchError(
-                    run_id=owner.run_id, action_id=aid, expected=expected, actual=actual
-                )
-            if action.status == ActionStatus.APPROVAL_PENDING:
-                waiting = waiting_on(self.recorder.store, record)
-                return ObservedRun(record.run_id, record, pending_approvals=waiting)
-            approved = action.status != ActionStatus.REJECTED
-            decisions[aid] = {"approved": approved, "reason": action.reason}
-        return Command(resume=decisions)
+        owners = subagent_records(self.recorder.store, record)
+        answers: list[tuple[Any, Any]] = []
+        for it in interrupts:
+            calls = _approval_calls([it])
+            if not calls:
+                answers.append((it, value))
+                continue
+            decisions: dict[str, dict[str, Any]] = {}
+            for call in calls:
+                action = approved_call(owners, call["id"], call["name"], jsonable(call["args"]))
+                approved = action.status != ActionStatus.REJECTED
+                decisions[action.action_id] = {"approved": approved, "reason": action.reason}
+            answers.append((it, decisions))
+        waiting = waiting_on(self.recorder.store, record)
+        if waiting:  # resumed only once every decision is made, in this run and below
+            return ObservedRun(record.run_id, record, pending_approvals=waiting)
+        for run in owners:  # a run whose interrupt() paused the graph goes on
+            if run.status == RunStatus.PAUSED:
+                resumed = self.recorder if run is record else self.recorder.like(run.run_id, SDK)
+                if resumed is not self.recorder:
+                    resumed.load()
+                resumed.append("resume", [(m.RunResumed, {})])
+        if len(answers) <= 1:
+            return Command(resume=answers[0][1] if answers else value)
+        return Command(resume={it.id: answer for it, answer in answers})
 
     def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
         cfg = dict(config or {})
@@ -680,13 +777,13 @@ class GraphRun(SdkRun):
     def _waits_on_subagent(self, record: RunRecord) -> bool:
         """Whether a subagent this run's calls started waits for a person."""
         subagents = subagent_records(self.recorder.store, record)[1:]
-        return any(r.status in _WAITING for r in subagents)
+        return any(r.status in WAITING_FOR_PERSON for r in subagents)
 
     def _settle(self, interrupts: list[Any]) -> ObservedRun:
         recorder = self.recorder
         if interrupts and self._waits_on_subagent(recorder.record):
             # The interrupts are a subagent's (`delegate`), recorded in its own run.
-            record = recorder.record
+            record = recorder.waiting()
             return ObservedRun(
                 recorder.run_id,
                 record,
@@ -696,14 +793,18 @@ class GraphRun(SdkRun):
         if interrupts:
             calls = _approval_calls(interrupts)
             if calls:
+                actions = recorder.record.actions
                 specs: list[Any] = [
-                    approval_asked(c["id"], c["name"], jsonable(c["args"])) for c in calls
+                    approval_asked(c["id"], c["name"], jsonable(c["args"]))
+                    for c in calls
+                    # Asked before: the graph paused again before all were decided.
+                    if actions[c["id"]].status != ActionStatus.APPROVAL_PENDING
                 ]
             else:
                 value = interrupts[0].value
                 reason = value if isinstance(value, str) else canonical_json(jsonable(value))
                 specs = [(m.RunPaused, {"reason": reason})]
-            record = recorder.append("__interrupt__", specs)
+            record = recorder.append("__interrupt__", specs) if specs else recorder.waiting()
             return ObservedRun(recorder.run_id, record, state=[i.value for i in interrupts])
         try:
             record = recorder.append("stream ended", [(m.RunCompleted, {})])
@@ -722,6 +823,11 @@ def _nested(graph: Any, tool_call_id: str) -> str:
             "caller; with its own, use subagent(tool_call_id).run(...) and read its status"
         )
     return tool_call_id
+
+
+def _retryable(action: Any) -> bool:
+    """Whether a failed call may run again (an `interrupt()` ended its attempt)."""
+    return action.error is not None and bool(action.error.retryable)
 
 
 def _said(graph: Any, done: ObservedRun, agent: str | None) -> Any:

@@ -86,6 +86,7 @@ from agentfsm.adapters._sdk import (
     SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
+    approved_call,
     jsonable,
     parse_arguments,
     per_million_tokens,
@@ -97,7 +98,6 @@ from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.fsm.names import ActionStatus, DecisionKind
-from agentfsm.reducers.record import call_digest
 from agentfsm.runtime.writer import approval_asked, call_started
 
 __all__ = [
@@ -587,10 +587,10 @@ class AgentsRun(SdkRun):
                 since it was saved, or it does not load (corrupt, or another agent's).
         """
         record = self.recorder.load()
-        subagents = subagent_records(self.recorder.store, record)[1:]
-        cancelled = self._finish_cancel(record, STATE, subagents)
+        cancelled = self._finish_cancel(record, STATE)
         if cancelled is not None:
             return cancelled
+        subagents = subagent_records(self.recorder.store, record)[1:]
         if state is None:
             raw = self.recorder.saved_state(STATE)
             try:
@@ -602,15 +602,8 @@ class AgentsRun(SdkRun):
         # A subagent's call (an `agent_tool`'s nested approval) is decided in its own run.
         owners = [record, *subagents]
         for item in run_state.get_interruptions():
-            aid = str(item.call_id)
-            actual = call_digest(str(item.name), parse_arguments(item.arguments))
-            owner = next((r for r in owners if aid in r.actions), record)
-            action = owner.actions.get(aid)
-            expected = action.arguments_digest if action is not None else None
-            if action is None or expected != actual:
-                raise ApprovalMismatchError(
-                    run_id=owner.run_id, action_id=aid, expected=expected, actual=actual
-                )
+            arguments = parse_arguments(item.arguments)
+            action = approved_call(owners, str(item.call_id), str(item.name), arguments)
             if action.status == ActionStatus.APPROVED:
                 run_state.approve(item)
             elif action.status == ActionStatus.REJECTED:
@@ -695,7 +688,9 @@ class AgentsRun(SdkRun):
                 for item in result.interruptions
                 if str(item.call_id) in actions
             ]
-            record = recorder.append("RunResult.interruptions", specs) if specs else recorder.record
+            record = (
+                recorder.append("RunResult.interruptions", specs) if specs else recorder.waiting()
+            )
             state = result.to_state().to_json()
             recorder.save_state(STATE, json.dumps(state).encode())
             return ObservedRun(

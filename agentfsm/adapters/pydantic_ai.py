@@ -72,10 +72,10 @@ from agentfsm.adapters._sdk import (
     SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
+    approved_call,
     jsonable,
     per_million_tokens,
     stopped_line,
-    subagent_records,
     waiting_on,
 )
 from agentfsm.adapters.stores.base import EventStore
@@ -83,7 +83,6 @@ from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
-from agentfsm.reducers.record import call_digest
 from agentfsm.runtime.writer import approval_asked, call_started
 
 __all__ = [
@@ -236,8 +235,7 @@ class AgentIterRun(SdkRun):
                 since it was saved, or it does not load.
         """
         record = self.recorder.load()
-        subagents = subagent_records(self.recorder.store, record)[1:]
-        cancelled = self._finish_cancel(record, STATE, subagents)
+        cancelled = self._finish_cancel(record, STATE)
         if cancelled is not None:
             return cancelled
         if history is None:
@@ -255,15 +253,8 @@ class AgentIterRun(SdkRun):
         ]
         approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
         for part in pending:
-            action = record.actions[part.tool_call_id]
-            actual = call_digest(part.tool_name, jsonable(part.args_as_dict()))
-            if action.arguments_digest != actual:
-                raise ApprovalMismatchError(
-                    run_id=record.run_id,
-                    action_id=part.tool_call_id,
-                    expected=action.arguments_digest,
-                    actual=actual,
-                )
+            arguments = jsonable(part.args_as_dict())
+            action = approved_call([record], part.tool_call_id, part.tool_name, arguments)
             if action.status == ActionStatus.REJECTED:
                 approvals[part.tool_call_id] = ToolDenied(action.reason or "rejected")
             elif action.status in (ActionStatus.APPROVED, ActionStatus.STARTED):
@@ -354,7 +345,7 @@ class AgentIterRun(SdkRun):
                 for part in output.approvals
                 if actions[part.tool_call_id].status != ActionStatus.STARTED
             ]
-            record = recorder.append("DeferredToolRequests", specs) if specs else recorder.record
+            record = recorder.append("DeferredToolRequests", specs) if specs else recorder.waiting()
             history = ModelMessagesTypeAdapter.dump_json(result.all_messages())
             recorder.save_state(STATE, history)
             return ObservedRun(

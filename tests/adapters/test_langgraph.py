@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -25,7 +26,7 @@ from agentfsm.adapters.langgraph import ApprovalMismatchError, GraphRun
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
 from agentfsm.events import Limits
 from agentfsm.fsm import LoopDetector, MaxTurns
-from agentfsm.fsm.errors import IllegalTransitionError
+from agentfsm.fsm.errors import IllegalTransitionError, LifecycleError
 from agentfsm.runtime import approve, cancel, reject
 from tests.adapters import _langgraph_app as app
 from tests.adapters._common import (
@@ -353,6 +354,131 @@ def test_an_async_delegate_pauses_and_resumes_its_caller_through_arun_and_aresum
     assert_caller_and_child_finished(out, store, ["refund O-1"], "O-1 refunded.", tmp_path)
 
 
+def _refunds_for(question: str) -> Any:
+    """A subagent graph that asks to refund `question` (call `<question>r`), then answers."""
+    steps = [call("refund", f"{question}r", order_id=question), answer(f"{question} refunded")]
+    return app.graph_with_tools(steps, [app.refund], approval=True)
+
+
+def _batch_graph(
+    driver: list[GraphRun], batch: list[tuple[str, str]], *, send: bool
+) -> tuple[Any, list[str]]:
+    """A graph whose model asks for `batch` (`(tool, call_id)`: `ask` delegates), then answers.
+
+    `send`: each call a task of its own (`Send`, as `create_react_agent(version="v2")`),
+    else one `ToolNode` task runs the batch. Returns the graph and what the model read.
+    """
+    from langgraph.prebuilt import ToolNode
+    from langgraph.prebuilt.tool_node import ToolCallWithContext
+    from langgraph.types import Send
+
+    children: dict[str, Any] = {}  # one graph a call: a resume continues its script
+    read: list[str] = []
+
+    @tool
+    def ask(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
+        """Ask the refunds agent."""
+        child = children.setdefault(question, _refunds_for(question))
+        return driver[0].delegate(tool_call_id, child, {"messages": [HumanMessage(question)]})
+
+    calls = [
+        {"name": name, "args": {"question": cid} if name == "ask" else {"city": cid}, "id": cid}
+        for name, cid in batch
+    ]
+    model = app.GenericFakeChatModel(
+        messages=iter([app.AIMessage(content="", tool_calls=calls), answer("All done.")]),
+        disable_streaming=True,
+    )
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        read[:] = [str(m.content) for m in state["messages"] if isinstance(m, app.ToolMessage)]
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def route(state: MessagesState) -> Any:
+        last = state["messages"][-1]
+        if not last.tool_calls:
+            return END
+        if not send:
+            return "tools"
+        return [
+            Send(
+                "tools",
+                ToolCallWithContext(__type="tool_call_with_context", tool_call=c, state=state),
+            )
+            for c in last.tool_calls
+        ]
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([ask, app.get_weather], handle_tool_errors=True))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", route, ["tools", END])
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=InMemorySaver()), read
+
+
+def _drive_batch(store: MemoryEventStore, g: Any, driver: list[GraphRun], decide: Any) -> Any:
+    """Run r1, decide what it waits for, resume; the run as it ended."""
+    cfg = {"configurable": {"thread_id": "r1"}}
+    with capture_logs():
+        driver[:] = [GraphRun(store, "r1")]
+        done = driver[0].run(g, ASK, cfg)
+        while done.pending_approvals:
+            for run_id, aid in done.pending_approvals:
+                decide(store, run_id, aid)
+            driver[:] = [GraphRun(store, "r1")]
+            done = driver[0].resume(g, cfg)
+    return done
+
+
+def _approve(store: MemoryEventStore, run_id: str, aid: str) -> None:
+    approve(store, run_id, aid, approver="alice")
+
+
+def test_with_a_task_per_call_parallel_delegates_pause_and_resume_each(tmp_path: Path) -> None:
+    """Send: two subagents wait at once; decided, each resumes; the free call ran once."""
+    store, driver = MemoryEventStore(), []
+    g, read = _batch_graph(driver, [("ask", "c1"), ("get_weather", "c0"), ("ask", "c2")], send=True)
+    done = _drive_batch(store, g, driver, _approve)
+    assert (done.status, done.final_output) == ("completed", "All done.")
+    assert sorted(read) == ["c1 refunded", "c2 refunded", "sunny in c0"]
+    assert app.CALLS.count("get_weather c0") == 1
+    assert sorted(c for c in app.CALLS if c.startswith("refund")) == ["refund c1", "refund c2"]
+    for run_id in ("r1", "r1/c1", "r1/c2"):
+        assert store.load(run_id).status == "completed"
+        assert validates(store, run_id, tmp_path) == 0
+
+
+def test_a_batch_in_one_task_does_not_run_its_finished_calls_again_on_resume(
+    tmp_path: Path,
+) -> None:
+    """One ToolNode task: its node re-runs on resume; the finished call is refused, not rerun."""
+    store, driver = MemoryEventStore(), []
+    g, read = _batch_graph(driver, [("get_weather", "c0"), ("ask", "c1")], send=False)
+    done = _drive_batch(store, g, driver, _approve)
+    assert done.status == "completed"
+    assert app.CALLS.count("get_weather c0") == 1
+    assert "c1 refunded" in read
+    assert any("call 'c0' already ran in run 'r1'" in text for text in read)
+    assert done.record.actions["c0"].result == "sunny in c0"  # its one run, as recorded
+    assert validates(store, "r1", tmp_path) == 0
+
+
+def test_two_calls_delegating_from_one_task_are_refused_for_the_second(tmp_path: Path) -> None:
+    """One ToolNode task holds one subagent: the other call fails, saying to use Send."""
+    store, driver = MemoryEventStore(), []
+    g, read = _batch_graph(driver, [("ask", "c1"), ("ask", "c2")], send=False)
+    done = _drive_batch(store, g, driver, _approve)
+    assert done.status == "completed"
+    refused = [a for a in done.record.actions.values() if a.status == "failed"]
+    assert len(refused) == 1
+    assert "give each tool call a task of its own (Send" in refused[0].error.message
+    ran = {"c1", "c2"} - {refused[0].action_id}
+    assert next(f"{cid} refunded" for cid in ran) in read
+    assert validates(store, "r1", tmp_path) == 0
+    assert store.load(f"r1/{ran.pop()}").status == "completed"
+
+
 def test_delegating_to_a_graph_with_its_own_checkpointer_is_refused() -> None:
     """Its pause would not pause the caller: refused before it runs, saying what to do."""
     parent = GraphRun(MemoryEventStore(), "r1")
@@ -438,6 +564,99 @@ def _researcher_then_writer() -> Any:
     g.add_edge("researcher", "writer")
     g.add_edge("writer", END)
     return g.compile()
+
+
+def test_model_calls_of_parallel_branches_are_refused_saying_what_to_do() -> None:
+    """Two branches call their models at once: one run holds one model call at a time.
+
+    Each model waits in its call for the other branch's to start (a barrier); the one whose
+    `model.started` comes second is refused, and its branch breaks the barrier.
+    """
+    import threading
+
+    barrier = threading.Barrier(2, timeout=5)
+
+    class Waiting(app.GenericFakeChatModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+            return super()._generate(*args, **kwargs)
+
+    def branch(text: str) -> Any:
+        model = Waiting(messages=iter([answer(text)]), disable_streaming=True)
+
+        def node(state: MessagesState) -> dict[str, Any]:
+            try:
+                return {"messages": [model.invoke(state["messages"])]}
+            except LifecycleError:
+                barrier.abort()
+                raise
+
+        return node
+
+    g = StateGraph(MessagesState)
+    g.add_node("a", branch("A."))
+    g.add_node("b", branch("B."))
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    g.add_edge("a", END)
+    g.add_edge("b", END)
+    store = MemoryEventStore()
+    with pytest.raises(LifecycleError, match="a model call is open") as caught:
+        drive(GraphRun(store, "r1"), g.compile())
+    assert any("run each branch as a subagent" in note for note in caught.value.__notes__)
+    # The other branch's call may still complete before the run fails, or be refused after.
+    assert types(store, "r1")[:2] == ["run.started", "model.started"]
+    assert store.load("r1").status == "failed"
+
+
+def test_parallel_branches_each_run_as_a_subagent_call_their_models_at_once(
+    tmp_path: Path,
+) -> None:
+    """Each branch's node streams its graph as a run of its own: both calls open at once."""
+    import threading
+
+    barrier = threading.Barrier(2, timeout=5)  # both models are in their call together
+
+    class Waiting(app.GenericFakeChatModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            barrier.wait()
+            return super()._generate(*args, **kwargs)
+
+    store = MemoryEventStore()
+    parent = GraphRun(store, "r1")
+
+    def branch(name: str) -> Any:
+        model = Waiting(messages=iter([answer(f"{name} done.")]), disable_streaming=True)
+        inner = StateGraph(MessagesState)
+        inner.add_node("agent", lambda s: {"messages": [model.invoke(s["messages"])]})
+        inner.add_edge(START, "agent")
+        inner.add_edge("agent", END)
+        compiled = inner.compile()
+
+        def node(state: MessagesState) -> dict[str, Any]:
+            done = parent.subagent(name).run(compiled, {"messages": state["messages"]})
+            return {"messages": [AIMessage(str(done.final_output))]}
+
+        return node
+
+    writer = app.GenericFakeChatModel(messages=iter([answer("Both done.")]))
+    g = StateGraph(MessagesState)
+    g.add_node("a", branch("a"))
+    g.add_node("b", branch("b"))
+    g.add_node("writer", lambda s: {"messages": [writer.invoke(s["messages"])]})
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    g.add_edge(["a", "b"], "writer")
+    g.add_edge("writer", END)
+    with capture_logs():
+        done = parent.run(g.compile(), ASK)
+    assert (done.status, done.final_output) == ("completed", "Both done.")
+    assert validates(store, "r1", tmp_path) == 0
+    for name in ("a", "b"):
+        child = store.load(f"r1/{name}")
+        assert (child.status, child.final_output) == ("completed", f"{name} done.")
+        assert validates(store, f"r1/{name}", tmp_path) == 0
 
 
 def test_a_two_agent_graph_records_both_agents_model_calls_in_one_run(tmp_path: Path) -> None:

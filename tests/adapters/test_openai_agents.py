@@ -624,6 +624,46 @@ def test_cancelling_a_parent_waiting_on_its_subagent_cancels_both_on_resume(
     assert validates(store, "m1/call_m1", tmp_path) == 0
 
 
+def test_a_parent_cancelled_while_its_subagent_waits_cancels_the_subagent(tmp_path: Path) -> None:
+    """One batch: the subagent pauses for approval, another call cancels the parent: both end."""
+    from agents import function_tool
+
+    store = MemoryEventStore()
+
+    @function_tool
+    def hang_up() -> str:
+        """Stop the run from elsewhere."""
+        cancel(store, "m1", reason="the customer left")
+        return "bye"
+
+    manager = AgentsRun(store, "m1")
+    refunds = Agent(
+        name="refunds",
+        model=app.scripted([function_call("refund", {"order_id": "O-1"}, call_id="call_r1")]),
+        tools=[app.refund],
+    )
+    agent = Agent(
+        name="manager",
+        model=app.scripted(
+            [
+                function_call("refunds", {"input": "refund O-1"}, call_id="call_m1"),
+                function_call("hang_up", {}, call_id="call_h1"),
+            ]
+        ),
+        tools=[manager.agent_tool(refunds), hang_up],
+    )
+    done = run(manager.run(agent, "refund O-1"))
+    assert (done.status, done.pending_approvals) == ("cancelled", [])
+    child = store.load("m1/call_m1")
+    assert (child.status, child.cancel_reason) == (
+        "cancelled",
+        "the run 'm1' that called it was cancelled",
+    )
+    assert "refund O-1" not in app.CALLS
+    assert validates(store, "m1", tmp_path) == 0
+    assert validates(store, "m1/call_m1", tmp_path) == 0
+
+
 def test_agent_tool_refuses_the_hooks_it_sets_itself() -> None:
     """hooks= and failure_error_function= are how the adapter records the child: refused."""
     parent = AgentsRun(MemoryEventStore(), "r1")
