@@ -64,6 +64,8 @@ def _steer(
                 raise UsageError(f"{PROG} {name}: {exc}") from None
             except LifecycleError as exc:
                 print(f"{PROG} {name}: refused: {exc}", file=sys.stderr)
+                for note in getattr(exc, "__notes__", ()):  # e.g. where the call waits
+                    print(f"  {note}", file=sys.stderr)
                 return 1
         pending = (
             f", waiting for approval: {', '.join(record.pending_approvals)}"

@@ -13,14 +13,15 @@ written. The `a*` variants do the same over an `AsyncEventStore`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from agentfsm.adapters.stores._core import RunInfo
 from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits
-from agentfsm.fsm.errors import ConcurrencyConflictError, StoreError
+from agentfsm.fsm.errors import ActionError, ConcurrencyConflictError, StoreError
 from agentfsm.fsm.names import RunStatus
 from agentfsm.reducers.record import RunRecord
 
@@ -41,6 +42,8 @@ __all__ = [
 
 Clock = Callable[[], datetime]
 _TRIES = 20
+#: How many waiting subagent runs a refused decision looks through for the call.
+_SCAN = 1000
 #: What an event to append is made of: its class and fields, or None for "nothing to do".
 _Want = tuple[type[Any], dict[str, Any]] | None
 
@@ -90,6 +93,58 @@ async def _aappend(
     raise StoreError(f"run '{run_id}': {_TRIES} tries in a row lost a race")
 
 
+def _subagent_note(exc: ActionError, run_id: str, action_id: str, holders: list[str]) -> None:
+    if holders:
+        exc.add_note(
+            f"call '{action_id}' waits for a decision in subagent run '{holders[0]}' of "
+            f"'{run_id}': decide it there"
+        )
+
+
+def _below(run_id: str, infos: Sequence[RunInfo]) -> list[str]:
+    """The ids among `infos` of `run_id`'s subagent runs (`<run_id>/...`) that wait."""
+    prefix = f"{run_id}/"
+    return [i.run_id for i in infos if i.run_id.startswith(prefix)]
+
+
+def _holders(store: EventStore, run_id: str, action_id: str) -> list[str]:
+    """The subagent runs below `run_id` whose call `action_id` waits for a decision."""
+    waiting = store.runs(RunStatus.WAITING_APPROVAL, after=f"{run_id}/", limit=_SCAN)
+    return [r for r in _below(run_id, waiting) if action_id in store.load(r).pending_approvals]
+
+
+async def _aholders(store: AsyncEventStore, run_id: str, action_id: str) -> list[str]:
+    waiting = await store.runs(RunStatus.WAITING_APPROVAL, after=f"{run_id}/", limit=_SCAN)
+    return [
+        r for r in _below(run_id, waiting) if action_id in (await store.load(r)).pending_approvals
+    ]
+
+
+def _decide(
+    store: EventStore, run_id: str, action_id: str, what: Callable[[RunRecord], _Want], clock: Clock
+) -> RunRecord:
+    """Append a decision; a call that waits in a subagent run instead is named in the error."""
+    try:
+        return _append(store, run_id, what, clock)
+    except ActionError as exc:
+        _subagent_note(exc, run_id, action_id, _holders(store, run_id, action_id))
+        raise
+
+
+async def _adecide(
+    store: AsyncEventStore,
+    run_id: str,
+    action_id: str,
+    what: Callable[[RunRecord], _Want],
+    clock: Clock,
+) -> RunRecord:
+    try:
+        return await _aappend(store, run_id, what, clock)
+    except ActionError as exc:
+        _subagent_note(exc, run_id, action_id, await _aholders(store, run_id, action_id))
+        raise
+
+
 def _approve(action_id: str, approver: str | None) -> Callable[[RunRecord], _Want]:
     return lambda r: (m.ApprovalAccepted, {"action_id": action_id, "approver": approver})
 
@@ -135,7 +190,7 @@ def approve(
         ActionError: the action is not waiting for approval.
         RunNotFoundError: no such run.
     """
-    return _append(store, run_id, _approve(action_id, approver), clock)
+    return _decide(store, run_id, action_id, _approve(action_id, approver), clock)
 
 
 def reject(
@@ -153,7 +208,7 @@ def reject(
         ActionError: the action is not waiting for approval.
         RunNotFoundError: no such run.
     """
-    return _append(store, run_id, _reject(action_id, approver, reason), clock)
+    return _decide(store, run_id, action_id, _reject(action_id, approver, reason), clock)
 
 
 def cancel(
@@ -228,7 +283,7 @@ async def aapprove(
     clock: Clock = _now,
 ) -> RunRecord:
     """`approve` over an `AsyncEventStore`."""
-    return await _aappend(store, run_id, _approve(action_id, approver), clock)
+    return await _adecide(store, run_id, action_id, _approve(action_id, approver), clock)
 
 
 async def areject(
@@ -241,7 +296,7 @@ async def areject(
     clock: Clock = _now,
 ) -> RunRecord:
     """`reject` over an `AsyncEventStore`."""
-    return await _aappend(store, run_id, _reject(action_id, approver, reason), clock)
+    return await _adecide(store, run_id, action_id, _reject(action_id, approver, reason), clock)
 
 
 async def acancel(

@@ -560,6 +560,37 @@ def test_a_subagent_waiting_for_approval_pauses_its_parent_until_a_new_process_r
     assert store.attachment("m1", "openai-agents/run_state") is None
 
 
+def test_deciding_a_subagents_call_in_the_parents_run_says_where_it_waits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """approve("m1", child's call) is refused, the error naming the subagent run to use."""
+    from agentfsm.cli import main as cli
+    from agentfsm.fsm.errors import ActionError
+
+    store = SQLiteEventStore(tmp_path / "runs.db")
+    _manager_paused(store)
+    with pytest.raises(ActionError) as caught:
+        approve(store, "m1", "call_r1", approver="alice")
+    assert any("subagent run 'm1/call_m1'" in note for note in caught.value.__notes__)
+    assert cli(["approve", "--store", str(tmp_path / "runs.db"), "m1", "call_r1"]) == 1
+    assert "decide it there" in capsys.readouterr().err
+    assert store.load("m1/call_m1").pending_approvals == ("call_r1",)  # nothing decided
+
+
+def test_areject_of_a_subagents_call_in_the_parents_run_says_where_it_waits() -> None:
+    """The async twin names the subagent run too, through an async store."""
+    from agentfsm.adapters.stores import ThreadedAsyncEventStore
+    from agentfsm.fsm.errors import ActionError
+    from agentfsm.runtime import areject
+
+    store = MemoryEventStore()
+    _manager_paused(store)
+    astore = ThreadedAsyncEventStore(store)
+    with pytest.raises(ActionError) as caught:
+        asyncio.run(areject(astore, "m1", "call_r1", approver="bob", reason="no"))
+    assert any("subagent run 'm1/call_m1'" in note for note in caught.value.__notes__)
+
+
 def test_resuming_a_parent_whose_subagent_is_undecided_leaves_both_waiting() -> None:
     """No decision yet: the resume runs nothing and names the subagent's call again."""
     store = MemoryEventStore()
