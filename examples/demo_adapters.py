@@ -5,6 +5,9 @@
 - OpenAI Agents SDK (`sdk-openai`): one response asks for a lookup and a refund that needs
   approval; the SDK runs the lookup, the run waits; a person approves in our store; a
   fresh `AgentsRun` resumes from the store alone and the refund runs.
+- OpenAI Agents SDK, a subagent (`sdk-subagent`): a manager asks its refunds agent through
+  `agent_tool`; the refunds agent's call needs approval, so both runs wait; a person decides
+  in the subagent's run (`sdk-subagent/call_ask`); resuming the manager goes on with both.
 - LangGraph (`sdk-langgraph`): a triage node routes to a billing node; `agents=[...]`
   records the move as a handoff.
 - pydantic-ai (`sdk-pydantic-ai`): a model that never stops, stopped by a token budget
@@ -32,7 +35,7 @@ from agentfsm.adapters.stores import EventStore  # noqa: E402
 from agentfsm.events import Limits, dump_event  # noqa: E402
 from agentfsm.runtime import approve  # noqa: E402
 
-RUNS = ("sdk-openai", "sdk-langgraph", "sdk-pydantic-ai")
+RUNS = ("sdk-openai", "sdk-subagent", "sdk-langgraph", "sdk-pydantic-ai")
 
 
 def openai_run(store: EventStore) -> None:
@@ -68,6 +71,47 @@ def openai_run(store: EventStore) -> None:
     approve(store, "sdk-openai", "call_refund", approver="alice")  # or: agentfsm approve
     later = agent([assistant_message("O-7 was paid; it is refunded.")])
     AgentsRun(store, "sdk-openai").resume_sync(later)
+
+
+def subagent_run(store: EventStore) -> None:
+    """A subagent's approval pauses its caller; decided in the subagent's run; both go on."""
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from agentfsm.adapters.openai_agents import AgentsRun
+
+    @function_tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return f"refunded {order_id}"
+
+    def manager(run: AgentsRun, *steps: Any, child: tuple[Any, ...]) -> Agent[Any]:
+        refunds = Agent(name="refunds", model=ScriptedModel(list(child)), tools=[refund])
+        tool = run.agent_tool(refunds, tool_name="ask_refunds")
+        return Agent(name="manager", model=ScriptedModel(list(steps)), tools=[tool])
+
+    run = AgentsRun(store, "sdk-subagent")
+    paused = run.run_sync(
+        manager(
+            run,
+            [function_call("ask_refunds", {"input": "refund O-9"}, call_id="call_ask")],
+            child=([function_call("refund", {"order_id": "O-9"}, call_id="call_refund")],),
+        ),
+        "Refund O-9",
+    )
+    print(f"   paused: {paused.status}, waiting for {paused.pending_approvals}")
+    child_id, call_id = paused.pending_approvals[0]
+    approve(store, child_id, call_id, approver="alice")  # or: agentfsm approve CHILD CALL
+    run = AgentsRun(store, "sdk-subagent")  # a new process would build the same
+    run.resume_sync(
+        manager(
+            run,
+            [assistant_message("O-9 is refunded.")],
+            child=([assistant_message("Refunded O-9.")],),
+        )
+    )
+    for line in path_of(store, child_id):
+        print(f"   {child_id}: {line.strip()}")
 
 
 def langgraph_run(store: EventStore) -> None:
@@ -121,7 +165,8 @@ def run_all(workdir: Path, export: Path | None = None) -> dict[str, str]:
     """Run the three SDKs on `workdir/runs.db`; each run's status by id."""
     statuses: dict[str, str] = {}
     with open_store(workdir / "runs.db") as store:
-        for run_id, drive in zip(RUNS, (openai_run, langgraph_run, pydantic_ai_run), strict=True):
+        drives = (openai_run, subagent_run, langgraph_run, pydantic_ai_run)
+        for run_id, drive in zip(RUNS, drives, strict=True):
             print(f"== {run_id}")
             drive(store)
             for line in path_of(store, run_id):
@@ -132,9 +177,9 @@ def run_all(workdir: Path, export: Path | None = None) -> dict[str, str]:
             print(f"   ends {record.status}{why}\n")
         if export is not None:
             with export.open("w", encoding="utf-8") as out:
-                for run_id in RUNS:
+                for run_id in (*RUNS, "sdk-subagent/call_ask"):
                     out.writelines(dump_event(e) + "\n" for e in store.events(run_id))
-            print(f"events of {len(RUNS)} SDK runs written to {export}")
+            print(f"events of {len(RUNS) + 1} SDK runs written to {export}")
     return statuses
 
 

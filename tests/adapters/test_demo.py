@@ -17,7 +17,8 @@ DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo_adapters.py"
 def test_each_sdk_run_ends_as_described_and_its_log_validates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """OpenAI completes after an approval, LangGraph after a handoff, pydantic-ai on budget."""
+    """OpenAI completes after an approval (also one its subagent waited for), LangGraph after
+    a handoff, pydantic-ai on budget."""
     spec = importlib.util.spec_from_file_location("demo_adapters", DEMO)
     assert spec is not None
     assert spec.loader is not None
@@ -29,6 +30,7 @@ def test_each_sdk_run_ends_as_described_and_its_log_validates(
         statuses = module.run_all(tmp_path, export)
     assert statuses == {
         "sdk-openai": "completed",
+        "sdk-subagent": "completed",
         "sdk-langgraph": "completed",
         "sdk-pydantic-ai": "terminated",
     }
