@@ -516,12 +516,13 @@ class AgentsRun(SdkRun):
             _CURRENT.reset(current)
         if failure is not None:  # as any failing tool: `tool.failed`, the model reads why
             return tool_failure(ctx, failure)
-        record = recorder.record
-        asked = [a for a in record.actions.values() if a.status == ActionStatus.PROPOSED]
+        actions = recorder.record.actions.values()
+        asked = [a for a in actions if a.status == ActionStatus.PROPOSED]
         if asked:  # the SDK paused the nested run on these: our caller's result carries them
             specs = [approval_asked(a.action_id, a.tool, a.arguments) for a in asked]
             recorder.append("Agent.as_tool interruptions", specs)
-        elif record.last_decision == DecisionKind.FINAL:
+        elif not any(a.status == ActionStatus.STARTED for a in actions):
+            # Not waiting on a subagent of its own either: it ended (the table says if not).
             recorder.append("Agent.as_tool returned", [(m.RunCompleted, {})])
         return output
 
