@@ -173,7 +173,7 @@ class ObservedRun:
         sdk_result: the SDK's own result object, when it returned one.
         state: the SDK's serialised state to resume from (pending approvals), if any.
         pending_approvals: the calls the run waits on a decision for, as `(run_id,
-            action_id)`: its own, and (OpenAI `agent_tool`) its subagents', which are
+            action_id)`: its own, and its subagents' (`agent_tool`, `delegate`), which are
             decided in the subagent's run.
     """
 
