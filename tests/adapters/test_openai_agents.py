@@ -591,6 +591,22 @@ def test_areject_of_a_subagents_call_in_the_parents_run_says_where_it_waits() ->
     assert any("subagent run 'm1/call_m1'" in note for note in caught.value.__notes__)
 
 
+def test_a_streamed_parent_pauses_on_its_subagent_and_resumes_streamed(tmp_path: Path) -> None:
+    """on_stream_event: the same pause, decision and resume; the stream goes to the caller."""
+    store, seen = MemoryEventStore(), []
+    manager = AgentsRun(store, "m1")
+    paused = run(manager.run(app.manager_agent(manager), "refund O-1", on_stream_event=seen.append))
+    assert_caller_waits_on_child(paused, store, app.CALLS)
+    before = len(seen)
+    ran = decide_for_child(store, "approve")
+    manager = AgentsRun(store, "m1")
+    resumed = app.manager_agent(manager, resumed=True)
+    done = run(manager.resume(resumed, on_stream_event=seen.append))
+    out = {"status": done.status, "final_output": done.final_output, "calls": app.CALLS}
+    assert_caller_and_child_finished(out, store, ran, "O-1 refunded.", tmp_path)
+    assert 0 < before < len(seen)  # both legs streamed
+
+
 def test_resuming_a_parent_whose_subagent_is_undecided_leaves_both_waiting() -> None:
     """No decision yet: the resume runs nothing and names the subagent's call again."""
     store = MemoryEventStore()
