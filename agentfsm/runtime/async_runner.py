@@ -36,6 +36,7 @@ from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
+from agentfsm.runtime.control import acancel
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import _ChildWaiting, _Core, child_budget, new_tree, utc_now
@@ -194,6 +195,20 @@ class AsyncRunner(_Core):
             tree.charge(child)
             await self._add_children(child, tree)
 
+    async def _end_children(self, record: RunRecord) -> None:
+        for child_id, sub in self._open_children(record):
+            try:
+                child = await self.store.load(child_id)
+            except RunNotFoundError:
+                continue
+            if child.status in self.reducer.table.terminal_states:
+                continue
+            await acancel(self.store, child_id, reason=self._end_reason(record), clock=self.clock)
+            runner = AsyncRunner(
+                self.store, (sub.agent, *sub.agents), sleep=self.sleep, **self._child_runner_args()
+            )
+            await runner.resume(child_id)  # settles the cancel, and ends the child's children
+
     async def _drive(
         self,
         writer: AsyncWriter,
@@ -210,6 +225,7 @@ class AsyncRunner(_Core):
             try:
                 step = self.planner.next(record, self.clock())
                 if isinstance(step, p.Finish):
+                    await self._end_children(record)
                     return self._result(record, children)
                 if isinstance(step, p.Append):
                     await writer.append(step.specs)

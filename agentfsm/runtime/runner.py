@@ -36,7 +36,8 @@ from agentfsm.fsm.names import ActionStatus, RunStatus
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _plan as p
-from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
+from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
+from agentfsm.runtime.control import cancel
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError, StreamAssembler
 from agentfsm.runtime.recovery import rebuild_tree
@@ -94,13 +95,31 @@ class _Core:
         # the Runner's clock (and a subagent tree's shared budget) before every append.
         self.reducer = Reducer(store_reducer.table, self.guards)
         by_name = {a.name: a for a in self.agents}
-        #: Names of subagent tools any agent has (a budget tree is needed only with them).
-        self._subagent_tools = frozenset(
-            t.name for a in self.agents for t in a.tools if t.subagent is not None
-        )
+        #: The subagent tools any agent has, by name (a budget tree is needed only with them).
+        self._subagents = {
+            t.name: t.subagent for a in self.agents for t in a.tools if t.subagent is not None
+        }
+        self._subagent_tools = frozenset(self._subagents)
         self.planner = p.Planner(
             by_name, self.agents[0].name, self.reducer, self.config, action_ids
         )
+
+    def _open_children(self, record: RunRecord) -> list[tuple[str, Subagent]]:
+        """The child run ids of `record`'s subagent calls, if it ended (else none).
+
+        A run that ended leaves no child open: a child waiting for a person when its caller
+        was cancelled or stopped would wait forever. The runners cancel each one still open.
+        """
+        if not self._subagents or record.status not in self.reducer.table.terminal_states:
+            return []
+        return [
+            (f"{record.run_id}/{a.action_id}", self._subagents[a.tool])
+            for a in record.actions.values()
+            if a.tool in self._subagents
+        ]
+
+    def _end_reason(self, record: RunRecord) -> str:
+        return f"the run '{record.run_id}' that called it ended ({record.status})"
 
     def _result(self, record: RunRecord, children: dict[str, RunResult]) -> RunResult:
         unknown = [a.action_id for a in record.actions.values() if a.status == ActionStatus.UNKNOWN]
@@ -373,6 +392,7 @@ class Runner(_Core):
             try:
                 step = self.planner.next(record, now)
                 if isinstance(step, p.Finish):
+                    self._end_children(record)
                     return self._result(record, children)
                 if isinstance(step, p.Append):
                     writer.append(step.specs)
@@ -393,6 +413,20 @@ class Runner(_Core):
             except RunSupersededError as exc:
                 self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
                 return RunResult(self.store.load(writer.run_id), superseded=True, children=children)
+
+    def _end_children(self, record: RunRecord) -> None:
+        for child_id, sub in self._open_children(record):
+            try:
+                child = self.store.load(child_id)
+            except RunNotFoundError:
+                continue
+            if child.status in self.reducer.table.terminal_states:
+                continue
+            cancel(self.store, child_id, reason=self._end_reason(record), clock=self.clock)
+            runner = Runner(
+                self.store, (sub.agent, *sub.agents), sleep=self.sleep, **self._child_runner_args()
+            )
+            runner.resume(child_id)  # settles the cancel, and ends the child's own children
 
     def _stop(self, writer: Writer, exc: GuardRejectedError) -> None:
         with contextlib.suppress(StateChanged):  # the run already ended some other way

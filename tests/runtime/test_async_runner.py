@@ -185,6 +185,39 @@ def test_plain_tools_run_on_threads_and_approvals_resume() -> None:
     assert calls.tools() == ["get_order", "create_ticket"]
 
 
+def test_a_parent_cancelled_while_its_child_waits_ends_the_child_too() -> None:
+    """The AsyncRunner's twin of the Runner's: no subagent outlives its cancelled caller."""
+    from agentfsm.runtime import subagent
+
+    calls, store = Calls(), MemoryEventStore()
+    child_model = ScriptedModel(
+        [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("ticket open")]
+    )
+    clerk = Agent("clerk", child_model, order_tools(calls), ToolPolicy(approval={"create_ticket"}))
+    parent = ScriptedModel([Decision.calls(call("delegate", task="open a ticket"))])
+    runner = AsyncRunner(
+        ThreadedAsyncEventStore(store),
+        Agent("lead", parent, [subagent("delegate", clerk)]),
+        clock=step_clock(),
+        sleep=_sleep,
+    )
+
+    async def scenario() -> str:
+        first = await runner.run("r1")
+        assert first.children["r1/t1.1"].status == "waiting_approval"
+        cancel(store, "r1", reason="the customer left")
+        return (await runner.resume("r1")).status
+
+    assert asyncio.run(scenario()) == "cancelled"
+    child = store.load("r1/t1.1")
+    assert (child.status, child.cancel_reason) == (
+        "cancelled",
+        "the run 'r1' that called it ended (cancelled)",
+    )
+    assert calls.effects == {}
+    assert validate(store, ["r1", "r1/t1.1"]).ok
+
+
 def test_a_crash_inside_a_call_goes_up_and_leaves_a_resumable_log() -> None:
     """A BaseException is not swallowed by the batch; resume re-runs the idempotent call."""
     calls = Calls()

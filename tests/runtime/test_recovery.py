@@ -298,6 +298,40 @@ class TestSubagents:
         # The tree is overspent, so the parent's next model call is refused too.
         assert (result.status, result.stop_reason) == ("terminated", "budget")
 
+    @staticmethod
+    def _waiting_tree(store: Any, calls: Calls) -> Runner:
+        """r1 waits on its subagent r1/t1.1, which waits for approval of `create_ticket`."""
+        child_model = ScriptedModel(
+            [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("ticket open")]
+        )
+        child_agent = Agent(
+            "clerk", child_model, order_tools(calls), ToolPolicy(approval={"create_ticket"})
+        )
+        parent = ScriptedModel(
+            [
+                Decision.calls(call("delegate", task="open a ticket")),
+                lambda ctx: Decision.final(ctx.results[0].result),
+            ]
+        )
+        return Runner(
+            store, Agent("lead", parent, [subagent("delegate", child_agent)]), clock=step_clock()
+        )
+
+    def test_a_parent_cancelled_while_its_child_waits_ends_the_child_too(self) -> None:
+        """Cancelled, the parent settles its call as unknown and cancels the waiting child:
+        nothing is left waiting for a decision that no run would act on."""
+        store, calls = MemoryEventStore(), Calls()
+        runner = self._waiting_tree(store, calls)
+        assert runner.run("r1").children["r1/t1.1"].status == "waiting_approval"
+        cancel(store, "r1", reason="the customer left")
+        done = runner.resume("r1")
+        child = store.load("r1/t1.1")
+        assert (done.status, child.status) == ("cancelled", "cancelled")
+        assert child.cancel_reason == "the run 'r1' that called it ended (cancelled)"
+        assert child.actions["t1.1"].status == "rejected"  # it never ran
+        assert calls.effects == {}
+        assert validate(store, ["r1", "r1/t1.1"]).ok
+
     def test_a_child_waiting_for_approval_keeps_the_parents_call_in_flight(self) -> None:
         """The parent returns with the child waiting; after approval, resuming the parent
         resumes the child and finishes both."""
