@@ -335,23 +335,8 @@ class TestSubagents:
     def test_a_child_waiting_for_approval_keeps_the_parents_call_in_flight(self) -> None:
         """The parent returns with the child waiting; after approval, resuming the parent
         resumes the child and finishes both."""
-        store = MemoryEventStore()
-        calls = Calls()
-        child_model = ScriptedModel(
-            [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("ticket open")]
-        )
-        child_agent = Agent(
-            "clerk", child_model, order_tools(calls), ToolPolicy(approval={"create_ticket"})
-        )
-        parent = ScriptedModel(
-            [
-                Decision.calls(call("delegate", task="open a ticket")),
-                lambda ctx: Decision.final(ctx.results[0].result),
-            ]
-        )
-        runner = Runner(
-            store, Agent("lead", parent, [subagent("delegate", child_agent)]), clock=step_clock()
-        )
+        store, calls = MemoryEventStore(), Calls()
+        runner = self._waiting_tree(store, calls)
         first = runner.run("r1")
         assert first.status == "waiting_tool"
         assert first.children["r1/t1.1"].status == "waiting_approval"
