@@ -70,18 +70,22 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Callable, Collection, Sequence
-from contextvars import ContextVar
 from typing import Any, Unpack
-from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
-from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.outputs import LLMResult
+from langchain_core.callbacks import BaseCallbackManager
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt, GraphRecursionError
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 
+from agentfsm.adapters._langgraph_signals import (
+    _DRIVING,
+    APPROVAL,
+    SDK,
+    FinishedCallError,
+    _Handler,
+    approval_request,
+)
 from agentfsm.adapters._sdk import (
     WAITING_FOR_PERSON,
     ApprovalMismatchError,
@@ -89,13 +93,11 @@ from agentfsm.adapters._sdk import (
     GuardStop,
     ObservedRun,
     Pricing,
-    Recorder,
     RunOptions,
     SdkRun,
     SignalIllegalTransitionError,
     approved_call,
     jsonable,
-    parse_arguments,
     per_million_tokens,
     stopped_line,
     subagent_records,
@@ -106,9 +108,9 @@ from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
-from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
+from agentfsm.fsm.names import ActionStatus, RunStatus
 from agentfsm.reducers.record import RunRecord
-from agentfsm.runtime.writer import approval_asked, call_started, declined
+from agentfsm.runtime.writer import approval_asked
 
 __all__ = [
     "APPROVAL",
@@ -121,321 +123,6 @@ __all__ = [
     "approval_request",
     "per_million_tokens",
 ]
-
-SDK = "langgraph"
-#: Calls that are decided or waiting to run but have not run (see `_Handler._passed_over`).
-_NOT_RUN = frozenset({ActionStatus.PROPOSED, ActionStatus.APPROVED})
-#: A call that ran to its end: LangGraph may run it again, we may not (`FinishedCallError`).
-_FINISHED = frozenset({ActionStatus.SUCCEEDED, ActionStatus.UNKNOWN})
-#: A call a person decided on (see `_Handler.decided`).
-_DECIDED = frozenset({ActionStatus.APPROVED, ActionStatus.REJECTED})
-#: The marker of an approval interrupt's payload (see `approval_request`).
-APPROVAL = "agentfsm.approval"
-
-
-class FinishedCallError(RuntimeError):
-    """LangGraph started a tool call again that already ran to its end in this run.
-
-    A node that pauses (a tool's `interrupt()`, a `delegate`d subagent waiting for approval)
-    runs again from its start when the graph resumes, so the other calls of its `ToolNode`
-    batch would run twice. The adapter refuses before the tool runs; `ToolNode` hands the
-    message to the model (or, not handling tool errors, the run fails). Give each tool call
-    a task of its own (`Send`, as `create_react_agent(version="v2")` does), and a resume
-    repeats none.
-    """
-
-    def __init__(self, run_id: str, action_id: str, status: str) -> None:
-        super().__init__(
-            f"call '{action_id}' already ran in run '{run_id}' ({status}): LangGraph re-ran "
-            "its node on resume, and a finished call does not run twice; give each tool call "
-            "a task of its own (Send) so a resume repeats none"
-        )
-        self.run_id = run_id
-        self.action_id = action_id
-
-
-def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Pause the graph for approval of `tool_calls` (an AIMessage's); returns the decisions.
-
-    Call it inside a node. On resume it returns `{call_id: {"approved": bool, "reason":
-    str | None}}` for every call, as decided in our store.
-
-    Our store is where the decisions are: in a graph a `GraphRun` streams, calls its run has
-    decided get their decisions from its ledger (checked against the call's arguments
-    digest) without another interrupt — so they hold however LangGraph routes resume values
-    (a subagent whose interrupt a parallel tool call's hid, say).
-
-    Raises:
-        ApprovalMismatchError: a decided call's arguments are not the ones decided on.
-    """
-    calls = [{"id": c["id"], "name": c["name"], "args": c["args"]} for c in tool_calls]
-    handler = _DRIVING.get()
-    decided = handler.decided(calls) if handler is not None else None
-    if decided is not None:
-        return decided
-    decisions: dict[str, dict[str, Any]] = interrupt({"type": APPROVAL, "tool_calls": calls})
-    return decisions
-
-
-#: The handler of the `GraphRun` streaming a graph in this context (see `_Handler.mine`).
-_DRIVING: ContextVar[_Handler | None] = ContextVar("agentfsm_langgraph_handler", default=None)
-
-
-class _Handler(BaseCallbackHandler):
-    """LangChain callbacks appending our events (see the module docstring)."""
-
-    raise_error = True  # a guard's stop must stop the graph, not be logged and dropped
-
-    def __init__(self, recorder: Recorder, agents: frozenset[str]) -> None:
-        self.recorder = recorder
-        self.agents = agents
-        self.tool_runs: dict[UUID, str] = {}
-        #: Model calls made through `with_structured_output` (their tool call is the output).
-        self.structured: set[Any] = set()
-        self.last_output: Any = None
-        #: A stop raised from a callback; a node that catches errors (`ToolNode(...,
-        #: handle_tool_errors=True)`) would swallow it, so every later callback raises it again.
-        self.stop: GuardStop | CancelStop | None = None
-        #: The LangChain run id of the graph being streamed: its children are the node runs.
-        self.graph_run: UUID | None = None
-        #: The call delegating from each task of the graph (see `GraphRun._one_per_task`).
-        self.delegating: dict[str, str] = {}
-        #: The agent node in charge: the run's `current_agent`, or the first agent node
-        #: entered when the run names none (entering it is no handoff).
-        self.agent: str | None = None
-
-    def begin(self) -> None:
-        """Get ready to observe one stream of the graph (a run or a resume)."""
-        self.stop = None
-        self.graph_run = None
-        self.agent = self.recorder.record.current_agent
-
-    def mine(self) -> bool:
-        """Whether the signal being handled belongs to this handler's run.
-
-        LangChain hands a runnable's callbacks down to every runnable invoked inside it,
-        so a subagent graph streamed from a tool reaches its parent's handler too (it would
-        record the child's model calls in the parent run, which waits for the tool). Each
-        `GraphRun` marks the context it streams in; LangGraph and LangChain copy the context
-        into their worker threads, tasks and executor-run callbacks, so a signal is this
-        run's exactly when the innermost stream around it is this run's.
-        """
-        return _DRIVING.get() is self
-
-    def _append(self, signal: str, specs: list[Any]) -> None:
-        if self.stop is not None:
-            raise self.stop
-        try:
-            self.recorder.append(signal, specs)
-        except (GuardStop, CancelStop) as stop:
-            self.stop = stop
-            raise
-
-    def on_chain_start(
-        self,
-        serialized: dict[str, Any],
-        inputs: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """The graph or a node started: entering another agent node is a `handoff`."""
-        if not self.mine():
-            return
-        if self.graph_run is None:
-            self.graph_run = run_id  # the stream's first chain is the graph itself
-            return
-        # Only the graph's own node runs: chains nested in a node (a subgraph's nodes, a
-        # routing function, a prompt | model sequence) carry the node's metadata too.
-        if parent_run_id != self.graph_run or not self.agents:
-            return
-        node = (metadata or {}).get("langgraph_node")
-        if node not in self.agents or node == self.agent:
-            return
-        if self.agent is not None:
-            self._append(f"on_chain_start (node '{node}')", [(m.Handoff, {"to_agent": node})])
-        self.agent = node
-
-    def _model_started(self, name: str) -> None:
-        try:
-            self._append(
-                f"on_chat_model_start ({name})",
-                [*self._passed_over(), self.recorder.model_call()],
-            )
-        except LifecycleError as exc:
-            if self.recorder.record.model_call_open:
-                exc.add_note(
-                    "LangGraph ran model calls at once (parallel branches, Send): a run has "
-                    "one model call at a time; run each branch as a subagent of its own "
-                    "(subagent('<branch>').run(...) from its node, or a tool that delegates)"
-                )
-            raise
-
-    def _passed_over(self) -> list[Any]:
-        """Calls the graph went on without running, each recorded as declined by the graph.
-
-        A router that reads a tool call to pick the next node (and never runs it) is
-        ordinary LangGraph, and so is an approval node that sends the model only the
-        rejections of a batch, leaving its approved calls unrun. The model is about to be
-        called again, so those calls will not run: they are recorded as asked (again) and
-        declined (approver `langgraph`), as a policy denial is, so the ledger says why.
-        """
-        record = self.recorder.record
-        specs: list[Any] = []
-        for aid in record.batch:
-            action = record.actions[aid]
-            if action.status not in _NOT_RUN:
-                continue
-            reason = "the graph went on without running this call"
-            specs += declined(aid, action.tool, action.arguments, SDK, reason)
-        return specs
-
-    def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
-    ) -> None:
-        """A chat model call is about to start: `model.started`."""
-        if not self.mine():
-            return
-        if (kwargs.get("options") or {}).get("ls_structured_output_format"):
-            # `with_structured_output`: the answer's tool call *is* the output, not an action.
-            self.structured.add(kwargs.get("run_id"))
-        self._model_started(str((serialized or {}).get("name", "chat model")))
-
-    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
-        """A text model call is about to start: `model.started`."""
-        if not self.mine():
-            return
-        self._model_started(str((serialized or {}).get("name", "llm")))
-
-    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        """The model answered: `model.completed` with its decision and usage."""
-        if not self.mine():
-            return
-        generation = response.generations[0][0]
-        message = getattr(generation, "message", None)
-        usage = None
-        calls: list[dict[str, Any]] = []
-        text: Any = generation.text
-        if isinstance(message, AIMessage):
-            calls = [
-                {"action_id": c["id"], "tool": c["name"], "arguments": jsonable(c["args"])}
-                for c in message.tool_calls
-            ]
-            if message.usage_metadata:
-                model = message.response_metadata.get("model_name")
-                usage = self.recorder.usage(
-                    message.usage_metadata["input_tokens"],
-                    message.usage_metadata["output_tokens"],
-                    model if isinstance(model, str) else None,
-                )
-            text = message.text
-        if kwargs.get("run_id") in self.structured:
-            self.structured.discard(kwargs.get("run_id"))
-            output = calls[0]["arguments"] if calls else jsonable(text)
-            fields: dict[str, Any] = {"decision": DecisionKind.FINAL, "output": output}
-            self.last_output = output
-        elif calls:
-            fields = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
-        else:
-            fields = {"decision": DecisionKind.FINAL, "output": jsonable(text)}
-            self.last_output = fields["output"]
-        self._append("on_llm_end", [(m.ModelCompleted, {**fields, "usage": usage})])
-
-    def on_tool_start(
-        self,
-        serialized: dict[str, Any],
-        input_str: str,
-        *,
-        run_id: UUID,
-        inputs: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """A tool is about to run: `tool.requested` + `tool.started`."""
-        if not self.mine():
-            return
-        aid = kwargs.get("tool_call_id")
-        if not aid:
-            return  # a tool invoked outside a model's tool call: not an action of the run
-        self.tool_runs[run_id] = aid
-        action = self.recorder.record.actions.get(aid)
-        if action is not None and action.status == ActionStatus.STARTED:
-            return  # it waited on its subagent, and runs again to resume it (`delegate`)
-        if action is not None and (
-            action.status in _FINISHED
-            or (action.status == ActionStatus.FAILED and not _retryable(action))
-        ):
-            # The node re-runs from its start on resume, so its finished calls would run
-            # (and act) a second time: refused before the tool runs.
-            raise FinishedCallError(self.recorder.run_id, aid, action.status)
-        if action is not None and action.status == ActionStatus.FAILED:
-            # A tool that called interrupt() runs again from its start on resume: its next
-            # attempt (the interrupt was recorded as a retryable failure).
-            attempt = {"action_id": aid, "attempt": action.attempts + 1}
-            self._append(f"on_tool_start (call '{aid}', again)", [(m.ToolStarted, attempt)])
-            return
-        name = str((serialized or {}).get("name") or kwargs.get("name"))
-        args = jsonable(inputs) if inputs is not None else parse_arguments(input_str)
-        self._append(f"on_tool_start (call '{aid}')", call_started(aid, name, args))
-
-    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """A tool returned: `tool.completed`."""
-        if not self.mine():
-            return
-        aid = self.tool_runs.pop(run_id, None)
-        if aid is None:
-            return
-        self.last_output = _tool_result(output, aid)
-        self._append(
-            f"on_tool_end (call '{aid}')",
-            [(m.ToolCompleted, {"action_id": aid, "result": self.last_output})],
-        )
-
-    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """A tool raised: `tool.failed`."""
-        if not self.mine():
-            return
-        aid = self.tool_runs.pop(run_id, None)
-        if aid is None or isinstance(error, GuardStop | CancelStop):
-            return
-        if isinstance(error, GraphInterrupt) and self._subagent_waits(aid):
-            return  # the call waits on its subagent, whose interrupt pauses this graph too
-        if isinstance(error, GraphInterrupt):
-            # interrupt() inside the tool: the graph pauses, and on resume LangGraph runs the
-            # tool again from its start. This attempt ends here, retryably.
-            failure: dict[str, Any] = {
-                "kind": "interrupted",
-                "message": "the tool called interrupt(); it runs again when the graph resumes",
-                "retryable": True,
-            }
-        else:
-            failure = {"kind": type(error).__name__, "message": str(error)}
-        self._append(
-            f"on_tool_error (call '{aid}')",
-            [(m.ToolFailed, {"action_id": aid, "error": failure})],
-        )
-
-    def decided(self, calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
-        """The run's decisions on every one of `calls`, or None while any is undecided."""
-        record = self.recorder.record
-        decisions: dict[str, dict[str, Any]] = {}
-        for call in calls:
-            action = record.actions.get(call["id"])
-            if action is None or action.status not in _DECIDED:
-                return None
-            approved_call([record], call["id"], call["name"], jsonable(call["args"]))
-            approved = action.status == ActionStatus.APPROVED
-            decisions[action.action_id] = {"approved": approved, "reason": action.reason}
-        return decisions
-
-    def _subagent_waits(self, aid: str) -> bool:
-        """Whether call `aid` started a subagent run that now waits for a person."""
-        try:
-            child = self.recorder.store.load(f"{self.recorder.run_id}/{aid}")
-        except RunNotFoundError:
-            return False
-        return child.status in WAITING_FOR_PERSON
 
 
 class GraphRun(SdkRun):
@@ -825,35 +512,12 @@ def _nested(graph: Any, tool_call_id: str) -> str:
     return tool_call_id
 
 
-def _retryable(action: Any) -> bool:
-    """Whether a failed call may run again (an `interrupt()` ended its attempt)."""
-    return action.error is not None and bool(action.error.retryable)
-
-
 def _said(graph: Any, done: ObservedRun, agent: str | None) -> Any:
     """What a `delegate` tool returns of its subagent's run."""
     if done.status == RunStatus.COMPLETED:
         return done.final_output
     name = agent or getattr(graph, "name", None) or "subagent"
     return stopped_line(name, done.record, done.partial_output)
-
-
-def _tool_result(output: Any, action_id: str) -> Any:
-    """What the tool of call `action_id` returned, as JSON data.
-
-    A `ToolMessage`'s content; for a `Command` (a handoff tool's `Command(goto=...)`), the
-    content of the `ToolMessage` it adds for the call, else where it goes.
-    """
-    if isinstance(output, ToolMessage):
-        return jsonable(output.content)
-    if isinstance(output, Command):
-        update = output.update
-        messages = update.get("messages", ()) if isinstance(update, dict) else ()
-        for message in messages if isinstance(messages, list | tuple) else (messages,):
-            if isinstance(message, ToolMessage) and message.tool_call_id == action_id:
-                return jsonable(message.content)
-        return {"goto": jsonable(output.goto)}
-    return jsonable(output)
 
 
 def _approval_calls(interrupts: Sequence[Any]) -> list[dict[str, Any]]:
