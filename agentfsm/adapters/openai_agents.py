@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Sequence
@@ -57,32 +55,34 @@ from typing import Any
 
 from agents import (
     Agent,
-    Handoff,
     ItemHelpers,
     MaxTurnsExceeded,
     MessageOutputItem,
-    ModelResponse,
-    RunContextWrapper,
-    RunHooks,
     Runner,
     RunState,
     ToolCallOutputItem,
 )
-from agents.exceptions import AgentsException
 from agents.result import RunResult, RunResultStreaming
 from agents.run import DEFAULT_MAX_TURNS
-from agents.run_config import RunConfig, ToolErrorFormatterArgs
-from agents.tool import FunctionTool, Tool
+from agents.tool import FunctionTool
 from agents.tool_context import ToolContext
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
+from agentfsm.adapters._openai_agents_hooks import (
+    _CURRENT,
+    _NESTED,
+    _SUBAGENT,
+    SDK,
+    _Hooks,
+    _recording_failures,
+    _Stopped,
+    tool_failure,
+)
 from agentfsm.adapters._sdk import (
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
     ObservedRun,
     Pricing,
-    Recorder,
     SavedStateError,
     SdkRun,
     SignalIllegalTransitionError,
@@ -97,8 +97,8 @@ from agentfsm.adapters._sdk import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
-from agentfsm.fsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.writer import approval_asked, call_started
+from agentfsm.fsm.names import ActionStatus
+from agentfsm.runtime.writer import approval_asked
 
 __all__ = [
     "AgentsRun",
@@ -111,253 +111,11 @@ __all__ = [
     "tool_failure",
 ]
 
-SDK = "openai-agents"
 #: The attachment our store keeps a paused run's `RunState` JSON under.
 STATE = "openai-agents/run_state"
 
 #: Called with each SDK stream event of a streamed run (`StreamEvent`).
 StreamCallback = Callable[[Any], Any]
-
-#: The recorder of the run being driven in this task (the failure function finds it here).
-_CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
-    "agentfsm_openai_agents_recorder", default=None
-)
-
-
-#: The hooks of the subagent run an `agent_tool` call drives in this task (see `_Nested`).
-_SUBAGENT: contextvars.ContextVar[_Hooks | None] = contextvars.ContextVar(
-    "agentfsm_openai_agents_subagent", default=None
-)
-
-
-class _Stopped(AgentsException):
-    """Carries our stop through the SDK, which then attaches its partial items (`run_data`)."""
-
-    def __init__(self, stop: GuardStop | CancelStop) -> None:
-        super().__init__(str(stop))
-        self.stop = stop
-
-
-def tool_failure(ctx: RunContextWrapper[Any] | _FailureContext, error: Exception) -> str:
-    """Record `tool.failed` for a failing tool, as a `function_tool(failure_error_function=)`.
-
-    Tools that keep the SDK's default failure handling need nothing: the adapter records
-    their failures through `RunConfig.tool_error_formatter`. This is for tools that set
-    their own `failure_error_function` (call it from yours). Returns what the model reads
-    (the SDK's default message); outside an observed run it only returns that.
-    """
-    recorder = _CURRENT.get()
-    if recorder is not None and isinstance(ctx, ToolContext | _FailureContext):
-        recorder.append(
-            f"failure_error_function (call '{ctx.tool_call_id}')",
-            [
-                (
-                    m.ToolFailed,
-                    {
-                        "action_id": ctx.tool_call_id,
-                        "error": {"kind": type(error).__name__, "message": str(error)},
-                    },
-                )
-            ],
-        )
-    return f"An error occurred while running the tool. Please try again. Error: {error}"
-
-
-def _recording_failures(config: RunConfig | None) -> RunConfig:
-    """`config` with a `tool_error_formatter` that records `tool.failed` first.
-
-    The SDK calls it for a function tool that keeps its default failure handling, with the
-    call id and the exception; what the model reads stays the caller's formatter's or the
-    SDK's default message.
-    """
-    config = config if config is not None else RunConfig()
-    formatter = config.tool_error_formatter
-
-    def record_then_format(args: ToolErrorFormatterArgs[Any]) -> Any:
-        if args.kind == "tool_exception" and args.error is not None:
-            tool_failure(_FailureContext(args.call_id), args.error)
-        return formatter(args) if formatter is not None else None
-
-    return dataclasses.replace(config, tool_error_formatter=record_then_format)
-
-
-class _FailureContext:
-    """The part of a `ToolContext` `tool_failure` reads."""
-
-    def __init__(self, call_id: str) -> None:
-        self.tool_call_id = call_id
-
-
-def _handoff_names(agent: Agent[Any]) -> set[str]:
-    names = set()
-    for h in agent.handoffs:
-        names.add(h.tool_name if isinstance(h, Handoff) else Handoff.default_tool_name(h))
-    return names
-
-
-class _Hooks(RunHooks[Any]):
-    """The SDK's run hooks, appending our events (see the module's table).
-
-    The caller's own `RunHooks` (`run(..., hooks=...)`) are called after ours, so they see
-    each signal once it is recorded (and not at all if our guards stopped the run).
-    """
-
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
-        self.theirs: RunHooks[Any] | None = None
-
-    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
-        """Only the caller's hook: an agent starting is no event of ours."""
-        if self.theirs is not None:
-            await self.theirs.on_agent_start(context, agent)
-
-    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
-        """Only the caller's hook: the run's end is recorded when `Runner.run` returns."""
-        if self.theirs is not None:
-            await self.theirs.on_agent_end(context, agent, output)
-
-    def _append(self, signal: str, specs: list[Any]) -> None:
-        try:
-            self.recorder.append(signal, specs)
-        except (GuardStop, CancelStop) as stop:
-            raise _Stopped(stop) from stop
-
-    async def on_llm_start(
-        self,
-        context: RunContextWrapper[Any],
-        agent: Agent[Any],
-        system_prompt: str | None,
-        input_items: list[Any],
-    ) -> None:
-        """A model call is about to start: `model.started`."""
-        signal = f"RunHooks.on_llm_start (agent '{agent.name}')"
-        self._append(signal, [self.recorder.model_call()])
-        if self.theirs is not None:
-            await self.theirs.on_llm_start(context, agent, system_prompt, input_items)
-
-    async def on_llm_end(
-        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
-    ) -> None:
-        """The model answered: `model.completed` with its decision and usage."""
-        handoffs = _handoff_names(agent)
-        calls: list[dict[str, Any]] = []
-        handoff = False
-        texts: list[str] = []
-        for item in response.output:
-            if isinstance(item, ResponseFunctionToolCall):
-                if item.name in handoffs:
-                    handoff = True
-                else:
-                    calls.append(
-                        {
-                            "action_id": item.call_id,
-                            "tool": item.name,
-                            "arguments": parse_arguments(item.arguments),
-                        }
-                    )
-            elif isinstance(item, ResponseOutputMessage):
-                texts.append(ItemHelpers.extract_last_text(item) or "")
-        model = agent.model if isinstance(agent.model, str) else None
-        usage = self.recorder.usage(
-            response.usage.input_tokens, response.usage.output_tokens, model
-        )
-        if calls:
-            fields: dict[str, Any] = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls}
-        elif handoff:
-            fields = {"decision": DecisionKind.HANDOFF}
-        else:
-            fields = {"decision": DecisionKind.FINAL, "output": "".join(texts)}
-        self._append(
-            f"RunHooks.on_llm_end (agent '{agent.name}')",
-            [(m.ModelCompleted, {**fields, "usage": usage})],
-        )
-        if self.theirs is not None:
-            await self.theirs.on_llm_end(context, agent, response)
-
-    async def on_tool_start(
-        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
-    ) -> None:
-        """A function tool is about to run: `tool.requested` and `tool.started`."""
-        if isinstance(context, ToolContext):  # hosted and shell-like tools carry no call id
-            aid = context.tool_call_id
-            action = self.recorder.record.actions.get(aid)
-            # An agent tool whose subagent paused for approval runs again on the resume,
-            # continuing the subagent: the call started before, and still runs.
-            if action is None or action.status != ActionStatus.STARTED:
-                args = parse_arguments(context.tool_arguments)
-                self._append(
-                    f"RunHooks.on_tool_start (call '{aid}')",
-                    call_started(aid, context.tool_name, args),
-                )
-        if self.theirs is not None:
-            await self.theirs.on_tool_start(context, agent, tool)
-
-    async def on_tool_end(
-        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
-    ) -> None:
-        """A function tool returned: `tool.completed` (unless `tool_failure` saw it fail)."""
-        if isinstance(context, ToolContext):
-            aid = context.tool_call_id
-            action = self.recorder.record.actions.get(aid)
-            # A failure was recorded by the failure function; the SDK reports its message.
-            if action is None or action.status != ActionStatus.FAILED:
-                self._append(
-                    f"RunHooks.on_tool_end (call '{aid}')",
-                    [(m.ToolCompleted, {"action_id": aid, "result": jsonable(result)})],
-                )
-        if self.theirs is not None:
-            await self.theirs.on_tool_end(context, agent, tool, result)
-
-    async def on_handoff(
-        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
-    ) -> None:
-        """The SDK handed the run to another agent: `handoff`."""
-        self._append(
-            f"RunHooks.on_handoff ('{from_agent.name}' → '{to_agent.name}')",
-            [(m.Handoff, {"to_agent": to_agent.name})],
-        )
-        if self.theirs is not None:
-            await self.theirs.on_handoff(context, from_agent=from_agent, to_agent=to_agent)
-
-
-class _Nested(RunHooks[Any]):
-    """The hooks an `agent_tool` gives the SDK's nested runs.
-
-    One tool serves every call, each call a subagent run of its own: each signal goes to the
-    hooks of the run the current call drives (`_SUBAGENT`, set around the nested run).
-    """
-
-    @staticmethod
-    def _hooks() -> _Hooks:
-        hooks = _SUBAGENT.get()
-        assert hooks is not None, "a nested run outside an agent_tool call"
-        return hooks
-
-    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
-        await self._hooks().on_agent_start(context, agent)
-
-    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
-        await self._hooks().on_agent_end(context, agent, output)
-
-    async def on_llm_start(
-        self, context: Any, agent: Agent[Any], system_prompt: str | None, input_items: Any
-    ) -> None:
-        await self._hooks().on_llm_start(context, agent, system_prompt, input_items)
-
-    async def on_llm_end(self, context: Any, agent: Agent[Any], response: ModelResponse) -> None:
-        await self._hooks().on_llm_end(context, agent, response)
-
-    async def on_tool_start(self, context: Any, agent: Agent[Any], tool: Tool) -> None:
-        await self._hooks().on_tool_start(context, agent, tool)
-
-    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Tool, result: Any) -> None:
-        await self._hooks().on_tool_end(context, agent, tool, result)
-
-    async def on_handoff(self, context: Any, from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
-        await self._hooks().on_handoff(context, from_agent, to_agent)
-
-
-_NESTED = _Nested()
 
 
 def _check_tool_use(agent: Agent[Any]) -> None:
