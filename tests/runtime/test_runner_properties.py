@@ -1,5 +1,6 @@
-"""Random model behaviours, tools, policies, approvals, cancels and crashes through the Runner:
-every log it writes is one `validate_lines` accepts, and nothing acts twice unsafely."""
+"""Random model behaviours, tools, policies, approvals, cancels, crashes and subagents through
+the Runner: every log it writes is one `validate_lines` accepts, nothing acts twice unsafely,
+and no subagent run is left open below a run that ended."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from agentfsm.runtime import (
     deny,
     needs_approval,
     reject,
+    subagent,
 )
 
 from .helpers import Crash, Sleeps, validate
@@ -84,10 +86,13 @@ class World:
         return Tool(name, fn, **flags)
 
 
-calls = st.builds(
-    ProposedCall,
-    st.sampled_from((*TOOLS, "nope")),
-    st.fixed_dictionaries({"n": st.integers(0, 2)}),
+calls = st.one_of(
+    st.builds(
+        ProposedCall,
+        st.sampled_from((*TOOLS, "nope")),
+        st.fixed_dictionaries({"n": st.integers(0, 2)}),
+    ),
+    st.just(ProposedCall("delegate", {"task": "help"})),  # a subagent run of its own
 )
 usage = st.none() | st.builds(Usage, input_tokens=st.integers(0, 400))
 batches = st.builds(
@@ -117,6 +122,11 @@ def _policy(rules: dict[str, str]) -> Any:
     return decide
 
 
+def _tree(store: MemoryEventStore) -> list[Any]:
+    """The records of r1 and of every subagent run below it."""
+    return [store.load(info.run_id) for info in store.runs()]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     script=st.builds(lambda first, rest: [first, *rest], batches, st.lists(decisions, max_size=9)),
@@ -142,8 +152,18 @@ def test_every_log_the_runner_writes_validates(
     storage = MemoryStorage()
     store = MemoryEventStore(storage)
     world = World(outcomes, storage)
-    tools = [world.tool(t) for t in TOOLS]
     policy = _policy(rules)
+    # The subagent: the same tools and policy, its script the parent's from the end.
+    clerk = Agent(
+        "clerk",
+        ScriptedModel(list(reversed(script)), repeat_last=True, by_turn=True),
+        [world.tool(t) for t in TOOLS],
+        policy,
+    )
+    tools = [
+        *(world.tool(t) for t in TOOLS),
+        subagent("delegate", clerk, limits=Limits(max_turns=3)),
+    ]
     agents = [
         Agent("a", ScriptedModel(script, repeat_last=True, by_turn=True), tools, policy),
         Agent(
@@ -165,15 +185,16 @@ def test_every_log_the_runner_writes_validates(
     result = None
     with contextlib.suppress(Crash):  # the worker died; the loop below resumes it
         result = runner.run("r1", "do things", limits=limits)
-    for step in range(30):  # people decide, crashed workers are resumed, until it settles
+    for step in range(100):  # people decide, crashed workers are resumed, until it settles
         record = store.load("r1")
         if record.status in ("completed", "failed", "cancelled", "terminated", "paused"):
             break
-        for i, action_id in enumerate(record.pending_approvals):
+        waiting = [(r.run_id, a) for r in _tree(store) for a in r.pending_approvals]
+        for i, (run_id, action_id) in enumerate(waiting):  # in r1, or in a subagent run
             if verdicts[(step + i) % len(verdicts)]:
-                approve(store, "r1", action_id, "alice")
+                approve(store, run_id, action_id, "alice")
             else:
-                reject(store, "r1", action_id, "bob", "no")
+                reject(store, run_id, action_id, "bob", "no")
         try:
             result = runner.resume("r1")
         except Crash:
@@ -182,7 +203,11 @@ def test_every_log_the_runner_writes_validates(
     event(f"ended {record.status}")
     event(f"{len(record.actions)} actions")
     assert record.status in ("completed", "failed", "cancelled", "terminated"), record.status
-    assert validate(store, ["r1"]).ok
+    runs = _tree(store)
+    event(f"{len(runs) - 1} subagent runs")
+    for run in runs:  # no subagent is left open below a run that ended
+        assert run.status in ("completed", "failed", "cancelled", "terminated"), run.run_id
+    assert validate(store, [r.run_id for r in runs]).ok
     assert store.verify("r1").ok
     for key, times in world.effects.items():
         if key.startswith("charge:"):
