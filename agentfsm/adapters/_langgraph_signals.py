@@ -20,13 +20,13 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 
 from agentfsm.adapters._sdk import (
-    WAITING_FOR_PERSON,
     CancelStop,
     GuardStop,
     Recorder,
     approved_call,
     jsonable,
     parse_arguments,
+    waits_for_person,
 )
 from agentfsm.events import models as m
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
@@ -341,12 +341,13 @@ class _Handler(BaseCallbackHandler):
         return decisions
 
     def _subagent_waits(self, aid: str) -> bool:
-        """Whether call `aid` started a subagent run that now waits for a person."""
+        """Whether call `aid` started a subagent run that waits for a person (or below it)."""
+        store = self.recorder.store
         try:
-            child = self.recorder.store.load(f"{self.recorder.run_id}/{aid}")
+            child = store.load(f"{self.recorder.run_id}/{aid}")
         except RunNotFoundError:
             return False
-        return child.status in WAITING_FOR_PERSON
+        return waits_for_person(store, child)
 
 
 def _retryable(action: Any) -> bool:

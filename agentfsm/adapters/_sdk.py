@@ -288,9 +288,19 @@ def stopped_line(agent: str | None, record: RunRecord, partial: Any) -> str:
     return f"the subagent '{agent}' stopped ({why}): {partial}"
 
 
+def pending_in(records: Sequence[RunRecord]) -> list[tuple[str, str]]:
+    """The calls waiting for a decision in `records`, as `(run_id, action_id)`."""
+    return [(r.run_id, aid) for r in records for aid in r.pending_approvals]
+
+
 def waiting_on(store: EventStore, record: RunRecord) -> list[tuple[str, str]]:
     """The calls a run waits on a decision for, as `(run_id, action_id)`: its subagents' too."""
-    return [(r.run_id, aid) for r in subagent_records(store, record) for aid in r.pending_approvals]
+    return pending_in(subagent_records(store, record))
+
+
+def waits_for_person(store: EventStore, record: RunRecord) -> bool:
+    """Whether the run, or a subagent run below it, waits for a person."""
+    return any(r.status in WAITING_FOR_PERSON for r in subagent_records(store, record))
 
 
 class Recorder:
@@ -397,6 +407,21 @@ class Recorder:
             "run start",
             [(m.RunStarted, {"objective": objective, "agent": agent, "limits": limits})],
         )
+
+    def stored(self) -> bool:
+        """Whether the store has the run (read from its index: nothing is replayed)."""
+        try:
+            self.store.run_info(self.run_id)
+        except RunNotFoundError:
+            return False
+        return True
+
+    def load_if_stored(self) -> bool:
+        """Continue the run if the store has it (see `load`); False if it was never started."""
+        if not self.stored():
+            return False
+        self.load()
+        return True
 
     def load(self) -> RunRecord:
         """Continue a stored run (a resume): read its record from the store.
@@ -546,10 +571,7 @@ class Recorder:
         """
         for child in subagents(self.store, self.record):
             asked = child.status == RunStatus.CANCEL_REQUESTED
-            waiting = any(
-                r.status in WAITING_FOR_PERSON for r in subagent_records(self.store, child)
-            )
-            if not (asked or waiting):
+            if not (asked or waits_for_person(self.store, child)):
                 continue
             recorder = self.like(child.run_id, self.sdk)
             recorder.load()

@@ -87,7 +87,6 @@ from agentfsm.adapters._langgraph_signals import (
     approval_request,
 )
 from agentfsm.adapters._sdk import (
-    WAITING_FOR_PERSON,
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
@@ -98,18 +97,19 @@ from agentfsm.adapters._sdk import (
     SignalIllegalTransitionError,
     approved_call,
     jsonable,
+    pending_in,
     per_million_tokens,
     stopped_line,
     subagent_records,
     waiting_on,
+    waits_for_person,
 )
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.names import ActionStatus, RunStatus
-from agentfsm.reducers.record import RunRecord
 from agentfsm.runtime.writer import approval_asked
 
 __all__ = [
@@ -252,8 +252,8 @@ class GraphRun(SdkRun):
             ValueError: `graph` has a checkpointer of its own (its pause would leave this
                 run going on without it).
         """
-        child = self.subagent(self._one_per_task(_nested(graph, tool_call_id)))
-        if self._started(child):
+        child = self._delegated(graph, tool_call_id)
+        if child.recorder.load_if_stored():  # called again on a resume: it paused
             done = child._drive(graph, input, config)
         else:
             done = child.run(graph, input, config, objective=objective, agent=agent)
@@ -270,12 +270,16 @@ class GraphRun(SdkRun):
         agent: str | None = None,
     ) -> Any:
         """`delegate` for async graphs and tools (`graph.astream`)."""
-        child = self.subagent(self._one_per_task(_nested(graph, tool_call_id)))
-        if self._started(child):
+        child = self._delegated(graph, tool_call_id)
+        if child.recorder.load_if_stored():  # called again on a resume: it paused
             done = await child._adrive(graph, input, config)
         else:
             done = await child.arun(graph, input, config, objective=objective, agent=agent)
         return _said(graph, done, agent)
+
+    def _delegated(self, graph: Any, tool_call_id: str) -> GraphRun:
+        """The subagent run `delegate` streams `graph` in, once `graph` may be delegated to."""
+        return self.subagent(self._one_per_task(_nested(graph, tool_call_id)))
 
     def _one_per_task(self, tool_call_id: str) -> str:
         """`tool_call_id`, once no other call delegates from the same task of the graph.
@@ -299,15 +303,6 @@ class GraphRun(SdkRun):
                         "create_react_agent(version='v2') does)"
                     )
         return tool_call_id
-
-    @staticmethod
-    def _started(child: GraphRun) -> bool:
-        """Load `child` if it exists (its caller resumed, and runs the tool again)."""
-        try:
-            child.recorder.load()
-        except RunNotFoundError:
-            return False
-        return True
 
     async def arun(
         self,
@@ -355,7 +350,7 @@ class GraphRun(SdkRun):
                 approved = action.status != ActionStatus.REJECTED
                 decisions[action.action_id] = {"approved": approved, "reason": action.reason}
             answers.append((it, decisions))
-        waiting = waiting_on(self.recorder.store, record)
+        waiting = pending_in(owners)
         if waiting:  # resumed only once every decision is made, in this run and below
             return ObservedRun(record.run_id, record, pending_approvals=waiting)
         for run in owners:  # a run whose interrupt() paused the graph goes on
@@ -461,14 +456,10 @@ class GraphRun(SdkRun):
                 self.recorder.run_id, record, partial_output=self.handler.last_output
             )
 
-    def _waits_on_subagent(self, record: RunRecord) -> bool:
-        """Whether a subagent this run's calls started waits for a person."""
-        subagents = subagent_records(self.recorder.store, record)[1:]
-        return any(r.status in WAITING_FOR_PERSON for r in subagents)
-
     def _settle(self, interrupts: list[Any]) -> ObservedRun:
         recorder = self.recorder
-        if interrupts and self._waits_on_subagent(recorder.record):
+        # Not this run's own pause (it records those): a subagent's, below it.
+        if interrupts and waits_for_person(recorder.store, recorder.record):
             # The interrupts are a subagent's (`delegate`), recorded in its own run.
             record = recorder.waiting()
             return ObservedRun(

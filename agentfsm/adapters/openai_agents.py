@@ -89,6 +89,7 @@ from agentfsm.adapters._sdk import (
     approved_call,
     jsonable,
     parse_arguments,
+    pending_in,
     per_million_tokens,
     stopped_line,
     subagent_records,
@@ -96,7 +97,7 @@ from agentfsm.adapters._sdk import (
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.names import ActionStatus
 from agentfsm.runtime.writer import approval_asked
 
@@ -243,9 +244,7 @@ class AgentsRun(SdkRun):
     ) -> Any:
         """Drive one call of an `agent_tool` as this (child) run; return what the model reads."""
         recorder = self.recorder
-        try:
-            recorder.load()  # called again on a resume: the child paused for approval
-        except RunNotFoundError:
+        if not recorder.load_if_stored():  # stored: called again on a resume, it paused
             args = parse_arguments(input_json)
             objective = args["input"] if isinstance(args.get("input"), str) else input_json
             recorder.start(objective=objective, agent=agent.name, limits=None)
@@ -349,7 +348,7 @@ class AgentsRun(SdkRun):
         cancelled = self._finish_cancel(record, STATE)
         if cancelled is not None:
             return cancelled
-        subagents = subagent_records(self.recorder.store, record)[1:]
+        owners = subagent_records(self.recorder.store, record)
         if state is None:
             raw = self.recorder.saved_state(STATE)
             try:
@@ -359,7 +358,6 @@ class AgentsRun(SdkRun):
         else:
             run_state = await RunState.from_json(agent, state)
         # A subagent's call (an `agent_tool`'s nested approval) is decided in its own run.
-        owners = [record, *subagents]
         for item in run_state.get_interruptions():
             arguments = parse_arguments(item.arguments)
             action = approved_call(owners, str(item.call_id), str(item.name), arguments)
@@ -367,7 +365,7 @@ class AgentsRun(SdkRun):
                 run_state.approve(item)
             elif action.status == ActionStatus.REJECTED:
                 run_state.reject(item, rejection_message=action.reason or "rejected")
-        undecided = waiting_on(self.recorder.store, record)
+        undecided = pending_in(owners)
         if undecided:
             return ObservedRun(record.run_id, record, state=state, pending_approvals=undecided)
         return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)

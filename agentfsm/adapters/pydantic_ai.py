@@ -81,7 +81,7 @@ from agentfsm.adapters._sdk import (
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.fsm.errors import LifecycleError
 from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.runtime.writer import approval_asked, call_started
 
@@ -203,12 +203,10 @@ class AgentIterRun(SdkRun):
         if ctx.tool_call_id is None:
             raise ValueError("delegate() asks for a tool call's context: call it from a tool")
         child = self.subagent(ctx.tool_call_id)
-        try:
-            self.recorder.store.load(child.run_id)
-        except RunNotFoundError:
-            done = await child.run(agent, prompt, **iter_kwargs)
-        else:  # called again by this run's resume: the child paused before
+        if child.recorder.stored():  # called again by this run's resume: it paused
             done = await child.resume(agent, **iter_kwargs)
+        else:
+            done = await child.run(agent, prompt, **iter_kwargs)
         if done.status == RunStatus.COMPLETED:
             return done.final_output
         if done.pending_approvals:
