@@ -161,7 +161,7 @@ class TestRunSelection:
             trajectory_from_jsonl(["", "hello", "{}"])
         assert (info.value.line, info.value.problems) == (
             2,
-            ("not JSON (Expecting value: line 1 column 1 (char 0))",),
+            ("not JSON (expected value at line 1 column 1)",),
         )
 
     def test_an_empty_log(self) -> None:

@@ -281,6 +281,66 @@ class TestApprovals:
         assert isinstance(err, ActionError)
         assert "its approval expired at 2026-09-01T10:30:00+00:00" in str(err)
 
+    def test_a_decision_for_another_call_is_refused(self) -> None:
+        """An approval of run A's `a1` (amount 1), re-stamped onto run B's `a1` (amount
+        1,000,000), approves nothing: the decision names the call it was made on."""
+        small = {"action_id": "a1", "tool": "charge", "arguments": {"amount": 1}}
+        big = {**small, "arguments": {"amount": 1_000_000}}
+        run_a = started(small)
+        run_a.add("approval.requested", **small)
+        run_a.add("approval.accepted", action_id="a1", approver="ann",
+                  arguments_digest=call_digest("charge", {"amount": 1}))  # fmt: skip
+        stolen = run_a.events[-1]
+        run_b = started(big)
+        run_b.add("approval.requested", **big)
+        record = fold(run_b)
+        forged = stolen.model_copy(update={"sequence": record.version + 1})
+        err = refused(record, forged)
+        assert isinstance(err, ActionError)
+        assert str(err) == (
+            "run 'run_1' is 'waiting_approval': event 'approval.accepted' (sequence 5) for "
+            f"action 'a1' is refused: the decision is for call {call_digest('charge', {'amount': 1})}, but the call waiting is "
+            f"{call_digest('charge', {'amount': 1_000_000})} (tool 'charge')"
+        )
+
+    def test_a_rejection_is_bound_the_same_way(self) -> None:
+        """A rejection for another call is refused too (it would settle the wrong call)."""
+        log = started(CALL)
+        log.add("approval.requested", **CALL)
+        record = fold(log)
+        other = call_digest("search", {"q": "y", "n": 3})
+        err = refused(
+            record, nxt(record, "approval.rejected", action_id="a1", arguments_digest=other)
+        )
+        assert isinstance(err, ActionError)
+        assert other in str(err)
+
+    def test_a_decision_with_the_calls_digest_applies(self) -> None:
+        """The right digest approves; a decision without one (an older log) still does."""
+        log = started(CALL)
+        log.add("approval.requested", **CALL)
+        record = fold(log)
+        digest = call_digest(CALL["tool"], CALL["arguments"])
+        bound = reduce(
+            record, nxt(record, "approval.accepted", action_id="a1", arguments_digest=digest)
+        )
+        unbound = reduce(record, nxt(record, "approval.accepted", action_id="a1"))
+        assert bound.actions["a1"].status == unbound.actions["a1"].status == "approved"
+
+    def test_approving_after_the_approval_expired_is_refused(self) -> None:
+        """Asked until 10:30, approved at 12:00: refused, saying it expired; a rejection
+        still settles the call."""
+        log = started(CALL)
+        log.add("approval.requested", **CALL, expires_at="2026-09-01T10:30:00+00:00")
+        record = fold(log)
+        err = refused(record, nxt(record, "approval.accepted", action_id="a1"))
+        assert str(err) == (
+            "run 'run_1' is 'waiting_approval': event 'approval.accepted' (sequence 5) for "
+            "action 'a1' is refused: its approval expired at 2026-09-01T10:30:00+00:00"
+        )
+        rejected = reduce(record, nxt(record, "approval.rejected", action_id="a1"))
+        assert rejected.actions["a1"].status == "rejected"
+
     def test_a_lapsed_approval_may_be_asked_for_again(self) -> None:
         """Approved until 10:30, not run by 12:00: the same call may be put to a person again."""
         record = fold(self.approved())

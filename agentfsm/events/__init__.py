@@ -1,7 +1,7 @@
 """The wire format: validated event models, JSON Lines in and out, canonical digests."""
 
 from agentfsm.events.builder import LogBuilder, step_clock
-from agentfsm.events.canonical import canonical_json, digest
+from agentfsm.events.canonical import call_digest, canonical_json, digest
 from agentfsm.events.codec import (
     dump_event,
     event_json_schema,
@@ -70,6 +70,7 @@ __all__ = [
     "ToolRequested",
     "ToolStarted",
     "Usage",
+    "call_digest",
     "canonical_json",
     "digest",
     "dump_event",

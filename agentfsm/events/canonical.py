@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical_json", "digest", "same_json"]
+__all__ = ["call_digest", "canonical_json", "digest", "same_json"]
 
 _encode = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -38,6 +38,11 @@ def canonical_json(value: Any) -> str:
 def digest(value: Any) -> str:
     """`sha256:` and the hex digest of the canonical JSON of `value`."""
     return "sha256:" + hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def call_digest(tool: str, arguments: Any) -> str:
+    """The digest an approval is bound to: the tool's name and the canonical arguments."""
+    return digest({"tool": tool, "arguments": arguments})
 
 
 _NUMBERS = (int, float)

@@ -6,12 +6,13 @@ problem in a sentence, so a person can fix a producer from the message alone.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import jiter
 from pydantic import ValidationError
 
+from agentfsm.events.bounds import check_size
 from agentfsm.events.models import EVENT_ADAPTER, EVENT_CLASSES, Event
 from agentfsm.fsm.errors import EventFormatError
 
@@ -30,15 +31,35 @@ _KNOWN = ", ".join(f"'{t}'" for t in sorted(EVENT_CLASSES))
 def parse_event(data: str | bytes | Mapping[str, Any], *, line: int | None = None) -> Event:
     """Validate one event from a JSON line (text or bytes) or a dict.
 
+    Text is read strictly: a repeated key, `NaN`/`Infinity`, a lone surrogate escape or an
+    integer too long to print is not JSON here, and a line over `MAX_EVENT_BYTES` is
+    refused before it is parsed. Either way the value limits of `agentfsm.events.bounds`
+    apply, so what parses is what every store and reader takes back.
+
     Raises:
         EventFormatError: naming the line, run and sequence where known, and each problem.
     """
+    raw: Any = data
+    if isinstance(data, str | bytes):
+        raw = _load_json(data, line)
     try:
-        if isinstance(data, str | bytes):
-            return EVENT_ADAPTER.validate_json(data)
-        return EVENT_ADAPTER.validate_python(data)
+        return EVENT_ADAPTER.validate_python(raw)
     except ValidationError as exc:
-        raise _format_error(data, exc, line) from None
+        raise _format_error(raw, exc, line) from None
+
+
+def _load_json(data: str | bytes, line: int | None) -> Any:
+    try:
+        check_size(data)
+        # jiter is pydantic's own parser, with the checks json.loads lacks (a repeated
+        # key there silently keeps the last value, in `sequence` as in tool arguments).
+        return jiter.from_json(
+            data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data,
+            allow_inf_nan=False,
+            catch_duplicate_keys=True,
+        )
+    except ValueError as exc:
+        raise EventFormatError([f"not JSON ({_jiter_message(exc)})"], line=line) from None
 
 
 def make_event(type: str, /, **fields: Any) -> Event:
@@ -76,15 +97,16 @@ def event_json_schema() -> dict[str, Any]:
     return schema
 
 
-def _format_error(
-    data: str | bytes | Mapping[str, Any], exc: ValidationError, line: int | None
-) -> EventFormatError:
-    raw: Any = data
-    if isinstance(data, str | bytes):
-        try:
-            raw = json.loads(data)
-        except ValueError as json_exc:
-            return EventFormatError([f"not JSON ({json_exc})"], line=line)
+def _jiter_message(exc: ValueError) -> str:
+    # jiter quotes a repeated key in double quotes; the rest of our messages use single.
+    text = str(exc)
+    if text.startswith('Detected duplicate key "'):
+        key, _, where = text.removeprefix('Detected duplicate key "').partition('" at ')
+        return f"the key '{key}' is repeated at {where}"
+    return text
+
+
+def _format_error(raw: Any, exc: ValidationError, line: int | None) -> EventFormatError:
     if not isinstance(raw, Mapping):
         return EventFormatError([f"expected a JSON object, got {type(raw).__name__}"], line=line)
     run_id = raw.get("run_id") if isinstance(raw.get("run_id"), str) else None

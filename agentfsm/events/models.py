@@ -14,12 +14,15 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
     TypeAdapter,
     model_validator,
 )
+
+from agentfsm.events.bounds import MAX_EVENT_BYTES, check_json_value
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -82,10 +85,18 @@ def _check_timestamp(value: str) -> str:
 #: An RFC 3339 timestamp with an offset. Kept as the original string so events round-trip
 #: byte for byte; `parse_timestamp` gives the `datetime`.
 Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
-NonEmpty = Annotated[str, Field(min_length=1)]
+# A constrained `str` is checked as Unicode by pydantic (a bare `str` lets a lone surrogate
+# through, which no JSON line can hold); the bound is the event size limit.
+NonEmpty = Annotated[str, Field(min_length=1, max_length=MAX_EVENT_BYTES)]
+Text = Annotated[str, Field(max_length=MAX_EVENT_BYTES)]
 NonNegInt = Annotated[int, Field(ge=0)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Arguments = dict[str, JsonValue]
+#: A JSON value within the limits of `agentfsm.events.bounds` (depth, finite numbers,
+#: printable integers, valid Unicode), checked before pydantic walks it.
+Json = Annotated[JsonValue, BeforeValidator(check_json_value)]
+Arguments = Annotated[dict[str, JsonValue], BeforeValidator(check_json_value)]
+#: `sha256:` and 64 lower-case hex digits (`agentfsm.events.call_digest`).
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -123,7 +134,7 @@ class ErrorInfo(_Part):
     """What went wrong: a machine-readable kind, a message, and whether a retry may help."""
 
     kind: NonEmpty
-    message: str
+    message: Text
     retryable: bool = False
 
 
@@ -146,7 +157,7 @@ class RunStarted(_Envelope):
     """The run begins."""
 
     type: Literal["run.started"] = "run.started"
-    objective: str | None = None
+    objective: Text | None = None
     agent: NonEmpty | None = None
     limits: Limits | None = None
 
@@ -164,7 +175,7 @@ class ModelCompleted(_Envelope):
 
     type: Literal["model.completed"] = "model.completed"
     decision: Literal["final", "tool_calls", "handoff"]
-    output: JsonValue = None
+    output: Json = None
     tool_calls: list[ToolCall] | None = None
     usage: Usage | None = None
 
@@ -212,7 +223,7 @@ class ToolCompleted(_Envelope):
 
     type: Literal["tool.completed"] = "tool.completed"
     action_id: NonEmpty
-    result: JsonValue = None
+    result: Json = None
     cost: NonNegFloat | None = None
 
 
@@ -229,7 +240,7 @@ class ToolOutcomeUnknown(_Envelope):
 
     type: Literal["tool.outcome_unknown"] = "tool.outcome_unknown"
     action_id: NonEmpty
-    reason: str | None = None
+    reason: Text | None = None
 
 
 class ApprovalRequested(_Envelope):
@@ -243,27 +254,34 @@ class ApprovalRequested(_Envelope):
 
 
 class ApprovalAccepted(_Envelope):
-    """A human approved exactly the requested call."""
+    """A human approved exactly the requested call.
+
+    `arguments_digest` (`call_digest` of the tool and arguments the approver saw) binds the
+    decision to that call: the reducer refuses it for any other. Optional on the wire, so
+    older logs stay valid; agentfsm's own writers always set it.
+    """
 
     type: Literal["approval.accepted"] = "approval.accepted"
     action_id: NonEmpty
     approver: NonEmpty | None = None
+    arguments_digest: Digest | None = None
 
 
 class ApprovalRejected(_Envelope):
-    """A human (or a policy) refused the call; it will not run."""
+    """A human (or a policy) refused the call; it will not run (bound like an acceptance)."""
 
     type: Literal["approval.rejected"] = "approval.rejected"
     action_id: NonEmpty
     approver: NonEmpty | None = None
-    reason: str | None = None
+    reason: Text | None = None
+    arguments_digest: Digest | None = None
 
 
 class RunPaused(_Envelope):
     """The run waits for something other than approval."""
 
     type: Literal["run.paused"] = "run.paused"
-    reason: str
+    reason: Text
 
 
 class RunResumed(_Envelope):
@@ -276,7 +294,7 @@ class RunCancelRequested(_Envelope):
     """Cancellation is accepted; in-flight actions settle before `run.cancelled`."""
 
     type: Literal["run.cancel_requested"] = "run.cancel_requested"
-    reason: str | None = None
+    reason: Text | None = None
     requested_by: NonEmpty | None = None
 
 
@@ -304,7 +322,7 @@ class RunTerminated(_Envelope):
 
     type: Literal["run.terminated"] = "run.terminated"
     stop_reason: NonEmpty
-    detail: str | None = None
+    detail: Text | None = None
 
 
 Event = Annotated[

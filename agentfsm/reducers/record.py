@@ -16,16 +16,11 @@ from typing import Any
 
 import attrs
 
-from agentfsm.events.canonical import digest
+from agentfsm.events.canonical import call_digest
 from agentfsm.events.models import ErrorInfo, Limits
 from agentfsm.fsm.names import ActionStatus, RunStatus
 
 __all__ = ["Action", "RunRecord", "UsageTotals", "call_digest"]
-
-
-def call_digest(tool: str, arguments: Mapping[str, Any]) -> str:
-    """The digest an approval is bound to: the tool's name and the canonical arguments."""
-    return digest({"tool": tool, "arguments": arguments})
 
 
 @attrs.define(slots=True)

@@ -369,17 +369,28 @@ def _approval_requested(
     return _set_actions_batch(rec, target, ev.sequence, ev.occurred_at, actions, batch)
 
 
-def _pending_approval(rec: RunRecord, ev: Any) -> Action:
+def _pending_approval(rec: RunRecord, ev: m.ApprovalAccepted | m.ApprovalRejected) -> Action:
     action = _known_action(rec, ev)
     if action.status != A.APPROVAL_PENDING:
         raise _action_error(
             rec, ev, ev.action_id, f"it is not waiting for approval; it is '{action.status}'"
         )
+    # A decision names the call it was made on; one meant for another call (another run's
+    # `t1`, or this call before it was proposed again with other arguments) decides nothing.
+    if ev.arguments_digest is not None and ev.arguments_digest != action.arguments_digest:
+        raise _action_error(
+            rec, ev, ev.action_id,
+            f"the decision is for call {ev.arguments_digest}, but the call waiting is "
+            f"{action.arguments_digest} (tool '{action.tool}')",
+        )  # fmt: skip
     return action
 
 
 def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted, move: Move) -> RunRecord:
     action = _pending_approval(rec, ev)
+    if _expired(action, ev):
+        # Too late to approve; a rejection still settles the call.
+        raise _action_error(rec, ev, ev.action_id, f"its approval expired at {action.expires_at}")
     target = _to(r, rec, ev, move)
     action = _action_approved(action, A.APPROVED, ev.approver)
     return _set_actions(rec, target, ev.sequence, ev.occurred_at, _with(rec.actions, action))

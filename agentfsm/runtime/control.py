@@ -145,16 +145,38 @@ async def _adecide(
         raise
 
 
-def _approve(action_id: str, approver: str | None) -> Callable[[RunRecord], _Want]:
-    return lambda r: (m.ApprovalAccepted, {"action_id": action_id, "approver": approver})
+def _bound(record: RunRecord, action_id: str, digest: str | None) -> str | None:
+    """The digest a decision carries: the one the approver reviewed, else the call's own."""
+    if digest is not None:
+        return digest
+    action = record.actions.get(action_id)
+    return action.arguments_digest if action is not None else None
+
+
+def _approve(
+    action_id: str, approver: str | None, digest: str | None
+) -> Callable[[RunRecord], _Want]:
+    return lambda r: (
+        m.ApprovalAccepted,
+        {
+            "action_id": action_id,
+            "approver": approver,
+            "arguments_digest": _bound(r, action_id, digest),
+        },
+    )
 
 
 def _reject(
-    action_id: str, approver: str | None, reason: str | None
+    action_id: str, approver: str | None, reason: str | None, digest: str | None
 ) -> Callable[[RunRecord], _Want]:
     return lambda r: (
         m.ApprovalRejected,
-        {"action_id": action_id, "approver": approver, "reason": reason},
+        {
+            "action_id": action_id,
+            "approver": approver,
+            "reason": reason,
+            "arguments_digest": _bound(r, action_id, digest),
+        },
     )
 
 
@@ -182,15 +204,21 @@ def approve(
     action_id: str,
     approver: str | None = None,
     *,
+    digest: str | None = None,
     clock: Clock = _now,
 ) -> RunRecord:
     """Approve the exact call `action_id` is waiting with (`approval.accepted`).
 
+    The decision carries the call's digest (`Action.arguments_digest`), so it can approve
+    nothing else. Pass the `digest` of the call the approver reviewed to pin it: if the call
+    waiting is not that one, nothing is approved.
+
     Raises:
-        ActionError: the action is not waiting for approval.
+        ActionError: the action is not waiting for approval, its approval expired, or it is
+            not the call `digest` names.
         RunNotFoundError: no such run.
     """
-    return _decide(store, run_id, action_id, _approve(action_id, approver), clock)
+    return _decide(store, run_id, action_id, _approve(action_id, approver, digest), clock)
 
 
 def reject(
@@ -200,15 +228,19 @@ def reject(
     approver: str | None = None,
     reason: str | None = None,
     *,
+    digest: str | None = None,
     clock: Clock = _now,
 ) -> RunRecord:
     """Refuse the call (`approval.rejected`); the model sees the reason as its result.
 
+    Bound to the call's digest like `approve` (pin it with `digest`).
+
     Raises:
-        ActionError: the action is not waiting for approval.
+        ActionError: the action is not waiting for approval, or it is not the call `digest`
+            names.
         RunNotFoundError: no such run.
     """
-    return _decide(store, run_id, action_id, _reject(action_id, approver, reason), clock)
+    return _decide(store, run_id, action_id, _reject(action_id, approver, reason, digest), clock)
 
 
 def cancel(
@@ -280,10 +312,11 @@ async def aapprove(
     action_id: str,
     approver: str | None = None,
     *,
+    digest: str | None = None,
     clock: Clock = _now,
 ) -> RunRecord:
     """`approve` over an `AsyncEventStore`."""
-    return await _adecide(store, run_id, action_id, _approve(action_id, approver), clock)
+    return await _adecide(store, run_id, action_id, _approve(action_id, approver, digest), clock)
 
 
 async def areject(
@@ -293,10 +326,13 @@ async def areject(
     approver: str | None = None,
     reason: str | None = None,
     *,
+    digest: str | None = None,
     clock: Clock = _now,
 ) -> RunRecord:
     """`reject` over an `AsyncEventStore`."""
-    return await _adecide(store, run_id, action_id, _reject(action_id, approver, reason), clock)
+    return await _adecide(
+        store, run_id, action_id, _reject(action_id, approver, reason, digest), clock
+    )
 
 
 async def acancel(

@@ -33,6 +33,7 @@ import structlog
 from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
 from agentfsm.adapters.structlog import log_applied, log_guard_rejected
 from agentfsm.events import models as m
+from agentfsm.events.canonical import call_digest
 from agentfsm.events.models import Event
 from agentfsm.fsm.budget import SharedBudget
 from agentfsm.fsm.errors import (
@@ -85,7 +86,12 @@ def approval_asked(
 
 def declined(action_id: str, tool: str, arguments: Any, approver: str, reason: str) -> list[Spec]:
     """A call that will not run, recorded as asked and rejected by `approver` (a policy, an SDK)."""
-    rejected = {"action_id": action_id, "approver": approver, "reason": reason}
+    rejected = {
+        "action_id": action_id,
+        "approver": approver,
+        "reason": reason,
+        "arguments_digest": call_digest(tool, arguments),
+    }
     return [approval_asked(action_id, tool, arguments), (m.ApprovalRejected, rejected)]
 
 
