@@ -5,6 +5,7 @@
     AgentFSMError
     ├── InvalidTableError (ValueError)        a table that cannot be built; .problems lists all
     ├── EventFormatError (ValueError)         wire input that is not a valid event
+    ├── InvalidRunIdError (ValueError)        a run id no store can hold (empty, NUL, ...)
     ├── LifecycleError                        a well-formed event that breaks the run's lifecycle
     │   ├── IllegalTransitionError            not in the table, or no condition held
     │   ├── SequenceError                     a gap, repeat or wrong start in `sequence`
@@ -14,6 +15,7 @@
     └── StoreError
         ├── ConcurrencyConflictError          someone else appended first
         ├── CorruptLogError                   stored data that does not read back
+        │   └── StoreInconsistentError        the runs row and the log disagree
         └── RunNotFoundError (LookupError)    the store has no such run
 
 "Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
@@ -34,12 +36,14 @@ __all__ = [
     "EventFormatError",
     "GuardRejectedError",
     "IllegalTransitionError",
+    "InvalidRunIdError",
     "InvalidTableError",
     "LifecycleError",
     "RunMismatchError",
     "RunNotFoundError",
     "SequenceError",
     "StoreError",
+    "StoreInconsistentError",
 ]
 
 
@@ -373,6 +377,48 @@ class CorruptLogError(StoreError):
         self.sequence = sequence
         at = f", sequence {sequence}" if sequence is not None else ""
         super().__init__(f"run '{run_id}'{at}: {message}")
+
+
+class StoreInconsistentError(CorruptLogError):
+    """The store's tables disagree about a run: its runs row is not where its log ends.
+
+    Appends cannot go on (every one would look like a lost race); an operator must repair
+    the store. `verify(run_id)` reports the same disagreement.
+
+    Attributes:
+        run_id: the run.
+        runs_version: the version the runs row holds (0: there is no runs row).
+        log_at: the sequences the log holds from `runs_version` on (at most two).
+    """
+
+    def __init__(self, *, run_id: str, runs_version: int, log_at: tuple[int, ...]) -> None:
+        self.runs_version = runs_version
+        self.log_at = log_at
+        if runs_version == 0:
+            says = "the runs table has no row for the run"
+        else:
+            says = f"the runs table says version {runs_version}"
+        if log_at and log_at[-1] > runs_version:
+            found = f"the log goes on to sequence {log_at[-1]}"
+        else:
+            found = f"the log has no event at sequence {runs_version}"
+        super().__init__(
+            f"store inconsistent: {says}, but {found}; it was changed outside agentfsm "
+            "(see `verify`)",
+            run_id=run_id,
+        )
+
+
+class InvalidRunIdError(AgentFSMError, ValueError):
+    """A run id no store can hold: not a str, empty, or with a NUL or a lone surrogate.
+
+    Attributes:
+        run_id: the id as given.
+    """
+
+    def __init__(self, run_id: object, problem: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run id {run_id!r} cannot be stored: {problem}")
 
 
 class RunNotFoundError(StoreError, LookupError):

@@ -24,13 +24,11 @@ them, the attachment checks are skipped, saying so.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from agentfsm.adapters.stores._core import GENESIS_HASH, Attachment, RunInfo, chain_hash
 from agentfsm.adapters.stores.base import AsyncEventStore, EventStore, StoreOptions
@@ -39,36 +37,19 @@ from agentfsm.events.codec import dump_event, event_to_dict, make_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.errors import (
     ConcurrencyConflictError,
-    CorruptLogError,
     IllegalTransitionError,
     RunMismatchError,
     RunNotFoundError,
     SequenceError,
 )
 from agentfsm.reducers.reduce import replay
-from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
+from agentfsm.testing.store_integrity import IntegrityChecks, Tamper
 
 __all__ = ["AsyncStoreConformance", "StoreConformance", "Tamper"]
 
 MakeStore = Callable[[StoreOptions], EventStore]
 MakeAsyncStore = Callable[[StoreOptions], Awaitable[AsyncEventStore]]
-
-
-class Tamper(Protocol):
-    """Direct access to a backend's rows, to simulate damage the API cannot cause."""
-
-    def set_event_data(self, run_id: str, sequence: int, data: str) -> None:
-        """Overwrite the stored line of one event."""
-
-    def set_event_hash(self, run_id: str, sequence: int, hash: str) -> None:
-        """Overwrite the stored chain hash of one event."""
-
-    def delete_event(self, run_id: str, sequence: int) -> None:
-        """Remove one event row."""
-
-    def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
-        """Overwrite the run's snapshot row: its sequence and its text."""
 
 
 def _require_attachments(store: EventStore) -> None:
@@ -97,8 +78,9 @@ def expected_chain(events: list[Event]) -> str:
     return previous
 
 
-class StoreConformance:
-    """The contract every `EventStore` must meet (see the module docstring)."""
+class StoreConformance(IntegrityChecks):
+    """The contract every `EventStore` must meet (see the module docstring); with a `tamper`
+    fixture, the bad-data checks of `agentfsm.testing.store_integrity` too."""
 
     @pytest.fixture
     def make_store(self) -> MakeStore:
@@ -550,137 +532,6 @@ class StoreConformance:
         record = store.append("r1", events[6:], 6)
         assert record.dumps() == replay(events).dumps()
         assert store.attachment("r1", "state") == Attachment("r1", "state", b"two", 3)
-
-    # -- bad data (needs `tamper`) -----------------------------------------------------------
-
-    def test_verify_names_the_first_changed_event(self, store: EventStore, tamper: Tamper) -> None:
-        """An event edited in storage breaks the chain at its sequence, and verify says so."""
-        events = scripted_run("r1", 2)
-        store.append("r1", events, 0)
-        edited = event_to_dict(events[4])
-        edited["result"] = {"found": "forged"}
-        tamper.set_event_data("r1", 5, json.dumps(edited))
-        report = store.verify("r1")
-        assert (report.ok, report.sequence, report.checked) == (False, 5, 4)
-        assert report.problem == (
-            "the hash does not match: this event or its stored hash was changed"
-        )
-        assert report.head_hash == expected_chain(events[:4])
-
-    def test_verify_names_a_changed_hash(self, store: EventStore, tamper: Tamper) -> None:
-        """A stored hash that was replaced is reported at its sequence."""
-        store.append("r1", scripted_run("r1", 1), 0)
-        tamper.set_event_hash("r1", 3, "0" * 64)
-        report = store.verify("r1")
-        assert (report.ok, report.sequence) == (False, 3)
-
-    def test_verify_names_a_missing_event(self, store: EventStore, tamper: Tamper) -> None:
-        """A deleted row is reported as the first missing sequence."""
-        store.append("r1", scripted_run("r1", 1), 0)
-        tamper.delete_event("r1", 4)
-        report = store.verify("r1")
-        assert (report.ok, report.sequence, report.checked) == (False, 4, 3)
-        assert report.problem == "the log has no event at sequence 4"
-
-    def test_a_corrupt_row_names_run_and_sequence(
-        self, open_store: Callable[..., EventStore], tamper: Tamper
-    ) -> None:
-        """A stored line that is not an event fails load with the run and its sequence."""
-        store = open_store(snapshot_every=None)
-        store.append("r1", scripted_run("r1", 1), 0)
-        store.append("r2", scripted_run("r2", 1), 0)
-        tamper.set_event_data("r1", 3, '{"run_id": "r1", "sequence": 3')
-        reader = open_store(snapshot_every=None)
-        with pytest.raises(CorruptLogError) as info:
-            reader.load("r1")
-        assert (info.value.run_id, info.value.sequence) == ("r1", 3)
-        assert str(info.value).startswith(
-            "run 'r1', sequence 3: the stored event is not a valid event: not JSON ("
-        )
-        with pytest.raises(CorruptLogError) as streamed:
-            list(reader.events("r1"))
-        assert streamed.value.sequence == 3
-        assert reader.load("r2").dumps() == replay(scripted_run("r2", 1)).dumps()
-
-    def test_a_row_of_another_place_is_corrupt(
-        self, open_store: Callable[..., EventStore], tamper: Tamper
-    ) -> None:
-        """A valid event stored under the wrong sequence is reported, not folded."""
-        store = open_store(snapshot_every=None)
-        events = scripted_run("r1", 1)
-        store.append("r1", events, 0)
-        tamper.set_event_data("r1", 2, dump_event(events[2]))
-        with pytest.raises(CorruptLogError) as info:
-            open_store(snapshot_every=None).load("r1")
-        assert str(info.value) == (
-            "run 'r1', sequence 2: the stored event names run 'r1', sequence 3"
-        )
-
-    def test_a_snapshot_with_a_wrong_version_is_ignored(
-        self, open_store: Callable[..., EventStore], tamper: Tamper
-    ) -> None:
-        """A snapshot that disagrees with its row falls back to full replay, and says so."""
-        events = scripted_run("r1", 2)
-        open_store(snapshot_every=5).append("r1", events, 0)
-        wrong = Snapshot(replay(events[:6])).dumps()
-        tamper.set_snapshot("r1", 11, wrong)
-        with capture_logs() as logs:
-            record = open_store(snapshot_every=5).load("r1")
-        assert record.dumps() == replay(events).dumps()
-        assert logs == [
-            {
-                "event": "store.snapshot_ignored",
-                "log_level": "warning",
-                "run_id": "r1",
-                "sequence": 11,
-                "reason": "it says sequence 6 but is stored as 11",
-                "fallback": "full replay",
-            }
-        ]
-
-    def test_a_snapshot_beyond_the_log_is_ignored(
-        self, open_store: Callable[..., EventStore], tamper: Tamper
-    ) -> None:
-        """A snapshot claiming a sequence the log does not have is never trusted."""
-        events = scripted_run("r1", 1)
-        open_store(snapshot_every=None).append("r1", events, 0)
-        ahead = scripted_run("r1", 2)
-        tamper.set_snapshot("r1", 11, Snapshot(replay(ahead)).dumps())
-        with capture_logs() as logs:
-            record = open_store(snapshot_every=None).load("r1")
-        assert record.dumps() == replay(events).dumps()
-        assert [(log["sequence"], log["reason"]) for log in logs] == [
-            (11, "the log has no event at sequence 11")
-        ]
-
-    def test_an_unreadable_snapshot_is_ignored(
-        self, open_store: Callable[..., EventStore], tamper: Tamper
-    ) -> None:
-        """A snapshot that is not JSON is ignored and the log replayed."""
-        events = scripted_run("r1", 1)
-        open_store(snapshot_every=3).append("r1", events, 0)
-        tamper.set_snapshot("r1", 6, "{broken")
-        with capture_logs() as logs:
-            record = open_store(snapshot_every=3).load("r1")
-        assert record.dumps() == replay(events).dumps()
-        assert [log["reason"] for log in logs] == [
-            "it does not read back (Expecting property name enclosed in double quotes: "
-            "line 1 column 2 (char 1))"
-        ]
-
-    def test_a_snapshot_of_a_replaced_event_is_ignored(
-        self, open_store: Callable[..., EventStore], tamper: Tamper
-    ) -> None:
-        """A snapshot is bound to the hash of the event it covers; a changed event unbinds it."""
-        events = scripted_run("r1", 1)
-        open_store(snapshot_every=6).append("r1", events, 0)
-        tamper.set_event_hash("r1", 6, "f" * 64)
-        with capture_logs() as logs:
-            record = open_store(snapshot_every=6).load("r1")
-        assert record.dumps() == replay(events).dumps()
-        assert [log["reason"] for log in logs] == [
-            "the log's event at sequence 6 is not the one it covers"
-        ]
 
 
 class AsyncStoreConformance:

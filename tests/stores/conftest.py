@@ -31,11 +31,11 @@ class MemoryTamper:
         log = self.storage.events[run_id]
         log[:] = [row for row in log if row.sequence != sequence]
 
-    def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
-        old = self.storage.snapshots.get(run_id)
-        self.storage.snapshots[run_id] = StoredSnapshot(
-            sequence, old.event_hash if old else "", data
-        )
+    def set_snapshot(self, run_id: str, snapshot: StoredSnapshot) -> None:
+        self.storage.snapshots[run_id] = snapshot
+
+    def set_runs_version(self, run_id: str, version: int) -> None:
+        self.storage.runs[run_id] = attrs.evolve(self.storage.runs[run_id], version=version)
 
 
 @attrs.frozen
@@ -65,12 +65,16 @@ class SQLiteTamper:
     def delete_event(self, run_id: str, sequence: int) -> None:
         self._run("DELETE FROM {p}events WHERE run_id = ? AND sequence = ?", (run_id, sequence))
 
-    def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
+    def set_snapshot(self, run_id: str, snapshot: StoredSnapshot) -> None:
+        s = snapshot
         self._run(
-            "INSERT INTO {p}snapshots VALUES (?, ?, '', ?) ON CONFLICT (run_id) "
-            "DO UPDATE SET sequence = excluded.sequence, data = excluded.data",
-            (run_id, sequence, data),
+            "INSERT OR REPLACE INTO {p}snapshots (run_id, sequence, event_hash, data, digest) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (run_id, s.sequence, s.event_hash, s.data, s.digest),
         )
+
+    def set_runs_version(self, run_id: str, version: int) -> None:
+        self._run("UPDATE {p}runs SET version = ? WHERE run_id = ?", (version, run_id))
 
 
 @attrs.frozen
@@ -101,12 +105,18 @@ class PostgresTamper:
     def delete_event(self, run_id: str, sequence: int) -> None:
         self._run("DELETE FROM {p}events WHERE run_id = %s AND sequence = %s", (run_id, sequence))
 
-    def set_snapshot(self, run_id: str, sequence: int, data: str) -> None:
+    def set_snapshot(self, run_id: str, snapshot: StoredSnapshot) -> None:
+        s = snapshot
         self._run(
-            "INSERT INTO {p}snapshots VALUES (%s, %s, '', %s) ON CONFLICT (run_id) "
-            "DO UPDATE SET sequence = EXCLUDED.sequence, data = EXCLUDED.data",
-            (run_id, sequence, data),
+            "INSERT INTO {p}snapshots (run_id, sequence, event_hash, data, digest) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET "
+            "sequence = EXCLUDED.sequence, event_hash = EXCLUDED.event_hash, "
+            "data = EXCLUDED.data, digest = EXCLUDED.digest",
+            (run_id, s.sequence, s.event_hash, s.data, s.digest),
         )
+
+    def set_runs_version(self, run_id: str, version: int) -> None:
+        self._run("UPDATE {p}runs SET version = %s WHERE run_id = %s", (version, run_id))
 
 
 __all__ = ["MemoryTamper", "PostgresTamper", "SQLiteTamper", "StoredEvent"]

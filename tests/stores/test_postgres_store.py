@@ -12,7 +12,7 @@ import psycopg
 
 from agentfsm.adapters.stores import Attachment
 from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
-from agentfsm.fsm.errors import ConcurrencyConflictError, StoreError
+from agentfsm.fsm.errors import StoreError, StoreInconsistentError
 from agentfsm.reducers import replay
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
@@ -27,13 +27,14 @@ def test_migrate_is_idempotent(postgres_dsn: str, pg_prefix: str) -> None:
 
 
 def test_migrate_upgrades_a_version_1_schema(postgres_dsn: str, pg_prefix: str) -> None:
-    """A database migrated by the previous agentfsm (no attachments table, schema version 1)
-    keeps its runs and gains the attachments table and version 2."""
+    """A database migrated by the first agentfsm (no attachments table, no snapshot digests,
+    schema version 1) keeps its runs and gains both, and version 3."""
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         store.append("r1", scripted_run("r1", 1), 0)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         # What version 1 left behind: the same tables without attachments.
         conn.execute(f"DROP TABLE {pg_prefix}attachments")  # type: ignore[arg-type]
+        conn.execute(f"ALTER TABLE {pg_prefix}snapshots DROP COLUMN digest")  # type: ignore[arg-type]
         conn.execute(f"UPDATE {pg_prefix}meta SET value = '1'")  # type: ignore[arg-type]
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         assert store.load("r1").dumps() == replay(scripted_run("r1", 1)).dumps()
@@ -44,23 +45,23 @@ def test_migrate_upgrades_a_version_1_schema(postgres_dsn: str, pg_prefix: str) 
         found = conn.execute(
             f"SELECT value FROM {pg_prefix}meta WHERE key = 'schema_version'"  # type: ignore[arg-type]
         ).fetchall()
-    assert found == [("2",)]
+    assert found == [("3",)]
 
 
 def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str, pg_prefix: str) -> None:
     """A database migrated by a newer agentfsm is refused, and its version is not rewritten."""
     PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"UPDATE {pg_prefix}meta SET value = '3'")  # type: ignore[arg-type]
+        conn.execute(f"UPDATE {pg_prefix}meta SET value = '4'")  # type: ignore[arg-type]
     with pytest.raises(StoreError) as info:
         PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True)
     assert str(info.value) == (
-        "the database has agentfsm schema version 3; this agentfsm reads version 2: "
+        "the database has agentfsm schema version 4; this agentfsm reads version 3: "
         "upgrade agentfsm"
     )
     with psycopg.connect(postgres_dsn) as conn:
         found = conn.execute(f"SELECT value FROM {pg_prefix}meta").fetchall()  # type: ignore[arg-type]
-    assert found == [("3",)]
+    assert found == [("4",)]
 
 
 def test_without_migrate_the_error_says_what_to_do(postgres_dsn: str, pg_prefix: str) -> None:
@@ -100,16 +101,20 @@ def test_load_and_listing_are_served_by_indexes(postgres_dsn: str, pg_prefix: st
 def test_a_row_written_behind_the_store_cannot_fork_the_run(
     postgres_dsn: str, pg_prefix: str
 ) -> None:
-    """An event inserted without moving the runs row makes the next append conflict."""
+    """An event inserted without moving the runs row: the next append says the store is
+    inconsistent (never a race to retry), and writes nothing."""
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         store.append("r1", scripted_run("r1", 0), 0)
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             conn.execute(
                 f"INSERT INTO {pg_prefix}events VALUES ('r1', 2, 'model.started', '{{}}', '')"  # type: ignore[arg-type]
             )
-        with pytest.raises(ConcurrencyConflictError) as info:
+        with pytest.raises(StoreInconsistentError) as info:
             store.append("r1", tool_turn("r1", 2, "a"), 1)
-        assert (info.value.expected_version, info.value.actual_version) == (1, 2)
+        assert str(info.value) == (
+            "run 'r1': store inconsistent: the runs table says version 1, but the log goes "
+            "on to sequence 2; it was changed outside agentfsm (see `verify`)"
+        )
         assert store.run_info("r1").version == 1
 
 

@@ -6,9 +6,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from agentfsm.adapters.stores import Attachment, SQLiteEventStore, StoreOptions
-from agentfsm.fsm.errors import ConcurrencyConflictError, CorruptLogError, StoreError
+from agentfsm.fsm.errors import (
+    CorruptLogError,
+    StoreError,
+    StoreInconsistentError,
+)
 from agentfsm.reducers import replay
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
@@ -77,17 +82,18 @@ class TestFile:
         """A file written by a newer agentfsm is not misread."""
         SQLiteEventStore(tmp_path / "runs.db").close()
         with sqlite3.connect(tmp_path / "runs.db") as conn:
-            conn.execute("UPDATE agentfsm_meta SET value = '3' WHERE key = 'schema_version'")
+            conn.execute("UPDATE agentfsm_meta SET value = '4' WHERE key = 'schema_version'")
         conn.close()
         with pytest.raises(StoreError) as info:
             SQLiteEventStore(tmp_path / "runs.db")
         assert str(info.value) == (
-            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 3; this agentfsm reads "
-            "version 2: upgrade agentfsm"
+            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 4; this agentfsm reads "
+            "version 3: upgrade agentfsm"
         )
 
     def test_a_version_1_file_gains_the_attachments_table(self, tmp_path: Path) -> None:
-        """A file with the previous schema opens, keeps its runs and gains attachments."""
+        """A file with the first schema opens, keeps its runs, gains attachments and
+        snapshot digests; its old snapshot, which has none, is replayed past until rewritten."""
         events = scripted_run("r1", 2)
         source, path = tmp_path / "source.db", tmp_path / "runs.db"
         with SQLiteEventStore(source, options=StoreOptions(snapshot_every=4)) as store:
@@ -95,23 +101,29 @@ class TestFile:
         with sqlite3.connect(path) as conn:
             conn.executescript(_SCHEMA_1)
             conn.execute("ATTACH DATABASE ? AS source", (str(source),))
-            for table in ("runs", "events", "snapshots"):
+            for table in ("runs", "events"):
                 conn.execute(f"INSERT INTO agentfsm_{table} SELECT * FROM source.agentfsm_{table}")
+            conn.execute(
+                "INSERT INTO agentfsm_snapshots "
+                "SELECT run_id, sequence, event_hash, data FROM source.agentfsm_snapshots"
+            )
         conn.close()
-        with SQLiteEventStore(path) as store:
+        with SQLiteEventStore(path) as store, capture_logs() as logs:
             assert store.load("r1").dumps() == replay(events).dumps()
             assert store.verify("r1").ok
             store.put_attachment("r1", "state", b"\x00saved", version=11)
+        assert [log["reason"] for log in logs] == ["it has no digest (written by an older agentfsm)"]
         with SQLiteEventStore(path) as store:
             assert store.attachment("r1", "state") == Attachment("r1", "state", b"\x00saved", 11)
         with sqlite3.connect(path) as conn:
             version = conn.execute("SELECT value FROM agentfsm_meta").fetchall()
             snapshots = conn.execute("SELECT run_id, sequence FROM agentfsm_snapshots").fetchall()
         conn.close()
-        assert (version, snapshots) == ([("2",)], [("r1", 11)])
+        assert (version, snapshots) == ([("3",)], [("r1", 11)])
 
     def test_a_row_written_behind_the_store_cannot_fork_the_run(self, tmp_path: Path) -> None:
-        """An event inserted without moving the runs row makes the next append conflict."""
+        """An event inserted without moving the runs row: the next append says the store is
+        inconsistent (never a race to retry), and writes nothing."""
         with SQLiteEventStore(tmp_path / "runs.db") as store:
             store.append("r1", scripted_run("r1", 0), 0)
             with sqlite3.connect(tmp_path / "runs.db") as conn:
@@ -119,9 +131,12 @@ class TestFile:
                     "INSERT INTO agentfsm_events VALUES ('r1', 2, 'model.started', '{}', '')"
                 )
             conn.close()
-            with pytest.raises(ConcurrencyConflictError) as info:
+            with pytest.raises(StoreInconsistentError) as info:
                 store.append("r1", tool_turn("r1", 2, "a"), 1)
-            assert (info.value.expected_version, info.value.actual_version) == (1, 2)
+            assert str(info.value) == (
+                "run 'r1': store inconsistent: the runs table says version 1, but the log goes "
+                "on to sequence 2; it was changed outside agentfsm (see `verify`)"
+            )
             assert store.run_info("r1").version == 1
 
 

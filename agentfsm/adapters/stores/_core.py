@@ -7,7 +7,6 @@ subclass `EventStore`) cannot drift apart.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -16,6 +15,8 @@ from typing import Any
 import attrs
 import structlog
 
+from agentfsm.adapters.stores._integrity import PLAIN, Integrity, chain_hash
+from agentfsm.events.bounds import MAX_EVENT_BYTES
 from agentfsm.events.canonical import canonical_json
 from agentfsm.events.codec import dump_event, event_to_dict, parse_event
 from agentfsm.events.models import Event
@@ -23,7 +24,9 @@ from agentfsm.fsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
     EventFormatError,
+    InvalidRunIdError,
     LifecycleError,
+    StoreInconsistentError,
 )
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -43,8 +46,10 @@ __all__ = [
     "check_attachment",
     "check_attachment_name",
     "check_attachment_version",
+    "check_run_id",
     "conflict",
     "fold_rows",
+    "inconsistency",
     "parse_row",
     "prepare_append",
     "trusted_snapshot",
@@ -79,13 +84,24 @@ def canonical_event_json(data: Any) -> str:
     return canonical_json(data)
 
 
-def chain_hash(previous: str, canonical: str) -> str:
-    """The hash of one stored event: hex sha256 over the previous hash + its canonical JSON.
+def check_run_id(run_id: object) -> None:
+    """Refuse a run id no backend can hold, with the same error on every backend.
 
-    The canonical JSON (`agentfsm.events.canonical_json` of the event as a dict) does not
-    depend on how the line was spelled, so anyone can recompute the chain from an export.
+    Raises:
+        InvalidRunIdError: not a str, empty, with a NUL (PostgreSQL text cannot hold one) or
+            a lone surrogate (not UTF-8).
     """
-    return hashlib.sha256((previous + canonical).encode()).hexdigest()
+    if not isinstance(run_id, str):
+        raise InvalidRunIdError(run_id, f"it is a {type(run_id).__name__}, not a str")
+    if not run_id:
+        raise InvalidRunIdError(run_id, "it is empty")
+    if "\x00" in run_id:
+        raise InvalidRunIdError(run_id, "it holds a NUL character")
+    if not run_id.isascii():
+        try:
+            run_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRunIdError(run_id, "it is not valid Unicode (a lone surrogate)") from None
 
 
 @attrs.frozen(slots=True)
@@ -114,11 +130,14 @@ class StoredSnapshot:
         event_hash: the chain hash of the event at `sequence`; a snapshot is only trusted
             while the log still holds exactly that event there.
         data: `Snapshot.dumps()` text.
+        digest: `Integrity.seal(event_hash, data)`: binds the text to the chain, so a
+            snapshot edited in place is not trusted ("" for one written before digests).
     """
 
     sequence: int
     event_hash: str
     data: str
+    digest: str
 
 
 @attrs.frozen(slots=True)
@@ -254,7 +273,8 @@ class VerifyReport:
         ok: no problem was found.
         checked: how many events were read and found right, in order from sequence 1.
         head_hash: the chain hash of the last good event (`""` when there is none).
-        sequence: the first sequence that is wrong (None when `ok`).
+        sequence: the first sequence that is wrong (None when `ok`, or when the problem is
+            the runs row's status or time rather than a place in the log).
         problem: a sentence saying what is wrong there (None when `ok`).
     """
 
@@ -268,6 +288,8 @@ class VerifyReport:
     def __str__(self) -> str:
         if self.ok:
             return f"run '{self.run_id}': {self.checked} events, hash chain intact"
+        if self.sequence is None:
+            return f"run '{self.run_id}': {self.problem}"
         return f"run '{self.run_id}', sequence {self.sequence}: {self.problem}"
 
 
@@ -276,25 +298,58 @@ def prepare_append(
     head: Head,
     events: Sequence[Event],
     snapshot_every: int | None,
+    integrity: Integrity = PLAIN,
 ) -> PreparedAppend:
     """Validate `events` on top of `head` and build the rows to write.
 
     Raises:
         LifecycleError: the first event the reducer refuses; nothing is to be written.
+        EventFormatError: an event's line is longer than any reader takes.
     """
     record = head.record
     expected_version = record.version
     previous = head.hash
     rows: list[StoredEvent] = []
     reduce = reducer.reduce
+    link = integrity.link
     for event in events:
         record = reduce(record, event)
-        previous = chain_hash(previous, canonical_event_json(event_to_dict(event)))
-        rows.append(StoredEvent(event.sequence, event.type, dump_event(event), previous))
+        line = dump_event(event)
+        if len(line) > MAX_EVENT_BYTES // 4:
+            _check_line_size(event, line)
+        previous = link(previous, canonical_event_json(event_to_dict(event)))
+        rows.append(StoredEvent(event.sequence, event.type, line, previous))
     snapshot = None
     if snapshot_every and record.version // snapshot_every > expected_version // snapshot_every:
-        snapshot = StoredSnapshot(record.version, previous, Snapshot(record).dumps())
+        data = Snapshot(record).dumps()
+        snapshot = StoredSnapshot(record.version, previous, data, integrity.seal(previous, data))
     return PreparedAppend(record.run_id, expected_version, tuple(rows), record, snapshot)
+
+
+def _check_line_size(event: Event, line: str) -> None:
+    size = len(line.encode("utf-8"))
+    if size > MAX_EVENT_BYTES:
+        raise EventFormatError(
+            [f"the event is {size:,} bytes of JSON; at most {MAX_EVENT_BYTES:,} are allowed"],
+            run_id=event.run_id,
+            sequence=event.sequence,
+        )
+
+
+def inconsistency(
+    run_id: str, before: RunInfo | None, found: Sequence[int], after: RunInfo | None
+) -> StoreInconsistentError | None:
+    """Whether the runs row and the log disagree, from where they must meet.
+
+    `found` is the sequences of the (at most two) log rows from the runs row's version on,
+    read between `before` and `after`, two reads of the runs row. A runs row at version v
+    must find the row at v and nothing after it; a run without a runs row, no rows. A runs
+    row that moved between the reads is a race, not damage.
+    """
+    version = before.version if before is not None else 0
+    if tuple(found) == ((version,) if version else ()) or after != before:
+        return None
+    return StoreInconsistentError(run_id=run_id, runs_version=version, log_at=tuple(found))
 
 
 def conflict(run_id: str, expected_version: int, actual_version: int) -> ConcurrencyConflictError:
@@ -327,55 +382,85 @@ def _check_row(run_id: str, row: StoredEvent) -> Event | str:
     return event
 
 
-def trusted_snapshot(run_id: str, stored: StoredSnapshot, first: StoredEvent | None) -> Head | None:
+def trusted_snapshot(
+    run_id: str,
+    stored: StoredSnapshot,
+    first: StoredEvent | None,
+    integrity: Integrity = PLAIN,
+) -> Head | None:
     """The snapshot's record if it can be trusted, else None (and a `store.snapshot_ignored` log).
 
     `first` is the log row at `stored.sequence` (None when the log has no such row). A
-    snapshot is trusted only when it reads back, is of this run, says the sequence it is
+    snapshot is a cache, never an authority: it is trusted only when its digest seals its
+    text to the chain hash it names, it reads back, is of this run, says the sequence it is
     stored under, and the log still holds exactly the event it was taken after.
     """
-    reason = None
-    snapshot = None
-    try:
-        snapshot = Snapshot.loads(stored.data)
-    except (ValueError, TypeError, KeyError) as exc:
-        # json errors are ValueErrors; a hand-edited record can fail with the other two.
-        reason = f"it does not read back ({exc})"
-    if snapshot is not None:
-        if snapshot.run_id != run_id:
-            reason = f"it is of run '{snapshot.run_id}'"
-        elif snapshot.sequence != stored.sequence:
-            reason = f"it says sequence {snapshot.sequence} but is stored as {stored.sequence}"
-        elif first is None or first.sequence != stored.sequence:
-            reason = f"the log has no event at sequence {stored.sequence}"
-        elif first.hash != stored.event_hash:
-            reason = f"the log's event at sequence {stored.sequence} is not the one it covers"
-    if reason is not None or snapshot is None:
-        _log.warning(
-            "store.snapshot_ignored",
-            run_id=run_id,
-            sequence=stored.sequence,
-            reason=reason,
-            fallback="full replay",
-        )
-        return None
-    return Head(snapshot.record, stored.event_hash)
+    reason = _distrust(run_id, stored, first, integrity)
+    if reason is None:
+        try:
+            snapshot = Snapshot.loads(stored.data)
+        except (ValueError, TypeError, KeyError) as exc:
+            # json errors are ValueErrors; a hand-edited record can fail with the other two.
+            reason = f"it does not read back ({exc})"
+        else:
+            if snapshot.run_id != run_id:
+                reason = f"it is of run '{snapshot.run_id}'"
+            elif snapshot.sequence != stored.sequence:
+                reason = f"it says sequence {snapshot.sequence} but is stored as {stored.sequence}"
+            else:
+                return Head(snapshot.record, stored.event_hash)
+    _log.warning(
+        "store.snapshot_ignored",
+        run_id=run_id,
+        sequence=stored.sequence,
+        reason=reason,
+        fallback="full replay",
+    )
+    return None
+
+
+def _distrust(
+    run_id: str, stored: StoredSnapshot, first: StoredEvent | None, integrity: Integrity
+) -> str | None:
+    """Why the snapshot row is not bound to the log as written, or None."""
+    if stored.digest != integrity.seal(stored.event_hash, stored.data):
+        if not stored.digest:
+            return "it has no digest (written by an older agentfsm)"
+        return "its digest does not match its content: it was changed after it was written"
+    if first is None or first.sequence != stored.sequence:
+        return f"the log has no event at sequence {stored.sequence}"
+    if first.hash != stored.event_hash:
+        return f"the log's event at sequence {stored.sequence} is not the one it covers"
+    return None
 
 
 def fold_rows(
-    reducer: Reducer, run_id: str, head: Head | None, rows: Iterable[StoredEvent]
+    reducer: Reducer,
+    run_id: str,
+    head: Head | None,
+    rows: Iterable[StoredEvent],
+    integrity: Integrity = PLAIN,
 ) -> Head:
     """Fold stored rows onto `head` (or from the start of the run when None).
 
+    With a keyed `integrity`, every row's link is checked too: a row that someone without
+    the key wrote or changed is refused, even with a recomputed chain.
+
     Raises:
-        CorruptLogError: a row does not parse, is out of place or breaks the lifecycle;
-            it names the run and the sequence.
+        CorruptLogError: a row does not parse, is out of place, breaks the lifecycle or
+            (keyed) fails its link; it names the run and the sequence.
     """
     record = head.record if head is not None else reducer.initial(run_id)
     last_hash = head.hash if head is not None else GENESIS_HASH
     reduce = reducer.reduce
+    keyed = integrity.keyed
     for row in rows:
         event = parse_row(run_id, row)
+        if (
+            keyed
+            and integrity.link(last_hash, canonical_event_json(event_to_dict(event))) != row.hash
+        ):
+            raise CorruptLogError(_BAD_LINK, run_id=run_id, sequence=row.sequence)
         try:
             record = reduce(record, event)
         except LifecycleError as exc:
@@ -388,35 +473,48 @@ def fold_rows(
     return Head(record, last_hash)
 
 
+_BAD_LINK = (
+    "the hash does not match: this event or its stored hash was changed (or the store was "
+    "written under another integrity key, or none)"
+)
+
+
 def verify_rows(
-    reducer: Reducer, run_id: str, rows: Iterable[StoredEvent], info: RunInfo | None
+    reducer: Reducer,
+    run_id: str,
+    rows: Iterable[StoredEvent],
+    info: RunInfo | None,
+    *,
+    snapshot: StoredSnapshot | None = None,
+    integrity: Integrity = PLAIN,
 ) -> VerifyReport:
-    """Check a log up to `info.version`: contiguous, each line an event of this run, the hash
-    chain intact, the lifecycle legal, and as long as the runs row says. Stops at the first
-    problem. Rows past `info.version` were appended after `info` was read and are left out."""
+    """Check every stored row of a run, then the runs row and the snapshot against them.
+
+    The log must be contiguous from 1, each line an event of this run, the hash chain
+    intact, the lifecycle legal; the runs row (`info`) must say where the log ends, with
+    the folded status and time; and the snapshot, if any, must be sealed and hold the
+    record the events it covers fold into. Stops at the first problem.
+    """
     record = reducer.initial(run_id)
     previous = GENESIS_HASH
     checked = 0
+    covered: RunRecord | None = None
+    covered_hash = ""
 
-    def broken(sequence: int, problem: str) -> VerifyReport:
+    def broken(sequence: int | None, problem: str) -> VerifyReport:
         return VerifyReport(run_id, False, checked, previous, sequence, problem)
 
     for row in rows:
-        if info is not None and checked == info.version:
-            break  # appended after the runs row was read: not part of what is checked
         expected = checked + 1
         if row.sequence != expected:
             return broken(expected, f"the log has no event at sequence {expected}")
         try:
             data: Any = json.loads(row.data)
             canonical = canonical_event_json(data)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             return broken(row.sequence, f"the stored line is not JSON ({exc})")
-        if chain_hash(previous, canonical) != row.hash:
-            return broken(
-                row.sequence,
-                "the hash does not match: this event or its stored hash was changed",
-            )
+        if integrity.link(previous, canonical) != row.hash:
+            return broken(row.sequence, _BAD_LINK)
         event = _check_row(run_id, row)
         if isinstance(event, str):
             return broken(row.sequence, event)
@@ -426,9 +524,57 @@ def verify_rows(
             return broken(row.sequence, f"the event breaks the run's lifecycle: {exc}")
         previous = row.hash
         checked += 1
-    if info is not None and info.version > checked:
+        if snapshot is not None and checked == snapshot.sequence:
+            covered, covered_hash = record, row.hash
+    if info is not None and info.version != checked:
         return broken(
-            checked + 1,
-            f"the runs table says version {info.version} but the log ends at {checked}",
+            min(info.version, checked) + 1,
+            f"store inconsistent: the runs table says version {info.version} but the log "
+            f"ends at {checked}",
         )
+    if info is not None and (info.status, info.updated_at) != (record.status, record.updated_at):
+        return broken(
+            None,
+            f"store inconsistent: the runs table says '{info.status}' at {info.updated_at}, "
+            f"but the log folds to '{record.status}' at {record.updated_at}",
+        )
+    if snapshot is not None:
+        problem = _snapshot_problem(run_id, snapshot, covered, covered_hash, integrity)
+        if problem is not None:
+            return broken(snapshot.sequence, problem)
     return VerifyReport(run_id, True, checked, previous)
+
+
+def _snapshot_problem(
+    run_id: str,
+    stored: StoredSnapshot,
+    covered: RunRecord | None,
+    covered_hash: str,
+    integrity: Integrity,
+) -> str | None:
+    """What is wrong with the snapshot, checked against the fold of the events it covers."""
+    if covered is None:
+        return f"the snapshot covers sequence {stored.sequence}, which the log does not hold"
+    row = StoredEvent(stored.sequence, "", "", covered_hash)
+    reason = _distrust(run_id, stored, row, integrity)
+    # One written before digests existed is never trusted by a load, so it is no risk;
+    # its content is still checked below.
+    if reason is not None and stored.digest:
+        return f"the snapshot is not to be trusted: {reason}"
+    try:
+        snapshot = Snapshot.loads(stored.data)
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"the snapshot does not read back ({exc})"
+    if snapshot.run_id != run_id or snapshot.sequence != stored.sequence:
+        return f"the snapshot is of run '{snapshot.run_id}', sequence {snapshot.sequence}"
+    if snapshot.record != covered:
+        differ = [
+            f.name
+            for f in attrs.fields(RunRecord)
+            if getattr(snapshot.record, f.name) != getattr(covered, f.name)
+        ]
+        return (
+            "the snapshot does not hold what the events it covers fold into (it differs in "
+            f"{', '.join(differ)}): it was changed, or taken under another table"
+        )
+    return None

@@ -53,19 +53,23 @@ from agentfsm.adapters.stores._core import (
     check_attachment,
     check_attachment_name,
     check_attachment_version,
+    check_run_id,
     conflict,
     fold_rows,
+    inconsistency,
     parse_row,
     prepare_append,
     trusted_snapshot,
     verify_rows,
 )
+from agentfsm.adapters.stores._integrity import Integrity, key_from_env
 from agentfsm.events.models import Event
 from agentfsm.fsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
     LifecycleError,
     RunNotFoundError,
+    StoreInconsistentError,
 )
 from agentfsm.reducers.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
@@ -101,6 +105,10 @@ class StoreOptions:
             events; None never snapshots.
         cache_size: how many runs' latest records a handle keeps, so an append that follows
             the handle's own last append need not load the run again (0 turns it off).
+        integrity_key: a secret (at least 16 bytes) that makes the hash chain and the
+            snapshot digests HMACs, so rows changed by anyone without it are detected on
+            load and by `verify`. Read from `AGENTFSM_INTEGRITY_KEY` when not given; None
+            turns it off. Every handle on one store must use the same key.
     """
 
     reducer: Reducer = DEFAULT_REDUCER
@@ -108,6 +116,12 @@ class StoreOptions:
         default=DEFAULT_SNAPSHOT_EVERY, validator=_check_snapshot_every
     )
     cache_size: int = attrs.field(default=1024, validator=_check_cache_size)
+    integrity_key: bytes | None = attrs.field(factory=key_from_env, repr=False)
+    integrity: Integrity = attrs.field(init=False, repr=False)
+
+    @integrity.default
+    def _integrity(self) -> Integrity:
+        return Integrity(self.integrity_key)
 
 
 class _HeadCache:
@@ -192,11 +206,15 @@ class EventStore(abc.ABC):
             LifecycleError: an event of the batch is refused (nothing was written).
             ValueError: an empty batch or a negative version.
         """
+        check_run_id(run_id)
         batch = tuple(events)
         _check_append_args(batch, expected_version)
         head = self._head_at(run_id, expected_version)
+        options = self.options
         try:
-            prepared = prepare_append(self.reducer, head, batch, self.options.snapshot_every)
+            prepared = prepare_append(
+                self.reducer, head, batch, options.snapshot_every, options.integrity
+            )
         except LifecycleError:
             # Judged against a view the store has moved past, a refusal says nothing about
             # the run as it is: report the conflict, which is what the caller must act on.
@@ -210,6 +228,11 @@ class EventStore(abc.ABC):
             self._write(prepared)
         except ConcurrencyConflictError:
             self._cache.drop(run_id)
+            # A lost race, unless the runs row and the log disagree: then every retry
+            # would lose again, and the caller must hear that the store is inconsistent.
+            inconsistent = self._inconsistency(run_id)
+            if inconsistent is not None:
+                raise inconsistent from None
             raise
         self._cache.put(run_id, Head(prepared.record, prepared.rows[-1].hash))
         return prepared.record
@@ -220,7 +243,9 @@ class EventStore(abc.ABC):
         Raises:
             RunNotFoundError: the store has no such run.
             CorruptLogError: a stored event that is needed does not read back.
+            InvalidRunIdError: `run_id` is not one any store can hold.
         """
+        check_run_id(run_id)
         return self._load_head(run_id).record
 
     def events(self, run_id: str, *, after: int = 0) -> Iterator[Event]:
@@ -230,6 +255,7 @@ class EventStore(abc.ABC):
             RunNotFoundError: the store has no such run (raised here, not on iteration).
             CorruptLogError: while iterating, at the first row that does not read back.
         """
+        check_run_id(run_id)
         if self._read_run(run_id) is None:
             raise RunNotFoundError(run_id)
         return self._iter_events(run_id, after)
@@ -240,6 +266,7 @@ class EventStore(abc.ABC):
         Raises:
             RunNotFoundError: the store has no such run.
         """
+        check_run_id(run_id)
         info = self._read_run(run_id)
         if info is None:
             raise RunNotFoundError(run_id)
@@ -264,13 +291,32 @@ class EventStore(abc.ABC):
         return self._list_runs(_statuses(status), limit, after)
 
     def verify(self, run_id: str) -> VerifyReport:
-        """Re-read the whole log and check every link; the report names the first bad one.
+        """Re-read every stored row of the run and check it; the report names the first
+        problem: a broken link, a row out of place, an illegal event, a runs row that
+        disagrees with the log, or a snapshot that does not hold what its events fold into.
 
         Raises:
             RunNotFoundError: the store has no such run.
         """
-        info = self.run_info(run_id)
-        return verify_rows(self.reducer, run_id, self._read_rows(run_id, 0), info)
+        for _ in range(_VERIFY_TRIES):
+            info = self.run_info(run_id)
+            rows = self._read_rows(run_id, 0)
+            try:
+                report = verify_rows(
+                    self.reducer,
+                    run_id,
+                    rows,
+                    info,
+                    snapshot=self._read_snapshot(run_id),
+                    integrity=self.options.integrity,
+                )
+            finally:
+                _close(rows)
+            # An append that landed while the rows were read makes the runs row and the
+            # log look apart; only a disagreement that stays put is reported.
+            if report.ok or self.run_info(run_id) == info:
+                return report
+        return report
 
     # -- attachments -------------------------------------------------------------------
 
@@ -401,25 +447,36 @@ class EventStore(abc.ABC):
 
     def _load_head(self, run_id: str) -> Head:
         head = None
+        integrity = self.options.integrity
         stored = self._read_snapshot(run_id)
         if stored is not None:
             rows = self._read_rows(run_id, stored.sequence - 1)
             try:
-                head = trusted_snapshot(run_id, stored, next(rows, None))
+                head = trusted_snapshot(run_id, stored, next(rows, None), integrity)
                 if head is not None:
-                    head = fold_rows(self.reducer, run_id, head, rows)
+                    head = fold_rows(self.reducer, run_id, head, rows, integrity)
             finally:
                 _close(rows)
         if head is None:
             rows = self._read_rows(run_id, 0)
             try:
-                head = fold_rows(self.reducer, run_id, None, rows)
+                head = fold_rows(self.reducer, run_id, None, rows, integrity)
             finally:
                 _close(rows)
         if head.record.version == 0:
             raise RunNotFoundError(run_id)
         self._cache.put(run_id, head)
         return head
+
+    def _inconsistency(self, run_id: str) -> StoreInconsistentError | None:
+        """The runs row and the log, compared where they must meet (a few index reads)."""
+        before = self._read_run(run_id)
+        rows = self._read_rows(run_id, max(before.version - 1, 0) if before else 0)
+        try:
+            found = [row.sequence for _, row in zip(range(2), rows, strict=False)]
+        finally:
+            _close(rows)
+        return inconsistency(run_id, before, found, self._read_run(run_id))
 
     def _iter_events(self, run_id: str, after: int) -> Iterator[Event]:
         expected = after + 1
@@ -436,6 +493,10 @@ class EventStore(abc.ABC):
                 expected += 1
         finally:
             _close(rows)
+
+
+#: How often `verify` re-reads a run that was appended to while it was being checked.
+_VERIFY_TRIES = 5
 
 
 def _no_attachments(store: object) -> NotImplementedError:

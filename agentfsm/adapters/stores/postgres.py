@@ -38,14 +38,17 @@ from agentfsm.adapters.stores._core import (
     check_attachment,
     check_attachment_name,
     check_attachment_version,
+    check_run_id,
     conflict,
     fold_rows,
+    inconsistency,
     parse_row,
     prepare_append,
     trusted_snapshot,
     verify_rows,
 )
 from agentfsm.adapters.stores.base import (
+    _VERIFY_TRIES,
     AsyncEventStore,
     EventStore,
     StoreOptions,
@@ -61,6 +64,7 @@ from agentfsm.fsm.errors import (
     LifecycleError,
     RunNotFoundError,
     StoreError,
+    StoreInconsistentError,
 )
 from agentfsm.reducers.record import RunRecord
 
@@ -90,7 +94,11 @@ class _Sql:
             "sequence bigint NOT NULL, type text NOT NULL, data text NOT NULL, "
             "hash text NOT NULL, PRIMARY KEY (run_id, sequence))",
             f"CREATE TABLE IF NOT EXISTS {snaps} (run_id text PRIMARY KEY, "
-            "sequence bigint NOT NULL, event_hash text NOT NULL, data text NOT NULL)",
+            "sequence bigint NOT NULL, event_hash text NOT NULL, data text NOT NULL, "
+            "digest text NOT NULL DEFAULT '')",
+            # Version 3: a snapshot's digest (an older database's snapshots have none and
+            # are ignored until rewritten).
+            f"ALTER TABLE {snaps} ADD COLUMN IF NOT EXISTS digest text NOT NULL DEFAULT ''",
             f"CREATE TABLE IF NOT EXISTS {attachments} (run_id text NOT NULL, "
             "name text NOT NULL, version bigint NOT NULL, data bytea NOT NULL, "
             "PRIMARY KEY (run_id, name))",
@@ -100,11 +108,13 @@ class _Sql:
         ]
         self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
         tail = (
-            f"snap AS (INSERT INTO {snaps} (run_id, sequence, event_hash, data) "
+            f"snap AS (INSERT INTO {snaps} (run_id, sequence, event_hash, data, digest) "
             "SELECT run_id, %(snap_sequence)s::bigint, %(snap_hash)s::text, "
-            "%(snap_data)s::text FROM run WHERE %(snap_sequence)s::bigint IS NOT NULL "
+            "%(snap_data)s::text, %(snap_digest)s::text FROM run "
+            "WHERE %(snap_sequence)s::bigint IS NOT NULL "
             "ON CONFLICT (run_id) DO UPDATE SET sequence = EXCLUDED.sequence, "
-            "event_hash = EXCLUDED.event_hash, data = EXCLUDED.data) "
+            "event_hash = EXCLUDED.event_hash, data = EXCLUDED.data, "
+            "digest = EXCLUDED.digest) "
             f"INSERT INTO {events} (run_id, sequence, type, data, hash) "
             "SELECT run.run_id, e.sequence, e.type, e.data, e.hash FROM run, "
             "unnest(%(sequences)s::bigint[], %(types)s::text[], %(datas)s::text[], "
@@ -129,7 +139,9 @@ class _Sql:
             f"SELECT sequence, type, data, hash FROM {events} "
             "WHERE run_id = %s AND sequence > %s ORDER BY sequence LIMIT %s"
         )
-        self.read_snapshot = f"SELECT sequence, event_hash, data FROM {snaps} WHERE run_id = %s"
+        self.read_snapshot = (
+            f"SELECT sequence, event_hash, data, digest FROM {snaps} WHERE run_id = %s"
+        )
         self.list_runs = f"SELECT run_id, status, version, updated_at FROM {runs}"
         self.put_attachment = (
             f"INSERT INTO {attachments} (run_id, name, version, data) "
@@ -154,6 +166,7 @@ class _Sql:
             "snap_sequence": snap.sequence if snap else None,
             "snap_hash": snap.event_hash if snap else None,
             "snap_data": snap.data if snap else None,
+            "snap_digest": snap.digest if snap else None,
             "sequences": [r.sequence for r in rows],
             "types": [r.type for r in rows],
             "datas": [r.data for r in rows],
@@ -262,7 +275,7 @@ class PostgresEventStore(EventStore):
 
     def _read_snapshot(self, run_id: str) -> StoredSnapshot | None:
         row = self._query(self._sql.read_snapshot, (run_id,)).fetchone()
-        return None if row is None else StoredSnapshot(row[0], row[1], row[2])
+        return None if row is None else StoredSnapshot(row[0], row[1], row[2], row[3])
 
     def _write(self, prepared: PreparedAppend) -> None:
         sql, params = self._sql.write(prepared)
@@ -389,16 +402,17 @@ class AsyncPostgresEventStore(AsyncEventStore):
 
     async def _load_head(self, run_id: str) -> Head:
         head = None
+        integrity = self.options.integrity
         found = await self._fetch(self._sql.read_snapshot, (run_id,))
         if found:
             stored = StoredSnapshot(*found[0])
             rows = await self._rows_after(run_id, stored.sequence - 1)
-            head = trusted_snapshot(run_id, stored, rows[0] if rows else None)
+            head = trusted_snapshot(run_id, stored, rows[0] if rows else None, integrity)
             if head is not None:
-                head = fold_rows(self.options.reducer, run_id, head, rows[1:])
+                head = fold_rows(self.options.reducer, run_id, head, rows[1:], integrity)
         if head is None:
             rows = await self._rows_after(run_id, 0)
-            head = fold_rows(self.options.reducer, run_id, None, rows)
+            head = fold_rows(self.options.reducer, run_id, None, rows, integrity)
         if head.record.version == 0:
             raise RunNotFoundError(run_id)
         self._cache.put(run_id, head)
@@ -422,12 +436,14 @@ class AsyncPostgresEventStore(AsyncEventStore):
         self, run_id: str, events: Sequence[Event], expected_version: int
     ) -> RunRecord:
         """Validate and append a batch atomically (see `EventStore.append`)."""
+        check_run_id(run_id)
         batch = tuple(events)
         _check_append_args(batch, expected_version)
         head = await self._head_at(run_id, expected_version)
+        options = self.options
         try:
             prepared = prepare_append(
-                self.options.reducer, head, batch, self.options.snapshot_every
+                options.reducer, head, batch, options.snapshot_every, options.integrity
             )
         except LifecycleError:
             # As in `EventStore.append`: a refusal judged against a stale view is a conflict.
@@ -452,16 +468,27 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 raise conflict(run_id, expected_version, actual)
         except ConcurrencyConflictError:
             self._cache.drop(run_id)
+            inconsistent = await self._inconsistency(run_id)
+            if inconsistent is not None:
+                raise inconsistent from None
             raise
         self._cache.put(run_id, Head(prepared.record, prepared.rows[-1].hash))
         return prepared.record
 
+    async def _inconsistency(self, run_id: str) -> StoreInconsistentError | None:
+        before = await self._read_run(run_id)
+        after = max(before.version - 1, 0) if before else 0
+        found = await self._fetch(self._sql.read_rows, (run_id, after, 2))
+        return inconsistency(run_id, before, [r[0] for r in found], await self._read_run(run_id))
+
     async def load(self, run_id: str) -> RunRecord:
         """The run's current record (see `EventStore.load`)."""
+        check_run_id(run_id)
         return (await self._load_head(run_id)).record
 
     async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
         """The run's events after `after`, in order, a page of rows per query."""
+        check_run_id(run_id)
         if await self._read_run(run_id) is None:
             raise RunNotFoundError(run_id)
         expected = after + 1
@@ -483,6 +510,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
 
     async def run_info(self, run_id: str) -> RunInfo:
         """The run's row of the runs table (see `EventStore.run_info`)."""
+        check_run_id(run_id)
         info = await self._read_run(run_id)
         if info is None:
             raise RunNotFoundError(run_id)
@@ -502,10 +530,22 @@ class AsyncPostgresEventStore(AsyncEventStore):
         return [RunInfo(*r) for r in await self._fetch(sql, args)]
 
     async def verify(self, run_id: str) -> VerifyReport:
-        """Check the run's hash chain (see `EventStore.verify`)."""
-        info = await self.run_info(run_id)
-        rows = await self._rows_after(run_id, 0)
-        return verify_rows(self.options.reducer, run_id, rows, info)
+        """Check every stored row of the run (see `EventStore.verify`)."""
+        for _ in range(_VERIFY_TRIES):
+            info = await self.run_info(run_id)
+            rows = await self._rows_after(run_id, 0)
+            found = await self._fetch(self._sql.read_snapshot, (run_id,))
+            report = verify_rows(
+                self.options.reducer,
+                run_id,
+                rows,
+                info,
+                snapshot=StoredSnapshot(*found[0]) if found else None,
+                integrity=self.options.integrity,
+            )
+            if report.ok or await self.run_info(run_id) == info:
+                return report
+        return report
 
     async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
         """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""

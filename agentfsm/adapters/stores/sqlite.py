@@ -40,8 +40,9 @@ from agentfsm.fsm.errors import CorruptLogError, StoreError
 __all__ = ["SCHEMA_VERSION", "SQLiteEventStore"]
 
 #: The schema this code writes; a file with a newer one is refused rather than misread.
-#: 1: runs, events, snapshots. 2: + attachments (an older file gains the table on open).
-SCHEMA_VERSION = 2
+#: 1: runs, events, snapshots. 2: + attachments. 3: + snapshots.digest (an older file is
+#: upgraded on open; its snapshots, which have no digest, are ignored until rewritten).
+SCHEMA_VERSION = 3
 
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
@@ -125,9 +126,10 @@ class SQLiteEventStore(EventStore):
             "WHERE run_id = ? AND version = ?"
         )
         self._sql_snapshot = (
-            f"INSERT INTO {self._snapshots} (run_id, sequence, event_hash, data) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-            "sequence = excluded.sequence, event_hash = excluded.event_hash, data = excluded.data"
+            f"INSERT INTO {self._snapshots} (run_id, sequence, event_hash, data, digest) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "sequence = excluded.sequence, event_hash = excluded.event_hash, "
+            "data = excluded.data, digest = excluded.digest"
         )
         self._sql_put_attachment = (
             f"INSERT INTO {self._attachments} (run_id, name, version, data) "
@@ -171,8 +173,14 @@ class SQLiteEventStore(EventStore):
             )
             c.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._snapshots} (run_id TEXT PRIMARY KEY, "
-                "sequence INTEGER NOT NULL, event_hash TEXT NOT NULL, data TEXT NOT NULL)"
+                "sequence INTEGER NOT NULL, event_hash TEXT NOT NULL, data TEXT NOT NULL, "
+                "digest TEXT NOT NULL DEFAULT '')"
             )
+            columns = {r[1] for r in c.execute(f"PRAGMA table_info({self._snapshots})")}
+            if "digest" not in columns:  # a version 1 or 2 file
+                c.execute(
+                    f"ALTER TABLE {self._snapshots} ADD COLUMN digest TEXT NOT NULL DEFAULT ''"
+                )
             # attachments (since version 2): a rowid table, unlike the others, because
             # its rows are blobs of any size and WITHOUT ROWID suits small rows only.
             c.execute(
@@ -242,12 +250,13 @@ class SQLiteEventStore(EventStore):
     def _read_snapshot(self, run_id: str) -> StoredSnapshot | None:
         try:
             row = self._conn.execute(
-                f"SELECT sequence, event_hash, data FROM {self._snapshots} WHERE run_id = ?",
+                f"SELECT sequence, event_hash, data, digest FROM {self._snapshots} "
+                "WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise self._error(exc, run_id) from None
-        return None if row is None else StoredSnapshot(row[0], row[1], row[2])
+        return None if row is None else StoredSnapshot(row[0], row[1], row[2], row[3])
 
     def _write(self, prepared: PreparedAppend) -> None:
         c = self._conn
@@ -279,7 +288,9 @@ class SQLiteEventStore(EventStore):
                 )
                 if prepared.snapshot is not None:
                     s = prepared.snapshot
-                    c.execute(self._sql_snapshot, (run_id, s.sequence, s.event_hash, s.data))
+                    c.execute(
+                        self._sql_snapshot, (run_id, s.sequence, s.event_hash, s.data, s.digest)
+                    )
                 c.execute("COMMIT")
             except sqlite3.IntegrityError:
                 # A row of the batch is already taken: someone wrote events without

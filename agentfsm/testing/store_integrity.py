@@ -1,0 +1,443 @@
+"""Bad data and attacks: what every store must detect, whoever edited its rows.
+
+`StoreConformance` includes these checks; they need its `tamper` fixture (a `Tamper`,
+direct access to the backend's rows) and are skipped without one. Each one is an attack
+carried out against an earlier agentfsm, or damage a disk or an operator can cause:
+
+- a row edited, re-hashed, deleted, or put in another place;
+- a snapshot edited in place (a pending payment marked approved, limits removed), with or
+  without its digest recomputed; with an integrity key, a chain recomputed without it;
+- a runs row moved away from where the log ends;
+- run ids and events no backend can hold or read back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, MutableMapping
+from typing import Any, Protocol
+
+import pytest
+from structlog.testing import capture_logs
+
+from agentfsm.adapters.stores._core import StoredSnapshot
+from agentfsm.adapters.stores._integrity import PLAIN, Integrity
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.events.bounds import MAX_EVENT_BYTES
+from agentfsm.events.builder import LogBuilder
+from agentfsm.events.canonical import canonical_json
+from agentfsm.events.codec import dump_event, event_to_dict
+from agentfsm.events.models import Event
+from agentfsm.fsm.errors import (
+    CorruptLogError,
+    EventFormatError,
+    InvalidRunIdError,
+    LifecycleError,
+    RunNotFoundError,
+    StoreInconsistentError,
+)
+from agentfsm.reducers.reduce import replay
+from agentfsm.reducers.snapshot import Snapshot
+from agentfsm.testing.store_checks import scripted_run, tool_turn
+
+__all__ = ["KEY", "IntegrityChecks", "Tamper", "chain", "payment_waiting_for_approval"]
+
+#: The integrity key the keyed checks use.
+KEY = b"a test key of thirty-two bytes!!"
+
+
+class Tamper(Protocol):
+    """Direct access to a backend's rows, to simulate damage the API cannot cause."""
+
+    def set_event_data(self, run_id: str, sequence: int, data: str) -> None:
+        """Overwrite the stored line of one event."""
+
+    def set_event_hash(self, run_id: str, sequence: int, hash: str) -> None:
+        """Overwrite the stored chain hash of one event."""
+
+    def delete_event(self, run_id: str, sequence: int) -> None:
+        """Remove one event row."""
+
+    def set_snapshot(self, run_id: str, snapshot: StoredSnapshot) -> None:
+        """Write the run's snapshot row, every column as given."""
+
+    def set_runs_version(self, run_id: str, version: int) -> None:
+        """Overwrite the version of the run's runs row (and nothing else)."""
+
+
+def chain(events: list[Event], integrity: Integrity = PLAIN) -> list[str]:
+    """Each event's chain hash, computed independently of any store."""
+    hashes: list[str] = []
+    previous = ""
+    for event in events:
+        previous = integrity.link(previous, canonical_json(event_to_dict(event)))
+        hashes.append(previous)
+    return hashes
+
+
+def payment_waiting_for_approval(run_id: str) -> list[Event]:
+    """A run whose one call, a payment of 1,000,000, waits for a person's approval."""
+    log = LogBuilder(run_id)
+    log.add("run.started", objective="pay", limits={"max_turns": 3})
+    log.add("model.started")
+    call = {"action_id": "t1.1", "tool": "pay", "arguments": {"amount": 1_000_000}}
+    log.add("model.completed", decision="tool_calls", tool_calls=[call])
+    log.add("approval.requested", **call)
+    return log.events
+
+
+def _approved_in_snapshot(data: str) -> str:
+    """The snapshot text with its pending call approved, the run running, limits gone."""
+    snapshot: Any = json.loads(data)
+    record = snapshot["record"]
+    record["status"] = "running"
+    record["limits"] = None
+    record["actions"]["t1.1"]["status"] = "approved"
+    record["actions"]["t1.1"]["approver"] = "nobody"
+    record["pending_approvals"] = []
+    return json.dumps(snapshot)
+
+
+def _reasons(logs: list[MutableMapping[str, Any]]) -> list[str]:
+    return [entry["reason"] for entry in logs if entry["event"] == "store.snapshot_ignored"]
+
+
+OpenStore = Callable[..., EventStore]
+
+
+class IntegrityChecks:
+    """The bad-data part of `StoreConformance` (its fixtures: `open_store`, `store`, `tamper`)."""
+
+    # -- the log -----------------------------------------------------------------------------
+
+    def test_verify_names_the_first_changed_event(self, store: EventStore, tamper: Tamper) -> None:
+        """An event edited in storage breaks the chain at its sequence, and verify says so."""
+        events = scripted_run("r1", 2)
+        store.append("r1", events, 0)
+        edited = event_to_dict(events[4])
+        edited["result"] = {"found": "forged"}
+        tamper.set_event_data("r1", 5, json.dumps(edited))
+        report = store.verify("r1")
+        assert (report.ok, report.sequence, report.checked) == (False, 5, 4)
+        assert report.problem == (
+            "the hash does not match: this event or its stored hash was changed (or the "
+            "store was written under another integrity key, or none)"
+        )
+        assert report.head_hash == chain(events[:4])[-1]
+
+    def test_verify_names_a_changed_hash(self, store: EventStore, tamper: Tamper) -> None:
+        """A stored hash that was replaced is reported at its sequence."""
+        store.append("r1", scripted_run("r1", 1), 0)
+        tamper.set_event_hash("r1", 3, "0" * 64)
+        report = store.verify("r1")
+        assert (report.ok, report.sequence) == (False, 3)
+
+    def test_verify_names_a_missing_event(self, store: EventStore, tamper: Tamper) -> None:
+        """A deleted row is reported as the first missing sequence."""
+        store.append("r1", scripted_run("r1", 1), 0)
+        tamper.delete_event("r1", 4)
+        report = store.verify("r1")
+        assert (report.ok, report.sequence, report.checked) == (False, 4, 3)
+        assert report.problem == "the log has no event at sequence 4"
+
+    def test_a_corrupt_row_names_run_and_sequence(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """A stored line that is not an event fails load with the run and its sequence."""
+        store = open_store(snapshot_every=None)
+        store.append("r1", scripted_run("r1", 1), 0)
+        store.append("r2", scripted_run("r2", 1), 0)
+        tamper.set_event_data("r1", 3, '{"run_id": "r1", "sequence": 3')
+        reader = open_store(snapshot_every=None)
+        with pytest.raises(CorruptLogError) as info:
+            reader.load("r1")
+        assert (info.value.run_id, info.value.sequence) == ("r1", 3)
+        assert str(info.value).startswith(
+            "run 'r1', sequence 3: the stored event is not a valid event: not JSON ("
+        )
+        with pytest.raises(CorruptLogError) as streamed:
+            list(reader.events("r1"))
+        assert streamed.value.sequence == 3
+        assert reader.load("r2").dumps() == replay(scripted_run("r2", 1)).dumps()
+
+    def test_a_row_of_another_place_is_corrupt(self, open_store: OpenStore, tamper: Tamper) -> None:
+        """A valid event stored under the wrong sequence is reported, not folded."""
+        store = open_store(snapshot_every=None)
+        events = scripted_run("r1", 1)
+        store.append("r1", events, 0)
+        tamper.set_event_data("r1", 2, dump_event(events[2]))
+        with pytest.raises(CorruptLogError) as info:
+            open_store(snapshot_every=None).load("r1")
+        assert str(info.value) == (
+            "run 'r1', sequence 2: the stored event names run 'r1', sequence 3"
+        )
+
+    # -- snapshots: a cache, never an authority ----------------------------------------------
+
+    def test_a_snapshot_edited_in_place_is_ignored(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """A snapshot edited to approve a pending payment (digest left as it was) is not
+        trusted: the run is replayed, the call still waits, and running it is refused."""
+        events = payment_waiting_for_approval("pay-1")
+        open_store(snapshot_every=4).append("pay-1", events, 0)
+        real = open_store(snapshot_every=4)._read_snapshot("pay-1")
+        assert real is not None
+        forged = StoredSnapshot(4, real.event_hash, _approved_in_snapshot(real.data), real.digest)
+        tamper.set_snapshot("pay-1", forged)
+        reader = open_store(snapshot_every=4)
+        with capture_logs() as logs:
+            record = reader.load("pay-1")
+        assert record.dumps() == replay(events).dumps()
+        assert record.actions["t1.1"].status == "approval_pending"
+        assert _reasons(logs) == [
+            "its digest does not match its content: it was changed after it was written"
+        ]
+        run = LogBuilder("pay-1", start=5)
+        run.add("tool.requested", action_id="t1.1", tool="pay", arguments={"amount": 1_000_000})
+        with pytest.raises(LifecycleError):
+            reader.append("pay-1", run.events, 4)
+        report = reader.verify("pay-1")
+        assert (report.ok, report.sequence) == (False, 4)
+        assert report.problem == (
+            "the snapshot is not to be trusted: its digest does not match its content: it "
+            "was changed after it was written"
+        )
+
+    def test_verify_finds_a_forged_snapshot_whose_digest_was_recomputed(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """Without a key anyone can recompute a digest; `verify` still compares the snapshot
+        with the fold of its events and names the fields that differ."""
+        events = payment_waiting_for_approval("pay-1")
+        open_store(snapshot_every=4).append("pay-1", events, 0)
+        real = open_store(snapshot_every=4)._read_snapshot("pay-1")
+        assert real is not None
+        data = _approved_in_snapshot(real.data)
+        tamper.set_snapshot(
+            "pay-1",
+            StoredSnapshot(4, real.event_hash, data, Integrity().seal(real.event_hash, data)),
+        )
+        report = open_store(snapshot_every=4).verify("pay-1")
+        assert (report.ok, report.sequence, report.checked) == (False, 4, 4)
+        assert report.problem == (
+            "the snapshot does not hold what the events it covers fold into (it differs in "
+            "status, limits, actions): it was changed, or taken under another table"
+        )
+
+    def test_a_snapshot_with_a_wrong_version_is_ignored(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """A snapshot that disagrees with its row falls back to full replay, and says so."""
+        events = scripted_run("r1", 2)
+        open_store(snapshot_every=5).append("r1", events, 0)
+        wrong = Snapshot(replay(events[:6])).dumps()
+        at_11 = chain(events)[10]
+        tamper.set_snapshot("r1", StoredSnapshot(11, at_11, wrong, Integrity().seal(at_11, wrong)))
+        with capture_logs() as logs:
+            record = open_store(snapshot_every=5).load("r1")
+        assert record.dumps() == replay(events).dumps()
+        assert logs == [
+            {
+                "event": "store.snapshot_ignored",
+                "log_level": "warning",
+                "run_id": "r1",
+                "sequence": 11,
+                "reason": "it says sequence 6 but is stored as 11",
+                "fallback": "full replay",
+            }
+        ]
+
+    def test_a_snapshot_beyond_the_log_is_ignored(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """A snapshot claiming a sequence the log does not have is never trusted."""
+        events = scripted_run("r1", 1)
+        open_store(snapshot_every=None).append("r1", events, 0)
+        ahead = scripted_run("r1", 2)
+        data, at_11 = Snapshot(replay(ahead)).dumps(), chain(ahead)[10]
+        tamper.set_snapshot("r1", StoredSnapshot(11, at_11, data, Integrity().seal(at_11, data)))
+        with capture_logs() as logs:
+            record = open_store(snapshot_every=None).load("r1")
+        assert record.dumps() == replay(events).dumps()
+        assert [(log["sequence"], log["reason"]) for log in logs] == [
+            (11, "the log has no event at sequence 11")
+        ]
+        report = open_store().verify("r1")
+        assert (report.ok, report.sequence, report.problem) == (
+            False,
+            11,
+            "the snapshot covers sequence 11, which the log does not hold",
+        )
+
+    def test_an_unreadable_snapshot_is_ignored(self, open_store: OpenStore, tamper: Tamper) -> None:
+        """A snapshot that is not JSON is ignored and the log replayed."""
+        events = scripted_run("r1", 1)
+        open_store(snapshot_every=3).append("r1", events, 0)
+        at_6 = chain(events)[5]
+        tamper.set_snapshot(
+            "r1", StoredSnapshot(6, at_6, "{broken", Integrity().seal(at_6, "{broken"))
+        )
+        with capture_logs() as logs:
+            record = open_store(snapshot_every=3).load("r1")
+        assert record.dumps() == replay(events).dumps()
+        assert _reasons(logs) == [
+            "it does not read back (Expecting property name enclosed in double quotes: "
+            "line 1 column 2 (char 1))"
+        ]
+
+    def test_a_snapshot_of_a_replaced_event_is_ignored(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """A snapshot is bound to the hash of the event it covers; a changed event unbinds it."""
+        events = scripted_run("r1", 1)
+        open_store(snapshot_every=6).append("r1", events, 0)
+        tamper.set_event_hash("r1", 6, "f" * 64)
+        with capture_logs() as logs:
+            record = open_store(snapshot_every=6).load("r1")
+        assert record.dumps() == replay(events).dumps()
+        assert _reasons(logs) == ["the log's event at sequence 6 is not the one it covers"]
+
+    # -- keyed integrity -----------------------------------------------------------------------
+
+    def test_a_keyed_store_chains_hmacs(self, open_store: OpenStore) -> None:
+        """With a key, every link is an HMAC under it: the plain chain does not match."""
+        events = scripted_run("r1", 1)
+        store = open_store(integrity_key=KEY)
+        store.append("r1", events, 0)
+        report = store.verify("r1")
+        assert (report.ok, report.head_hash) == (True, chain(events, Integrity(KEY))[-1])
+        assert report.head_hash != chain(events)[-1]
+        unkeyed = open_store(integrity_key=None).verify("r1")
+        assert (unkeyed.ok, unkeyed.sequence) == (False, 1)
+
+    def test_a_keyed_store_refuses_a_chain_recomputed_without_the_key(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """An event edited and the whole chain recomputed (in plain SHA-256, the key being
+        secret) fails at load, at the edited event, and in `verify`."""
+        events = scripted_run("r1", 2)
+        open_store(integrity_key=KEY, snapshot_every=None).append("r1", events, 0)
+        edited = event_to_dict(events[5])
+        edited["result"] = {"found": "forged"}
+        forged = [*events[:5], type(events[5]).model_validate(edited), *events[6:]]
+        for sequence, (event, link) in enumerate(zip(forged, chain(forged), strict=True), 1):
+            tamper.set_event_data("r1", sequence, dump_event(event))
+            tamper.set_event_hash("r1", sequence, link)
+        reader = open_store(integrity_key=KEY, snapshot_every=None)
+        with pytest.raises(CorruptLogError) as info:
+            reader.load("r1")
+        assert (info.value.sequence, str(info.value)) == (
+            1,
+            "run 'r1', sequence 1: the hash does not match: this event or its stored hash "
+            "was changed (or the store was written under another integrity key, or none)",
+        )
+        assert (reader.verify("r1").ok, reader.verify("r1").sequence) == (False, 1)
+        assert open_store(integrity_key=None).verify("r1").ok  # what a keyless reader sees
+
+    def test_a_keyed_store_ignores_a_snapshot_sealed_without_the_key(
+        self, open_store: OpenStore, tamper: Tamper
+    ) -> None:
+        """A forged snapshot with a recomputed plain digest is not trusted under a key."""
+        events = payment_waiting_for_approval("pay-1")
+        open_store(integrity_key=KEY, snapshot_every=4).append("pay-1", events, 0)
+        real = open_store(integrity_key=KEY)._read_snapshot("pay-1")
+        assert real is not None
+        assert real.digest.startswith("hmac-sha256:")
+        data = _approved_in_snapshot(real.data)
+        resealed = Integrity().seal(real.event_hash, data)
+        tamper.set_snapshot("pay-1", StoredSnapshot(4, real.event_hash, data, resealed))
+        with capture_logs() as logs:
+            record = open_store(integrity_key=KEY).load("pay-1")
+        assert record.actions["t1.1"].status == "approval_pending"
+        assert _reasons(logs) == [
+            "its digest does not match its content: it was changed after it was written"
+        ]
+
+    # -- the runs row ------------------------------------------------------------------------
+
+    def test_a_runs_row_lowered_to_hide_an_event_is_reported(
+        self, store: EventStore, tamper: Tamper
+    ) -> None:
+        """The last event edited and the runs row lowered to hide it: `verify` reads every
+        row and says the store is inconsistent; an append says so too, never "a race"."""
+        events = scripted_run("r1", 2)
+        store.append("r1", events, 0)
+        edited = event_to_dict(events[-1])
+        edited["result"] = {"found": "forged"}
+        tamper.set_event_data("r1", 11, json.dumps(edited))
+        tamper.set_runs_version("r1", 10)
+        report = store.verify("r1")
+        assert (report.ok, report.sequence) == (False, 11)
+        tamper.set_event_data("r1", 11, dump_event(events[-1]))
+        report = store.verify("r1")
+        assert (report.ok, report.sequence, report.problem) == (
+            False,
+            11,
+            "store inconsistent: the runs table says version 10 but the log ends at 11",
+        )
+        with pytest.raises(StoreInconsistentError) as info:
+            store.append("r1", tool_turn("r1", 12, "late"), 11)
+        assert str(info.value) == (
+            "run 'r1': store inconsistent: the runs table says version 10, but the log goes "
+            "on to sequence 11; it was changed outside agentfsm (see `verify`)"
+        )
+
+    def test_a_runs_row_ahead_of_the_log_is_reported(
+        self, store: EventStore, tamper: Tamper
+    ) -> None:
+        """A runs row that claims events the log lacks: verify and append both say so."""
+        store.append("r1", scripted_run("r1", 1), 0)
+        tamper.set_runs_version("r1", 9)
+        report = store.verify("r1")
+        assert (report.ok, report.sequence, report.problem) == (
+            False,
+            7,
+            "store inconsistent: the runs table says version 9 but the log ends at 6",
+        )
+        with pytest.raises(StoreInconsistentError) as info:
+            store.append("r1", tool_turn("r1", 7, "late"), 6)
+        assert info.value.runs_version == 9
+
+    # -- what no store can hold ----------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("run_id", "problem"),
+        [
+            ("a\x00b", "it holds a NUL character"),
+            ("\ud800", "it is not valid Unicode (a lone surrogate)"),
+            ("", "it is empty"),
+        ],
+    )
+    def test_a_run_id_no_store_can_hold_is_refused_alike(
+        self, store: EventStore, run_id: str, problem: str
+    ) -> None:
+        """Every backend refuses such a run id with the same error, before any I/O."""
+        expected = f"run id {run_id!r} cannot be stored: {problem}"
+        for call in (
+            lambda: store.load(run_id),
+            lambda: store.events(run_id),
+            lambda: store.run_info(run_id),
+            lambda: store.verify(run_id),
+            lambda: store.append(run_id, scripted_run("r1", 0), 0),
+        ):
+            with pytest.raises(InvalidRunIdError) as info:
+                call()
+            assert str(info.value) == expected
+        with pytest.raises(RunNotFoundError):
+            store.load("a b")  # an ordinary id still reads as usual
+
+    def test_an_event_too_large_to_read_back_is_refused(self, store: EventStore) -> None:
+        """A tool result over the size limit is refused at append; nothing is written."""
+        events = scripted_run("r1", 1)
+        store.append("r1", events[:5], 0)
+        big = events[5].model_copy(update={"result": "x" * MAX_EVENT_BYTES})
+        with pytest.raises(EventFormatError) as info:
+            store.append("r1", [big], 5)
+        size = len(dump_event(big).encode())
+        assert str(info.value) == (
+            f"run 'r1', sequence 6: not a valid event: the event is {size:,} bytes of JSON; "
+            f"at most {MAX_EVENT_BYTES:,} are allowed"
+        )
+        assert store.run_info("r1").version == 5
+        assert store.verify("r1").ok
