@@ -44,7 +44,7 @@ from agentfsm.fsm.errors import (
 )
 from agentfsm.reducers.reduce import replay
 from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
-from agentfsm.testing.store_integrity import IntegrityChecks, Tamper
+from agentfsm.testing.store_integrity import AsyncIntegrityChecks, IntegrityChecks, Tamper
 
 __all__ = ["AsyncStoreConformance", "StoreConformance", "Tamper"]
 
@@ -534,8 +534,9 @@ class StoreConformance(IntegrityChecks):
         assert store.attachment("r1", "state") == Attachment("r1", "state", b"two", 3)
 
 
-class AsyncStoreConformance:
-    """The contract for an `AsyncEventStore`: the same promises, awaited.
+class AsyncStoreConformance(AsyncIntegrityChecks):
+    """The contract for an `AsyncEventStore`: the same promises, awaited (with a `tamper`
+    fixture, the bad-data checks of `agentfsm.testing.store_integrity` too).
 
     Give it a `make_store` fixture returning a callable `StoreOptions -> Awaitable[store]`.
     Each test runs its own event loop (`asyncio.run`), so no asyncio plugin is needed.

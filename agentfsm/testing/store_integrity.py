@@ -13,16 +13,18 @@ carried out against an earlier agentfsm, or damage a disk or an operator can cau
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
+import attrs
 import pytest
 from structlog.testing import capture_logs
 
 from agentfsm.adapters.stores._core import StoredSnapshot
 from agentfsm.adapters.stores._integrity import PLAIN, Integrity
-from agentfsm.adapters.stores.base import EventStore
+from agentfsm.adapters.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.events.bounds import MAX_EVENT_BYTES
 from agentfsm.events.builder import LogBuilder
 from agentfsm.events.canonical import canonical_json
@@ -40,7 +42,14 @@ from agentfsm.reducers.reduce import replay
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
-__all__ = ["KEY", "IntegrityChecks", "Tamper", "chain", "payment_waiting_for_approval"]
+__all__ = [
+    "KEY",
+    "AsyncIntegrityChecks",
+    "IntegrityChecks",
+    "Tamper",
+    "chain",
+    "payment_waiting_for_approval",
+]
 
 #: The integrity key the keyed checks use.
 KEY = b"a test key of thirty-two bytes!!"
@@ -441,3 +450,103 @@ class IntegrityChecks:
         )
         assert store.run_info("r1").version == 5
         assert store.verify("r1").ok
+
+
+MakeAsync = Callable[[StoreOptions], Awaitable[AsyncEventStore]]
+
+
+class AsyncIntegrityChecks:
+    """The bad-data part of `AsyncStoreConformance` (its fixtures: `make_store`, `tamper`).
+
+    A native async backend folds, verifies and appends with its own code paths; these make
+    sure they trust and report exactly what the sync stores do.
+    """
+
+    @pytest.fixture
+    def tamper(self) -> Tamper:
+        """Override to run the bad-data checks."""
+        pytest.skip("this backend has no `tamper` fixture: bad-data checks not run")
+
+    def test_a_snapshot_edited_in_place_is_ignored(
+        self, make_store: MakeAsync, tamper: Tamper
+    ) -> None:
+        """A forged snapshot is not trusted by an async load, and `verify` reports it."""
+        events = payment_waiting_for_approval("pay-1")
+
+        async def scenario() -> None:
+            async with await make_store(StoreOptions(snapshot_every=4)) as store:
+                await store.append("pay-1", events, 0)
+                report = await store.verify("pay-1")
+                assert report.ok
+            real = StoredSnapshot(
+                4, report.head_hash, Snapshot(replay(events)).dumps(), "sha256:" + "0" * 64
+            )
+            tamper.set_snapshot("pay-1", attrs.evolve(real, data=_approved_in_snapshot(real.data)))
+            async with await make_store(StoreOptions(snapshot_every=4)) as store:
+                with capture_logs() as logs:
+                    record = await store.load("pay-1")
+                assert record.dumps() == replay(events).dumps()
+                assert _reasons(logs) == [
+                    "its digest does not match its content: it was changed after it was written"
+                ]
+                report = await store.verify("pay-1")
+                assert (report.ok, report.sequence) == (False, 4)
+
+        asyncio.run(scenario())
+
+    def test_a_runs_row_behind_the_log_is_reported(
+        self, make_store: MakeAsync, tamper: Tamper
+    ) -> None:
+        """An async append to a store whose runs row was lowered says it is inconsistent."""
+        events = scripted_run("r1", 2)
+
+        async def scenario() -> None:
+            async with await make_store(StoreOptions()) as store:
+                await store.append("r1", events, 0)
+            tamper.set_runs_version("r1", 10)
+            async with await make_store(StoreOptions()) as store:
+                with pytest.raises(StoreInconsistentError) as info:
+                    await store.append("r1", tool_turn("r1", 12, "late"), 11)
+                assert (info.value.runs_version, info.value.log_at) == (10, (10, 11))
+                report = await store.verify("r1")
+                assert (report.ok, report.sequence, report.problem) == (
+                    False,
+                    11,
+                    "store inconsistent: the runs table says version 10 but the log ends at 11",
+                )
+
+        asyncio.run(scenario())
+
+    def test_a_keyed_store_refuses_a_chain_recomputed_without_the_key(
+        self, make_store: MakeAsync, tamper: Tamper
+    ) -> None:
+        """Under a key, an async load refuses rows whose links were recomputed without it."""
+        events = scripted_run("r1", 1)
+
+        async def scenario() -> None:
+            options = StoreOptions(integrity_key=KEY, snapshot_every=None)
+            async with await make_store(options) as store:
+                await store.append("r1", events, 0)
+            for sequence, link in enumerate(chain(events), 1):
+                tamper.set_event_hash("r1", sequence, link)
+            async with await make_store(options) as store:
+                with pytest.raises(CorruptLogError) as info:
+                    await store.load("r1")
+                assert info.value.sequence == 1
+
+        asyncio.run(scenario())
+
+    def test_a_run_id_no_store_can_hold_is_refused_alike(self, make_store: MakeAsync) -> None:
+        """NUL, a lone surrogate or an empty id: the same `InvalidRunIdError` as sync stores."""
+
+        async def scenario() -> None:
+            async with await make_store(StoreOptions()) as store:
+                for run_id in ("a\x00b", "\ud800", ""):
+                    with pytest.raises(InvalidRunIdError):
+                        await store.load(run_id)
+                    with pytest.raises(InvalidRunIdError):
+                        await store.append(run_id, scripted_run("r1", 0), 0)
+                    with pytest.raises(InvalidRunIdError):
+                        await store.run_info(run_id)
+
+        asyncio.run(scenario())

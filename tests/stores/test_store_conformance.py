@@ -76,6 +76,10 @@ class TestThreadedSQLiteStore(AsyncStoreConformance):
 
         return open_
 
+    @pytest.fixture
+    def tamper(self, tmp_path: Path) -> Tamper:
+        return SQLiteTamper(tmp_path / "runs.db")
+
 
 class TestThreadedMemoryStore(AsyncStoreConformance):
     """The memory store on a worker thread meets the async contract."""
@@ -103,6 +107,10 @@ class TestAsyncPostgresStore(AsyncStoreConformance):
             )
 
         return open_
+
+    @pytest.fixture
+    def tamper(self, postgres_dsn: str, pg_prefix: str) -> Tamper:
+        return PostgresTamper(postgres_dsn, pg_prefix)
 
 
 class TestSQLiteStoreWithoutCache(StoreConformance):
