@@ -12,6 +12,7 @@ from agentfsm.fsm.errors import (
     IllegalTransitionError,
     InvalidTableError,
     LifecycleError,
+    OverrunError,
     RunMismatchError,
     RunNotFoundError,
     SequenceError,
@@ -36,7 +37,9 @@ from agentfsm.fsm.limits import (
     RunLimits,
     cap_timeout,
     guards_from_limits,
+    overrun,
     remaining,
+    spends,
 )
 from agentfsm.fsm.loops import LoopDetector, fingerprint, fingerprints
 from agentfsm.fsm.names import (
@@ -76,6 +79,7 @@ __all__ = [
     "LoopDetector",
     "MaxAttempts",
     "MaxTurns",
+    "OverrunError",
     "RunLimits",
     "RunMismatchError",
     "RunNotFoundError",
@@ -95,5 +99,7 @@ __all__ = [
     "fingerprint",
     "fingerprints",
     "guards_from_limits",
+    "overrun",
     "remaining",
+    "spends",
 ]
