@@ -109,8 +109,10 @@ class GuardSet:
             event: the event just applied; only one that records spending is checked.
             ctx: the shared budget the run draws on, if any.
         """
-        if not spends(event):
-            return None
+        return self.overspent(record, ctx) if spends(event) else None
+
+    def overspent(self, record: RunRecord, ctx: GuardContext | None = None) -> Verdict | None:
+        """The verdict when `record` has spent past a budget, whatever event got it there."""
         for budget in self._budgets:
             verdict = budget.overrun(record)
             if verdict is not None:

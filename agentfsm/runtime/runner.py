@@ -143,7 +143,8 @@ class _Core:
                 record, decision, step.wrap_up, step.agent, self.clock()
             )
         except ValueError as exc:  # pydantic's ValidationError is one
-            return (p.model_failed(f"the model's decision is not JSON: {exc}"),)
+            failed = p.model_failed(f"the model's decision is not JSON: {exc}")
+            return (p.unrecordable(decision), failed)
 
     def _model_error(
         self, exc: Exception, record: RunRecord, agent: Agent, attempt: int
@@ -434,9 +435,19 @@ class Runner(_Core):
 
     def _turn(self, writer: Writer, step: p.Turn) -> None:
         if not step.reopen:
-            writer.append([self.planner.model_started()])
+            default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
+            largest = writer.largest_call() if default else None
+            writer.append([self.planner.model_started(largest)])
         record = writer.record
-        writer.append(self._admit(record, self._ask(step, record), step))
+        decided = self._admit(record, self._ask(step, record), step)
+        try:
+            writer.append(decided)
+        except GuardRejectedError as exc:
+            # The model was called: its answer and usage go in the log before the stop.
+            kept = p.stopped_after(decided, exc)
+            if kept is None:
+                raise
+            writer.append(kept)
 
     def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         """The model's decision, retrying retryable errors; or the `run.failed` spec."""
