@@ -26,6 +26,7 @@ from agentfsm.runtime import (
     RunResult,
     ScriptedModel,
     Tool,
+    ToolContext,
     ToolResult,
     call,
 )
@@ -260,3 +261,27 @@ def test_a_run_resumed_after_a_crash_past_its_crossing_call_is_stopped() -> None
         OVER,
         "draft",
     )
+
+
+def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> None:
+    """AsyncRunner, two calls at once: the first's cost overruns `max_cost`; the second, still
+    running, is recorded when it returns, and then the run is terminated for `budget`."""
+    first_done = asyncio.Event()
+
+    async def pricey(ctx: ToolContext) -> Any:
+        first_done.set()
+        return ToolResult("quote", cost=2.0)
+
+    async def slow(ctx: ToolContext) -> Any:
+        await first_done.wait()
+        await asyncio.sleep(0.05)
+        return "late"
+
+    tools = [Tool("pricey", pricey, side_effects=False), Tool("slow", slow, side_effects=False)]
+    model = ScriptedModel([Decision.calls(call("pricey"), call("slow")), Decision.final("no")])
+    result, store = _drive(
+        "async", model, tools, limits=Limits(max_cost=1.0), config=RunnerConfig(cancel_poll=0.01)
+    )
+    assert types(store, "r1")[-3:] == ["tool.completed", "tool.completed", "run.terminated"]
+    assert (result.stop_reason, result.record.stop_detail) == ("budget", "spent 2 > max cost 1")
+    assert result.record.actions["t1.2"].result == "late"
