@@ -261,6 +261,9 @@ class AsyncRunner(_Core):
             if kept is None:
                 raise
             await writer.append(kept)
+        except StateChanged as changed:
+            self._unrecorded(changed.record, decided)
+            raise
 
     async def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         attempt = 0

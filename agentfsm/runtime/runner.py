@@ -146,6 +146,23 @@ class _Core:
             failed = p.model_failed(f"the model's decision is not JSON: {exc}")
             return (p.unrecordable(decision), failed)
 
+    def _unrecorded(self, record: RunRecord, decided: Sequence[Spec]) -> None:
+        """Log the usage of a model answer the run can no longer take (it was cancelled).
+
+        The table has no `model.completed` after `run.cancel_requested`, so a call that
+        returns after a cancel cannot be recorded; its usage is logged, not lost silently.
+        """
+        first = decided[0] if decided else None
+        if first is None or callable(first) or first[0] is not m.ModelCompleted:
+            return
+        self.log.warning(
+            "model.unrecorded",
+            run_id=record.run_id,
+            status=record.status,
+            decision=first[1].get("decision"),
+            usage=first[1].get("usage"),
+        )
+
     def _model_error(
         self, exc: Exception, record: RunRecord, agent: Agent, attempt: int
     ) -> Spec | float:
@@ -448,6 +465,9 @@ class Runner(_Core):
             if kept is None:
                 raise
             writer.append(kept)
+        except StateChanged as changed:
+            self._unrecorded(changed.record, decided)
+            raise
 
     def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         """The model's decision, retrying retryable errors; or the `run.failed` spec."""

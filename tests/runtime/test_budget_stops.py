@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from agentfsm.adapters.stores import MemoryEventStore, ThreadedAsyncEventStore
 from agentfsm.events import Limits, Usage, step_clock
@@ -29,6 +30,7 @@ from agentfsm.runtime import (
     ToolContext,
     ToolResult,
     call,
+    cancel,
 )
 
 from .helpers import Calls, Sleeps, order_tools, runner_for, types
@@ -38,10 +40,10 @@ BIG = Usage(input_tokens=2_000, output_tokens=200)
 
 
 def _drive(
-    runner: str, model: Any, tools: list[Tool], **run: Any
+    runner: str, model: Any, tools: list[Tool], store: MemoryEventStore | None = None, **run: Any
 ) -> tuple[RunResult, MemoryEventStore]:
-    """Run `r1` with the sync Runner or the AsyncRunner on a fresh memory store."""
-    store = MemoryEventStore()
+    """Run `r1` with the sync Runner or the AsyncRunner on `store` (a fresh memory store)."""
+    store = store if store is not None else MemoryEventStore()
     guards = run.pop("guards", ())
     config = run.pop("config", None)
     if runner == "sync":
@@ -285,3 +287,31 @@ def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> Non
     assert types(store, "r1")[-3:] == ["tool.completed", "tool.completed", "run.terminated"]
     assert (result.stop_reason, result.record.stop_detail) == ("budget", "spent 2 > max cost 1")
     assert result.record.actions["t1.2"].result == "late"
+
+
+@RUNNERS
+def test_an_answer_that_returns_after_a_cancel_has_its_usage_logged(runner: str) -> None:
+    """A cancel asked while the model runs: the table takes no `model.completed` after it, so
+    the run is cancelled without it, and the call's usage is logged as `model.unrecorded`."""
+    store = MemoryEventStore()
+
+    def model(ctx: Any) -> Decision:
+        cancel(store, "r1", reason="stop", clock=step_clock())
+        return Decision.final("late", usage=Usage(input_tokens=5))
+
+    with capture_logs() as logs:
+        result, _ = _drive(runner, model, [], store)
+    assert types(store, "r1") == [
+        "run.started", "model.started", "run.cancel_requested", "run.cancelled",
+    ]  # fmt: skip
+    assert result.status == "cancelled"
+    assert [e for e in logs if e["event"] == "model.unrecorded"] == [
+        {
+            "event": "model.unrecorded",
+            "log_level": "warning",
+            "run_id": "r1",
+            "status": "cancel_requested",
+            "decision": "final",
+            "usage": {"input_tokens": 5, "output_tokens": 0, "cost": 0.0},
+        }
+    ]
