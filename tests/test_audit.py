@@ -67,10 +67,10 @@ class TestAudit:
         a, b = _runaway("run_a", turns=4), _runaway("run_b", turns=6)
         mixed = [e for pair in zip(a, b, strict=False) for e in pair] + b[len(a) :]
         report = audit(mixed, limits=Limits(max_tokens=1000))
-        over = "spent 1,200 + reserved 0 > 1,000 tokens"
+        over = "spent 1,200 > 1,000 tokens"  # the third call's usage crossed the limit
         assert [(f.run_id, f.sequence, f.detail) for f in report.findings] == [
-            ("run_a", 8, over),
-            ("run_b", 8, over),
+            ("run_a", 7, over),
+            ("run_b", 7, over),
         ]
         assert (report.runs, report.events) == (2, len(a) + len(b))
 

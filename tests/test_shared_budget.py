@@ -118,7 +118,8 @@ class TestSharedBudget:
             SharedBudget("root")
 
     def test_an_audit_charges_the_tree_in_log_order(self) -> None:
-        """Auditing an interleaved log with a shared budget finds the parent's overrun."""
+        """The child's call takes the tree past its limit (an overrun, at that event); the
+        parent's next call is then refused."""
         parent, child = new_run("parent"), new_run("child")
         model_call(parent, tokens=1200)
         model_call(child, tokens=900)
@@ -127,6 +128,8 @@ class TestSharedBudget:
         budget = SharedBudget("parent", max_tokens=2000).spawn("child", parent="parent")
         report = audit(log, budget=budget)
         assert [str(f) for f in report.findings] == [
+            "run 'child', sequence 3 ('model.completed' in 'running'): overran the limit of "
+            "guard 'budget' (budget): root 'parent' (2 runs): spent 2,100 > 2,000 tokens",
             "run 'parent', sequence 4 ('model.started' in 'running'): guard 'budget' would "
             "have stopped the run (budget): root 'parent' (2 runs): spent 2,100 + reserved 0 "
             "> 2,000 tokens"

@@ -98,7 +98,7 @@ from agentfsm.adapters._sdk import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus
+from agentfsm.fsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import approval_asked
 
 __all__ = [
@@ -419,7 +419,14 @@ class AgentsRun(SdkRun):
         except _Stopped as stopped:
             items = list(stopped.run_data.new_items) if stopped.run_data else []
             record = recorder.stopped(stopped.stop)
-            return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
+            # A stop right after an answer (it overran the budget) comes before the SDK made
+            # an item of it: the answer is in our record.
+            partial = (
+                record.final_output
+                if record.last_decision == DecisionKind.FINAL
+                else _partial(items)
+            )
+            return ObservedRun(recorder.run_id, record, partial_output=partial, items=items)
         except MaxTurnsExceeded as exc:
             items = list(exc.run_data.new_items) if exc.run_data else []
             record = recorder.append(

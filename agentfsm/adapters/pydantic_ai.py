@@ -147,6 +147,10 @@ class AgentIterRun(SdkRun):
 
     def _attach(self) -> None:
         self._last: Any = None
+        # The SDK's usage of this leg, and the part of it our model.completed events hold:
+        # a token limit of the SDK's own stops the run before its last answer reaches us.
+        self._sdk_run: Any = None
+        self._recorded = (0, 0, 0)  # requests, input tokens, output tokens
 
     async def _forward(self, event: Any) -> None:
         if self.on_event is not None:
@@ -278,10 +282,11 @@ class AgentIterRun(SdkRun):
             return ObservedRun(recorder.run_id, recorder.stopped(stop), partial_output=self._last)
         except UsageLimitExceeded as exc:
             reason = "max_turns" if "request_limit" in str(exc) else "budget"
-            record = recorder.append(
-                "UsageLimitExceeded",
-                [(m.RunTerminated, {"stop_reason": reason, "detail": str(exc).split(". ")[0]})],
-            )
+            end = (m.RunTerminated, {"stop_reason": reason, "detail": str(exc).split(". ")[0]})
+            try:
+                record = recorder.append("UsageLimitExceeded", [*self._unseen_answer(), end])
+            except GuardStop as ours:  # the unseen answer overran our own limits too
+                record = recorder.stopped(ours)
             return ObservedRun(recorder.run_id, record, partial_output=self._last)
         except RunCancelled:
             recorder.append(
@@ -292,6 +297,27 @@ class AgentIterRun(SdkRun):
             self._tool_raised(exc)
             recorder.failed(exc)
             raise
+
+    def _unseen_answer(self) -> list[Any]:
+        """`model.completed` for a model call whose answer the SDK kept from us, if one is open.
+
+        pydantic-ai checks a token limit after counting a response and before handing it on:
+        the call happened, so what it used (the SDK's count beyond what our events hold) is
+        recorded; its answer never reached us, so it has no output.
+        """
+        if self._sdk_run is None or not self.recorder.record.model_call_open:
+            return []
+        usage = self._sdk_run.usage
+        requests, seen_in, seen_out = self._recorded
+        if usage.requests <= requests:  # stopped before the request: no call was made
+            return []
+        tokens_in = max(0, (usage.input_tokens or 0) - seen_in)
+        tokens_out = max(0, (usage.output_tokens or 0) - seen_out)
+        fields = {
+            "decision": DecisionKind.FINAL,
+            "usage": self.recorder.usage(tokens_in, tokens_out),
+        }
+        return [(m.ModelCompleted, fields)]
 
     def _tool_raised(self, exc: Exception) -> None:
         """Record `tool.failed` for the call whose exception ended the run, when it is plain.
@@ -319,6 +345,7 @@ class AgentIterRun(SdkRun):
         recorder = self.recorder
         approval = _needing_approval(agent)
         async with agent.iter(prompt, **kwargs) as run:
+            self._sdk_run, self._recorded = run, (0, 0, 0)
             async for node in run:
                 if Agent.is_model_request_node(node):
                     recorder.append("ModelRequestNode", [recorder.model_call()])
@@ -387,6 +414,12 @@ class AgentIterRun(SdkRun):
             self._last = text
         record = self.recorder.record
         if record.model_call_open:
+            requests, seen_in, seen_out = self._recorded
+            self._recorded = (
+                requests + 1,
+                seen_in + (response.usage.input_tokens or 0),
+                seen_out + (response.usage.output_tokens or 0),
+            )
             self.recorder.append(
                 "CallToolsNode.model_response", [(m.ModelCompleted, {**fields, "usage": usage})]
             )

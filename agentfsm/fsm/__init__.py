@@ -13,6 +13,7 @@ from agentfsm.fsm.errors import (
     InvalidRunIdError,
     InvalidTableError,
     LifecycleError,
+    OverrunError,
     RunMismatchError,
     RunNotFoundError,
     SequenceError,
@@ -38,7 +39,9 @@ from agentfsm.fsm.limits import (
     RunLimits,
     cap_timeout,
     guards_from_limits,
+    overrun,
     remaining,
+    spends,
 )
 from agentfsm.fsm.loops import LoopDetector, fingerprint, fingerprints
 from agentfsm.fsm.names import (
@@ -79,6 +82,7 @@ __all__ = [
     "LoopDetector",
     "MaxAttempts",
     "MaxTurns",
+    "OverrunError",
     "RunLimits",
     "RunMismatchError",
     "RunNotFoundError",
@@ -99,5 +103,7 @@ __all__ = [
     "fingerprint",
     "fingerprints",
     "guards_from_limits",
+    "overrun",
     "remaining",
+    "spends",
 ]

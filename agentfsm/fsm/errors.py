@@ -12,6 +12,7 @@
     │   ├── RunMismatchError                  the event belongs to another run
     │   ├── ActionError                       the ledger refuses it (unknown id, changed call)
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
+    │       └── OverrunError                  a recorded event took spending past a budget
     └── StoreError
         ├── ConcurrencyConflictError          someone else appended first
         ├── CorruptLogError                   stored data that does not read back
@@ -39,6 +40,7 @@ __all__ = [
     "InvalidRunIdError",
     "InvalidTableError",
     "LifecycleError",
+    "OverrunError",
     "RunMismatchError",
     "RunNotFoundError",
     "SequenceError",
@@ -332,6 +334,32 @@ class GuardRejectedError(LifecycleError):
             state=state,
             event=event,
         )
+
+
+class OverrunError(GuardRejectedError):
+    """An accepted event recorded spending past a budget: the run must stop right after it.
+
+    Unlike its base, nothing was refused: the event is a fact (the call happened, and its
+    usage is recorded), and the run is overspent from that event on. Audits report it at
+    that event; the runtime appends it and then `run.terminated` with `stop_reason`.
+    """
+
+    def __init__(
+        self,
+        *,
+        guard: str,
+        stop_reason: str,
+        detail: str,
+        run_id: str,
+        sequence: int,
+        state: str,
+        event: str,
+    ) -> None:
+        super().__init__(
+            guard=guard, stop_reason=stop_reason, detail=detail, run_id=run_id,
+            sequence=sequence, state=state, event=event,
+        )  # fmt: skip
+        self._reason = f"overran the limit of guard '{guard}' ({stop_reason}): {detail}"
 
 
 def _rebuild(cls: type[LifecycleError], state: dict[str, Any]) -> LifecycleError:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from agentfsm.events.models import RunTerminated, parse_timestamp
-from agentfsm.fsm.errors import GuardRejectedError
+from agentfsm.fsm.errors import GuardRejectedError, OverrunError
 from agentfsm.fsm.names import EventType
 from agentfsm.fsm.table import TransitionTable
 
@@ -68,6 +68,18 @@ class Verdict:
     def error(self, record: RunRecord, event: Event) -> GuardRejectedError:
         """The exception the reducer raises for this verdict on `event`."""
         return GuardRejectedError(
+            guard=self.guard,
+            stop_reason=self.stop_reason,
+            detail=self.detail,
+            run_id=record.run_id,
+            sequence=event.sequence,
+            state=record.status,
+            event=event.type,
+        )
+
+    def overrun(self, record: RunRecord, event: Event) -> OverrunError:
+        """The error saying `event` (accepted on `record`) overran a budget, by this verdict."""
+        return OverrunError(
             guard=self.guard,
             stop_reason=self.stop_reason,
             detail=self.detail,

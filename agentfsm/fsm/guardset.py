@@ -14,6 +14,12 @@ limit is checked, so the stricter of a run's limit and a Python guard always sto
 first; on an event where both trip, the Python guard is the one reported (it is what an
 operator or an audit imposed). The first verdict wins.
 
+`overrun` is the other half of a budget: after an event that records spending (a model
+call's usage, a tool's cost) is accepted, it says whether the run is now past a limit, by
+the `Budget` guards given (also inside `any_of`) and, with `run_limits`, the run's own
+limits and shared budget, when some edge lists `budget`. Nothing is refused for it: the
+event is a fact; whoever drives the run stops it, and audits report it.
+
 The hot path stays flat: event types no edge guards cost one set lookup in the reducer; a
 run without limits, under a reducer without Python guards, skips the guards on a second
 attribute check; and `RunLimits` reads only the limits the run set, building no context.
@@ -26,9 +32,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agentfsm.fsm.errors import InvalidTableError
-from agentfsm.fsm.guards import Guard, GuardContext, Verdict
-from agentfsm.fsm.limits import RunLimits, remaining
-from agentfsm.fsm.names import EventType
+from agentfsm.fsm.guards import AnyOf, Guard, GuardContext, Verdict
+from agentfsm.fsm.limits import Budget, RunLimits, overrun, remaining, spends
+from agentfsm.fsm.names import EventType, StopReason
 from agentfsm.fsm.table import TransitionTable
 
 if TYPE_CHECKING:
@@ -54,7 +60,9 @@ class GuardSet:
         InvalidTableError: with every wiring problem (see the module docstring).
     """
 
-    __slots__ = ("_plan", "always", "events", "guards", "run_limits", "table")
+    __slots__ = (
+        "_budgets", "_limit_budget", "_plan", "always", "events", "guards", "run_limits", "table",
+    )  # fmt: skip
 
     def __init__(
         self, table: TransitionTable, guards: Iterable[Guard] = (), *, run_limits: bool = True
@@ -85,6 +93,33 @@ class GuardSet:
         self.events: frozenset[str] = frozenset(plan)
         #: Whether some Python guard is attached (then guards run even for runs without limits).
         self.always = bool(self.guards)
+        self._budgets = tuple(_budgets(self.guards))
+        # A run's own budget applies only where an edge checks `budget` (see `RunLimits`).
+        self._limit_budget = run_limits and any(
+            StopReason.BUDGET in t.guards for t in table.transitions
+        )
+
+    def overrun(
+        self, record: RunRecord, event: Event, ctx: GuardContext | None = None
+    ) -> Verdict | None:
+        """The verdict when `event`, accepted into `record`, took the run's spending past a limit.
+
+        Args:
+            record: the run record *after* the event.
+            event: the event just applied; only one that records spending is checked.
+            ctx: the shared budget the run draws on, if any.
+        """
+        return self.overspent(record, ctx) if spends(event) else None
+
+    def overspent(self, record: RunRecord, ctx: GuardContext | None = None) -> Verdict | None:
+        """The verdict when `record` has spent past a budget, whatever event got it there."""
+        for budget in self._budgets:
+            verdict = budget.overrun(record)
+            if verdict is not None:
+                return verdict
+        if self._limit_budget:
+            return overrun(record, ctx)
+        return None
 
     def check(
         self, record: RunRecord, event: Event, target: str, ctx: GuardContext | None = None
@@ -126,6 +161,16 @@ class GuardSet:
         names = ", ".join(g.name for g in self.guards)
         table = self.table.name
         return f"GuardSet(table={table!r}, guards=[{names}], run_limits={self.run_limits})"
+
+
+def _budgets(guards: Iterable[Guard]) -> Iterable[Budget]:
+    # `any_of` stops when any member would; `all_of` only with its other members, which an
+    # overrun alone cannot say, so its budgets are left to its own `check`.
+    for guard in guards:
+        if isinstance(guard, Budget):
+            yield guard
+        elif isinstance(guard, AnyOf):
+            yield from _budgets(guard.members)
 
 
 def _validate(table: TransitionTable, by_name: Mapping[str, list[Guard]]) -> None:

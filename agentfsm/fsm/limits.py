@@ -7,6 +7,15 @@ checks also run from a run's own `run.started.limits`, without any object per ru
 Every refusal says why in numbers: `3 of 3 turns used`, `spent 1,480 + reserved 200 >
 1,500 tokens`. Budgets stop *before* crossing: a model call is refused when what was spent,
 plus what calls in flight reserved, plus this call's own estimate would exceed the limit.
+
+An estimate can be wrong, so a call may still cross a limit. That usage is a fact (the call
+happened) and the event recording it is accepted, but it is an *overrun* the moment it is
+recorded: `overrun` (and `Budget.overrun`) gives the verdict `spent 2,200 > 1,500 tokens`
+for a record whose recorded spending is past a limit. What is legal after a crossing follows
+from the budget check itself: every `model.started` and `tool.started` is refused once the
+run is overspent, so nothing new spends; results of calls already in flight, approvals,
+`run.terminated`, `run.failed` and cancellation stay legal. Audits report the overrun at the
+crossing event, and the runtime and the SDK adapters stop the run right after it.
 """
 
 from __future__ import annotations
@@ -19,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentfsm.events.models import Limits, ModelStarted, ToolStarted
+from agentfsm.events.models import (
+    Limits,
+    ModelCompleted,
+    ModelStarted,
+    ToolCompleted,
+    ToolStarted,
+)
 from agentfsm.fsm.guards import AnyOf, Guard, GuardContext, Verdict, _instant
 from agentfsm.fsm.names import EventType, StopReason
 
@@ -36,7 +51,9 @@ __all__ = [
     "RunLimits",
     "cap_timeout",
     "guards_from_limits",
+    "overrun",
     "remaining",
+    "spends",
 ]
 
 _MAX_TURNS = StopReason.MAX_TURNS.value
@@ -226,6 +243,35 @@ def _budget(
     return None
 
 
+def _overspent(
+    name: str,
+    max_tokens: int | None,
+    max_cost: float | None,
+    tokens: int,
+    cost: float,
+    whose: str = "",
+) -> Verdict | None:
+    """The overrun rule: recorded spending (no reservations: they are not spent) past a limit."""
+    if max_tokens is not None and tokens > max_tokens:
+        return Verdict(name, _BUDGET, f"{whose}spent {_num(tokens)} > {_num(max_tokens)} tokens")
+    if max_cost is not None and cost > max_cost + _COST_SLACK * max(1.0, max_cost):
+        return Verdict(name, _BUDGET, f"{whose}spent {_num(cost)} > max cost {_num(max_cost)}")
+    return None
+
+
+def spends(event: Event) -> bool:
+    """Whether `event` records spending: a model call's usage or a tool's cost (above zero).
+
+    Only such an event can take a run past a budget, so only it is checked for an overrun.
+    """
+    if isinstance(event, ModelCompleted):
+        usage = event.usage
+        return usage is not None and (
+            usage.input_tokens > 0 or usage.output_tokens > 0 or usage.cost > 0
+        )
+    return isinstance(event, ToolCompleted) and bool(event.cost)
+
+
 def _own(record: RunRecord) -> tuple[int, float, int, float]:
     usage = record.usage
     return (
@@ -268,6 +314,11 @@ class Budget:
     def check(self, record: RunRecord, event: Event, ctx: GuardContext) -> Verdict | None:
         """Refuse a call that would take the run's spending past a limit."""
         return _budget(self.name, self.max_tokens, self.max_cost, _own(record), event)
+
+    def overrun(self, record: RunRecord) -> Verdict | None:
+        """The verdict when `record`'s recorded spending is past a limit (an overrun), else None."""
+        tokens, cost, _, _ = _own(record)
+        return _overspent(self.name, self.max_tokens, self.max_cost, tokens, cost)
 
 
 # -- the run's own limits (run.started.limits), without an object per run --------------------
@@ -332,6 +383,30 @@ def _shared(record: RunRecord, event: Event, shared: SharedBudget) -> Verdict | 
     )
     whose = f"root '{shared.root}' ({len(shared.runs)} runs): "
     return _budget(_BUDGET, shared.max_tokens, shared.max_cost, spent, event, whose)
+
+
+def overrun(record: RunRecord, ctx: GuardContext | None = None) -> Verdict | None:
+    """The verdict when `record` has spent past its own `limits` or its tree's shared budget.
+
+    `record` is the run *after* an event; reservations do not count (nothing was spent).
+    A shared budget (`ctx.budget`) counts this record's live figures and the other runs'
+    last charges, as the `budget` check does.
+    """
+    tokens, cost, _, _ = _own(record)
+    limits = record.limits
+    if limits is not None and (limits.max_tokens is not None or limits.max_cost is not None):
+        verdict = _overspent(_BUDGET, limits.max_tokens, limits.max_cost, tokens, cost)
+        if verdict is not None:
+            return verdict
+    shared = ctx.budget if ctx is not None else None
+    if shared is None or not shared.covers(record.run_id):
+        return None
+    others = shared.total(excluding=record.run_id)
+    whose = f"root '{shared.root}' ({len(shared.runs)} runs): "
+    return _overspent(
+        _BUDGET, shared.max_tokens, shared.max_cost, tokens + others.tokens,
+        cost + others.cost, whose,
+    )  # fmt: skip
 
 
 def guards_from_limits(limits: Limits | Mapping[str, Any]) -> tuple[Guard, ...]:

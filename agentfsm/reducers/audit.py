@@ -7,6 +7,10 @@ guard, its stop reason and detail. That the event is in the log at all means the
 on past the point where the run should have stopped; a log that ends with `run.terminated`
 at that point has no finding, since `run.terminated` is never refused.
 
+A budget is also reported where it was *overrun*: the event that recorded spending past a
+limit (a model call's usage, a tool's cost) is a finding with `overrun=True`, whatever
+follows it. Such usage is never silent, even when the run stopped right after it.
+
 It streams: feed events one at a time (`Auditor.feed`), in file order, runs interleaved or
 not. It keeps one record per open run and a small stub per finished one, never the events.
 A log that breaks its lifecycle (an illegal move, a sequence gap) is reported as a problem
@@ -35,7 +39,7 @@ __all__ = ["AuditFinding", "AuditProblem", "AuditReport", "Auditor", "audit"]
 
 @attrs.frozen
 class AuditFinding:
-    """The first event of a run that a configured guard would have refused.
+    """The first event of a run that a configured guard would have refused, or that overran.
 
     Attributes:
         run_id: the run.
@@ -46,6 +50,8 @@ class AuditFinding:
         stop_reason: the stop reason it would have given.
         detail: its sentence, e.g. `3 of 3 turns used`.
         line: the event's line in the input, when known.
+        overrun: the event was not refused but recorded spending past a budget (the run
+            should have stopped right after it).
     """
 
     run_id: str
@@ -56,13 +62,18 @@ class AuditFinding:
     stop_reason: str
     detail: str
     line: int | None = None
+    overrun: bool = False
 
     def __str__(self) -> str:
         at = f"line {self.line}, " if self.line is not None else ""
+        what = (
+            f"overran the limit of guard '{self.guard}'"
+            if self.overrun
+            else f"guard '{self.guard}' would have stopped the run"
+        )
         return (
             f"{at}run '{self.run_id}', sequence {self.sequence} ('{self.event}' in "
-            f"'{self.state}'): guard '{self.guard}' would have stopped the run "
-            f"({self.stop_reason}): {self.detail}"
+            f"'{self.state}'): {what} ({self.stop_reason}): {self.detail}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -102,7 +113,8 @@ class AuditReport:
     """What an audit found.
 
     Attributes:
-        findings: at most one per run: where a guard would have stopped it.
+        findings: at most one per run: where a guard would have stopped it, or where it
+            overran a budget.
         problems: runs whose log is not a valid lifecycle.
         runs: how many runs the log holds.
         events: how many events were read.
@@ -181,7 +193,14 @@ class Auditor:
         except LifecycleError as exc:
             return self._stop(AuditProblem(run_id, event.sequence, exc.kind, str(exc), line))
         if shared and budget is not None:
-            self._budget = budget.charge(new)
+            self._budget = budget.charge(new)  # spent is spent, overrun or not
+        over = self._reducer.overrun(record, event, new, ctx)
+        if over is not None:
+            finding = AuditFinding(
+                run_id, event.sequence, event.type, record.status,
+                over.guard, over.stop_reason, over.detail, line, overrun=True,
+            )  # fmt: skip
+            return self._stop(finding)
         if new.status in self._terminal:
             # Keep what judges a later event (its sequence, the terminal state), not the ledger.
             new = RunRecord(run_id, status=new.status, version=new.version)

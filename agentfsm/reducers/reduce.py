@@ -31,6 +31,7 @@ from agentfsm.fsm.errors import (
     ActionError,
     IllegalTransitionError,
     LifecycleError,
+    OverrunError,
     RunMismatchError,
     SequenceError,
 )
@@ -163,6 +164,18 @@ class Reducer:
             if verdict is not None:
                 raise verdict.error(record, event)
         return new
+
+    def overrun(
+        self, before: RunRecord, event: Event, after: RunRecord, ctx: GuardContext | None = None
+    ) -> OverrunError | None:
+        """The `OverrunError` when `event`, accepted (`before` -> `after`), overran a budget.
+
+        `reduce` accepts such an event: the usage it records is a fact. This says whether it
+        took the run past a limit (see `GuardSet.overrun`), for those who must then stop
+        the run (the runtime, the adapters) or report it (audits, validation).
+        """
+        verdict = self.guards.overrun(after, event, ctx)
+        return verdict.overrun(before, event) if verdict is not None else None
 
     def replay(self, events: Iterable[Event], snapshot: Snapshot | None = None) -> RunRecord:
         """Fold `events` from the start of the run, or after `snapshot`.

@@ -4,6 +4,10 @@ Memory grows with the number of runs still open, not with the file: a run that r
 terminal state keeps only its summary (status, stop reason, version), since any later event
 for it is illegal whatever it says.
 
+An event that records spending past a budget (the run's own `limits`, or the reducer's
+`Budget` guards) is accepted by the reducer, since the usage is a fact, but it is reported
+here as a `guard` finding at that event (`OverrunError`): an overrun is never silent.
+
 Every problem becomes a `Finding` carrying data (line, run, sequence, state, event, what
 was allowed), so the CLI, tests and other tools can act on it without parsing a message.
 """
@@ -227,7 +231,7 @@ def validate_lines(
                 order.append(rid)
                 record = reducer.initial(rid)
         try:
-            record = reducer.reduce(record, event)
+            new = reducer.reduce(record, event)
         except LifecycleError as err:
             findings.append(_lifecycle_finding(err, number, raw, reducer))
             failed[rid] = RunSummary.of(record)
@@ -238,8 +242,17 @@ def validate_lines(
                 break
             continue
         applied += 1
+        over = reducer.overrun(record, event, new)
+        record = new
         if keep_records:
             kept[rid] = record
+        if over is not None:  # applied (the usage is a fact), and the run's first problem
+            findings.append(_lifecycle_finding(over, number, raw, reducer))
+            failed[rid] = RunSummary.of(record)
+            open_runs.pop(rid, None)
+            if not keep_going:
+                break
+            continue
         if record.status in terminal:
             open_runs.pop(rid, None)
             closed[rid] = RunSummary.of(record)

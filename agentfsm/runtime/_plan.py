@@ -17,9 +17,17 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from agentfsm.events import models as m
 from agentfsm.events.models import parse_timestamp
+from agentfsm.fsm.errors import GuardRejectedError, OverrunError
 from agentfsm.fsm.guards import AnyOf, Guard
-from agentfsm.fsm.limits import MaxTurns
-from agentfsm.fsm.names import RESOLVED, ActionStatus, DecisionKind, RunStatus, StopReason
+from agentfsm.fsm.limits import Budget, MaxTurns
+from agentfsm.fsm.names import (
+    RESOLVED,
+    ActionStatus,
+    DecisionKind,
+    EventType,
+    RunStatus,
+    StopReason,
+)
 from agentfsm.reducers.record import Action, RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.agent import Agent, RunnerConfig
@@ -169,6 +177,11 @@ class Planner:
             return Finish()
         if status == S.CANCEL_REQUESTED:
             return Append(self.settle_cancel(record))
+        overspent = self.reducer.guards.overspent(record)
+        if overspent is not None:
+            # Only after a crash between a call that overran and the stop it calls for.
+            stop = {"stop_reason": overspent.stop_reason, "detail": overspent.detail}
+            return Append(((m.RunTerminated, stop),))
         agent = self.agent_of(record)
         if record.model_call_open:
             return Turn(agent, reopen=True, wrap_up=self._wrap_up(record, record.turn))
@@ -317,14 +330,34 @@ class Planner:
             now=now,
         )
 
-    def model_started(self) -> Spec:
-        """`model.started`, with the configured reservation."""
+    def reserves_by_default(self, record: RunRecord, shared: bool) -> bool:
+        """Whether the next model call reserves the largest call so far (`model_started`).
+
+        Only without a configured `reserve`, and only where a budget applies: the run's own
+        `max_tokens`/`max_cost`, a `Budget` guard, or a tree's shared budget (`shared`).
+        """
+        if self.config.reserve is not None:
+            return False
+        limits = record.limits
+        if limits is not None and (limits.max_tokens is not None or limits.max_cost is not None):
+            return True
+        return shared or any(isinstance(g, Budget) for g in _flat(self.reducer.guards.guards))
+
+    def model_started(self, largest: tuple[int, float] | None = None) -> Spec:
+        """`model.started`, reserving the configured `reserve`, or else `largest`.
+
+        `largest` is the most tokens and cost one model call of the run has used so far: the
+        next call is likely to use as much, so a budget refuses it *before* it would
+        overrun rather than after (see `reserves_by_default`).
+        """
         reserve = self.config.reserve
-        fields: dict[str, Any] = {}
         if reserve is not None:
-            fields["reserved_tokens"] = reserve.input_tokens + reserve.output_tokens or None
-            fields["reserved_cost"] = reserve.cost or None
-        return (m.ModelStarted, fields)
+            tokens, cost = reserve.input_tokens + reserve.output_tokens, reserve.cost
+        elif largest is not None:
+            tokens, cost = largest
+        else:
+            return (m.ModelStarted, {})
+        return (m.ModelStarted, {"reserved_tokens": tokens or None, "reserved_cost": cost or None})
 
     def decided_and_admitted(
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool, agent: Agent, now: datetime
@@ -524,6 +557,35 @@ def timed_out(action_id: str, tool: Tool, seconds: float) -> Spec:
             "error": error("timeout", f"no answer within {seconds:g} s", retryable=True),
         },
     )
+
+
+def unrecordable(decision: ModelDecision) -> Spec:
+    """`model.completed` for a decision that is not JSON, keeping what the call used.
+
+    The call happened, so its usage counts; its output (and calls, whose arguments cannot be
+    recorded either) are left out: a `tool_calls` decision is recorded as `final` with no
+    output, and the `run.failed` that follows says what was wrong.
+    """
+    kind = DecisionKind.FINAL if decision.kind == "tool_calls" else decision.kind
+    usage = decision.usage.model_dump() if decision.usage is not None else None
+    return (m.ModelCompleted, {"decision": kind, "usage": usage})
+
+
+def stopped_after(decided: Sequence[Spec], error: GuardRejectedError) -> tuple[Spec, ...] | None:
+    """The model's answer and the stop, when a guard refused what the answer led to.
+
+    A guard may refuse an event the decision brings with it (a call the loop detector
+    stops); the call itself happened, so `model.completed` (the batch's first spec) is kept
+    with its usage, followed by `run.terminated`. None when the refusal is of something
+    else (then the usual stop records it).
+    """
+    first = decided[0] if decided else None
+    if first is None or callable(first) or first[0] is not m.ModelCompleted:
+        return None
+    if error.event == EventType.MODEL_COMPLETED or isinstance(error, OverrunError):
+        return None
+    stop = {"stop_reason": error.stop_reason, "detail": error.detail}
+    return (first, (m.RunTerminated, stop))
 
 
 def model_failed(message: str, *, kind: str = "model_error") -> Spec:

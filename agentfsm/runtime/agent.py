@@ -160,7 +160,10 @@ class RunnerConfig:
         backoff: seconds before retry `n` of a tool or model call.
         model_max_attempts: attempts per model call for retryable `ModelError`s.
         reserve: usage each model call reserves up front (`model.started.reserved_*`), so
-            the budget guard refuses a call that could overspend.
+            the budget guard refuses a call that could overspend. None (the default): under a
+            budget, each call reserves the most tokens and cost one call of the run has used
+            so far; `Usage()` reserves nothing. A call that overruns anyway is recorded and
+            the run is stopped right after it (`run.terminated`, `budget`).
         accept: checks a final answer before the run completes: returns None to accept or
             a reason, which ends the run `failed` (kind `output_rejected`).
         max_conflicts: how many times in a row one append may lose a race (reload, re-check,

@@ -248,9 +248,22 @@ class AsyncRunner(_Core):
 
     async def _turn(self, writer: AsyncWriter, step: p.Turn) -> None:
         if not step.reopen:
-            await writer.append([self.planner.model_started()])
+            default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
+            largest = await writer.largest_call() if default else None
+            await writer.append([self.planner.model_started(largest)])
         record = writer.record
-        await writer.append(self._admit(record, await self._ask(step, record), step))
+        decided = self._admit(record, await self._ask(step, record), step)
+        try:
+            await writer.append(decided)
+        except GuardRejectedError as exc:
+            # The model was called: its answer and usage go in the log before the stop.
+            kept = p.stopped_after(decided, exc)
+            if kept is None:
+                raise
+            await writer.append(kept)
+        except StateChanged as changed:
+            self._unrecorded(changed.record, decided)
+            raise
 
     async def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         attempt = 0

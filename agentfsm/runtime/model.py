@@ -65,6 +65,25 @@ class ProposedCall:
     action_id: str | None = None
 
 
+def _usage(value: Usage | Mapping[str, Any] | None) -> Usage | None:
+    """A decision's usage: a `Usage`, or a mapping of its fields, validated now.
+
+    Checked where the decision is built (inside the model call), so a bad one fails that
+    call with a clear error instead of the Runner half-way through recording it.
+    """
+    if value is None or isinstance(value, Usage):
+        return value
+    if isinstance(value, Mapping):
+        return Usage.model_validate(dict(value))
+    raise TypeError(
+        f"usage must be a Usage or a mapping of its fields, got {type(value).__name__}: {value!r}"
+    )
+
+
+#: What a decision's `usage` may be given as: a `Usage`, or a dict of its fields.
+UsageLike = Usage | Mapping[str, Any]
+
+
 def call(tool: str, /, **arguments: Any) -> ProposedCall:
     """A `ProposedCall` from keyword arguments: `call("get_order", order_id="O-1")`."""
     return ProposedCall(tool, arguments)
@@ -84,14 +103,15 @@ class Decision:
         output: the answer (final), or any text the model said beside its calls.
         tool_calls: the proposed calls (only for `tool_calls`; at least one).
         to_agent: the agent to hand off to (only for `handoff`).
-        usage: tokens and cost of the call.
+        usage: tokens and cost of the call: a `Usage`, or a dict of its fields
+            (`{"input_tokens": 900, "output_tokens": 80}`), validated into one.
     """
 
     kind: DecisionKind
     output: Any = None
     tool_calls: tuple[ProposedCall, ...] = ()
     to_agent: str | None = None
-    usage: Usage | None = None
+    usage: Usage | None = attrs.field(default=None, converter=_usage)
 
     def __attrs_post_init__(self) -> None:
         if self.kind == "tool_calls" and not self.tool_calls:
@@ -102,19 +122,21 @@ class Decision:
             raise ValueError("'to_agent' is given exactly for a 'handoff' decision")
 
     @classmethod
-    def final(cls, output: Any, *, usage: Usage | None = None) -> Decision:
+    def final(cls, output: Any, *, usage: UsageLike | None = None) -> Decision:
         """A final answer (a proposal: the run completes once the Runner accepts it)."""
         return cls("final", output=output, usage=usage)
 
     @classmethod
     def calls(
-        cls, *calls: ProposedCall, usage: Usage | None = None, output: Any = None
+        cls, *calls: ProposedCall, usage: UsageLike | None = None, output: Any = None
     ) -> Decision:
         """A batch of tool calls, run before the model is called again."""
         return cls("tool_calls", output=output, tool_calls=calls, usage=usage)
 
     @classmethod
-    def handoff(cls, to_agent: str, *, output: Any = None, usage: Usage | None = None) -> Decision:
+    def handoff(
+        cls, to_agent: str, *, output: Any = None, usage: UsageLike | None = None
+    ) -> Decision:
         """Hand the run to another agent; turns and budget carry on."""
         return cls("handoff", output=output, to_agent=to_agent, usage=usage)
 
@@ -207,11 +229,21 @@ class ToolCallDelta:
     done: bool = False
 
 
+def _delta_usage(value: UsageLike) -> Usage:
+    usage = _usage(value)
+    if usage is None:
+        raise TypeError("a UsageDelta needs a usage, got None")
+    return usage
+
+
 @attrs.frozen
 class UsageDelta:
-    """The call's usage (usually the last chunk); a later one replaces an earlier one."""
+    """The call's usage (usually the last chunk); a later one replaces an earlier one.
 
-    usage: Usage
+    A dict of `Usage` fields is validated into a `Usage`, as for `Decision`.
+    """
+
+    usage: Usage = attrs.field(converter=_delta_usage)
 
 
 @attrs.frozen

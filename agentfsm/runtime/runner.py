@@ -143,7 +143,25 @@ class _Core:
                 record, decision, step.wrap_up, step.agent, self.clock()
             )
         except ValueError as exc:  # pydantic's ValidationError is one
-            return (p.model_failed(f"the model's decision is not JSON: {exc}"),)
+            failed = p.model_failed(f"the model's decision is not JSON: {exc}")
+            return (p.unrecordable(decision), failed)
+
+    def _unrecorded(self, record: RunRecord, decided: Sequence[Spec]) -> None:
+        """Log the usage of a model answer the run can no longer take (it was cancelled).
+
+        The table has no `model.completed` after `run.cancel_requested`, so a call that
+        returns after a cancel cannot be recorded; its usage is logged, not lost silently.
+        """
+        first = decided[0] if decided else None
+        if first is None or callable(first) or first[0] is not m.ModelCompleted:
+            return
+        self.log.warning(
+            "model.unrecorded",
+            run_id=record.run_id,
+            status=record.status,
+            decision=first[1].get("decision"),
+            usage=first[1].get("usage"),
+        )
 
     def _model_error(
         self, exc: Exception, record: RunRecord, agent: Agent, attempt: int
@@ -434,9 +452,22 @@ class Runner(_Core):
 
     def _turn(self, writer: Writer, step: p.Turn) -> None:
         if not step.reopen:
-            writer.append([self.planner.model_started()])
+            default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
+            largest = writer.largest_call() if default else None
+            writer.append([self.planner.model_started(largest)])
         record = writer.record
-        writer.append(self._admit(record, self._ask(step, record), step))
+        decided = self._admit(record, self._ask(step, record), step)
+        try:
+            writer.append(decided)
+        except GuardRejectedError as exc:
+            # The model was called: its answer and usage go in the log before the stop.
+            kept = p.stopped_after(decided, exc)
+            if kept is None:
+                raise
+            writer.append(kept)
+        except StateChanged as changed:
+            self._unrecorded(changed.record, decided)
+            raise
 
     def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         """The model's decision, retrying retryable errors; or the `run.failed` spec."""

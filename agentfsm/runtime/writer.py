@@ -16,6 +16,11 @@ events and folds them in:
 - driving events (a model or tool event, an approval request) mean another worker is
   driving the run: `RunSupersededError`, and this Runner stops instead of forking the work.
 
+An event that records spending past a budget (a model call's usage, a tool's cost: see
+`Reducer.overrun`) is appended, since the call happened, but nothing of the batch after it:
+the append then raises the `OverrunError` (a `GuardRejectedError`), so the caller stops the
+run right there with `run.terminated` as for any guard's refusal.
+
 Every applied event is logged as `transition.applied` (run_id, sequence, event, from_state,
 to_state, and `guard_verdict="passed"` on guarded edges); a refusal as `guard.rejected`.
 """
@@ -40,6 +45,7 @@ from agentfsm.fsm.errors import (
     ConcurrencyConflictError,
     GuardRejectedError,
     LifecycleError,
+    OverrunError,
     StoreError,
 )
 from agentfsm.fsm.guards import GuardContext
@@ -57,6 +63,7 @@ __all__ = [
     "approval_asked",
     "call_started",
     "declined",
+    "largest_call",
     "requested",
 ]
 
@@ -183,6 +190,9 @@ class _Base:
         self._guarded = reducer.guards.events
         self._epoch = 0
         self._step_epoch = 0
+        # The largest model call's tokens and cost so far (the default reservation): known
+        # from the start for a new run, read from the log once for a run that had turns.
+        self._largest: tuple[int, float] | None = (0, 0.0) if record.turn == 0 else None
 
     def begin_step(self) -> None:
         """Mark the record the Runner is deciding from (see `StateChanged`)."""
@@ -215,14 +225,22 @@ class _Base:
             events.append(event)
         return events
 
-    def _check(self, record: RunRecord, events: list[Event], now: datetime) -> list[RunRecord]:
-        """The records after each event, under the Runner's reducer; raises its refusals."""
+    def _check(
+        self, record: RunRecord, events: list[Event], now: datetime
+    ) -> tuple[list[Event], list[RunRecord], OverrunError | None]:
+        """The events to append and the records after each, under the Runner's reducer.
+
+        Raises the reducer's refusals. An event that overran a budget ends the batch: it and
+        the events before it are returned, with the `OverrunError` to raise once they are
+        appended (the caller must not act on the rest of the batch).
+        """
         ctx = GuardContext(now, budget=self.budget.current) if self.budget is not None else None
         out = []
-        reduce = self.reducer.reduce
-        for event in events:
+        reducer = self.reducer
+        reduce = reducer.reduce
+        for i, event in enumerate(events):
             try:
-                record = reduce(record, event, ctx)
+                new = reduce(record, event, ctx)
             except GuardRejectedError as exc:
                 log_guard_rejected(self._log, event, record.status, exc)
                 raise
@@ -230,8 +248,23 @@ class _Base:
                 if self.changed_since_step:
                     raise StateChanged(self.record) from None
                 raise
-            out.append(record)
-        return out
+            out.append(new)
+            over = reducer.overrun(record, event, new, ctx)
+            if over is not None:
+                return events[: i + 1], out, over
+            record = new
+        return events, out, None
+
+    def _overran(self, over: OverrunError) -> OverrunError:
+        self._log.warning(
+            "budget.overrun",
+            sequence=over.sequence,
+            event_type=over.event,
+            guard=over.guard,
+            stop_reason=over.stop_reason,
+            detail=over.detail,
+        )
+        return over
 
     def _applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
         log = self._log
@@ -240,6 +273,8 @@ class _Base:
         for event, record in zip(events, after, strict=True):
             log_applied(log, event, previous, record.status, guarded=event.type in guarded)
             previous = record.status
+            if self._largest is not None and isinstance(event, m.ModelCompleted):
+                self._largest = largest_call(self._largest, event)
         if self.budget is not None:
             self.budget.charge(after[-1])
 
@@ -264,6 +299,15 @@ class _Base:
             f"run '{self.run_id}': {self._max_conflicts} appends in a row lost a race; "
             "is something appending to it in a loop?"
         )
+
+
+def largest_call(largest: tuple[int, float], event: Event) -> tuple[int, float]:
+    """`largest` (tokens, cost) after seeing `event`: each the max over the model calls."""
+    usage = event.usage if isinstance(event, m.ModelCompleted) else None
+    if usage is None:
+        return largest
+    tokens = usage.input_tokens + usage.output_tokens
+    return max(largest[0], tokens), max(largest[1], usage.cost)
 
 
 def _at_version(record: RunRecord, version: int) -> RunRecord:
@@ -314,6 +358,8 @@ class Writer(_Base):
 
         Raises:
             GuardRejectedError: a guard refused an event (nothing was written).
+            OverrunError: an event overran a budget: the batch up to it was written, not
+                the rest; stop the run.
             StateChanged: another process changed the run and the batch no longer applies.
             RunSupersededError: another process is driving the run.
             LifecycleError: the batch is illegal on the record the Runner decided from.
@@ -322,7 +368,7 @@ class Writer(_Base):
             record = self.record
             now = self._clock()
             events = self._build(specs, record, now.isoformat())
-            after = self._check(record, events, now)
+            events, after, over = self._check(record, events, now)
             try:
                 new = self.store.append(self.run_id, events, record.version)
             except ConcurrencyConflictError:
@@ -335,6 +381,8 @@ class Writer(_Base):
                 raise
             self.record = new
             self._applied(record, events, after)
+            if over is not None:
+                raise self._overran(over)
             return new
         raise self._give_up()
 
@@ -343,6 +391,15 @@ class Writer(_Base):
         events = list(self.store.events(self.run_id, after=self.record.version))
         self._fold_foreign(events)
         return self.record
+
+    def largest_call(self) -> tuple[int, float]:
+        """The most tokens and the most cost any one model call of the run has used so far."""
+        if self._largest is None:
+            largest = (0, 0.0)
+            for event in self.store.events(self.run_id):
+                largest = largest_call(largest, event)
+            self._largest = largest
+        return self._largest
 
 
 class AsyncWriter(_Base):
@@ -383,7 +440,7 @@ class AsyncWriter(_Base):
             record = self.record
             now = self._clock()
             events = self._build(specs, record, now.isoformat())
-            after = self._check(record, events, now)
+            events, after, over = self._check(record, events, now)
             try:
                 new = await self.store.append(self.run_id, events, record.version)
             except ConcurrencyConflictError:
@@ -395,6 +452,8 @@ class AsyncWriter(_Base):
                 raise
             self.record = new
             self._applied(record, events, after)
+            if over is not None:
+                raise self._overran(over)
             return new
         raise self._give_up()
 
@@ -403,6 +462,15 @@ class AsyncWriter(_Base):
         events = [e async for e in self.store.events(self.run_id, after=self.record.version)]
         self._fold_foreign(events)
         return self.record
+
+    async def largest_call(self) -> tuple[int, float]:
+        """The most tokens and the most cost any one model call of the run has used so far."""
+        if self._largest is None:
+            largest = (0, 0.0)
+            async for event in self.store.events(self.run_id):
+                largest = largest_call(largest, event)
+            self._largest = largest
+        return self._largest
 
     async def poll(self) -> bool:
         """Whether another process appended since the writer's version (then folded in)."""

@@ -32,17 +32,20 @@ def run(coro: Any) -> Any:
         return asyncio.run(coro)
 
 
-#: How a parent run and its child are stopped once the tree spends 45 of 40 tokens.
+#: How a parent run is stopped once the tree spends 45 of 40 tokens: its next call refused.
 TREE_OVERSPENT = "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens"
+#: How the child whose model call took the tree to 45 of 40 tokens is stopped right after it.
+TREE_OVERRUN = "root 'r1' (2 runs): spent 45 > 40 tokens"
 
 
 def assert_tree_stopped(done: Any, store: EventStore, child_id: str, tmp_path: Path) -> None:
-    """Parent r1 and `child_id` both ended for `budget` on the tree's totals; both logs valid."""
+    """`child_id` overran the tree's budget and stopped right after; its parent r1's next call
+    was refused; both ended for `budget`, and neither overran its own limits (logs valid)."""
     child = store.load(child_id)
     assert (child.status, child.stop_reason, child.stop_detail) == (
         "terminated",
         "budget",
-        TREE_OVERSPENT,
+        TREE_OVERRUN,
     )
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",

@@ -104,15 +104,35 @@ def test_the_recursion_limit_becomes_run_terminated_max_turns(tmp_path: Path) ->
 
 
 def test_a_token_budget_from_usage_metadata_stops_the_graph(tmp_path: Path) -> None:
-    """limits.max_tokens=25 at 15 tokens a call: the third model call is refused (budget)."""
+    """limits.max_tokens=25 at 15 tokens a call: the second call overruns it (30 > 25); the
+    graph stops right after it, its answer recorded, its call never run; validate says so."""
     store = MemoryEventStore()
+    before = len(app.CALLS)
     done = drive(GraphRun(store, "r1"), _looping(), limits=Limits(max_tokens=25))
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "budget",
-        "spent 30 + reserved 0 > 25 tokens",
+        "spent 30 > 25 tokens",
     )
-    assert validates(store, "r1", tmp_path) == 0
+    assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.terminated"]
+    assert done.record.actions["call_1"].status == "rejected"  # proposed, never run
+    assert app.CALLS[before:] == ["get_weather C0"]
+    assert validates(store, "r1", tmp_path) == 1
+
+
+def test_a_single_answer_that_overruns_the_budget_ends_the_run_keeping_it(tmp_path: Path) -> None:
+    """One 15-token answer under max_tokens=10: recorded, then run.terminated(budget) at once."""
+    store = MemoryEventStore()
+    done = drive(GraphRun(store, "r1"), graph([answer("Sunny.")]), limits=Limits(max_tokens=10))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 15 > 10 tokens",
+    )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "run.terminated",
+    ]  # fmt: skip
+    assert (done.record.final_output, done.partial_output) == ("Sunny.", "Sunny.")
 
 
 def test_a_loop_is_stopped_even_when_toolnode_catches_tool_errors(tmp_path: Path) -> None:
@@ -859,7 +879,7 @@ def test_a_subagent_graph_draws_on_the_parents_token_budget(tmp_path: Path) -> N
     """A tool runs a child graph via `subagent(tool_call_id)`: once the tree overspends, both stop.
 
     15 tokens a model call, 40 for the tree: the parent's call and two of the child's spend 45,
-    so the child's second tool call is refused (budget), and then the parent's next model call.
+    so the child's second model call overruns it (stopped right after), then the parent's next.
     """
     store = MemoryEventStore()
     parent = GraphRun(store, "r1")
@@ -1020,7 +1040,8 @@ def test_a_structured_output_call_is_a_final_decision_not_an_action(tmp_path: Pa
 
 
 def test_pricing_gets_the_model_name_and_a_cost_limit_stops_the_graph(tmp_path: Path) -> None:
-    """`response_metadata["model_name"]` reaches `pricing`; 1.0 a call under max_cost=1.5."""
+    """`response_metadata["model_name"]` reaches `pricing`; 1.0 a call under max_cost=1.5: the
+    second call overruns it and the graph stops right after it."""
     seen: list[str | None] = []
 
     def pricing(model: str | None, input_tokens: int, output_tokens: int) -> float:
@@ -1037,10 +1058,11 @@ def test_pricing_gets_the_model_name_and_a_cost_limit_stops_the_graph(tmp_path: 
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "budget",
-        "spent 2 + reserved 0 > max cost 1.5",
+        "spent 2 > max cost 1.5",
     )
     assert seen == ["gpt-test", "gpt-test"]
-    assert validates(store, "r1", tmp_path) == 0
+    assert types(store, "r1")[-2:] == ["model.completed", "run.terminated"]
+    assert validates(store, "r1", tmp_path) == 1
 
 
 def test_chunks_of_the_callers_stream_mode_reach_on_chunk_as_langgraph_shapes_them() -> None:

@@ -143,18 +143,39 @@ def test_the_sdk_max_turns_becomes_run_terminated_max_turns(tmp_path: Path) -> N
 
 
 def test_a_token_budget_from_sdk_usage_stops_the_run(tmp_path: Path) -> None:
-    """limits.max_tokens=25 with 15 tokens a call: the third model call is refused (budget)."""
+    """limits.max_tokens=25 with 15 tokens a call: the second call overruns it (30 > 25); the
+    SDK run stops right after it, its answer recorded, its call never run; validate says so."""
     store = MemoryEventStore()
     agent = weather_agent(
         *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
     )
+    before = len(app.CALLS)
     done = run(AgentsRun(store, "r1").run(agent, "weather?", limits=Limits(max_tokens=25)))
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "budget",
-        "spent 30 + reserved 0 > 25 tokens",
+        "spent 30 > 25 tokens",
     )
-    assert validates(store, "r1", tmp_path) == 0
+    assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.terminated"]
+    assert done.record.actions["call_1"].status == "rejected"  # proposed, never run
+    assert app.CALLS[before:] == ["get_weather C0"]
+    assert validates(store, "r1", tmp_path) == 1
+
+
+def test_a_single_answer_that_overruns_the_budget_ends_the_run_keeping_it(tmp_path: Path) -> None:
+    """One 15-token answer under max_tokens=10: recorded, then run.terminated(budget) at once."""
+    store = MemoryEventStore()
+    agent = weather_agent([assistant_message("Sunny.")])
+    done = run(AgentsRun(store, "r1").run(agent, "weather?", limits=Limits(max_tokens=10)))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 15 > 10 tokens",
+    )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "run.terminated",
+    ]  # fmt: skip
+    assert (done.record.final_output, done.partial_output) == ("Sunny.", "Sunny.")
 
 
 def test_a_loop_of_identical_calls_is_stopped_before_the_tool_runs_again(tmp_path: Path) -> None:
@@ -489,7 +510,7 @@ def test_an_agent_tool_runs_a_subagent_that_draws_on_the_parents_budget(tmp_path
     """agent_tool: the child is its own run; once the tree overspends both are stopped (budget).
 
     15 tokens a model call, 40 for the tree: the parent's call and two of the child's spend 45,
-    so the child's second tool call is refused, and then the parent's next model call.
+    so the child's second model call overruns it (stopped right after), then the parent's next.
     """
     store = MemoryEventStore()
     researcher = weather_agent(

@@ -83,7 +83,8 @@ def test_our_max_turns_stops_the_iteration_with_the_partial_output(tmp_path: Pat
 
 
 def test_a_usage_limit_on_tokens_becomes_a_budget_stop(tmp_path: Path) -> None:
-    """UsageLimits(total_tokens_limit=25) at 15 tokens a request: run.terminated 'budget'."""
+    """UsageLimits(total_tokens_limit=25) at 15 tokens a request: run.terminated 'budget',
+    after the second request, which the SDK counted but never handed on, with its usage."""
     store = MemoryEventStore()
     done = run(
         AgentIterRun(store, "r1").run(
@@ -95,11 +96,36 @@ def test_a_usage_limit_on_tokens_becomes_a_budget_stop(tmp_path: Path) -> None:
         "budget",
         "Exceeded the total_tokens_limit of 25 (total_tokens=30)",
     )
+    assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.terminated"]
+    last = list(store.events("r1"))[-2]
+    assert last.model_dump(include={"decision", "output", "usage"}) == {
+        "decision": "final",
+        "output": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5, "cost": 0.0},
+    }
+    assert done.record.usage.input_tokens + done.record.usage.output_tokens == 30
     assert validates(store, "r1", tmp_path) == 0
 
 
+def test_a_single_answer_that_overruns_the_budget_ends_the_run_keeping_it(tmp_path: Path) -> None:
+    """One 15-token answer under max_tokens=10: recorded, then run.terminated(budget) at once."""
+    store = MemoryEventStore()
+    agent = make_agent(answer("Sunny."))
+    done = run(AgentIterRun(store, "r1").run(agent, "weather?", limits=Limits(max_tokens=10)))
+    assert (done.status, done.stop_reason, done.record.stop_detail) == (
+        "terminated",
+        "budget",
+        "spent 15 > 10 tokens",
+    )
+    assert types(store, "r1") == [
+        "run.started", "model.started", "model.completed", "run.terminated",
+    ]  # fmt: skip
+    assert (done.record.final_output, done.partial_output) == ("Sunny.", "Sunny.")
+
+
 def test_the_request_limit_becomes_a_max_turns_stop(tmp_path: Path) -> None:
-    """UsageLimits(request_limit=2): the SDK refuses the third request; run.terminated max_turns."""
+    """UsageLimits(request_limit=2): the SDK refuses the third request before making it;
+    run.terminated max_turns, and no answer is made up for it."""
     store = MemoryEventStore()
     done = run(
         AgentIterRun(store, "r1").run(
@@ -111,6 +137,9 @@ def test_the_request_limit_becomes_a_max_turns_stop(tmp_path: Path) -> None:
         "max_turns",
         "The next request would exceed the request_limit of 2",
     )
+    # The third request was never made: its model.started is closed by the stop, no answer.
+    assert types(store, "r1")[-2:] == ["model.started", "run.terminated"]
+    assert done.record.turn == 3
     assert validates(store, "r1", tmp_path) == 0
 
 
@@ -279,7 +308,7 @@ def test_a_subagent_run_draws_on_the_parents_token_budget(tmp_path: Path) -> Non
     """`delegate`: the child is stopped once the tree overspends, then the parent.
 
     15 tokens a request, 40 for the tree: the parent's request and two of the child's spend 45,
-    so the child's second tool call is refused (budget), and then the parent's next request.
+    so the child's second request overruns it (stopped right after), then the parent's next.
     """
     store = MemoryEventStore()
     child = make_agent(
@@ -464,7 +493,8 @@ def test_a_call_beside_the_output_that_runs_is_recorded_after_the_final_decision
 
 
 def test_pricing_turns_tokens_into_cost_and_a_cost_limit_stops_the_run(tmp_path: Path) -> None:
-    """1.0 a request (10 in, 5 out) under max_cost=2.5: once 3.0 is spent, the run stops."""
+    """1.0 a request (10 in, 5 out) under max_cost=2.5: the third request overruns it (3.0),
+    and the run stops right after it, its answer recorded; validate reports the overrun."""
     store = MemoryEventStore()
     pricing = per_million_tokens(input=50_000, output=100_000)  # 0.5 + 0.5 a request
     priced = AgentIterRun(store, "r1", pricing=pricing)
@@ -472,10 +502,11 @@ def test_pricing_turns_tokens_into_cost_and_a_cost_limit_stops_the_run(tmp_path:
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "budget",
-        "spent 3 + reserved 0 > max cost 2.5",
+        "spent 3 > max cost 2.5",
     )
     assert done.record.usage.cost == 3.0
-    assert validates(store, "r1", tmp_path) == 0
+    assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.terminated"]
+    assert validates(store, "r1", tmp_path) == 1
 
 
 def test_run_sync_and_resume_sync_drive_the_same_run_without_an_event_loop() -> None:
@@ -521,8 +552,9 @@ def test_an_sdk_move_the_table_refuses_raises_naming_the_signal() -> None:
 
 
 def test_a_resumed_parent_counts_what_its_subagents_spent_before() -> None:
-    """Paused after a subagent spent 15 of the tree's 40 tokens; resumed by a new run object
-    (as a new process would), the parent's limit still counts them: refund is refused."""
+    """Paused after a subagent spent 15 of the tree's 45 tokens (45 of 45 spent); resumed by a
+    new run object (as a new process would), the parent's limit still counts them: the
+    refund's result is recorded, and the next model call is refused, nothing being left."""
     store = MemoryEventStore()
     child = make_agent(answer("Paris is sunny."))
 
@@ -543,18 +575,17 @@ def test_a_resumed_parent_counts_what_its_subagents_spent_before() -> None:
         return agent
 
     first = AgentIterRun(store, "r1")
-    paused = run(first.run(parent_agent(first), "weather?", limits=Limits(max_tokens=40)))
+    paused = run(first.run(parent_agent(first), "weather?", limits=Limits(max_tokens=45)))
     assert (paused.status, paused.record.usage.input_tokens) == ("waiting_approval", 20)
     approve(store, "r1", "call_r1", approver="alice")
-    before = len(app.CALLS)
     again = AgentIterRun(store, "r1")
     done = run(again.resume(parent_agent(again)))
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "budget",
-        "root 'r1' (2 runs): spent 45 + reserved 0 > 40 tokens",
+        "root 'r1' (2 runs): spent 45 + reserved 0 leaves nothing of 45 tokens",
     )
-    assert "refund O-1" not in app.CALLS[before:]
+    assert done.record.actions["call_r1"].status == "succeeded"
 
 
 def test_a_corrupt_kept_history_is_refused_saying_so(tmp_path: Path) -> None:

@@ -273,7 +273,8 @@ class TestSubagents:
         assert validate(store, ["r1", "r1/t1.1"]).ok
 
     def test_a_child_that_overspends_the_root_budget_is_stopped(self) -> None:
-        """The child's tokens count against the root's `max_tokens`, and stop them both."""
+        """The child's tokens count against the root's `max_tokens`, and stop them both; the
+        child's second call reserves as much as its first, so it stops before overspending."""
         store = MemoryEventStore()
         spend = Usage(input_tokens=600)
         child_model = ScriptedModel([Decision.calls(call("noop"), usage=spend)], repeat_last=True)
@@ -291,7 +292,7 @@ class TestSubagents:
         result = runner.run("r1", limits=Limits(max_tokens=1000))
         child = store.load("r1/t1.1")
         assert (child.status, child.stop_reason) == ("terminated", "budget")
-        assert child.stop_detail == "root 'r1' (2 runs): spent 1,500 + reserved 0 > 1,000 tokens"
+        assert child.stop_detail == "root 'r1' (2 runs): spent 900 + reserved 600 > 1,000 tokens"
         error = result.record.actions["t1.1"].error
         assert error is not None
         assert error.message == f"subagent run 'r1/t1.1' stopped by 'budget': {child.stop_detail}"

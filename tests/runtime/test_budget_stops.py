@@ -1,0 +1,317 @@
+"""Both runners stop right after a call that overran a budget, and never lose a model call.
+
+Every model call that happened is in the log with its usage, whatever stopped the run: a
+budget crossed by its own usage, a guard refusing what it decided, a decision that is not
+JSON. Without a configured `reserve`, a call reserves the largest call so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from agentfsm.adapters.stores import MemoryEventStore, ThreadedAsyncEventStore
+from agentfsm.events import Limits, Usage, step_clock
+from agentfsm.events import models as m
+from agentfsm.fsm import Budget, LoopDetector, OverrunError
+from agentfsm.runtime import (
+    Agent,
+    AsyncRunner,
+    Decision,
+    RunnerConfig,
+    RunResult,
+    ScriptedModel,
+    Tool,
+    ToolContext,
+    ToolResult,
+    call,
+    cancel,
+)
+
+from .helpers import Calls, Sleeps, order_tools, runner_for, types
+
+OVER = "spent 2,200 > 1,500 tokens"
+BIG = Usage(input_tokens=2_000, output_tokens=200)
+
+
+def _drive(
+    runner: str, model: Any, tools: list[Tool], store: MemoryEventStore | None = None, **run: Any
+) -> tuple[RunResult, MemoryEventStore]:
+    """Run `r1` with the sync Runner or the AsyncRunner on `store` (a fresh memory store)."""
+    store = store if store is not None else MemoryEventStore()
+    guards = run.pop("guards", ())
+    config = run.pop("config", None)
+    if runner == "sync":
+        sync = runner_for(store, model, tools, guards=guards, config=config)
+        return sync.run("r1", **run), store
+    arunner = AsyncRunner(
+        ThreadedAsyncEventStore(store),
+        Agent("support", model, tools),
+        guards=guards,
+        clock=step_clock(),
+        config=config,
+    )
+    return asyncio.run(arunner.run("r1", **run)), store
+
+
+def _events(store: MemoryEventStore) -> list[dict[str, Any]]:
+    """The run's events without envelopes: type and the fields a test cares about."""
+    skip = {"run_id", "sequence", "occurred_at"}
+    return [
+        {k: v for k, v in e.model_dump(mode="json", exclude_none=True).items() if k not in skip}
+        for e in store.events("r1")
+    ]
+
+
+RUNNERS = pytest.mark.parametrize("runner", ["sync", "async"])
+
+
+@RUNNERS
+class TestCrossing:
+    def test_a_single_call_that_overruns_ends_the_run_right_after_it(self, runner: str) -> None:
+        """2,200 tokens against 1,500: the answer is recorded, then `run.terminated(budget)`."""
+        model = ScriptedModel([Decision.final("a long draft", usage=BIG)])
+        result, store = _drive(runner, model, [], limits=Limits(max_tokens=1500))
+        assert _events(store) == [
+            {"type": "run.started", "agent": "support", "limits": {"max_tokens": 1500}},
+            {"type": "model.started"},
+            {
+                "type": "model.completed",
+                "decision": "final",
+                "output": "a long draft",
+                "usage": {"input_tokens": 2000, "output_tokens": 200, "cost": 0.0},
+            },
+            {"type": "run.terminated", "stop_reason": "budget", "detail": OVER},
+        ]
+        assert (result.status, result.stop_reason, result.final_output) == (
+            "terminated",
+            "budget",
+            "a long draft",
+        )
+
+    def test_calls_decided_by_the_crossing_answer_are_not_run(self, runner: str) -> None:
+        """A crossing `tool_calls` answer: the calls are proposed, never requested or run."""
+        calls = Calls()
+        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=BIG)])
+        result, store = _drive(runner, model, order_tools(calls), guards=[Budget(1500)])
+        assert types(store, "r1") == [
+            "run.started",
+            "model.started",
+            "model.completed",
+            "run.terminated",
+        ]
+        assert (result.record.stop_detail, calls.log) == (OVER, [])
+
+    def test_a_tool_cost_that_overruns_ends_the_run_after_its_result(self, runner: str) -> None:
+        """A tool whose `ToolResult.cost` crosses `max_cost`: its result, then the stop."""
+        tool = Tool("quote", lambda ctx: ToolResult({"price": 3}, cost=0.75), side_effects=False)
+        model = ScriptedModel(
+            [Decision.calls(call("quote"), usage=Usage(cost=0.5)), Decision.final("3")]
+        )
+        result, store = _drive(runner, model, [tool], limits=Limits(max_cost=1.0))
+        assert types(store, "r1")[-3:] == ["tool.started", "tool.completed", "run.terminated"]
+        assert (result.stop_reason, result.record.stop_detail) == (
+            "budget",
+            "spent 1.25 > max cost 1",
+        )
+
+
+@RUNNERS
+class TestDefaultReservation:
+    def test_a_call_reserves_the_largest_call_so_far(self, runner: str) -> None:
+        """1,000-token calls under 2,500: the third is refused before it is made."""
+        usage = Usage(input_tokens=900, output_tokens=100)
+        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=usage)],
+                              repeat_last=True)  # fmt: skip
+        result, store = _drive(runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500))
+        started = [e for e in _events(store) if e["type"] == "model.started"]
+        assert started == [{"type": "model.started"}, {"type": "model.started",
+                                                         "reserved_tokens": 1000}]  # fmt: skip
+        assert result.record.stop_detail == "spent 2,000 + reserved 1,000 > 2,500 tokens"
+        assert model.calls == 2
+
+    def test_a_configured_reserve_wins(self, runner: str) -> None:
+        """`RunnerConfig(reserve=Usage())` reserves nothing: the third call is made, and
+        overruns."""
+        usage = Usage(input_tokens=900, output_tokens=100)
+        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=usage)],
+                              repeat_last=True)  # fmt: skip
+        result, _ = _drive(
+            runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500),
+            config=RunnerConfig(reserve=Usage()),
+        )  # fmt: skip
+        assert (result.record.stop_detail, model.calls) == ("spent 3,000 > 2,500 tokens", 3)
+
+    def test_no_budget_no_reservation(self, runner: str) -> None:
+        """A run without a budget reserves nothing: its log is as before."""
+        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=BIG),
+                               Decision.final("ok", usage=BIG)])  # fmt: skip
+        _, store = _drive(runner, model, order_tools(Calls()))
+        assert [e for e in _events(store) if e["type"] == "model.started"] == [
+            {"type": "model.started"},
+            {"type": "model.started"},
+        ]
+
+
+@RUNNERS
+class TestNoModelCallLost:
+    def test_a_loop_stop_keeps_the_answer_that_looped(self, runner: str) -> None:
+        """The loop detector refuses the fourth same call: the answer asking for it stays."""
+        usage = Usage(input_tokens=10, output_tokens=5)
+        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=usage)],
+                              repeat_last=True)  # fmt: skip
+        result, store = _drive(
+            runner, model, order_tools(Calls()), guards=[LoopDetector(threshold=3)]
+        )
+        assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.terminated"]
+        assert (result.stop_reason, result.record.turn, result.record.usage.total_tokens) == (
+            "loop_detected",
+            4,
+            60,
+        )
+
+    def test_a_decision_that_is_not_json_keeps_its_usage(self, runner: str) -> None:
+        """An answer the log cannot hold fails the run, but what the call used is recorded."""
+        model = ScriptedModel([Decision.final({1, 2}, usage=Usage(input_tokens=7))])
+        result, store = _drive(runner, model, [])
+        assert _events(store)[2] == {
+            "type": "model.completed",
+            "decision": "final",
+            "usage": {"input_tokens": 7, "output_tokens": 0, "cost": 0.0},
+        }
+        assert (result.status, result.record.usage.input_tokens) == ("failed", 7)
+
+    def test_usage_given_as_a_dict_is_validated_into_usage(self, runner: str) -> None:
+        """`Decision.calls(..., usage={...})` is taken, and counts against the budget."""
+        model = ScriptedModel(
+            [Decision.final("done", usage={"input_tokens": 2000, "output_tokens": 200})]
+        )
+        result, _ = _drive(runner, model, [], limits=Limits(max_tokens=1500))
+        assert (result.stop_reason, result.record.stop_detail) == ("budget", OVER)
+
+    def test_a_bad_usage_dict_fails_the_call_with_nothing_half_written(self, runner: str) -> None:
+        """A usage dict with a negative count fails inside the model call: `run.failed`."""
+        model = ScriptedModel([lambda ctx: Decision.final("x", usage={"input_tokens": -1})])
+        result, store = _drive(runner, model, [])
+        assert types(store, "r1") == ["run.started", "model.started", "run.failed"]
+        assert result.record.error is not None
+        assert result.record.error.message.startswith(
+            "the model raised ValidationError: 1 validation error for Usage\ninput_tokens\n"
+        )
+
+
+def test_a_usage_of_another_type_is_refused_where_the_decision_is_built() -> None:
+    """Neither a `Usage` nor a mapping: a `TypeError` naming what was given."""
+    with pytest.raises(TypeError) as refused:
+        Decision.final("x", usage=7)  # type: ignore[arg-type]
+    assert str(refused.value) == "usage must be a Usage or a mapping of its fields, got int: 7"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    usages=st.lists(st.integers(min_value=0, max_value=3_000), min_size=1, max_size=6),
+    limit=st.integers(min_value=1, max_value=6_000),
+    reserve=st.one_of(st.none(), st.integers(min_value=0, max_value=2_000)),
+)
+def test_a_live_run_never_spends_past_its_limit_but_on_the_crossing_call(
+    usages: list[int], limit: int, reserve: int | None
+) -> None:
+    """For any drawn usages, limit and reservation: the recorded total is within the limit
+    after every event but the one crossing call, which `run.terminated(budget)` follows."""
+    script = [
+        Decision.calls(call("get_order", order_id=f"O-{i}"), usage=Usage(input_tokens=u))
+        for i, u in enumerate(usages)
+    ]
+    config = RunnerConfig(reserve=Usage(input_tokens=reserve)) if reserve is not None else None
+    model = ScriptedModel([*script, Decision.final("done")])
+    store = MemoryEventStore()
+    result = runner_for(store, model, order_tools(Calls()), sleep=Sleeps(), config=config).run(
+        "r1", limits=Limits(max_tokens=limit)
+    )
+    events = list(store.events("r1"))
+    spent = 0
+    for i, event in enumerate(events):
+        usage = getattr(event, "usage", None)
+        if usage is not None:
+            spent += usage.input_tokens
+        if spent > limit:
+            assert events[i + 1 :] == events[-1:]
+            assert (events[-1].type, result.stop_reason) == ("run.terminated", "budget")
+            assert result.record.stop_detail == f"spent {spent:,} > {limit:,} tokens"
+            break
+    assert result.status in ("completed", "terminated")
+
+
+def test_a_run_resumed_after_a_crash_past_its_crossing_call_is_stopped() -> None:
+    """A worker died between the call that overran and the stop: resume stops it first."""
+    store = MemoryEventStore()
+    runner = runner_for(store, ScriptedModel([Decision.final("never asked")]), [])
+    record = runner.start("r1", limits=Limits(max_tokens=1500))
+    writer = runner._writer(record, None)
+    writer.append([(m.ModelStarted, {})])
+    with pytest.raises(OverrunError):
+        writer.append([(m.ModelCompleted, {"decision": "final", "output": "draft",
+                                           "usage": BIG.model_dump()})])  # fmt: skip
+    result = runner.resume("r1")
+    assert (result.status, result.record.stop_detail, result.final_output) == (
+        "terminated",
+        OVER,
+        "draft",
+    )
+
+
+def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> None:
+    """AsyncRunner, two calls at once: the first's cost overruns `max_cost`; the second, still
+    running, is recorded when it returns, and then the run is terminated for `budget`."""
+    first_done = asyncio.Event()
+
+    async def pricey(ctx: ToolContext) -> Any:
+        first_done.set()
+        return ToolResult("quote", cost=2.0)
+
+    async def slow(ctx: ToolContext) -> Any:
+        await first_done.wait()
+        await asyncio.sleep(0.05)
+        return "late"
+
+    tools = [Tool("pricey", pricey, side_effects=False), Tool("slow", slow, side_effects=False)]
+    model = ScriptedModel([Decision.calls(call("pricey"), call("slow")), Decision.final("no")])
+    result, store = _drive(
+        "async", model, tools, limits=Limits(max_cost=1.0), config=RunnerConfig(cancel_poll=0.01)
+    )
+    assert types(store, "r1")[-3:] == ["tool.completed", "tool.completed", "run.terminated"]
+    assert (result.stop_reason, result.record.stop_detail) == ("budget", "spent 2 > max cost 1")
+    assert result.record.actions["t1.2"].result == "late"
+
+
+@RUNNERS
+def test_an_answer_that_returns_after_a_cancel_has_its_usage_logged(runner: str) -> None:
+    """A cancel asked while the model runs: the table takes no `model.completed` after it, so
+    the run is cancelled without it, and the call's usage is logged as `model.unrecorded`."""
+    store = MemoryEventStore()
+
+    def model(ctx: Any) -> Decision:
+        cancel(store, "r1", reason="stop", clock=step_clock())
+        return Decision.final("late", usage=Usage(input_tokens=5))
+
+    with capture_logs() as logs:
+        result, _ = _drive(runner, model, [], store)
+    assert types(store, "r1") == [
+        "run.started", "model.started", "run.cancel_requested", "run.cancelled",
+    ]  # fmt: skip
+    assert result.status == "cancelled"
+    assert [e for e in logs if e["event"] == "model.unrecorded"] == [
+        {
+            "event": "model.unrecorded",
+            "log_level": "warning",
+            "run_id": "r1",
+            "status": "cancel_requested",
+            "decision": "final",
+            "usage": {"input_tokens": 5, "output_tokens": 0, "cost": 0.0},
+        }
+    ]
