@@ -82,7 +82,7 @@ class TestExtraction:
             (
                 "cancel_requested",
                 "cancel_requested",
-                ["tool.completed / tool.failed / tool.outcome_unknown"],
+                ["tool.completed / tool.failed / tool.outcome_unknown / model.completed"],
             ),
             ("cancel_requested", "cancelled", ["run.cancelled [nothing in flight]"]),
             (None, "cancel_requested", ["run.cancel_requested"]),

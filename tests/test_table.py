@@ -159,7 +159,7 @@ class TestStep:
 class TestDefaultTable:
     def test_its_repr_is_a_summary_not_the_declaration(self) -> None:
         """A signature with the table as default stays readable; describe() has the rest."""
-        assert repr(DEFAULT_TABLE) == "<TransitionTable 'agent_run': 10 states, 52 transitions>"
+        assert repr(DEFAULT_TABLE) == "<TransitionTable 'agent_run': 10 states, 53 transitions>"
 
     def test_states_and_terminals(self) -> None:
         """The ten states of DESIGN.md, four of them terminal."""

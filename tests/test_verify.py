@@ -26,7 +26,7 @@ def test_the_default_table_is_clean() -> None:
     report = verify_table(DEFAULT_TABLE)
     assert (report.ok, report.errors, report.warnings) == (True, (), ())
     assert len(report.notes) == 4
-    assert (report.states, report.terminal, report.legal_pairs) == (10, 4, 43)
+    assert (report.states, report.terminal, report.legal_pairs) == (10, 4, 44)
 
 
 def test_events_no_edge_uses_are_warned_about() -> None:
@@ -63,7 +63,7 @@ def test_cli_on_the_default_table() -> None:
     result = check()
     assert result.returncode == 0
     assert result.stdout.splitlines()[0] == (
-        "table 'agent_run': 10 states (4 terminal), 52 edges, 43 legal (state, event) pairs"
+        "table 'agent_run': 10 states (4 terminal), 53 edges, 44 legal (state, event) pairs"
     )
     assert result.stdout.splitlines()[-1] == "ok: 0 error(s), 0 warning(s)"
 

@@ -214,6 +214,9 @@ def _transitions() -> list[Transition]:
     ]
     t += [Transition(s, E.RUN_CANCEL_REQUESTED, S.CANCEL_REQUESTED) for s in _NON_TERMINAL]
     t += [Transition(S.CANCEL_REQUESTED, r, S.CANCEL_REQUESTED) for r in _RESULTS]
+    # A model call that returns after the cancel was asked happened all the same: its
+    # answer and usage are recorded (the calls it proposes never run).
+    t.append(Transition(S.CANCEL_REQUESTED, E.MODEL_COMPLETED, S.CANCEL_REQUESTED))
     t.append(Transition(S.CANCEL_REQUESTED, E.RUN_CANCELLED, S.CANCELLED, NOTHING_IN_FLIGHT))
     t += [Transition(s, E.RUN_FAILED, S.FAILED) for s in _NON_TERMINAL]
     t += [Transition(s, E.RUN_TERMINATED, S.TERMINATED) for s in _NON_TERMINAL]

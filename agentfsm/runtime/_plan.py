@@ -8,6 +8,7 @@ continued from the store.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -16,6 +17,7 @@ import attrs
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from agentfsm.events import models as m
+from agentfsm.events.bounds import MAX_EVENT_BYTES, check_json_value
 from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.errors import GuardRejectedError, OverrunError
 from agentfsm.fsm.guards import AnyOf, Guard
@@ -387,7 +389,7 @@ class Planner:
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool
     ) -> tuple[Spec, ...]:
         """The events that record a model's decision (and what it implies at once)."""
-        output = _json_or_none(decision.output)
+        output = _storable(decision.output)
         usage = decision.usage.model_dump() if decision.usage is not None else None
         fields: dict[str, Any] = {"decision": decision.kind, "output": output, "usage": usage}
         if decision.kind == "tool_calls":
@@ -405,7 +407,7 @@ class Planner:
                 calls.append(
                     {"action_id": aid, "tool": proposed.tool, "arguments": proposed.arguments}
                 )
-            fields["tool_calls"] = calls
+            fields["tool_calls"] = _storable(calls)
         completed: Spec = (m.ModelCompleted, fields)
         if decision.kind == "tool_calls" and wrap_up:
             detail = (
@@ -427,12 +429,30 @@ class Planner:
 
 
 _JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
+#: Room left in an event's line for its envelope and other fields.
+_ENVELOPE_ROOM = 64 * 1024
 
 
-def _json_or_none(value: Any) -> Any:
+def _storable(value: Any) -> Any:
+    """`value`, if an event can carry it and every reader read it back; else `ValueError`.
+
+    Checked before anything is appended, so a model's answer or a tool's result that no log
+    can hold is recorded as such (a failed call, a failed run) instead of raising out of the
+    runner after the side effect.
+    """
     if value is None:
         return None
+    check_json_value(value)
     _JSON.validate_python(value, strict=True)
+    # A string escapes to at most 6 bytes a character; only a long one needs measuring.
+    if isinstance(value, list | dict) or (
+        isinstance(value, str) and len(value) * 6 > MAX_EVENT_BYTES - _ENVELOPE_ROOM
+    ):
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+        if size > MAX_EVENT_BYTES - _ENVELOPE_ROOM:
+            raise ValueError(
+                f"the value is {size:,} bytes of JSON; an event holds at most {MAX_EVENT_BYTES:,}"
+            )
     return value
 
 
@@ -512,7 +532,7 @@ def outcome(action_id: str, value: Any) -> Spec:
         cost = value.cost
         value = value.value
     try:
-        _json_or_none(value)
+        _storable(value)
     except ValidationError:
         return (
             m.ToolFailed,
@@ -523,6 +543,14 @@ def outcome(action_id: str, value: Any) -> Spec:
                     f"the tool returned a value that is not JSON: {type(value).__name__}",
                 ),
             },
+        )
+    except ValueError as exc:
+        # The call ran; what it returned cannot be stored. Not retryable: a retry would act
+        # again for the same reason.
+        message = f"the tool ran, but its result cannot be stored: {exc}"
+        return (
+            m.ToolFailed,
+            {"action_id": action_id, "error": error("unstorable_result", message)},
         )
     return (m.ToolCompleted, {"action_id": action_id, "result": value, "cost": cost})
 
@@ -569,6 +597,15 @@ def unrecordable(decision: ModelDecision) -> Spec:
     kind = DecisionKind.FINAL if decision.kind == "tool_calls" else decision.kind
     usage = decision.usage.model_dump() if decision.usage is not None else None
     return (m.ModelCompleted, {"decision": kind, "usage": usage})
+
+
+def late_answer(decided: Sequence[Spec], record: RunRecord) -> tuple[Spec, ...] | None:
+    """The model's answer alone, when the run changed under the call (a cancel was asked)
+    and still has the call open: it happened, so it is recorded, without what it led to."""
+    first = decided[0] if decided else None
+    if first is None or callable(first) or first[0] is not m.ModelCompleted:
+        return None
+    return (first,) if record.model_call_open else None
 
 
 def stopped_after(decided: Sequence[Spec], error: GuardRejectedError) -> tuple[Spec, ...] | None:

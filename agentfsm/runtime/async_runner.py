@@ -29,7 +29,7 @@ import attrs
 from agentfsm.adapters.stores.base import AsyncEventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import GuardRejectedError, RunNotFoundError
+from agentfsm.fsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
 from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import RunStatus
 from agentfsm.reducers.record import RunRecord
@@ -262,8 +262,17 @@ class AsyncRunner(_Core):
                 raise
             await writer.append(kept)
         except StateChanged as changed:
-            self._unrecorded(changed.record, decided)
-            raise
+            # A cancel asked while the model was called: its answer still goes in the log
+            # (when the table takes it), then the caller re-decides from the new state.
+            late = p.late_answer(decided, changed.record)
+            recorded = False
+            if late is not None:
+                with contextlib.suppress(StateChanged, LifecycleError):
+                    await writer.append(late)
+                    recorded = True
+            if not recorded:
+                self._unrecorded(changed.record, decided)
+            raise StateChanged(writer.record) from None
 
     async def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         attempt = 0

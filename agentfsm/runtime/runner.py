@@ -30,7 +30,7 @@ from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.fsm.budget import SharedBudget
-from agentfsm.fsm.errors import GuardRejectedError, RunNotFoundError
+from agentfsm.fsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
 from agentfsm.fsm.guards import Guard, Verdict
 from agentfsm.fsm.names import ActionStatus, RunStatus
 from agentfsm.reducers.record import RunRecord
@@ -466,8 +466,17 @@ class Runner(_Core):
                 raise
             writer.append(kept)
         except StateChanged as changed:
-            self._unrecorded(changed.record, decided)
-            raise
+            # A cancel asked while the model was called: its answer still goes in the log
+            # (when the table takes it), then the caller re-decides from the new state.
+            late = p.late_answer(decided, changed.record)
+            recorded = False
+            if late is not None:
+                with contextlib.suppress(StateChanged, LifecycleError):
+                    writer.append(late)
+                    recorded = True
+            if not recorded:
+                self._unrecorded(changed.record, decided)
+            raise StateChanged(writer.record) from None
 
     def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
         """The model's decision, retrying retryable errors; or the `run.failed` spec."""

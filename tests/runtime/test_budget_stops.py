@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import MemoryEventStore, ThreadedAsyncEventStore
+from agentfsm.adapters.stores import MemoryEventStore, StoreOptions, ThreadedAsyncEventStore
 from agentfsm.events import Limits, Usage, step_clock
 from agentfsm.events import models as m
 from agentfsm.fsm import Budget, LoopDetector, OverrunError
@@ -290,10 +290,38 @@ def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> Non
 
 
 @RUNNERS
-def test_an_answer_that_returns_after_a_cancel_has_its_usage_logged(runner: str) -> None:
-    """A cancel asked while the model runs: the table takes no `model.completed` after it, so
-    the run is cancelled without it, and the call's usage is logged as `model.unrecorded`."""
+def test_an_answer_that_returns_after_a_cancel_is_recorded(runner: str) -> None:
+    """A cancel asked while the model runs: the call happened, so its answer and usage are
+    recorded in `cancel_requested`, and the run is then cancelled; nothing it proposed runs."""
     store = MemoryEventStore()
+
+    def model(ctx: Any) -> Decision:
+        cancel(store, "r1", reason="stop", clock=step_clock())
+        return Decision.final("late", usage=Usage(input_tokens=5))
+
+    with capture_logs() as logs:
+        result, _ = _drive(runner, model, [], store)
+    assert types(store, "r1") == [
+        "run.started", "model.started", "run.cancel_requested", "model.completed",
+        "run.cancelled",
+    ]  # fmt: skip
+    assert result.status == "cancelled"
+    assert (result.record.usage.input_tokens, result.record.final_output) == (5, "late")
+    assert [e for e in logs if e["event"] == "model.unrecorded"] == []
+
+
+@RUNNERS
+def test_a_late_answer_a_table_cannot_take_is_logged(runner: str) -> None:
+    """Under a table without `model.completed` after a cancel, the answer's usage is logged
+    as `model.unrecorded` instead of being lost silently."""
+    from agentfsm.fsm import DEFAULT_TABLE
+    from agentfsm.reducers import Reducer
+
+    table = DEFAULT_TABLE.derive(
+        name="no_late_answers",
+        remove=[("cancel_requested", "model.completed", "cancel_requested")],
+    )
+    store = MemoryEventStore(options=StoreOptions(reducer=Reducer(table)))
 
     def model(ctx: Any) -> Decision:
         cancel(store, "r1", reason="stop", clock=step_clock())

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
 from agentfsm.adapters.stores._integrity import PLAIN
-from agentfsm.events import Limits, call_digest
+from agentfsm.events import Limits, Usage, call_digest
 from agentfsm.fsm.errors import ActionError
 from agentfsm.runtime import (
     Decision,
@@ -182,3 +182,84 @@ class TestForgedSnapshot:
             "the snapshot does not hold what the events it covers fold into (it differs in "
             "status, limits, actions): it was changed, or taken under another table",
         )
+
+
+class TestUnstorableValues:
+    """A tool result or a model answer no log can hold, after the side effect or the call:
+    recorded as what it is, never raised out of the Runner, never poisoning the run."""
+
+    def _run(self, model: ScriptedModel, result: Any) -> tuple[Any, list[Any], list[int]]:
+        store, ran = MemoryEventStore(), []
+
+        def lookup(ctx: ToolContext) -> Any:
+            ran.append(1)
+            return result
+
+        runner = runner_for(store, model, [Tool("lookup", lookup)])
+        outcome = runner.run("r1")
+        assert runner.resume("r1").status == outcome.status  # resuming asks nothing again
+        assert validate(store, ["r1"]).ok
+        return outcome, list(store.events("r1")), ran
+
+    @pytest.mark.parametrize(
+        ("result", "why"),
+        [
+            (float("nan"), "the value is nan, which JSON cannot hold (numbers must be finite)"),
+            ({"s": "\ud800"}, "the value at 's' is not valid Unicode (a lone surrogate "
+             "'\\ud800' at index 0)"),
+            ({"n": 10**5000}, "the value at 'n' is an integer of more than 4,000 digits"),
+        ],
+    )  # fmt: skip
+    def test_a_tool_result_that_cannot_be_stored_is_a_failed_call(
+        self, result: Any, why: str
+    ) -> None:
+        """The tool ran once; its result is refused with the reason, and the run goes on to
+        the model's next answer."""
+        model = ScriptedModel(
+            [
+                Decision.calls(call("lookup", q="x")),
+                lambda ctx: Decision.final(ctx.results[0].status),
+            ]
+        )
+        outcome, events, ran = self._run(model, result)
+        assert (outcome.status, outcome.final_output, ran) == ("completed", "failed", [1])
+        failed = next(e for e in events if e.type == "tool.failed")
+        assert (failed.error.kind, failed.error.message, failed.error.retryable) == (
+            "unstorable_result",
+            f"the tool ran, but its result cannot be stored: {why}",
+            False,
+        )
+
+    def test_a_result_over_the_size_limit_is_a_failed_call(self) -> None:
+        """A result too large for one event is refused before it is appended."""
+        from agentfsm.events.bounds import MAX_EVENT_BYTES
+
+        model = ScriptedModel([Decision.calls(call("lookup", q="x")), Decision.final("done")])
+        outcome, events, _ = self._run(model, "x" * MAX_EVENT_BYTES)
+        failed = next(e for e in events if e.type == "tool.failed")
+        assert outcome.status == "completed"
+        assert failed.error.message.startswith(
+            "the tool ran, but its result cannot be stored: the value is 8,388,"
+        )
+
+    @pytest.mark.parametrize(
+        "decision",
+        [
+            Decision.final(float("nan"), usage=Usage(input_tokens=7, output_tokens=3)),
+            Decision.calls(
+                call("lookup", q=float("inf")), usage=Usage(input_tokens=7, output_tokens=3)
+            ),
+        ],
+        ids=["nan-output", "infinite-argument"],
+    )
+    def test_a_model_answer_that_cannot_be_stored_fails_the_run_once(
+        self, decision: Decision
+    ) -> None:
+        """The answer's usage is kept, the run fails saying why, and a resume does not ask
+        the model again (it used to crash on every resume)."""
+        model = ScriptedModel([decision])
+        outcome, events, ran = self._run(model, None)
+        assert (outcome.status, ran, model.calls) == ("failed", [], 1)
+        assert [e.type for e in events][-2:] == ["model.completed", "run.failed"]
+        assert events[-2].usage == Usage(input_tokens=7, output_tokens=3)
+        assert events[-1].error.message.startswith("the model's decision is not JSON: ")
