@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Self, TypedDict, TypeVar, overload
 
+import structlog
+
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import models as m
+from agentfsm.events.bounds import unstorable
 from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.errors import (
     AgentFSMError,
@@ -213,11 +216,61 @@ def per_million_tokens(input: float, output: float) -> Pricing:
 
 
 def jsonable(value: Any) -> Any:
-    """`value` as JSON data: itself when it already is, else its JSON through `str`."""
+    """`value` as JSON data: itself when it already is, else its JSON through `str`.
+
+    Never raises: a value nested too deep for the encoder becomes a sentence saying so. What
+    is JSON but cannot be stored (NaN, lone surrogates) is left for `storable` to record.
+    """
     try:
         return json.loads(json.dumps(value, default=str))
-    except (TypeError, ValueError):
-        return str(value)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            return str(value)
+        except Exception:  # noqa: BLE001  (a str() that fails says nothing worth keeping)
+            return f"<a {type(value).__name__} that cannot be written as JSON>"
+
+
+_log = structlog.get_logger("agentfsm.adapters")
+
+
+def storable(spec: Spec) -> Spec:
+    """The spec, with what came from the SDK made something a log can hold and read back.
+
+    A tool's result that cannot be stored (NaN, a lone surrogate, nesting past the limit,
+    8 MiB...) makes the call `tool.failed` with the reason: it ran, its result is not in the
+    log. A model answer that cannot be stored is recorded without it. Arguments that cannot
+    be stored are replaced, the same way wherever the call appears (so its digest still
+    binds the proposal, the approval and the request), by `{"_unstorable": reason}`.
+    """
+    if callable(spec):
+        return spec
+    cls, fields = spec
+    if cls is m.ToolCompleted:
+        reason = unstorable(fields.get("result"))
+        if reason is not None:
+            message = f"the tool ran, but its result cannot be stored: {reason}"
+            error = {"kind": "unstorable_result", "message": message, "retryable": False}
+            return (m.ToolFailed, {"action_id": fields["action_id"], "error": error})
+    elif cls is m.ModelCompleted:
+        fields = dict(fields)
+        reason = unstorable(fields.get("output"))
+        if reason is not None:
+            _log.warning("model.output_unstorable", reason=reason)
+            fields["output"] = None
+        if fields.get("tool_calls"):
+            fields["tool_calls"] = [
+                {**c, "arguments": _storable_arguments(c["arguments"])}
+                for c in fields["tool_calls"]
+            ]
+        return (cls, fields)
+    elif cls is m.ToolRequested or cls is m.ApprovalRequested:
+        return (cls, {**fields, "arguments": _storable_arguments(fields["arguments"])})
+    return spec
+
+
+def _storable_arguments(arguments: Any) -> Any:
+    reason = unstorable(arguments)
+    return arguments if reason is None else {"_unstorable": reason}
 
 
 def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -446,7 +499,7 @@ class Recorder:
             LifecycleError: the ledger refused it (with a note naming the signal).
         """
         with self._lock:
-            record = self._append(signal, specs)
+            record = self._append(signal, [storable(spec) for spec in specs])
             if self._listeners:
                 self._deliver()
             return record

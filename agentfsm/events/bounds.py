@@ -17,10 +17,18 @@ whether the event came as text or as Python objects:
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_EVENT_BYTES", "MAX_INT_DIGITS", "check_json_value", "check_size"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_EVENT_BYTES",
+    "MAX_INT_DIGITS",
+    "check_json_value",
+    "check_size",
+    "unstorable",
+]
 
 #: Levels of arrays and objects one JSON value of an event may nest. An event adds at most
 #: four levels around its values, which keeps every event well inside the parser's limit.
@@ -43,6 +51,35 @@ def check_json_value(value: Any) -> Any:
     return value
 
 
+#: Room left in an event's line for its envelope and other fields, when one value is sized.
+_ENVELOPE_ROOM = 64 * 1024
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def unstorable(value: Any) -> str | None:
+    """Why an event could not carry `value` (a tool's result, a model's answer), or None.
+
+    The limits above, plus: only JSON's types (dicts with string keys, lists, strings,
+    numbers, booleans, null), and small enough to fit in one event's line. For producers
+    that hold values from outside (a tool, a model, an SDK) and must record them as what
+    they are instead of failing after the fact.
+    """
+    try:
+        _walk(value, 0, (), strict=True)
+    except ValueError as exc:
+        return str(exc)
+    # A string escapes to at most 6 bytes a character; only a long one needs measuring.
+    if isinstance(value, list | dict) or (
+        isinstance(value, str) and len(value) * 6 > MAX_EVENT_BYTES - _ENVELOPE_ROOM
+    ):
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+        if size > MAX_EVENT_BYTES - _ENVELOPE_ROOM:
+            return (
+                f"the value is {size:,} bytes of JSON; an event holds at most {MAX_EVENT_BYTES:,}"
+            )
+    return None
+
+
 def check_size(line: str | bytes) -> None:
     """Refuse a JSON line longer than `MAX_EVENT_BYTES`.
 
@@ -58,7 +95,7 @@ def check_size(line: str | bytes) -> None:
         )
 
 
-def _walk(value: Any, depth: int, path: tuple[str | int, ...]) -> None:
+def _walk(value: Any, depth: int, path: tuple[str | int, ...], *, strict: bool = False) -> None:
     cls = value.__class__
     if cls is str:
         if not value.isascii():
@@ -69,16 +106,20 @@ def _walk(value: Any, depth: int, path: tuple[str | int, ...]) -> None:
         for key, item in value.items():
             if key.__class__ is str and not key.isascii():
                 _check_text(key, (*path, key))
-            _walk(item, depth + 1, (*path, key))
+            elif strict and key.__class__ is not str:
+                _fail(path, f"has a key {key!r} that is not a string")
+            _walk(item, depth + 1, (*path, key), strict=strict)
     elif cls is list:
         if depth == MAX_DEPTH:
             _fail(path, f"nests deeper than {MAX_DEPTH} levels of arrays and objects")
         for index, item in enumerate(value):
-            _walk(item, depth + 1, (*path, index))
+            _walk(item, depth + 1, (*path, index), strict=strict)
     elif cls is float and not math.isfinite(value):
         _fail(path, f"is {value!r}, which JSON cannot hold (numbers must be finite)")
     elif cls is int and not -_INT_BOUND < value < _INT_BOUND:
         _fail(path, f"is an integer of more than {MAX_INT_DIGITS:,} digits")
+    elif strict and not isinstance(value, _JSON_SCALARS):
+        _fail(path, f"is a {cls.__name__}, not a JSON value")
 
 
 def _check_text(text: str, path: tuple[str | int, ...]) -> None:

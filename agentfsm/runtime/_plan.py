@@ -8,7 +8,6 @@ continued from the store.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -17,7 +16,7 @@ import attrs
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from agentfsm.events import models as m
-from agentfsm.events.bounds import MAX_EVENT_BYTES, check_json_value
+from agentfsm.events.bounds import unstorable
 from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.errors import GuardRejectedError, OverrunError
 from agentfsm.fsm.guards import AnyOf, Guard
@@ -429,8 +428,6 @@ class Planner:
 
 
 _JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
-#: Room left in an event's line for its envelope and other fields.
-_ENVELOPE_ROOM = 64 * 1024
 
 
 def _storable(value: Any) -> Any:
@@ -442,17 +439,10 @@ def _storable(value: Any) -> Any:
     """
     if value is None:
         return None
-    check_json_value(value)
     _JSON.validate_python(value, strict=True)
-    # A string escapes to at most 6 bytes a character; only a long one needs measuring.
-    if isinstance(value, list | dict) or (
-        isinstance(value, str) and len(value) * 6 > MAX_EVENT_BYTES - _ENVELOPE_ROOM
-    ):
-        size = len(json.dumps(value, ensure_ascii=False).encode())
-        if size > MAX_EVENT_BYTES - _ENVELOPE_ROOM:
-            raise ValueError(
-                f"the value is {size:,} bytes of JSON; an event holds at most {MAX_EVENT_BYTES:,}"
-            )
+    reason = unstorable(value)
+    if reason is not None:
+        raise ValueError(reason)
     return value
 
 

@@ -222,6 +222,39 @@ def test_a_cancel_from_elsewhere_stops_the_run_at_its_next_signal(tmp_path: Path
     assert validates(store, "r1", tmp_path) == 0
 
 
+def test_a_tool_result_no_log_can_hold_is_a_failed_call(tmp_path: Path) -> None:
+    """A tool returns NaN: the SDK goes on with it, the log records the call as failed with
+    the reason (it ran; its result cannot be stored), and every line reads back."""
+    store = MemoryEventStore()
+
+    from agents import function_tool
+
+    @function_tool
+    def measure(q: str) -> dict[str, float]:
+        """Measure something (the sensor is broken)."""
+        return {"value": float("nan")}
+
+    agent = Agent(
+        name="a",
+        model=app.scripted(
+            [function_call("measure", {"q": "x"}, call_id="call_1")],
+            [assistant_message("Broken sensor.")],
+        ),
+        tools=[measure],
+    )
+    done = run(AgentsRun(store, "r1").run(agent, "measure"))
+    assert done.status == "completed"
+    error = done.record.actions["call_1"].error
+    assert error is not None
+    assert (error.kind, error.message, error.retryable) == (
+        "unstorable_result",
+        "the tool ran, but its result cannot be stored: the value at 'value' is nan, which "
+        "JSON cannot hold (numbers must be finite)",
+        False,
+    )
+    assert validates(store, "r1", tmp_path) == 0
+
+
 def test_an_sdk_move_the_table_refuses_raises_naming_the_signal(tmp_path: Path) -> None:
     """A lifecycle without handoffs: the SDK's handoff is refused, naming the hook behind it."""
     no_handoffs = DEFAULT_TABLE.derive(
