@@ -103,6 +103,10 @@ def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:
             value = value()
         except InvalidTableError as exc:
             return None, _broken(exc)
+        except Exception as exc:  # noqa: BLE001 - the user's factory failing, reported alike
+            raise UsageError(
+                f"{PROG} check-table: building '{spec}' raised {type(exc).__name__}: {exc}"
+            ) from None
     if not isinstance(value, TransitionTable):
         raise UsageError(
             f"{PROG} check-table: '{spec}' is a {type(value).__name__}, not a TransitionTable"

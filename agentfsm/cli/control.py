@@ -203,6 +203,11 @@ def _export(args: argparse.Namespace) -> int:
                 events = store.events(run_id)
             except RunNotFoundError as exc:
                 raise UsageError(f"{PROG} export: {exc}") from None
-            for event in events:
-                print(dump_event(event))
+            try:
+                for event in events:
+                    print(dump_event(event))
+            finally:
+                # Closed now, not when garbage-collected: a reader gone mid-run must not leave
+                # the store's cursor to be closed after the store ("Exception ignored").
+                getattr(events, "close", lambda: None)()
     return 0
