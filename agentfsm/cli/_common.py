@@ -1,4 +1,4 @@
-"""What every subcommand shares: usage errors, the parser class, reading input, loading tables."""
+"""What every subcommand shares: usage errors, the parser class, writing output, loading tables."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ __all__ = [
     "emit_bytes",
     "emit_text",
     "load_table",
-    "read_lines",
 ]
 
 PROG = "agentfsm"
@@ -75,16 +74,6 @@ def load_table(spec: str, command: str) -> TransitionTable:
             f"{PROG} {command}: '{spec}' is a {type(table).__name__}, not a TransitionTable"
         )
     return table
-
-
-def read_lines(path: Path, command: str) -> list[str]:
-    """All lines of a file, or of standard input for `-`."""
-    if str(path) == "-":
-        return sys.stdin.read().splitlines()
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"{PROG} {command}: cannot read '{path}': {exc.strerror}") from None
 
 
 def emit_text(text: str, output: Path | None) -> None:

@@ -6,15 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentfsm.cli._common import (
-    PROG,
-    Parser,
-    UsageError,
-    emit_bytes,
-    emit_text,
-    load_table,
-    read_lines,
-)
+from agentfsm.cli._common import PROG, Parser, UsageError, emit_bytes, emit_text, load_table
+from agentfsm.cli._io import LineCounter, stream_lines
+from agentfsm.cli._output import shown
 from agentfsm.diagrams import (
     DiagramFormat,
     check_diagrams,
@@ -120,8 +114,10 @@ def _diagram(args: argparse.Namespace) -> int:
 
     trajectory = None
     if args.run is not None:
-        lines = read_lines(args.run, "diagram")
-        trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
+        counter = LineCounter("diagram")
+        lines = counter.count(stream_lines(args.run, "diagram", quiet=True))
+        with counter.checking():
+            trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
     fmt = args.format or DiagramFormat.MERMAID.value
     if fmt == _PNG:
         png = render_diagram_png(table, trajectory=trajectory, collapse=not args.expand)
@@ -137,12 +133,12 @@ def _check(directory: Path, table: TransitionTable) -> int:
     if not stale:
         count = len(DIAGRAM_SUFFIXES)
         print(
-            f"{PROG} diagram --check: the {count} diagrams of '{table.name}' in {directory}/"
+            f"{PROG} diagram --check: the {count} diagrams of '{shown(table.name)}' in {directory}/"
             " match the table"
         )
         return 0
     for item in stale:
-        print(f"{PROG} diagram --check: {item}", file=sys.stderr)
+        print(f"{PROG} diagram --check: {shown(str(item))}", file=sys.stderr)
     print(
         f"{PROG} diagram --check: regenerate with `{PROG} diagram --write --dir {directory}`",
         file=sys.stderr,

@@ -8,7 +8,6 @@ overrun); 2 a line that is not a valid event, or bad usage.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentfsm.cli._common import PROG, Parser, UsageError, load_table
-from agentfsm.cli._io import Style, stream_lines
+from agentfsm.cli._io import LineCounter, Style, stream_lines
+from agentfsm.cli._output import print_json, shown
 from agentfsm.events.models import Limits
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.guards import Guard
@@ -25,7 +25,7 @@ from agentfsm.fsm.loops import LoopDetector
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import Finding, ValidationReport, validate_lines
 
-__all__ = ["add_log_arguments", "add_parser", "reducer_from_args"]
+__all__ = ["add_log_arguments", "add_parser", "read_log", "reducer_from_args"]
 
 _EXAMPLE = """\
 examples:
@@ -43,6 +43,20 @@ def add_log_arguments(p: argparse.ArgumentParser) -> None:
         "--table", metavar="MODULE:ATTR", help="the table to check against (default: agentfsm's)"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
+
+
+def read_log(
+    args: argparse.Namespace, command: str, reducer: Reducer, **options: Any
+) -> ValidationReport:
+    """Fold the log of `args.file`; a line the library chokes on is exit 2, naming it.
+
+    Raises:
+        UsageError: a line made the library fail outright (too deep, NaN in a digest).
+    """
+    counter = LineCounter(command)
+    lines = counter.count(stream_lines(args.file, command, quiet=args.quiet))
+    with counter.checking():
+        return validate_lines(lines, reducer=reducer, run_id=args.run_id, **options)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -99,10 +113,9 @@ def reducer_from_args(args: argparse.Namespace, command: str) -> Reducer:
 
 def _validate(args: argparse.Namespace) -> int:
     reducer = reducer_from_args(args, "validate")
-    lines = stream_lines(args.file, "validate", quiet=args.quiet)
-    report = validate_lines(lines, reducer=reducer, keep_going=args.all, run_id=args.run_id)
+    report = read_log(args, "validate", reducer, keep_going=args.all)
     if args.format == "json":
-        print(json.dumps(_as_json(report), ensure_ascii=False, sort_keys=True))
+        print_json(lambda: _as_json(report), "validate")
     else:
         _print_text(report, reducer)
     return report.exit_code
@@ -122,12 +135,13 @@ def _as_json(report: ValidationReport) -> dict[str, Any]:
 
 def _print_text(report: ValidationReport, reducer: Reducer) -> None:
     style = Style(sys.stdout)
-    width = max((len(r.run_id) for r in report.runs), default=0)
-    for run in report.runs:
+    ids = [shown(r.run_id) for r in report.runs]
+    width = max(map(len, ids), default=0)
+    for run_id, run in zip(ids, report.runs, strict=True):
         terminal = reducer.table.is_terminal(run.status)
-        reason = f" ({run.stop_reason})" if run.stop_reason else ""
-        status = style.status(run.status, terminal) + reason
-        print(f"{run.run_id:<{width}}  {status}  version {run.version}")
+        reason = f" ({shown(run.stop_reason)})" if run.stop_reason else ""
+        status = style.status(shown(run.status), terminal) + reason
+        print(f"{run_id:<{width}}  {status}  version {run.version}")
     for finding in report.findings:
         _print_finding(finding, style)
     verdict = style.good("ok") if report.ok else style.bad(f"{len(report.findings)} error(s)")
@@ -138,11 +152,12 @@ def _print_text(report: ValidationReport, reducer: Reducer) -> None:
 
 def _print_finding(f: Finding, style: Style) -> None:
     where = "" if f.is_format else f" at line {f.line}"  # a format message names its line
-    print(style.bad(f"error ({f.kind}){where}: ") + f.message)
-    print(style.dim(f"  line {f.line}: ") + f.text)
+    print(style.bad(f"error ({f.kind}){where}: ") + shown(f.message))
+    print(style.dim(f"  line {f.line}: ") + shown(f.text))
     if f.state is not None:
-        print(style.dim("  state: ") + f"{f.state}" + style.dim("   event: ") + f"{f.event}")
-        allowed = ", ".join(f.allowed) if f.allowed else "none"
+        state, event = shown(f.state), shown(str(f.event))
+        print(style.dim("  state: ") + state + style.dim("   event: ") + event)
+        allowed = ", ".join(map(shown, f.allowed)) if f.allowed else "none"
         print(style.dim("  allowed: ") + allowed)
     if f.guard is not None:
-        print(style.dim("  guard: ") + f"{f.guard}: {f.detail}")
+        print(style.dim("  guard: ") + shown(f"{f.guard}: {f.detail}"))
