@@ -197,6 +197,43 @@ class TestExitStatus:
         """`--version` prints the installed package's version and exits 0."""
         assert run_main(capsys, "--version") == (0, f"agentfsm {version('agentfsm')}\n", "")
 
+    @pytest.mark.parametrize("content", ["", "\n  \n\n"])
+    def test_an_empty_log_is_not_a_pass(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str
+    ) -> None:
+        """No events at all is more likely a wrong file than a legal log."""
+        log = tmp_path / "empty.jsonl"
+        log.write_text(content, encoding="utf-8")
+        assert run_main(capsys, "validate", str(log)) == (
+            2, "", "agentfsm validate: the input held no events (--allow-empty accepts that)\n"
+        )  # fmt: skip
+
+    def test_allow_empty_accepts_an_empty_log(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        """`--allow-empty` is for pipelines where nothing to check is fine."""
+        log = tmp_path / "empty.jsonl"
+        log.write_text("\n", encoding="utf-8")
+        assert run_main(capsys, "validate", str(log), "--allow-empty") == (
+            0, "ok: 0 events in 0 run(s), 1 lines\n", ""
+        )  # fmt: skip
+
+    def test_replay_of_an_empty_log_is_not_a_pass(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        """`replay` printed nothing and exited 0; now it says why there is nothing."""
+        log = tmp_path / "empty.jsonl"
+        log.write_text("", encoding="utf-8")
+        assert run_main(capsys, "replay", str(log)) == (
+            2, "", "agentfsm replay: the input held no events (--allow-empty accepts that)\n"
+        )  # fmt: skip
+
+    def test_validate_of_a_run_the_log_lacks(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """`--run-id` with a typo checked nothing; it must not say ok."""
+        assert run_main(capsys, "validate", str(ORDER), "--run-id", "nope") == (
+            2, "", "agentfsm validate: the log has no run 'nope'\n"
+        )  # fmt: skip
+
     def test_unexpected_errors_are_one_line(self, capsys: pytest.CaptureFixture[str]) -> None:
         """Code the CLI runs (here a user's table condition) failing is exit 2, one line."""
         assert run_main(
@@ -230,6 +267,10 @@ class TestRealProcess:
                 "\n".join(_with_nan("Infinity", waiting_log()[:3])),
                 "agentfsm replay: cannot write the output as JSON: a number is NaN or "
                 "Infinity, which JSON does not have",
+            ),
+            (
+                ["validate", "-"], "",
+                "agentfsm validate: the input held no events (--allow-empty accepts that)",
             ),
         ],
     )  # fmt: skip

@@ -87,7 +87,7 @@ invocations = st.sampled_from(
     [
         ["validate", "LOG"],
         ["validate", "LOG", "--format", "json"],
-        ["validate", "LOG", "--all", "--format", "json"],
+        ["validate", "LOG", "--all", "--format", "json", "--allow-empty"],
         ["replay", "LOG"],
         ["replay", "LOG", "--format", "json", "--run-id", "r1"],
         ["inspect", "LOG"],

@@ -9,7 +9,7 @@ from typing import Any
 from agentfsm.cli._common import PROG, Parser
 from agentfsm.cli._io import Style
 from agentfsm.cli._output import print_json, shown, shown_json, why
-from agentfsm.cli.validate import add_log_arguments, read_log, reducer_from_args
+from agentfsm.cli.validate import add_allow_empty, add_log_arguments, read_log, reducer_from_args
 from agentfsm.reducers.record import RunRecord
 
 __all__ = ["add_parser", "summary"]
@@ -35,6 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     )
     add_log_arguments(p)
     p.add_argument("--run-id", help="only this run")
+    add_allow_empty(p)
     p.set_defaults(handler=_replay)
 
 
@@ -45,9 +46,6 @@ def _replay(args: argparse.Namespace) -> int:
         finding = report.findings[0]
         print(f"{PROG} replay: cannot fold the log: {shown(finding.message)}", file=sys.stderr)
         return report.exit_code
-    if args.run_id is not None and not report.runs:
-        print(f"{PROG} replay: the log has no run '{shown(args.run_id)}'", file=sys.stderr)
-        return 2
     records = [report.records[r.run_id] for r in report.runs]
     if args.format == "json":
         print_json(lambda: [r.to_json() for r in records], "replay")

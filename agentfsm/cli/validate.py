@@ -2,7 +2,8 @@
 
 Exit status: 0 every event legal; 1 a well-formed event breaks the lifecycle (illegal move,
 sequence gap or repeat, unknown or reused action id, a changed approved call, a guard limit
-overrun); 2 a line that is not a valid event, or bad usage.
+overrun); 2 a line that is not a valid event, a log with no events (unless --allow-empty),
+or bad usage.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from agentfsm.fsm.loops import LoopDetector
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import Finding, ValidationReport, validate_lines
 
-__all__ = ["add_log_arguments", "add_parser", "read_log", "reducer_from_args"]
+__all__ = ["add_allow_empty", "add_log_arguments", "add_parser", "read_log", "reducer_from_args"]
 
 _EXAMPLE = """\
 examples:
@@ -45,18 +46,35 @@ def add_log_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
 
 
+def add_allow_empty(p: argparse.ArgumentParser) -> None:
+    """`--allow-empty`: a log without events (or without the run asked for) passes."""
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 on a log with no events (or no --run-id run); by default that is exit 2",
+    )
+
+
 def read_log(
     args: argparse.Namespace, command: str, reducer: Reducer, **options: Any
 ) -> ValidationReport:
-    """Fold the log of `args.file`; a line the library chokes on is exit 2, naming it.
+    """Fold the log of `args.file`; a line no check foresaw, or nothing to check, is exit 2.
 
     Raises:
-        UsageError: a line made the library fail outright (too deep, NaN in a digest).
+        UsageError: a line made the library fail outright, or the log held no events (no
+            events of `--run-id`) and `--allow-empty` is off.
     """
     counter = LineCounter(command)
     lines = counter.count(stream_lines(args.file, command, quiet=args.quiet))
     with counter.checking():
-        return validate_lines(lines, reducer=reducer, run_id=args.run_id, **options)
+        report = validate_lines(lines, reducer=reducer, run_id=args.run_id, **options)
+    if report.runs or report.findings or args.allow_empty:
+        return report
+    # Nothing checked is more likely a wrong file, an empty pipe or a mistyped run id than
+    # a pass: say so (a pipeline that expects nothing passes --allow-empty).
+    if args.run_id is not None:
+        raise UsageError(f"{PROG} {command}: the log has no run '{shown(args.run_id)}'")
+    raise UsageError(f"{PROG} {command}: the input held no events (--allow-empty accepts that)")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -67,7 +85,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         description=(
             "Check every line of a JSON Lines log against the wire format and every run "
             "(several may be interleaved) against the table, the reducer's rules and any "
-            "limits given. Exit 0 legal, 1 a lifecycle error, 2 a line that is not an event."
+            "limits given. Exit 0 legal, 1 a lifecycle error, 2 a line that is not an event "
+            "or a log with no events."
         ),
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -75,6 +94,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     add_log_arguments(p)
     p.add_argument("--all", action="store_true", help="report every run's first error")
     p.add_argument("--run-id", help="check only this run")
+    add_allow_empty(p)
     limits = p.add_argument_group("limits (audit a log as if these guards had been on)")
     limits.add_argument("--max-turns", type=int, metavar="N", help="model calls per run")
     limits.add_argument("--max-tokens", type=int, metavar="N", help="tokens per run")
