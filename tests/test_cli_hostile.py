@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._cli_helpers import AGENTFSM, run_main, run_script, waiting_log, write_log
+from tests._cli_helpers import AGENTFSM, run_main, run_script, waiting_log, waiting_store, write_log
 from tests.conftest import EXAMPLES
 
 ORDER = EXAMPLES / "order_ticket.jsonl"
@@ -192,6 +192,77 @@ class TestEscapedText:
         )  # fmt: skip
 
 
+class TestArguments:
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (
+                ["approve", "\ud800", "t1", "--store", "runs.db"],
+                "agentfsm approve: argument RUN_ID: an id must be UTF-8 text (it holds a lone "
+                "surrogate): '\\ud800' (see `agentfsm approve --help`)",
+            ),
+            (
+                ["approve", "r1", "", "--store", "runs.db"],
+                "agentfsm approve: argument ACTION_ID: an id must not be empty: '' "
+                "(see `agentfsm approve --help`)",
+            ),
+            (
+                ["approve", "r1", "t1", "--approver", "", "--store", "runs.db"],
+                "agentfsm approve: argument --approver: a name must not be empty: '' "
+                "(see `agentfsm approve --help`)",
+            ),
+            (
+                ["cancel", "r1", "--requested-by", "  ", "--store", "runs.db"],
+                "agentfsm cancel: argument --requested-by: a name must not be empty: '  ' "
+                "(see `agentfsm cancel --help`)",
+            ),
+            (
+                ["reject", "r1", "t1", "--reason", "no\x00", "--store", "runs.db"],
+                "agentfsm reject: argument --reason: the text must not contain NUL: 'no\\x00' "
+                "(see `agentfsm reject --help`)",
+            ),
+            (
+                ["validate", "a\x00b"],
+                "agentfsm validate: argument FILE: a path must not contain NUL: 'a\\x00b' "
+                "(see `agentfsm validate --help`)",
+            ),
+            (
+                ["replay", str(ORDER), "--run-id", ""],
+                "agentfsm replay: argument --run-id: an id must not be empty: '' "
+                "(see `agentfsm replay --help`)",
+            ),
+        ],
+    )
+    def test_a_bad_argument_is_a_usage_error(
+        self, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    ) -> None:
+        """Checked before any store is opened: exit 2, one line naming the argument."""
+        assert run_main(capsys, *argv) == (2, "", message + "\n")
+
+    def test_a_nul_run_id_is_refused_before_sqlite(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        """The SQLite store is never asked about `a\\x00b`."""
+        store = waiting_store(tmp_path / "runs.db")
+        assert run_main(capsys, "approve", "--store", str(store), "a\x00b", "t1") == (
+            2, "", "agentfsm approve: argument RUN_ID: an id must not contain NUL: 'a\\x00b' "
+            "(see `agentfsm approve --help`)\n",
+        )  # fmt: skip
+
+    def test_a_nul_run_id_is_refused_before_postgresql(
+        self, capsys: pytest.CaptureFixture[str], postgres_dsn: str
+    ) -> None:
+        """PostgreSQL text cannot hold NUL; psycopg's DataError never surfaces."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(postgres_dsn)
+        url = f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/{parts['dbname']}"
+        assert run_main(capsys, "cancel", "--store", url, "a\x00b") == (
+            2, "", "agentfsm cancel: argument RUN_ID: an id must not contain NUL: 'a\\x00b' "
+            "(see `agentfsm cancel --help`)\n",
+        )  # fmt: skip
+
+
 class TestExitStatus:
     def test_version(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`--version` prints the installed package's version and exits 0."""
@@ -269,6 +340,11 @@ class TestRealProcess:
                 "Infinity, which JSON does not have",
             ),
             (
+                ["approve", "r1", "t1", "--approver", "", "--store", "x.db"], None,
+                "agentfsm approve: argument --approver: a name must not be empty: '' "
+                "(see `agentfsm approve --help`)",
+            ),
+            (
                 ["validate", "-"], "",
                 "agentfsm validate: the input held no events (--allow-empty accepts that)",
             ),
@@ -278,6 +354,14 @@ class TestRealProcess:
         """Exit 2 and exactly one line on stderr."""
         result = run_script(*argv, stdin=stdin)
         assert (result.returncode, result.stderr) == (2, stderr + "\n")
+
+    def test_a_surrogate_run_id_from_argv(self) -> None:
+        """Bytes that are not UTF-8 on the command line arrive as lone surrogates."""
+        result = run_script("cancel", "r\udcff", "--store", "x.db")
+        assert (result.returncode, result.stderr) == (
+            2, "agentfsm cancel: argument RUN_ID: an id must be UTF-8 text (it holds a lone "
+            "surrogate): 'r\\udcff' (see `agentfsm cancel --help`)\n",
+        )  # fmt: skip
 
     @pytest.mark.parametrize(
         ("redirect", "status", "stdout", "stderr"),

@@ -7,8 +7,8 @@ import importlib
 import json
 import os
 import sys
-from pathlib import Path
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.cli._output import print_json, shown, why
 from agentfsm.fsm.default import DEFAULT_TABLE
@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "--table", metavar="MODULE:ATTR",
         help="a TransitionTable, or a function that builds one (its build errors are reported)",
     )  # fmt: skip
-    source.add_argument("--spec", type=Path, metavar="FILE.json", help="a table description")
+    source.add_argument("--spec", type=_args.path, metavar="FILE.json", help="a table description")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--matrix", action="store_true", help="also print every (state, event) move")
     p.set_defaults(handler=_check)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.adapters.stores.sqlite import SQLiteEventStore
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.events.codec import dump_event
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
@@ -49,8 +50,9 @@ def open_store(spec: str | None, command: str) -> EventStore:
 
 def _store_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--store", metavar="PATH|URL", help=f"a SQLite file or postgresql:// URL (or ${_ENV})"
-    )
+        "--store", type=_args.text, metavar="PATH|URL",
+        help=f"a SQLite file or postgresql:// URL (or ${_ENV})",
+    )  # fmt: skip
 
 
 def _steer(
@@ -109,7 +111,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "agentfsm approve run_123 call_cancel_123 --approver alice --store runs.db",
     )  # fmt: skip
     _run_action(p)
-    p.add_argument("--approver", help="who approved")
+    p.add_argument("--approver", type=_args.identity, help="who approved")
     p.set_defaults(handler=_steer("approve", _approve))
 
     p = _command(
@@ -117,8 +119,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         'agentfsm reject run_123 call_cancel_123 --reason "not your order" --store runs.db',
     )  # fmt: skip
     _run_action(p)
-    p.add_argument("--approver", help="who refused")
-    p.add_argument("--reason", help="why (shown to the model)")
+    p.add_argument("--approver", type=_args.identity, help="who refused")
+    p.add_argument("--reason", type=_args.text, help="why (shown to the model)")
     p.set_defaults(handler=_steer("reject", _reject))
 
     p = _command(
@@ -126,8 +128,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         'agentfsm cancel run_123 --reason "customer hung up" --store runs.db',
     )  # fmt: skip
     _run(p)
-    p.add_argument("--reason", help="why")
-    p.add_argument("--requested-by", help="who asked")
+    p.add_argument("--reason", type=_args.text, help="why")
+    p.add_argument("--requested-by", type=_args.identity, help="who asked")
     p.set_defaults(handler=_steer("cancel", _cancel))
 
     p = _command(
@@ -135,7 +137,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         'agentfsm pause run_123 --reason "waiting for the customer" --store runs.db',
     )  # fmt: skip
     _run(p)
-    p.add_argument("--reason", required=True, help="what the run waits for")
+    p.add_argument("--reason", type=_args.text, required=True, help="what the run waits for")
     p.set_defaults(handler=_steer("pause", lambda s, a: control.pause(s, a.run_id, a.reason)))
 
     p = _command(
@@ -150,7 +152,10 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "agentfsm runs --store runs.db --status waiting_approval",
     )  # fmt: skip
     _store_argument(p)
-    p.add_argument("--status", action="append", help="only runs in this status (repeatable)")
+    p.add_argument(
+        "--status", type=_args.identity, action="append",
+        help="only runs in this status (repeatable)",
+    )  # fmt: skip
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(handler=_runs)
 
@@ -159,18 +164,18 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "agentfsm export --store runs.db > runs.jsonl && agentfsm validate runs.jsonl",
     )  # fmt: skip
     _store_argument(p)
-    p.add_argument("--run-id", help="only this run")
+    p.add_argument("--run-id", type=_args.run_id, help="only this run")
     p.set_defaults(handler=_export)
 
 
 def _run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("run_id", type=_args.run_id, metavar="RUN_ID")
     _store_argument(p)
 
 
 def _run_action(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", metavar="RUN_ID")
-    p.add_argument("action_id", metavar="ACTION_ID")
+    p.add_argument("run_id", type=_args.run_id, metavar="RUN_ID")
+    p.add_argument("action_id", type=_args.run_id, metavar="ACTION_ID")
     _store_argument(p)
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, emit_bytes, emit_text, load_table
 from agentfsm.cli._io import LineCounter, stream_lines
 from agentfsm.cli._output import shown
@@ -50,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         choices=formats,
         help="output format (default: mermaid); svg and png need Graphviz `dot`",
     )
-    p.add_argument("--output", "-o", type=Path, help="write here instead of standard output")
+    p.add_argument("--output", "-o", type=_args.path, help="write here instead of standard output")
     p.add_argument(
         "--table",
         metavar="MODULE:ATTR",
@@ -59,10 +60,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--run",
         metavar="EVENTS.jsonl",
-        type=Path,
+        type=_args.path,
         help="draw this recorded run's path on top (- reads standard input)",
     )
-    p.add_argument("--run-id", help="the run to draw, when the log holds several")
+    p.add_argument(
+        "--run-id", type=_args.run_id, help="the run to draw, when the log holds several"
+    )
     p.add_argument(
         "--expand",
         action="store_true",
@@ -82,7 +85,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     )
     p.add_argument(
         "--dir",
-        type=Path,
+        type=_args.path,
         default=Path("diagrams"),
         help="the directory of committed diagrams (default: diagrams)",
     )

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import Parser
 from agentfsm.cli._io import LineCounter, Style, stream_lines
 from agentfsm.cli._output import print_json, shown
@@ -35,7 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_arguments(p)
-    p.add_argument("--run-id", help="the run (needed when the log holds several)")
+    p.add_argument(
+        "--run-id", type=_args.run_id, help="the run (needed when the log holds several)"
+    )
     p.set_defaults(handler=_inspect)
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser
 from agentfsm.cli._io import Style
 from agentfsm.cli._output import print_json, shown, shown_json, why
@@ -34,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_arguments(p)
-    p.add_argument("--run-id", help="only this run")
+    p.add_argument("--run-id", type=_args.run_id, help="only this run")
     add_allow_empty(p)
     p.set_defaults(handler=_replay)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_table
 from agentfsm.cli._io import LineCounter, Style, stream_lines
 from agentfsm.cli._output import print_json, shown
@@ -38,7 +38,7 @@ examples:
 
 def add_log_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments every log-reading command shares: the file, the table, the format."""
-    p.add_argument("file", type=Path, metavar="FILE", help="JSON Lines events; - reads stdin")
+    p.add_argument("file", type=_args.path, metavar="FILE", help="JSON Lines events; - reads stdin")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument(
         "--table", metavar="MODULE:ATTR", help="the table to check against (default: agentfsm's)"
@@ -93,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     )
     add_log_arguments(p)
     p.add_argument("--all", action="store_true", help="report every run's first error")
-    p.add_argument("--run-id", help="check only this run")
+    p.add_argument("--run-id", type=_args.run_id, help="check only this run")
     add_allow_empty(p)
     limits = p.add_argument_group("limits (audit a log as if these guards had been on)")
     limits.add_argument("--max-turns", type=int, metavar="N", help="model calls per run")
