@@ -183,6 +183,19 @@ class TestEscapedText:
         assert (code, "\x1b" in out, "\u202e" in out) == (0, False, False)
         assert json.loads(out)[0]["actions"]["a1"]["tool"] == "c\x1b[31mo\u202e"
 
+    def test_store_commands_escape_run_ids(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        """`runs` lists, and `cancel` answers with, the run id escaped."""
+        store = str(waiting_store(tmp_path / "runs.db", "r\n1\x1b[31m"))
+        code, out, _ = run_main(capsys, "runs", "--store", store)
+        assert (code, out.split("  ")[0]) == (0, "r\\n1\\x1b[31m")
+        assert run_main(capsys, "cancel", "r\n1\x1b[31m", "--store", store) == (
+            0,
+            "run r\\n1\\x1b[31m: cancel_requested (version 5), waiting for approval: a1\n",
+            "",
+        )
+
     def test_error_lines_escape_what_they_quote(
         self, capsys: pytest.CaptureFixture[str], log: Path
     ) -> None:
@@ -316,6 +329,14 @@ class TestExitStatus:
         assert run_main(capsys, "check-table", "--table", "tests._cli_helpers:broken_builder") == (
             2, "", "agentfsm check-table: building 'tests._cli_helpers:broken_builder' raised "
             "RuntimeError: no table today\n",
+        )  # fmt: skip
+
+    def test_an_unreachable_postgresql_store(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A driver error is a line naming the store's trouble, not psycopg's traceback."""
+        assert run_main(capsys, "runs", "--store", "postgresql://127.0.0.1:1/x") == (
+            2, "", 'agentfsm runs: error: the store failed: connection failed: connection to '
+            'server at "127.0.0.1", port 1 failed: Connection refused Is the server running on '
+            "that host and accepting TCP/IP connections?\n",
         )  # fmt: skip
 
 

@@ -4,8 +4,8 @@ Each subcommand lives in its own module with an `add_parser(subparsers)` that de
 arguments and sets its handler; `main` parses and dispatches.
 
 Exit status: 0 done; 1 a check failed (an illegal log, a refused decision, stale diagrams);
-2 the command could not do its job: bad arguments, unreadable input, a line that is not an
-event, a missing tool.
+2 the command could not do its job: bad arguments, unreadable or empty input, a line that is
+not an event, output that cannot be written as JSON, a store that fails, a missing tool.
 Failures print one line to stderr, never a traceback: what no handler foresaw is reported
 by `main` as one line naming the command and the error's type. A reader that closes the
 output early (`| head`) ends the command quietly with 141, as SIGPIPE would.
@@ -21,7 +21,17 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack, redirect_stderr
 from importlib.metadata import PackageNotFoundError, version
 
-from agentfsm.cli import check_table, control, diagram, inspect_run, replay, schema, validate
+from agentfsm.cli import (
+    check_table,
+    control,
+    decide,
+    diagram,
+    export,
+    inspect_run,
+    replay,
+    schema,
+    validate,
+)
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import error_text, shown
 from agentfsm.fsm.errors import AgentFSMError
@@ -38,7 +48,9 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     diagram.add_parser,
     schema.add_parser,
     check_table.add_parser,
+    decide.add_parsers,
     control.add_parsers,
+    export.add_parser,
 )
 
 
