@@ -244,6 +244,11 @@ class TestArguments:
                 "agentfsm replay: argument --run-id: an id must not be empty: '' "
                 "(see `agentfsm replay --help`)",
             ),
+            (
+                ["approve", "r1", "t1", "--digest", "sha256:abc", "--store", "runs.db"],
+                "agentfsm approve: argument --digest: a digest is 'sha256:' and 64 lower-case "
+                "hex digits, got 'sha256:abc' (see `agentfsm approve --help`)",
+            ),
         ],
     )
     def test_a_bad_argument_is_a_usage_error(

@@ -9,11 +9,14 @@ approver would fail the event's own validation with a traceback's worth of pydan
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from agentfsm.cli._output import shown
 
-__all__ = ["identity", "path", "run_id", "text"]
+__all__ = ["digest", "identity", "path", "run_id", "text"]
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
 
 def _problem(value: str) -> str | None:
@@ -57,3 +60,12 @@ def path(value: str) -> Path:
     if not value:
         raise argparse.ArgumentTypeError("a path must not be empty")
     return Path(value)
+
+
+def digest(value: str) -> str:
+    """An arguments digest as `agentfsm approve` prints it: `sha256:` and 64 hex digits."""
+    if not _DIGEST.match(value):
+        raise argparse.ArgumentTypeError(
+            f"a digest is 'sha256:' and 64 lower-case hex digits, got '{shown(value)}'"
+        )
+    return value

@@ -21,7 +21,11 @@ from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.reducers.record import RunRecord
 from agentfsm.runtime import control
 
-__all__ = ["add_parsers", "command", "run_argument", "steer"]
+__all__ = ["DecisionRefusedError", "add_parsers", "command", "run_argument", "steer"]
+
+
+class DecisionRefusedError(Exception):
+    """The command line itself refuses a decision (exit 1, like a lifecycle refusal)."""
 
 
 def steer(name: str, act: Callable[[EventStore, argparse.Namespace], RunRecord]) -> Handler:
@@ -33,7 +37,7 @@ def steer(name: str, act: Callable[[EventStore, argparse.Namespace], RunRecord])
                 record = act(store, args)
             except RunNotFoundError as exc:
                 raise UsageError(f"{PROG} {name}: {exc}") from None
-            except LifecycleError as exc:
+            except (LifecycleError, DecisionRefusedError) as exc:
                 print(f"{PROG} {name}: refused: {shown(str(exc))}", file=sys.stderr)
                 for note in getattr(exc, "__notes__", ()):  # e.g. where the call waits
                     print(f"  {shown(note)}", file=sys.stderr)
