@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, emit_bytes, emit_text, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._files import replacing
 from agentfsm.cli._io import LineCounter, stream_lines
 from agentfsm.cli._output import shown
 from agentfsm.diagrams import (
@@ -123,11 +124,19 @@ def _diagram(args: argparse.Namespace) -> int:
             trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
     fmt = args.format or DiagramFormat.MERMAID.value
     if fmt == _PNG:
-        png = render_diagram_png(table, trajectory=trajectory, collapse=not args.expand)
-        emit_bytes(png, args.output)
+        data = render_diagram_png(table, trajectory=trajectory, collapse=not args.expand)
     else:
         text = render_diagram(table, fmt, trajectory=trajectory, collapse=not args.expand)
-        emit_text(text, args.output)
+        if args.output is None:
+            sys.stdout.write(text)
+            return 0
+        data = text.encode("utf-8")
+    if args.output is None:
+        sys.stdout.flush()  # text written before must not come after the bytes
+        sys.stdout.buffer.write(data)
+    else:
+        with replacing(args.output, "diagram") as handle:
+            handle.write(data)
     return 0
 
 
