@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -113,3 +114,33 @@ class TestToAFile:
             2, "", True
         )  # fmt: skip
         assert not target.exists()
+
+    def test_a_symlink_keeps_pointing_at_its_file(
+        self, capsys: pytest.CaptureFixture[str], store: Path, tmp_path: Path
+    ) -> None:
+        """The file a link names is replaced, not the link, as `>` would write through it."""
+        real = tmp_path / "real.jsonl"
+        real.write_text("earlier\n", encoding="utf-8")
+        link = tmp_path / "link.jsonl"
+        link.symlink_to(real)
+        assert run_main(capsys, "export", "--store", str(store), "-o", str(link))[0] == 0
+        assert (link.is_symlink(), real.read_text(encoding="utf-8")) == (
+            True, _expected(store, "r1", "r2")
+        )  # fmt: skip
+
+    def test_a_fifo_is_written_in_place(
+        self, capsys: pytest.CaptureFixture[str], store: Path, tmp_path: Path
+    ) -> None:
+        """`-o /dev/stdout` or a named pipe has nothing to replace: renaming over it would
+        swap the pipe (or the device) for a file."""
+        fifo = tmp_path / "pipe"
+        os.mkfifo(fifo)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            assert run_main(capsys, "export", "--store", str(store), "-o", str(fifo))[0] == 0
+            received = os.read(reader, 1 << 16)
+        finally:
+            os.close(reader)
+        assert (stat.S_ISFIFO(fifo.stat().st_mode), received.decode()) == (
+            True, _expected(store, "r1", "r2")
+        )  # fmt: skip

@@ -27,29 +27,44 @@ __all__ = ["replacing"]
 def replacing(target: Path, command: str) -> Iterator[BinaryIO]:
     """A binary handle whose content replaces `target` if the block ends without error.
 
+    A link is followed, as `>` would: the file it names is replaced, the link stays. A
+    target that exists and is not a regular file (`/dev/stdout`, a named pipe) is written
+    in place: there is no file to replace, and renaming over it would swap it for one.
+
     Raises:
-        UsageError: the temporary file cannot be created, written or renamed.
+        UsageError: the file cannot be created, written or renamed.
     """
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    try:
+    if target.exists() and not target.is_file():
+        with _failing_as_usage(target, command), target.open("wb") as handle:
+            yield handle
+        return
+    real = Path(os.path.realpath(target))
+    temporary = real.with_name(f".{real.name}.{secrets.token_hex(6)}.tmp")
+    with _failing_as_usage(target, command):
         # O_EXCL: never write through a file someone else put there; 0o666 less the umask
         # is what a plain `open(target, "w")` would give a new file.
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as exc:
-        raise UsageError(f"{PROG} {command}: cannot write '{target}': {exc.strerror}") from None
     try:
-        with os.fdopen(fd, "wb") as handle:
-            _keep_mode(target, handle)
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise UsageError(f"{PROG} {command}: cannot write '{target}': {exc.strerror}") from None
+        with _failing_as_usage(target, command):
+            with os.fdopen(fd, "wb") as handle:
+                _keep_mode(real, handle)
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, real)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def _failing_as_usage(target: Path, command: str) -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError:
+        raise  # `-o /dev/stdout | head`: the reader left, `main` ends quietly
+    except OSError as exc:
+        raise UsageError(f"{PROG} {command}: cannot write '{target}': {exc.strerror}") from None
 
 
 def _keep_mode(target: Path, handle: BinaryIO) -> None:
