@@ -408,3 +408,12 @@ class TestRealProcess:
             capture_output=True, text=True, check=False, env={**os.environ, "NO_COLOR": "1"},
         )  # fmt: skip
         assert (result.returncode, result.stdout, result.stderr) == (status, stdout, stderr)
+
+    def test_an_output_encoding_that_cannot_show_the_text(self, tmp_path: Path) -> None:
+        """Standard output set to ASCII is told how to fix it, not a UnicodeEncodeError."""
+        lines = [line.replace('"r1"', '"r\\u00e9"') for line in waiting_log()]
+        log = write_log(tmp_path / "accent.jsonl", lines)
+        result = run_script("validate", str(log), env={"PYTHONIOENCODING": "ascii"})
+        assert (result.returncode, result.stderr) == (
+            2, "agentfsm validate: cannot write to ascii output; set PYTHONIOENCODING=utf-8\n"
+        )  # fmt: skip
