@@ -40,7 +40,7 @@ def store_path(tmp_path: Path) -> Path:
 def test_approve_appends_the_decision(store_path: Path) -> None:
     """The approval is durable and the run is runnable again."""
     result = run("approve", "r1", "a1", "--approver", "ann", "--store", str(store_path))
-    assert (result.returncode, result.stdout.strip()) == (0, "run r1: running (version 5)")
+    assert (result.returncode, result.stdout.splitlines()[-1]) == (0, "run r1: running (version 5)")
     with SQLiteEventStore(store_path) as store:
         action = store.load("r1").actions["a1"]
     assert (action.status, action.approver) == ("approved", "ann")

@@ -1,4 +1,4 @@
-"""What every subcommand shares: usage errors, the parser class, reading input, loading tables."""
+"""What every subcommand shares: usage errors, the parser class, loading tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 
 from agentfsm.fsm.table import TransitionTable
@@ -17,10 +16,7 @@ __all__ = [
     "Handler",
     "Parser",
     "UsageError",
-    "emit_bytes",
-    "emit_text",
     "load_table",
-    "read_lines",
 ]
 
 PROG = "agentfsm"
@@ -75,29 +71,3 @@ def load_table(spec: str, command: str) -> TransitionTable:
             f"{PROG} {command}: '{spec}' is a {type(table).__name__}, not a TransitionTable"
         )
     return table
-
-
-def read_lines(path: Path, command: str) -> list[str]:
-    """All lines of a file, or of standard input for `-`."""
-    if str(path) == "-":
-        return sys.stdin.read().splitlines()
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"{PROG} {command}: cannot read '{path}': {exc.strerror}") from None
-
-
-def emit_text(text: str, output: Path | None) -> None:
-    """Write text to `output`, or to standard output."""
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-
-
-def emit_bytes(data: bytes, output: Path | None) -> None:
-    """Write bytes to `output`, or to standard output."""
-    if output is None:
-        sys.stdout.buffer.write(data)
-    else:
-        output.write_bytes(data)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TextIO
 
 from agentfsm.cli._common import PROG, UsageError
+from agentfsm.cli._output import shown, why
+from agentfsm.fsm.errors import AgentFSMError
 
-__all__ = ["Style", "stream_lines"]
+__all__ = ["LineCounter", "Style", "stream_lines"]
 
 _BAR = 30
 
@@ -18,31 +21,90 @@ _BAR = 30
 def stream_lines(path: Path, command: str, *, quiet: bool = False) -> Iterator[str]:
     """The lines of `path` (or of standard input for `-`), read lazily.
 
+    Lines are split on `\\n` only and decoded one by one, so a JSON string holding U+2028
+    stays on its line and bytes that are not UTF-8 are named by line, whatever the locale
+    (a C locale would otherwise turn them into lone surrogates on standard input).
+
     A progress bar goes to stderr when stderr is a terminal, the input is a regular file
     and `quiet` is off: it advances by bytes read, so it costs nothing per line.
 
     Raises:
-        UsageError: the file cannot be opened (missing, unreadable, a directory).
+        UsageError: the file cannot be opened (missing, unreadable, a directory), or a line
+            is not UTF-8.
     """
     if str(path) == "-":
-        yield from sys.stdin
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise UsageError(f"{PROG} {command}: standard input is closed")
+        source = getattr(sys.stdin, "buffer", None)
+        if source is None:  # a text stream put in place of stdin (a test, an embedding)
+            yield from sys.stdin
+        else:
+            yield from _decoded(source, "standard input", command)
         return
     try:
-        handle = path.open(encoding="utf-8", errors="strict")
+        handle = path.open("rb")
     except OSError as exc:
-        raise UsageError(f"{PROG} {command}: cannot read '{path}': {exc.strerror}") from None
+        raise UsageError(
+            f"{PROG} {command}: cannot read '{shown(str(path))}': {exc.strerror}"
+        ) from None
     with handle:
         total = _size(handle)
+        lines = _decoded(handle, f"'{shown(str(path))}'", command)
         if quiet or total is None or not sys.stderr.isatty():
-            try:
-                yield from handle
-            except UnicodeDecodeError as exc:
-                raise UsageError(f"{PROG} {command}: '{path}' is not UTF-8 text: {exc}") from None
-            return
-        yield from _with_progress(handle, total, sys.stderr)
+            yield from lines
+        else:
+            yield from _with_progress(lines, total, sys.stderr)
 
 
-def _size(handle: IO[str]) -> int | None:
+def _decoded(handle: Iterable[bytes], name: str, command: str) -> Iterator[str]:
+    for number, raw in enumerate(handle, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"{PROG} {command}: {name} is not UTF-8 text: line {number}, "
+                f"byte {exc.start + 1}: {exc.reason}"
+            ) from None
+        yield line
+
+
+class LineCounter:
+    """Counts the lines a reader takes, so an error while one is checked can name it.
+
+    The library refuses a line that is not an event with a `Finding` or an
+    `EventFormatError`; what it does not foresee (nesting too deep for Python's recursion,
+    a NaN reaching a digest, text that is not Unicode) surfaces as a bare `RecursionError`,
+    `ValueError` or `UnicodeError`. `checking` turns those into the usage error a line that
+    is not an event gets: one line on stderr, exit 2.
+    """
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.line = 0
+        self.done = False
+
+    def count(self, lines: Iterable[str]) -> Iterator[str]:
+        """Pass `lines` through, counting."""
+        for self.line, raw in enumerate(lines, start=1):
+            yield raw
+        self.done = True
+
+    @contextmanager
+    def checking(self) -> Iterator[None]:
+        """Turn what a hostile line makes the library raise into a usage error."""
+        try:
+            yield
+        except (RecursionError, ValueError, UnicodeError) as exc:
+            if isinstance(exc, AgentFSMError):  # EventFormatError is a ValueError: its own way
+                raise
+            # Once every line was read (a trajectory folds after parsing), which line is lost.
+            where = f"line {self.line}:" if self.line and not self.done else "a line is"
+            raise UsageError(
+                f"{PROG} {self.command}: {where} not a valid event: {why(exc)}"
+            ) from None
+
+
+def _size(handle: IO[bytes]) -> int | None:
     try:
         stat = os.fstat(handle.fileno())
     except OSError:
@@ -50,22 +112,22 @@ def _size(handle: IO[str]) -> int | None:
     return stat.st_size if stat.st_size > 0 else None
 
 
-def _with_progress(handle: IO[str], total: int, out: TextIO) -> Iterator[str]:
+def _with_progress(lines: Iterable[str], total: int, out: TextIO) -> Iterator[str]:
     done = 0
-    shown = -1
-    for number, line in enumerate(handle, start=1):
+    drawn = -1
+    for number, line in enumerate(lines, start=1):
         done += len(line)  # characters, close enough to bytes for a progress bar
         yield line
         if number % 4096 == 0:
             percent = min(100, done * 100 // total)
-            if percent != shown:
-                shown = percent
+            if percent != drawn:
+                drawn = percent
                 filled = _BAR * percent // 100
                 out.write(
                     f"\r[{'#' * filled}{'.' * (_BAR - filled)}] {percent:3d}% {number:,} lines"
                 )
                 out.flush()
-    if shown >= 0:
+    if drawn >= 0:
         out.write("\r" + " " * (_BAR + 30) + "\r")
         out.flush()
 

@@ -7,9 +7,10 @@ import importlib
 import json
 import os
 import sys
-from pathlib import Path
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
+from agentfsm.cli._output import print_json, shown, why
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.errors import InvalidTableError
 from agentfsm.fsm.table import TransitionTable
@@ -45,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "--table", metavar="MODULE:ATTR",
         help="a TransitionTable, or a function that builds one (its build errors are reported)",
     )  # fmt: skip
-    source.add_argument("--spec", type=Path, metavar="FILE.json", help="a table description")
+    source.add_argument("--spec", type=_args.path, metavar="FILE.json", help="a table description")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--matrix", action="store_true", help="also print every (state, event) move")
     p.set_defaults(handler=_check)
@@ -61,8 +62,8 @@ def _check(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{PROG} check-table: cannot read '{args.spec}': {exc.strerror}"
             ) from None
-        except ValueError as exc:
-            raise UsageError(f"{PROG} check-table: '{args.spec}': {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(f"{PROG} check-table: '{args.spec}': {why(exc)}") from None
     elif args.table is not None:
         table, report = _load(args.table)
     else:
@@ -74,13 +75,14 @@ def _check(args: argparse.Namespace) -> int:
                 {"state": s, "event": e, "moves": [{"condition": c, "target": t} for c, t in cell]}
                 for (s, e), cell in transition_matrix(table).items()
             ]
-        print(json.dumps(out, sort_keys=True))
+        print_json(lambda: out, "check-table")
     else:
-        print(report.render())
+        # A spec file's names are printed like a log's: escaped, one line each.
+        print("\n".join(map(shown, report.render().splitlines())))
         if args.matrix and table is not None:
             for (state, event), cell in transition_matrix(table).items():
                 moves = ", ".join(f"{t} [{c}]" if c else t for c, t in cell) or "-"
-                print(f"  {state:<18} {event:<22} {moves}")
+                print(shown(f"  {state:<18} {event:<22} {moves}"))
     return 0 if report.ok else 1
 
 
@@ -103,6 +105,10 @@ def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:
             value = value()
         except InvalidTableError as exc:
             return None, _broken(exc)
+        except Exception as exc:  # noqa: BLE001 - the user's factory failing, reported alike
+            raise UsageError(
+                f"{PROG} check-table: building '{spec}' raised {type(exc).__name__}: {exc}"
+            ) from None
     if not isinstance(value, TransitionTable):
         raise UsageError(
             f"{PROG} check-table: '{spec}' is a {type(value).__name__}, not a TransitionTable"

@@ -1,86 +1,62 @@
-"""`agentfsm approve|reject|cancel|pause|resume|runs|export`: steer and read runs in a store.
+"""`agentfsm cancel|pause|resume|runs`: steer runs in a store, and list them.
 
-The store is a SQLite file path or a `postgresql://` URL, from `--store` or the environment
-variable `AGENTFSM_STORE`. Each steering command appends one event and prints the run's
-status after it; the process driving the run notices at its next step.
+Each steering command appends one event and prints the run's status after it; the process
+driving the run notices at its next step. `steer` is the frame every steering command
+(`approve` and `reject` too) runs in: the store opened and closed, a run the store lacks a
+usage error (exit 2), a refusal one line with its notes (exit 1).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from agentfsm.adapters.stores.base import EventStore
-from agentfsm.adapters.stores.sqlite import SQLiteEventStore
-from agentfsm.cli._common import PROG, Parser, UsageError
-from agentfsm.events.codec import dump_event
+from agentfsm.cli import _args
+from agentfsm.cli._common import PROG, Handler, Parser, UsageError
+from agentfsm.cli._output import print_json, shown
+from agentfsm.cli._store import add_store_argument, opened_store
 from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.reducers.record import RunRecord
 from agentfsm.runtime import control
 
-__all__ = ["add_parsers", "open_store"]
-
-_ENV = "AGENTFSM_STORE"
+__all__ = ["DecisionRefusedError", "add_parsers", "command", "run_argument", "steer"]
 
 
-def open_store(spec: str | None, command: str) -> EventStore:
-    """The store named by `spec` (or `$AGENTFSM_STORE`): a SQLite path or a PostgreSQL URL."""
-    spec = spec or os.environ.get(_ENV)
-    if not spec:
-        raise UsageError(f"{PROG} {command}: give --store PATH|URL or set {_ENV}")
-    if spec.startswith(("postgresql://", "postgres://")):
-        try:
-            from agentfsm.adapters.stores.postgres import PostgresEventStore
-        except ImportError:
-            raise UsageError(
-                f"{PROG} {command}: a PostgreSQL store needs `pip install 'agentfsm[postgres]'`"
-            ) from None
-        return PostgresEventStore(spec)
-    path = Path(spec.removeprefix("sqlite:///").removeprefix("sqlite:"))
-    if not path.is_file():
-        # Opening would create an empty database: a typo must not look like "no such run".
-        raise UsageError(f"{PROG} {command}: no SQLite store at '{path}'")
-    return SQLiteEventStore(path)
+class DecisionRefusedError(Exception):
+    """The command line itself refuses a decision (exit 1, like a lifecycle refusal)."""
 
 
-def _store_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--store", metavar="PATH|URL", help=f"a SQLite file or postgresql:// URL (or ${_ENV})"
-    )
+def steer(name: str, act: Callable[[EventStore, argparse.Namespace], RunRecord]) -> Handler:
+    """The handler that runs `act` on the store and prints the run's status after it."""
 
-
-def _steer(
-    name: str, act: Callable[[EventStore, argparse.Namespace], RunRecord]
-) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        with open_store(args.store, name) as store:
+        with opened_store(args.store, name) as store:
             try:
                 record = act(store, args)
             except RunNotFoundError as exc:
                 raise UsageError(f"{PROG} {name}: {exc}") from None
-            except LifecycleError as exc:
-                print(f"{PROG} {name}: refused: {exc}", file=sys.stderr)
+            except (LifecycleError, DecisionRefusedError) as exc:
+                print(f"{PROG} {name}: refused: {shown(str(exc))}", file=sys.stderr)
                 for note in getattr(exc, "__notes__", ()):  # e.g. where the call waits
-                    print(f"  {note}", file=sys.stderr)
+                    print(f"  {shown(note)}", file=sys.stderr)
                 return 1
         pending = (
-            f", waiting for approval: {', '.join(record.pending_approvals)}"
+            f", waiting for approval: {', '.join(map(shown, record.pending_approvals))}"
             if record.pending_approvals
             else ""
         )
-        print(f"run {record.run_id}: {record.status} (version {record.version}){pending}")
+        print(f"run {shown(record.run_id)}: {record.status} (version {record.version}){pending}")
         return 0
 
     return handler
 
 
-def _command(
+def command(
     subparsers: argparse._SubParsersAction[Parser], name: str, summary: str, example: str
 ) -> argparse.ArgumentParser:
+    """A store subcommand's parser: its summary, and an example in `--help`."""
     return subparsers.add_parser(
         name,
         help=summary,
@@ -90,12 +66,10 @@ def _command(
     )
 
 
-def _approve(store: EventStore, a: argparse.Namespace) -> RunRecord:
-    return control.approve(store, a.run_id, a.action_id, a.approver)
-
-
-def _reject(store: EventStore, a: argparse.Namespace) -> RunRecord:
-    return control.reject(store, a.run_id, a.action_id, a.approver, a.reason)
+def run_argument(p: argparse.ArgumentParser) -> None:
+    """`RUN_ID` and `--store`."""
+    p.add_argument("run_id", type=_args.run_id, metavar="RUN_ID")
+    add_store_argument(p)
 
 
 def _cancel(store: EventStore, a: argparse.Namespace) -> RunRecord:
@@ -103,79 +77,46 @@ def _cancel(store: EventStore, a: argparse.Namespace) -> RunRecord:
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
-    """Register the store commands."""
-    p = _command(
-        subparsers, "approve", "approve the exact call an action waits with (approval.accepted)",
-        "agentfsm approve run_123 call_cancel_123 --approver alice --store runs.db",
-    )  # fmt: skip
-    _run_action(p)
-    p.add_argument("--approver", help="who approved")
-    p.set_defaults(handler=_steer("approve", _approve))
-
-    p = _command(
-        subparsers, "reject", "refuse a call waiting for approval; the model sees the reason",
-        'agentfsm reject run_123 call_cancel_123 --reason "not your order" --store runs.db',
-    )  # fmt: skip
-    _run_action(p)
-    p.add_argument("--approver", help="who refused")
-    p.add_argument("--reason", help="why (shown to the model)")
-    p.set_defaults(handler=_steer("reject", _reject))
-
-    p = _command(
+    """Register cancel, pause, resume and runs."""
+    p = command(
         subparsers, "cancel", "ask a run to stop; calls in flight settle, then it is cancelled",
         'agentfsm cancel run_123 --reason "customer hung up" --store runs.db',
     )  # fmt: skip
-    _run(p)
-    p.add_argument("--reason", help="why")
-    p.add_argument("--requested-by", help="who asked")
-    p.set_defaults(handler=_steer("cancel", _cancel))
+    run_argument(p)
+    p.add_argument("--reason", type=_args.text, help="why")
+    p.add_argument("--requested-by", type=_args.identity, help="who asked")
+    p.set_defaults(handler=steer("cancel", _cancel))
 
-    p = _command(
+    p = command(
         subparsers, "pause", "pause a run between steps (waiting for input or a callback)",
         'agentfsm pause run_123 --reason "waiting for the customer" --store runs.db',
     )  # fmt: skip
-    _run(p)
-    p.add_argument("--reason", required=True, help="what the run waits for")
-    p.set_defaults(handler=_steer("pause", lambda s, a: control.pause(s, a.run_id, a.reason)))
+    run_argument(p)
+    p.add_argument("--reason", type=_args.text, required=True, help="what the run waits for")
+    p.set_defaults(handler=steer("pause", lambda s, a: control.pause(s, a.run_id, a.reason)))
 
-    p = _command(
+    p = command(
         subparsers, "resume", "un-pause a run; a worker or Runner.resume then drives it",
         "agentfsm resume run_123 --store runs.db",
     )  # fmt: skip
-    _run(p)
-    p.set_defaults(handler=_steer("resume", lambda s, a: control.resume(s, a.run_id)))
+    run_argument(p)
+    p.set_defaults(handler=steer("resume", lambda s, a: control.resume(s, a.run_id)))
 
-    p = _command(
+    p = command(
         subparsers, "runs", "list the runs in a store with their status (no replay)",
         "agentfsm runs --store runs.db --status waiting_approval",
     )  # fmt: skip
-    _store_argument(p)
-    p.add_argument("--status", action="append", help="only runs in this status (repeatable)")
+    add_store_argument(p)
+    p.add_argument(
+        "--status", type=_args.identity, action="append",
+        help="only runs in this status (repeatable)",
+    )  # fmt: skip
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(handler=_runs)
 
-    p = _command(
-        subparsers, "export", "write a store's events as JSON Lines, for validate/replay/diagram",
-        "agentfsm export --store runs.db > runs.jsonl && agentfsm validate runs.jsonl",
-    )  # fmt: skip
-    _store_argument(p)
-    p.add_argument("--run-id", help="only this run")
-    p.set_defaults(handler=_export)
-
-
-def _run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", metavar="RUN_ID")
-    _store_argument(p)
-
-
-def _run_action(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", metavar="RUN_ID")
-    p.add_argument("action_id", metavar="ACTION_ID")
-    _store_argument(p)
-
 
 def _runs(args: argparse.Namespace) -> int:
-    with open_store(args.store, "runs") as store:
+    with opened_store(args.store, "runs") as store:
         infos = store.runs(status=args.status)
     if args.format == "json":
         rows = [
@@ -187,22 +128,12 @@ def _runs(args: argparse.Namespace) -> int:
             }
             for i in infos
         ]
-        print(json.dumps(rows, sort_keys=True))
+        print_json(lambda: rows, "runs")
     else:
-        width = max((len(i.run_id) for i in infos), default=0)
-        for i in infos:
-            print(f"{i.run_id:<{width}}  {i.status:<16}  version {i.version:<5}  {i.updated_at}")
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    with open_store(args.store, "export") as store:
-        ids = [args.run_id] if args.run_id else [i.run_id for i in store.runs()]
-        for run_id in ids:
-            try:
-                events = store.events(run_id)
-            except RunNotFoundError as exc:
-                raise UsageError(f"{PROG} export: {exc}") from None
-            for event in events:
-                print(dump_event(event))
+        ids = [shown(i.run_id) for i in infos]
+        width = max(map(len, ids), default=0)
+        for run_id, i in zip(ids, infos, strict=True):
+            status = shown(i.status)
+            updated = shown(str(i.updated_at))
+            print(f"{run_id:<{width}}  {status:<16}  version {i.version:<5}  {updated}")
     return 0

@@ -6,15 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentfsm.cli._common import (
-    PROG,
-    Parser,
-    UsageError,
-    emit_bytes,
-    emit_text,
-    load_table,
-    read_lines,
-)
+from agentfsm.cli import _args
+from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._files import replacing
+from agentfsm.cli._io import LineCounter, stream_lines
+from agentfsm.cli._output import shown
 from agentfsm.diagrams import (
     DiagramFormat,
     check_diagrams,
@@ -56,7 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         choices=formats,
         help="output format (default: mermaid); svg and png need Graphviz `dot`",
     )
-    p.add_argument("--output", "-o", type=Path, help="write here instead of standard output")
+    p.add_argument("--output", "-o", type=_args.path, help="write here instead of standard output")
     p.add_argument(
         "--table",
         metavar="MODULE:ATTR",
@@ -65,10 +61,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--run",
         metavar="EVENTS.jsonl",
-        type=Path,
+        type=_args.path,
         help="draw this recorded run's path on top (- reads standard input)",
     )
-    p.add_argument("--run-id", help="the run to draw, when the log holds several")
+    p.add_argument(
+        "--run-id", type=_args.run_id, help="the run to draw, when the log holds several"
+    )
     p.add_argument(
         "--expand",
         action="store_true",
@@ -88,7 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     )
     p.add_argument(
         "--dir",
-        type=Path,
+        type=_args.path,
         default=Path("diagrams"),
         help="the directory of committed diagrams (default: diagrams)",
     )
@@ -120,15 +118,25 @@ def _diagram(args: argparse.Namespace) -> int:
 
     trajectory = None
     if args.run is not None:
-        lines = read_lines(args.run, "diagram")
-        trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
+        counter = LineCounter("diagram")
+        lines = counter.count(stream_lines(args.run, "diagram", quiet=True))
+        with counter.checking():
+            trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
     fmt = args.format or DiagramFormat.MERMAID.value
     if fmt == _PNG:
-        png = render_diagram_png(table, trajectory=trajectory, collapse=not args.expand)
-        emit_bytes(png, args.output)
+        data = render_diagram_png(table, trajectory=trajectory, collapse=not args.expand)
     else:
         text = render_diagram(table, fmt, trajectory=trajectory, collapse=not args.expand)
-        emit_text(text, args.output)
+        if args.output is None:
+            sys.stdout.write(text)
+            return 0
+        data = text.encode("utf-8")
+    if args.output is None:
+        sys.stdout.flush()  # text written before must not come after the bytes
+        sys.stdout.buffer.write(data)
+    else:
+        with replacing(args.output, "diagram") as handle:
+            handle.write(data)
     return 0
 
 
@@ -137,12 +145,12 @@ def _check(directory: Path, table: TransitionTable) -> int:
     if not stale:
         count = len(DIAGRAM_SUFFIXES)
         print(
-            f"{PROG} diagram --check: the {count} diagrams of '{table.name}' in {directory}/"
+            f"{PROG} diagram --check: the {count} diagrams of '{shown(table.name)}' in {directory}/"
             " match the table"
         )
         return 0
     for item in stale:
-        print(f"{PROG} diagram --check: {item}", file=sys.stderr)
+        print(f"{PROG} diagram --check: {shown(str(item))}", file=sys.stderr)
     print(
         f"{PROG} diagram --check: regenerate with `{PROG} diagram --write --dir {directory}`",
         file=sys.stderr,

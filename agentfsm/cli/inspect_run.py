@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import Parser
-from agentfsm.cli._io import Style, stream_lines
+from agentfsm.cli._io import LineCounter, Style, stream_lines
+from agentfsm.cli._output import print_json, shown
 from agentfsm.cli.validate import add_log_arguments, reducer_from_args
 from agentfsm.diagrams import trajectory_from_jsonl
 
@@ -35,15 +36,19 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_arguments(p)
-    p.add_argument("--run-id", help="the run (needed when the log holds several)")
+    p.add_argument(
+        "--run-id", type=_args.run_id, help="the run (needed when the log holds several)"
+    )
     p.set_defaults(handler=_inspect)
 
 
 def _inspect(args: argparse.Namespace) -> int:
     reducer = reducer_from_args(args, "inspect")
     table = reducer.table
-    lines = list(stream_lines(args.file, "inspect", quiet=args.quiet))
-    path = trajectory_from_jsonl(lines, table, run_id=args.run_id)
+    counter = LineCounter("inspect")
+    lines = counter.count(stream_lines(args.file, "inspect", quiet=args.quiet))
+    with counter.checking():
+        path = trajectory_from_jsonl(lines, table, run_id=args.run_id)
     rows: list[dict[str, Any]] = []
     for step in path.steps:
         edge = next(
@@ -77,18 +82,19 @@ def _inspect(args: argparse.Namespace) -> int:
             else {"sequence": refusal.sequence, "event": refusal.event, "line": refusal.line,
                   "state": refusal.state, "message": refusal.message},
         }  # fmt: skip
-        print(json.dumps(out, ensure_ascii=False, sort_keys=True))
+        print_json(lambda: out, "inspect")
     else:
         style = Style(sys.stdout)
-        print(f"run {path.run_id}")
+        print(f"run {shown(path.run_id)}")
         for r in rows:
-            cond = f" [{r['condition']}]" if r["condition"] else ""
+            cond = f" [{shown(r['condition'])}]" if r["condition"] else ""
             guards = style.dim(f"  guards passed: {', '.join(r['guards'])}") if r["guards"] else ""
-            print(f"  {r['sequence']:>4}  {r['event']:<22} {r['from']} -> {r['to']}{cond}{guards}")
-        end = style.status(path.final_state, path.terminal)
+            move = f"{shown(r['event']):<22} {shown(r['from'])} -> {shown(r['to'])}"
+            print(f"  {r['sequence']:>4}  {move}{cond}{guards}")
+        end = style.status(shown(path.final_state), path.terminal)
         if path.stop_reason:
-            end += f" ({path.stop_reason}: {path.stop_detail})"
+            end += f" ({shown(path.stop_reason)}: {shown(str(path.stop_detail))})"
         print(f"  ends in {end}")
         if refusal is not None:
-            print(style.bad(f"  refused at line {refusal.line}: ") + refusal.message)
+            print(style.bad(f"  refused at line {refusal.line}: ") + shown(refusal.message))
     return 0 if refusal is None else 1

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser
-from agentfsm.cli._io import Style, stream_lines
-from agentfsm.cli.validate import add_log_arguments, reducer_from_args
+from agentfsm.cli._io import Style
+from agentfsm.cli._output import print_json, shown, shown_json, why
+from agentfsm.cli.validate import add_allow_empty, add_log_arguments, read_log, reducer_from_args
 from agentfsm.reducers.record import RunRecord
-from agentfsm.reducers.validate import validate_lines
 
 __all__ = ["add_parser", "summary"]
 
@@ -35,24 +35,21 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_arguments(p)
-    p.add_argument("--run-id", help="only this run")
+    p.add_argument("--run-id", type=_args.run_id, help="only this run")
+    add_allow_empty(p)
     p.set_defaults(handler=_replay)
 
 
 def _replay(args: argparse.Namespace) -> int:
     reducer = reducer_from_args(args, "replay")
-    lines = stream_lines(args.file, "replay", quiet=args.quiet)
-    report = validate_lines(lines, reducer=reducer, run_id=args.run_id, keep_records=True)
+    report = read_log(args, "replay", reducer, keep_records=True)
     if not report.ok:
         finding = report.findings[0]
-        print(f"{PROG} replay: cannot fold the log: {finding.message}", file=sys.stderr)
+        print(f"{PROG} replay: cannot fold the log: {shown(finding.message)}", file=sys.stderr)
         return report.exit_code
-    if args.run_id is not None and not report.runs:
-        print(f"{PROG} replay: the log has no run '{args.run_id}'", file=sys.stderr)
-        return 2
     records = [report.records[r.run_id] for r in report.runs]
     if args.format == "json":
-        print(json.dumps([r.to_json() for r in records], ensure_ascii=False, sort_keys=True))
+        print_json(lambda: [r.to_json() for r in records], "replay")
     else:
         style = Style(sys.stdout)
         print("\n\n".join(summary(r, style) for r in records))
@@ -60,8 +57,15 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _short(value: Any, width: int = 70) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = shown(value) if isinstance(value, str) else _json_or_why(value)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _json_or_why(value: Any) -> str:
+    try:
+        return shown_json(value)
+    except (ValueError, RecursionError) as exc:  # a summary shows the value, or why not
+        return f"({why(exc)})"
 
 
 def summary(record: RunRecord, style: Style | None = None) -> str:
@@ -69,39 +73,42 @@ def summary(record: RunRecord, style: Style | None = None) -> str:
     s = style or Style(sys.stdout)
     u = record.usage
     lines = [
-        f"run {record.run_id}: {s.status(record.status, False)} "
+        f"run {shown(record.run_id)}: {s.status(shown(record.status), False)} "
         f"(version {record.version}, {record.turn} turn{'s' if record.turn != 1 else ''})",
     ]
     if record.stop_reason:
         lines.append(
-            f"  stopped: {record.stop_reason}"
-            + (f": {record.stop_detail}" if record.stop_detail else "")
+            f"  stopped: {shown(record.stop_reason)}"
+            + (f": {shown(record.stop_detail)}" if record.stop_detail else "")
         )
     if record.error is not None:
-        lines.append(f"  error: {record.error.kind}: {record.error.message}")
+        lines.append(f"  error: {shown(record.error.kind)}: {shown(record.error.message)}")
     if record.cancel_reason or record.cancel_requested_by:
-        lines.append(
-            f"  cancel: {record.cancel_reason or '-'} (by {record.cancel_requested_by or '-'})"
-        )
+        reason, by = record.cancel_reason or "-", record.cancel_requested_by or "-"
+        lines.append(f"  cancel: {shown(reason)} (by {shown(by)})")
     if record.pause_reason:
-        lines.append(f"  paused: {record.pause_reason}")
+        lines.append(f"  paused: {shown(record.pause_reason)}")
     if record.current_agent:
-        lines.append(f"  agent: {record.current_agent}")
+        lines.append(f"  agent: {shown(record.current_agent)}")
     lines.append(
         f"  usage: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, cost {u.cost:.6g}"
     )
     if record.final_output is not None:
         lines.append(f"  final output: {_short(record.final_output)}")
     if record.pending_approvals:
-        lines.append(f"  waiting for approval: {', '.join(record.pending_approvals)}")
+        lines.append(f"  waiting for approval: {', '.join(map(shown, record.pending_approvals))}")
     if record.actions:
         lines.append("  actions:")
-        idw = max(len(a) for a in record.actions)
-        tw = max(len(a.tool) for a in record.actions.values())
-        for a in record.actions.values():
+        ids = {a: shown(a) for a in record.actions}
+        tools = {a: shown(action.tool) for a, action in record.actions.items()}
+        idw = max(map(len, ids.values()))
+        tw = max(map(len, tools.values()))
+        for key, a in record.actions.items():
             tries = f"{a.attempts} attempt{'s' if a.attempts != 1 else ''}"
-            extra = f"  {a.reason}" if a.reason else ""
+            extra = f"  {shown(a.reason)}" if a.reason else ""
             if a.error is not None:
-                extra = f"  {a.error.kind}: {a.error.message}"
-            lines.append(f"    {a.action_id:<{idw}}  {a.tool:<{tw}}  {a.status:<16} {tries}{extra}")
+                extra = f"  {shown(a.error.kind)}: {shown(a.error.message)}"
+            lines.append(
+                f"    {ids[key]:<{idw}}  {tools[key]:<{tw}}  {a.status:<16} {tries}{extra}"
+            )
     return "\n".join(lines)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from agentfsm.cli._common import Parser
+from agentfsm.cli._output import print_json
 from agentfsm.events.codec import event_json_schema
 
 __all__ = ["add_parser"]
@@ -24,5 +24,5 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _schema() -> int:
-    print(json.dumps(event_json_schema(), indent=2, sort_keys=True))
+    print_json(event_json_schema, "schema", indent=2)
     return 0

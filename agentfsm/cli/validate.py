@@ -2,21 +2,22 @@
 
 Exit status: 0 every event legal; 1 a well-formed event breaks the lifecycle (illegal move,
 sequence gap or repeat, unknown or reused action id, a changed approved call, a guard limit
-overrun); 2 a line that is not a valid event, or bad usage.
+overrun); 2 a line that is not a valid event, a log with no events (unless --allow-empty),
+or bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_table
-from agentfsm.cli._io import Style, stream_lines
+from agentfsm.cli._io import LineCounter, Style, stream_lines
+from agentfsm.cli._output import print_json, shown
 from agentfsm.events.models import Limits
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.guards import Guard
@@ -25,7 +26,7 @@ from agentfsm.fsm.loops import LoopDetector
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import Finding, ValidationReport, validate_lines
 
-__all__ = ["add_log_arguments", "add_parser", "reducer_from_args"]
+__all__ = ["add_allow_empty", "add_log_arguments", "add_parser", "read_log", "reducer_from_args"]
 
 _EXAMPLE = """\
 examples:
@@ -37,12 +38,43 @@ examples:
 
 def add_log_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments every log-reading command shares: the file, the table, the format."""
-    p.add_argument("file", type=Path, metavar="FILE", help="JSON Lines events; - reads stdin")
+    p.add_argument("file", type=_args.path, metavar="FILE", help="JSON Lines events; - reads stdin")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument(
         "--table", metavar="MODULE:ATTR", help="the table to check against (default: agentfsm's)"
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
+
+
+def add_allow_empty(p: argparse.ArgumentParser) -> None:
+    """`--allow-empty`: a log without events (or without the run asked for) passes."""
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 on a log with no events (or no --run-id run); by default that is exit 2",
+    )
+
+
+def read_log(
+    args: argparse.Namespace, command: str, reducer: Reducer, **options: Any
+) -> ValidationReport:
+    """Fold the log of `args.file`; a line no check foresaw, or nothing to check, is exit 2.
+
+    Raises:
+        UsageError: a line made the library fail outright, or the log held no events (no
+            events of `--run-id`) and `--allow-empty` is off.
+    """
+    counter = LineCounter(command)
+    lines = counter.count(stream_lines(args.file, command, quiet=args.quiet))
+    with counter.checking():
+        report = validate_lines(lines, reducer=reducer, run_id=args.run_id, **options)
+    if report.runs or report.findings or args.allow_empty:
+        return report
+    # Nothing checked is more likely a wrong file, an empty pipe or a mistyped run id than
+    # a pass: say so (a pipeline that expects nothing passes --allow-empty).
+    if args.run_id is not None:
+        raise UsageError(f"{PROG} {command}: the log has no run '{shown(args.run_id)}'")
+    raise UsageError(f"{PROG} {command}: the input held no events (--allow-empty accepts that)")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -53,14 +85,16 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         description=(
             "Check every line of a JSON Lines log against the wire format and every run "
             "(several may be interleaved) against the table, the reducer's rules and any "
-            "limits given. Exit 0 legal, 1 a lifecycle error, 2 a line that is not an event."
+            "limits given. Exit 0 legal, 1 a lifecycle error, 2 a line that is not an event "
+            "or a log with no events."
         ),
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_arguments(p)
     p.add_argument("--all", action="store_true", help="report every run's first error")
-    p.add_argument("--run-id", help="check only this run")
+    p.add_argument("--run-id", type=_args.run_id, help="check only this run")
+    add_allow_empty(p)
     limits = p.add_argument_group("limits (audit a log as if these guards had been on)")
     limits.add_argument("--max-turns", type=int, metavar="N", help="model calls per run")
     limits.add_argument("--max-tokens", type=int, metavar="N", help="tokens per run")
@@ -99,10 +133,9 @@ def reducer_from_args(args: argparse.Namespace, command: str) -> Reducer:
 
 def _validate(args: argparse.Namespace) -> int:
     reducer = reducer_from_args(args, "validate")
-    lines = stream_lines(args.file, "validate", quiet=args.quiet)
-    report = validate_lines(lines, reducer=reducer, keep_going=args.all, run_id=args.run_id)
+    report = read_log(args, "validate", reducer, keep_going=args.all)
     if args.format == "json":
-        print(json.dumps(_as_json(report), ensure_ascii=False, sort_keys=True))
+        print_json(lambda: _as_json(report), "validate")
     else:
         _print_text(report, reducer)
     return report.exit_code
@@ -122,12 +155,13 @@ def _as_json(report: ValidationReport) -> dict[str, Any]:
 
 def _print_text(report: ValidationReport, reducer: Reducer) -> None:
     style = Style(sys.stdout)
-    width = max((len(r.run_id) for r in report.runs), default=0)
-    for run in report.runs:
+    ids = [shown(r.run_id) for r in report.runs]
+    width = max(map(len, ids), default=0)
+    for run_id, run in zip(ids, report.runs, strict=True):
         terminal = reducer.table.is_terminal(run.status)
-        reason = f" ({run.stop_reason})" if run.stop_reason else ""
-        status = style.status(run.status, terminal) + reason
-        print(f"{run.run_id:<{width}}  {status}  version {run.version}")
+        reason = f" ({shown(run.stop_reason)})" if run.stop_reason else ""
+        status = style.status(shown(run.status), terminal) + reason
+        print(f"{run_id:<{width}}  {status}  version {run.version}")
     for finding in report.findings:
         _print_finding(finding, style)
     verdict = style.good("ok") if report.ok else style.bad(f"{len(report.findings)} error(s)")
@@ -138,11 +172,12 @@ def _print_text(report: ValidationReport, reducer: Reducer) -> None:
 
 def _print_finding(f: Finding, style: Style) -> None:
     where = "" if f.is_format else f" at line {f.line}"  # a format message names its line
-    print(style.bad(f"error ({f.kind}){where}: ") + f.message)
-    print(style.dim(f"  line {f.line}: ") + f.text)
+    print(style.bad(f"error ({f.kind}){where}: ") + shown(f.message))
+    print(style.dim(f"  line {f.line}: ") + shown(f.text))
     if f.state is not None:
-        print(style.dim("  state: ") + f"{f.state}" + style.dim("   event: ") + f"{f.event}")
-        allowed = ", ".join(f.allowed) if f.allowed else "none"
+        state, event = shown(f.state), shown(str(f.event))
+        print(style.dim("  state: ") + state + style.dim("   event: ") + event)
+        allowed = ", ".join(map(shown, f.allowed)) if f.allowed else "none"
         print(style.dim("  allowed: ") + allowed)
     if f.guard is not None:
-        print(style.dim("  guard: ") + f"{f.guard}: {f.detail}")
+        print(style.dim("  guard: ") + shown(f"{f.guard}: {f.detail}"))

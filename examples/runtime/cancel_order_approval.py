@@ -83,7 +83,8 @@ def approve_elsewhere(db: Path, action_id: str, who: str) -> None:
     done = subprocess.run(  # noqa: S603  (this interpreter, running our own CLI)
         [sys.executable, "-m", *command], check=True, capture_output=True, text=True
     )
-    print(f"  [process 2] {done.stdout.strip()}")
+    for line in done.stdout.splitlines():  # the call it approved, then the run's status
+        print(f"  [process 2] {line}")
 
 
 def main(workdir: Path) -> RunResult:

@@ -1,0 +1,78 @@
+"""`agentfsm export`: a store's events as JSON Lines, complete or known not to be.
+
+Runs are read one after another, so a run that stops reading back (a damaged row) is found
+after earlier runs were written. With `-o FILE` nothing is lost: the events go to a
+temporary file renamed over FILE only on success, so FILE is either the whole export or
+what it was before. On standard output what was printed cannot be taken back; the command
+then exits 2 and says on stderr that the output is incomplete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from agentfsm.adapters.stores.base import EventStore
+from agentfsm.cli import _args
+from agentfsm.cli._common import PROG, Parser, UsageError
+from agentfsm.cli._files import replacing
+from agentfsm.cli._output import error_text
+from agentfsm.cli._store import add_store_argument, opened_store
+from agentfsm.cli.control import command
+from agentfsm.events.codec import dump_event
+from agentfsm.fsm.errors import AgentFSMError, RunNotFoundError
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
+    """Register `agentfsm export`."""
+    p = command(
+        subparsers, "export", "write a store's events as JSON Lines, for validate/replay/diagram",
+        "agentfsm export --store runs.db -o runs.jsonl && agentfsm validate runs.jsonl",
+    )  # fmt: skip
+    add_store_argument(p)
+    p.add_argument("--run-id", type=_args.run_id, help="only this run")
+    p.add_argument(
+        "--output", "-o", type=_args.path, metavar="FILE",
+        help="write FILE whole or not at all (default: standard output)",
+    )  # fmt: skip
+    p.set_defaults(handler=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    output: Path | None = args.output
+    with opened_store(args.store, "export") as store:
+        if args.run_id:
+            try:
+                store.run_info(args.run_id)  # before any output: a plain usage error
+            except RunNotFoundError as exc:
+                raise UsageError(f"{PROG} export: {exc}") from None
+        ids = [args.run_id] if args.run_id else [i.run_id for i in store.runs()]
+        if output is None:
+            _write(store, ids, sys.stdout.write, "the output is incomplete")
+        else:
+            with replacing(output, "export") as handle:
+                lost = f"'{output}' was not written"
+                _write(store, ids, lambda line: handle.write(line.encode("utf-8")), lost)
+    return 0
+
+
+def _write(store: EventStore, ids: list[str], write: Callable[[str], object], lost: str) -> None:
+    try:
+        for run_id in ids:
+            events = store.events(run_id)
+            try:
+                for event in events:
+                    write(dump_event(event) + "\n")
+            finally:
+                # Closed now, not when garbage-collected: a reader gone mid-run must not leave
+                # the store's cursor to be closed after the store ("Exception ignored").
+                getattr(events, "close", lambda: None)()
+    except BrokenPipeError:
+        raise  # the reader left: `main` ends quietly
+    except Exception as exc:  # noqa: BLE001 - whatever stops an export, the output is partial
+        kind = "" if isinstance(exc, AgentFSMError) else f"{type(exc).__name__}: "
+        raise UsageError(f"{PROG} export: error: {kind}{error_text(exc)}; {lost}") from None
