@@ -141,14 +141,16 @@ class TestText:
             "not JSON (the key 'amount' is repeated at line 1 column 152)"
         ]
 
-    @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
-    def test_non_finite_number_tokens(self, token: str) -> None:
-        """Python's json module reads NaN and Infinity; JSON has neither."""
-        problems = _text_problems(
-            json.dumps(_completed(0)).replace('"result": 0', f'"result": {token}')
-        )
-        assert len(problems) == 1
-        assert problems[0].startswith(("not JSON (expected value", "not JSON (invalid number"))
+    @pytest.mark.parametrize(
+        ("token", "column", "named"),
+        [("NaN", 135, "NaN"), ("Infinity", 135, "Infinity"), ("-Infinity", 136, "Infinity")],
+    )
+    def test_non_finite_number_tokens(self, token: str, column: int, named: str) -> None:
+        """Python's json module writes NaN and Infinity; JSON has neither, and says so."""
+        text = json.dumps(_completed(0)).replace('"result": 0', f'"result": {token}')
+        assert _text_problems(text) == [
+            f"not JSON ({named} at line 1 column {column}: JSON has no NaN or Infinity)"
+        ]
 
     def test_lone_surrogate_escape(self) -> None:
         """`"\\ud800"` in a line is not a Unicode string."""

@@ -16,10 +16,8 @@ the library, whose refusal knows more (it names a subagent run where the call wa
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from datetime import UTC, datetime
-from typing import Any
 
 from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import _args
@@ -34,13 +32,6 @@ from agentfsm.runtime import control
 __all__ = ["add_parsers"]
 
 _WORDS = {"approve": ("approving", "approved"), "reject": ("rejecting", "rejected")}
-
-# Whether the library binds the decision to the reviewed digest itself (the event then
-# carries it); the check against the record below stands either way.
-_BINDS = {
-    "approve": "digest" in inspect.signature(control.approve).parameters,
-    "reject": "digest" in inspect.signature(control.reject).parameters,
-}
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -99,8 +90,13 @@ def _check(action: Action, args: argparse.Namespace, verb: str) -> str:
 
 
 def _append(store: EventStore, args: argparse.Namespace, verb: str) -> RunRecord:
-    """The one call into the library that records the decision."""
-    binding: dict[str, Any] = {"digest": args.digest} if _BINDS[verb] else {}
+    """The one call into the library that records the decision, bound to the reviewed
+    digest (the check above refuses a mismatch early; the reducer refuses it too, should the
+    call change in between)."""
     if verb == "approve":
-        return control.approve(store, args.run_id, args.action_id, args.approver, **binding)
-    return control.reject(store, args.run_id, args.action_id, args.approver, args.reason, **binding)
+        return control.approve(
+            store, args.run_id, args.action_id, args.approver, digest=args.digest
+        )
+    return control.reject(
+        store, args.run_id, args.action_id, args.approver, args.reason, digest=args.digest
+    )

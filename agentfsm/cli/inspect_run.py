@@ -97,4 +97,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"  ends in {end}")
         if refusal is not None:
             print(style.bad(f"  refused at line {refusal.line}: ") + shown(refusal.message))
-    return 0 if refusal is None else 1
+    if refusal is None:
+        return 0
+    # A line that is not an event is bad input (2), not a lifecycle verdict (1).
+    return 2 if refusal.event is None else 1

@@ -6,6 +6,7 @@ problem in a sentence, so a person can fix a producer from the message alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -59,7 +60,7 @@ def _load_json(data: str | bytes, line: int | None) -> Any:
             catch_duplicate_keys=True,
         )
     except ValueError as exc:
-        raise EventFormatError([f"not JSON ({_jiter_message(exc)})"], line=line) from None
+        raise EventFormatError([f"not JSON ({_jiter_message(exc, data)})"], line=line) from None
 
 
 def make_event(type: str, /, **fields: Any) -> Event:
@@ -97,12 +98,24 @@ def event_json_schema() -> dict[str, Any]:
     return schema
 
 
-def _jiter_message(exc: ValueError) -> str:
-    # jiter quotes a repeated key in double quotes; the rest of our messages use single.
+_AT = re.compile(r" at line (\d+) column (\d+)\Z")
+_NOT_NUMBERS = ("NaN", "Infinity")
+
+
+def _jiter_message(exc: ValueError, data: str | bytes) -> str:
     text = str(exc)
+    # jiter quotes a repeated key in double quotes; the rest of our messages use single.
     if text.startswith('Detected duplicate key "'):
         key, _, where = text.removeprefix('Detected duplicate key "').partition('" at ')
         return f"the key '{key}' is repeated at {where}"
+    # Python's json module writes NaN and Infinity; say so rather than "expected value".
+    found = _AT.search(text)
+    if found is not None and found.group(1) == "1":
+        at = int(found.group(2)) - 1
+        rest = data[at : at + 9] if isinstance(data, str) else data[at : at + 9].decode("latin-1")
+        token = next((t for t in _NOT_NUMBERS if rest.startswith(t)), None)
+        if token is not None:
+            return f"{token}{found.group(0)}: JSON has no NaN or Infinity"
     return text
 
 
