@@ -436,6 +436,30 @@ class IntegrityChecks:
         with pytest.raises(RunNotFoundError):
             store.load("a b")  # an ordinary id still reads as usual
 
+    @pytest.mark.parametrize(
+        ("value", "why"),
+        [
+            (float("nan"), "ValueError: Out of range float values are not JSON compliant"),
+            ("\ud800", "PydanticSerializationError: Error serializing to JSON: "
+             "UnicodeEncodeError: 'utf-8' codec can't encode character '\\ud800' in position "
+             "0: surrogates not allowed"),
+        ],
+    )  # fmt: skip
+    def test_an_event_built_without_validation_is_refused_cleanly(
+        self, store: EventStore, value: Any, why: str
+    ) -> None:
+        """`model_copy(update=...)` skips validation; the store still refuses what it cannot
+        write with `EventFormatError`, never a raw ValueError, and writes nothing."""
+        events = scripted_run("r1", 1)
+        store.append("r1", events[:5], 0)
+        forged = events[5].model_copy(update={"result": value})
+        with pytest.raises(EventFormatError) as info:
+            store.append("r1", [forged], 5)
+        assert str(info.value) == (
+            f"run 'r1', sequence 6: not a valid event: it cannot be written as JSON ({why})"
+        )
+        assert store.run_info("r1").version == 5
+
     def test_an_event_too_large_to_read_back_is_refused(self, store: EventStore) -> None:
         """A tool result over the size limit is refused at append; nothing is written."""
         events = scripted_run("r1", 1)

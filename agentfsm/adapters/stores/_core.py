@@ -314,10 +314,20 @@ def prepare_append(
     link = integrity.link
     for event in events:
         record = reduce(record, event)
-        line = dump_event(event)
+        try:
+            line = dump_event(event)
+            canonical = canonical_event_json(event_to_dict(event))
+        except (ValueError, TypeError, RecursionError) as exc:
+            # Only an event built without validation (`model_construct`, `model_copy`) can
+            # hold what JSON cannot: refuse it like any bad input, never a raw ValueError.
+            raise EventFormatError(
+                [f"it cannot be written as JSON ({type(exc).__name__}: {exc})"],
+                run_id=event.run_id,
+                sequence=event.sequence,
+            ) from None
         if len(line) > MAX_EVENT_BYTES // 4:
             _check_line_size(event, line)
-        previous = link(previous, canonical_event_json(event_to_dict(event)))
+        previous = link(previous, canonical)
         rows.append(StoredEvent(event.sequence, event.type, line, previous))
     snapshot = None
     if snapshot_every and record.version // snapshot_every > expected_version // snapshot_every:
