@@ -312,6 +312,7 @@ class GuardRejectedError(LifecycleError):
     """
 
     kind = "guard"
+    _what = "is refused by guard"
 
     def __init__(
         self,
@@ -328,7 +329,7 @@ class GuardRejectedError(LifecycleError):
         self.stop_reason = stop_reason
         self.detail = detail
         super().__init__(
-            f"is refused by guard '{guard}' ({stop_reason}): {detail}",
+            f"{self._what} '{guard}' ({stop_reason}): {detail}",
             run_id=run_id,
             sequence=sequence,
             state=state,
@@ -344,22 +345,7 @@ class OverrunError(GuardRejectedError):
     that event; the runtime appends it and then `run.terminated` with `stop_reason`.
     """
 
-    def __init__(
-        self,
-        *,
-        guard: str,
-        stop_reason: str,
-        detail: str,
-        run_id: str,
-        sequence: int,
-        state: str,
-        event: str,
-    ) -> None:
-        super().__init__(
-            guard=guard, stop_reason=stop_reason, detail=detail, run_id=run_id,
-            sequence=sequence, state=state, event=event,
-        )  # fmt: skip
-        self._reason = f"overran the limit of guard '{guard}' ({stop_reason}): {detail}"
+    _what = "overran the limit of guard"
 
 
 def _rebuild(cls: type[LifecycleError], state: dict[str, Any]) -> LifecycleError:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 
@@ -50,6 +50,8 @@ __all__ = [
     "attach_guard",
 ]
 
+_E = TypeVar("_E", bound=GuardRejectedError)
+
 
 @attrs.frozen
 class Verdict:
@@ -67,19 +69,14 @@ class Verdict:
 
     def error(self, record: RunRecord, event: Event) -> GuardRejectedError:
         """The exception the reducer raises for this verdict on `event`."""
-        return GuardRejectedError(
-            guard=self.guard,
-            stop_reason=self.stop_reason,
-            detail=self.detail,
-            run_id=record.run_id,
-            sequence=event.sequence,
-            state=record.status,
-            event=event.type,
-        )
+        return self._as(GuardRejectedError, record, event)
 
     def overrun(self, record: RunRecord, event: Event) -> OverrunError:
         """The error saying `event` (accepted on `record`) overran a budget, by this verdict."""
-        return OverrunError(
+        return self._as(OverrunError, record, event)
+
+    def _as(self, cls: type[_E], record: RunRecord, event: Event) -> _E:
+        return cls(
             guard=self.guard,
             stop_reason=self.stop_reason,
             detail=self.detail,
