@@ -5,20 +5,6 @@ an append-only log; a pure reducer folds the log into a run record. Anything the
 not allow is refused with an error that says what would have been legal.
 """
 
-from agentfsm.adapters.stores import (
-    AsyncEventStore,
-    Attachment,
-    EventStore,
-    MemoryEventStore,
-    MemoryStorage,
-    RunInfo,
-    RunNotFoundError,
-    SQLiteEventStore,
-    StoreOptions,
-    ThreadedAsyncEventStore,
-    VerifyReport,
-    chain_hash,
-)
 from agentfsm.adapters.structlog import LoggingReducer
 from agentfsm.diagrams import (
     DiagramError,
@@ -35,6 +21,21 @@ from agentfsm.diagrams import (
     trajectory_from_jsonl,
     trajectory_from_record,
     write_diagrams,
+)
+from agentfsm.errors import (
+    ActionError,
+    AgentFSMError,
+    ConcurrencyConflictError,
+    CorruptLogError,
+    EventFormatError,
+    GuardRejectedError,
+    IllegalTransitionError,
+    InvalidTableError,
+    LifecycleError,
+    OverrunError,
+    RunMismatchError,
+    SequenceError,
+    StoreError,
 )
 from agentfsm.events import (
     ApprovalAccepted,
@@ -72,40 +73,19 @@ from agentfsm.events import (
     read_events,
     step_clock,
 )
-from agentfsm.fsm import (
-    DEFAULT_TABLE,
-    ActionError,
-    ActionStatus,
-    AgentFSMError,
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
+from agentfsm.guards import (
     AllOf,
     AnyOf,
     Budget,
-    ConcurrencyConflictError,
-    Condition,
-    CorruptLogError,
     Deadline,
-    DecisionKind,
-    EventFormatError,
-    EventType,
     Guard,
     GuardContext,
-    GuardRejectedError,
-    IllegalTransitionError,
-    InvalidTableError,
-    LifecycleError,
     LoopDetector,
     MaxAttempts,
     MaxTurns,
-    OverrunError,
-    RunMismatchError,
-    RunStatus,
-    SequenceError,
     SharedBudget,
-    State,
-    StopReason,
-    StoreError,
-    Transition,
-    TransitionTable,
     Verdict,
     all_of,
     any_of,
@@ -114,6 +94,7 @@ from agentfsm.fsm import (
     guards_from_limits,
     remaining,
 )
+from agentfsm.names import ActionStatus, DecisionKind, EventType, RunStatus, StopReason
 from agentfsm.reducers import (
     DEFAULT_REDUCER,
     Action,
@@ -153,6 +134,20 @@ from agentfsm.runtime import (
     Worker,
     call,
     subagent,
+)
+from agentfsm.stores import (
+    AsyncEventStore,
+    Attachment,
+    EventStore,
+    MemoryEventStore,
+    MemoryStorage,
+    RunInfo,
+    RunNotFoundError,
+    SQLiteEventStore,
+    StoreOptions,
+    ThreadedAsyncEventStore,
+    VerifyReport,
+    chain_hash,
 )
 
 __version__ = "0.1.0"

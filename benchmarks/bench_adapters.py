@@ -24,7 +24,7 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agentfsm.adapters.openai_agents import AgentsRun
-from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.stores import MemoryEventStore, SQLiteEventStore
 
 TURNS = 20
 ROUNDS = 20

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm import Event
-from agentfsm.fsm import Budget, Deadline, LoopDetector, MaxAttempts, MaxTurns
+from agentfsm.guards import Budget, Deadline, LoopDetector, MaxAttempts, MaxTurns
 from agentfsm.reducers import DEFAULT_REDUCER, Reducer
 from benchmarks.bench_core import measure
 from benchmarks.corpus import build_corpus

@@ -35,8 +35,8 @@ from typing import Any
 
 import structlog
 
-from agentfsm.adapters.stores import EventStore, MemoryEventStore, SQLiteEventStore
 from agentfsm.runtime import Agent, Decision, Runner, Tool, ToolContext, call
+from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
@@ -233,7 +233,7 @@ def main() -> None:
                 )
             )
         if not args.skip_postgres:
-            from agentfsm.adapters.stores.postgres import PostgresEventStore
+            from agentfsm.stores.postgres import PostgresEventStore
             from agentfsm.testing.postgres_server import postgres_server
 
             with postgres_server() as server:

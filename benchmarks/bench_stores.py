@@ -34,10 +34,10 @@ from typing import Any
 
 import psycopg
 
-from agentfsm.adapters.stores import GENESIS_HASH, SQLiteEventStore, StoreOptions, chain_hash
-from agentfsm.adapters.stores.postgres import PostgresEventStore
 from agentfsm.events import canonical_json, dump_event, event_to_dict
 from agentfsm.events.models import Event
+from agentfsm.stores import GENESIS_HASH, SQLiteEventStore, StoreOptions, chain_hash
+from agentfsm.stores.postgres import PostgresEventStore
 from agentfsm.testing.postgres_server import postgres_server
 from agentfsm.testing.store_checks import scripted_run
 

@@ -31,9 +31,9 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # offline: no trace
 
 from kit import demo_main, open_store, path_of  # noqa: E402
 
-from agentfsm.adapters.stores import EventStore  # noqa: E402
 from agentfsm.events import Limits, dump_event  # noqa: E402
 from agentfsm.runtime import approve  # noqa: E402
+from agentfsm.stores import EventStore  # noqa: E402
 
 RUNS = ("sdk-openai", "sdk-subagent", "sdk-langgraph", "sdk-pydantic-ai")
 

@@ -18,7 +18,8 @@ import pytest
 
 from agentfsm import Event, LogBuilder, SQLiteEventStore, dump_event
 from agentfsm.cli import main
-from agentfsm.fsm import DEFAULT_TABLE, Condition, Transition, TransitionTable
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import Condition, Transition, TransitionTable
 
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
 CALL: dict[str, Any] = {"action_id": "a1", "tool": "cancel_order", "arguments": {"order_id": 123}}

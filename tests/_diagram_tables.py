@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from agentfsm.fsm import DEFAULT_TABLE, Condition, State, Transition, TransitionTable
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 
 
 def _always(context: object, event: object) -> bool:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 from agentfsm import Event, Limits, dump_event, read_events
-from agentfsm.fsm import LoopDetector
+from agentfsm.guards import LoopDetector
 from agentfsm.reducers import AuditFinding, Auditor, AuditProblem, audit
 from tests.conftest import load_log
 from tests.guardlogs import T0, model_call, new_run, tool_call

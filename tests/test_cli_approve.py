@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm import SQLiteEventStore
-from agentfsm.reducers.record import call_digest
+from agentfsm.record import call_digest
 from tests._cli_helpers import CALL, run_main, waiting_store
 
 DIGEST = call_digest(CALL["tool"], CALL["arguments"])

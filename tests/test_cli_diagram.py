@@ -12,7 +12,7 @@ import pytest
 
 from agentfsm.cli import main
 from agentfsm.diagrams import diagram_model, render_diagram, render_mermaid, write_diagrams
-from agentfsm.fsm import DEFAULT_TABLE
+from agentfsm.fsm.default import DEFAULT_TABLE
 from tests._diagram_tables import TINY, require_dot
 
 REPO = Path(__file__).resolve().parent.parent

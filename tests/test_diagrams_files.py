@@ -23,7 +23,7 @@ from agentfsm.diagrams import (
     render_svg,
     write_diagrams,
 )
-from agentfsm.fsm import DEFAULT_TABLE
+from agentfsm.fsm.default import DEFAULT_TABLE
 from tests._diagram_tables import TINY, require_dot
 
 REPO = Path(__file__).resolve().parent.parent

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from agentfsm.diagrams import ANY_ACTIVE, DiagramModel, Edge, EdgeLabel, StateNode, diagram_model
-from agentfsm.fsm import DEFAULT_TABLE, State, Transition, TransitionTable
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import State, Transition, TransitionTable
 from tests._diagram_tables import TINY
 
 

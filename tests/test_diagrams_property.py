@@ -15,14 +15,9 @@ from agentfsm.diagrams import (
     render_mermaid,
     render_plantuml,
 )
-from agentfsm.fsm import (
-    DEFAULT_TABLE,
-    Condition,
-    InvalidTableError,
-    State,
-    Transition,
-    TransitionTable,
-)
+from agentfsm.errors import InvalidTableError
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 from tests._diagram_parsers import Parsed, parse_dot, parse_markdown, parse_mermaid, parse_plantuml
 
 _state_names = st.from_regex(r"[a-z][a-z0-9_ -]{0,8}[a-z0-9]", fullmatch=True).filter(

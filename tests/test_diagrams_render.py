@@ -21,7 +21,7 @@ from agentfsm.diagrams import (
     render_svg,
     trajectory_from_jsonl,
 )
-from agentfsm.fsm import TransitionTable
+from agentfsm.fsm.table import TransitionTable
 from tests._diagram_tables import (
     DEFAULT,
     NASTY,

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentfsm.adapters.stores import SQLiteEventStore
+from agentfsm.errors import EventFormatError
 from agentfsm.events import dump_event, make_event, parse_event
-from agentfsm.fsm.errors import EventFormatError
 from agentfsm.reducers import replay
+from agentfsm.stores import SQLiteEventStore
 from agentfsm.testing.store_checks import scripted_run
 
 _leaves = (

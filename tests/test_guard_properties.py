@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfsm import Event, GuardRejectedError, RunRecord, canonical_json, make_event
-from agentfsm.fsm import (
+from agentfsm.guards import (
     Budget,
     GuardContext,
     LoopDetector,

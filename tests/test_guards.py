@@ -9,17 +9,17 @@ import attrs
 import pytest
 
 from agentfsm import DEFAULT_TABLE, Event, InvalidTableError, RunRecord
-from agentfsm.fsm import (
+from agentfsm.guards import (
     Deadline,
     GuardContext,
     LoopDetector,
     MaxTurns,
-    StopReason,
     Verdict,
     all_of,
     any_of,
     attach_guard,
 )
+from agentfsm.names import StopReason
 from agentfsm.reducers import DEFAULT_REDUCER, Reducer
 from tests.guardlogs import T0, fold, model_call, new_run, refusal, tool_call, value_error
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from agentfsm import GuardRejectedError, IllegalTransitionError
-from agentfsm.fsm import (
+from agentfsm.guards import (
     Budget,
     Deadline,
     GuardContext,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentfsm import parse_event
-from agentfsm.fsm import LoopDetector, fingerprint, fingerprints
+from agentfsm.guards import LoopDetector, fingerprint, fingerprints
 from agentfsm.reducers import Reducer
 from tests.guardlogs import fold, model_call, new_run, refusal, tool_call, value_error
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agentfsm import Event, GuardRejectedError, Limits, OverrunError, dump_event
 from agentfsm.cli import main
-from agentfsm.fsm import Budget, SharedBudget, any_of
+from agentfsm.guards import Budget, SharedBudget, any_of
 from agentfsm.reducers import AuditFinding, Reducer, audit
 from agentfsm.reducers.validate import Finding, validate_lines
 from tests.guardlogs import model_call, new_run, tool_call
@@ -112,9 +112,7 @@ class TestValidateLines:
         model_call(log, tokens=2_200)
         log.add("run.terminated", stop_reason="budget", detail="spent 2,200 > 1,500 tokens")
         report = validate_lines(dump_event(e) for e in log.events)
-        assert [(f.kind, f.line, f.message) for f in report.findings] == [
-            ("guard", 3, CROSSING)
-        ]
+        assert [(f.kind, f.line, f.message) for f in report.findings] == [("guard", 3, CROSSING)]
 
     def test_spending_up_to_the_limit_is_no_overrun(self) -> None:
         """1,500 of 1,500 tokens is the whole budget, not past it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfsm import Event, GuardRejectedError, RunRecord
-from agentfsm.fsm import Charge, GuardContext, SharedBudget, Verdict
+from agentfsm.guards import Charge, GuardContext, SharedBudget, Verdict
 from agentfsm.reducers import DEFAULT_REDUCER, audit
 from tests.guardlogs import model_call, new_run, value_error
 
@@ -132,5 +132,5 @@ class TestSharedBudget:
             "guard 'budget' (budget): root 'parent' (2 runs): spent 2,100 > 2,000 tokens",
             "run 'parent', sequence 4 ('model.started' in 'running'): guard 'budget' would "
             "have stopped the run (budget): root 'parent' (2 runs): spent 2,100 + reserved 0 "
-            "> 2,000 tokens"
+            "> 2,000 tokens",
         ]

@@ -3,7 +3,7 @@
 Each lives in its own module and is imported from there, so an optional dependency is only
 needed by the adapter that uses it:
 
-- `agentfsm.adapters.stores`: event stores (memory, SQLite, PostgreSQL);
+- `agentfsm.stores`: event stores (memory, SQLite, PostgreSQL);
 - `agentfsm.adapters.structlog`: `LoggingReducer` and the transition log's shape;
 - `agentfsm.adapters.openai_agents` (`agentfsm[openai-agents]`): `AgentsRun`;
 - `agentfsm.adapters.langgraph` (`agentfsm[langgraph]`): `GraphRun`, `approval_request`;

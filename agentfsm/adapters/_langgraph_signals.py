@@ -28,9 +28,9 @@ from agentfsm.adapters._sdk import (
     parse_arguments,
     waits_for_person,
 )
+from agentfsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
-from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
-from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import call_started, declined
 
 SDK = "langgraph"

@@ -34,7 +34,7 @@ from agentfsm.adapters._sdk import (
     parse_arguments,
 )
 from agentfsm.events import models as m
-from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import call_started
 
 SDK = "openai-agents"

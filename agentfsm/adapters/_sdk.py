@@ -25,24 +25,24 @@ from typing import Any, Self, TypedDict, TypeVar, overload
 
 import structlog
 
-from agentfsm.adapters.stores.base import EventStore
-from agentfsm.events import models as m
-from agentfsm.events.bounds import unstorable
-from agentfsm.events.models import Event, Limits
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     AgentFSMError,
     GuardRejectedError,
     IllegalTransitionError,
     LifecycleError,
     RunNotFoundError,
 )
-from agentfsm.fsm.guards import Guard, Verdict
-from agentfsm.fsm.names import ActionStatus, EventType, RunStatus
-from agentfsm.reducers.record import Action, RunRecord, call_digest
+from agentfsm.events import models as m
+from agentfsm.events.bounds import unstorable
+from agentfsm.events.models import Event, Limits
+from agentfsm.guards.base import Guard, Verdict
+from agentfsm.names import ActionStatus, EventType, RunStatus
+from agentfsm.record import Action, RunRecord, call_digest
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
 from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
+from agentfsm.stores.base import EventStore
 
 __all__ = [
     "ApprovalMismatchError",

@@ -104,13 +104,13 @@ from agentfsm.adapters._sdk import (
     waiting_on,
     waits_for_person,
 )
-from agentfsm.adapters.stores.base import EventStore
+from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus, RunStatus
+from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.runtime.writer import approval_asked
+from agentfsm.stores.base import EventStore
 
 __all__ = [
     "APPROVAL",

@@ -95,10 +95,10 @@ from agentfsm.adapters._sdk import (
     subagent_records,
     waiting_on,
 )
+from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus, DecisionKind
+from agentfsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import approval_asked
 
 __all__ = [

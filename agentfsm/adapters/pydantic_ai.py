@@ -78,12 +78,12 @@ from agentfsm.adapters._sdk import (
     stopped_line,
     waiting_on,
 )
-from agentfsm.adapters.stores.base import EventStore
+from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus, DecisionKind, RunStatus
+from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.runtime.writer import approval_asked, call_started
+from agentfsm.stores.base import EventStore
 
 __all__ = [
     "AgentIterRun",

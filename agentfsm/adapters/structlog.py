@@ -24,12 +24,19 @@ from typing import Any
 
 import structlog
 
+from agentfsm._log import (
+    GUARD_REJECTED,
+    TRANSITION_APPLIED,
+    TRANSITION_REJECTED,
+    log_applied,
+    log_rejected,
+)
+from agentfsm.errors import LifecycleError
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import GuardRejectedError, LifecycleError
-from agentfsm.fsm.guards import Guard, GuardContext
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
+from agentfsm.guards.base import Guard, GuardContext
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
 __all__ = [
@@ -37,67 +44,7 @@ __all__ = [
     "TRANSITION_APPLIED",
     "TRANSITION_REJECTED",
     "LoggingReducer",
-    "log_applied",
-    "log_guard_rejected",
-    "log_rejected",
 ]
-
-TRANSITION_APPLIED = "transition.applied"
-TRANSITION_REJECTED = "transition.rejected"
-GUARD_REJECTED = "guard.rejected"
-
-
-def log_applied(
-    log: Any, event: Event, from_state: str, to_state: str, *, guarded: bool = False, **extra: Any
-) -> None:
-    """Log `transition.applied` for `event`, which moved the run `from_state` → `to_state`.
-
-    Args:
-        log: a structlog logger (bound to the run's `run_id` by the caller).
-        event: the applied event.
-        from_state: the run's status before it.
-        to_state: the run's status after it.
-        guarded: the edge taken lists guards (they passed): adds `guard_verdict="passed"`.
-        **extra: more fields (e.g. `source="another process"`).
-    """
-    if guarded:
-        extra["guard_verdict"] = "passed"
-    log.info(
-        TRANSITION_APPLIED,
-        sequence=event.sequence,
-        event_type=event.type,
-        from_state=from_state,
-        to_state=to_state,
-        **extra,
-    )
-
-
-def log_guard_rejected(log: Any, event: Event, from_state: str, error: GuardRejectedError) -> None:
-    """Log `guard.rejected` (a warning) for the event a guard refused."""
-    log.warning(
-        GUARD_REJECTED,
-        sequence=event.sequence,
-        event_type=event.type,
-        from_state=from_state,
-        guard=error.guard,
-        stop_reason=error.stop_reason,
-        detail=error.detail,
-    )
-
-
-def log_rejected(log: Any, event: Event, from_state: str, error: LifecycleError) -> None:
-    """Log a refusal: `guard.rejected` for a guard's, else `transition.rejected` (an error)."""
-    if isinstance(error, GuardRejectedError):
-        log_guard_rejected(log, event, from_state, error)
-        return
-    log.error(
-        TRANSITION_REJECTED,
-        sequence=event.sequence,
-        event_type=event.type,
-        from_state=from_state,
-        error_kind=error.kind,
-        reason=error.reason,
-    )
 
 
 class LoggingReducer(Reducer):

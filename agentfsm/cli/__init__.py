@@ -34,7 +34,7 @@ from agentfsm.cli import (
 )
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import error_text, shown
-from agentfsm.fsm.errors import AgentFSMError
+from agentfsm.errors import AgentFSMError
 
 __all__ = ["UsageError", "build_parser", "main"]
 

@@ -11,7 +11,7 @@ from typing import IO, TextIO
 
 from agentfsm.cli._common import PROG, UsageError
 from agentfsm.cli._output import shown, why
-from agentfsm.fsm.errors import AgentFSMError
+from agentfsm.errors import AgentFSMError
 
 __all__ = ["LineCounter", "Style", "stream_lines"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentfsm.cli._common import PROG, UsageError
-from agentfsm.fsm.errors import InvalidTableError
+from agentfsm.errors import InvalidTableError
 
 __all__ = ["error_text", "print_json", "shown", "shown_json", "why"]
 

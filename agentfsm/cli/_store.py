@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agentfsm.adapters.stores.base import EventStore
-from agentfsm.adapters.stores.sqlite import SQLiteEventStore
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, UsageError
+from agentfsm.stores.base import EventStore
+from agentfsm.stores.sqlite import SQLiteEventStore
 
 __all__ = ["ENV", "add_store_argument", "opened_store"]
 
@@ -69,7 +69,7 @@ def _postgres_driver(command: str) -> type[Exception]:
 
 
 def _postgres(spec: str) -> EventStore:
-    from agentfsm.adapters.stores.postgres import PostgresEventStore
+    from agentfsm.stores.postgres import PostgresEventStore
 
     return PostgresEventStore(spec)
 

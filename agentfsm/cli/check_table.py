@@ -11,8 +11,8 @@ import sys
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.cli._output import print_json, shown, why
+from agentfsm.errors import InvalidTableError
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import InvalidTableError
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.fsm.verify import (
     TableReport,

@@ -12,14 +12,14 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import print_json, shown
 from agentfsm.cli._store import add_store_argument, opened_store
-from agentfsm.fsm.errors import LifecycleError, RunNotFoundError
-from agentfsm.reducers.record import RunRecord
+from agentfsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.record import RunRecord
 from agentfsm.runtime import control
+from agentfsm.stores.base import EventStore
 
 __all__ = ["DecisionRefusedError", "add_parsers", "command", "run_argument", "steer"]
 

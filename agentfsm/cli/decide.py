@@ -19,15 +19,15 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import _args
 from agentfsm.cli._common import Parser
 from agentfsm.cli._output import shown, shown_json
 from agentfsm.cli.control import DecisionRefusedError, command, run_argument, steer
 from agentfsm.events.models import parse_timestamp
-from agentfsm.fsm.names import ActionStatus
-from agentfsm.reducers.record import Action, RunRecord
+from agentfsm.names import ActionStatus
+from agentfsm.record import Action, RunRecord
 from agentfsm.runtime import control
+from agentfsm.stores.base import EventStore
 
 __all__ = ["add_parsers"]
 

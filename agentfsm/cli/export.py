@@ -14,15 +14,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.cli._files import replacing
 from agentfsm.cli._output import error_text
 from agentfsm.cli._store import add_store_argument, opened_store
 from agentfsm.cli.control import command
+from agentfsm.errors import AgentFSMError, RunNotFoundError
 from agentfsm.events.codec import dump_event
-from agentfsm.fsm.errors import AgentFSMError, RunNotFoundError
+from agentfsm.stores.base import EventStore
 
 __all__ = ["add_parser"]
 

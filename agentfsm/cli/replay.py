@@ -11,7 +11,7 @@ from agentfsm.cli._common import PROG, Parser
 from agentfsm.cli._io import Style
 from agentfsm.cli._output import print_json, shown, shown_json, why
 from agentfsm.cli.validate import add_allow_empty, add_log_arguments, read_log, reducer_from_args
-from agentfsm.reducers.record import RunRecord
+from agentfsm.record import RunRecord
 
 __all__ = ["add_parser", "summary"]
 

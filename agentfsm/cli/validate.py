@@ -20,9 +20,9 @@ from agentfsm.cli._io import LineCounter, Style, stream_lines
 from agentfsm.cli._output import print_json, shown
 from agentfsm.events.models import Limits
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.guards import Guard
-from agentfsm.fsm.limits import guards_from_limits
-from agentfsm.fsm.loops import LoopDetector
+from agentfsm.guards.base import Guard
+from agentfsm.guards.limits import guards_from_limits
+from agentfsm.guards.loops import LoopDetector
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import Finding, ValidationReport, validate_lines
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.fsm.errors import AgentFSMError, quote_list
+from agentfsm.errors import AgentFSMError, quote_list
 
 __all__ = ["DiagramError", "RenderError", "RunNotInLogError", "ToolMissingError"]
 

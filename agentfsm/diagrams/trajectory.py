@@ -16,12 +16,12 @@ import attrs
 
 from agentfsm.diagrams.errors import RunNotInLogError
 from agentfsm.diagrams.model import DiagramModel, EdgeLabel
+from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
 __all__ = [

@@ -13,9 +13,9 @@ from typing import Any
 import jiter
 from pydantic import ValidationError
 
+from agentfsm.errors import EventFormatError
 from agentfsm.events.bounds import check_size
 from agentfsm.events.models import EVENT_ADAPTER, EVENT_CLASSES, Event
-from agentfsm.fsm.errors import EventFormatError
 
 __all__ = [
     "dump_event",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.fsm.names import RESOLVED, ActionStatus, DecisionKind, StopReason
-from agentfsm.fsm.names import EventType as E
-from agentfsm.fsm.names import RunStatus as S
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
+from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, StopReason
+from agentfsm.names import EventType as E
+from agentfsm.names import RunStatus as S
 
 __all__ = [
     "ALL_DECIDED",
@@ -166,7 +166,7 @@ _STATES = (
 
 _NON_TERMINAL = tuple(s.name for s in _STATES if not s.terminal)
 _RESULTS = (E.TOOL_COMPLETED, E.TOOL_FAILED, E.TOOL_OUTCOME_UNKNOWN)
-# Guard names are the built-in guards' stop reasons (agentfsm.fsm.limits, .loops). Tools
+# Guard names are the built-in guards' stop reasons (agentfsm.guards.limits, .loops). Tools
 # spend cost, so the budget is checked before each tool call as well as each model call.
 _MODEL_GUARDS = (StopReason.MAX_TURNS, StopReason.DEADLINE, StopReason.BUDGET)
 _TOOL_GUARDS = (StopReason.DEADLINE, StopReason.BUDGET, StopReason.MAX_ATTEMPTS)

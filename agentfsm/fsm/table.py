@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.fsm.errors import IllegalTransitionError, InvalidTableError
+from agentfsm.errors import IllegalTransitionError, InvalidTableError
 
 __all__ = ["Condition", "State", "Transition", "TransitionTable", "table_problems"]
 

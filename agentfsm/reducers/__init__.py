@@ -1,7 +1,7 @@
 """The run record, the pure reducer, replay, snapshots and audits."""
 
+from agentfsm.record import Action, RunRecord, UsageTotals, call_digest
 from agentfsm.reducers.audit import AuditFinding, Auditor, AuditProblem, AuditReport, audit
-from agentfsm.reducers.record import Action, RunRecord, UsageTotals, call_digest
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer, reduce, replay
 from agentfsm.reducers.snapshot import Snapshot
 

@@ -24,14 +24,14 @@ from typing import Any
 
 import attrs
 
+from agentfsm.errors import GuardRejectedError, LifecycleError
 from agentfsm.events.models import Event, Limits
-from agentfsm.fsm.budget import SharedBudget
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import GuardRejectedError, LifecycleError
-from agentfsm.fsm.guards import Guard, GuardContext
-from agentfsm.fsm.limits import guards_from_limits
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
+from agentfsm.guards.base import Guard, GuardContext
+from agentfsm.guards.budget import SharedBudget
+from agentfsm.guards.limits import guards_from_limits
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
 __all__ = ["AuditFinding", "AuditProblem", "AuditReport", "Auditor", "audit"]

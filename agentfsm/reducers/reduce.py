@@ -8,7 +8,7 @@ untouched (it is immutable; a refusal simply returns nothing new):
 3. the ledger and the rules DESIGN.md adds beyond the table (action ids, exact-call binding,
    open model calls, unresolved batches);
 4. the edge's condition chooses the target state (or none holds: illegal);
-5. the limit guards listed on the edge taken (`agentfsm.fsm.guardset`): the run's own
+5. the limit guards listed on the edge taken (`agentfsm.guards.guardset`): the run's own
    `run.started.limits`, a shared budget from the context, and the reducer's Python guards.
    A verdict raises `GuardRejectedError`; `run.terminated` is never refused.
 
@@ -23,11 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentfsm.events import models as m
-from agentfsm.events.canonical import same_json
-from agentfsm.events.models import Event, parse_timestamp
-from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     ActionError,
     IllegalTransitionError,
     LifecycleError,
@@ -35,12 +31,16 @@ from agentfsm.fsm.errors import (
     RunMismatchError,
     SequenceError,
 )
-from agentfsm.fsm.guards import Guard, GuardContext
-from agentfsm.fsm.guardset import GuardSet
-from agentfsm.fsm.names import RESOLVED, ActionStatus
+from agentfsm.events import models as m
+from agentfsm.events.canonical import same_json
+from agentfsm.events.models import Event, parse_timestamp
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import Condition, TransitionTable
+from agentfsm.guards.base import Guard, GuardContext
+from agentfsm.guards.guardset import GuardSet
+from agentfsm.names import RESOLVED, ActionStatus
+from agentfsm.record import Action, RunRecord, UsageTotals
 from agentfsm.reducers._evolve import evolver, maker
-from agentfsm.reducers.record import Action, RunRecord, UsageTotals
 from agentfsm.reducers.snapshot import Snapshot
 
 __all__ = ["DEFAULT_REDUCER", "Reducer", "reduce", "replay"]
@@ -125,7 +125,7 @@ class Reducer:
         self._allowed = table._allowed
         self._terminal = table.terminal_states
         self._handlers: dict[str, Handler] = dict(_HANDLERS)
-        #: The guards bound to the table's edges (see `agentfsm.fsm.guardset`).
+        #: The guards bound to the table's edges (see `agentfsm.guards.guardset`).
         self.guards = GuardSet(table, guards, run_limits=run_limits)
         self._guarded = self.guards.events
         self._always = self.guards.always

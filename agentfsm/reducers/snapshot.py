@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.reducers.record import RunRecord
+from agentfsm.record import RunRecord
 
 __all__ = ["Snapshot"]
 

@@ -19,8 +19,7 @@ from typing import Any, Literal
 
 import attrs
 
-from agentfsm.events.codec import parse_event
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     ActionError,
     EventFormatError,
     GuardRejectedError,
@@ -29,7 +28,8 @@ from agentfsm.fsm.errors import (
     RunMismatchError,
     SequenceError,
 )
-from agentfsm.reducers.record import RunRecord
+from agentfsm.events.codec import parse_event
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 
 __all__ = ["Finding", "RunSummary", "ValidationReport", "validate_lines"]

@@ -15,13 +15,13 @@ from typing import Any, Literal
 import attrs
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
+from agentfsm.errors import GuardRejectedError, OverrunError
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
 from agentfsm.events.models import parse_timestamp
-from agentfsm.fsm.errors import GuardRejectedError, OverrunError
-from agentfsm.fsm.guards import AnyOf, Guard
-from agentfsm.fsm.limits import Budget, MaxTurns
-from agentfsm.fsm.names import (
+from agentfsm.guards.base import AnyOf, Guard
+from agentfsm.guards.limits import Budget, MaxTurns
+from agentfsm.names import (
     RESOLVED,
     ActionStatus,
     DecisionKind,
@@ -29,7 +29,7 @@ from agentfsm.fsm.names import (
     RunStatus,
     StopReason,
 )
-from agentfsm.reducers.record import Action, RunRecord
+from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.agent import Agent, RunnerConfig
 from agentfsm.runtime.errors import UnknownAgentError

@@ -15,13 +15,13 @@ import attrs
 from pydantic import BaseModel, Field
 
 from agentfsm.events.models import Limits, Usage
-from agentfsm.fsm.names import ActionStatus, RunStatus
+from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
 from agentfsm.runtime.policy import Policy, allow_all
 from agentfsm.runtime.tools import Tool, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
-    from agentfsm.reducers.record import Action, RunRecord
+    from agentfsm.record import Action, RunRecord
 
 __all__ = [
     "Agent",

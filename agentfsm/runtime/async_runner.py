@@ -26,13 +26,12 @@ from typing import Any
 
 import attrs
 
-from agentfsm.adapters.stores.base import AsyncEventStore
+from agentfsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
-from agentfsm.fsm.guards import Guard, Verdict
-from agentfsm.fsm.names import RunStatus
-from agentfsm.reducers.record import RunRecord
+from agentfsm.guards.base import Guard, Verdict
+from agentfsm.names import RunStatus
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
@@ -42,6 +41,7 @@ from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import _ChildWaiting, _Core, child_budget, new_tree, utc_now
 from agentfsm.runtime.tools import Tool, ToolContext
 from agentfsm.runtime.writer import AsyncWriter, BudgetTree, Spec, StateChanged
+from agentfsm.stores.base import AsyncEventStore
 
 __all__ = ["AsyncRunner"]
 

@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentfsm.adapters.stores._core import RunInfo
-from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
+from agentfsm.errors import ActionError, ConcurrencyConflictError, StoreError
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits
-from agentfsm.fsm.errors import ActionError, ConcurrencyConflictError, StoreError
-from agentfsm.fsm.names import RunStatus
-from agentfsm.reducers.record import RunRecord
+from agentfsm.names import RunStatus
+from agentfsm.record import RunRecord
+from agentfsm.stores._core import RunInfo
+from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = [
     "aapprove",

@@ -13,7 +13,7 @@ Failures of tools and models are not errors of the Runner: they are recorded as 
 
 from __future__ import annotations
 
-from agentfsm.fsm.errors import AgentFSMError
+from agentfsm.errors import AgentFSMError
 
 __all__ = ["LeaseLostError", "RunSupersededError", "UnknownAgentError"]
 

@@ -25,7 +25,7 @@ import attrs
 from agentfsm.events.models import Usage
 
 if TYPE_CHECKING:
-    from agentfsm.reducers.record import Action, RunRecord
+    from agentfsm.record import Action, RunRecord
 
 __all__ = [
     "Decision",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 if TYPE_CHECKING:
-    from agentfsm.reducers.record import Action, RunRecord
+    from agentfsm.record import Action, RunRecord
 
 __all__ = [
     "ALLOW",

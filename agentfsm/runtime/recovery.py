@@ -19,13 +19,13 @@ from typing import Literal
 
 import attrs
 
-from agentfsm.adapters.stores._core import RunInfo
-from agentfsm.adapters.stores.base import EventStore
-from agentfsm.fsm.errors import RunNotFoundError
-from agentfsm.fsm.names import ActionStatus, RunStatus
-from agentfsm.reducers.record import Action, RunRecord
+from agentfsm.errors import RunNotFoundError
+from agentfsm.names import ActionStatus, RunStatus
+from agentfsm.record import Action, RunRecord
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.runtime.writer import BudgetTree
+from agentfsm.stores._core import RunInfo
+from agentfsm.stores.base import EventStore
 
 __all__ = ["RUNNABLE", "InFlight", "in_flight", "rebuild_tree", "resumable", "unknown_outcomes"]
 

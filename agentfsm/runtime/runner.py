@@ -26,14 +26,13 @@ from typing import Any
 
 import structlog
 
-from agentfsm.adapters.stores.base import EventStore
+from agentfsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.fsm.budget import SharedBudget
-from agentfsm.fsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
-from agentfsm.fsm.guards import Guard, Verdict
-from agentfsm.fsm.names import ActionStatus, RunStatus
-from agentfsm.reducers.record import RunRecord
+from agentfsm.guards.base import Guard, Verdict
+from agentfsm.guards.budget import SharedBudget
+from agentfsm.names import ActionStatus, RunStatus
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
@@ -43,6 +42,7 @@ from agentfsm.runtime.model import Decision, ModelError, StreamAssembler
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
 from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
+from agentfsm.stores.base import EventStore
 
 __all__ = ["Runner", "utc_now"]
 

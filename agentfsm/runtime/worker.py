@@ -23,12 +23,12 @@ from typing import Any
 
 import structlog
 
-from agentfsm.adapters.stores.leases import RUNNABLE_STATUSES, LeaseStore
-from agentfsm.reducers.record import RunRecord
+from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
+from agentfsm.stores.leases import RUNNABLE_STATUSES, LeaseStore
 
 __all__ = ["AsyncWorker", "Worker"]
 

@@ -35,24 +35,24 @@ from typing import Any
 
 import structlog
 
-from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
-from agentfsm.adapters.structlog import log_applied, log_guard_rejected
-from agentfsm.events import models as m
-from agentfsm.events.canonical import call_digest
-from agentfsm.events.models import Event
-from agentfsm.fsm.budget import SharedBudget
-from agentfsm.fsm.errors import (
+from agentfsm._log import log_applied, log_guard_rejected
+from agentfsm.errors import (
     ConcurrencyConflictError,
     GuardRejectedError,
     LifecycleError,
     OverrunError,
     StoreError,
 )
-from agentfsm.fsm.guards import GuardContext
-from agentfsm.fsm.names import EventType
-from agentfsm.reducers.record import RunRecord
+from agentfsm.events import models as m
+from agentfsm.events.canonical import call_digest
+from agentfsm.events.models import Event
+from agentfsm.guards.base import GuardContext
+from agentfsm.guards.budget import SharedBudget
+from agentfsm.names import EventType
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = [
     "AsyncWriter",

@@ -18,12 +18,12 @@ from typing import Any
 
 import attrs
 
+from agentfsm.errors import LifecycleError
 from agentfsm.events.codec import make_event
 from agentfsm.events.models import Event
-from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus as A
-from agentfsm.fsm.names import EventType as E
-from agentfsm.reducers.record import RunRecord
+from agentfsm.names import ActionStatus as A
+from agentfsm.names import EventType as E
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
 #: Every optional behaviour a generated run may show. `legal_runs(features=...)` picks some.

@@ -11,12 +11,12 @@ from typing import Any
 
 import attrs
 
+from agentfsm.errors import EventFormatError, LifecycleError
 from agentfsm.events.codec import dump_event, parse_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import EventFormatError, LifecycleError
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
 __all__ = ["IllegalLogError", "Step", "assert_legal_log", "render_path"]

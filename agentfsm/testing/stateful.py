@@ -43,12 +43,12 @@ from hypothesis.stateful import (
     rule,
 )
 
+from agentfsm.errors import LifecycleError
 from agentfsm.events.models import EVENT_CLASSES, Event
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import LifecycleError
-from agentfsm.fsm.names import ActionStatus
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
+from agentfsm.names import ActionStatus
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
 from agentfsm.testing.strategies import (

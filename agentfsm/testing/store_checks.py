@@ -24,10 +24,10 @@ from typing import Any
 
 import attrs
 
-from agentfsm.adapters.stores.base import EventStore
+from agentfsm.errors import ConcurrencyConflictError, RunNotFoundError
 from agentfsm.events.codec import make_event
 from agentfsm.events.models import Event
-from agentfsm.fsm.errors import ConcurrencyConflictError, RunNotFoundError
+from agentfsm.stores.base import EventStore
 
 __all__ = [
     "CrashReport",
@@ -137,7 +137,7 @@ def _context(factory: StoreFactory) -> Any:
     target = getattr(factory, "func", factory)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(
-        [__name__, "agentfsm.adapters.stores.postgres", getattr(target, "__module__", __name__)]
+        [__name__, "agentfsm.stores.postgres", getattr(target, "__module__", __name__)]
     )
     return ctx
 

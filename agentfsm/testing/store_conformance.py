@@ -30,19 +30,19 @@ from typing import Any
 
 import pytest
 
-from agentfsm.adapters.stores._core import GENESIS_HASH, Attachment, RunInfo, chain_hash
-from agentfsm.adapters.stores.base import AsyncEventStore, EventStore, StoreOptions
-from agentfsm.events.canonical import canonical_json
-from agentfsm.events.codec import dump_event, event_to_dict, make_event
-from agentfsm.events.models import Event
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     ConcurrencyConflictError,
     IllegalTransitionError,
     RunMismatchError,
     RunNotFoundError,
     SequenceError,
 )
+from agentfsm.events.canonical import canonical_json
+from agentfsm.events.codec import dump_event, event_to_dict, make_event
+from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
+from agentfsm.stores._core import GENESIS_HASH, Attachment, RunInfo, chain_hash
+from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
 from agentfsm.testing.store_integrity import AsyncIntegrityChecks, IntegrityChecks, Tamper
 

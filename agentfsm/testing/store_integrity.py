@@ -22,15 +22,7 @@ import attrs
 import pytest
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores._core import StoredSnapshot
-from agentfsm.adapters.stores._integrity import PLAIN, Integrity
-from agentfsm.adapters.stores.base import AsyncEventStore, EventStore, StoreOptions
-from agentfsm.events.bounds import MAX_EVENT_BYTES
-from agentfsm.events.builder import LogBuilder
-from agentfsm.events.canonical import canonical_json
-from agentfsm.events.codec import dump_event, event_to_dict
-from agentfsm.events.models import Event
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     CorruptLogError,
     EventFormatError,
     InvalidRunIdError,
@@ -38,8 +30,16 @@ from agentfsm.fsm.errors import (
     RunNotFoundError,
     StoreInconsistentError,
 )
+from agentfsm.events.bounds import MAX_EVENT_BYTES
+from agentfsm.events.builder import LogBuilder
+from agentfsm.events.canonical import canonical_json
+from agentfsm.events.codec import dump_event, event_to_dict
+from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
 from agentfsm.reducers.snapshot import Snapshot
+from agentfsm.stores._core import StoredSnapshot
+from agentfsm.stores._integrity import PLAIN, Integrity
+from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
 __all__ = [

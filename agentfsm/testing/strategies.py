@@ -32,19 +32,19 @@ from hypothesis import reject
 from hypothesis import strategies as st
 from pydantic import JsonValue
 
-from agentfsm.events.codec import make_event
-from agentfsm.events.models import EVENT_CLASSES, Event
-from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     IllegalTransitionError,
     LifecycleError,
     RunMismatchError,
     SequenceError,
 )
-from agentfsm.fsm.names import DecisionKind, StopReason
-from agentfsm.fsm.names import EventType as E
+from agentfsm.events.codec import make_event
+from agentfsm.events.models import EVENT_CLASSES, Event
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.reducers.record import RunRecord
+from agentfsm.names import DecisionKind, StopReason
+from agentfsm.names import EventType as E
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import (
     ACTION_EVENTS,

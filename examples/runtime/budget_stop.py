@@ -14,7 +14,6 @@ from typing import Any
 
 from kit import open_store, quiet_logs, show
 
-from agentfsm.adapters.stores import EventStore
 from agentfsm.events import Limits, Usage
 from agentfsm.runtime import (
     Agent,
@@ -26,6 +25,7 @@ from agentfsm.runtime import (
     Tool,
     call,
 )
+from agentfsm.stores import EventStore
 
 RUN_ID = "budget-1"
 

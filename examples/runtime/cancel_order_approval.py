@@ -18,7 +18,6 @@ from typing import Any
 
 from kit import EffectLedger, open_store, quiet_logs, show
 
-from agentfsm.adapters.stores import EventStore
 from agentfsm.events import Limits
 from agentfsm.runtime import (
     Agent,
@@ -31,6 +30,7 @@ from agentfsm.runtime import (
     ToolPolicy,
     call,
 )
+from agentfsm.stores import EventStore
 
 RUN_ID = "cancel-123"
 LIMITS = Limits(max_turns=5)

@@ -23,7 +23,6 @@ from typing import Any
 
 from kit import EffectLedger, open_store, quiet_logs, show
 
-from agentfsm.adapters.stores import EventStore
 from agentfsm.runtime import (
     Agent,
     Decision,
@@ -34,6 +33,7 @@ from agentfsm.runtime import (
     ToolContext,
     call,
 )
+from agentfsm.stores import EventStore
 
 RUN_ID = "crash-1"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import structlog
 
-from agentfsm.adapters.stores import EventStore, SQLiteEventStore
 from agentfsm.runtime import RunResult, Tool, ToolContext
+from agentfsm.stores import EventStore, SQLiteEventStore
 
 
 def quiet_logs() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from kit import EffectLedger, open_store, order_tools, quiet_logs, show
 
-from agentfsm.adapters.stores import EventStore
 from agentfsm.events import Limits, Usage
 from agentfsm.runtime import Agent, Decision, Runner, RunResult, ScriptedModel, call
+from agentfsm.stores import EventStore
 
 RUN_ID = "order-O-1001"
 OBJECTIVE = "Look up order O-1001; if it is paid but not shipped, open a ticket."

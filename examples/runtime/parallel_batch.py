@@ -16,7 +16,6 @@ from typing import Any
 
 from kit import open_store, quiet_logs, show
 
-from agentfsm.adapters.stores import ThreadedAsyncEventStore
 from agentfsm.runtime import (
     Agent,
     AsyncRunner,
@@ -27,6 +26,7 @@ from agentfsm.runtime import (
     ToolContext,
     call,
 )
+from agentfsm.stores import ThreadedAsyncEventStore
 
 RUN_ID = "parallel-1"
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from kit import open_store, quiet_logs, show
 
-from agentfsm.adapters.stores import EventStore
 from agentfsm.events import Limits
-from agentfsm.fsm import LoopDetector
+from agentfsm.guards import LoopDetector
 from agentfsm.runtime import Agent, Decision, Runner, RunResult, ScriptedModel, Tool, call
+from agentfsm.stores import EventStore
 
 RUN_ID = "runaway-1"
 

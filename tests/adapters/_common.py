@@ -8,10 +8,10 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.cli import main as cli
 from agentfsm.events import dump_event
 from agentfsm.runtime import approve, reject
+from agentfsm.stores.base import EventStore
 
 
 def types(store: EventStore, run_id: str) -> list[str]:

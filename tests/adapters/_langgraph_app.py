@@ -201,7 +201,7 @@ def _main(db: str, checkpoints: str, run_id: str) -> None:
     from structlog.testing import capture_logs
 
     from agentfsm.adapters.langgraph import GraphRun
-    from agentfsm.adapters.stores import SQLiteEventStore
+    from agentfsm.stores import SQLiteEventStore
 
     def refuse(self: socket.socket, address: object) -> None:
         raise RuntimeError(f"network access attempted: {address!r}")

@@ -94,14 +94,14 @@ def _main(db: str, run_id: str, state_file: str) -> None:
     socket.socket.connect = refuse  # type: ignore[method-assign]
 
     from agentfsm.adapters.openai_agents import AgentsRun
-    from agentfsm.adapters.stores import SQLiteEventStore
+    from agentfsm.stores import SQLiteEventStore
 
     state = None  # "-": the state our store kept when the run paused
     if state_file != "-":
         with open(state_file, encoding="utf-8") as f:
             state = json.load(f)
     if db.startswith("postgresql://") or "dbname=" in db:  # the same store, on PostgreSQL
-        from agentfsm.adapters.stores.postgres import PostgresEventStore
+        from agentfsm.stores.postgres import PostgresEventStore
 
         store: Any = PostgresEventStore(db)
     else:

@@ -87,7 +87,7 @@ def _main(db: str, run_id: str, state_file: str) -> None:
     from structlog.testing import capture_logs
 
     from agentfsm.adapters.pydantic_ai import AgentIterRun
-    from agentfsm.adapters.stores import SQLiteEventStore
+    from agentfsm.stores import SQLiteEventStore
 
     def refuse(self: socket.socket, address: object) -> None:
         raise RuntimeError(f"network access attempted: {address!r}")

@@ -25,9 +25,9 @@ pytest.importorskip("langgraph")
 from langchain_core.tools import InjectedToolCallId
 from pydantic_ai import RunContext
 
-from agentfsm.adapters.stores import MemoryEventStore
-from agentfsm.fsm import MaxTurns
+from agentfsm.guards import MaxTurns
 from agentfsm.runtime import approve, cancel, reject
+from agentfsm.stores import MemoryEventStore
 from tests.adapters._common import run, validates
 
 KINDS = ("ok", "fail", "approval", "cancel")

@@ -23,11 +23,11 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from structlog.testing import capture_logs
 
 from agentfsm.adapters.langgraph import ApprovalMismatchError, GraphRun
-from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.errors import IllegalTransitionError, LifecycleError
 from agentfsm.events import Limits
-from agentfsm.fsm import LoopDetector, MaxTurns
-from agentfsm.fsm.errors import IllegalTransitionError, LifecycleError
+from agentfsm.guards import LoopDetector, MaxTurns
 from agentfsm.runtime import approve, cancel, reject
+from agentfsm.stores import MemoryEventStore, SQLiteEventStore
 from tests.adapters import _langgraph_app as app
 from tests.adapters._common import (
     assert_caller_and_child_finished,

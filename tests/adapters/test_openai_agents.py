@@ -19,14 +19,14 @@ from agents import Agent
 from agents.testing import assistant_message, function_call
 
 from agentfsm.adapters.openai_agents import AgentsRun, ApprovalMismatchError, SavedStateError
-from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
-from agentfsm.adapters.stores.base import EventStore
+from agentfsm.errors import IllegalTransitionError
 from agentfsm.events import Limits
-from agentfsm.fsm import LoopDetector, MaxTurns
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.errors import IllegalTransitionError
+from agentfsm.guards import LoopDetector, MaxTurns
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import approve, cancel, reject
+from agentfsm.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
+from agentfsm.stores.base import EventStore
 from tests.adapters import _openai_agents_app as app
 from tests.adapters._common import (
     assert_caller_and_child_finished,
@@ -619,7 +619,7 @@ def test_deciding_a_subagents_call_in_the_parents_run_says_where_it_waits(
 ) -> None:
     """approve("m1", child's call) is refused, the error naming the subagent run to use."""
     from agentfsm.cli import main as cli
-    from agentfsm.fsm.errors import ActionError
+    from agentfsm.errors import ActionError
 
     store = SQLiteEventStore(tmp_path / "runs.db")
     _manager_paused(store)
@@ -633,9 +633,9 @@ def test_deciding_a_subagents_call_in_the_parents_run_says_where_it_waits(
 
 def test_areject_of_a_subagents_call_in_the_parents_run_says_where_it_waits() -> None:
     """The async twin names the subagent run too, through an async store."""
-    from agentfsm.adapters.stores import ThreadedAsyncEventStore
-    from agentfsm.fsm.errors import ActionError
+    from agentfsm.errors import ActionError
     from agentfsm.runtime import areject
+    from agentfsm.stores import ThreadedAsyncEventStore
 
     store = MemoryEventStore()
     _manager_paused(store)
@@ -973,7 +973,7 @@ def test_on_postgresql_the_store_alone_resumes_an_approved_run_in_a_new_process(
     postgres_dsn: str, tmp_path: Path
 ) -> None:
     """The same flow on the PostgreSQL store: events and the SDK's state both kept there."""
-    from agentfsm.adapters.stores.postgres import PostgresEventStore
+    from agentfsm.stores.postgres import PostgresEventStore
 
     store = PostgresEventStore(postgres_dsn, migrate=True)
     run_id = f"r-{uuid.uuid4().hex[:8]}"

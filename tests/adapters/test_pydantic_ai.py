@@ -21,11 +21,11 @@ from agentfsm.adapters.pydantic_ai import (
     SavedStateError,
     per_million_tokens,
 )
-from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore
-from agentfsm.adapters.stores.base import EventStore
 from agentfsm.events import Limits
-from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.guards import LoopDetector, MaxTurns
 from agentfsm.runtime import approve, cancel, reject
+from agentfsm.stores import MemoryEventStore, SQLiteEventStore
+from agentfsm.stores.base import EventStore
 from tests.adapters import _pydantic_ai_app as app
 from tests.adapters._common import (
     assert_caller_and_child_finished,
@@ -525,10 +525,10 @@ def test_run_sync_and_resume_sync_drive_the_same_run_without_an_event_loop() -> 
 
 def test_an_sdk_move_the_table_refuses_raises_naming_the_signal() -> None:
     """A lifecycle without human approvals: a deferred call is refused, naming its SDK signal."""
-    from agentfsm.adapters.stores import StoreOptions
+    from agentfsm.errors import IllegalTransitionError
     from agentfsm.fsm.default import DEFAULT_TABLE
-    from agentfsm.fsm.errors import IllegalTransitionError
     from agentfsm.reducers.reduce import Reducer
+    from agentfsm.stores import StoreOptions
 
     no_approvals = DEFAULT_TABLE.derive(
         name="no_approvals",

@@ -6,11 +6,11 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import MemoryEventStore, StoreOptions
 from agentfsm.adapters.structlog import LoggingReducer
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError
 from agentfsm.events import LogBuilder
-from agentfsm.fsm import MaxTurns
-from agentfsm.fsm.errors import GuardRejectedError, IllegalTransitionError
+from agentfsm.guards import MaxTurns
+from agentfsm.stores import MemoryEventStore, StoreOptions
 
 
 def _two_turns() -> LogBuilder:

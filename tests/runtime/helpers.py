@@ -8,7 +8,6 @@ from typing import Any
 
 import attrs
 
-from agentfsm.adapters.stores import EventStore
 from agentfsm.events import dump_event, step_clock
 from agentfsm.reducers.validate import ValidationReport, validate_lines
 from agentfsm.runtime import (
@@ -23,6 +22,7 @@ from agentfsm.runtime import (
     allow_all,
     call,
 )
+from agentfsm.stores import EventStore
 
 
 class Crash(BaseException):

@@ -8,7 +8,6 @@ from typing import Any
 import attrs
 import pytest
 
-from agentfsm.adapters.stores import MemoryEventStore, MemoryStorage, ThreadedAsyncEventStore
 from agentfsm.events import step_clock
 from agentfsm.runtime import (
     Agent,
@@ -23,6 +22,7 @@ from agentfsm.runtime import (
     call,
     cancel,
 )
+from agentfsm.stores import MemoryEventStore, MemoryStorage, ThreadedAsyncEventStore
 
 from .helpers import Calls, Crash, order_script, order_tools, types, validate
 
@@ -240,7 +240,7 @@ def test_a_crash_inside_a_call_goes_up_and_leaves_a_resumable_log() -> None:
 
 def test_the_async_runner_on_native_async_postgres(postgres_dsn: str, pg_prefix: str) -> None:
     """`AsyncPostgresEventStore`: the approval run pauses, is approved, and completes."""
-    from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore
+    from agentfsm.stores.postgres import AsyncPostgresEventStore
 
     calls = Calls()
 

@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore, ThreadedAsyncEventStore
-from agentfsm.adapters.stores.leases import MemoryLeases, MemoryLeaseTable, SQLiteLeases
 from agentfsm.runtime import (
     Agent,
     AsyncRunner,
@@ -24,6 +22,8 @@ from agentfsm.runtime import (
     submit,
 )
 from agentfsm.runtime import Runner as SyncRunner
+from agentfsm.stores import MemoryEventStore, SQLiteEventStore, ThreadedAsyncEventStore
+from agentfsm.stores.leases import MemoryLeases, MemoryLeaseTable, SQLiteLeases
 
 from .helpers import Calls, order_tools, turn_order_script, types, validate
 

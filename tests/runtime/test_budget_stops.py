@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import MemoryEventStore, StoreOptions, ThreadedAsyncEventStore
+from agentfsm.errors import OverrunError
 from agentfsm.events import Limits, Usage, step_clock
 from agentfsm.events import models as m
-from agentfsm.fsm import Budget, LoopDetector, OverrunError
+from agentfsm.guards import Budget, LoopDetector
 from agentfsm.runtime import (
     Agent,
     AsyncRunner,
@@ -32,6 +32,7 @@ from agentfsm.runtime import (
     call,
     cancel,
 )
+from agentfsm.stores import MemoryEventStore, StoreOptions, ThreadedAsyncEventStore
 
 from .helpers import Calls, Sleeps, order_tools, runner_for, types
 
@@ -314,7 +315,7 @@ def test_an_answer_that_returns_after_a_cancel_is_recorded(runner: str) -> None:
 def test_a_late_answer_a_table_cannot_take_is_logged(runner: str) -> None:
     """Under a table without `model.completed` after a cancel, the answer's usage is logged
     as `model.unrecorded` instead of being lost silently."""
-    from agentfsm.fsm import DEFAULT_TABLE
+    from agentfsm.fsm.default import DEFAULT_TABLE
     from agentfsm.reducers import Reducer
 
     table = DEFAULT_TABLE.derive(

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import structlog
 
-from agentfsm.adapters.stores import SQLiteEventStore
 from agentfsm.events import Event
-from agentfsm.reducers.record import RunRecord
+from agentfsm.record import RunRecord
 from agentfsm.runtime import ToolContext, approve
+from agentfsm.stores import SQLiteEventStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "runtime"))
 

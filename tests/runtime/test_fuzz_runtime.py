@@ -19,10 +19,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentfsm.adapters.stores import SQLiteEventStore
+from agentfsm.errors import AgentFSMError
 from agentfsm.events import Limits, call_digest, make_event
 from agentfsm.events.bounds import MAX_EVENT_BYTES
-from agentfsm.fsm.errors import AgentFSMError
 from agentfsm.runtime import (
     Decision,
     ProposedCall,
@@ -33,6 +32,7 @@ from agentfsm.runtime import (
     approve,
     reject,
 )
+from agentfsm.stores import SQLiteEventStore
 
 from .helpers import runner_for, validate
 

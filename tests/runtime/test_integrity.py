@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
-from agentfsm.adapters.stores._integrity import PLAIN
+from agentfsm.errors import ActionError
 from agentfsm.events import Limits, Usage, call_digest
-from agentfsm.fsm.errors import ActionError
 from agentfsm.runtime import (
     Decision,
     ScriptedModel,
@@ -28,6 +26,8 @@ from agentfsm.runtime import (
     call,
     reject,
 )
+from agentfsm.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
+from agentfsm.stores._integrity import PLAIN
 from agentfsm.testing.store_integrity import KEY
 
 from .helpers import runner_for, validate

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from agentfsm.adapters.stores import MemoryEventStore
+from agentfsm.errors import ActionError, IllegalTransitionError
 from agentfsm.events import Usage
-from agentfsm.fsm import ActionError, IllegalTransitionError
 from agentfsm.runtime import (
     Decision,
     IncompleteStreamError,
@@ -28,6 +27,7 @@ from agentfsm.runtime import (
     pause,
     submit,
 )
+from agentfsm.stores import MemoryEventStore
 
 from .helpers import Calls, order_tools, runner_for, types
 

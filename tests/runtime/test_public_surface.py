@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import agentfsm.runtime as runtime
-from agentfsm.adapters.stores import leases
+from agentfsm.stores import leases
 
 
 def test_all_is_sorted_unique_and_resolves() -> None:
@@ -35,7 +35,7 @@ def test_importing_the_runtime_configures_nothing() -> None:
     probe = (
         "import logging, warnings, structlog\n"
         "before = (list(warnings.filters), logging.root.handlers[:], structlog.is_configured())\n"
-        "import agentfsm.runtime, agentfsm.adapters.stores.leases\n"
+        "import agentfsm.runtime, agentfsm.stores.leases\n"
         "after = (list(warnings.filters), logging.root.handlers[:], structlog.is_configured())\n"
         "assert before == after, (before, after)\n"
     )

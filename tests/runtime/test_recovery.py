@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from agentfsm.adapters.stores import MemoryEventStore, MemoryStorage, RunNotFoundError
 from agentfsm.events import Limits, Usage, step_clock
 from agentfsm.runtime import (
     Agent,
@@ -25,6 +24,7 @@ from agentfsm.runtime import (
     subagent,
     unknown_outcomes,
 )
+from agentfsm.stores import MemoryEventStore, MemoryStorage, RunNotFoundError
 
 from .helpers import Calls, Crash, Sleeps, order_script, order_tools, runner_for, types, validate
 

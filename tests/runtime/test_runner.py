@@ -10,9 +10,8 @@ import pytest
 from pydantic import BaseModel
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import MemoryEventStore
 from agentfsm.events import Limits, Usage, step_clock
-from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.guards import LoopDetector, MaxTurns
 from agentfsm.runtime import (
     Agent,
     Decision,
@@ -31,6 +30,7 @@ from agentfsm.runtime import (
     needs_approval,
     reject,
 )
+from agentfsm.stores import MemoryEventStore
 
 from .helpers import Calls, Sleeps, order_script, order_tools, runner_for, types, validate
 

@@ -12,9 +12,8 @@ import attrs
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agentfsm.adapters.stores import MemoryEventStore, MemoryStorage
 from agentfsm.events import Limits, Usage, step_clock
-from agentfsm.fsm import LoopDetector
+from agentfsm.guards import LoopDetector
 from agentfsm.runtime import (
     ALLOW,
     Agent,
@@ -35,6 +34,7 @@ from agentfsm.runtime import (
     reject,
     subagent,
 )
+from agentfsm.stores import MemoryEventStore, MemoryStorage
 
 from .helpers import Crash, Sleeps, validate
 

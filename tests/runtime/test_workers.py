@@ -10,10 +10,10 @@ from typing import Any
 import structlog
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import EventStore, MemoryEventStore, SQLiteEventStore
-from agentfsm.adapters.stores.leases import MemoryLeases, MemoryLeaseTable, SQLiteLeases
 from agentfsm.runtime import ALLOW, Agent, Decision, Runner, ScriptedModel, Worker, call, submit
 from agentfsm.runtime import cancel as cancel_run
+from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
+from agentfsm.stores.leases import MemoryLeases, MemoryLeaseTable, SQLiteLeases
 
 from .helpers import (
     Calls,
@@ -141,7 +141,7 @@ class TestWorker:
 def _store(kind: str, target: str, prefix: str) -> EventStore:
     if kind == "sqlite":
         return SQLiteEventStore(target, synchronous="NORMAL")
-    from agentfsm.adapters.stores.postgres import PostgresEventStore
+    from agentfsm.stores.postgres import PostgresEventStore
 
     return PostgresEventStore(target, table_prefix=prefix)
 
@@ -149,7 +149,7 @@ def _store(kind: str, target: str, prefix: str) -> EventStore:
 def _leases(kind: str, target: str, prefix: str) -> Any:
     if kind == "sqlite":
         return SQLiteLeases(target)
-    from agentfsm.adapters.stores.postgres_leases import PostgresLeases
+    from agentfsm.stores.postgres_leases import PostgresLeases
 
     return PostgresLeases(target, table_prefix=prefix)
 
@@ -210,7 +210,7 @@ def test_four_postgres_worker_processes_drain_200_runs(
     tmp_path: Path, postgres_dsn: str, pg_prefix: str
 ) -> None:
     """The same on PostgreSQL, with `FOR UPDATE SKIP LOCKED` leases."""
-    from agentfsm.adapters.stores.postgres import PostgresEventStore
+    from agentfsm.stores.postgres import PostgresEventStore
 
     PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
     _drain_with_processes("postgres", postgres_dsn, pg_prefix, tmp_path)

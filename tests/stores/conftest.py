@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 
-from agentfsm.adapters.stores import MemoryStorage, StoredEvent, StoredSnapshot
+from agentfsm.stores import MemoryStorage, StoredEvent, StoredSnapshot
 
 
 @attrs.frozen

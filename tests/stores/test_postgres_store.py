@@ -10,10 +10,10 @@ pytest.importorskip("psycopg", reason="needs the postgres extra: pip install 'ag
 
 import psycopg
 
-from agentfsm.adapters.stores import Attachment
-from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
-from agentfsm.fsm.errors import StoreError, StoreInconsistentError
+from agentfsm.errors import StoreError, StoreInconsistentError
 from agentfsm.reducers import replay
+from agentfsm.stores import Attachment
+from agentfsm.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.stores import Attachment, SQLiteEventStore, StoreOptions
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     CorruptLogError,
     StoreError,
     StoreInconsistentError,
 )
 from agentfsm.reducers import replay
+from agentfsm.stores import Attachment, SQLiteEventStore, StoreOptions
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
 # The schema of agentfsm before attachments (schema version 1), as it created it.
@@ -112,7 +112,9 @@ class TestFile:
             assert store.load("r1").dumps() == replay(events).dumps()
             assert store.verify("r1").ok
             store.put_attachment("r1", "state", b"\x00saved", version=11)
-        assert [log["reason"] for log in logs] == ["it has no digest (written by an older agentfsm)"]
+        assert [log["reason"] for log in logs] == [
+            "it has no digest (written by an older agentfsm)"
+        ]
         with SQLiteEventStore(path) as store:
             assert store.attachment("r1", "state") == Attachment("r1", "state", b"\x00saved", 11)
         with sqlite3.connect(path) as conn:

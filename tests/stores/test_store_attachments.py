@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentfsm.adapters.stores import (
+from agentfsm.stores import (
     AsyncEventStore,
     Attachment,
     EventStore,
@@ -18,7 +18,7 @@ from agentfsm.adapters.stores import (
     StoredSnapshot,
     ThreadedAsyncEventStore,
 )
-from agentfsm.adapters.stores._core import PreparedAppend
+from agentfsm.stores._core import PreparedAppend
 from agentfsm.testing.store_checks import scripted_run
 from agentfsm.testing.store_conformance import AsyncStoreConformance, StoreConformance
 
@@ -122,7 +122,7 @@ class TestOptionalForBackends:
     def test_every_shipped_store_keeps_attachments(self) -> None:
         """No shipped store relies on the defaults, so none of them skips the kit's checks."""
         pytest.importorskip("psycopg")
-        from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
+        from agentfsm.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
 
         hooks = ("_write_attachment", "_read_attachment", "_delete_attachment")
         for sync in (MemoryEventStore, SQLiteEventStore, PostgresEventStore):

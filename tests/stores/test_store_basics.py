@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.adapters.stores import (
+from agentfsm.events import canonical_json
+from agentfsm.stores import (
     GENESIS_HASH,
     MemoryEventStore,
     SQLiteEventStore,
@@ -19,8 +20,7 @@ from agentfsm.adapters.stores import (
     VerifyReport,
     chain_hash,
 )
-from agentfsm.adapters.stores._core import canonical_event_json
-from agentfsm.events import canonical_json
+from agentfsm.stores._core import canonical_event_json
 from agentfsm.testing.postgres_server import unavailable_reason
 from agentfsm.testing.store_checks import scripted_run
 

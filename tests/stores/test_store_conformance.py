@@ -8,7 +8,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from agentfsm.adapters.stores import (
+from agentfsm.stores import (
     AsyncEventStore,
     EventStore,
     MemoryEventStore,
@@ -54,7 +54,7 @@ class TestPostgresStore(StoreConformance):
 
     @pytest.fixture
     def make_store(self, postgres_dsn: str, pg_prefix: str) -> Callable[[StoreOptions], EventStore]:
-        from agentfsm.adapters.stores.postgres import PostgresEventStore
+        from agentfsm.stores.postgres import PostgresEventStore
 
         PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
         return lambda options: PostgresEventStore(
@@ -99,7 +99,7 @@ class TestAsyncPostgresStore(AsyncStoreConformance):
 
     @pytest.fixture
     def make_store(self, postgres_dsn: str, pg_prefix: str) -> Callable[[StoreOptions], object]:
-        from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore
+        from agentfsm.stores.postgres import AsyncPostgresEventStore
 
         async def open_(options: StoreOptions) -> AsyncEventStore:
             return await AsyncPostgresEventStore.connect(

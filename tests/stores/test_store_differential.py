@@ -11,15 +11,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from agentfsm.adapters.stores import (
+from agentfsm.errors import AgentFSMError
+from agentfsm.events import dump_event, make_event
+from agentfsm.stores import (
     EventStore,
     MemoryEventStore,
     MemoryStorage,
     SQLiteEventStore,
     StoreOptions,
 )
-from agentfsm.events import dump_event, make_event
-from agentfsm.fsm.errors import AgentFSMError
 from agentfsm.testing.store_checks import finish_events, run_started, tool_turn
 
 RUNS = ("a", "b", "c")

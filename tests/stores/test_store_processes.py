@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.adapters.stores import SQLiteEventStore
+from agentfsm.stores import SQLiteEventStore
 from agentfsm.testing.store_checks import crash_trials, race_appends
 
 
@@ -29,7 +29,7 @@ class TestRacingWriters:
 
     def test_postgres(self, tmp_path: Path, postgres_dsn: str, pg_prefix: str) -> None:
         """Four processes on one PostgreSQL run: every acknowledged turn is stored exactly once."""
-        from agentfsm.adapters.stores.postgres import PostgresEventStore
+        from agentfsm.stores.postgres import PostgresEventStore
 
         PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
         factory = functools.partial(PostgresEventStore, postgres_dsn, table_prefix=pg_prefix)
@@ -53,7 +53,7 @@ class TestKilledWriters:
 
     def test_postgres(self, tmp_path: Path, postgres_dsn: str, pg_prefix: str) -> None:
         """SIGKILL during PostgreSQL appends: acknowledged batches stay, no partial one appears."""
-        from agentfsm.adapters.stores.postgres import PostgresEventStore
+        from agentfsm.stores.postgres import PostgresEventStore
 
         PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
         factory = functools.partial(PostgresEventStore, postgres_dsn, table_prefix=pg_prefix)

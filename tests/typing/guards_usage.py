@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import attrs
 
 from agentfsm import DEFAULT_TABLE, Event, GuardRejectedError, RunRecord, parse_event
-from agentfsm.fsm import (
+from agentfsm.guards import (
     Budget,
     Deadline,
     Guard,

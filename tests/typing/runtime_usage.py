@@ -8,10 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentfsm.adapters.stores import MemoryEventStore, ThreadedAsyncEventStore
-from agentfsm.adapters.stores.leases import MemoryLeases
 from agentfsm.events import Limits, Usage
-from agentfsm.fsm import LoopDetector, MaxTurns
+from agentfsm.guards import LoopDetector, MaxTurns
 from agentfsm.reducers import Action, RunRecord
 from agentfsm.runtime import (
     ALLOW,
@@ -34,6 +32,8 @@ from agentfsm.runtime import (
     needs_approval,
     subagent,
 )
+from agentfsm.stores import MemoryEventStore, ThreadedAsyncEventStore
+from agentfsm.stores.leases import MemoryLeases
 
 
 class OrderArgs(BaseModel):

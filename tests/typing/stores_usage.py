@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from agentfsm.adapters.stores import (
+from agentfsm.errors import ConcurrencyConflictError
+from agentfsm.events import Event, parse_event
+from agentfsm.reducers import RunRecord
+from agentfsm.stores import (
     AsyncEventStore,
     Attachment,
     EventStore,
@@ -16,10 +19,7 @@ from agentfsm.adapters.stores import (
     ThreadedAsyncEventStore,
     VerifyReport,
 )
-from agentfsm.adapters.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
-from agentfsm.events import Event, parse_event
-from agentfsm.fsm.errors import ConcurrencyConflictError
-from agentfsm.reducers import RunRecord
+from agentfsm.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
 
 started: Event = parse_event(
     '{"run_id": "run_1", "sequence": 1, "type": "run.started",'

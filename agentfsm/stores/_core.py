@@ -15,12 +15,7 @@ from typing import Any
 import attrs
 import structlog
 
-from agentfsm.adapters.stores._integrity import PLAIN, Integrity, chain_hash
-from agentfsm.events.bounds import MAX_EVENT_BYTES
-from agentfsm.events.canonical import canonical_json
-from agentfsm.events.codec import dump_event, event_to_dict, parse_event
-from agentfsm.events.models import Event
-from agentfsm.fsm.errors import (
+from agentfsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
     EventFormatError,
@@ -28,9 +23,14 @@ from agentfsm.fsm.errors import (
     LifecycleError,
     StoreInconsistentError,
 )
-from agentfsm.reducers.record import RunRecord
+from agentfsm.events.bounds import MAX_EVENT_BYTES
+from agentfsm.events.canonical import canonical_json
+from agentfsm.events.codec import dump_event, event_to_dict, parse_event
+from agentfsm.events.models import Event
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
+from agentfsm.stores._integrity import PLAIN, Integrity, chain_hash
 
 __all__ = [
     "GENESIS_HASH",

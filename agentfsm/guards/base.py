@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 
+from agentfsm.errors import GuardRejectedError, OverrunError
 from agentfsm.events.models import RunTerminated, parse_timestamp
-from agentfsm.fsm.errors import GuardRejectedError, OverrunError
-from agentfsm.fsm.names import EventType
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import EventType
 
 if TYPE_CHECKING:
     from agentfsm.events.models import Event
-    from agentfsm.fsm.budget import SharedBudget
-    from agentfsm.reducers.record import RunRecord
+    from agentfsm.guards.budget import SharedBudget
+    from agentfsm.record import RunRecord
 
 __all__ = [
     "AllOf",

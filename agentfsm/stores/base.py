@@ -41,7 +41,17 @@ from typing import Self
 
 import attrs
 
-from agentfsm.adapters.stores._core import (
+from agentfsm.errors import (
+    ConcurrencyConflictError,
+    CorruptLogError,
+    LifecycleError,
+    RunNotFoundError,
+    StoreInconsistentError,
+)
+from agentfsm.events.models import Event
+from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
+from agentfsm.stores._core import (
     GENESIS_HASH,
     Attachment,
     Head,
@@ -62,17 +72,7 @@ from agentfsm.adapters.stores._core import (
     trusted_snapshot,
     verify_rows,
 )
-from agentfsm.adapters.stores._integrity import Integrity, key_from_env
-from agentfsm.events.models import Event
-from agentfsm.fsm.errors import (
-    ConcurrencyConflictError,
-    CorruptLogError,
-    LifecycleError,
-    RunNotFoundError,
-    StoreInconsistentError,
-)
-from agentfsm.reducers.record import RunRecord
-from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
+from agentfsm.stores._integrity import Integrity, key_from_env
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "AsyncEventStore", "EventStore", "StoreOptions"]
 

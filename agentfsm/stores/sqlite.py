@@ -26,7 +26,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Literal
 
-from agentfsm.adapters.stores._core import (
+from agentfsm.errors import CorruptLogError, StoreError
+from agentfsm.stores._core import (
     Attachment,
     PreparedAppend,
     RunInfo,
@@ -34,8 +35,7 @@ from agentfsm.adapters.stores._core import (
     StoredSnapshot,
     conflict,
 )
-from agentfsm.adapters.stores.base import EventStore, StoreOptions
-from agentfsm.fsm.errors import CorruptLogError, StoreError
+from agentfsm.stores.base import EventStore, StoreOptions
 
 __all__ = ["SCHEMA_VERSION", "SQLiteEventStore"]
 

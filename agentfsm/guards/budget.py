@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from agentfsm.reducers.record import RunRecord
+    from agentfsm.record import RunRecord
 
 __all__ = ["Charge", "SharedBudget"]
 

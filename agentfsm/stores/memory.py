@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from agentfsm.adapters.stores._core import (
+from agentfsm.stores._core import (
     Attachment,
     PreparedAppend,
     RunInfo,
@@ -20,7 +20,7 @@ from agentfsm.adapters.stores._core import (
     StoredSnapshot,
     conflict,
 )
-from agentfsm.adapters.stores.base import EventStore, StoreOptions
+from agentfsm.stores.base import EventStore, StoreOptions
 
 __all__ = ["MemoryEventStore", "MemoryStorage"]
 

@@ -1,6 +1,6 @@
 """The built-in limit guards: turns, attempts, a deadline and a token/cost budget.
 
-Each is a small frozen value with a `check` (see `agentfsm.fsm.guards.Guard`). The same
+Each is a small frozen value with a `check` (see `agentfsm.guards.base.Guard`). The same
 checks also run from a run's own `run.started.limits`, without any object per run:
 `RunLimits` reads `record.limits` (and, for the budget, the context's shared budget).
 
@@ -35,13 +35,13 @@ from agentfsm.events.models import (
     ToolCompleted,
     ToolStarted,
 )
-from agentfsm.fsm.guards import AnyOf, Guard, GuardContext, Verdict, _instant
-from agentfsm.fsm.names import EventType, StopReason
+from agentfsm.guards.base import AnyOf, Guard, GuardContext, Verdict, _instant
+from agentfsm.names import EventType, StopReason
 
 if TYPE_CHECKING:
     from agentfsm.events.models import Event
-    from agentfsm.fsm.budget import SharedBudget
-    from agentfsm.reducers.record import RunRecord
+    from agentfsm.guards.budget import SharedBudget
+    from agentfsm.record import RunRecord
 
 __all__ = [
     "Budget",

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from agentfsm.adapters.stores._core import Attachment, RunInfo, VerifyReport
-from agentfsm.adapters.stores.base import AsyncEventStore, EventStore
 from agentfsm.events.models import Event
-from agentfsm.reducers.record import RunRecord
+from agentfsm.record import RunRecord
+from agentfsm.stores._core import Attachment, RunInfo, VerifyReport
+from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = ["ThreadedAsyncEventStore"]
 

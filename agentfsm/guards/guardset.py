@@ -31,15 +31,15 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from agentfsm.fsm.errors import InvalidTableError
-from agentfsm.fsm.guards import AnyOf, Guard, GuardContext, Verdict
-from agentfsm.fsm.limits import Budget, RunLimits, overrun, remaining, spends
-from agentfsm.fsm.names import EventType, StopReason
+from agentfsm.errors import InvalidTableError
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.guards.base import AnyOf, Guard, GuardContext, Verdict
+from agentfsm.guards.limits import Budget, RunLimits, overrun, remaining, spends
+from agentfsm.names import EventType, StopReason
 
 if TYPE_CHECKING:
     from agentfsm.events.models import Event
-    from agentfsm.reducers.record import RunRecord
+    from agentfsm.record import RunRecord
 
 __all__ = ["GuardSet"]
 

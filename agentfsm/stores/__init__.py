@@ -1,10 +1,11 @@
 """Durable event stores behind one contract: memory, SQLite (the embedded default), PostgreSQL.
 
 `PostgresEventStore` and `AsyncPostgresEventStore` need the `postgres` extra
-(`pip install 'agentfsm[postgres]'`); import them from `agentfsm.adapters.stores.postgres`.
+(`pip install 'agentfsm[postgres]'`); import them from `agentfsm.stores.postgres`.
 """
 
-from agentfsm.adapters.stores._core import (
+from agentfsm.errors import RunNotFoundError
+from agentfsm.stores._core import (
     GENESIS_HASH,
     Attachment,
     RunInfo,
@@ -13,16 +14,15 @@ from agentfsm.adapters.stores._core import (
     VerifyReport,
     chain_hash,
 )
-from agentfsm.adapters.stores.base import (
+from agentfsm.stores.base import (
     DEFAULT_SNAPSHOT_EVERY,
     AsyncEventStore,
     EventStore,
     StoreOptions,
 )
-from agentfsm.adapters.stores.memory import MemoryEventStore, MemoryStorage
-from agentfsm.adapters.stores.sqlite import SQLiteEventStore
-from agentfsm.adapters.stores.threaded import ThreadedAsyncEventStore
-from agentfsm.fsm.errors import RunNotFoundError
+from agentfsm.stores.memory import MemoryEventStore, MemoryStorage
+from agentfsm.stores.sqlite import SQLiteEventStore
+from agentfsm.stores.threaded import ThreadedAsyncEventStore
 
 __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",

@@ -35,12 +35,12 @@ import attrs
 
 from agentfsm.events.canonical import digest, same_json
 from agentfsm.events.models import ToolRequested
-from agentfsm.fsm.guards import GuardContext, Verdict
-from agentfsm.fsm.names import ActionStatus, StopReason
+from agentfsm.guards.base import GuardContext, Verdict
+from agentfsm.names import ActionStatus, StopReason
 
 if TYPE_CHECKING:
     from agentfsm.events.models import Event
-    from agentfsm.reducers.record import Action, RunRecord
+    from agentfsm.record import Action, RunRecord
 
 __all__ = ["LoopDetector", "fingerprint", "fingerprints"]
 

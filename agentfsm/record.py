@@ -18,7 +18,7 @@ import attrs
 
 from agentfsm.events.canonical import call_digest
 from agentfsm.events.models import ErrorInfo, Limits
-from agentfsm.fsm.names import ActionStatus, RunStatus
+from agentfsm.names import ActionStatus, RunStatus
 
 __all__ = ["Action", "RunRecord", "UsageTotals", "call_digest"]
 

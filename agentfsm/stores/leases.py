@@ -15,7 +15,7 @@ Backends:
 - `MemoryLeases`: a table in memory, shared by the threads of one process.
 - `SQLiteLeases`: a lease row per run in the store's file; a claim is one `BEGIN IMMEDIATE`
   transaction (SQLite's write lock serialises claims; times from the given clock).
-- `PostgresLeases` (in `agentfsm.adapters.stores.postgres_leases`): one statement that picks
+- `PostgresLeases` (in `agentfsm.stores.postgres_leases`): one statement that picks
   a candidate with `FOR UPDATE SKIP LOCKED` and takes its lease row if it expired, on the
   database's clock, so workers on many machines agree.
 """
@@ -31,9 +31,9 @@ from typing import Protocol
 
 import attrs
 
-from agentfsm.adapters.stores.base import EventStore
-from agentfsm.adapters.stores.sqlite import check_prefix
-from agentfsm.fsm.names import RunStatus
+from agentfsm.names import RunStatus
+from agentfsm.stores.base import EventStore
+from agentfsm.stores.sqlite import check_prefix
 
 __all__ = [
     "RUNNABLE_STATUSES",

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from agentfsm.adapters.stores.leases import RUNNABLE_STATUSES
-from agentfsm.adapters.stores.sqlite import check_prefix
+from agentfsm.stores.leases import RUNNABLE_STATUSES
+from agentfsm.stores.sqlite import check_prefix
 
 __all__ = ["PostgresLeases"]
 

@@ -26,7 +26,17 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from agentfsm.adapters.stores._core import (
+from agentfsm.errors import (
+    ConcurrencyConflictError,
+    CorruptLogError,
+    LifecycleError,
+    RunNotFoundError,
+    StoreError,
+    StoreInconsistentError,
+)
+from agentfsm.events.models import Event
+from agentfsm.record import RunRecord
+from agentfsm.stores._core import (
     GENESIS_HASH,
     Attachment,
     Head,
@@ -47,7 +57,7 @@ from agentfsm.adapters.stores._core import (
     trusted_snapshot,
     verify_rows,
 )
-from agentfsm.adapters.stores.base import (
+from agentfsm.stores.base import (
     _VERIFY_TRIES,
     AsyncEventStore,
     EventStore,
@@ -56,17 +66,7 @@ from agentfsm.adapters.stores.base import (
     _HeadCache,
     _statuses,
 )
-from agentfsm.adapters.stores.sqlite import SCHEMA_VERSION, check_prefix
-from agentfsm.events.models import Event
-from agentfsm.fsm.errors import (
-    ConcurrencyConflictError,
-    CorruptLogError,
-    LifecycleError,
-    RunNotFoundError,
-    StoreError,
-    StoreInconsistentError,
-)
-from agentfsm.reducers.record import RunRecord
+from agentfsm.stores.sqlite import SCHEMA_VERSION, check_prefix
 
 __all__ = ["AsyncPostgresEventStore", "PostgresEventStore"]
 

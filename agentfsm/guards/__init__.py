@@ -1,0 +1,59 @@
+"""Limits a run must keep: max turns, deadline, budget (shared by subagents), loops, attempts.
+
+A guard is a pure function of the run record, the incoming event and a context; a table's
+edges name the guards that apply to them. `GuardSet` binds a table's guard names to guard
+objects and to each run's own `run.started.limits`.
+"""
+
+from agentfsm.guards.base import (
+    AllOf,
+    AnyOf,
+    Guard,
+    GuardContext,
+    Verdict,
+    all_of,
+    any_of,
+    attach_guard,
+)
+from agentfsm.guards.budget import Charge, SharedBudget
+from agentfsm.guards.guardset import GuardSet
+from agentfsm.guards.limits import (
+    Budget,
+    Deadline,
+    MaxAttempts,
+    MaxTurns,
+    RunLimits,
+    cap_timeout,
+    guards_from_limits,
+    overrun,
+    remaining,
+    spends,
+)
+from agentfsm.guards.loops import LoopDetector, fingerprint, fingerprints
+
+__all__ = [
+    "AllOf",
+    "AnyOf",
+    "Budget",
+    "Charge",
+    "Deadline",
+    "Guard",
+    "GuardContext",
+    "GuardSet",
+    "LoopDetector",
+    "MaxAttempts",
+    "MaxTurns",
+    "RunLimits",
+    "SharedBudget",
+    "Verdict",
+    "all_of",
+    "any_of",
+    "attach_guard",
+    "cap_timeout",
+    "fingerprint",
+    "fingerprints",
+    "guards_from_limits",
+    "overrun",
+    "remaining",
+    "spends",
+]
