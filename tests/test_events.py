@@ -171,4 +171,41 @@ class TestSchema:
     def test_schema_names_every_event_type(self) -> None:
         """Producers in other languages can validate every type."""
         schema = event_json_schema()
-        assert set(schema["discriminator"]["mapping"]) == set(EVENT_CLASSES)
+        assert schema["properties"]["type"]["enum"] == sorted(EVENT_CLASSES)
+        assert [c["if"]["properties"]["type"]["const"] for c in schema["allOf"]] == sorted(
+            EVENT_CLASSES
+        )
+
+    def _errors(self, data: dict[str, object]) -> list[str]:
+        jsonschema = pytest.importorskip("jsonschema")
+        validator = jsonschema.Draft202012Validator(
+            event_json_schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+        )
+        return sorted(e.message for e in validator.iter_errors(data))
+
+    def test_a_standard_validator_reports_the_real_field_error(self) -> None:
+        """An unknown field is named as such, not "not valid under any of the schemas"."""
+        data = {**BASE, "type": "tool.completed", "action_id": "a1", "bogus": 1}
+        assert self._errors(data) == [
+            "Additional properties are not allowed ('bogus' was unexpected)"
+        ]
+
+    def test_the_schema_refuses_a_timestamp_without_an_offset(self) -> None:
+        """As strict as the parser: `2026-09-01T10:02:11` (no offset) is refused by both."""
+        data = {**BASE, "type": "run.resumed", "occurred_at": "2026-09-01T10:02:11"}
+        with pytest.raises(EventFormatError):
+            parse_event(data)
+        pattern = event_json_schema()["$defs"]["RunResumed"]["properties"]["occurred_at"]["pattern"]
+        assert self._errors(data) == [f"'2026-09-01T10:02:11' does not match {pattern!r}"]
+
+    def test_the_schema_accepts_what_the_parser_accepts(self) -> None:
+        """Every line of the bundled logs is valid under the schema too."""
+        for name in ("order_ticket.jsonl", "cancel_order_approval.jsonl"):
+            for line in (EXAMPLES / name).read_text(encoding="utf-8").splitlines():
+                assert self._errors(json.loads(line)) == []
+
+    def test_an_unknown_type_is_named(self) -> None:
+        """A type no table knows: the enum of known types is the error."""
+        errors = self._errors({**BASE, "type": "ticket.escalated"})
+        assert len(errors) == 1
+        assert errors[0].startswith("'ticket.escalated' is not one of ['approval.accepted'")

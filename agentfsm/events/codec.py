@@ -91,11 +91,31 @@ def read_events(lines: Iterable[str | bytes]) -> Iterator[tuple[int, Event]]:
 
 
 def event_json_schema() -> dict[str, Any]:
-    """The JSON Schema of the event union, for producers in other languages."""
-    schema = EVENT_ADAPTER.json_schema()
-    schema["title"] = "agentfsm event"
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    return schema
+    """The JSON Schema of the event union, for producers in other languages.
+
+    As strict as `parse_event` where JSON Schema can say it (closed objects, timestamps with
+    an offset, lengths and bounds), and written so a standard 2020-12 validator reports the
+    real field error: the union is chosen by `type` with `if`/`then` (pydantic's
+    `discriminator` keyword is OpenAPI's, and a plain validator ignores it and says only "not
+    valid under any of the given schemas").
+    """
+    generated = EVENT_ADAPTER.json_schema()
+    mapping: dict[str, str] = generated["discriminator"]["mapping"]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "agentfsm event",
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"enum": sorted(mapping)}},
+        "allOf": [
+            {
+                "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+                "then": {"$ref": ref},
+            }
+            for name, ref in sorted(mapping.items())
+        ],
+        "$defs": generated["$defs"],
+    }
 
 
 _AT = re.compile(r" at line (\d+) column (\d+)\Z")

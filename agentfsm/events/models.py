@@ -84,7 +84,19 @@ def _check_timestamp(value: str) -> str:
 
 #: An RFC 3339 timestamp with an offset. Kept as the original string so events round-trip
 #: byte for byte; `parse_timestamp` gives the `datetime`.
-Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+Timestamp = Annotated[
+    str,
+    AfterValidator(_check_timestamp),
+    # The same rule for producers that validate with JSON Schema (ECMA-262 regex syntax).
+    Field(
+        json_schema_extra={
+            "format": "date-time",
+            "pattern": (
+                r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+            ),
+        }
+    ),
+]
 # A constrained `str` is checked as Unicode by pydantic (a bare `str` lets a lone surrogate
 # through, which no JSON line can hold); the bound is the event size limit.
 NonEmpty = Annotated[str, Field(min_length=1, max_length=MAX_EVENT_BYTES)]
