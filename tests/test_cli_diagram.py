@@ -124,6 +124,84 @@ class TestDriftCheck:
         assert _run(capsys, "diagram", "--check", "--dir", str(tmp_path))[0] == 0
 
 
+class TestYourTable:
+    """Diagrams of a user's table, ready for a design review."""
+
+    def test_the_drift_hint_names_the_table(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    ) -> None:
+        """Following the hint regenerates *this* table's diagrams, not agentfsm's own."""
+        table = "tests._diagram_tables:TINY"
+        code, out, err = _run(
+            capsys, "diagram", "--check", "--dir", str(tmp_path), "--table", table
+        )
+        assert (code, out) == (1, "")
+        assert err.splitlines()[-1] == (
+            "agentfsm diagram --check: regenerate with"
+            f" `agentfsm diagram --write --dir {tmp_path} --table {table}`"
+        )
+
+    @pytest.mark.parametrize(
+        ("fmt", "line"),
+        [("mermaid", "  direction TB"), ("dot", "rankdir=TB"), ("plantuml", None)],
+    )
+    def test_top_to_bottom_for_slides(
+        self, capsys: pytest.CaptureFixture[str], fmt: str, line: str | None
+    ) -> None:
+        """`--direction TB` lays the picture out tall; PlantUML then keeps its own default."""
+        code, out, _ = _run(capsys, "diagram", "--format", fmt, "--direction", "TB")
+        assert code == 0
+        if line is None:
+            assert "left to right direction" not in out
+        else:
+            assert line in out
+            assert line.replace("TB", "LR") not in out
+
+    def test_descriptions_are_written_in_the_boxes(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Each state's description shows under its name (not only as a tooltip), unless
+        `--no-descriptions`."""
+        _, out, _ = _run(
+            capsys, "diagram", "--format", "dot", "--table", "tests._diagram_tables:TINY"
+        )
+        assert (
+            '"idle" [label=<idle<BR/><FONT POINT-SIZE="9" COLOR="#6b7785">nothing to do</FONT>>'
+            in out
+        )
+        _, out, _ = _run(
+            capsys, "diagram", "--format", "dot", "--table", "tests._diagram_tables:TINY",
+            "--no-descriptions",
+        )  # fmt: skip
+        assert '"idle" [tooltip="nothing to do"];' in out
+
+    def test_a_smaller_png_for_a_slide(self, tmp_path: Path) -> None:
+        """`--dpi 48` draws the PNG at half Graphviz's default resolution, and `--direction TB`
+        narrower still (3,431 x 1,099 pixels become 1,319 x 522 for the default table)."""
+        require_dot()
+        sizes = {}
+        for name, extra in (("wide", []), ("small", ["--dpi", "48", "--direction", "TB"])):
+            target = tmp_path / f"{name}.png"
+            assert main(["diagram", "--format", "png", "-o", str(target), *extra]) == 0
+            header = target.read_bytes()[16:24]
+            sizes[name] = (int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big"))
+        (wide_w, wide_h), (small_w, small_h) = sizes["wide"], sizes["small"]
+        assert small_w * 2 < wide_w
+        assert small_h < wide_h
+
+    def test_layout_flags_do_not_mix_with_check(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The committed diagrams have one layout: --check refuses layout flags."""
+        assert _run(capsys, "diagram", "--check", "--direction", "TB")[0] == 2
+
+    def test_a_dpi_out_of_range_is_a_usage_error(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """One clear line, exit 2."""
+        assert _run(capsys, "diagram", "--format", "png", "--dpi", "5") == (
+            2,
+            "",
+            "agentfsm diagram: dpi must be between 24 and 600, got 5\n",
+        )
+
+
 class TestUsageErrors:
     @pytest.mark.parametrize(
         ("argv", "message"),

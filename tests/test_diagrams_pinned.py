@@ -40,6 +40,7 @@ TINY_PLANTUML = """\
 @startuml
 title tiny
 hide empty description
+left to right direction
 skinparam shadowing false
 skinparam state {
   BackgroundColor #e3edf7
@@ -94,13 +95,13 @@ Generated from the table by `agentfsm diagram --format markdown`; do not edit by
 
 TINY_DOT = """\
 digraph "tiny" {
-  graph [label=<<FONT POINT-SIZE="18"><B>tiny</B></FONT><BR/><FONT POINT-SIZE="10" COLOR="#6b7785">event [condition that picks the target]   ·   {limit guards checked}   ·   inside a box: moves that stay in that state   ·   double border: terminal   ·   any active state: every non-terminal state</FONT>>, labelloc=t, fontname="Helvetica", fontcolor="#2f3e4e", rankdir=LR, nodesep=0.45, ranksep=0.9, pad=0.3, bgcolor="white"];
+  graph [label=<<FONT POINT-SIZE="18"><B>tiny</B></FONT><BR/><FONT POINT-SIZE="10" COLOR="#6b7785">event [condition that picks the target]   ·   {limit guards checked} in amber   ·   inside a box: moves that stay in that state   ·   double border: terminal   ·   any active state: every non-terminal state</FONT>>, labelloc=t, fontname="Helvetica", fontcolor="#2f3e4e", rankdir=LR, nodesep=0.45, ranksep=0.9, pad=0.3, bgcolor="white"];
   node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=13, color="#3d5a80", fillcolor="#e3edf7", fontcolor="#2f3e4e", penwidth=1.3, margin="0.20,0.08"];
   edge [fontname="Helvetica", fontsize=10, color="#6b7785", fontcolor="#2f3e4e", arrowsize=0.75, penwidth=1.1];
   "__start__" [shape=circle, style=filled, label="", width=0.2, fixedsize=true, color="#2f3e4e", fillcolor="#2f3e4e", tooltip="start"];
   subgraph "cluster_active" {
     graph [label="active", labeljust=l, style="rounded,dashed", color="#9fb3c8", fontcolor="#6b7785", fontsize=12];
-    "idle" [tooltip="nothing to do"];
+    "idle" [label=<idle<BR/><FONT POINT-SIZE="9" COLOR="#6b7785">nothing to do</FONT>>, tooltip="nothing to do"];
     "busy" [label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2"><TR><TD>busy</TD></TR><HR/><TR><TD ALIGN="LEFT" BALIGN="LEFT"><FONT POINT-SIZE="11">job.tick</FONT></TD></TR></TABLE>>];
     "__any_active__" [label="any active state", style="rounded,dashed", fillcolor="white", color="#6b7785", fontcolor="#6b7785", fontsize=11, tooltip="stands for every non-terminal state"];
   }
@@ -111,7 +112,7 @@ digraph "tiny" {
     {rank=same; "done" "broken"}
   }
   "__start__" -> "idle";
-  "idle" -> "busy" [label=<job.start<BR/><FONT POINT-SIZE="9" COLOR="#6b7785">{budget}</FONT>>];
+  "idle" -> "busy" [label=<job.start<BR/><FONT POINT-SIZE="9" COLOR="#a15c00">{budget}</FONT>>];
   "busy" -> "done" [label=<job.end <I>[all good]</I>>];
   "busy" -> "broken" [label=<job.end>];
   "__any_active__" -> "broken" [label=<job.crash>, style="dashed"];

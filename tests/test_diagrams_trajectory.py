@@ -212,7 +212,7 @@ class TestOverlayRendering:
         text = render_dot(diagram_model(TINY), _tiny_path())
         assert (
             '  "idle" -> "busy" [label=<<FONT COLOR="#c0392b"><B>job.start  seq 1</B></FONT>'
-            '<BR/><FONT POINT-SIZE="9" COLOR="#6b7785">{budget}</FONT>>,'
+            '<BR/><FONT POINT-SIZE="9" COLOR="#a15c00">{budget}</FONT>>,'
             ' color="#c0392b", penwidth=2.4, arrowsize=0.9];'
         ) in text
         assert (

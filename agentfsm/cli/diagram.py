@@ -13,6 +13,7 @@ from agentfsm.cli._io import LineCounter, stream_lines
 from agentfsm.cli._output import shown
 from agentfsm.diagrams import (
     DiagramFormat,
+    DiagramOptions,
     check_diagrams,
     render_diagram,
     render_diagram_png,
@@ -72,6 +73,21 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         action="store_true",
         help="draw moves that leave every active state one by one, not from 'any active state'",
     )
+    p.add_argument(
+        "--direction",
+        choices=["LR", "TB"],
+        help="LR: left to right, wide (default); TB: top to bottom, tall, for slides and pages",
+    )
+    p.add_argument(
+        "--no-descriptions",
+        action="store_true",
+        help="leave the states' descriptions out of the boxes (svg, png, dot)",
+    )
+    p.add_argument(
+        "--dpi",
+        type=int,
+        help="resolution of a png (Graphviz's default is 96; 48 halves the picture's size)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
         "--check",
@@ -104,6 +120,9 @@ def _diagram(args: argparse.Namespace) -> int:
                 ("--run", args.run),
                 ("--run-id", args.run_id),
                 ("--expand", args.expand),
+                ("--direction", args.direction),
+                ("--no-descriptions", args.no_descriptions),
+                ("--dpi", args.dpi),
             )
             if value
         ]
@@ -112,7 +131,9 @@ def _diagram(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{PROG} diagram: {mode} covers every committed format; drop {', '.join(given)}"
             )
-        return _check(args.dir, table) if args.check else _write(args.dir, table)
+        if args.check:
+            return _check(args.dir, table, args.table)
+        return _write(args.dir, table)
     if args.run_id is not None and args.run is None:
         raise UsageError(f"{PROG} diagram: --run-id needs --run EVENTS.jsonl")
 
@@ -123,10 +144,15 @@ def _diagram(args: argparse.Namespace) -> int:
         with counter.checking():
             trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
     fmt = args.format or DiagramFormat.MERMAID.value
+    options = _options(args)
     if fmt == _PNG:
-        data = render_diagram_png(table, trajectory=trajectory, collapse=not args.expand)
+        data = render_diagram_png(
+            table, trajectory=trajectory, collapse=not args.expand, options=options
+        )
     else:
-        text = render_diagram(table, fmt, trajectory=trajectory, collapse=not args.expand)
+        text = render_diagram(
+            table, fmt, trajectory=trajectory, collapse=not args.expand, options=options
+        )
         if args.output is None:
             sys.stdout.write(text)
             return 0
@@ -140,7 +166,18 @@ def _diagram(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(directory: Path, table: TransitionTable) -> int:
+def _options(args: argparse.Namespace) -> DiagramOptions:
+    try:
+        return DiagramOptions(
+            direction=args.direction or "LR",
+            descriptions=not args.no_descriptions,
+            dpi=args.dpi,
+        )
+    except ValueError as exc:
+        raise UsageError(f"{PROG} diagram: {exc}") from None
+
+
+def _check(directory: Path, table: TransitionTable, spec: str | None) -> int:
     stale = check_diagrams(directory, table)
     if not stale:
         count = len(DIAGRAM_SUFFIXES)
@@ -151,8 +188,12 @@ def _check(directory: Path, table: TransitionTable) -> int:
         return 0
     for item in stale:
         print(f"{PROG} diagram --check: {shown(str(item))}", file=sys.stderr)
+    # The hint must name the table checked: without --table it would write agentfsm's own
+    # diagrams into the user's directory.
+    table_flag = f" --table {shown(spec)}" if spec else ""
     print(
-        f"{PROG} diagram --check: regenerate with `{PROG} diagram --write --dir {directory}`",
+        f"{PROG} diagram --check: regenerate with "
+        f"`{PROG} diagram --write --dir {directory}{table_flag}`",
         file=sys.stderr,
     )
     return 1

@@ -21,7 +21,9 @@ from agentfsm.diagrams.markdown import render_markdown
 from agentfsm.diagrams.mermaid import render_mermaid
 from agentfsm.diagrams.model import (
     ANY_ACTIVE,
+    DEFAULT_OPTIONS,
     DiagramModel,
+    DiagramOptions,
     Edge,
     EdgeLabel,
     StateNode,
@@ -43,11 +45,13 @@ from agentfsm.diagrams.trajectory import (
 
 __all__ = [
     "ANY_ACTIVE",
+    "DEFAULT_OPTIONS",
     "DIAGRAM_SUFFIXES",
     "GRAPHVIZ_INSTALL",
     "DiagramError",
     "DiagramFormat",
     "DiagramModel",
+    "DiagramOptions",
     "Edge",
     "EdgeLabel",
     "Overlay",

@@ -21,7 +21,14 @@ import textwrap
 from html import escape
 
 from agentfsm.diagrams._text import IdAllocator
-from agentfsm.diagrams.model import ANY_ACTIVE, DiagramModel, EdgeLabel, StateNode
+from agentfsm.diagrams.model import (
+    ANY_ACTIVE,
+    DEFAULT_OPTIONS,
+    DiagramModel,
+    DiagramOptions,
+    EdgeLabel,
+    StateNode,
+)
 from agentfsm.diagrams.trajectory import Overlay, Trajectory, format_sequences
 
 __all__ = ["render_dot"]
@@ -37,6 +44,7 @@ _MUTED = "#6b7785"
 _PATH = "#c0392b"
 _PATH_FILL = "#fbe3e0"
 _FADED = "#b9c0c8"
+_GUARD = "#a15c00"
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_. -]*\Z")
@@ -57,12 +65,18 @@ def _h(text: str) -> str:
     return escape(text, quote=True)
 
 
-def render_dot(model: DiagramModel, trajectory: Trajectory | None = None) -> str:
+def render_dot(
+    model: DiagramModel,
+    trajectory: Trajectory | None = None,
+    *,
+    options: DiagramOptions = DEFAULT_OPTIONS,
+) -> str:
     """The model as a Graphviz `digraph`, with `trajectory`'s path highlighted if given.
 
     Args:
         model: the diagram model (see `diagram_model`).
         trajectory: a recorded run's path (see `trajectory_from_events`), drawn in red on top.
+        options: direction, state descriptions in the boxes, and resolution.
     """
     overlay = Overlay.build(model, trajectory) if trajectory is not None else None
     ids = IdAllocator(taken=[s.name for s in model.states])
@@ -76,8 +90,8 @@ def render_dot(model: DiagramModel, trajectory: Trajectory | None = None) -> str
     out = [
         f"digraph {_q(model.name)} {{",
         f"  graph [label=<{_title(model, trajectory)}>, labelloc=t, fontname={_q(_FONT)},"
-        f" fontcolor={_q(_INK)}, rankdir=LR, nodesep=0.45, ranksep=0.9, pad=0.3,"
-        f" bgcolor={_q('white')}];",
+        f" fontcolor={_q(_INK)}, rankdir={options.direction}, nodesep=0.45, ranksep=0.9,"
+        f" pad=0.3, bgcolor={_q('white')}{_dpi(options)}];",
         f"  node [shape=box, style={_q('rounded,filled')}, fontname={_q(_FONT)}, fontsize=13,"
         f" color={_q(_ACTIVE_LINE)}, fillcolor={_q(_ACTIVE_FILL)}, fontcolor={_q(_INK)},"
         f" penwidth=1.3, margin={_q('0.20,0.08')}];",
@@ -90,7 +104,7 @@ def render_dot(model: DiagramModel, trajectory: Trajectory | None = None) -> str
         f" color={_q('#9fb3c8')}, fontcolor={_q(_MUTED)}, fontsize=12];",
     ]
     for state in model.active_states:
-        node = _attrs(_node_attrs(state, loops.get(state.name), overlay))
+        node = _attrs(_node_attrs(state, loops.get(state.name), overlay, options))
         out.append(f"    {_q(state.name)}{node};")
     if model.has_any_active:
         ink = _FADED if overlay is not None and not overlay.extra else _MUTED
@@ -107,7 +121,7 @@ def render_dot(model: DiagramModel, trajectory: Trajectory | None = None) -> str
     ]
     terminal = model.terminal_states
     for state in terminal:
-        out.append(f"    {_q(state.name)}{_attrs(_node_attrs(state, None, overlay))};")
+        out.append(f"    {_q(state.name)}{_attrs(_node_attrs(state, None, overlay, options))};")
     if len(terminal) > 1:
         # One column: the ends of a run read as one group at the right-hand side.
         out.append("    {rank=same; " + " ".join(_q(s.name) for s in terminal) + "}")
@@ -139,7 +153,7 @@ def _title(model: DiagramModel, trajectory: Trajectory | None) -> str:
     if any(label.condition is not None for label in labels):
         legend.append("event [condition that picks the target]")
     if any(label.guards for label in labels):
-        legend.append("{limit guards checked}")
+        legend.append("{limit guards checked} in amber")
     if any(edge.source is not None and edge.source == edge.target for edge in model.edges):
         legend.append("inside a box: moves that stay in that state")
     legend.append("double border: terminal")
@@ -153,7 +167,13 @@ def _title(model: DiagramModel, trajectory: Trajectory | None) -> str:
     )
 
 
-def _node_attrs(state: StateNode, loop: list[str] | None, overlay: Overlay | None) -> list[str]:
+def _dpi(options: DiagramOptions) -> str:
+    return f", dpi={options.dpi}" if options.dpi is not None else ""
+
+
+def _node_attrs(
+    state: StateNode, loop: list[str] | None, overlay: Overlay | None, options: DiagramOptions
+) -> list[str]:
     attrs = []
     if state.terminal:
         attrs += [
@@ -163,13 +183,17 @@ def _node_attrs(state: StateNode, loop: list[str] | None, overlay: Overlay | Non
         ]
     final = overlay is not None and overlay.trajectory.final_state == state.name
     name = f"<B>{_h(state.name)}</B>" if final else _h(state.name)
+    if options.descriptions and state.description:
+        # Under the name, small: reviewers read what a state means without hovering.
+        lines = "<BR/>".join(_h(line) for line in textwrap.wrap(state.description, width=30))
+        name += f'<BR/><FONT POINT-SIZE="9" COLOR="{_MUTED}">{lines}</FONT>'
     if loop:
         rows = "".join(f'<TR><TD ALIGN="LEFT" BALIGN="LEFT">{line}</TD></TR>' for line in loop)
         attrs.append(
             f'label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2">'
             f"<TR><TD>{name}</TD></TR><HR/>{rows}</TABLE>>"
         )
-    elif final or not _PLAIN.match(state.name):
+    elif final or not _PLAIN.match(state.name) or (options.descriptions and state.description):
         # An HTML-like label shows any name verbatim; a plain one would read `&amp;` as `&`.
         attrs.append(f"label=<{name}>")
     if state.description:
@@ -216,8 +240,10 @@ def _label_html(label: EdgeLabel, sequences: tuple[int, ...] | None, inside: boo
     if inside:
         text = f'<FONT POINT-SIZE="11">{text}</FONT>'
     if label.guards:
+        # Amber, apart from the condition's italics: a limit that may stop the run, not a
+        # choice between targets.
         guards = "{" + ", ".join(label.guards) + "}"
-        text += f'<BR/><FONT POINT-SIZE="9" COLOR="{_MUTED}">{_h(guards)}</FONT>'
+        text += f'<BR/><FONT POINT-SIZE="9" COLOR="{_GUARD}">{_h(guards)}</FONT>'
     return text
 
 

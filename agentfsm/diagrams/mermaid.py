@@ -17,7 +17,13 @@ from __future__ import annotations
 import re
 
 from agentfsm.diagrams._text import IdAllocator
-from agentfsm.diagrams.model import ANY_ACTIVE, DiagramModel, EdgeLabel
+from agentfsm.diagrams.model import (
+    ANY_ACTIVE,
+    DEFAULT_OPTIONS,
+    DiagramModel,
+    DiagramOptions,
+    EdgeLabel,
+)
 from agentfsm.diagrams.trajectory import Overlay, Trajectory, sequenced
 
 __all__ = ["render_mermaid"]
@@ -80,12 +86,18 @@ def _text(text: str) -> str:
     return _SYNTAX.sub(lambda m: _ENTITIES.get(m.group(0), "#95;"), text)
 
 
-def render_mermaid(model: DiagramModel, trajectory: Trajectory | None = None) -> str:
+def render_mermaid(
+    model: DiagramModel,
+    trajectory: Trajectory | None = None,
+    *,
+    options: DiagramOptions = DEFAULT_OPTIONS,
+) -> str:
     """The model as Mermaid `stateDiagram-v2` text, with `trajectory`'s path if given.
 
     Args:
         model: the diagram model (see `diagram_model`).
         trajectory: a recorded run's path (see `trajectory_from_events`).
+        options: the direction (Mermaid lays states out itself and has no resolution).
     """
     overlay = Overlay.build(model, trajectory) if trajectory is not None else None
     ids = IdAllocator(reserved=_RESERVED)
@@ -94,7 +106,13 @@ def render_mermaid(model: DiagramModel, trajectory: Trajectory | None = None) ->
     any_active = ids.fresh("any_active")
 
     title = model.name if trajectory is None else f"{model.name}: run '{trajectory.run_id}'"
-    out = ["---", f"title: {_yaml(title)}", "---", "stateDiagram-v2", "  direction LR"]
+    out = [
+        "---",
+        f"title: {_yaml(title)}",
+        "---",
+        "stateDiagram-v2",
+        f"  direction {options.direction}",
+    ]
     out += [f"  {c}" for c in _CLASSES]
     if overlay is not None:
         out += [f"  {c}" for c in _PATH_CLASSES]

@@ -24,10 +24,53 @@ import attrs
 
 from agentfsm.fsm.table import Transition, TransitionTable
 
-__all__ = ["ANY_ACTIVE", "DiagramModel", "Edge", "EdgeLabel", "StateNode", "diagram_model"]
+__all__ = [
+    "ANY_ACTIVE",
+    "DEFAULT_OPTIONS",
+    "DiagramModel",
+    "DiagramOptions",
+    "Edge",
+    "EdgeLabel",
+    "StateNode",
+    "diagram_model",
+]
 
 #: What diagrams call the pseudo-state that stands for "every non-terminal state".
 ANY_ACTIVE = "any active state"
+
+
+def _check_direction(_: object, __: object, value: str) -> None:
+    if value not in ("LR", "TB"):
+        raise ValueError(
+            f"direction must be 'LR' (left to right) or 'TB' (top to bottom), got {value!r}"
+        )
+
+
+def _check_dpi(_: object, __: object, value: int | None) -> None:
+    if value is not None and not 24 <= value <= 600:
+        raise ValueError(f"dpi must be between 24 and 600, got {value}")
+
+
+@attrs.frozen
+class DiagramOptions:
+    """How a picture is laid out, for the page it goes on.
+
+    Attributes:
+        direction: `"LR"` (left to right, wide: screens) or `"TB"` (top to bottom, tall:
+            slides and documents).
+        descriptions: write each state's description under its name (Graphviz pictures);
+            otherwise it is only a tooltip.
+        dpi: the resolution Graphviz draws PNG at (its default is 96); a smaller one makes
+            a smaller picture.
+    """
+
+    direction: str = attrs.field(default="LR", validator=_check_direction)
+    descriptions: bool = True
+    dpi: int | None = attrs.field(default=None, validator=_check_dpi)
+
+
+#: The layout of committed diagrams and of every renderer called without options.
+DEFAULT_OPTIONS = DiagramOptions()
 
 
 @attrs.frozen

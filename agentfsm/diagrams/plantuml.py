@@ -11,7 +11,13 @@ from __future__ import annotations
 import re
 
 from agentfsm.diagrams._text import IdAllocator
-from agentfsm.diagrams.model import ANY_ACTIVE, DiagramModel, EdgeLabel
+from agentfsm.diagrams.model import (
+    ANY_ACTIVE,
+    DEFAULT_OPTIONS,
+    DiagramModel,
+    DiagramOptions,
+    EdgeLabel,
+)
 from agentfsm.diagrams.trajectory import Overlay, Trajectory, sequenced
 
 __all__ = ["render_plantuml"]
@@ -77,12 +83,18 @@ def _text(text: str) -> str:
     return _MARKUP.sub(lambda m: "~" + m.group(0), text)
 
 
-def render_plantuml(model: DiagramModel, trajectory: Trajectory | None = None) -> str:
+def render_plantuml(
+    model: DiagramModel,
+    trajectory: Trajectory | None = None,
+    *,
+    options: DiagramOptions = DEFAULT_OPTIONS,
+) -> str:
     """The model as a PlantUML state diagram, with `trajectory`'s path if given.
 
     Args:
         model: the diagram model (see `diagram_model`).
         trajectory: a recorded run's path (see `trajectory_from_events`), drawn in red on top.
+        options: the direction (`TB` is PlantUML's own default).
     """
     overlay = Overlay.build(model, trajectory) if trajectory is not None else None
     ids = IdAllocator(reserved=_RESERVED)
@@ -91,7 +103,10 @@ def render_plantuml(model: DiagramModel, trajectory: Trajectory | None = None) -
     any_active = ids.fresh("any_active")
 
     title = model.name if trajectory is None else f"{model.name}: run '{trajectory.run_id}'"
-    out = ["@startuml", f"title {_text(title)}", "hide empty description", *_SKIN]
+    out = ["@startuml", f"title {_text(title)}", "hide empty description"]
+    if options.direction == "LR":
+        out.append("left to right direction")
+    out += _SKIN
     if overlay is not None:
         out += _PATH_SKIN
     out.append("}")

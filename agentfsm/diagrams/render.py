@@ -8,7 +8,7 @@ from enum import StrEnum
 from agentfsm.diagrams.dot import render_dot
 from agentfsm.diagrams.markdown import render_markdown
 from agentfsm.diagrams.mermaid import render_mermaid
-from agentfsm.diagrams.model import DiagramModel, diagram_model
+from agentfsm.diagrams.model import DEFAULT_OPTIONS, DiagramModel, DiagramOptions, diagram_model
 from agentfsm.diagrams.plantuml import render_plantuml
 from agentfsm.diagrams.svg import render_png, render_svg
 from agentfsm.diagrams.trajectory import Trajectory
@@ -28,19 +28,35 @@ class DiagramFormat(StrEnum):
     MARKDOWN = "markdown"
 
 
-_Renderer = Callable[[DiagramModel, Trajectory | None], str]
+_Renderer = Callable[[DiagramModel, Trajectory | None, DiagramOptions], str]
 
 
-def _svg(model: DiagramModel, trajectory: Trajectory | None) -> str:
-    return render_svg(render_dot(model, trajectory))
+def _svg(model: DiagramModel, trajectory: Trajectory | None, options: DiagramOptions) -> str:
+    return render_svg(render_dot(model, trajectory, options=options))
+
+
+def _mermaid(model: DiagramModel, trajectory: Trajectory | None, options: DiagramOptions) -> str:
+    return render_mermaid(model, trajectory, options=options)
+
+
+def _dot(model: DiagramModel, trajectory: Trajectory | None, options: DiagramOptions) -> str:
+    return render_dot(model, trajectory, options=options)
+
+
+def _plantuml(model: DiagramModel, trajectory: Trajectory | None, options: DiagramOptions) -> str:
+    return render_plantuml(model, trajectory, options=options)
+
+
+def _markdown(model: DiagramModel, trajectory: Trajectory | None, options: DiagramOptions) -> str:
+    return render_markdown(model, trajectory)  # a table has no layout to choose
 
 
 _RENDERERS: dict[DiagramFormat, _Renderer] = {
-    DiagramFormat.MERMAID: render_mermaid,
-    DiagramFormat.DOT: render_dot,
+    DiagramFormat.MERMAID: _mermaid,
+    DiagramFormat.DOT: _dot,
     DiagramFormat.SVG: _svg,
-    DiagramFormat.PLANTUML: render_plantuml,
-    DiagramFormat.MARKDOWN: render_markdown,
+    DiagramFormat.PLANTUML: _plantuml,
+    DiagramFormat.MARKDOWN: _markdown,
 }
 
 
@@ -50,6 +66,7 @@ def render_diagram(
     *,
     trajectory: Trajectory | None = None,
     collapse: bool = True,
+    options: DiagramOptions = DEFAULT_OPTIONS,
 ) -> str:
     """The diagram of `table` in `format`, with `trajectory`'s path drawn on top if given.
 
@@ -58,6 +75,7 @@ def render_diagram(
         format: one of `DiagramFormat` (or its value, e.g. `"dot"`).
         trajectory: a recorded run's path (see `trajectory_from_events`).
         collapse: draw moves that leave every active state once, from `any active state`.
+        options: direction, state descriptions and resolution (`DiagramOptions`).
 
     Raises:
         ValueError: an unknown format.
@@ -71,7 +89,7 @@ def render_diagram(
         raise ValueError(
             f"unknown diagram format '{format}'; expected one of {known}{hint}"
         ) from None
-    return _RENDERERS[fmt](diagram_model(table, collapse=collapse), trajectory)
+    return _RENDERERS[fmt](diagram_model(table, collapse=collapse), trajectory, options)
 
 
 def render_diagram_png(
@@ -79,10 +97,12 @@ def render_diagram_png(
     *,
     trajectory: Trajectory | None = None,
     collapse: bool = True,
+    options: DiagramOptions = DEFAULT_OPTIONS,
 ) -> bytes:
     """The diagram of `table` as a PNG drawn by Graphviz (see `render_diagram`).
 
     Raises:
         ToolMissingError: Graphviz `dot` is not installed.
     """
-    return render_png(render_dot(diagram_model(table, collapse=collapse), trajectory))
+    model = diagram_model(table, collapse=collapse)
+    return render_png(render_dot(model, trajectory, options=options))
