@@ -8,7 +8,35 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["RESOLVED", "ActionStatus", "DecisionKind", "EventType", "RunStatus", "StopReason"]
+__all__ = [
+    "RESOLVED",
+    "ActionStatus",
+    "DecisionKind",
+    "EventType",
+    "RunStatus",
+    "StateKind",
+    "StopReason",
+]
+
+
+class StateKind(StrEnum):
+    """What a run in a state is doing, declared on each `State` of a table.
+
+    The runtime, workers, steering verbs, adapters and the command line read kinds, never
+    state names, to decide what to do with a run: so a table of your own (an `escalated`
+    state where a person owns a ticket, say) is driven like the default one.
+    """
+
+    #: The run's driver has work to do: call the model, decide, go on.
+    ACTIVE = "active"
+    #: Calls are running or being settled; the driver waits for their results.
+    IN_FLIGHT = "in_flight"
+    #: A person must act (approve, reject, answer) before the run goes on.
+    WAITING = "waiting"
+    #: Stopped on purpose until someone resumes it (input, a callback, a timer).
+    PAUSED = "paused"
+    #: The run ended; no event leaves the state.
+    TERMINAL = "terminal"
 
 
 class RunStatus(StrEnum):

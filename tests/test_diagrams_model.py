@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agentfsm.diagrams import ANY_ACTIVE, DiagramModel, Edge, EdgeLabel, StateNode, diagram_model
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.names import StateKind
 from agentfsm.fsm.table import State, Transition, TransitionTable
 from tests._diagram_tables import TINY
 
@@ -18,8 +19,8 @@ class TestExtraction:
         assert diagram_model(TINY).states == (
             StateNode("idle", True, False, "nothing to do"),
             StateNode("busy", False, False, ""),
-            StateNode("done", False, True, ""),
-            StateNode("broken", False, True, ""),
+            StateNode("done", False, True, "", StateKind.TERMINAL),
+            StateNode("broken", False, True, "", StateKind.TERMINAL),
         )
 
     def test_edges_of_the_default_table(self) -> None:

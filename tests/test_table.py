@@ -13,6 +13,7 @@ from agentfsm import (
     Transition,
     TransitionTable,
 )
+from agentfsm.names import StateKind
 
 NON_TERMINAL = (
     "created",
@@ -270,3 +271,61 @@ def test_the_quick_constructor_builds_the_same_error() -> None:
     )  # fmt: skip
     quick = IllegalTransitionError.quick("r", 3, "paused", "x", ("a", "b"), False, ("c",))
     assert (str(quick), vars(quick), quick.args) == (str(slow), vars(slow), slow.args)
+
+
+class TestStateKinds:
+    """What a run in each state is doing is declared, so code decides by kind, not by name."""
+
+    def test_the_default_table_declares_its_kinds(self) -> None:
+        """Waiting for a person, paused, in flight, terminal: each built-in state says so."""
+        assert {s.name: s.kind.value for s in DEFAULT_TABLE.states} == {
+            "created": "active",
+            "running": "active",
+            "waiting_tool": "in_flight",
+            "waiting_approval": "waiting",
+            "paused": "paused",
+            "cancel_requested": "in_flight",
+            "completed": "terminal",
+            "failed": "terminal",
+            "cancelled": "terminal",
+            "terminated": "terminal",
+        }
+        assert DEFAULT_TABLE.states_of("waiting", "paused") == ("waiting_approval", "paused")
+
+    def test_a_derived_state_declares_its_own_kind(self) -> None:
+        """An `escalated` state where a person owns the ticket is a waiting state."""
+        table = DEFAULT_TABLE.derive(
+            name="ticket",
+            add_states=[State("escalated", kind="waiting", description="a person owns it")],
+            add=[
+                Transition("waiting_approval", "approval.rejected", "escalated"),
+                Transition("escalated", "run.resumed", "running"),
+                Transition("escalated", "run.cancel_requested", "cancel_requested"),
+            ],
+        )
+        assert table.kind("escalated") == StateKind.WAITING
+        assert table.states_of(StateKind.WAITING) == ("waiting_approval", "escalated")
+
+    def test_terminal_and_kind_agree(self) -> None:
+        """A state is terminal exactly when its kind is terminal; saying otherwise is an error."""
+        assert State("done", terminal=True).kind == StateKind.TERMINAL
+        with pytest.raises(ValueError, match="kind 'waiting' with terminal=True") as info:
+            State("done", terminal=True, kind="waiting")
+        assert str(info.value) == (
+            "state 'done': kind 'waiting' with terminal=True; a state is terminal exactly "
+            "when its kind is 'terminal'"
+        )
+        with pytest.raises(ValueError, match="'sleeping' is not a valid StateKind"):
+            State("x", kind="sleeping")
+
+    def test_an_unknown_state_has_no_kind(self) -> None:
+        """Asking for the kind of a state the table lacks names the table."""
+        with pytest.raises(KeyError, match="table 'agent_run' declares no state 'nope'"):
+            DEFAULT_TABLE.kind("nope")
+
+    def test_kinds_travel_with_the_spec(self) -> None:
+        """A table's JSON description keeps kinds, and reads back with them."""
+        from agentfsm.fsm.verify import table_from_spec
+
+        _, states, _, _ = table_from_spec(DEFAULT_TABLE.describe())
+        assert [s.kind for s in states] == [s.kind for s in DEFAULT_TABLE.states]

@@ -11,6 +11,7 @@ import re
 
 from agentfsm.diagrams.model import ANY_ACTIVE, DiagramModel
 from agentfsm.diagrams.trajectory import Trajectory
+from agentfsm.names import StateKind
 
 __all__ = ["render_markdown"]
 
@@ -34,6 +35,16 @@ def _prose(text: str) -> str:
     return _PROSE.sub(r"\\\1", text.replace("\n", " "))
 
 
+# What a reader of the states table needs to know of a kind; `active` is the plain case.
+_KIND_WORDS = {
+    StateKind.ACTIVE: "",
+    StateKind.IN_FLIGHT: "in flight",
+    StateKind.WAITING: "waits for a person",
+    StateKind.PAUSED: "paused",
+    StateKind.TERMINAL: "terminal",
+}
+
+
 def render_markdown(model: DiagramModel, trajectory: Trajectory | None = None) -> str:
     """The model as Markdown: a states table, a transitions table, and the run's path if given.
 
@@ -50,7 +61,9 @@ def render_markdown(model: DiagramModel, trajectory: Trajectory | None = None) -
         "| --- | --- | --- |",
     ]
     for state in model.states:
-        kind = "initial" if state.initial else "terminal" if state.terminal else ""
+        kind = ", ".join(
+            k for k in ("initial" if state.initial else "", _KIND_WORDS[state.kind]) if k
+        )
         out.append(f"| {_code(state.name)} | {kind} | {_prose(state.description)} |")
     out += [
         "",

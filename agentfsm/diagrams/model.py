@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import attrs
 
 from agentfsm.fsm.table import Transition, TransitionTable
+from agentfsm.names import StateKind
 
 __all__ = [
     "ANY_ACTIVE",
@@ -82,12 +83,14 @@ class StateNode:
         initial: whether runs start here.
         terminal: whether it is terminal (absorbing).
         description: the table's one-sentence description, possibly empty.
+        kind: what a run in it is doing (`StateKind`).
     """
 
     name: str
     initial: bool
     terminal: bool
     description: str
+    kind: StateKind = StateKind.ACTIVE
 
 
 @attrs.frozen
@@ -216,7 +219,8 @@ def diagram_model(table: TransitionTable, *, collapse: bool = True) -> DiagramMo
         for pair in sorted(by_pair, key=edge_order)
     )
     states = tuple(
-        StateNode(s.name, s.name == table.initial, s.terminal, s.description) for s in table.states
+        StateNode(s.name, s.name == table.initial, s.terminal, s.description, s.kind)
+        for s in table.states
     )
     return DiagramModel(name=table.name, initial=table.initial, states=states, edges=edges)
 

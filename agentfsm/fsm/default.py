@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
-from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, StopReason
+from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, StateKind, StopReason
 from agentfsm.names import EventType as E
 from agentfsm.names import RunStatus as S
 
@@ -154,10 +154,26 @@ NOTHING_IN_FLIGHT = Condition(
 _STATES = (
     State(S.CREATED, description="the run exists, nothing has happened"),
     State(S.RUNNING, description="the model's side of a turn: context, model call, deciding"),
-    State(S.WAITING_TOOL, description="the current batch has calls running or left to run"),
-    State(S.WAITING_APPROVAL, description="a proposed action waits for a human decision"),
-    State(S.PAUSED, description="waiting for user input, a callback, a timer or quota"),
-    State(S.CANCEL_REQUESTED, description="cancellation accepted; in-flight actions settle"),
+    State(
+        S.WAITING_TOOL,
+        description="the current batch has calls running or left to run",
+        kind=StateKind.IN_FLIGHT,
+    ),
+    State(
+        S.WAITING_APPROVAL,
+        description="a proposed action waits for a human decision",
+        kind=StateKind.WAITING,
+    ),
+    State(
+        S.PAUSED,
+        description="waiting for user input, a callback, a timer or quota",
+        kind=StateKind.PAUSED,
+    ),
+    State(
+        S.CANCEL_REQUESTED,
+        description="cancellation accepted; in-flight actions settle",
+        kind=StateKind.IN_FLIGHT,
+    ),
     State(S.COMPLETED, terminal=True, description="a final output exists and was accepted"),
     State(S.FAILED, terminal=True, description="the run cannot go on by its current path"),
     State(S.CANCELLED, terminal=True, description="stopped on request, nothing in flight"),

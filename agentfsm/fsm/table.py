@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from agentfsm.errors import IllegalTransitionError, InvalidTableError
+from agentfsm.names import StateKind
 
 __all__ = ["Condition", "State", "Transition", "TransitionTable", "table_problems"]
 
@@ -34,6 +35,18 @@ def _transitions(items: Iterable[Transition]) -> tuple[Transition, ...]:
     return tuple(items)
 
 
+def _default_kind(state: State) -> StateKind:
+    return StateKind.TERMINAL if state.terminal else StateKind.ACTIVE
+
+
+def _check_kind(state: State, _: object, kind: StateKind) -> None:
+    if (kind == StateKind.TERMINAL) != state.terminal:
+        raise ValueError(
+            f"state '{state.name}': kind '{kind}' with terminal={state.terminal}; a state is "
+            "terminal exactly when its kind is 'terminal'"
+        )
+
+
 @attrs.frozen
 class State:
     """A declared state.
@@ -42,11 +55,19 @@ class State:
         name: the state's name, as it appears in records and diagrams.
         terminal: no event leaves a terminal state.
         description: one sentence for docs and diagrams.
+        kind: what a run in it is doing (`StateKind`): the runtime and tools decide by
+            kind, never by name. `terminal` when `terminal` is set, else `active` unless
+            given (`waiting` for a person, `paused`, `in_flight`).
     """
 
     name: str = attrs.field(converter=str)
     terminal: bool = False
     description: str = ""
+    kind: StateKind = attrs.field(
+        default=attrs.Factory(_default_kind, takes_self=True),
+        converter=StateKind,
+        validator=_check_kind,
+    )
 
 
 @attrs.frozen
@@ -122,6 +143,7 @@ class TransitionTable:
     _moves: dict[str, dict[str, _Move]] = attrs.field(init=False, repr=False)
     _allowed: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False)
     _terminal: frozenset[str] = attrs.field(init=False, repr=False)
+    _kinds: dict[str, StateKind] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         problems = table_problems(self.states, self.initial, self.transitions)
@@ -142,6 +164,7 @@ class TransitionTable:
         object.__setattr__(self, "_moves", compiled)
         object.__setattr__(self, "_allowed", {s: tuple(sorted(evs)) for s, evs in compiled.items()})
         object.__setattr__(self, "_terminal", frozenset(s.name for s in self.states if s.terminal))
+        object.__setattr__(self, "_kinds", {s.name: s.kind for s in self.states})
 
     def __repr__(self) -> str:
         # The full declaration runs to thousands of characters and buries every signature
@@ -178,6 +201,18 @@ class TransitionTable:
     def is_terminal(self, state: str) -> bool:
         """Whether `state` is terminal."""
         return state in self._terminal
+
+    def kind(self, state: str) -> StateKind:
+        """What a run in `state` is doing (KeyError naming the table for an unknown state)."""
+        try:
+            return self._kinds[state]
+        except KeyError:
+            raise KeyError(f"table '{self.name}' declares no state '{state}'") from None
+
+    def states_of(self, *kinds: StateKind | str) -> tuple[str, ...]:
+        """The names of the states of any of `kinds`, in declaration order."""
+        wanted = {StateKind(k) for k in kinds}
+        return tuple(s.name for s in self.states if s.kind in wanted)
 
     def allowed(self, state: str) -> tuple[str, ...]:
         """The event types with at least one edge leaving `state`, sorted."""
@@ -293,7 +328,12 @@ class TransitionTable:
             "name": self.name,
             "initial": self.initial,
             "states": [
-                {"name": s.name, "terminal": s.terminal, "description": s.description}
+                {
+                    "name": s.name,
+                    "terminal": s.terminal,
+                    "kind": s.kind.value,
+                    "description": s.description,
+                }
                 for s in self.states
             ],
             "transitions": [

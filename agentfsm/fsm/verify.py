@@ -143,7 +143,12 @@ def table_from_spec(
     """
     try:
         states = [
-            State(s["name"], bool(s.get("terminal", False)), s.get("description", ""))
+            State(
+                s["name"],
+                bool(s.get("terminal", False)),
+                s.get("description", ""),
+                **({"kind": s["kind"]} if "kind" in s else {}),
+            )
             for s in spec["states"]
         ]
         transitions = [
@@ -159,7 +164,7 @@ def table_from_spec(
         return str(spec.get("name", "spec")), states, str(spec["initial"]), transitions
     except (KeyError, TypeError) as exc:
         raise ValueError(
-            "a table spec is a JSON object with 'initial', 'states' [{name, terminal}] and "
+            "a table spec is a JSON object with 'initial', 'states' [{name, terminal, kind?}] and "
             f"'transitions' [{{source, event, target, condition?}}]: {exc!r} is missing or wrong"
         ) from None
 
