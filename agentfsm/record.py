@@ -173,6 +173,7 @@ class _RunRecordSlots:
     error: ErrorInfo | None = None
     started_at: str | None = None
     updated_at: str | None = None
+    custom: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen(slots=True)
@@ -204,6 +205,8 @@ class RunRecord(_RunRecordSlots):
         error: what `run.failed` reported.
         started_at: `occurred_at` of `run.started`.
         updated_at: `occurred_at` of the last applied event.
+        custom: what the lifecycle's own events recorded (their `CustomEvent.fold`), e.g.
+            `{"escalated_to": "tier-2"}`; empty under the default table.
     """
 
     @property
@@ -252,6 +255,7 @@ class RunRecord(_RunRecordSlots):
             "error": self.error.model_dump(mode="json") if self.error else None,
             "started_at": self.started_at,
             "updated_at": self.updated_at,
+            "custom": dict(self.custom),
         }
 
     def dumps(self) -> str:

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from agentfsm.events.vocabulary import BUILTIN_EVENTS
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
 
@@ -19,6 +20,7 @@ def _always(context: object, event: object) -> bool:
 #: A small table whose every diagram is pinned exactly in the tests.
 TINY = TransitionTable(
     name="tiny",
+    event_types=BUILTIN_EVENTS.extend("job.start", "job.tick", "job.end", "job.crash"),
     states=[
         State("idle", description="nothing to do"),
         State("busy"),
@@ -44,6 +46,9 @@ _ACTIVE = ["start here", "end", "note", "x;y#z%%", _QUOTED, _MARKUP]
 #: creole markup, `|`. Every format must show them verbatim.
 NASTY = TransitionTable(
     name="nasty table",
+    event_types=BUILTIN_EVENTS.extend(
+        "go;now #1", "ev.x", "ev.y", "e|v", "**bold** //it//", "stay\\n here", "fin", "kill"
+    ),
     states=[
         *(State(n) for n in _ACTIVE),
         State("done", terminal=True),

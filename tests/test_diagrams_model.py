@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from agentfsm.diagrams import ANY_ACTIVE, DiagramModel, Edge, EdgeLabel, StateNode, diagram_model
+from agentfsm.events.vocabulary import BUILTIN_EVENTS
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.names import StateKind
 from agentfsm.fsm.table import State, Transition, TransitionTable
+from agentfsm.names import StateKind
 from tests._diagram_tables import TINY
 
 
@@ -118,6 +119,7 @@ class TestExtraction:
         """A derived active state with the cancel/fail/terminate moves stays under any-active."""
         table = DEFAULT_TABLE.derive(
             add_states=[State("escalated")],
+            add_events=["escalate"],
             add=[
                 Transition("waiting_approval", "escalate", "escalated"),
                 Transition("escalated", "run.resumed", "running"),
@@ -136,6 +138,7 @@ class TestExtraction:
             states=[State("a"), State("z", terminal=True)],
             initial="a",
             transitions=[Transition("a", "stop", "z")],
+            event_types=BUILTIN_EVENTS.extend("stop"),
         )
         assert diagram_model(table).edges == (Edge("a", "z", (EdgeLabel(("stop",), None, ()),)),)
 

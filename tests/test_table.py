@@ -13,6 +13,7 @@ from agentfsm import (
     Transition,
     TransitionTable,
 )
+from agentfsm.events.vocabulary import BUILTIN_EVENTS
 from agentfsm.names import StateKind
 
 NON_TERMINAL = (
@@ -25,12 +26,17 @@ NON_TERMINAL = (
 )
 
 
+#: The made-up event types of these small tables.
+TOY_EVENTS = BUILTIN_EVENTS.extend("go", "stop", "again")
+
+
 def _simple(*transitions: Transition, states: tuple[State, ...] | None = None) -> TransitionTable:
     return TransitionTable(
         name="t",
         states=states or (State("a"), State("b"), State("end", terminal=True)),
         initial="a",
         transitions=transitions,
+        event_types=TOY_EVENTS,
     )
 
 
@@ -48,6 +54,7 @@ class TestValidation:
                     Transition("b", "go", "ghost"),
                     Transition("end", "again", "a"),
                 ),
+                event_types=TOY_EVENTS,
             )
         assert info.value.problems == (
             "edge b --go--> ghost: target 'ghost' is not declared",
@@ -86,6 +93,24 @@ class TestValidation:
         with pytest.raises(InvalidTableError) as info:
             TransitionTable(name="t", states=(State("a"),), initial="a", transitions=())
         assert info.value.problems[0] == "no state is terminal: a run could never end"
+
+    def test_an_event_type_the_table_does_not_declare_is_refused(self) -> None:
+        """`check-table` used to say ok for an edge on `ticket.escalated`, and no log could
+        ever reach it: an undeclared type is a build-time error, once per type."""
+        with pytest.raises(InvalidTableError) as info:
+            DEFAULT_TABLE.derive(
+                add_states=[State("escalated", kind="waiting")],
+                add=[
+                    Transition("waiting_approval", "ticket.escalated", "escalated"),
+                    Transition("escalated", "ticket.escalated", "escalated"),
+                    Transition("escalated", "run.resumed", "running"),
+                ],
+            )
+        assert info.value.problems == (
+            "event type 'ticket.escalated' is not declared (edges waiting_approval --> "
+            "escalated, escalated --> escalated): add it with "
+            "event_types=BUILTIN_EVENTS.extend(...) or derive(add_events=[...])",
+        )
 
     def test_duplicate_state_names_are_refused(self) -> None:
         """Two states with one name would make lookups ambiguous."""
@@ -327,5 +352,5 @@ class TestStateKinds:
         """A table's JSON description keeps kinds, and reads back with them."""
         from agentfsm.fsm.verify import table_from_spec
 
-        _, states, _, _ = table_from_spec(DEFAULT_TABLE.describe())
+        _, states, _, _, _ = table_from_spec(DEFAULT_TABLE.describe())
         assert [s.kind for s in states] == [s.kind for s in DEFAULT_TABLE.states]

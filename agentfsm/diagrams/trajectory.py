@@ -191,7 +191,7 @@ def trajectory_from_jsonl(
         if not raw.strip():
             continue
         try:
-            event = parse_event(raw, line=number)
+            event = parse_event(raw, line=number, events=table.event_types)
         except EventFormatError as exc:
             items.append(exc)
             continue

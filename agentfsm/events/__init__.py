@@ -16,6 +16,7 @@ from agentfsm.events.models import (
     ApprovalAccepted,
     ApprovalRejected,
     ApprovalRequested,
+    CustomEvent,
     ErrorInfo,
     Event,
     Handoff,
@@ -40,15 +41,19 @@ from agentfsm.events.models import (
     Usage,
     parse_timestamp,
 )
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 
 __all__ = [
+    "BUILTIN_EVENTS",
     "EVENT_ADAPTER",
     "EVENT_CLASSES",
     "ApprovalAccepted",
     "ApprovalRejected",
     "ApprovalRequested",
+    "CustomEvent",
     "ErrorInfo",
     "Event",
+    "EventTypes",
     "Handoff",
     "Limits",
     "LogBuilder",

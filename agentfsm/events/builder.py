@@ -10,8 +10,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentfsm.events.codec import make_event
+from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 
 __all__ = ["LogBuilder", "step_clock"]
 
@@ -38,10 +39,16 @@ class LogBuilder:
         run_id: the run every event names.
         clock: returns an aware datetime for each event (a `step_clock()` by default).
         start: the first sequence (1 for a new run; `version + 1` to continue one).
+        events: the event types it may write (a table's `events` for its own types).
     """
 
     def __init__(
-        self, run_id: str, *, clock: Callable[[], datetime] | None = None, start: int = 1
+        self,
+        run_id: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        start: int = 1,
+        events: EventTypes = BUILTIN_EVENTS,
     ) -> None:
         if start < 1:
             raise ValueError(f"sequences start at 1, not {start}")
@@ -49,15 +56,19 @@ class LogBuilder:
         self.events: list[Event] = []
         self._clock = clock or step_clock()
         self._next = start
+        self._types = events
 
     def add(self, type: str, /, **fields: Any) -> Event:
         """Validate and append one event of `type` with its own `fields`; returns it."""
-        event = make_event(
-            type,
-            run_id=self.run_id,
-            sequence=self._next,
-            occurred_at=self._clock().isoformat(),
-            **fields,
+        event = parse_event(
+            {
+                "type": type,
+                "run_id": self.run_id,
+                "sequence": self._next,
+                "occurred_at": self._clock().isoformat(),
+                **fields,
+            },
+            events=self._types,
         )
         self.events.append(event)
         self._next += 1

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from agentfsm.errors import EventFormatError
 from agentfsm.events.bounds import check_size
-from agentfsm.events.models import EVENT_ADAPTER, EVENT_CLASSES, Event
+from agentfsm.events.models import Event
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 
 __all__ = [
     "dump_event",
@@ -26,16 +27,25 @@ __all__ = [
     "read_events",
 ]
 
-_KNOWN = ", ".join(f"'{t}'" for t in sorted(EVENT_CLASSES))
 
-
-def parse_event(data: str | bytes | Mapping[str, Any], *, line: int | None = None) -> Event:
+def parse_event(
+    data: str | bytes | Mapping[str, Any],
+    *,
+    line: int | None = None,
+    events: EventTypes = BUILTIN_EVENTS,
+) -> Event:
     """Validate one event from a JSON line (text or bytes) or a dict.
 
     Text is read strictly: a repeated key, `NaN`/`Infinity`, a lone surrogate escape or an
     integer too long to print is not JSON here, and a line over `MAX_EVENT_BYTES` is
     refused before it is parsed. Either way the value limits of `agentfsm.events.bounds`
     apply, so what parses is what every store and reader takes back.
+
+    Args:
+        data: the event as text, bytes or a dict.
+        line: the input line, named in errors.
+        events: the event types to accept: the built-in ones, or a table's `events` with
+            its own types too.
 
     Raises:
         EventFormatError: naming the line, run and sequence where known, and each problem.
@@ -44,9 +54,10 @@ def parse_event(data: str | bytes | Mapping[str, Any], *, line: int | None = Non
     if isinstance(data, str | bytes):
         raw = _load_json(data, line)
     try:
-        return EVENT_ADAPTER.validate_python(raw)
+        event: Event = events.adapter.validate_python(raw)
     except ValidationError as exc:
-        raise _format_error(raw, exc, line) from None
+        raise _format_error(raw, exc, line, events) from None
+    return event
 
 
 def _load_json(data: str | bytes, line: int | None) -> Any:
@@ -78,7 +89,9 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_unset=True)
 
 
-def read_events(lines: Iterable[str | bytes]) -> Iterator[tuple[int, Event]]:
+def read_events(
+    lines: Iterable[str | bytes], *, events: EventTypes = BUILTIN_EVENTS
+) -> Iterator[tuple[int, Event]]:
     """Parse JSON Lines lazily, yielding `(line_number, event)`; blank lines are skipped.
 
     Raises:
@@ -87,11 +100,14 @@ def read_events(lines: Iterable[str | bytes]) -> Iterator[tuple[int, Event]]:
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        yield number, parse_event(raw, line=number)
+        yield number, parse_event(raw, line=number, events=events)
 
 
-def event_json_schema() -> dict[str, Any]:
+def event_json_schema(events: EventTypes = BUILTIN_EVENTS) -> dict[str, Any]:
     """The JSON Schema of the event union, for producers in other languages.
+
+    For a table of your own, pass its `events`: its types are in the schema like the
+    built-in ones.
 
     As strict as `parse_event` where JSON Schema can say it (closed objects, timestamps with
     an offset, lengths and bounds), and written so a standard 2020-12 validator reports the
@@ -99,7 +115,7 @@ def event_json_schema() -> dict[str, Any]:
     `discriminator` keyword is OpenAPI's, and a plain validator ignores it and says only "not
     valid under any of the given schemas").
     """
-    generated = EVENT_ADAPTER.json_schema()
+    generated = events.adapter.json_schema()
     mapping: dict[str, str] = generated["discriminator"]["mapping"]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -139,24 +155,28 @@ def _jiter_message(exc: ValueError, data: str | bytes) -> str:
     return text
 
 
-def _format_error(raw: Any, exc: ValidationError, line: int | None) -> EventFormatError:
+def _format_error(
+    raw: Any, exc: ValidationError, line: int | None, events: EventTypes
+) -> EventFormatError:
     if not isinstance(raw, Mapping):
         return EventFormatError([f"expected a JSON object, got {type(raw).__name__}"], line=line)
     run_id = raw.get("run_id") if isinstance(raw.get("run_id"), str) else None
     seq = raw.get("sequence")
     sequence = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
-    return EventFormatError(_problems(raw, exc), line=line, run_id=run_id, sequence=sequence)
+    problems = _problems(raw, exc, events)
+    return EventFormatError(problems, line=line, run_id=run_id, sequence=sequence)
 
 
-def _problems(raw: Mapping[str, Any], exc: ValidationError) -> list[str]:
+def _problems(raw: Mapping[str, Any], exc: ValidationError, events: EventTypes) -> list[str]:
+    known = ", ".join(f"'{t}'" for t in events.names)
     problems: list[str] = []
     for err in exc.errors(include_url=False):
         kind = err["type"]
         if kind == "union_tag_not_found":
-            problems.append(f"field 'type' is missing; expected one of {_KNOWN}")
+            problems.append(f"field 'type' is missing; expected one of {known}")
             continue
         if kind == "union_tag_invalid":
-            problems.append(f"unknown event type {raw.get('type')!r}; expected one of {_KNOWN}")
+            problems.append(f"unknown event type {raw.get('type')!r}; expected one of {known}")
             continue
         loc = list(err["loc"])
         if loc and loc[0] == raw.get("type"):

@@ -8,6 +8,7 @@ objects and never validates again. Models are strict (`"2"` is not an integer), 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -30,6 +31,8 @@ __all__ = [
     "ApprovalAccepted",
     "ApprovalRejected",
     "ApprovalRequested",
+    "CustomEvent",
+    "Envelope",
     "ErrorInfo",
     "Event",
     "Handoff",
@@ -151,6 +154,8 @@ class ErrorInfo(_Part):
 
 
 class _Envelope(BaseModel):
+    """What every event carries: run, sequence, type, time (and optionally an id)."""
+
     model_config = _STRICT
 
     run_id: NonEmpty
@@ -335,6 +340,45 @@ class RunTerminated(_Envelope):
     type: Literal["run.terminated"] = "run.terminated"
     stop_reason: NonEmpty
     detail: Text | None = None
+
+
+#: The base of every event model, built-in or a lifecycle's own.
+Envelope = _Envelope
+
+
+class CustomEvent(_Envelope):
+    """The base of a lifecycle's own event types (see `agentfsm.events.vocabulary`).
+
+    Subclass it with `type: Literal["your.event"] = "your.event"` and typed fields; the
+    fields are strict, closed and frozen like the built-in events', and their values meet
+    the same limits (`agentfsm.events.bounds`). Override `fold` to record fields on the run
+    record's `custom` mapping when the event is applied.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_bounds(cls, data: Any) -> Any:
+        # The built-in models bound their JSON values field by field; a user's fields are
+        # checked here, whatever their types, so a custom event is stored and read back
+        # under the same limits.
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if key not in _ENVELOPE_FIELDS:
+                    try:
+                        check_json_value(value)
+                    except ValueError as exc:
+                        raise ValueError(f"field '{key}': {exc}") from None
+        return data
+
+    def fold(self, custom: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The run record's `custom` mapping after this event (unchanged by default).
+
+        Must be pure: the same event and mapping give the same result, every time.
+        """
+        return custom
+
+
+_ENVELOPE_FIELDS = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id"})
 
 
 Event = Annotated[

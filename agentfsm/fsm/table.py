@@ -14,6 +14,8 @@ from typing import Any
 import attrs
 
 from agentfsm.errors import IllegalTransitionError, InvalidTableError
+from agentfsm.events.models import CustomEvent
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.names import StateKind
 
 __all__ = ["Condition", "State", "Transition", "TransitionTable", "table_problems"]
@@ -134,19 +136,23 @@ class TransitionTable:
         states: the declared states, in declaration order.
         initial: the name of the initial state.
         transitions: the edges, in declaration order (order decides between conditions).
+        event_types: the event types the table's runs are made of: the built-in ones
+            unless given (`BUILTIN_EVENTS.extend(YourEvent, "your.other_event")`); an edge on
+            a type it does not declare is an error when the table is built.
     """
 
     name: str
     states: tuple[State, ...] = attrs.field(converter=_states)
     initial: str = attrs.field(converter=str)
     transitions: tuple[Transition, ...] = attrs.field(converter=_transitions)
+    event_types: EventTypes = BUILTIN_EVENTS
     _moves: dict[str, dict[str, _Move]] = attrs.field(init=False, repr=False)
     _allowed: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False)
     _terminal: frozenset[str] = attrs.field(init=False, repr=False)
     _kinds: dict[str, StateKind] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        problems = table_problems(self.states, self.initial, self.transitions)
+        problems = table_problems(self.states, self.initial, self.transitions, self.event_types)
         if problems:
             raise InvalidTableError(self.name, problems)
         moves: dict[str, dict[str, list[tuple[Condition | None, str]]]] = {
@@ -288,13 +294,16 @@ class TransitionTable:
         add: Iterable[Transition] = (),
         remove: Iterable[tuple[str, str, str] | Transition] = (),
         initial: str | None = None,
+        add_events: Iterable[type[CustomEvent] | str] = (),
     ) -> TransitionTable:
-        """A new table with states and edges added or removed, validated like any table.
+        """A new table with states, edges and event types added or removed, validated like
+        any table.
 
         Edges to remove are given as `(source, event, target)` or as `Transition`s; removing
         an edge that does not exist is an error, so a typo cannot pass silently. Removing a
         state also removes every edge touching it. New edges for an existing (state, event)
-        are tried after the existing ones.
+        are tried after the existing ones. `add_events` declares the new edges' own event
+        types (`CustomEvent` models, or names of types that carry no fields).
         """
         dropped_states = set(remove_states)
         unknown_states = sorted(dropped_states - set(self.state_names))
@@ -320,6 +329,7 @@ class TransitionTable:
             states=[s for s in self.states if s.name not in dropped_states] + list(add_states),
             initial=initial or self.initial,
             transitions=kept + list(add),
+            event_types=self.event_types.extend(*add_events) if add_events else self.event_types,
         )
 
     def describe(self) -> Mapping[str, Any]:
@@ -327,6 +337,7 @@ class TransitionTable:
         return {
             "name": self.name,
             "initial": self.initial,
+            "event_types": list(self.event_types.custom),
             "states": [
                 {
                     "name": s.name,
@@ -350,7 +361,10 @@ class TransitionTable:
 
 
 def table_problems(
-    states: Sequence[State], initial: str, transitions: Sequence[Transition]
+    states: Sequence[State],
+    initial: str,
+    transitions: Sequence[Transition],
+    events: EventTypes | None = None,
 ) -> list[str]:
     """Every reason a table of these parts cannot be built, one sentence each, stable order.
 
@@ -374,6 +388,7 @@ def table_problems(
         problems.append(f"initial state '{initial}' is terminal")
 
     by_pair: dict[tuple[str, str], list[Transition]] = {}
+    undeclared: dict[str, list[str]] = {}
     for t in transitions:
         for end, role in ((t.source, "source"), (t.target, "target")):
             if end not in declared:
@@ -384,8 +399,15 @@ def table_problems(
             problems.append(
                 f"edge {t.source} --{t.event}--> {t.target} leaves terminal state '{t.source}'"
             )
+        if events is not None and t.event not in events:
+            undeclared.setdefault(t.event, []).append(f"{t.source} --> {t.target}")
         by_pair.setdefault((t.source, t.event), []).append(t)
 
+    for event, where in undeclared.items():
+        problems.append(
+            f"event type '{event}' is not declared (edges {', '.join(where)}): add it with "
+            "event_types=BUILTIN_EVENTS.extend(...) or derive(add_events=[...])"
+        )
     for (source, event), edges in by_pair.items():
         unconditional = [e for e in edges if e.condition is None]
         if len(unconditional) > 1:

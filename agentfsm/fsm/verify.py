@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.events.models import EVENT_CLASSES
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable, table_problems
 
 __all__ = ["TableReport", "table_from_spec", "transition_matrix", "verify_parts", "verify_table"]
@@ -77,7 +77,7 @@ class TableReport:
 
 def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
     """Every (state, event type) pair of the table's vocabulary, with its moves (or none)."""
-    events = sorted(set(table.events) | set(EVENT_CLASSES))
+    events = sorted(set(table.events) | set(table.event_types.names))
     return {
         (state, event): tuple(
             (t.condition.name if t.condition else None, t.target) for t in table.edges(state, event)
@@ -89,18 +89,25 @@ def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
 
 def verify_table(table: TransitionTable) -> TableReport:
     """The full report for a built table (errors are impossible there, warnings are not)."""
-    return verify_parts(table.name, table.states, table.initial, table.transitions)
+    return verify_parts(
+        table.name, table.states, table.initial, table.transitions, table.event_types
+    )
 
 
 def verify_parts(
-    name: str, states: Sequence[State], initial: str, transitions: Sequence[Transition]
+    name: str,
+    states: Sequence[State],
+    initial: str,
+    transitions: Sequence[Transition],
+    event_types: EventTypes = BUILTIN_EVENTS,
 ) -> TableReport:
     """The report for a declaration, whether or not it could be built."""
-    errors = table_problems(states, initial, transitions)
+    errors = table_problems(states, initial, transitions, event_types)
     terminal = {s.name for s in states if s.terminal}
     used = {t.event for t in transitions}
     warnings = [
-        f"event '{e}' can never fire: no edge uses it" for e in sorted(set(EVENT_CLASSES) - used)
+        f"event '{e}' can never fire: no edge uses it"
+        for e in sorted(set(event_types.names) - used)
     ]
     by_pair: dict[tuple[str, str], list[Transition]] = {}
     for t in transitions:
@@ -132,7 +139,7 @@ def verify_parts(
 
 def table_from_spec(
     spec: Mapping[str, Any],
-) -> tuple[str, list[State], str, list[Transition]]:
+) -> tuple[str, list[State], str, list[Transition], EventTypes]:
     """The parts of a table from its JSON description (`TransitionTable.describe()`'s shape).
 
     Conditions in a spec are names only; for checking structure they are labels whose
@@ -161,7 +168,10 @@ def table_from_spec(
             )
             for t in spec["transitions"]
         ]
-        return str(spec.get("name", "spec")), states, str(spec["initial"]), transitions
+        # A spec names its own event types; their fields are not part of a structure check.
+        event_types = BUILTIN_EVENTS.extend(*spec.get("event_types", ()))
+        name = str(spec.get("name", "spec"))
+        return name, states, str(spec["initial"]), transitions, event_types
     except (KeyError, TypeError) as exc:
         raise ValueError(
             "a table spec is a JSON object with 'initial', 'states' [{name, terminal, kind?}] and "

@@ -32,6 +32,7 @@ from agentfsm.errors import (
     SequenceError,
 )
 from agentfsm.events import models as m
+from agentfsm.events.bounds import unstorable
 from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Event, parse_timestamp
 from agentfsm.fsm.default import DEFAULT_TABLE
@@ -66,6 +67,7 @@ _set_model_completed = evolver(
     *("usage", "last_decision", "final_output", "actions", "batch"),
 )
 _set_agent = evolver(RunRecord, "status", "version", "updated_at", "current_agent")
+_set_custom = evolver(RunRecord, "status", "version", "updated_at", "custom")
 _set_actions = evolver(RunRecord, "status", "version", "updated_at", "actions")
 _set_actions_batch = evolver(RunRecord, "status", "version", "updated_at", "actions", "batch")
 _set_completed = evolver(RunRecord, "status", "version", "updated_at", "actions", "usage", "facts")
@@ -125,6 +127,8 @@ class Reducer:
         self._allowed = table._allowed
         self._terminal = table.terminal_states
         self._handlers: dict[str, Handler] = dict(_HANDLERS)
+        for name in table.event_types.custom:
+            self._handlers[name] = _custom_event
         #: The guards bound to the table's edges (see `agentfsm.guards.guardset`).
         self.guards = GuardSet(table, guards, run_limits=run_limits)
         self._guarded = self.guards.events
@@ -205,6 +209,19 @@ def _to(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> str:
         if condition is None or condition.predicate(rec, ev):
             return target
     return r.table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)
+
+
+def _custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
+    """A lifecycle's own event: the table moves the run, the event's `fold` records fields."""
+    target = _to(r, rec, ev, move)
+    custom = ev.fold(rec.custom)
+    if custom is not rec.custom:
+        problem = unstorable(dict(custom)) if isinstance(custom, Mapping) else "not a mapping"
+        if problem is not None:
+            raise TypeError(
+                f"{type(ev).__name__}.fold returned what no run record can hold: {problem}"
+            )
+    return _set_custom(rec, target, ev.sequence, ev.occurred_at, custom)
 
 
 def _envelope_error(record: RunRecord, event: Event) -> None:

@@ -197,13 +197,14 @@ def validate_lines(
     applied = 0
     number = 0
     terminal = reducer.table.terminal_states
+    types = reducer.table.event_types
     for number, raw in enumerate(lines, start=1):
         if on_line is not None:
             on_line(number)
         if not raw.strip():
             continue
         try:
-            event = parse_event(raw, line=number)
+            event = parse_event(raw, line=number, events=types)
         except EventFormatError as err:
             findings.append(
                 Finding(

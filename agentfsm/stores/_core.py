@@ -27,6 +27,7 @@ from agentfsm.events.bounds import MAX_EVENT_BYTES
 from agentfsm.events.canonical import canonical_json
 from agentfsm.events.codec import dump_event, event_to_dict, parse_event
 from agentfsm.events.models import Event
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
@@ -369,22 +370,27 @@ def conflict(run_id: str, expected_version: int, actual_version: int) -> Concurr
     )
 
 
-def parse_row(run_id: str, row: StoredEvent) -> Event:
+def parse_row(run_id: str, row: StoredEvent, events: EventTypes = BUILTIN_EVENTS) -> Event:
     """The event a stored row holds, checked against the row's place in the log.
+
+    Args:
+        run_id: the run the row belongs to.
+        row: the stored row.
+        events: the event types of the store's table (its own types included).
 
     Raises:
         CorruptLogError: the row does not parse, or names another run or sequence.
     """
-    checked = _check_row(run_id, row)
+    checked = _check_row(run_id, row, events)
     if isinstance(checked, str):
         raise CorruptLogError(checked, run_id=run_id, sequence=row.sequence)
     return checked
 
 
-def _check_row(run_id: str, row: StoredEvent) -> Event | str:
+def _check_row(run_id: str, row: StoredEvent, events: EventTypes) -> Event | str:
     """The row's event, or a sentence saying why it is not a valid event of its place."""
     try:
-        event = parse_event(row.data)
+        event = parse_event(row.data, events=events)
     except EventFormatError as exc:
         return f"the stored event is not a valid event: {'; '.join(exc.problems)}"
     if event.run_id != run_id or event.sequence != row.sequence:
@@ -464,8 +470,9 @@ def fold_rows(
     last_hash = head.hash if head is not None else GENESIS_HASH
     reduce = reducer.reduce
     keyed = integrity.keyed
+    types = reducer.table.event_types
     for row in rows:
-        event = parse_row(run_id, row)
+        event = parse_row(run_id, row, types)
         if (
             keyed
             and integrity.link(last_hash, canonical_event_json(event_to_dict(event))) != row.hash
@@ -525,7 +532,7 @@ def verify_rows(
             return broken(row.sequence, f"the stored line is not JSON ({exc})")
         if integrity.link(previous, canonical) != row.hash:
             return broken(row.sequence, _BAD_LINK)
-        event = _check_row(run_id, row)
+        event = _check_row(run_id, row, reducer.table.event_types)
         if isinstance(event, str):
             return broken(row.sequence, event)
         try:

@@ -489,7 +489,7 @@ class EventStore(abc.ABC):
                         run_id=run_id,
                         sequence=expected,
                     )
-                yield parse_row(run_id, row)
+                yield parse_row(run_id, row, self.options.reducer.table.event_types)
                 expected += 1
         finally:
             _close(rows)

@@ -502,7 +502,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
                         run_id=run_id,
                         sequence=expected,
                     )
-                yield parse_row(run_id, row)
+                yield parse_row(run_id, row, self.options.reducer.table.event_types)
                 expected += 1
             if len(page) < _PAGE:
                 return

@@ -14,6 +14,7 @@ import attrs
 from agentfsm.errors import EventFormatError, LifecycleError
 from agentfsm.events.codec import dump_event, parse_event
 from agentfsm.events.models import Event
+from agentfsm.events.vocabulary import EventTypes
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
@@ -108,7 +109,7 @@ def assert_legal_log(
     record: RunRecord | None = None
     for position, item in enumerate(items, start=1):
         try:
-            event = _as_event(item, position)
+            event = _as_event(item, position, reducer.table.event_types)
         except EventFormatError as exc:
             raise _failure(name, position, items, path, None, exc) from None
         before = record or reducer.initial(event.run_id)
@@ -122,9 +123,9 @@ def assert_legal_log(
     return record
 
 
-def _as_event(item: LogItem, position: int) -> Event:
+def _as_event(item: LogItem, position: int, events: EventTypes) -> Event:
     if isinstance(item, str | bytes | Mapping):
-        return parse_event(item, line=position)
+        return parse_event(item, line=position, events=events)
     return item
 
 

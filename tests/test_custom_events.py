@@ -1,0 +1,195 @@
+"""Your own lifecycle, end to end: event types of your own through every layer.
+
+The support-ticket lifecycle of `examples/lifecycles/ticket.py` (the default table plus
+`escalated`, reached by `ticket.escalated`, which carries who owns the ticket) is built,
+logged, parsed, folded, stored, validated and described exactly like the built-in one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from agentfsm.cli import main
+from agentfsm.errors import EventFormatError, InvalidTableError
+from agentfsm.events import (
+    BUILTIN_EVENTS,
+    CustomEvent,
+    LogBuilder,
+    dump_event,
+    event_json_schema,
+    parse_event,
+)
+from agentfsm.reducers import Reducer
+from agentfsm.stores import SQLiteEventStore, StoreOptions
+from examples.lifecycles.ticket import TICKET_TABLE, TicketEscalated
+
+TYPES = TICKET_TABLE.event_types
+
+
+def escalated_log(priority: str = "normal") -> LogBuilder:
+    """A ticket run escalated to tier-2 between two steps."""
+    log = LogBuilder("t-1", events=TYPES)
+    log.add("run.started", objective="refund a double charge")
+    log.add("model.started")
+    log.add("model.completed", decision="final", output="escalating")
+    log.add("ticket.escalated", escalated_to="tier-2", priority=priority)
+    return log
+
+
+class TestTheWireFormat:
+    """A custom type parses, validates and dumps byte for byte, like a built-in one."""
+
+    def test_it_round_trips_byte_for_byte(self) -> None:
+        """parse(dump(e)) == e, and the dump is a fixed point."""
+        event = escalated_log().events[-1]
+        assert isinstance(event, TicketEscalated)
+        line = dump_event(event)
+        assert line == (
+            '{"run_id":"t-1","sequence":4,"type":"ticket.escalated","occurred_at":'
+            '"2026-09-01T10:00:03+00:00","escalated_to":"tier-2","priority":"normal"}'
+        )
+        assert parse_event(line, events=TYPES) == event
+        assert dump_event(parse_event(line, events=TYPES)) == line
+
+    def test_its_fields_are_strict_and_closed(self) -> None:
+        """A wrong field type or an unknown field is named, as for built-in events."""
+        line = {
+            "run_id": "t-1", "sequence": 4, "type": "ticket.escalated",
+            "occurred_at": "2026-09-01T10:00:03Z", "escalated_to": 7, "mood": "grumpy",
+        }  # fmt: skip
+        with pytest.raises(EventFormatError) as info:
+            parse_event(line, events=TYPES)
+        assert info.value.problems == (
+            "field 'escalated_to': Input should be a valid string (got 7)",
+            "field 'mood' is not part of 'ticket.escalated'",
+        )
+
+    def test_its_values_meet_the_same_limits(self) -> None:
+        """NaN in a custom field is refused like anywhere else."""
+
+        class Scored(CustomEvent):
+            type: Literal["ticket.scored"] = "ticket.scored"
+            score: float
+
+        with pytest.raises(EventFormatError) as info:
+            parse_event(
+                {"run_id": "r", "sequence": 1, "type": "ticket.scored",
+                 "occurred_at": "2026-09-01T10:00:03Z", "score": float("nan")},
+                events=BUILTIN_EVENTS.extend(Scored),
+            )  # fmt: skip
+        assert info.value.problems == (
+            "field 'score': the value is nan, which JSON cannot hold (numbers must be finite)",
+        )
+
+    def test_the_builtin_vocabulary_does_not_know_it(self) -> None:
+        """Without the table's types, the line is an unknown type, named."""
+        line = dump_event(escalated_log().events[-1])
+        with pytest.raises(EventFormatError) as info:
+            parse_event(line)
+        assert info.value.problems[0].startswith("unknown event type 'ticket.escalated'")
+
+    def test_it_is_in_the_tables_json_schema(self) -> None:
+        """The schema of the table's types lists the custom one with its fields."""
+        schema = event_json_schema(TYPES)
+        assert "ticket.escalated" in schema["properties"]["type"]["enum"]
+        escalated = schema["$defs"]["TicketEscalated"]
+        assert escalated["required"] == ["run_id", "sequence", "occurred_at", "escalated_to"]
+        assert escalated["additionalProperties"] is False
+
+    def test_a_built_in_type_cannot_be_redeclared(self) -> None:
+        """A lifecycle may add types, never replace `run.started`'s model."""
+
+        class Fake(CustomEvent):
+            type: Literal["run.started"] = "run.started"
+
+        with pytest.raises(ValueError, match="already declared") as info:
+            BUILTIN_EVENTS.extend(Fake)
+        assert str(info.value) == (
+            "event type(s) 'run.started' are already declared with another model"
+        )
+
+
+class TestTheReducer:
+    """The table moves the run; the event's `fold` records its fields."""
+
+    def test_escalation_moves_to_a_waiting_state_and_records_the_owner(self) -> None:
+        """`ticket.escalated` in `running` goes to `escalated` (a waiting kind)."""
+        record = Reducer(TICKET_TABLE).replay(escalated_log().events)
+        assert (record.status, record.version) == ("escalated", 4)
+        assert record.custom == {"escalated_to": "tier-2", "priority": "normal"}
+        assert TICKET_TABLE.kind(record.status) == "waiting"
+
+    def test_a_condition_on_a_custom_field_picks_the_target(self) -> None:
+        """An urgent escalation goes to `escalated_urgent`, chosen by the event's field."""
+        record = Reducer(TICKET_TABLE).replay(escalated_log("urgent").events)
+        assert record.status == "escalated_urgent"
+
+    def test_handing_back_goes_on_and_keeps_the_note(self) -> None:
+        """`ticket.handed_back` returns the run to `running`; the note stays on the record."""
+        log = escalated_log()
+        log.add("ticket.handed_back", note="refunded by hand")
+        record = Reducer(TICKET_TABLE).replay(log.events)
+        assert (record.status, record.custom) == (
+            "running",
+            {"priority": "normal", "note": "refunded by hand"},
+        )
+
+    def test_the_snapshot_keeps_what_custom_events_recorded(self) -> None:
+        """A record with custom fields dumps and reads back equal."""
+        from agentfsm.reducers import Snapshot
+
+        record = Reducer(TICKET_TABLE).replay(escalated_log().events)
+        assert Snapshot.loads(Snapshot(record).dumps()).record == record
+
+
+class TestStoresAndTools:
+    """Stores, validation and the command line read a run with its table's types."""
+
+    def test_a_store_keeps_and_verifies_a_custom_run(self, tmp_path: Path) -> None:
+        """Appended, reloaded from a fresh handle, streamed and verified."""
+        options = StoreOptions(reducer=Reducer(TICKET_TABLE), snapshot_every=2)
+        events = escalated_log().events
+        with SQLiteEventStore(tmp_path / "t.db", options=options) as store:
+            store.append("t-1", events, 0)
+        with SQLiteEventStore(tmp_path / "t.db", options=options) as fresh:
+            assert fresh.load("t-1").custom == {"escalated_to": "tier-2", "priority": "normal"}
+            assert [e.type for e in fresh.events("t-1")][-1] == "ticket.escalated"
+            assert fresh.verify("t-1").ok
+
+    def test_validate_with_the_table(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`agentfsm validate --table` accepts the custom event; without it, it is unknown."""
+        log = tmp_path / "ticket.jsonl"
+        log.write_text("".join(dump_event(e) + "\n" for e in escalated_log().events))
+        spec = "examples.lifecycles.ticket:TICKET_TABLE"
+        assert main(["validate", str(log), "--table", spec]) == 0
+        out = capsys.readouterr().out
+        assert out.splitlines()[0] == "t-1  escalated  version 4"
+        assert main(["validate", str(log)]) == 2
+        assert "unknown event type 'ticket.escalated'" in capsys.readouterr().out
+
+    def test_check_table_and_schema_know_the_types(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`check-table` is clean, and the spec of the table names its own event types."""
+        assert main(["check-table", "--table", "examples.lifecycles.ticket:TICKET_TABLE"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == "ok: 0 error(s), 0 warning(s)"
+        described: Any = TICKET_TABLE.describe()
+        assert described["event_types"] == ["ticket.escalated", "ticket.handed_back"]
+        assert json.loads(json.dumps(described)) == described
+
+    def test_an_undeclared_type_is_a_build_time_error(self) -> None:
+        """Using `ticket.closed` without declaring it fails when the table is built."""
+        from agentfsm.fsm import Transition
+
+        with pytest.raises(InvalidTableError) as info:
+            TICKET_TABLE.derive(add=[Transition("escalated", "ticket.closed", "completed")])
+        assert info.value.problems == (
+            "event type 'ticket.closed' is not declared (edges escalated --> completed): add "
+            "it with event_types=BUILTIN_EVENTS.extend(...) or derive(add_events=[...])",
+        )
