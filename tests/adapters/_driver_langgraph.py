@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -43,9 +44,9 @@ class LangGraphDriver:
     name = "langgraph"
     state_name = None
     failed_kind = "ValueError"
-    approval_signal = "langgraph interrupt (approval)"
+    approval_signal = "langgraph __interrupt__"
     corrupt_state = (b"", "")
-    cannot = {
+    cannot: ClassVar[Mapping[str, str]] = {
         "kept_state": "the graph's state is in its checkpointer, not kept in our store "
         "(a mismatched call is tested in test_langgraph with an interrupt for other arguments)",
         "mixed_batch": "the approval node holds the whole batch: no call runs before the pause",
@@ -54,9 +55,7 @@ class LangGraphDriver:
     }
 
     def __init__(self, workdir: Path) -> None:
-        self.saver = SqliteSaver(
-            sqlite3.connect(workdir / "runs.db", check_same_thread=False)
-        )
+        self.saver = SqliteSaver(sqlite3.connect(workdir / "runs.db", check_same_thread=False))
 
     def build(self, spec: AgentSpec, run: GraphRun, *, top: bool = True) -> Any:
         """The compiled graph `spec` describes, its subagents delegated to under `run`."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
@@ -28,9 +29,9 @@ class OpenAIDriver:
     name = "openai-agents"
     state_name = "openai-agents/run_state"
     failed_kind = "ValueError"
-    approval_signal = "openai-agents RunState interruption"
+    approval_signal = "openai-agents RunResult.interruptions"
     corrupt_state = (b"{not json", "it does not load: JSONDecodeError: Expecting property")
-    cannot: dict[str, str] = {}
+    cannot: ClassVar[Mapping[str, str]] = {}
 
     def build(self, spec: AgentSpec, run: AgentsRun) -> Agent[Any]:
         """The SDK agent `spec` describes, its subagent tools recorded under `run`."""
@@ -40,18 +41,27 @@ class OpenAIDriver:
             if isinstance(s, Say)
             else [
                 # An agent tool takes its question as `input`.
-                function_call(c.tool, {"input": c.args["question"]} if c.tool in subs else c.args,
-                              call_id=c.call_id)  # fmt: skip
+                function_call(
+                    c.tool,
+                    {"input": c.args["question"]} if c.tool in subs else c.args,
+                    call_id=c.call_id,
+                )
                 for c in s
             ]
             for s in spec.steps
         ]
         tools: list[Any] = [
-            function_tool(t.fn, name_override=t.name, needs_approval=t.needs_approval,
-                          failure_error_function=tool_failure)  # fmt: skip
+            function_tool(
+                t.fn,
+                name_override=t.name,
+                needs_approval=t.needs_approval,
+                failure_error_function=tool_failure,
+            )
             for t in spec.tools
         ]
-        tools += [run.agent_tool(self.build(s.agent, run), tool_name=s.tool) for s in spec.subagents]
+        tools += [
+            run.agent_tool(self.build(s.agent, run), tool_name=s.tool) for s in spec.subagents
+        ]
         model = ScriptedModel(steps, default_usage=USAGE)
         return Agent(name=spec.name, model=model, tools=tools)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from pydantic_ai import Agent, DeferredToolRequests, ModelRetry, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -48,7 +49,7 @@ class PydanticAIDriver:
     failed_kind = "retried"
     approval_signal = "pydantic-ai DeferredToolRequests"
     corrupt_state = (b'[{"kind": "nonsense"}]', "it does not load: ValidationError: ")
-    cannot: dict[str, str] = {}
+    cannot: ClassVar[Mapping[str, str]] = {}
 
     def build(self, spec: AgentSpec, run: AgentIterRun) -> Agent[None, str | DeferredToolRequests]:
         """The SDK agent `spec` describes, its subagents run under `run`."""
