@@ -189,36 +189,3 @@ def manager_graph(
     return graph_with_tools(
         [*steps, answer("The refund is done.")], [refunds], checkpointer=checkpointer
     )
-
-
-def _main(db: str, checkpoints: str, run_id: str) -> None:
-    """Resume `run_id` in this new process, from our store and the graph's SQLite saver."""
-    import json
-    import socket
-    import sqlite3
-
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from structlog.testing import capture_logs
-
-    from agentfsm.adapters.langgraph import GraphRun
-    from agentfsm.stores import SQLiteEventStore
-
-    def refuse(self: socket.socket, address: object) -> None:
-        raise RuntimeError(f"network access attempted: {address!r}")
-
-    socket.socket.connect = refuse  # type: ignore[method-assign]
-    saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
-    run = GraphRun(SQLiteEventStore(db), run_id)
-    if run_id == "m1":
-        g = manager_graph(run, saver, resumed=True)
-    else:
-        g = graph([answer("Done.")], approval=True, checkpointer=saver)
-    with capture_logs():
-        done = run.resume(g, {"configurable": {"thread_id": run_id}})
-    print(json.dumps({"status": done.status, "final_output": done.final_output, "calls": CALLS}))
-
-
-if __name__ == "__main__":
-    import sys
-
-    _main(*sys.argv[1:4])

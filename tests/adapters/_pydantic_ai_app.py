@@ -1,11 +1,11 @@
-"""The agents the pydantic-ai adapter tests drive (also resumed from a subprocess)."""
+"""The agents the pydantic-ai adapter tests drive."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from pydantic_ai import Agent, DeferredToolRequests, ModelRetry, RunContext
+from pydantic_ai import Agent, DeferredToolRequests, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -59,52 +59,3 @@ def make_agent(*responses: ModelResponse, on_tool: Callable[[], None] | None = N
 
 
 REFUND = (call("refund", "call_r1", order_id="O-1"), answer("Done."))
-
-
-def manager_agent(run: Any) -> Agent[None, str | DeferredToolRequests]:
-    """A manager whose tool `refunds` delegates to the refund agent (its refund needs approval)."""
-    manager: Agent[None, str | DeferredToolRequests] = Agent(
-        scripted(call("refunds", "call_m1", question="refund O-1"), answer("The refund is done.")),
-        output_type=[str, DeferredToolRequests],
-        name="manager",
-    )
-    child = make_agent(*REFUND)
-
-    @manager.tool
-    async def refunds(ctx: RunContext[None], question: str) -> Any:
-        """Ask the refunds agent."""
-        return await run.delegate(ctx, child, question)
-
-    return manager
-
-
-def _main(db: str, run_id: str, state_file: str) -> None:
-    """Resume `run_id` in this new process, from our store and the saved message history."""
-    import asyncio
-    import json
-    import socket
-
-    from structlog.testing import capture_logs
-
-    from agentfsm.adapters.pydantic_ai import AgentIterRun
-    from agentfsm.stores import SQLiteEventStore
-
-    def refuse(self: socket.socket, address: object) -> None:
-        raise RuntimeError(f"network access attempted: {address!r}")
-
-    socket.socket.connect = refuse  # type: ignore[method-assign]
-    history = None  # "-": the history our store kept when the run paused
-    if state_file != "-":
-        with open(state_file, encoding="utf-8") as f:
-            history = f.read()
-    run = AgentIterRun(SQLiteEventStore(db), run_id)
-    agent = manager_agent(run) if run_id == "m1" else make_agent(*REFUND)
-    with capture_logs():
-        done = asyncio.run(run.resume(agent, history))
-    print(json.dumps({"status": done.status, "final_output": done.final_output, "calls": CALLS}))
-
-
-if __name__ == "__main__":
-    import sys
-
-    _main(*sys.argv[1:4])

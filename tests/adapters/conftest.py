@@ -32,6 +32,7 @@ _APPS = (
     "tests.adapters._openai_agents_app",
     "tests.adapters._langgraph_app",
     "tests.adapters._pydantic_ai_app",
+    "tests.adapters._drivers",
 )
 
 
