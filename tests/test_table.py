@@ -8,11 +8,11 @@ from agentfsm import (
     DEFAULT_TABLE,
     Condition,
     IllegalTransitionError,
-    InvalidTableError,
     State,
     Transition,
     TransitionTable,
 )
+from agentfsm.errors import InvalidTableError
 
 NON_TERMINAL = (
     "created",

@@ -325,6 +325,7 @@ class RunTerminated(_Envelope):
     detail: Text | None = None
 
 
+#: Any one event of a run's log: the union of the models above, told apart by `type`.
 Event = Annotated[
     RunStarted
     | ModelStarted
