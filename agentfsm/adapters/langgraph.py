@@ -75,11 +75,17 @@ import inspect
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Unpack
 
-from langchain_core.callbacks import BaseCallbackManager
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.config import get_config
-from langgraph.errors import GraphInterrupt, GraphRecursionError
-from langgraph.types import Command
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    from langchain_core.callbacks import BaseCallbackManager
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.config import get_config
+    from langgraph.errors import GraphInterrupt, GraphRecursionError
+    from langgraph.types import Command
+except ImportError as exc:
+    raise missing_extra("GraphRun", "langgraph", exc) from exc
 
 from agentfsm.adapters._langgraph_signals import (
     _DRIVING,
