@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck unit drift diagrams bench bench-stores bench-runtime clean
+.PHONY: install demo test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ test: lint typecheck unit drift
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_guards.py
+
+# `import agentfsm` today (lazy) next to the eager import it replaced, in fresh processes.
+bench-import: $(STAMP)
+	$(PY) benchmarks/bench_import.py
 
 # Starts its own throwaway PostgreSQL server; needs the bench extra (LangGraph checkpointers).
 bench-stores: $(STAMP)

@@ -3,289 +3,185 @@
 One transition table declares every state and every legal move; every fact is an event in
 an append-only log; a pure reducer folds the log into a run record. Anything the table does
 not allow is refused with an error that says what would have been legal.
+
+The top level is small on purpose: the names a first run needs (the table, the reducer, the
+event log, the built-in guards, the Runner, the three stores, the steering verbs and the base
+errors). Everything else lives in its namespace: `agentfsm.events` (every event model, the
+wire format), `agentfsm.guards`, `agentfsm.stores` (PostgreSQL in `agentfsm.stores.postgres`),
+`agentfsm.runtime`, `agentfsm.diagrams`, `agentfsm.errors`, `agentfsm.fsm`,
+`agentfsm.reducers`, `agentfsm.names` and `agentfsm.testing`.
+
+Names load on first use (PEP 562), so `import agentfsm` costs next to nothing and a program
+that only folds logs never imports the runtime, the diagrams or `sqlite3`.
 """
 
-from agentfsm.adapters.structlog import LoggingReducer
-from agentfsm.diagrams import (
-    DiagramError,
-    DiagramFormat,
-    RenderError,
-    RunNotInLogError,
-    ToolMissingError,
-    Trajectory,
-    check_diagrams,
-    diagram_model,
-    render_diagram,
-    render_diagram_png,
-    trajectory_from_events,
-    trajectory_from_jsonl,
-    trajectory_from_record,
-    write_diagrams,
-)
-from agentfsm.errors import (
-    ActionError,
-    AgentFSMError,
-    ConcurrencyConflictError,
-    CorruptLogError,
-    EventFormatError,
-    GuardRejectedError,
-    IllegalTransitionError,
-    InvalidTableError,
-    LifecycleError,
-    OverrunError,
-    RunMismatchError,
-    SequenceError,
-    StoreError,
-)
-from agentfsm.events import (
-    ApprovalAccepted,
-    ApprovalRejected,
-    ApprovalRequested,
-    ErrorInfo,
-    Event,
-    Handoff,
-    Limits,
-    LogBuilder,
-    ModelCompleted,
-    ModelStarted,
-    RunCancelled,
-    RunCancelRequested,
-    RunCompleted,
-    RunFailed,
-    RunPaused,
-    RunResumed,
-    RunStarted,
-    RunTerminated,
-    ToolCall,
-    ToolCompleted,
-    ToolFailed,
-    ToolOutcomeUnknown,
-    ToolRequested,
-    ToolStarted,
-    Usage,
-    canonical_json,
-    digest,
-    dump_event,
-    event_json_schema,
-    event_to_dict,
-    make_event,
-    parse_event,
-    read_events,
-    step_clock,
-)
-from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
-from agentfsm.guards import (
-    AllOf,
-    AnyOf,
-    Budget,
-    Deadline,
-    Guard,
-    GuardContext,
-    LoopDetector,
-    MaxAttempts,
-    MaxTurns,
-    SharedBudget,
-    Verdict,
-    all_of,
-    any_of,
-    attach_guard,
-    cap_timeout,
-    guards_from_limits,
-    remaining,
-)
-from agentfsm.names import ActionStatus, DecisionKind, EventType, RunStatus, StopReason
-from agentfsm.reducers import (
-    DEFAULT_REDUCER,
-    Action,
-    Reducer,
-    RunRecord,
-    Snapshot,
-    UsageTotals,
-    call_digest,
-    reduce,
-    replay,
-)
-from agentfsm.reducers.audit import (
-    AuditFinding,
-    Auditor,
-    AuditProblem,
-    AuditReport,
-    audit,
-)
-from agentfsm.runtime import (
-    Agent,
-    AsyncRunner,
-    AsyncWorker,
-    Decision,
-    ModelContext,
-    ModelError,
-    OutcomeUnknownError,
-    Runner,
-    RunnerConfig,
-    RunResult,
-    ScriptedModel,
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolPolicy,
-    ToolRegistry,
-    ToolResult,
-    Worker,
-    call,
-    subagent,
-)
-from agentfsm.stores import (
-    AsyncEventStore,
-    Attachment,
-    EventStore,
-    MemoryEventStore,
-    MemoryStorage,
-    RunInfo,
-    RunNotFoundError,
-    SQLiteEventStore,
-    StoreOptions,
-    ThreadedAsyncEventStore,
-    VerifyReport,
-    chain_hash,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Type checkers and IDEs read these; at run time `__getattr__` below resolves the same
+    # names from `_LAZY` (a test keeps the two in step).
+    from agentfsm.errors import AgentFSMError as AgentFSMError
+    from agentfsm.errors import EventFormatError as EventFormatError
+    from agentfsm.errors import GuardRejectedError as GuardRejectedError
+    from agentfsm.errors import IllegalTransitionError as IllegalTransitionError
+    from agentfsm.errors import LifecycleError as LifecycleError
+    from agentfsm.errors import StoreError as StoreError
+    from agentfsm.events import Event as Event
+    from agentfsm.events import LogBuilder as LogBuilder
+    from agentfsm.events import dump_event as dump_event
+    from agentfsm.events import parse_event as parse_event
+    from agentfsm.events import read_events as read_events
+    from agentfsm.fsm import DEFAULT_TABLE as DEFAULT_TABLE
+    from agentfsm.fsm import Condition as Condition
+    from agentfsm.fsm import State as State
+    from agentfsm.fsm import Transition as Transition
+    from agentfsm.fsm import TransitionTable as TransitionTable
+    from agentfsm.guards import Budget as Budget
+    from agentfsm.guards import Deadline as Deadline
+    from agentfsm.guards import LoopDetector as LoopDetector
+    from agentfsm.guards import MaxTurns as MaxTurns
+    from agentfsm.reducers import Reducer as Reducer
+    from agentfsm.reducers import RunRecord as RunRecord
+    from agentfsm.reducers import reduce as reduce
+    from agentfsm.reducers import replay as replay
+    from agentfsm.runtime import Agent as Agent
+    from agentfsm.runtime import AsyncRunner as AsyncRunner
+    from agentfsm.runtime import Decision as Decision
+    from agentfsm.runtime import Runner as Runner
+    from agentfsm.runtime import RunResult as RunResult
+    from agentfsm.runtime import ScriptedModel as ScriptedModel
+    from agentfsm.runtime import Tool as Tool
+    from agentfsm.runtime import approve as approve
+    from agentfsm.runtime import call as call
+    from agentfsm.runtime import cancel as cancel
+    from agentfsm.runtime import pause as pause
+    from agentfsm.runtime import reject as reject
+    from agentfsm.runtime import resume as resume
+    from agentfsm.runtime import submit as submit
+    from agentfsm.stores import MemoryEventStore as MemoryEventStore
+    from agentfsm.stores import SQLiteEventStore as SQLiteEventStore
+    from agentfsm.stores import StoreOptions as StoreOptions
 
 __version__ = "0.1.0"
 
+#: Exported name -> the public namespace it is loaded from. The namespace, not the private
+#: module that defines it: those move (the runtime is being rewritten); the namespaces do not.
+_LAZY: dict[str, str] = {
+    # The declaration: a table of states and transitions.
+    "DEFAULT_TABLE": "agentfsm.fsm",
+    "Condition": "agentfsm.fsm",
+    "State": "agentfsm.fsm",
+    "Transition": "agentfsm.fsm",
+    "TransitionTable": "agentfsm.fsm",
+    # Folding a log into a record.
+    "Reducer": "agentfsm.reducers",
+    "RunRecord": "agentfsm.reducers",
+    "reduce": "agentfsm.reducers",
+    "replay": "agentfsm.reducers",
+    # The log itself.
+    "Event": "agentfsm.events",
+    "LogBuilder": "agentfsm.events",
+    "dump_event": "agentfsm.events",
+    "parse_event": "agentfsm.events",
+    "read_events": "agentfsm.events",
+    # The built-in limits.
+    "Budget": "agentfsm.guards",
+    "Deadline": "agentfsm.guards",
+    "LoopDetector": "agentfsm.guards",
+    "MaxTurns": "agentfsm.guards",
+    # Running an agent.
+    "Agent": "agentfsm.runtime",
+    "AsyncRunner": "agentfsm.runtime",
+    "Decision": "agentfsm.runtime",
+    "RunResult": "agentfsm.runtime",
+    "Runner": "agentfsm.runtime",
+    "ScriptedModel": "agentfsm.runtime",
+    "Tool": "agentfsm.runtime",
+    "call": "agentfsm.runtime",
+    # Steering a run from anywhere.
+    "approve": "agentfsm.runtime",
+    "cancel": "agentfsm.runtime",
+    "pause": "agentfsm.runtime",
+    "reject": "agentfsm.runtime",
+    "resume": "agentfsm.runtime",
+    "submit": "agentfsm.runtime",
+    # Where the log lives.
+    "MemoryEventStore": "agentfsm.stores",
+    "SQLiteEventStore": "agentfsm.stores",
+    "StoreOptions": "agentfsm.stores",
+    # The errors worth catching by name; the rest of the tree is in `agentfsm.errors`.
+    "AgentFSMError": "agentfsm.errors",
+    "EventFormatError": "agentfsm.errors",
+    "GuardRejectedError": "agentfsm.errors",
+    "IllegalTransitionError": "agentfsm.errors",
+    "LifecycleError": "agentfsm.errors",
+    "StoreError": "agentfsm.errors",
+}
+
 __all__ = [
-    "DEFAULT_REDUCER",
     "DEFAULT_TABLE",
-    "Action",
-    "ActionError",
-    "ActionStatus",
     "Agent",
     "AgentFSMError",
-    "AllOf",
-    "AnyOf",
-    "ApprovalAccepted",
-    "ApprovalRejected",
-    "ApprovalRequested",
-    "AsyncEventStore",
     "AsyncRunner",
-    "AsyncWorker",
-    "Attachment",
-    "AuditFinding",
-    "AuditProblem",
-    "AuditReport",
-    "Auditor",
     "Budget",
-    "ConcurrencyConflictError",
     "Condition",
-    "CorruptLogError",
     "Deadline",
     "Decision",
-    "DecisionKind",
-    "DiagramError",
-    "DiagramFormat",
-    "ErrorInfo",
     "Event",
     "EventFormatError",
-    "EventStore",
-    "EventType",
-    "Guard",
-    "GuardContext",
     "GuardRejectedError",
-    "Handoff",
     "IllegalTransitionError",
-    "InvalidTableError",
     "LifecycleError",
-    "Limits",
     "LogBuilder",
-    "LoggingReducer",
     "LoopDetector",
-    "MaxAttempts",
     "MaxTurns",
     "MemoryEventStore",
-    "MemoryStorage",
-    "ModelCompleted",
-    "ModelContext",
-    "ModelError",
-    "ModelStarted",
-    "OutcomeUnknownError",
-    "OverrunError",
     "Reducer",
-    "RenderError",
-    "RunCancelRequested",
-    "RunCancelled",
-    "RunCompleted",
-    "RunFailed",
-    "RunInfo",
-    "RunMismatchError",
-    "RunNotFoundError",
-    "RunNotInLogError",
-    "RunPaused",
     "RunRecord",
     "RunResult",
-    "RunResumed",
-    "RunStarted",
-    "RunStatus",
-    "RunTerminated",
     "Runner",
-    "RunnerConfig",
     "SQLiteEventStore",
     "ScriptedModel",
-    "SequenceError",
-    "SharedBudget",
-    "Snapshot",
     "State",
-    "StopReason",
     "StoreError",
     "StoreOptions",
-    "ThreadedAsyncEventStore",
     "Tool",
-    "ToolCall",
-    "ToolCompleted",
-    "ToolContext",
-    "ToolError",
-    "ToolFailed",
-    "ToolMissingError",
-    "ToolOutcomeUnknown",
-    "ToolPolicy",
-    "ToolRegistry",
-    "ToolRequested",
-    "ToolResult",
-    "ToolStarted",
-    "Trajectory",
     "Transition",
     "TransitionTable",
-    "Usage",
-    "UsageTotals",
-    "Verdict",
-    "VerifyReport",
-    "Worker",
-    "all_of",
-    "any_of",
-    "attach_guard",
-    "audit",
+    "approve",
     "call",
-    "call_digest",
-    "canonical_json",
-    "cap_timeout",
-    "chain_hash",
-    "check_diagrams",
-    "diagram_model",
-    "digest",
+    "cancel",
     "dump_event",
-    "event_json_schema",
-    "event_to_dict",
-    "guards_from_limits",
-    "make_event",
     "parse_event",
+    "pause",
     "read_events",
     "reduce",
-    "remaining",
-    "render_diagram",
-    "render_diagram_png",
+    "reject",
     "replay",
-    "step_clock",
-    "subagent",
-    "trajectory_from_events",
-    "trajectory_from_jsonl",
-    "trajectory_from_record",
-    "write_diagrams",
+    "resume",
+    "submit",
 ]
+
+# Hidden from type checkers: with a visible `__getattr__`, mypy would accept
+# `from agentfsm import anything` (typed as its return type) instead of reporting a name that
+# is not exported.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """Load an exported name from its namespace on first use, then keep it here."""
+        try:
+            module = _LAZY[name]
+        except KeyError:
+            raise AttributeError(f"module 'agentfsm' has no attribute {name!r}") from None
+        value = getattr(importlib.import_module(module), name)
+        # Cached as a module global, so `__getattr__` runs once per name.
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    """The module's own attributes and every exported name, loaded or not."""
+    return sorted(set(globals()) | set(__all__))

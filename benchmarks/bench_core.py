@@ -30,8 +30,9 @@ from statemachine import StateMachine
 from statemachine.exceptions import TransitionNotAllowed
 from transitions import Machine, MachineError
 
-from agentfsm import DEFAULT_REDUCER, DEFAULT_TABLE, LifecycleError, RunRecord
+from agentfsm import DEFAULT_TABLE, LifecycleError, RunRecord
 from agentfsm.events import RunResumed
+from agentfsm.reducers import DEFAULT_REDUCER
 from benchmarks.corpus import build_corpus
 
 TABLE = DEFAULT_TABLE

@@ -12,7 +12,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from agentfsm import DEFAULT_REDUCER, Event, LogBuilder
+from agentfsm import Event, LogBuilder
+from agentfsm.reducers import DEFAULT_REDUCER
 
 __all__ = ["build_corpus"]
 

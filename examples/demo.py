@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentfsm import DEFAULT_REDUCER, RunRecord, read_events
+from agentfsm import RunRecord, read_events
+from agentfsm.reducers import DEFAULT_REDUCER
 
 HERE = Path(__file__).parent
 LOGS = ("order_ticket.jsonl", "cancel_order_approval.jsonl")

@@ -14,9 +14,8 @@ from agentfsm import (
     Reducer,
     State,
     Transition,
-    make_event,
 )
-from agentfsm.events import dump_event
+from agentfsm.events import dump_event, make_event
 from agentfsm.testing import IllegalLogError, Step, assert_legal_log
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

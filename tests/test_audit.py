@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
-from agentfsm import Event, Limits, dump_event, read_events
+from agentfsm import Event, dump_event, read_events
+from agentfsm.events import Limits
 from agentfsm.guards import LoopDetector
 from agentfsm.reducers import AuditFinding, Auditor, AuditProblem, audit
 from tests.conftest import load_log

@@ -9,19 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfsm import (
-    DEFAULT_REDUCER,
     DEFAULT_TABLE,
-    EventType,
     IllegalTransitionError,
     LifecycleError,
     RunRecord,
-    Snapshot,
     dump_event,
-    make_event,
     parse_event,
     replay,
 )
-from agentfsm.events import EVENT_CLASSES
+from agentfsm.events import EVENT_CLASSES, make_event
+from agentfsm.names import EventType
+from agentfsm.reducers import DEFAULT_REDUCER, Snapshot
 from agentfsm.testing.strategies import illegal_steps, legal_runs
 
 SETTINGS = settings(max_examples=150, deadline=None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm import DEFAULT_REDUCER, DEFAULT_TABLE, EventFormatError, read_events
+from agentfsm import DEFAULT_TABLE, EventFormatError, read_events
 from agentfsm.diagrams import (
     Overlay,
     Refusal,
@@ -24,6 +24,7 @@ from agentfsm.diagrams import (
     trajectory_from_record,
 )
 from agentfsm.diagrams.model import EdgeLabel
+from agentfsm.reducers import DEFAULT_REDUCER
 from tests._diagram_tables import TINY
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm import (
-    EventFormatError,
-    LogBuilder,
-    dump_event,
-    event_json_schema,
-    event_to_dict,
-    parse_event,
-    read_events,
-)
-from agentfsm.events import EVENT_CLASSES
+from agentfsm import EventFormatError, LogBuilder, dump_event, parse_event, read_events
+from agentfsm.events import EVENT_CLASSES, event_json_schema, event_to_dict
 from tests.conftest import EXAMPLES
 
 SCHEMA = Path(__file__).resolve().parent.parent / "agentfsm" / "events" / "schema.json"

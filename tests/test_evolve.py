@@ -5,7 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from agentfsm import Action, RunRecord
+from agentfsm import RunRecord
+from agentfsm.reducers import Action
 from agentfsm.reducers._evolve import evolver
 
 
@@ -37,7 +38,7 @@ def test_unknown_or_repeated_fields_are_refused() -> None:
 
 def test_a_made_instance_is_hashable_like_one_built_by_init() -> None:
     """The frozen class's own hash applies to records the reducer builds."""
-    from agentfsm import UsageTotals
+    from agentfsm.reducers import UsageTotals
     from agentfsm.reducers._evolve import maker
 
     made = maker(UsageTotals)(1, 2, 0.5)

@@ -10,7 +10,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm import Event, GuardRejectedError, RunRecord, canonical_json, make_event
+from agentfsm import Event, GuardRejectedError, RunRecord
+from agentfsm.events import canonical_json, make_event
 from agentfsm.guards import (
     Budget,
     GuardContext,

@@ -8,7 +8,8 @@ from typing import Any
 import attrs
 import pytest
 
-from agentfsm import DEFAULT_TABLE, Event, InvalidTableError, RunRecord
+from agentfsm import DEFAULT_TABLE, Event, RunRecord
+from agentfsm.errors import InvalidTableError
 from agentfsm.guards import (
     Deadline,
     GuardContext,

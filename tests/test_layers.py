@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agentfsm"
 
 #: Top-level part of `agentfsm` -> its layer (1 is the ground).
 LAYERS: dict[str, int] = {
+    "_extras": 1,
     "errors": 1,
     "names": 1,
     "events": 2,

@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm import Event, GuardRejectedError, Limits, OverrunError, dump_event
+from agentfsm import Event, GuardRejectedError, dump_event
 from agentfsm.cli import main
+from agentfsm.errors import OverrunError
+from agentfsm.events import Limits
 from agentfsm.guards import Budget, SharedBudget, any_of
 from agentfsm.reducers import AuditFinding, Reducer, audit
 from agentfsm.reducers.validate import Finding, validate_lines

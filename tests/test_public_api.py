@@ -1,14 +1,85 @@
-"""The public surface: everything exported resolves, is documented, and nothing private leaks."""
+"""The public surface: a small pinned top level, loaded lazily, documented, nothing private."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import agentfsm
 
-SUBPACKAGES = ["agentfsm.fsm", "agentfsm.events", "agentfsm.reducers"]
+PACKAGE = Path(agentfsm.__file__).resolve().parent
+
+#: The top level, pinned: adding a name here is a decision, not a side effect of a new module.
+TOP_LEVEL = [
+    "DEFAULT_TABLE",
+    "Agent",
+    "AgentFSMError",
+    "AsyncRunner",
+    "Budget",
+    "Condition",
+    "Deadline",
+    "Decision",
+    "Event",
+    "EventFormatError",
+    "GuardRejectedError",
+    "IllegalTransitionError",
+    "LifecycleError",
+    "LogBuilder",
+    "LoopDetector",
+    "MaxTurns",
+    "MemoryEventStore",
+    "Reducer",
+    "RunRecord",
+    "RunResult",
+    "Runner",
+    "SQLiteEventStore",
+    "ScriptedModel",
+    "State",
+    "StoreError",
+    "StoreOptions",
+    "Tool",
+    "Transition",
+    "TransitionTable",
+    "approve",
+    "call",
+    "cancel",
+    "dump_event",
+    "parse_event",
+    "pause",
+    "read_events",
+    "reduce",
+    "reject",
+    "replay",
+    "resume",
+    "submit",
+]
+
+SUBPACKAGES = [
+    "agentfsm.errors",
+    "agentfsm.events",
+    "agentfsm.fsm",
+    "agentfsm.guards",
+    "agentfsm.reducers",
+    "agentfsm.runtime",
+    "agentfsm.stores",
+]
+
+
+def _fresh(code: str) -> None:
+    """Run `code` in a new interpreter, so nothing this test session imported counts."""
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_top_level_is_the_pinned_list() -> None:
+    """`agentfsm.__all__` is exactly the list above: growing it means editing this test."""
+    assert list(agentfsm.__all__) == TOP_LEVEL
 
 
 def test_all_is_sorted_and_unique() -> None:
@@ -18,23 +89,111 @@ def test_all_is_sorted_and_unique() -> None:
     assert names == sorted(names, key=lambda n: (not n.isupper(), n))
 
 
+def test_the_lazy_table_and_the_type_checking_imports_agree_with_all() -> None:
+    """What mypy sees (`if TYPE_CHECKING:` imports) is what `__getattr__` serves, name for name."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    typed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                assert imp.module is not None
+                typed |= {alias.asname or alias.name: imp.module for alias in imp.names}
+    assert typed == agentfsm._LAZY
+    assert sorted(typed) == sorted(agentfsm.__all__)
+
+
+@pytest.mark.parametrize("name", TOP_LEVEL)
+def test_every_exported_name_resolves_to_its_namespace_export(name: str) -> None:
+    """Each top-level name is the very object its namespace exports under the same name."""
+    namespace = importlib.import_module(agentfsm._LAZY[name])
+    assert name in namespace.__all__
+    assert getattr(agentfsm, name) is getattr(namespace, name)
+
+
 @pytest.mark.parametrize("module", ["agentfsm", *SUBPACKAGES])
-def test_every_exported_name_resolves_and_is_public(module: str) -> None:
-    """Each name in `__all__` exists, and none starts with an underscore."""
+def test_every_exported_name_is_public(module: str) -> None:
+    """Each name in a namespace's `__all__` exists, and none starts with an underscore."""
     mod = importlib.import_module(module)
     for name in mod.__all__:
         assert not name.startswith("_"), name
         assert hasattr(mod, name), f"{module}.{name} does not resolve"
 
 
-def test_every_exported_callable_has_a_one_line_summary() -> None:
-    """Google-style docstrings: a summary line on every public class and function."""
-    for name in agentfsm.__all__:
-        obj = getattr(agentfsm, name)
-        if callable(obj) and not isinstance(obj, type(agentfsm.Event)):
-            doc = (obj.__doc__ or "").strip()
-            assert doc, f"{name} has no docstring"
-            assert doc.splitlines()[0].endswith("."), f"{name}: summary line must be a sentence"
+def _comment_above(name: str, namespace: str) -> str:
+    """The `#:` comment right above `name = ...` in one of the namespace's modules."""
+    root = PACKAGE / namespace.removeprefix("agentfsm.").replace(".", "/")
+    assignment = re.compile(rf"^{re.escape(name)}(: [^=]+)? = ")
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if assignment.match(line) and i and lines[i - 1].startswith("#: "):
+                return lines[i - 1].removeprefix("#: ")
+    return ""
+
+
+@pytest.mark.parametrize("name", TOP_LEVEL)
+def test_every_exported_name_has_a_one_line_summary(name: str) -> None:
+    """Classes and functions carry their own docstring; values a `#:` comment; both a sentence."""
+    obj = getattr(agentfsm, name)
+    if inspect.isclass(obj) or inspect.isroutine(obj):
+        doc = (obj.__doc__ or "").strip()
+        summary = doc.splitlines()[0] if doc else ""
+    else:
+        summary = _comment_above(name, agentfsm._LAZY[name])
+    assert summary, f"{name} has no summary"
+    assert summary.endswith("."), f"{name}: summary line must be a sentence: {summary!r}"
+
+
+def test_dir_lists_every_name_before_it_is_loaded() -> None:
+    """`dir(agentfsm)` (completion in a REPL) shows the whole surface, loaded or not."""
+    _fresh(
+        "import agentfsm\n"
+        f"assert set({TOP_LEVEL!r}) <= set(dir(agentfsm))\n"
+        "assert '__version__' in dir(agentfsm)\n"
+    )
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    """A name that is not exported (here, one that moved to its namespace) says so plainly."""
+    with pytest.raises(AttributeError) as info:
+        _ = agentfsm.make_event  # type: ignore[attr-defined]
+    assert str(info.value) == "module 'agentfsm' has no attribute 'make_event'"
+
+
+def test_importing_agentfsm_imports_nothing_heavy() -> None:
+    """`import agentfsm` loads no namespace: not the runtime, diagrams, stores, nor pydantic."""
+    _fresh(
+        "import sys\n"
+        "import agentfsm\n"
+        "heavy = ('agentfsm.runtime', 'agentfsm.diagrams', 'agentfsm.stores', 'agentfsm.events',\n"
+        "         'sqlite3', 'pydantic', 'structlog')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(heavy))\n"
+        "assert loaded == [], loaded\n"
+        "assert [m for m in sys.modules if m.startswith('agentfsm')] == ['agentfsm']\n"
+    )
+
+
+def test_the_core_names_do_not_pull_the_runtime_or_sqlite() -> None:
+    """Folding logs (table, events, reducer, guards) needs no runtime, diagrams, stores, sqlite3."""
+    _fresh(
+        "import sys\n"
+        "from agentfsm import (DEFAULT_TABLE, Event, LogBuilder, MaxTurns, Reducer, RunRecord,\n"
+        "                      TransitionTable, parse_event, read_events, reduce, replay)\n"
+        "heavy = ('agentfsm.runtime', 'agentfsm.diagrams', 'agentfsm.stores', 'agentfsm.adapters',\n"
+        "         'sqlite3', 'structlog')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(heavy))\n"
+        "assert loaded == [], loaded\n"
+    )
+
+
+def test_catching_an_error_needs_no_pydantic() -> None:
+    """The errors are plain classes: importing one loads no models."""
+    _fresh(
+        "import sys\n"
+        "from agentfsm import AgentFSMError, LifecycleError, StoreError\n"
+        "assert 'pydantic' not in sys.modules\n"
+    )
 
 
 def test_the_package_is_typed() -> None:
@@ -45,15 +204,13 @@ def test_the_package_is_typed() -> None:
 
 
 def test_importing_has_no_global_side_effects() -> None:
-    """Importing agentfsm configures no logging and changes no warning filters."""
-    import subprocess
-    import sys
-
-    probe = (
+    """Importing agentfsm (and every top-level name) configures no logging and no warnings."""
+    _fresh(
         "import logging, warnings, structlog\n"
         "before = (list(warnings.filters), logging.root.handlers[:], structlog.is_configured())\n"
         "import agentfsm\n"
+        "for name in agentfsm.__all__:\n"
+        "    getattr(agentfsm, name)\n"
         "after = (list(warnings.filters), logging.root.handlers[:], structlog.is_configured())\n"
         "assert before == after, (before, after)\n"
     )
-    subprocess.run([sys.executable, "-c", probe], check=True)

@@ -74,7 +74,7 @@ def test_a_conftest_overrides_the_table(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             import pytest
-            from agentfsm import make_event
+            from agentfsm.events import make_event
             from agentfsm.testing import assert_legal_log
 
             def test_handoff_is_refused(agent_run_reducer):

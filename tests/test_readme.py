@@ -37,7 +37,8 @@ def test_readme_example(code: str, expected: str | None) -> None:
 
 def test_readme_table_is_the_generated_one() -> None:
     """The README's transition table is the Markdown renderer's output, not a hand copy."""
-    from agentfsm import DEFAULT_TABLE, render_diagram
+    from agentfsm import DEFAULT_TABLE
+    from agentfsm.diagrams import render_diagram
 
     generated = render_diagram(DEFAULT_TABLE, "markdown")
     expected = generated[generated.index("| from | event") :].rstrip() + "\n"

@@ -8,21 +8,17 @@ from typing import Any
 import pytest
 
 from agentfsm import (
-    DEFAULT_REDUCER,
-    ActionError,
     Event,
     IllegalTransitionError,
     LifecycleError,
     LogBuilder,
-    RunMismatchError,
     RunRecord,
-    SequenceError,
-    Snapshot,
-    call_digest,
-    make_event,
     reduce,
     replay,
 )
+from agentfsm.errors import ActionError, RunMismatchError, SequenceError
+from agentfsm.events import call_digest, make_event
+from agentfsm.reducers import DEFAULT_REDUCER, Snapshot
 
 CALL = {"action_id": "a1", "tool": "search", "arguments": {"q": "x", "n": 3}}
 CALL2 = {"action_id": "a2", "tool": "fetch", "arguments": {"url": "u"}}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import attrs
 from hypothesis import Phase, given, settings
 
-from agentfsm import DEFAULT_REDUCER, Event, Reducer, RunRecord
+from agentfsm import Event, Reducer, RunRecord
 from agentfsm.events import dump_event
+from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.testing import legal_runs
 
 

@@ -7,15 +7,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from agentfsm import (
-    DEFAULT_TABLE,
-    Action,
-    Event,
-    LifecycleError,
-    RunRecord,
-    State,
-    Transition,
-)
+from agentfsm import DEFAULT_TABLE, Event, LifecycleError, RunRecord, State, Transition
+from agentfsm.reducers import Action
 from agentfsm.testing.stateful import RunMachine, record_problems, run_machine
 
 QUICK = settings(

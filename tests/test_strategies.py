@@ -9,18 +9,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from agentfsm import (
-    DEFAULT_REDUCER,
-    DEFAULT_TABLE,
-    Event,
-    IllegalTransitionError,
-    Reducer,
-    State,
-    Transition,
-    make_event,
-)
-from agentfsm.events import parse_timestamp
+from agentfsm import DEFAULT_TABLE, Event, IllegalTransitionError, Reducer, State, Transition
+from agentfsm.events import make_event, parse_timestamp
 from agentfsm.events.models import EVENT_CLASSES
+from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.testing.strategies import (
     FEATURES,
     IllegalStep,

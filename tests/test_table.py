@@ -8,11 +8,11 @@ from agentfsm import (
     DEFAULT_TABLE,
     Condition,
     IllegalTransitionError,
-    InvalidTableError,
     State,
     Transition,
     TransitionTable,
 )
+from agentfsm.errors import InvalidTableError
 from agentfsm.events.vocabulary import BUILTIN_EVENTS
 from agentfsm.names import StateKind
 

@@ -6,15 +6,9 @@ import pytest
 from hypothesis import given, settings
 from transitions import MachineError
 
-from agentfsm import (
-    DEFAULT_REDUCER,
-    DEFAULT_TABLE,
-    Event,
-    IllegalTransitionError,
-    State,
-    Transition,
-)
+from agentfsm import DEFAULT_TABLE, Event, IllegalTransitionError, State, Transition
 from agentfsm.adapters.transitions import to_machine
+from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.testing.strategies import IllegalStep, illegal_steps, legal_runs
 
 SETTINGS = settings(max_examples=120, deadline=None)

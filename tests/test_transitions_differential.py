@@ -22,9 +22,9 @@ from agentfsm import (
     State,
     Transition,
     TransitionTable,
-    make_event,
 )
 from agentfsm.adapters.transitions import to_machine
+from agentfsm.events import make_event
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, plausible, rule_breaking
 from agentfsm.testing.strategies import legal_runs
 

@@ -8,7 +8,9 @@ the public face (`GraphRun`); this module is what it listens with.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
@@ -90,6 +92,49 @@ def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str
 
 #: The handler of the `GraphRun` streaming a graph in this context (see `_Handler.mine`).
 _DRIVING: ContextVar[_Handler | None] = ContextVar("agentfsm_langgraph_handler", default=None)
+
+
+#: LangChain's callback manager logs every error a handler raises as a warning ("Error in
+#: _Handler.on_chat_model_start callback: GuardStop(...)") *before* honouring `raise_error`;
+#: with `logging` unconfigured, Python's last-resort handler prints that on stderr.
+_CALLBACK_LOG = logging.getLogger("langchain_core.callbacks.manager")
+
+
+class _IntendedStop(logging.Filter):
+    """Drops LangChain's warning about the stop `handler` raised on purpose, and only that."""
+
+    def __init__(self, handler: _Handler) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (drop) for "Error in <our handler>.<event> callback: <its stop>"."""
+        stop, args = self.handler.stop, record.args
+        # The manager logs `(handler class name, event name, repr(error))`: the stop object
+        # itself is not on the record, so its repr identifies it; any other error from our
+        # handler (a bug) still gets its warning.
+        return not (
+            stop is not None
+            and isinstance(args, tuple)
+            and len(args) == 3
+            and args[0] == type(self.handler).__name__
+            and args[2] == repr(stop)
+        )
+
+
+@contextlib.contextmanager
+def quiet_intended_stops(handler: _Handler) -> Iterator[None]:
+    """While a `GraphRun` streams: a guard's or a cancel's stop is a result, not an error.
+
+    The filter sits on LangChain's logger only for the stream's duration, so nothing
+    outside a run (nor another library's callbacks) is affected.
+    """
+    quiet = _IntendedStop(handler)
+    _CALLBACK_LOG.addFilter(quiet)
+    try:
+        yield
+    finally:
+        _CALLBACK_LOG.removeFilter(quiet)
 
 
 class _Handler(BaseCallbackHandler):

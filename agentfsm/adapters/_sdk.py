@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Self, TypedDict, TypeVar, overload
 
-import structlog
-
+from agentfsm._log import get_logger
 from agentfsm.errors import (
     AgentFSMError,
     GuardRejectedError,
@@ -230,7 +229,7 @@ def jsonable(value: Any) -> Any:
             return f"<a {type(value).__name__} that cannot be written as JSON>"
 
 
-_log = structlog.get_logger("agentfsm.adapters")
+_log = get_logger("agentfsm.adapters")
 
 
 def storable(spec: Spec) -> Spec:
@@ -364,7 +363,7 @@ class Recorder:
         run_id: our id for the run.
         guards: Python guards (`MaxTurns(8)`, `Budget(...)`, `LoopDetector()`, ...).
         clock: stamps events and is the guards' `now` (UTC wall clock by default).
-        logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+        logger: a structlog logger (by default `agentfsm._log.get_logger()`: see there).
         listeners: called with every event of the run once it is stored, in order (e.g.
             `RunSpans(tracer).feed` for live OpenTelemetry spans).
         sdk: the SDK's name, used when naming the signal behind an illegal move.

@@ -52,7 +52,10 @@ interrupt (approvals, `interrupt()`) pauses this graph too, recorded in the chil
 and this run's `resume` continues both (see `GraphRun.delegate`).
 
 The handler sets `raise_error = True`, so a guard's refusal raised from it stops the graph;
-the adapter then records `run.terminated` and returns the partial output. Approvals are
+the adapter then records `run.terminated` and returns the partial output. LangChain logs
+every error a callback raises as a warning before re-raising it; for the stop a guard or a
+cancel raised on purpose, that warning is dropped (`quiet_intended_stops`), so an intended
+stop prints nothing. Approvals are
 decided in our store (`agentfsm.runtime.approve`/`reject`, any process); `resume(graph,
 config)` then resumes the graph from its checkpointer with `Command(resume={call_id:
 {"approved": bool, "reason": str | None}})`, after checking that the interrupted calls are
@@ -72,11 +75,17 @@ import inspect
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Unpack
 
-from langchain_core.callbacks import BaseCallbackManager
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.config import get_config
-from langgraph.errors import GraphInterrupt, GraphRecursionError
-from langgraph.types import Command
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    from langchain_core.callbacks import BaseCallbackManager
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.config import get_config
+    from langgraph.errors import GraphInterrupt, GraphRecursionError
+    from langgraph.types import Command
+except ImportError as exc:
+    raise missing_extra("GraphRun", "langgraph", exc) from exc
 
 from agentfsm.adapters._langgraph_signals import (
     _DRIVING,
@@ -85,6 +94,7 @@ from agentfsm.adapters._langgraph_signals import (
     FinishedCallError,
     _Handler,
     approval_request,
+    quiet_intended_stops,
 )
 from agentfsm.adapters._sdk import (
     ApprovalMismatchError,
@@ -394,10 +404,12 @@ class GraphRun(SdkRun):
         interrupts: list[Any] = []
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
-            for mode, chunk in graph.stream(input, self._config(config), stream_mode=self._modes()):
-                if mode == "updates":
-                    interrupts.extend(chunk.get("__interrupt__", ()))
-                self._forward(mode, chunk)
+            with quiet_intended_stops(self.handler):
+                stream = graph.stream(input, self._config(config), stream_mode=self._modes())
+                for mode, chunk in stream:
+                    if mode == "updates":
+                        interrupts.extend(chunk.get("__interrupt__", ()))
+                    self._forward(mode, chunk)
             if self.handler.stop is not None:
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
@@ -411,12 +423,14 @@ class GraphRun(SdkRun):
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
             modes = self._modes()
-            async for mode, chunk in graph.astream(input, self._config(config), stream_mode=modes):
-                if mode == "updates":
-                    interrupts.extend(chunk.get("__interrupt__", ()))
-                forwarded = self._forward(mode, chunk)
-                if inspect.isawaitable(forwarded):
-                    await forwarded
+            with quiet_intended_stops(self.handler):
+                stream = graph.astream(input, self._config(config), stream_mode=modes)
+                async for mode, chunk in stream:
+                    if mode == "updates":
+                        interrupts.extend(chunk.get("__interrupt__", ()))
+                    forwarded = self._forward(mode, chunk)
+                    if inspect.isawaitable(forwarded):
+                        await forwarded
             if self.handler.stop is not None:
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)

@@ -53,19 +53,25 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents import (
-    Agent,
-    ItemHelpers,
-    MaxTurnsExceeded,
-    MessageOutputItem,
-    Runner,
-    RunState,
-    ToolCallOutputItem,
-)
-from agents.result import RunResult, RunResultStreaming
-from agents.run import DEFAULT_MAX_TURNS
-from agents.tool import FunctionTool
-from agents.tool_context import ToolContext
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    from agents import (
+        Agent,
+        ItemHelpers,
+        MaxTurnsExceeded,
+        MessageOutputItem,
+        Runner,
+        RunState,
+        ToolCallOutputItem,
+    )
+    from agents.result import RunResult, RunResultStreaming
+    from agents.run import DEFAULT_MAX_TURNS
+    from agents.tool import FunctionTool
+    from agents.tool_context import ToolContext
+except ImportError as exc:
+    raise missing_extra("AgentsRun", "openai-agents", exc) from exc
 
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,

@@ -32,8 +32,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, StatusCode, Tracer
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, StatusCode, Tracer
+except ImportError as exc:
+    raise missing_extra("trace_run", "otel", exc) from exc
 
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, parse_timestamp

@@ -44,23 +44,29 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
-from pydantic_ai import (
-    Agent,
-    DeferredToolRequests,
-    DeferredToolResults,
-    RunContext,
-    ToolApproved,
-    ToolDenied,
-)
-from pydantic_ai.exceptions import ApprovalRequired, RunCancelled, UsageLimitExceeded
-from pydantic_ai.messages import (
-    FunctionToolCallEvent,
-    FunctionToolResultEvent,
-    ModelMessagesTypeAdapter,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-)
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    from pydantic_ai import (
+        Agent,
+        DeferredToolRequests,
+        DeferredToolResults,
+        RunContext,
+        ToolApproved,
+        ToolDenied,
+    )
+    from pydantic_ai.exceptions import ApprovalRequired, RunCancelled, UsageLimitExceeded
+    from pydantic_ai.messages import (
+        FunctionToolCallEvent,
+        FunctionToolResultEvent,
+        ModelMessagesTypeAdapter,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+    )
+except ImportError as exc:
+    raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
 from agentfsm.adapters._sdk import (
     ApprovalMismatchError,

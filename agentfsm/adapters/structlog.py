@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import structlog
-
 from agentfsm._log import (
     GUARD_REJECTED,
     TRANSITION_APPLIED,
     TRANSITION_REJECTED,
+    get_logger,
     log_applied,
     log_rejected,
 )
@@ -57,7 +56,7 @@ class LoggingReducer(Reducer):
         table: the transition table (the default agent-run table unless given).
         guards: Python guard objects, as for `Reducer`.
         run_limits: check each run's own `run.started.limits` too.
-        logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+        logger: a structlog logger (by default `agentfsm._log.get_logger()`: see there).
     """
 
     __slots__ = ("_log",)
@@ -71,7 +70,7 @@ class LoggingReducer(Reducer):
         logger: Any = None,
     ) -> None:
         super().__init__(table, guards, run_limits=run_limits)
-        self._log = logger if logger is not None else structlog.get_logger("agentfsm")
+        self._log = logger if logger is not None else get_logger()
 
     def reduce(self, record: RunRecord, event: Event, ctx: GuardContext | None = None) -> RunRecord:
         """Fold `event` as `Reducer.reduce` does, logging the transition or the refusal."""

@@ -381,6 +381,7 @@ class CustomEvent(_Envelope):
 _ENVELOPE_FIELDS = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id"})
 
 
+#: Any one event of a run's log: the union of the built-in models, told apart by `type`.
 Event = Annotated[
     RunStarted
     | ModelStarted

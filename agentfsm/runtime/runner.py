@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-
+from agentfsm._log import get_logger
 from agentfsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
@@ -90,7 +89,7 @@ class _Core:
         self.clock = clock
         self.config = config if config is not None else RunnerConfig()
         self.action_ids = action_ids
-        self.log = logger if logger is not None else structlog.get_logger("agentfsm")
+        self.log = logger if logger is not None else get_logger()
         # The Runner's reducer: the store's table, with the Runner's guards, checked with
         # the Runner's clock (and a subagent tree's shared budget) before every append.
         self.reducer = Reducer(store_reducer.table, self.guards)
@@ -284,7 +283,7 @@ class Runner(_Core):
         sleep: how to wait before a retry (tests pass a recorder; nothing sleeps for real).
         config: the Runner's settings (`RunnerConfig`).
         action_ids: ids for calls the model gave none for: `(record, index) -> id`.
-        logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+        logger: a structlog logger (by default `agentfsm._log.get_logger()`: see there).
     """
 
     def __init__(

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pydantic import BaseModel, ValidationError
 
+from agentfsm._extras import missing_extra
+
 if TYPE_CHECKING:
     from agentfsm.runtime.agent import Subagent
 
@@ -145,11 +147,9 @@ def _check_args(_: object, __: object, value: Any) -> None:
 def _schema_validator(schema: Mapping[str, Any]) -> Any:
     try:
         import jsonschema
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "a tool with a JSON Schema needs the jsonschema package: "
-            "pip install 'agentfsm[jsonschema]', or describe the arguments with a pydantic model"
-        ) from None
+    except ImportError as exc:
+        hint = "or describe the arguments with a pydantic model"
+        raise missing_extra("a Tool with a JSON Schema", "jsonschema", exc, hint) from exc
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)

@@ -21,8 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import structlog
-
+from agentfsm._log import get_logger
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
@@ -54,7 +53,7 @@ class _Leasing:
         self.renew_every = renew_every if renew_every is not None else ttl / 3
         self.retry_after = retry_after
         self.clock = clock
-        self.log = structlog.get_logger("agentfsm")
+        self.log = get_logger()
 
     def _retry_after(self, result: RunResult | None) -> float:
         """How long a released run stays unclaimable: a while if it is still runnable."""

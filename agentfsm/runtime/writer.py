@@ -33,9 +33,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-import structlog
-
-from agentfsm._log import log_applied, log_guard_rejected
+from agentfsm._log import get_logger, log_applied, log_guard_rejected
 from agentfsm.errors import (
     ConcurrencyConflictError,
     GuardRejectedError,
@@ -184,7 +182,7 @@ class _Base:
         self._store_reducer = store_reducer
         self._clock = clock
         # Bound once per writer: a lazy proxy would build a new logger on every call.
-        base = logger if logger is not None else structlog.get_logger("agentfsm")
+        base = logger if logger is not None else get_logger()
         self._log = base.bind(run_id=record.run_id)
         self._max_conflicts = max_conflicts
         self._guarded = reducer.guards.events
@@ -326,7 +324,7 @@ class Writer(_Base):
         record: the run's record the writer starts from (loaded, or the initial one).
         reducer: checks batches before they are appended (the Runner's guards).
         clock: stamps `occurred_at` and is the guards' `now`.
-        logger: a structlog logger (`structlog.get_logger("agentfsm")` by default).
+        logger: a structlog logger (by default `agentfsm._log.get_logger()`: see there).
         budget: the shared budget of a subagent tree the run belongs to.
         max_conflicts: lost races in a row before giving up.
     """

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-import structlog
 
+from agentfsm._log import get_logger
 from agentfsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
@@ -57,7 +57,7 @@ __all__ = [
     "verify_rows",
 ]
 
-_log = structlog.get_logger("agentfsm.stores")
+_log = get_logger("agentfsm.stores")
 
 #: The "previous hash" of a run's first event.
 GENESIS_HASH = ""

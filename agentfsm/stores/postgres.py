@@ -23,8 +23,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
-import psycopg
-from psycopg import errors as pg_errors
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError as exc:
+    raise missing_extra("PostgresEventStore", "postgres", exc) from exc
 
 from agentfsm.errors import (
     ConcurrencyConflictError,

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    import psycopg
+except ImportError as exc:
+    raise missing_extra("PostgresLeases", "postgres", exc) from exc
 
 from agentfsm.stores.leases import RUNNABLE_STATUSES
 from agentfsm.stores.sqlite import check_prefix

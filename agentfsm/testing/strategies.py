@@ -13,7 +13,7 @@ reported with a short log that reads like a plain run.
 
 Example:
     >>> from hypothesis import given
-    >>> from agentfsm import DEFAULT_REDUCER
+    >>> from agentfsm.reducers import DEFAULT_REDUCER
     >>> @given(legal_runs())
     ... def test_replay_accepts(events):
     ...     DEFAULT_REDUCER.replay(events)

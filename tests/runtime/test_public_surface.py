@@ -40,3 +40,28 @@ def test_importing_the_runtime_configures_nothing() -> None:
         "assert before == after, (before, after)\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+def test_the_top_level_runtime_names_are_the_runtimes() -> None:
+    """The Runner, its types and the steering verbs at `agentfsm.*` are `agentfsm.runtime`'s own."""
+    import agentfsm
+
+    names = [n for n in agentfsm.__all__ if agentfsm._LAZY[n] == "agentfsm.runtime"]
+    assert names == [
+        "Agent",
+        "AsyncRunner",
+        "Decision",
+        "RunResult",
+        "Runner",
+        "ScriptedModel",
+        "Tool",
+        "approve",
+        "call",
+        "cancel",
+        "pause",
+        "reject",
+        "resume",
+        "submit",
+    ]
+    for name in names:
+        assert getattr(agentfsm, name) is getattr(runtime, name), name

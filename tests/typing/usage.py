@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from agentfsm import (
-    DEFAULT_REDUCER,
     DEFAULT_TABLE,
     IllegalTransitionError,
     RunRecord,
-    RunStatus,
     State,
     Transition,
     TransitionTable,
     parse_event,
 )
+from agentfsm.names import RunStatus
+from agentfsm.reducers import DEFAULT_REDUCER
 
 record: RunRecord = DEFAULT_REDUCER.initial("run_1")
 event = parse_event(
