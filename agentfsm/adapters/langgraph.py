@@ -496,7 +496,12 @@ class GraphRun(SdkRun):
                 value = interrupts[0].value
                 reason = value if isinstance(value, str) else canonical_json(jsonable(value))
                 specs = [(m.RunPaused, {"reason": reason})]
-            record = recorder.append("__interrupt__", specs) if specs else recorder.waiting()
+            try:
+                record = recorder.append("__interrupt__", specs) if specs else recorder.waiting()
+            except LifecycleError as exc:
+                # The table refuses the pause: the run fails, as in every adapter.
+                recorder.failed(exc)
+                raise
             return ObservedRun(recorder.run_id, record, state=[i.value for i in interrupts])
         try:
             record = recorder.append("stream ended", [(m.RunCompleted, {})])

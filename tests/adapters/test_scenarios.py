@@ -420,18 +420,8 @@ class TestApproval:
         )
         assert CALLS == []
 
-    def test_a_run_whose_sdk_move_the_table_refuses_is_failed(
-        self, driver: Driver, request: pytest.FixtureRequest
-    ) -> None:
+    def test_a_run_whose_sdk_move_the_table_refuses_is_failed(self, driver: Driver) -> None:
         """The refused pause for approval leaves the run failed (`illegal_transition`)."""
-        if driver.name == "langgraph":
-            request.applymarker(
-                pytest.mark.xfail(
-                    strict=True,
-                    reason="GraphRun leaves the run 'running' when the table refuses the "
-                    "approval interrupt (the other adapters record run.failed): an adapter bug",
-                )
-            )
         store = no_approvals_store()
         with pytest.raises(IllegalTransitionError):
             driver.run(store, "r1", REFUNDING, prompt="refund O-1")
