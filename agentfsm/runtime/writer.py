@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
 import structlog
 
 from agentfsm._log import log_applied, log_guard_rejected
@@ -129,6 +130,25 @@ class StateChanged(Exception):  # noqa: N818  (a signal to re-decide, not a fail
     def __init__(self, record: RunRecord) -> None:
         super().__init__(f"run '{record.run_id}' changed (now '{record.status}')")
         self.record = record
+
+
+@attrs.frozen
+class _Put:
+    """Append `events` at `expected_version` (the writer's store op)."""
+
+    events: list[Event]
+    expected_version: int
+
+
+@attrs.frozen
+class _Read:
+    """The run's events after `version` (the writer's store op, after a lost race)."""
+
+    version: int
+
+
+#: What a `_Put` is sent back when another process appended first.
+CONFLICT: Any = object()
 
 
 class BudgetTree:
@@ -294,6 +314,33 @@ class _Base:
             if self.budget is not None:
                 self.budget.charge(record)
 
+    def _appending(self, specs: Sequence[Spec]) -> Generator[_Put | _Read, Any, RunRecord]:
+        """`append` without I/O: yields a `_Put` (sent the new record, `CONFLICT` or the
+        store's `LifecycleError`) and, after a lost race, a `_Read` (sent the new events).
+
+        The one append loop `Writer` and `AsyncWriter` both run.
+        """
+        for _ in range(self._max_conflicts):
+            record = self.record
+            now = self._clock()
+            events = self._build(specs, record, now.isoformat())
+            events, after, over = self._check(record, events, now)
+            got = yield _Put(events, record.version)
+            if got is CONFLICT:
+                self._fold_foreign((yield _Read(self.record.version)))
+                continue
+            if isinstance(got, LifecycleError):
+                # The store's own reducer refused what ours accepted (its guards differ).
+                if self.changed_since_step:
+                    raise StateChanged(self.record) from None
+                raise got
+            self.record = got
+            self._applied(record, events, after)
+            if over is not None:
+                raise self._overran(over)
+            return got
+        raise self._give_up()
+
     def _give_up(self) -> StoreError:
         return StoreError(
             f"run '{self.run_id}': {self._max_conflicts} appends in a row lost a race; "
@@ -364,27 +411,23 @@ class Writer(_Base):
             RunSupersededError: another process is driving the run.
             LifecycleError: the batch is illegal on the record the Runner decided from.
         """
-        for _ in range(self._max_conflicts):
-            record = self.record
-            now = self._clock()
-            events = self._build(specs, record, now.isoformat())
-            events, after, over = self._check(record, events, now)
+        steps = self._appending(specs)
+        got: Any = None
+        while True:
             try:
-                new = self.store.append(self.run_id, events, record.version)
-            except ConcurrencyConflictError:
-                self.catch_up()
+                op = steps.send(got)
+            except StopIteration as done:
+                new: RunRecord = done.value
+                return new
+            if isinstance(op, _Read):
+                got = list(self.store.events(self.run_id, after=op.version))
                 continue
-            except LifecycleError:
-                # The store's own reducer refused what ours accepted (its guards differ).
-                if self.changed_since_step:
-                    raise StateChanged(self.record) from None
-                raise
-            self.record = new
-            self._applied(record, events, after)
-            if over is not None:
-                raise self._overran(over)
-            return new
-        raise self._give_up()
+            try:
+                got = self.store.append(self.run_id, op.events, op.expected_version)
+            except ConcurrencyConflictError:
+                got = CONFLICT
+            except LifecycleError as exc:
+                got = exc
 
     def catch_up(self) -> RunRecord:
         """Fold in what other processes appended since the writer's version."""
@@ -436,26 +479,23 @@ class AsyncWriter(_Base):
             return await self._append(specs)
 
     async def _append(self, specs: Sequence[Spec]) -> RunRecord:
-        for _ in range(self._max_conflicts):
-            record = self.record
-            now = self._clock()
-            events = self._build(specs, record, now.isoformat())
-            events, after, over = self._check(record, events, now)
+        steps = self._appending(specs)
+        got: Any = None
+        while True:
             try:
-                new = await self.store.append(self.run_id, events, record.version)
-            except ConcurrencyConflictError:
-                await self.catch_up()
+                op = steps.send(got)
+            except StopIteration as done:
+                new: RunRecord = done.value
+                return new
+            if isinstance(op, _Read):
+                got = [e async for e in self.store.events(self.run_id, after=op.version)]
                 continue
-            except LifecycleError:
-                if self.changed_since_step:
-                    raise StateChanged(self.record) from None
-                raise
-            self.record = new
-            self._applied(record, events, after)
-            if over is not None:
-                raise self._overran(over)
-            return new
-        raise self._give_up()
+            try:
+                got = await self.store.append(self.run_id, op.events, op.expected_version)
+            except ConcurrencyConflictError:
+                got = CONFLICT
+            except LifecycleError as exc:
+                got = exc
 
     async def catch_up(self) -> RunRecord:
         """Fold in what other processes appended since the writer's version."""
