@@ -130,12 +130,13 @@ class Cancel:
 
 @attrs.frozen
 class Batch:
-    """Run the calls of one batch: for each work, drive `job(work, stopping)` to its end.
+    """Run the calls of one batch of `writer`'s run: each work's `job(work, stopping)`.
 
     `stopping()` is the shell's answer to "has the batch been told to stop?" (a sync shell,
     which runs the calls in turn and stops at the first end that is not None, never is).
     """
 
+    writer: Any
     works: tuple[Any, ...]
     job: Callable[[Any, Callable[[], bool]], Job]
 

@@ -334,11 +334,12 @@ class _Base:
                 if self.changed_since_step:
                     raise StateChanged(self.record) from None
                 raise got
-            self.record = got
+            new: RunRecord = got
+            self.record = new
             self._applied(record, events, after)
             if over is not None:
                 raise self._overran(over)
-            return got
+            return new
         raise self._give_up()
 
     def _give_up(self) -> StoreError:
