@@ -36,6 +36,9 @@ from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool, ToolContext
 from agentfsm.runtime.writer import Spec, StateChanged
 
+# Effects and outcomes are `attrs.define` (slotted, not frozen) because a frozen instance
+# costs twice as much to build, and a turn builds a dozen: nothing mutates them.
+
 __all__ = [
     "Append",
     "Ask",
@@ -60,14 +63,14 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@attrs.define
 class Beat:
     """Call the heartbeat with the record the next step is decided from."""
 
     record: RunRecord
 
 
-@attrs.frozen
+@attrs.define
 class Append:
     """Append `specs` through `writer` (a `Writer` or `AsyncWriter`, the shell's own)."""
 
@@ -75,14 +78,14 @@ class Append:
     specs: Sequence[Spec]
 
 
-@attrs.frozen
+@attrs.define
 class Largest:
     """The largest model call so far of `writer`'s run (may read the log once)."""
 
     writer: Any
 
 
-@attrs.frozen
+@attrs.define
 class Ask:
     """Call `agent`'s model with `ctx` and assemble its answer."""
 
@@ -90,14 +93,14 @@ class Ask:
     ctx: ModelContext
 
 
-@attrs.frozen
+@attrs.define
 class Sleep:
     """Wait `seconds` (a backoff before a retry)."""
 
     seconds: float
 
 
-@attrs.frozen
+@attrs.define
 class Call:
     """Call `tool` with `ctx` (within `ctx.timeout`, if any)."""
 
@@ -105,7 +108,7 @@ class Call:
     ctx: ToolContext
 
 
-@attrs.frozen
+@attrs.define
 class Load:
     """Load a run's record; None when it does not exist, unless `required` (then raise)."""
 
@@ -113,14 +116,14 @@ class Load:
     required: bool = False
 
 
-@attrs.frozen
+@attrs.define
 class Start:
     """Append `event` (a `run.started`) as the first event of a new run."""
 
     event: m.RunStarted
 
 
-@attrs.frozen
+@attrs.define
 class Cancel:
     """Ask for run `run_id` to stop (`control.cancel`), with `reason`."""
 
@@ -128,7 +131,7 @@ class Cancel:
     reason: str
 
 
-@attrs.frozen
+@attrs.define
 class Batch:
     """Run the calls of one batch of `writer`'s run: each work's `job(work, stopping)`.
 
@@ -141,7 +144,7 @@ class Batch:
     job: Callable[[Any, Callable[[], bool]], Job]
 
 
-@attrs.frozen
+@attrs.define
 class Refused:
     """An append that did not happen: a guard said no, the run changed, someone else drives
     it, or the lifecycle refused the batch."""
@@ -149,21 +152,21 @@ class Refused:
     error: Exception
 
 
-@attrs.frozen
+@attrs.define
 class Raised:
     """What a model or a tool raised instead of answering."""
 
     error: Exception
 
 
-@attrs.frozen
+@attrs.define
 class Returned:
     """What a tool returned."""
 
     value: Any
 
 
-@attrs.frozen
+@attrs.define
 class Waiting:
     """A child run waits for a person: its caller's call stays in flight."""
 
@@ -192,6 +195,8 @@ def settle(ends: Sequence[End]) -> End:
     written), which beats a waiting child; the first refusal counts, the last supersede or
     wait. A run that changed needs nothing more than a new decision (None).
     """
+    if not ends:  # the usual batch: every call done
+        return None
     superseded = [e for e in ends if isinstance(e, RunSupersededError)]
     if superseded:
         return superseded[-1]

@@ -192,15 +192,17 @@ class Runner(Driver):
             except StopIteration as done:
                 result: T = done.value
                 return result
-            got = self._perform(effect, heartbeat)
+            if effect.__class__ is fx.Append:  # inline: half of a turn's effects are appends
+                try:
+                    got = effect.writer.append(effect.specs)
+                except REFUSALS as exc:
+                    got = fx.Refused(exc)
+            else:
+                got = self._perform(effect, heartbeat)
 
     def _perform(self, effect: fx.Effect, heartbeat: Callable[[RunRecord], None] | None) -> Any:
-        # Most frequent first: a turn is two appends, a model call and a batch.
-        if isinstance(effect, fx.Append):
-            try:
-                return effect.writer.append(effect.specs)
-            except REFUSALS as exc:
-                return fx.Refused(exc)
+        # Most frequent first: a turn is four appends (inlined in `_run`), a model call, a
+        # batch and its tool calls.
         if isinstance(effect, fx.Batch):
             # One call after another; the first that stops the batch ends it.
             for work in effect.works:
@@ -219,6 +221,11 @@ class Runner(Driver):
             if heartbeat is not None:
                 heartbeat(effect.record)
             return None
+        if isinstance(effect, fx.Append):
+            try:
+                return effect.writer.append(effect.specs)
+            except REFUSALS as exc:
+                return fx.Refused(exc)
         if isinstance(effect, fx.Largest):
             return effect.writer.largest_call()
         if isinstance(effect, fx.Sleep):

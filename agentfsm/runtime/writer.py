@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -132,23 +132,15 @@ class StateChanged(Exception):  # noqa: N818  (a signal to re-decide, not a fail
         self.record = record
 
 
-@attrs.frozen
+@attrs.define  # not frozen: built on every append, and a frozen one costs twice as much
 class _Put:
-    """Append `events` at `expected_version` (the writer's store op)."""
+    """A batch ready for the store: the record it follows, its events, the records after
+    each (under the Runner's reducer), and the overrun to raise once it is appended."""
 
+    record: RunRecord
     events: list[Event]
-    expected_version: int
-
-
-@attrs.frozen
-class _Read:
-    """The run's events after `version` (the writer's store op, after a lost race)."""
-
-    version: int
-
-
-#: What a `_Put` is sent back when another process appended first.
-CONFLICT: Any = object()
+    after: list[RunRecord]
+    over: OverrunError | None
 
 
 class BudgetTree:
@@ -314,33 +306,30 @@ class _Base:
             if self.budget is not None:
                 self.budget.charge(record)
 
-    def _appending(self, specs: Sequence[Spec]) -> Generator[_Put | _Read, Any, RunRecord]:
-        """`append` without I/O: yields a `_Put` (sent the new record, `CONFLICT` or the
-        store's `LifecycleError`) and, after a lost race, a `_Read` (sent the new events).
+    def _prepare(self, specs: Sequence[Spec]) -> _Put:
+        """The batch to append on the writer's record: stamped, and checked by our reducer.
 
-        The one append loop `Writer` and `AsyncWriter` both run.
+        With `_settle`, the whole append but the store call: both writers' loops are
+        `_prepare`, the store's append (a lost race: `catch_up` and again), `_settle`.
         """
-        for _ in range(self._max_conflicts):
-            record = self.record
-            now = self._clock()
-            events = self._build(specs, record, now.isoformat())
-            events, after, over = self._check(record, events, now)
-            got = yield _Put(events, record.version)
-            if got is CONFLICT:
-                self._fold_foreign((yield _Read(self.record.version)))
-                continue
-            if isinstance(got, LifecycleError):
-                # The store's own reducer refused what ours accepted (its guards differ).
-                if self.changed_since_step:
-                    raise StateChanged(self.record) from None
-                raise got
-            new: RunRecord = got
-            self.record = new
-            self._applied(record, events, after)
-            if over is not None:
-                raise self._overran(over)
-            return new
-        raise self._give_up()
+        record = self.record
+        now = self._clock()
+        events = self._build(specs, record, now.isoformat())
+        events, after, over = self._check(record, events, now)
+        return _Put(record, events, after, over)
+
+    def _settle(self, put: _Put, got: RunRecord | LifecycleError) -> RunRecord:
+        """Take the store's answer to `put`: the record after it, or its refusal."""
+        if isinstance(got, LifecycleError):
+            # The store's own reducer refused what ours accepted (its guards differ).
+            if self.changed_since_step:
+                raise StateChanged(self.record) from None
+            raise got
+        self.record = got
+        self._applied(put.record, put.events, put.after)
+        if put.over is not None:
+            raise self._overran(put.over)
+        return got
 
     def _give_up(self) -> StoreError:
         return StoreError(
@@ -412,23 +401,17 @@ class Writer(_Base):
             RunSupersededError: another process is driving the run.
             LifecycleError: the batch is illegal on the record the Runner decided from.
         """
-        steps = self._appending(specs)
-        got: Any = None
-        while True:
+        for _ in range(self._max_conflicts):
+            put = self._prepare(specs)
             try:
-                op = steps.send(got)
-            except StopIteration as done:
-                new: RunRecord = done.value
-                return new
-            if isinstance(op, _Read):
-                got = list(self.store.events(self.run_id, after=op.version))
-                continue
-            try:
-                got = self.store.append(self.run_id, op.events, op.expected_version)
+                got = self.store.append(self.run_id, put.events, put.record.version)
             except ConcurrencyConflictError:
-                got = CONFLICT
+                self.catch_up()
+                continue
             except LifecycleError as exc:
-                got = exc
+                return self._settle(put, exc)
+            return self._settle(put, got)
+        raise self._give_up()
 
     def catch_up(self) -> RunRecord:
         """Fold in what other processes appended since the writer's version."""
@@ -480,23 +463,17 @@ class AsyncWriter(_Base):
             return await self._append(specs)
 
     async def _append(self, specs: Sequence[Spec]) -> RunRecord:
-        steps = self._appending(specs)
-        got: Any = None
-        while True:
+        for _ in range(self._max_conflicts):
+            put = self._prepare(specs)
             try:
-                op = steps.send(got)
-            except StopIteration as done:
-                new: RunRecord = done.value
-                return new
-            if isinstance(op, _Read):
-                got = [e async for e in self.store.events(self.run_id, after=op.version)]
-                continue
-            try:
-                got = await self.store.append(self.run_id, op.events, op.expected_version)
+                got = await self.store.append(self.run_id, put.events, put.record.version)
             except ConcurrencyConflictError:
-                got = CONFLICT
+                await self.catch_up()
+                continue
             except LifecycleError as exc:
-                got = exc
+                return self._settle(put, exc)
+            return self._settle(put, got)
+        raise self._give_up()
 
     async def catch_up(self) -> RunRecord:
         """Fold in what other processes appended since the writer's version."""

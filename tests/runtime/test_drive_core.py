@@ -40,16 +40,11 @@ class Core(Driver):
 
 def _fold(writer: _Base, specs: Any) -> RunRecord:
     """What a store would do with an `Append`: fold the events in, without a store."""
-    steps = writer._appending(specs)
-    put = next(steps)
-    record = writer.record
+    put = writer._prepare(specs)
+    record = put.record
     for event in put.events:
         record = DEFAULT_REDUCER.reduce(record, event)
-    try:
-        steps.send(record)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    raise AssertionError("one put is enough")
+    return writer._settle(put, record)
 
 
 class Script:
