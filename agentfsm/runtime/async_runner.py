@@ -1,7 +1,7 @@
 """`AsyncRunner`: the Runner for asyncio, running a batch's calls concurrently.
 
-The same decisions as `Runner` (both ask the same planner what to do next, from the stored
-record), with two differences:
+The same decisions as `Runner`: both are shells around one sans-IO core (`_drive.Driver`),
+which this one performs with awaits. Two differences are the shell's own:
 
 - the calls of one batch run concurrently; calls whose tools share a `concurrency_key` run
   one after another, in batch order, never overlapping;
@@ -18,32 +18,32 @@ failure. Plain (non-async) tools run on worker threads; plain models run on the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-import attrs
-
-from agentfsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
-from agentfsm.events import models as m
+from agentfsm.errors import RunNotFoundError
 from agentfsm.events.models import Limits
-from agentfsm.guards.base import Guard, Verdict
-from agentfsm.names import RunStatus
+from agentfsm.guards.base import Guard
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
+from agentfsm.runtime import _effects as fx
 from agentfsm.runtime import _plan as p
-from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult
+from agentfsm.runtime._drive import Driver, utc_now
+from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
 from agentfsm.runtime.control import acancel
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
-from agentfsm.runtime.runner import _ChildWaiting, _Core, child_budget, new_tree, utc_now
+from agentfsm.runtime.runner import REFUSALS
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import AsyncWriter, BudgetTree, Spec, StateChanged
+from agentfsm.runtime.writer import AsyncWriter, BudgetTree
 from agentfsm.stores.base import AsyncEventStore
 
 __all__ = ["AsyncRunner"]
+
+T = TypeVar("T")
+Heartbeat = Callable[[RunRecord], Awaitable[None] | None]
 
 
 def store_reducer(store: AsyncEventStore) -> Reducer:
@@ -58,18 +58,7 @@ def store_reducer(store: AsyncEventStore) -> Reducer:
     return DEFAULT_REDUCER
 
 
-@attrs.define
-class _Batch:
-    """What the concurrent calls of one batch tell each other."""
-
-    stopping: bool = False
-    verdict: GuardRejectedError | None = None
-    superseded: RunSupersededError | None = None
-    waiting: _ChildWaiting | None = None
-    crashed: BaseException | None = None
-
-
-class AsyncRunner(_Core):
+class AsyncRunner(Driver):
     """Drives runs with asyncio (see the module docstring and `Runner`).
 
     Args:
@@ -118,21 +107,7 @@ class AsyncRunner(_Core):
         limits: Limits | None = None,
     ) -> RunRecord:
         """Append `run.started` for a new run (see `Runner.start`)."""
-        fields: dict[str, Any] = {
-            "objective": objective,
-            "agent": agent or self.agents[0].name,
-            "limits": limits,
-        }
-        event = m.RunStarted(
-            run_id=run_id,
-            sequence=1,
-            occurred_at=self.clock().isoformat(),
-            **{k: v for k, v in fields.items() if v is not None},
-        )
-        record = await self.store.append(run_id, [event], 0)
-        writer = self._writer(self.reducer.initial(run_id), None)
-        writer._applied(writer.record, [event], [record])
-        return record
+        return await self._run(self._start(run_id, objective, agent, limits))
 
     async def run(
         self,
@@ -143,25 +118,13 @@ class AsyncRunner(_Core):
         limits: Limits | None = None,
     ) -> RunResult:
         """Start a new run and drive it until it ends or waits (see `Runner.run`)."""
-        record = await self.start(run_id, objective, agent=agent, limits=limits)
-        tree = new_tree(record) if self._subagent_tools else None
-        return await self._drive(self._writer(record, tree))
+        return await self._run(self._run_new(run_id, objective, agent, limits))
 
-    async def resume(
-        self,
-        run_id: str,
-        *,
-        heartbeat: Callable[[RunRecord], Awaitable[None] | None] | None = None,
-    ) -> RunResult:
+    async def resume(self, run_id: str, *, heartbeat: Heartbeat | None = None) -> RunResult:
         """Continue a run from the store (see `Runner.resume`)."""
-        record = await self.store.load(run_id)
-        tree = await self._tree_for(record)
-        writer = self._writer(record, tree)
-        if record.status == RunStatus.PAUSED:
-            await writer.append([(m.RunResumed, {})])
-        return await self._drive(writer, heartbeat)
+        return await self._run(self._resume(run_id, heartbeat is not None), heartbeat)
 
-    # -- driving -------------------------------------------------------------------------
+    # -- the shell: what the core's effects are, done with awaits ----------------------------
 
     def _writer(self, record: RunRecord, budget: BudgetTree | None) -> AsyncWriter:
         return AsyncWriter(
@@ -175,147 +138,103 @@ class AsyncRunner(_Core):
             max_conflicts=self.config.max_conflicts,
         )
 
-    async def _tree_for(self, record: RunRecord) -> BudgetTree | None:
-        tree = new_tree(record) if self._subagent_tools else None
-        if tree is None:
-            return None
-        await self._add_children(record, tree)
-        return tree
+    def _child(self, sub: Subagent) -> AsyncRunner:
+        agents = (sub.agent, *sub.agents)
+        return AsyncRunner(self.store, agents, sleep=self.sleep, **self._child_runner_args())
 
-    async def _add_children(self, record: RunRecord, tree: BudgetTree) -> None:
-        for action in record.actions.values():
-            if action.tool not in self._subagent_tools:
-                continue
-            child_id = f"{record.run_id}/{action.action_id}"
-            try:
-                child = await self.store.load(child_id)
-            except RunNotFoundError:
-                continue
-            tree.spawn(child_id, parent=record.run_id)
-            tree.charge(child)
-            await self._add_children(child, tree)
-
-    async def _end_children(self, record: RunRecord) -> None:
-        for child_id, sub in self._open_children(record):
-            try:
-                child = await self.store.load(child_id)
-            except RunNotFoundError:
-                continue
-            if child.status in self.reducer.table.terminal_states:
-                continue
-            await acancel(self.store, child_id, reason=self._end_reason(record), clock=self.clock)
-            runner = AsyncRunner(
-                self.store, (sub.agent, *sub.agents), sleep=self.sleep, **self._child_runner_args()
-            )
-            await runner.resume(child_id)  # settles the cancel, and ends the child's children
-
-    async def _drive(
-        self,
-        writer: AsyncWriter,
-        heartbeat: Callable[[RunRecord], Awaitable[None] | None] | None = None,
-    ) -> RunResult:
-        children: dict[str, RunResult] = {}
+    async def _run(self, steps: fx.Steps[T], heartbeat: Heartbeat | None = None) -> T:
+        """Drive the core's generator to its end, performing each effect it yields."""
+        got: Any = None
         while True:
-            record = writer.record
-            if heartbeat is not None:
-                beat = heartbeat(record)
-                if beat is not None:
-                    await beat
-            writer.begin_step()
             try:
-                step = self.planner.next(record, self.clock())
-                if isinstance(step, p.Finish):
-                    await self._end_children(record)
-                    return self._result(record, children)
-                if isinstance(step, p.Append):
-                    await writer.append(step.specs)
-                elif isinstance(step, p.Turn):
-                    await self._turn(writer, step)
-                else:
-                    await self._execute(writer, step.work, children)
-            except GuardRejectedError as exc:
-                with contextlib.suppress(StateChanged):  # it already ended some other way
-                    await writer.append([Verdict.of(exc).terminated_event])
-            except StateChanged:
-                continue
-            except _ChildWaiting as waiting:
-                children[waiting.result.run_id] = waiting.result
-                return self._result(writer.record, children)
-            except RunSupersededError as exc:
-                self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
-                record = await self.store.load(writer.run_id)
-                return RunResult(record, superseded=True, children=children)
+                effect = steps.send(got)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            got = await self._perform(effect, heartbeat)
 
-    async def _turn(self, writer: AsyncWriter, step: p.Turn) -> None:
-        if not step.reopen:
-            default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
-            largest = await writer.largest_call() if default else None
-            await writer.append([self.planner.model_started(largest)])
-        record = writer.record
-        decided = self._admit(record, await self._ask(step, record), step)
-        try:
-            await writer.append(decided)
-        except GuardRejectedError as exc:
-            # The model was called: its answer and usage go in the log before the stop.
-            kept = p.stopped_after(decided, exc)
-            if kept is None:
-                raise
-            await writer.append(kept)
-        except StateChanged as changed:
-            # A cancel asked while the model was called: its answer still goes in the log
-            # (when the table takes it), then the caller re-decides from the new state.
-            late = p.late_answer(decided, changed.record)
-            recorded = False
-            if late is not None:
-                with contextlib.suppress(StateChanged, LifecycleError):
-                    await writer.append(late)
-                    recorded = True
-            if not recorded:
-                self._unrecorded(changed.record, decided)
-            raise StateChanged(writer.record) from None
-
-    async def _ask(self, step: p.Turn, record: RunRecord) -> Decision | Spec:
-        attempt = 0
-        while True:
-            attempt += 1
-            ctx = self.planner.context(record, step.agent, step.wrap_up, self.clock())
+    async def _perform(self, effect: fx.Effect, heartbeat: Heartbeat | None) -> Any:
+        if isinstance(effect, fx.Append):
             try:
-                return await _assemble(step.agent.model(ctx))
+                return await effect.writer.append(effect.specs)
+            except REFUSALS as exc:
+                return fx.Refused(exc)
+        if isinstance(effect, fx.Batch):
+            return await self._batch(effect)
+        if isinstance(effect, fx.Call):
+            return await _call(effect.tool, effect.ctx)
+        if isinstance(effect, fx.Ask):
+            try:
+                return await _assemble(effect.agent.model(effect.ctx))
             except Exception as exc:  # noqa: BLE001  (any model bug ends the run as failed)
-                wait = self._model_error(exc, record, step.agent, attempt)
-                if not isinstance(wait, float | int):
-                    return wait
-                await self.sleep(wait)
+                return fx.Raised(exc)
+        if isinstance(effect, fx.Beat):
+            beat = heartbeat(effect.record) if heartbeat is not None else None
+            if beat is not None:
+                await beat
+            return None
+        if isinstance(effect, fx.Largest):
+            return await effect.writer.largest_call()
+        if isinstance(effect, fx.Sleep):
+            await self.sleep(effect.seconds)
+            return None
+        if isinstance(effect, fx.Load):
+            try:
+                return await self.store.load(effect.run_id)
+            except RunNotFoundError:
+                if effect.required:
+                    raise
+                return None
+        if isinstance(effect, fx.Start):
+            return await self.store.append(effect.event.run_id, [effect.event], 0)
+        await acancel(self.store, effect.run_id, reason=effect.reason, clock=self.clock)
+        return None
 
-    async def _execute(
-        self, writer: AsyncWriter, work: Sequence[p.Work], children: dict[str, RunResult]
-    ) -> None:
+    async def _batch(self, batch: fx.Batch) -> list[fx.End]:
+        """Run a batch's calls concurrently (by concurrency key, in order), watching for a
+        cancel from elsewhere; the ends in the order they came, for the core to settle."""
         groups: dict[str, list[p.Work]] = {}
         solo: list[list[p.Work]] = []
-        for w in work:
+        for w in batch.works:
             key = w.tool.concurrency_key
             if key is None:
                 solo.append([w])
             else:
                 groups.setdefault(key, []).append(w)
-        batch = _Batch()
-        tasks = [
-            asyncio.create_task(self._group(writer, g, batch, children))
-            for g in (*groups.values(), *solo)
-        ]
+        ends: list[fx.End] = []
+        stopping = False
+        crashed: list[Exception] = []
+
+        def stop_now() -> bool:
+            return stopping
+
+        async def group(works: list[p.Work]) -> None:
+            nonlocal stopping
+            for w in works:
+                try:
+                    end = await self._run(batch.job(w, stop_now))
+                except Exception as exc:  # noqa: BLE001  (re-raised once the batch has settled)
+                    crashed.append(exc)
+                    stopping = True
+                    return
+                if end is not None:
+                    ends.append(end)
+                    stopping = stopping or fx.stops(end)
+
+        tasks = [asyncio.create_task(group(g)) for g in (*groups.values(), *solo)]
+        writer: AsyncWriter = batch.writer
         pending: set[asyncio.Task[None]] = set(tasks)
-        poll = self.config.cancel_poll
         while pending:
-            _, pending = await asyncio.wait(pending, timeout=poll)
-            if pending and not batch.stopping:
+            _, pending = await asyncio.wait(pending, timeout=self.config.cancel_poll)
+            if pending and not stopping:
                 try:
                     await writer.poll()
                 except RunSupersededError as exc:
-                    batch.superseded = exc
-                    batch.stopping = True
+                    ends.append(exc)
+                    stopping = True
                 if writer.record.status not in p.ACTIVE:
-                    batch.stopping = True
-            if pending and batch.stopping:
+                    stopping = True
+            if pending and stopping:
                 _, pending = await asyncio.wait(pending, timeout=self.config.cancel_grace)
                 for task in pending:
                     task.cancel()
@@ -331,127 +250,27 @@ class AsyncRunner(_Core):
         for task in tasks:  # a BaseException (the process is going down) goes on up
             if task.done() and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
-        if batch.crashed is not None:
-            raise batch.crashed
-        if batch.superseded is not None:
-            raise batch.superseded
-        if batch.verdict is not None:
-            raise batch.verdict
-        if batch.waiting is not None:
-            raise batch.waiting
+        if crashed:
+            raise crashed[-1]
+        return ends
 
-    async def _group(
-        self,
-        writer: AsyncWriter,
-        works: list[p.Work],
-        batch: _Batch,
-        children: dict[str, RunResult],
-    ) -> None:
-        for w in works:
-            if batch.stopping or writer.record.status not in p.ACTIVE:
-                return
-            try:
-                await self._work(writer, w, batch, children)
-            except GuardRejectedError as exc:
-                batch.verdict = batch.verdict or exc
-                batch.stopping = True
-            except StateChanged:
-                batch.stopping = True
-            except RunSupersededError as exc:
-                batch.superseded = exc
-                batch.stopping = True
-            except _ChildWaiting as exc:
-                batch.waiting = exc
-            except Exception as exc:  # noqa: BLE001  (re-raised once the batch has settled)
-                batch.crashed = exc
-                batch.stopping = True
 
-    async def _work(
-        self,
-        writer: AsyncWriter,
-        work: p.Work,
-        batch: _Batch,
-        children: dict[str, RunResult],
-    ) -> None:
-        aid = work.action_id
-        mode = work.mode
-        tool = work.tool
-        while True:
-            action = writer.record.actions[aid]
-            if mode == "retry":
-                await self.sleep(self._retry_delay(writer.run_id, aid, action.attempts))
-                if batch.stopping:
-                    return
-            if mode != "reexecute":
-                await writer.append(
-                    [(m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})]
-                )
-            record = writer.record
-            spec = await self._invoke(writer, record, tool, aid, children)
-            record = await writer.append([spec])
-            if not p.retry_allowed(record, record.actions[aid], tool) or batch.stopping:
-                return
-            mode = "retry"
-
-    async def _invoke(
-        self,
-        writer: AsyncWriter,
-        record: RunRecord,
-        tool: Tool,
-        aid: str,
-        children: dict[str, RunResult],
-    ) -> Spec:
-        ctx = self._tool_context(record, tool, aid)
-        if not isinstance(ctx, ToolContext):
-            return ctx
-        if tool.subagent is not None:
-            return await self._child(writer, record, tool, ctx.args, aid, children)
-        try:
-            if tool.is_async:
-                call: Awaitable[Any] = tool.fn(ctx)
-            else:
-                call = asyncio.to_thread(tool.fn, ctx)
-            if ctx.timeout is not None:
-                value = await asyncio.wait_for(call, ctx.timeout)
-            else:
-                value = await call
-            if inspect.isawaitable(value):
-                value = await value
-        except TimeoutError:
-            return p.timed_out(aid, tool, ctx.timeout or 0.0)
-        except Exception as exc:  # noqa: BLE001  (a tool's exception is its failure, recorded)
-            return p.failure(aid, exc)
-        return p.outcome(aid, value)
-
-    async def _child(
-        self,
-        writer: AsyncWriter,
-        record: RunRecord,
-        tool: Tool,
-        args: Any,
-        aid: str,
-        children: dict[str, RunResult],
-    ) -> Spec:
-        sub = tool.subagent
-        assert sub is not None
-        child_id, tree = child_budget(writer, record, aid)
-        runner = AsyncRunner(
-            self.store, (sub.agent, *sub.agents), sleep=self.sleep, **self._child_runner_args()
-        )
-        try:
-            child = await self.store.load(child_id)
-        except RunNotFoundError:
-            child = await runner.start(
-                child_id, sub.objective(args), agent=sub.agent.name, limits=sub.limits
-            )
-        if tree is not None:
-            tree.charge(child)
-        cwriter = runner._writer(child, tree)
-        if child.status == RunStatus.PAUSED:
-            await cwriter.append([(m.RunResumed, {})])
-        result = await runner._drive(cwriter)
-        children[child_id] = result
-        return p.child_outcome(aid, result, _ChildWaiting)
+async def _call(tool: Tool, ctx: ToolContext) -> Any:
+    """A tool's answer as the core takes it: `Returned` or `Raised`; plain tools on a thread."""
+    try:
+        if tool.is_async:
+            call: Awaitable[Any] = tool.fn(ctx)
+        else:
+            call = asyncio.to_thread(tool.fn, ctx)
+        if ctx.timeout is not None:
+            value = await asyncio.wait_for(call, ctx.timeout)
+        else:
+            value = await call
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:  # noqa: BLE001  (a tool's exception is its failure, recorded)
+        return fx.Raised(exc)
+    return fx.Returned(value)
 
 
 async def _assemble(reply: Any) -> Decision:

@@ -8,16 +8,19 @@ someone else wrote), and a `Worker` picks up runs that became runnable.
 If another process appends at the same moment, the function reloads and tries again as long
 as its event is still legal; an event the run's lifecycle refuses raises the reducer's
 `LifecycleError` (e.g. approving a call that is not waiting for approval), with nothing
-written. The `a*` variants do the same over an `AsyncEventStore`.
+written. The `a*` variants do the same over an `AsyncEventStore`: every verb is one
+generator of store ops (`_steer`, `_decide`), which `_run` and `_arun` perform.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentfsm.errors import ActionError, ConcurrencyConflictError, StoreError
+import attrs
+
+from agentfsm.errors import ActionError, ConcurrencyConflictError, LifecycleError, StoreError
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits
 from agentfsm.names import RunStatus
@@ -63,86 +66,110 @@ def _event(record: RunRecord, want: tuple[type[Any], dict[str, Any]], clock: Clo
     return event
 
 
-def _append(
-    store: EventStore, run_id: str, what: Callable[[RunRecord], _Want], clock: Clock
-) -> RunRecord:
+@attrs.frozen
+class _Load:
+    run_id: str
+
+
+@attrs.frozen
+class _Put:
+    """Append `event` after the version it was built on; sent the record after it, `_CONFLICT`
+    after a lost race, or the store's `LifecycleError` (a value, so `_decide` can explain it)."""
+
+    event: Event
+
+
+@attrs.frozen
+class _Waiting:
+    """The runs below `prefix` that wait for approval."""
+
+    prefix: str
+
+
+_CONFLICT: Any = object()
+_Op = _Load | _Put | _Waiting
+_Steps = Generator[_Op, Any, RunRecord]
+
+
+def _steer(run_id: str, what: Callable[[RunRecord], _Want], clock: Clock) -> _Steps:
+    """Load, decide, append; again after a lost race. The one loop every verb runs."""
     for _ in range(_TRIES):
-        record = store.load(run_id)
+        record: RunRecord = yield _Load(run_id)
         want = what(record)
         if want is None:
             return record
-        try:
-            return store.append(run_id, [_event(record, want, clock)], record.version)
-        except ConcurrencyConflictError:
-            continue
+        got = yield _Put(_event(record, want, clock))
+        if isinstance(got, LifecycleError):
+            raise got  # the run's lifecycle refused it: nothing was written
+        if got is not _CONFLICT:
+            appended: RunRecord = got
+            return appended
     raise StoreError(f"run '{run_id}': {_TRIES} tries in a row lost a race")
-
-
-async def _aappend(
-    store: AsyncEventStore, run_id: str, what: Callable[[RunRecord], _Want], clock: Clock
-) -> RunRecord:
-    for _ in range(_TRIES):
-        record = await store.load(run_id)
-        want = what(record)
-        if want is None:
-            return record
-        try:
-            return await store.append(run_id, [_event(record, want, clock)], record.version)
-        except ConcurrencyConflictError:
-            continue
-    raise StoreError(f"run '{run_id}': {_TRIES} tries in a row lost a race")
-
-
-def _subagent_note(exc: ActionError, run_id: str, action_id: str, holders: list[str]) -> None:
-    if holders:
-        exc.add_note(
-            f"call '{action_id}' waits for a decision in subagent run '{holders[0]}' of "
-            f"'{run_id}': decide it there"
-        )
-
-
-def _below(run_id: str, infos: Sequence[RunInfo]) -> list[str]:
-    """The ids among `infos` of `run_id`'s subagent runs (`<run_id>/...`) that wait."""
-    prefix = f"{run_id}/"
-    return [i.run_id for i in infos if i.run_id.startswith(prefix)]
-
-
-def _holders(store: EventStore, run_id: str, action_id: str) -> list[str]:
-    """The subagent runs below `run_id` whose call `action_id` waits for a decision."""
-    waiting = store.runs(RunStatus.WAITING_APPROVAL, after=f"{run_id}/", limit=_SCAN)
-    return [r for r in _below(run_id, waiting) if action_id in store.load(r).pending_approvals]
-
-
-async def _aholders(store: AsyncEventStore, run_id: str, action_id: str) -> list[str]:
-    waiting = await store.runs(RunStatus.WAITING_APPROVAL, after=f"{run_id}/", limit=_SCAN)
-    return [
-        r for r in _below(run_id, waiting) if action_id in (await store.load(r)).pending_approvals
-    ]
 
 
 def _decide(
-    store: EventStore, run_id: str, action_id: str, what: Callable[[RunRecord], _Want], clock: Clock
-) -> RunRecord:
+    run_id: str, action_id: str, what: Callable[[RunRecord], _Want], clock: Clock
+) -> _Steps:
     """Append a decision; a call that waits in a subagent run instead is named in the error."""
     try:
-        return _append(store, run_id, what, clock)
+        return (yield from _steer(run_id, what, clock))
     except ActionError as exc:
-        _subagent_note(exc, run_id, action_id, _holders(store, run_id, action_id))
-        raise
+        waiting: Sequence[RunInfo] = yield _Waiting(f"{run_id}/")
+        for info in waiting:
+            if not info.run_id.startswith(f"{run_id}/"):
+                continue
+            below: RunRecord = yield _Load(info.run_id)
+            if action_id in below.pending_approvals:
+                exc.add_note(
+                    f"call '{action_id}' waits for a decision in subagent run '{info.run_id}' "
+                    f"of '{run_id}': decide it there"
+                )
+                break
+        raise exc
 
 
-async def _adecide(
-    store: AsyncEventStore,
-    run_id: str,
-    action_id: str,
-    what: Callable[[RunRecord], _Want],
-    clock: Clock,
-) -> RunRecord:
-    try:
-        return await _aappend(store, run_id, what, clock)
-    except ActionError as exc:
-        _subagent_note(exc, run_id, action_id, await _aholders(store, run_id, action_id))
-        raise
+def _run(store: EventStore, steps: _Steps) -> RunRecord:
+    """Perform a verb's store ops with a sync store."""
+    got: Any = None
+    while True:
+        try:
+            op = steps.send(got)
+        except StopIteration as done:
+            record: RunRecord = done.value
+            return record
+        if isinstance(op, _Load):
+            got = store.load(op.run_id)
+        elif isinstance(op, _Waiting):
+            got = store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+        else:
+            try:
+                got = store.append(op.event.run_id, [op.event], op.event.sequence - 1)
+            except ConcurrencyConflictError:
+                got = _CONFLICT
+            except LifecycleError as exc:
+                got = exc
+
+
+async def _arun(store: AsyncEventStore, steps: _Steps) -> RunRecord:
+    """Perform a verb's store ops with an async store."""
+    got: Any = None
+    while True:
+        try:
+            op = steps.send(got)
+        except StopIteration as done:
+            record: RunRecord = done.value
+            return record
+        if isinstance(op, _Load):
+            got = await store.load(op.run_id)
+        elif isinstance(op, _Waiting):
+            got = await store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+        else:
+            try:
+                got = await store.append(op.event.run_id, [op.event], op.event.sequence - 1)
+            except ConcurrencyConflictError:
+                got = _CONFLICT
+            except LifecycleError as exc:
+                got = exc
 
 
 def _bound(record: RunRecord, action_id: str, digest: str | None) -> str | None:
@@ -218,7 +245,7 @@ def approve(
             not the call `digest` names.
         RunNotFoundError: no such run.
     """
-    return _decide(store, run_id, action_id, _approve(action_id, approver, digest), clock)
+    return _run(store, _decide(run_id, action_id, _approve(action_id, approver, digest), clock))
 
 
 def reject(
@@ -240,7 +267,8 @@ def reject(
             names.
         RunNotFoundError: no such run.
     """
-    return _decide(store, run_id, action_id, _reject(action_id, approver, reason, digest), clock)
+    steps = _decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
+    return _run(store, steps)
 
 
 def cancel(
@@ -261,7 +289,7 @@ def cancel(
         IllegalTransitionError: the run already ended.
         RunNotFoundError: no such run.
     """
-    return _append(store, run_id, _cancel(reason, requested_by), clock)
+    return _run(store, _steer(run_id, _cancel(reason, requested_by), clock))
 
 
 def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = _now) -> RunRecord:
@@ -272,7 +300,7 @@ def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = _now) -
             flight, or it waits for approval).
         RunNotFoundError: no such run.
     """
-    return _append(store, run_id, _pause(reason), clock)
+    return _run(store, _steer(run_id, _pause(reason), clock))
 
 
 def resume(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
@@ -284,7 +312,7 @@ def resume(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
         IllegalTransitionError: the run is neither paused nor running.
         RunNotFoundError: no such run.
     """
-    return _append(store, run_id, _resume, clock)
+    return _run(store, _steer(run_id, _resume, clock))
 
 
 def submit(
@@ -316,7 +344,8 @@ async def aapprove(
     clock: Clock = _now,
 ) -> RunRecord:
     """`approve` over an `AsyncEventStore`."""
-    return await _adecide(store, run_id, action_id, _approve(action_id, approver, digest), clock)
+    steps = _decide(run_id, action_id, _approve(action_id, approver, digest), clock)
+    return await _arun(store, steps)
 
 
 async def areject(
@@ -330,9 +359,8 @@ async def areject(
     clock: Clock = _now,
 ) -> RunRecord:
     """`reject` over an `AsyncEventStore`."""
-    return await _adecide(
-        store, run_id, action_id, _reject(action_id, approver, reason, digest), clock
-    )
+    steps = _decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
+    return await _arun(store, steps)
 
 
 async def acancel(
@@ -344,19 +372,19 @@ async def acancel(
     clock: Clock = _now,
 ) -> RunRecord:
     """`cancel` over an `AsyncEventStore`."""
-    return await _aappend(store, run_id, _cancel(reason, requested_by), clock)
+    return await _arun(store, _steer(run_id, _cancel(reason, requested_by), clock))
 
 
 async def apause(
     store: AsyncEventStore, run_id: str, reason: str, *, clock: Clock = _now
 ) -> RunRecord:
     """`pause` over an `AsyncEventStore`."""
-    return await _aappend(store, run_id, _pause(reason), clock)
+    return await _arun(store, _steer(run_id, _pause(reason), clock))
 
 
 async def aresume(store: AsyncEventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
     """`resume` over an `AsyncEventStore`."""
-    return await _aappend(store, run_id, _resume, clock)
+    return await _arun(store, _steer(run_id, _resume, clock))
 
 
 async def asubmit(

@@ -14,7 +14,7 @@ for the rules on calls left in flight). This module holds the pieces around it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Literal
 
 import attrs
@@ -22,6 +22,7 @@ import attrs
 from agentfsm.errors import RunNotFoundError
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import Action, RunRecord
+from agentfsm.runtime._effects import Load
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.runtime.writer import BudgetTree
 from agentfsm.stores._core import RunInfo
@@ -77,6 +78,30 @@ def rebuild_tree(
     Child runs are `<parent>/<action id>`; only actions whose tool `is_subagent` names (every
     executed action when not given) are looked up.
     """
+    steps = rebuild_steps(record, tree, is_subagent)
+    loaded: RunRecord | None = None
+    while True:
+        try:
+            load = steps.send(loaded)
+        except StopIteration as done:
+            result: BudgetTree | None = done.value
+            return result
+        try:
+            loaded = store.load(load.run_id)
+        except RunNotFoundError:
+            loaded = None
+
+
+def rebuild_steps(
+    record: RunRecord,
+    tree: BudgetTree | None,
+    is_subagent: Callable[[str], bool] | None = None,
+) -> Generator[Load, RunRecord | None, BudgetTree | None]:
+    """`rebuild_tree` without I/O: yields a `Load` per child run, is sent its record or None.
+
+    The one implementation both runners (and `rebuild_tree`) use. A call still proposed or
+    waiting for approval never ran, so a run that merely bears its child id is not its child.
+    """
     if tree is None:
         return None
     for action in record.actions.values():
@@ -85,13 +110,12 @@ def rebuild_tree(
         if is_subagent is not None and not is_subagent(action.tool):
             continue
         child_id = f"{record.run_id}/{action.action_id}"
-        try:
-            child = store.load(child_id)
-        except RunNotFoundError:
+        child = yield Load(child_id)
+        if child is None:
             continue
         tree.spawn(child_id, parent=record.run_id)
         tree.charge(child)
-        rebuild_tree(store, child, tree, is_subagent)
+        yield from rebuild_steps(child, tree, is_subagent)
     return tree
 
 

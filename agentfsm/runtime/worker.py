@@ -32,6 +32,39 @@ from agentfsm.stores.leases import RUNNABLE_STATUSES, LeaseStore
 __all__ = ["AsyncWorker", "Worker"]
 
 
+class _Lease:
+    """When a claimed run's lease is due for renewal, and what a failed renewal means.
+
+    The decisions of both workers' heartbeats; the renewal itself is the worker's I/O.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        worker_id: str,
+        clock: Callable[[], float],
+        every: float,
+        renewed: float,
+    ) -> None:
+        self.run_id = run_id
+        self.worker_id = worker_id
+        self._clock = clock
+        self._every = every
+        self._renewed = renewed
+        self._now = renewed
+
+    def due(self) -> bool:
+        """Whether it is time to renew (reads the clock once)."""
+        self._now = self._clock()
+        return self._now - self._renewed >= self._every
+
+    def renewed(self, ok: bool) -> None:
+        """Note a renewal's answer; a refused one means another worker has the run."""
+        if not ok:
+            raise LeaseLostError(run_id=self.run_id, worker_id=self.worker_id)
+        self._renewed = self._now
+
+
 class _Leasing:
     """What both workers share: the lease settings and when a lease is due for renewal."""
 
@@ -54,6 +87,16 @@ class _Leasing:
         self.retry_after = retry_after
         self.clock = clock
         self.log = get_logger()
+
+    def _claimed(self, run_id: str) -> None:
+        self.log.info("worker.claimed", worker_id=self.worker_id, run_id=run_id)
+
+    def _new_lease(self, run_id: str) -> _Lease:
+        return _Lease(run_id, self.worker_id, self.clock, self.renew_every, self.clock())
+
+    def _lost(self, run_id: str, record: RunRecord) -> RunResult:
+        self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
+        return RunResult(record, superseded=True)
 
     def _retry_after(self, result: RunResult | None) -> float:
         """How long a released run stays unclaimable: a while if it is still runnable."""
@@ -114,24 +157,18 @@ class Worker(_Leasing):
         run_id = self.leases.claim(self.worker_id, self.ttl)
         if run_id is None:
             return None
-        self.log.info("worker.claimed", worker_id=self.worker_id, run_id=run_id)
-        renewed = self.clock()
+        self._claimed(run_id)
+        lease = self._new_lease(run_id)
 
         def heartbeat(record: RunRecord) -> None:
-            nonlocal renewed
-            now = self.clock()
-            if now - renewed < self.renew_every:
-                return
-            if not self.leases.renew(run_id, self.worker_id, self.ttl):
-                raise LeaseLostError(run_id=run_id, worker_id=self.worker_id)
-            renewed = now
+            if lease.due():
+                lease.renewed(self.leases.renew(run_id, self.worker_id, self.ttl))
 
         result: RunResult | None = None
         try:
             result = self.runner.resume(run_id, heartbeat=heartbeat)
         except LeaseLostError:
-            self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
-            return RunResult(self.runner.store.load(run_id), superseded=True)
+            return self._lost(run_id, self.runner.store.load(run_id))
         finally:
             self.leases.release(run_id, self.worker_id, retry_after=self._retry_after(result))
         return self._released(run_id, result)
@@ -262,27 +299,22 @@ class AsyncWorker(_Leasing):
     async def _claim(self) -> str | None:
         run_id: str | None = await self._lease(self.leases.claim, self.worker_id, self.ttl)
         if run_id is not None:
-            self.log.info("worker.claimed", worker_id=self.worker_id, run_id=run_id)
+            self._claimed(run_id)
         return run_id
 
     async def _drive_claimed(self, run_id: str) -> RunResult:
-        renewed = self.clock()
+        lease = self._new_lease(run_id)
 
         async def heartbeat(record: RunRecord) -> None:
-            nonlocal renewed
-            now = self.clock()
-            if now - renewed < self.renew_every:
-                return
-            if not await self._lease(self.leases.renew, run_id, self.worker_id, self.ttl):
-                raise LeaseLostError(run_id=run_id, worker_id=self.worker_id)
-            renewed = now
+            if lease.due():
+                ok = await self._lease(self.leases.renew, run_id, self.worker_id, self.ttl)
+                lease.renewed(ok)
 
         result: RunResult | None = None
         try:
             result = await self.runner.resume(run_id, heartbeat=heartbeat)
         except LeaseLostError:
-            self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
-            return RunResult(await self.runner.store.load(run_id), superseded=True)
+            return self._lost(run_id, await self.runner.store.load(run_id))
         finally:
             retry_after = self._retry_after(result)
             await self._lease(self.leases.release, run_id, self.worker_id, retry_after=retry_after)

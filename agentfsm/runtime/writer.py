@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from agentfsm._log import get_logger, log_applied, log_guard_rejected
 from agentfsm.errors import (
     ConcurrencyConflictError,
@@ -127,6 +129,17 @@ class StateChanged(Exception):  # noqa: N818  (a signal to re-decide, not a fail
     def __init__(self, record: RunRecord) -> None:
         super().__init__(f"run '{record.run_id}' changed (now '{record.status}')")
         self.record = record
+
+
+@attrs.define  # not frozen: built on every append, and a frozen one costs twice as much
+class _Put:
+    """A batch ready for the store: the record it follows, its events, the records after
+    each (under the Runner's reducer), and the overrun to raise once it is appended."""
+
+    record: RunRecord
+    events: list[Event]
+    after: list[RunRecord]
+    over: OverrunError | None
 
 
 class BudgetTree:
@@ -292,6 +305,31 @@ class _Base:
             if self.budget is not None:
                 self.budget.charge(record)
 
+    def _prepare(self, specs: Sequence[Spec]) -> _Put:
+        """The batch to append on the writer's record: stamped, and checked by our reducer.
+
+        With `_settle`, the whole append but the store call: both writers' loops are
+        `_prepare`, the store's append (a lost race: `catch_up` and again), `_settle`.
+        """
+        record = self.record
+        now = self._clock()
+        events = self._build(specs, record, now.isoformat())
+        events, after, over = self._check(record, events, now)
+        return _Put(record, events, after, over)
+
+    def _settle(self, put: _Put, got: RunRecord | LifecycleError) -> RunRecord:
+        """Take the store's answer to `put`: the record after it, or its refusal."""
+        if isinstance(got, LifecycleError):
+            # The store's own reducer refused what ours accepted (its guards differ).
+            if self.changed_since_step:
+                raise StateChanged(self.record) from None
+            raise got
+        self.record = got
+        self._applied(put.record, put.events, put.after)
+        if put.over is not None:
+            raise self._overran(put.over)
+        return got
+
     def _give_up(self) -> StoreError:
         return StoreError(
             f"run '{self.run_id}': {self._max_conflicts} appends in a row lost a race; "
@@ -363,25 +401,15 @@ class Writer(_Base):
             LifecycleError: the batch is illegal on the record the Runner decided from.
         """
         for _ in range(self._max_conflicts):
-            record = self.record
-            now = self._clock()
-            events = self._build(specs, record, now.isoformat())
-            events, after, over = self._check(record, events, now)
+            put = self._prepare(specs)
             try:
-                new = self.store.append(self.run_id, events, record.version)
+                got = self.store.append(self.run_id, put.events, put.record.version)
             except ConcurrencyConflictError:
                 self.catch_up()
                 continue
-            except LifecycleError:
-                # The store's own reducer refused what ours accepted (its guards differ).
-                if self.changed_since_step:
-                    raise StateChanged(self.record) from None
-                raise
-            self.record = new
-            self._applied(record, events, after)
-            if over is not None:
-                raise self._overran(over)
-            return new
+            except LifecycleError as exc:
+                return self._settle(put, exc)
+            return self._settle(put, got)
         raise self._give_up()
 
     def catch_up(self) -> RunRecord:
@@ -435,24 +463,15 @@ class AsyncWriter(_Base):
 
     async def _append(self, specs: Sequence[Spec]) -> RunRecord:
         for _ in range(self._max_conflicts):
-            record = self.record
-            now = self._clock()
-            events = self._build(specs, record, now.isoformat())
-            events, after, over = self._check(record, events, now)
+            put = self._prepare(specs)
             try:
-                new = await self.store.append(self.run_id, events, record.version)
+                got = await self.store.append(self.run_id, put.events, put.record.version)
             except ConcurrencyConflictError:
                 await self.catch_up()
                 continue
-            except LifecycleError:
-                if self.changed_since_step:
-                    raise StateChanged(self.record) from None
-                raise
-            self.record = new
-            self._applied(record, events, after)
-            if over is not None:
-                raise self._overran(over)
-            return new
+            except LifecycleError as exc:
+                return self._settle(put, exc)
+            return self._settle(put, got)
         raise self._give_up()
 
     async def catch_up(self) -> RunRecord:

@@ -1,0 +1,487 @@
+"""The drive loop, once, with no I/O of its own: both runners are shells around it.
+
+`Driver` holds what a runner is configured with and decides, step by step, what to do next
+(with the planner in `_plan`): its `_run_new`, `_resume` and `_drive` methods are
+generators that yield effects (`_effects`: append these specs, ask the model, call this
+tool, sleep, load or start a run, run a batch) and are sent back what happened. `Runner`
+performs the effects with direct calls, `AsyncRunner` with awaits (a batch's calls
+concurrently). So the two cannot drift: every decision, retry and recovery rule is here.
+
+A subclass supplies two constructors and nothing else: `_writer` (its own writer over its
+store, for one run) and `_child` (a runner like itself, for a subagent's run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from agentfsm._log import get_logger
+from agentfsm.errors import GuardRejectedError, LifecycleError
+from agentfsm.events import models as m
+from agentfsm.events.models import Limits
+from agentfsm.guards.base import Guard, Verdict
+from agentfsm.guards.budget import SharedBudget
+from agentfsm.names import ActionStatus, RunStatus
+from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _plan as p
+from agentfsm.runtime._effects import (
+    Append,
+    Ask,
+    Batch,
+    Beat,
+    Call,
+    Cancel,
+    End,
+    Job,
+    Largest,
+    Load,
+    Raised,
+    Refused,
+    Sleep,
+    Start,
+    Steps,
+    Waiting,
+    settle,
+)
+from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
+from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.model import Decision, ModelError
+from agentfsm.runtime.recovery import rebuild_steps
+from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
+from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged
+
+__all__ = ["Driver", "child_budget", "new_tree", "utc_now"]
+
+
+def utc_now() -> datetime:
+    """The default clock: the current time in UTC."""
+    return datetime.now(UTC)
+
+
+class _ChildWaiting(Exception):  # noqa: N818  (a signal inside the core, a `Waiting` outside)
+    """A subagent's run waits for a person: the parent's call stays in flight."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(result.run_id)
+        self.result = result
+
+
+def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
+    found = (agents,) if isinstance(agents, Agent) else tuple(agents)
+    if not found:
+        raise ValueError("a Runner needs at least one agent")
+    names = [a.name for a in found]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"agent names must be unique; repeated: {', '.join(dup)}")
+    return found
+
+
+def new_tree(record: RunRecord) -> BudgetTree | None:
+    """A budget tree rooted at `record`'s run, if it has token or cost limits."""
+    limits = record.limits
+    if limits is None or (limits.max_tokens is None and limits.max_cost is None):
+        return None
+    tree = BudgetTree(SharedBudget(record.run_id, limits.max_tokens, limits.max_cost))
+    tree.charge(record)
+    return tree
+
+
+def child_budget(writer: Any, record: RunRecord, aid: str) -> tuple[str, BudgetTree | None]:
+    """A subagent call's child run id, and the budget tree it is charged to.
+
+    The tree is the writer's, made on first use (the SDK adapters charge children alike).
+    """
+    child_id = f"{record.run_id}/{aid}"
+    tree = writer.budget
+    if tree is None:
+        tree = writer.budget = new_tree(record)
+    if tree is not None:
+        tree.spawn(child_id, parent=record.run_id)
+    return child_id, tree
+
+
+def _appended(got: Any) -> RunRecord:
+    """The record an `Append` led to; a refusal is raised again inside the core."""
+    if isinstance(got, Refused):
+        raise got.error
+    record: RunRecord = got
+    return record
+
+
+class Driver:
+    """What both runners are configured with, and the drive loop they share."""
+
+    def __init__(
+        self,
+        agents: Agent | Iterable[Agent],
+        *,
+        store_reducer: Reducer,
+        guards: Sequence[Guard] = (),
+        clock: Callable[[], datetime] = utc_now,
+        config: RunnerConfig | None = None,
+        action_ids: p.ActionIds = p.turn_action_ids,
+        logger: Any = None,
+    ) -> None:
+        self.agents = _agents(agents)
+        self.guards = tuple(guards)
+        self.clock = clock
+        self.config = config if config is not None else RunnerConfig()
+        self.action_ids = action_ids
+        self.log = logger if logger is not None else get_logger()
+        # The Runner's reducer: the store's table, with the Runner's guards, checked with
+        # the Runner's clock (and a subagent tree's shared budget) before every append.
+        self.reducer = Reducer(store_reducer.table, self.guards)
+        by_name = {a.name: a for a in self.agents}
+        #: The subagent tools any agent has, by name (a budget tree is needed only with them).
+        self._subagents = {
+            t.name: t.subagent for a in self.agents for t in a.tools if t.subagent is not None
+        }
+        self._subagent_tools = frozenset(self._subagents)
+        self.planner = p.Planner(
+            by_name, self.agents[0].name, self.reducer, self.config, action_ids
+        )
+
+    # -- what a shell supplies ----------------------------------------------------------
+
+    def _writer(self, record: RunRecord, budget: BudgetTree | None) -> Any:
+        """The shell's writer for one run (a `Writer` or an `AsyncWriter`)."""
+        raise NotImplementedError
+
+    def _child(self, sub: Subagent) -> Driver:
+        """A runner like this one (same store and settings) for a subagent's run."""
+        raise NotImplementedError
+
+    def _child_runner_args(self) -> dict[str, Any]:
+        return {
+            "guards": self.guards,
+            "clock": self.clock,
+            "config": self.config,
+            "action_ids": self.action_ids,
+            "logger": self.log,
+        }
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def _start(
+        self, run_id: str, objective: str | None, agent: str | None, limits: Limits | None
+    ) -> Steps[RunRecord]:
+        """Append `run.started` for a new run (a conflict means it exists: raised)."""
+        fields: dict[str, Any] = {
+            "objective": objective,
+            "agent": agent or self.agents[0].name,
+            "limits": limits,
+        }
+        event = m.RunStarted(
+            run_id=run_id,
+            sequence=1,
+            occurred_at=self.clock().isoformat(),
+            **{k: v for k, v in fields.items() if v is not None},
+        )
+        record: RunRecord = yield Start(event)
+        writer = self._writer(self.reducer.initial(run_id), None)
+        writer._applied(writer.record, [event], [record])  # logs it like any append
+        return record
+
+    def _run_new(
+        self, run_id: str, objective: str | None, agent: str | None, limits: Limits | None
+    ) -> Steps[RunResult]:
+        """Start a new run and drive it."""
+        record = yield from self._start(run_id, objective, agent, limits)
+        tree = new_tree(record) if self._subagent_tools else None
+        return (yield from self._drive(self._writer(record, tree)))
+
+    def _resume(self, run_id: str, beat: bool = False) -> Steps[RunResult]:
+        """Load a run, put its budget tree back, un-pause it, and drive it."""
+        record: RunRecord = yield Load(run_id, required=True)
+        tree = None
+        if self._subagent_tools:
+            is_sub = self._subagent_tools.__contains__
+            tree = yield from rebuild_steps(record, new_tree(record), is_sub)
+        return (yield from self._proceed(self._writer(record, tree), beat))
+
+    def _proceed(self, writer: Any, beat: bool = False) -> Steps[RunResult]:
+        if writer.record.status == RunStatus.PAUSED:
+            _appended((yield Append(writer, [(m.RunResumed, {})])))
+        return (yield from self._drive(writer, beat))
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _drive(self, writer: Any, beat: bool = False) -> Steps[RunResult]:
+        """Step the run until it ends or waits for a person (or someone else drives it)."""
+        children: dict[str, RunResult] = {}
+        while True:
+            record = writer.record
+            if beat:
+                yield Beat(record)
+            writer.begin_step()
+            try:
+                step = self.planner.next(record, self.clock())
+                if isinstance(step, p.Finish):
+                    yield from self._end_children(record)
+                    return self._result(record, children)
+                if isinstance(step, p.Append):
+                    _appended((yield Append(writer, step.specs)))
+                    continue
+                if isinstance(step, p.Turn):
+                    yield from self._turn(writer, step)
+                    continue
+                job = self._job_for(writer, children)
+                end: End = settle((yield Batch(writer, step.work, job)))
+                if isinstance(end, Waiting):
+                    children[end.result.run_id] = end.result
+                    return self._result(writer.record, children)
+                if end is not None:
+                    raise end
+            except GuardRejectedError as exc:
+                got = yield Append(writer, [Verdict.of(exc).terminated_event])
+                if isinstance(got, Refused) and not isinstance(got.error, StateChanged):
+                    raise got.error from None  # (a run that already ended some other way)
+            except StateChanged:
+                continue
+            except RunSupersededError as exc:
+                self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
+                record = yield Load(writer.run_id, required=True)
+                return RunResult(record, superseded=True, children=children)
+
+    def _end_children(self, record: RunRecord) -> Steps[None]:
+        """Cancel the subagent runs an ended run leaves open, and settle each.
+
+        A child waiting for a person when its caller was cancelled or stopped would wait
+        forever.
+        """
+        if not self._subagents or record.status not in self.reducer.table.terminal_states:
+            return
+        for action in record.actions.values():
+            sub = self._subagents.get(action.tool)
+            if sub is None:
+                continue
+            child_id = f"{record.run_id}/{action.action_id}"
+            child = yield Load(child_id)
+            if child is None or child.status in self.reducer.table.terminal_states:
+                continue
+            reason = f"the run '{record.run_id}' that called it ended ({record.status})"
+            yield Cancel(child_id, reason)
+            # Resuming settles the cancel, and ends the child's own children.
+            yield from self._child(sub)._resume(child_id)
+
+    def _result(self, record: RunRecord, children: dict[str, RunResult]) -> RunResult:
+        unknown = [a.action_id for a in record.actions.values() if a.status == ActionStatus.UNKNOWN]
+        self.log.info(
+            "run.returned",
+            run_id=record.run_id,
+            status=record.status,
+            version=record.version,
+            stop_reason=record.stop_reason,
+            pending_approvals=list(record.pending_approvals),
+            unknown_outcomes=unknown,
+        )
+        return RunResult(record, children=children)
+
+    # -- a model turn -----------------------------------------------------------------------
+
+    def _turn(self, writer: Any, step: p.Turn) -> Steps[None]:
+        if not step.reopen:
+            default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
+            largest = (yield Largest(writer)) if default else None
+            _appended((yield Append(writer, [self.planner.model_started(largest)])))
+        record = writer.record
+        decided = self._admit(record, (yield from self._ask(step, record)), step)
+        got = yield Append(writer, decided)
+        if not isinstance(got, Refused):
+            return
+        exc = got.error
+        if isinstance(exc, GuardRejectedError):
+            # The model was called: its answer and usage go in the log before the stop.
+            kept = p.stopped_after(decided, exc)
+            if kept is None:
+                raise exc
+            _appended((yield Append(writer, kept)))
+            return
+        if not isinstance(exc, StateChanged):
+            raise exc
+        # A cancel asked while the model was called: its answer still goes in the log
+        # (when the table takes it), then the loop re-decides from the new state.
+        late = p.late_answer(decided, exc.record)
+        recorded = False
+        if late is not None:
+            again = yield Append(writer, late)
+            recorded = not isinstance(again, Refused)
+            if isinstance(again, Refused) and not isinstance(
+                again.error, StateChanged | LifecycleError
+            ):
+                raise again.error
+        if not recorded:
+            self._unrecorded(exc.record, decided)
+        raise StateChanged(writer.record)
+
+    def _ask(self, step: p.Turn, record: RunRecord) -> Steps[Decision | Spec]:
+        """The model's decision, retrying retryable errors; or the `run.failed` spec."""
+        attempt = 0
+        while True:
+            attempt += 1
+            ctx = self.planner.context(record, step.agent, step.wrap_up, self.clock())
+            got = yield Ask(step.agent, ctx)
+            if not isinstance(got, Raised):
+                decision: Decision = got
+                return decision
+            wait = self._model_error(got.error, record, step.agent, attempt)
+            if not isinstance(wait, float | int):
+                return wait
+            yield Sleep(wait)
+
+    def _admit(self, record: RunRecord, decision: Decision | Spec, step: p.Turn) -> Sequence[Spec]:
+        """What to append after the model answered `decision` (or failed: a spec)."""
+        if not isinstance(decision, Decision):
+            return (decision,)
+        try:
+            return self.planner.decided_and_admitted(
+                record, decision, step.wrap_up, step.agent, self.clock()
+            )
+        except ValueError as exc:  # pydantic's ValidationError is one
+            failed = p.model_failed(f"the model's decision is not JSON: {exc}")
+            return (p.unrecordable(decision), failed)
+
+    def _unrecorded(self, record: RunRecord, decided: Sequence[Spec]) -> None:
+        """Log the usage of a model answer the run can no longer take (it was cancelled).
+
+        The table has no `model.completed` after `run.cancel_requested`, so a call that
+        returns after a cancel cannot be recorded; its usage is logged, not lost silently.
+        """
+        first = decided[0] if decided else None
+        if first is None or callable(first) or first[0] is not m.ModelCompleted:
+            return
+        self.log.warning(
+            "model.unrecorded",
+            run_id=record.run_id,
+            status=record.status,
+            decision=first[1].get("decision"),
+            usage=first[1].get("usage"),
+        )
+
+    def _model_error(
+        self, exc: Exception, record: RunRecord, agent: Agent, attempt: int
+    ) -> Spec | float:
+        """Log a failed model call: the `run.failed` spec, or how long to wait and retry."""
+        if not isinstance(exc, ModelError):
+            self.log.warning("model.error", run_id=record.run_id, agent=agent.name, error=repr(exc))
+            return p.model_failed(f"the model raised {type(exc).__name__}: {exc}")
+        self.log.warning(
+            "model.error",
+            run_id=record.run_id,
+            agent=agent.name,
+            attempt=attempt,
+            retryable=exc.retryable,
+            message=exc.message,
+        )
+        if not exc.retryable or attempt >= self.config.model_max_attempts:
+            return p.model_failed(
+                f"the model call failed after {attempt} attempt(s): {exc.message}"
+            )
+        return self.config.backoff(attempt)
+
+    # -- a batch's calls ----------------------------------------------------------------------
+
+    def _job_for(
+        self, writer: Any, children: dict[str, RunResult]
+    ) -> Callable[[p.Work, Callable[[], bool]], Job]:
+        return lambda work, stopping: self._job(writer, work, children, stopping)
+
+    def _job(
+        self,
+        writer: Any,
+        work: p.Work,
+        children: dict[str, RunResult],
+        stopping: Callable[[], bool],
+    ) -> Job:
+        """One call of a batch, to its end: what stops the batch is returned, not raised."""
+        if stopping() or writer.record.status not in p.ACTIVE:
+            return None
+        try:
+            yield from self._work(writer, work, children, stopping)
+        except (GuardRejectedError, StateChanged, RunSupersededError) as exc:
+            return exc
+        except _ChildWaiting as waiting:
+            return Waiting(waiting.result)
+        return None
+
+    def _work(
+        self,
+        writer: Any,
+        work: p.Work,
+        children: dict[str, RunResult],
+        stopping: Callable[[], bool],
+    ) -> Steps[None]:
+        aid = work.action_id
+        mode = work.mode
+        tool = work.tool
+        while True:
+            action = writer.record.actions[aid]
+            if mode == "retry":
+                delay = self.config.backoff(action.attempts)
+                self.log.info(
+                    "tool.retry_scheduled",
+                    run_id=writer.run_id,
+                    action_id=aid,
+                    attempt=action.attempts + 1,
+                    delay=delay,
+                )
+                yield Sleep(delay)
+                if stopping():
+                    return
+            if mode != "reexecute":
+                started = (m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
+                _appended((yield Append(writer, [started])))
+            spec = yield from self._invoke(writer, writer.record, tool, aid, children)
+            record = _appended((yield Append(writer, [spec])))
+            if not p.retry_allowed(record, record.actions[aid], tool) or stopping():
+                return
+            mode = "retry"
+
+    def _invoke(
+        self,
+        writer: Any,
+        record: RunRecord,
+        tool: Tool,
+        aid: str,
+        children: dict[str, RunResult],
+    ) -> Steps[Spec]:
+        remaining = self.reducer.guards.remaining(record, self.clock())
+        ctx = p.tool_context(record, record.actions[aid], tool, remaining)
+        if isinstance(ctx, InvalidCall):
+            return p.invalid_now(aid, ctx)
+        assert isinstance(ctx, ToolContext)
+        sub = tool.subagent
+        if sub is not None:
+            return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
+        got = yield Call(tool, ctx)
+        if not isinstance(got, Raised):
+            return p.outcome(aid, got.value)
+        if isinstance(got.error, TimeoutError):
+            return p.timed_out(aid, tool, ctx.timeout or 0.0)
+        return p.failure(aid, got.error)
+
+    def _subagent(
+        self,
+        writer: Any,
+        record: RunRecord,
+        sub: Subagent,
+        args: Any,
+        aid: str,
+        children: dict[str, RunResult],
+    ) -> Steps[Spec]:
+        """Run (or resume) a subagent call's child run; its end is the call's outcome."""
+        child_id, tree = child_budget(writer, record, aid)
+        runner = self._child(sub)
+        child = yield Load(child_id)
+        if child is None:
+            objective = sub.objective(args)
+            child = yield from runner._start(child_id, objective, sub.agent.name, sub.limits)
+        if tree is not None:
+            tree.charge(child)
+        result = yield from runner._proceed(runner._writer(child, tree))
+        children[child_id] = result
+        return p.child_outcome(aid, result, _ChildWaiting)

@@ -1,0 +1,207 @@
+"""What the sans-IO drive core asks its shell to do (effects), and what it is told back.
+
+The core (`_drive.Driver`) is a generator: it yields an effect, the shell performs it (the
+sync `Runner` with direct calls, the `AsyncRunner` with awaits) and sends back the outcome.
+Whatever crosses that boundary is a value: a refused append is a `Refused`, a raising model
+or tool a `Raised`, a child run that waits for a person a `Waiting`. Only errors that end
+the whole drive (a store outage, a bug, a `BaseException`) travel up as exceptions.
+
+| effect    | the shell                                     | sends back                     |
+|-----------|-----------------------------------------------|--------------------------------|
+| `Beat`    | calls the caller's heartbeat (a lease renewal) | None                           |
+| `Append`  | `writer.append(specs)`                         | the record after, or `Refused` |
+| `Largest` | `writer.largest_call()`                        | (tokens, cost)                 |
+| `Ask`     | calls the agent's model, assembles a stream    | a `Decision`, or `Raised`      |
+| `Sleep`   | waits                                          | None                           |
+| `Call`    | calls the tool (on a thread, within a timeout) | `Returned` or `Raised`         |
+| `Load`    | `store.load(run_id)`                           | the record (None if missing)   |
+| `Start`   | appends a `run.started` at version 0           | the record                     |
+| `Cancel`  | `control.cancel` on a run                      | None                           |
+| `Batch`   | runs each work's job (in turn, or concurrently) | each job's `End`, in order     |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, TypeVar
+
+import attrs
+
+from agentfsm.errors import GuardRejectedError
+from agentfsm.events import models as m
+from agentfsm.record import RunRecord
+from agentfsm.runtime.agent import Agent, RunResult
+from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.model import ModelContext
+from agentfsm.runtime.tools import Tool, ToolContext
+from agentfsm.runtime.writer import Spec, StateChanged
+
+# Effects and outcomes are `attrs.define` (slotted, not frozen) because a frozen instance
+# costs twice as much to build, and a turn builds a dozen: nothing mutates them.
+
+__all__ = [
+    "Append",
+    "Ask",
+    "Batch",
+    "Beat",
+    "Call",
+    "Cancel",
+    "Effect",
+    "End",
+    "Job",
+    "Largest",
+    "Load",
+    "Raised",
+    "Refused",
+    "Returned",
+    "Sleep",
+    "Start",
+    "Steps",
+    "Waiting",
+    "settle",
+    "stops",
+]
+
+
+@attrs.define
+class Beat:
+    """Call the heartbeat with the record the next step is decided from."""
+
+    record: RunRecord
+
+
+@attrs.define
+class Append:
+    """Append `specs` through `writer` (a `Writer` or `AsyncWriter`, the shell's own)."""
+
+    writer: Any
+    specs: Sequence[Spec]
+
+
+@attrs.define
+class Largest:
+    """The largest model call so far of `writer`'s run (may read the log once)."""
+
+    writer: Any
+
+
+@attrs.define
+class Ask:
+    """Call `agent`'s model with `ctx` and assemble its answer."""
+
+    agent: Agent
+    ctx: ModelContext
+
+
+@attrs.define
+class Sleep:
+    """Wait `seconds` (a backoff before a retry)."""
+
+    seconds: float
+
+
+@attrs.define
+class Call:
+    """Call `tool` with `ctx` (within `ctx.timeout`, if any)."""
+
+    tool: Tool
+    ctx: ToolContext
+
+
+@attrs.define
+class Load:
+    """Load a run's record; None when it does not exist, unless `required` (then raise)."""
+
+    run_id: str
+    required: bool = False
+
+
+@attrs.define
+class Start:
+    """Append `event` (a `run.started`) as the first event of a new run."""
+
+    event: m.RunStarted
+
+
+@attrs.define
+class Cancel:
+    """Ask for run `run_id` to stop (`control.cancel`), with `reason`."""
+
+    run_id: str
+    reason: str
+
+
+@attrs.define
+class Batch:
+    """Run the calls of one batch of `writer`'s run: each work's `job(work, stopping)`.
+
+    `stopping()` is the shell's answer to "has the batch been told to stop?" (a sync shell,
+    which runs the calls in turn and stops at the first end that is not None, never is).
+    """
+
+    writer: Any
+    works: tuple[Any, ...]
+    job: Callable[[Any, Callable[[], bool]], Job]
+
+
+@attrs.define
+class Refused:
+    """An append that did not happen: a guard said no, the run changed, someone else drives
+    it, or the lifecycle refused the batch."""
+
+    error: Exception
+
+
+@attrs.define
+class Raised:
+    """What a model or a tool raised instead of answering."""
+
+    error: Exception
+
+
+@attrs.define
+class Returned:
+    """What a tool returned."""
+
+    value: Any
+
+
+@attrs.define
+class Waiting:
+    """A child run waits for a person: its caller's call stays in flight."""
+
+    result: RunResult
+
+
+Effect = Beat | Append | Largest | Ask | Sleep | Call | Load | Start | Cancel | Batch
+T = TypeVar("T")
+#: A generator of effects returning `T`: `Steps[RunResult]` is a drive.
+Steps = Generator[Effect, Any, T]
+#: How one call of a batch ended: None (done), or why the batch must stop or return.
+End = GuardRejectedError | StateChanged | RunSupersededError | Waiting | None
+#: One call of a batch, as the core runs it.
+Job = Generator[Effect, Any, End]
+
+
+def stops(end: End) -> bool:
+    """Whether an end stops the rest of its batch (a waiting child does not)."""
+    return end is not None and not isinstance(end, Waiting)
+
+
+def settle(ends: Sequence[End]) -> End:
+    """The one end a batch's ends add up to, for the drive loop to act on.
+
+    Superseded beats a guard's refusal (the run is someone else's: nothing more is
+    written), which beats a waiting child; the first refusal counts, the last supersede or
+    wait. A run that changed needs nothing more than a new decision (None).
+    """
+    if not ends:  # the usual batch: every call done
+        return None
+    superseded = [e for e in ends if isinstance(e, RunSupersededError)]
+    if superseded:
+        return superseded[-1]
+    for end in ends:
+        if isinstance(end, GuardRejectedError):
+            return end
+    waiting = [e for e in ends if isinstance(e, Waiting)]
+    return waiting[-1] if waiting else None
