@@ -193,3 +193,49 @@ class TestStoresAndTools:
             "event type 'ticket.closed' is not declared (edges escalated --> completed): add "
             "it with event_types=BUILTIN_EVENTS.extend(...) or derive(add_events=[...])",
         )
+
+
+class TestTheRunnerByKinds:
+    """The Runner decides by the kinds the table declares, never by the default names."""
+
+    def test_a_run_escalated_to_a_person_waits_and_goes_on_when_handed_back(
+        self, tmp_path: Path
+    ) -> None:
+        """Resuming a run in `escalated` returns it waiting (it used to raise "'escalated':
+        event 'model.started' is not allowed"); once handed back, resume finishes it."""
+        from agentfsm.runtime import (
+            Agent, Decision, Runner, ScriptedModel, Tool, ToolPolicy, call, reject,
+        )  # fmt: skip
+
+        store = SQLiteEventStore(
+            tmp_path / "t.db", options=StoreOptions(reducer=Reducer(TICKET_TABLE))
+        )
+        model = ScriptedModel(
+            [
+                Decision.calls(call("refund", amount=40)),
+                lambda ctx: Decision.final(f"refunded by hand: {ctx.record.custom['note']}"),
+            ],
+            by_turn=True,
+        )
+        refund = Tool("refund", lambda ctx: {"refunded": ctx.args["amount"]})
+        agent = Agent("support", model, [refund], policy=ToolPolicy(approval={"refund"}))
+        assert Runner(store, agent).run("t-1").status == "waiting_approval"
+        reject(store, "t-1", "t1.1", "ann", "needs a human")
+
+        def happen(type_: str, **fields: Any) -> None:
+            version = store.load("t-1").version
+            log = LogBuilder("t-1", start=version + 1, events=TYPES)
+            log.add(type_, **fields)
+            store.append("t-1", log.events, version)
+
+        happen("ticket.escalated", escalated_to="tier-2")
+        waiting = Runner(store, agent).resume("t-1")
+        assert (waiting.status, waiting.waiting) == ("escalated", True)
+        assert waiting.record.custom["escalated_to"] == "tier-2"
+        happen("ticket.handed_back", note="done in the billing tool")
+        done = Runner(store, agent).resume("t-1")
+        assert (done.status, done.final_output) == (
+            "completed",
+            "refunded by hand: done in the billing tool",
+        )
+        store.close()

@@ -119,6 +119,8 @@ class Transition:
         )
 
 
+_STOPS = frozenset({StateKind.TERMINAL, StateKind.WAITING, StateKind.PAUSED})
+
 # A compiled move is either the target itself (no condition: the common case, one lookup)
 # or the ordered alternatives to try.
 _Move = str | tuple[tuple[Condition | None, str], ...]
@@ -214,6 +216,21 @@ class TransitionTable:
             return self._kinds[state]
         except KeyError:
             raise KeyError(f"table '{self.name}' declares no state '{state}'") from None
+
+    @property
+    def runnable_states(self) -> tuple[str, ...]:
+        """States in which a run has work its driver can do without a person: the `active`
+        and `in_flight` kinds (what workers claim and a Runner drives)."""
+        return self.states_of(StateKind.ACTIVE, StateKind.IN_FLIGHT)
+
+    def stops_driving(self, state: str) -> bool:
+        """Whether a Runner returns at `state`: it is terminal, waits for a person, or is
+        paused (a table's own states included, by their declared kind)."""
+        return self._kinds[state] in _STOPS
+
+    def settles_cancel(self, state: str) -> bool:
+        """Whether `state` is where a cancellation settles: `run.cancelled` leaves it."""
+        return "run.cancelled" in self._allowed.get(state, ())
 
     def states_of(self, *kinds: StateKind | str) -> tuple[str, ...]:
         """The names of the states of any of `kinds`, in declaration order."""

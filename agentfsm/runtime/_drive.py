@@ -23,7 +23,7 @@ from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.guards.base import Guard, Verdict
 from agentfsm.guards.budget import SharedBudget
-from agentfsm.names import ActionStatus, RunStatus
+from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _plan as p
@@ -204,7 +204,7 @@ class Driver:
         return (yield from self._proceed(self._writer(record, tree), beat))
 
     def _proceed(self, writer: Any, beat: bool = False) -> Steps[RunResult]:
-        if writer.record.status == RunStatus.PAUSED:
+        if self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
             _appended((yield Append(writer, [(m.RunResumed, {})])))
         return (yield from self._drive(writer, beat))
 
@@ -245,7 +245,12 @@ class Driver:
             except RunSupersededError as exc:
                 self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
                 record = yield Load(writer.run_id, required=True)
-                return RunResult(record, superseded=True, children=children)
+                return RunResult(
+                    record,
+                    superseded=True,
+                    children=children,
+                    kind=self.reducer.table.kind(record.status),
+                )
 
     def _end_children(self, record: RunRecord) -> Steps[None]:
         """Cancel the subagent runs an ended run leaves open, and settle each.
@@ -279,7 +284,7 @@ class Driver:
             pending_approvals=list(record.pending_approvals),
             unknown_outcomes=unknown,
         )
-        return RunResult(record, children=children)
+        return RunResult(record, children=children, kind=self.reducer.table.kind(record.status))
 
     # -- a model turn -----------------------------------------------------------------------
 

@@ -49,9 +49,6 @@ from agentfsm.runtime.writer import Spec, approval_asked, declined, requested
 A = ActionStatus
 S = RunStatus
 ACTIVE = frozenset({S.RUNNING, S.WAITING_TOOL})
-TERMINAL_OR_WAITING = frozenset(
-    {S.COMPLETED, S.FAILED, S.CANCELLED, S.TERMINATED, S.WAITING_APPROVAL, S.PAUSED}
-)
 
 #: action ids for calls the model gave none (or a used one) for: (record, index) -> id.
 ActionIds = Callable[[RunRecord, int], str]
@@ -174,9 +171,12 @@ class Planner:
     def next(self, record: RunRecord, now: datetime) -> Step:
         """The next step for `record`."""
         status = record.status
-        if status in TERMINAL_OR_WAITING:
+        table = self.reducer.table
+        # By the kinds the table declares, never by the default table's names: a state of
+        # a user's own (a ticket escalated to a person) stops the Runner like one of ours.
+        if table.stops_driving(status):
             return Finish()
-        if status == S.CANCEL_REQUESTED:
+        if table.settles_cancel(status):
             return Append(self.settle_cancel(record))
         overspent = self.reducer.guards.overspent(record)
         if overspent is not None:

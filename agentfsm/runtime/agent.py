@@ -15,7 +15,7 @@ import attrs
 from pydantic import BaseModel, Field
 
 from agentfsm.events.models import Limits, Usage
-from agentfsm.names import ActionStatus, RunStatus
+from agentfsm.names import ActionStatus, RunStatus, StateKind
 from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
 from agentfsm.runtime.policy import Policy, allow_all
 from agentfsm.runtime.tools import Tool, ToolContext, ToolRegistry
@@ -201,6 +201,8 @@ class RunResult:
     record: RunRecord
     superseded: bool = False
     children: Mapping[str, RunResult] = attrs.field(factory=dict)
+    #: The kind of the run's state in its table (see `agentfsm.names.StateKind`).
+    kind: StateKind | None = None
 
     @property
     def run_id(self) -> str:
@@ -234,5 +236,8 @@ class RunResult:
 
     @property
     def waiting(self) -> bool:
-        """The run waits for a person (approval) or something else (paused)."""
+        """The run waits for a person or is paused (by its table's kinds: a state of your own
+        declared `waiting` counts, not only `waiting_approval` and `paused`)."""
+        if self.kind is not None:
+            return self.kind in (StateKind.WAITING, StateKind.PAUSED)
         return self.record.status in _WAITING

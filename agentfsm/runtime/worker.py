@@ -27,7 +27,7 @@ from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
-from agentfsm.stores.leases import RUNNABLE_STATUSES, LeaseStore
+from agentfsm.stores.leases import LeaseStore
 
 __all__ = ["AsyncWorker", "Worker"]
 
@@ -77,6 +77,7 @@ class _Leasing:
         renew_every: float | None,
         retry_after: float,
         clock: Callable[[], float],
+        runnable: tuple[str, ...],
     ) -> None:
         if ttl <= 0:
             raise ValueError(f"ttl must be positive, got {ttl!r}")
@@ -86,6 +87,7 @@ class _Leasing:
         self.renew_every = renew_every if renew_every is not None else ttl / 3
         self.retry_after = retry_after
         self.clock = clock
+        self.runnable = frozenset(runnable)
         self.log = get_logger()
 
     def _claimed(self, run_id: str) -> None:
@@ -100,7 +102,7 @@ class _Leasing:
 
     def _retry_after(self, result: RunResult | None) -> float:
         """How long a released run stays unclaimable: a while if it is still runnable."""
-        still = result is None or result.status in RUNNABLE_STATUSES
+        still = result is None or result.status in self.runnable
         return self.retry_after if still else 0.0
 
     def _released(self, run_id: str, result: RunResult) -> RunResult:
@@ -144,6 +146,7 @@ class Worker(_Leasing):
             renew_every=renew_every,
             retry_after=retry_after,
             clock=clock,
+            runnable=runner.reducer.table.runnable_states,
         )
         self.runner = runner
         self.sleep = sleep
@@ -237,6 +240,7 @@ class AsyncWorker(_Leasing):
             renew_every=renew_every,
             retry_after=retry_after,
             clock=clock,
+            runnable=runner.reducer.table.runnable_states,
         )
         self.runner = runner
         self.concurrency = concurrency

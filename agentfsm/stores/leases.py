@@ -26,12 +26,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import attrs
 
-from agentfsm.names import RunStatus
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.stores.base import EventStore
 from agentfsm.stores.sqlite import check_prefix
 
@@ -43,12 +43,9 @@ __all__ = [
     "SQLiteLeases",
 ]
 
-#: A run in one of these has work a worker can do without a person.
-RUNNABLE_STATUSES: tuple[str, ...] = (
-    RunStatus.CANCEL_REQUESTED,
-    RunStatus.RUNNING,
-    RunStatus.WAITING_TOOL,
-)
+#: The default table's states in which a run has work a worker can do without a person
+#: (its `runnable_states`, read from the kinds the table declares).
+RUNNABLE_STATUSES: tuple[str, ...] = DEFAULT_TABLE.runnable_states
 
 
 class LeaseStore(Protocol):
@@ -105,7 +102,7 @@ class MemoryLeases:
         """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
         with self.table.lock:
             now = self.clock()
-            for info in self.store.runs(RUNNABLE_STATUSES):
+            for info in self.store.runs(self.store.reducer.table.runnable_states):
                 if "/" in info.run_id:
                     continue
                 lease = self.table.leases.get(info.run_id)
@@ -146,6 +143,8 @@ class SQLiteLeases:
         table_prefix: the store's table prefix.
         clock: seconds since the epoch (the same clock on every process of the machine).
         busy_timeout: seconds a claim waits for another process's write lock.
+        runnable: the statuses a worker may claim (the store's table's `runnable_states`;
+            the default table's unless given).
     """
 
     def __init__(
@@ -155,6 +154,7 @@ class SQLiteLeases:
         table_prefix: str = "agentfsm_",
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 30.0,
+        runnable: Sequence[str] = RUNNABLE_STATUSES,
     ) -> None:
         p = check_prefix(table_prefix)
         self.clock = clock
@@ -170,7 +170,7 @@ class SQLiteLeases:
         )
         self._claim_sql = (
             f"SELECT r.run_id FROM {self._runs} r LEFT JOIN {self._leases} l "
-            f"ON l.run_id = r.run_id WHERE r.status IN ({_in(RUNNABLE_STATUSES)}) "
+            f"ON l.run_id = r.run_id WHERE r.status IN ({_in(runnable)}) "
             "AND instr(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= ?) "
             "ORDER BY r.run_id LIMIT 1"
         )

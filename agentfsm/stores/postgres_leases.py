@@ -9,6 +9,7 @@ if that row is still expired when the insert lands. Expiry is on the database's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentfsm._extras import missing_extra
@@ -34,11 +35,21 @@ class PostgresLeases:
         conninfo: a libpq connection string (its own autocommit connection).
         table_prefix: the store's table prefix.
         migrate: create the leases table now (idempotent).
+        runnable: the statuses a worker may claim (the store's table's `runnable_states`;
+            the default table's unless given).
     """
 
-    def __init__(self, conninfo: str, *, table_prefix: str = "agentfsm_", migrate: bool = True):
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        table_prefix: str = "agentfsm_",
+        migrate: bool = True,
+        runnable: Sequence[str] = RUNNABLE_STATUSES,
+    ):
         p = check_prefix(table_prefix)
         runs, leases = f"{p}runs", f"{p}leases"
+        self._runnable = list(runnable)
         self._conn: psycopg.Connection[Any] = psycopg.connect(conninfo, autocommit=True)
         self._create = (
             f"CREATE TABLE IF NOT EXISTS {leases} (run_id text PRIMARY KEY, worker_id text, "
@@ -78,7 +89,7 @@ class PostgresLeases:
 
     def claim(self, worker_id: str, ttl: float) -> str | None:
         """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
-        params = {"statuses": list(RUNNABLE_STATUSES), "worker": worker_id, "ttl": float(ttl)}
+        params = {"statuses": self._runnable, "worker": worker_id, "ttl": float(ttl)}
         for _ in range(_CLAIM_TRIES):
             row = self._conn.execute(self._claim, params).fetchone()
             if row is not None:
@@ -91,7 +102,7 @@ class PostgresLeases:
         return None
 
     def _claimable(self) -> bool:
-        params = {"statuses": list(RUNNABLE_STATUSES)}
+        params = {"statuses": self._runnable}
         return self._conn.execute(self._free, params).fetchone() is not None
 
     def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
