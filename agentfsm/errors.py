@@ -11,6 +11,7 @@
     │   ├── SequenceError                     a gap, repeat or wrong start in `sequence`
     │   ├── RunMismatchError                  the event belongs to another run
     │   ├── ActionError                       the ledger refuses it (unknown id, changed call)
+    │   ├── TableMismatchError                the run was started under another table
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
     │       └── OverrunError                  a recorded event took spending past a budget
     └── StoreError
@@ -46,6 +47,7 @@ __all__ = [
     "SequenceError",
     "StoreError",
     "StoreInconsistentError",
+    "TableMismatchError",
 ]
 
 
@@ -299,6 +301,31 @@ class ActionError(LifecycleError):
             sequence=sequence,
             state=state,
             event=event,
+        )
+
+
+class TableMismatchError(LifecycleError):
+    """A run is folded with a table other than the one it was started under.
+
+    Attributes:
+        started_under: `name (digest)` of the table its `run.started` names.
+        folded_with: `name (digest)` of the table it is being folded with.
+    """
+
+    kind = "table"
+
+    def __init__(
+        self, *, run_id: str, sequence: int, started_under: str, folded_with: str
+    ) -> None:
+        self.started_under = started_under
+        self.folded_with = folded_with
+        super().__init__(
+            f"was started under table {started_under}, not {folded_with}: fold it with the "
+            "table it started with (`--table`, or the registry of `agentfsm.fsm.registry`)",
+            run_id=run_id,
+            sequence=sequence,
+            state="created",
+            event="run.started",
         )
 
 

@@ -204,7 +204,14 @@ class TestTheRunnerByKinds:
         """Resuming a run in `escalated` returns it waiting (it used to raise "'escalated':
         event 'model.started' is not allowed"); once handed back, resume finishes it."""
         from agentfsm.runtime import (
-            Agent, Decision, Runner, ScriptedModel, Tool, ToolPolicy, call, reject,
+            Agent,
+            Decision,
+            Runner,
+            ScriptedModel,
+            Tool,
+            ToolPolicy,
+            call,
+            reject,
         )  # fmt: skip
 
         store = SQLiteEventStore(
@@ -239,3 +246,63 @@ class TestTheRunnerByKinds:
             "refunded by hand: done in the billing tool",
         )
         store.close()
+
+
+class TestTheTableTravelsWithTheRun:
+    """Each run records the table it was started under; it is folded with that one only."""
+
+    def test_runs_record_their_table(self, tmp_path: Path) -> None:
+        """`submit` and the Runner write the table's name and digest on `run.started`."""
+        from agentfsm.runtime import submit
+
+        store = SQLiteEventStore(
+            tmp_path / "t.db", options=StoreOptions(reducer=Reducer(TICKET_TABLE))
+        )
+        submit(store, "t-9", "help")
+        started = next(store.events("t-9"))
+        assert started.table == TICKET_TABLE.ref
+        assert started.table.name == "support_ticket"
+        assert started.table.digest.startswith("sha256:")
+        store.close()
+
+    def test_folding_with_another_table_is_refused_naming_both(self) -> None:
+        """A ticket run folded with the default table: a TableMismatchError, not a puzzling
+        refusal later in the log."""
+        from agentfsm.errors import TableMismatchError
+        from agentfsm.fsm import DEFAULT_TABLE
+
+        log = LogBuilder("t-1", events=TYPES)
+        log.add("run.started", table=TICKET_TABLE.ref.model_dump())
+        with pytest.raises(TableMismatchError) as info:
+            Reducer(DEFAULT_TABLE).replay(log.events)
+        assert str(info.value) == (
+            f"run 't-1' is 'created': event 'run.started' (sequence 1) was started under "
+            f"table 'support_ticket' ({TICKET_TABLE.digest}), not 'agent_run' "
+            f"({DEFAULT_TABLE.digest}): fold it with the table it started with (`--table`, "
+            "or the registry of `agentfsm.fsm.registry`)"
+        )
+
+    def test_a_changed_table_is_another_version(self) -> None:
+        """One more edge is another digest: a run started before is not folded with it."""
+        from agentfsm.fsm import Transition
+
+        changed = TICKET_TABLE.derive(add=[Transition("escalated", "run.paused", "paused")])
+        assert changed.name == TICKET_TABLE.name
+        assert changed.digest != TICKET_TABLE.digest
+
+    def test_the_registry_finds_a_table_by_its_digest(self) -> None:
+        """Registered (or published under the entry point group), a table is found again
+        from what a run recorded; an unknown one is named with its known versions."""
+        from agentfsm.fsm import Transition
+        from agentfsm.fsm.registry import UnknownTableError, lookup, register
+
+        register(TICKET_TABLE)
+        assert lookup(TICKET_TABLE.ref) is TICKET_TABLE
+        other = TICKET_TABLE.derive(add=[Transition("escalated", "run.paused", "paused")])
+        with pytest.raises(UnknownTableError) as info:
+            lookup(other.ref)
+        assert str(info.value) == (
+            f"table 'support_ticket' ({other.digest}) is not registered; known versions of "
+            f"'support_ticket': {TICKET_TABLE.digest}: pass it with --table MODULE:ATTR, "
+            "register() it, or publish it under the 'agentfsm.tables' entry point group"
+        )

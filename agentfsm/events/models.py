@@ -47,6 +47,7 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "RunTerminated",
+    "TableRef",
     "Timestamp",
     "ToolCall",
     "ToolCompleted",
@@ -129,6 +130,17 @@ class Limits(_Part):
     max_cost: NonNegFloat | None = None
 
 
+class TableRef(_Part):
+    """Which table a run was started under: its name and the digest of its content.
+
+    A run is folded with the table it started with; folding it with another is refused,
+    naming both (`agentfsm.fsm.TransitionTable.ref`).
+    """
+
+    name: NonEmpty
+    digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
 class Usage(_Part):
     """Tokens and cost reported with a model call."""
 
@@ -177,6 +189,7 @@ class RunStarted(_Envelope):
     objective: Text | None = None
     agent: NonEmpty | None = None
     limits: Limits | None = None
+    table: TableRef | None = None
 
 
 class ModelStarted(_Envelope):

@@ -7,6 +7,7 @@ step is two dict lookups for an unconditional edge.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import attrs
 
 from agentfsm.errors import IllegalTransitionError, InvalidTableError
-from agentfsm.events.models import CustomEvent
+from agentfsm.events.canonical import digest
+from agentfsm.events.models import CustomEvent, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.names import StateKind
 
@@ -173,6 +175,26 @@ class TransitionTable:
         object.__setattr__(self, "_allowed", {s: tuple(sorted(evs)) for s, evs in compiled.items()})
         object.__setattr__(self, "_terminal", frozenset(s.name for s in self.states if s.terminal))
         object.__setattr__(self, "_kinds", {s.name: s.kind for s in self.states})
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """`sha256:` of the table's canonical description: states with their kinds, edges with
+        their conditions' and guards' names, and its own event types (their JSON Schemas).
+
+        Two tables with the same digest fold every log alike (conditions are compared by
+        name: keep a name for one predicate).
+        """
+        described = dict(self.describe())
+        described["event_types"] = {
+            name: self.event_types.classes[name].model_json_schema()
+            for name in self.event_types.custom
+        }
+        return digest(described)
+
+    @property
+    def ref(self) -> TableRef:
+        """The reference a run records on `run.started`: this table's name and digest."""
+        return TableRef(name=self.name, digest=self.digest)
 
     def __repr__(self) -> str:
         # The full declaration runs to thousands of characters and buries every signature

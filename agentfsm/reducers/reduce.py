@@ -30,6 +30,7 @@ from agentfsm.errors import (
     OverrunError,
     RunMismatchError,
     SequenceError,
+    TableMismatchError,
 )
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
@@ -287,6 +288,16 @@ def _with(actions: Mapping[str, Action], action: Action) -> dict[str, Action]:
 
 
 def _run_started(r: Reducer, rec: RunRecord, ev: m.RunStarted, move: Move) -> RunRecord:
+    started = ev.table
+    if started is not None and started.digest != r.table.digest:
+        # Folding a run with another table (or another version of it) would read its log
+        # under rules it was never written under.
+        raise TableMismatchError(
+            run_id=rec.run_id,
+            sequence=ev.sequence,
+            started_under=f"'{started.name}' ({started.digest})",
+            folded_with=f"'{r.table.name}' ({r.table.digest})",
+        )
     agent = ev.agent if ev.agent is not None else rec.current_agent
     return _set_started(
         rec, _to(r, rec, ev, move), ev.sequence, ev.occurred_at,

@@ -174,6 +174,7 @@ class Driver:
             "objective": objective,
             "agent": agent or self.agents[0].name,
             "limits": limits,
+            "table": self.reducer.table.ref,  # the run is folded with this table, always
         }
         event = m.RunStarted(
             run_id=run_id,

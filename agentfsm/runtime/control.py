@@ -329,7 +329,12 @@ def submit(
     Raises:
         ConcurrencyConflictError: a run with this id already exists.
     """
-    fields = {"objective": objective, "agent": agent, "limits": limits}
+    fields = {
+        "objective": objective,
+        "agent": agent,
+        "limits": limits,
+        "table": store.reducer.table.ref,
+    }
     event = _event(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
     return store.append(run_id, [event], 0)
 

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from agentfsm.errors import OverrunError
 from agentfsm.events import Limits, Usage, step_clock
 from agentfsm.events import models as m
+from agentfsm.fsm import DEFAULT_TABLE
 from agentfsm.guards import Budget, LoopDetector
 from agentfsm.runtime import (
     Agent,
@@ -79,7 +80,12 @@ class TestCrossing:
         model = ScriptedModel([Decision.final("a long draft", usage=BIG)])
         result, store = _drive(runner, model, [], limits=Limits(max_tokens=1500))
         assert _events(store) == [
-            {"type": "run.started", "agent": "support", "limits": {"max_tokens": 1500}},
+            {
+                "type": "run.started",
+                "agent": "support",
+                "limits": {"max_tokens": 1500},
+                "table": DEFAULT_TABLE.ref.model_dump(),
+            },
             {"type": "model.started"},
             {
                 "type": "model.completed",

@@ -1,0 +1,98 @@
+"""Where the tables a store's runs were started under are found again.
+
+Each run records its table's name and digest on `run.started` (`TransitionTable.ref`). To
+load, steer or draw a run, tools need that table back, without being told: they look it up
+here, by digest. A table is known when it is the default table, was `register`ed in this
+process, or is published by an installed package under the entry point group
+`agentfsm.tables` (each entry names a `TransitionTable`, or an iterable of them: every
+version still in use)::
+
+    [project.entry-points."agentfsm.tables"]
+    support_ticket = "myapp.lifecycle:TICKET_TABLES"
+
+Old versions stay registered as long as runs started under them may still be loaded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+
+from agentfsm.events.models import TableRef
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import TransitionTable
+
+__all__ = ["ENTRY_POINT_GROUP", "UnknownTableError", "known_tables", "lookup", "register"]
+
+#: The entry point group packages publish their tables under.
+ENTRY_POINT_GROUP = "agentfsm.tables"
+
+_lock = threading.Lock()
+_registered: dict[str, TransitionTable] = {DEFAULT_TABLE.digest: DEFAULT_TABLE}
+
+
+class UnknownTableError(LookupError):
+    """No known table has the digest a run was started under.
+
+    Attributes:
+        ref: the table the run names.
+        same_name: digests of known tables with the same name (other versions).
+    """
+
+    def __init__(self, ref: TableRef, same_name: list[str]) -> None:
+        self.ref = ref
+        self.same_name = same_name
+        versions = (
+            f"; known versions of '{ref.name}': {', '.join(same_name)}"
+            if same_name
+            else f"; no table named '{ref.name}' is known"
+        )
+        super().__init__(
+            f"table '{ref.name}' ({ref.digest}) is not registered{versions}: pass it with "
+            f"--table MODULE:ATTR, register() it, or publish it under the '{ENTRY_POINT_GROUP}' "
+            "entry point group"
+        )
+
+
+def register(*tables: TransitionTable) -> None:
+    """Make `tables` known to `lookup` in this process (idempotent)."""
+    with _lock:
+        for table in tables:
+            _registered[table.digest] = table
+
+
+def _published() -> Iterable[TransitionTable]:
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        value = entry.load()
+        if isinstance(value, TransitionTable):
+            yield value
+        else:
+            yield from (t for t in value if isinstance(t, TransitionTable))
+
+
+def known_tables() -> list[TransitionTable]:
+    """Every table `lookup` can find: registered, then published by installed packages."""
+    with _lock:
+        found = dict(_registered)
+    for table in _published():
+        found.setdefault(table.digest, table)
+    return list(found.values())
+
+
+def lookup(ref: TableRef) -> TransitionTable:
+    """The known table with `ref`'s digest.
+
+    Raises:
+        UnknownTableError: none is known; it names the other known versions of that name.
+    """
+    with _lock:
+        table = _registered.get(ref.digest)
+    if table is not None:
+        return table
+    tables = known_tables()
+    for table in tables:
+        if table.digest == ref.digest:
+            return table
+    return_same = sorted(t.digest for t in tables if t.name == ref.name)
+    raise UnknownTableError(ref, return_same)
