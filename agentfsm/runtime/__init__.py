@@ -23,13 +23,13 @@ from agentfsm.runtime.control import (
     apause,
     approve,
     areject,
-    aresume,
     asubmit,
+    aunpause,
     cancel,
     pause,
     reject,
-    resume,
     submit,
+    unpause,
 )
 from agentfsm.runtime.errors import LeaseLostError, RunSupersededError, UnknownAgentError
 from agentfsm.runtime.model import (
@@ -118,8 +118,8 @@ __all__ = [
     "apause",
     "approve",
     "areject",
-    "aresume",
     "asubmit",
+    "aunpause",
     "call",
     "cancel",
     "deny",
@@ -129,9 +129,9 @@ __all__ = [
     "pause",
     "reject",
     "resumable",
-    "resume",
     "subagent",
     "submit",
     "unknown_outcomes",
+    "unpause",
     "utc_now",
 ]

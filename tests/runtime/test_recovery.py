@@ -20,9 +20,9 @@ from agentfsm.runtime import (
     cancel,
     in_flight,
     pause,
-    resume,
     subagent,
     unknown_outcomes,
+    unpause,
 )
 from agentfsm.stores import MemoryEventStore, MemoryStorage, RunNotFoundError
 
@@ -200,13 +200,13 @@ class TestPause:
             "model.started",
         ]
 
-    def test_control_resume_only_unpauses(self) -> None:
-        """`resume(store, ...)` appends `run.resumed` and returns a runnable run."""
+    def test_unpause_only_makes_the_run_runnable(self) -> None:
+        """`unpause(store, ...)` appends `run.resumed` and returns a runnable run."""
         store = MemoryEventStore()
         runner_for(store, order_script(), []).start("r1")
         pause(store, "r1", "callback")
-        assert resume(store, "r1").status == "running"
-        assert resume(store, "r1").version == 3  # already running: nothing appended
+        assert unpause(store, "r1").status == "running"
+        assert unpause(store, "r1").version == 3  # already running: nothing appended
 
 
 class TestOtherWriters:
