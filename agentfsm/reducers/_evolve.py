@@ -19,8 +19,11 @@ Every field is passed by keyword, never by position: a record of 24 fields chang
 positional values (`None, None, None, ...`) fails silently when two are swapped. The reducer
 declares each change as a typed stub (`@evolves(RunRecord) def _set_pause(r, /, *, status:
 str, ...)`), so mypy checks every call's names and types, and the generated function refuses
-a wrong or missing name at runtime. Keywords cost no measurable time here: CPython matches
-them by identity against the code object's interned names (`make bench` before and after).
+a wrong or missing name at runtime. Keywords cost about 3% of the reducer's throughput
+(CPython 3.11 matches them by identity against the code object's interned names): measured
+in one process, positional and keyword reducers interleaved over the `make bench` corpus,
+422k vs 409k events a second (median of 9 rounds, CPU time). Worth it for calls that can no
+longer be silently wrong.
 """
 
 from __future__ import annotations
