@@ -793,7 +793,10 @@ def test_a_batch_mixing_free_and_approval_calls_runs_the_free_one_then_waits(
 
 
 def test_a_kept_state_the_run_moved_on_from_is_refused(tmp_path: Path) -> None:
-    """A state saved at the pause, put back after the resume ran: stale, SavedStateError."""
+    """A state saved at the pause, put back after the resume ran: stale, SavedStateError.
+
+    (`resume` itself now returns the ended run without reading it: test_resume_ended.py.)
+    """
     store = MemoryEventStore()
     _pause_for_refund(store, tmp_path / "state.json")
     kept = store.attachment("r1", "openai-agents/run_state")
@@ -803,7 +806,7 @@ def test_a_kept_state_the_run_moved_on_from_is_refused(tmp_path: Path) -> None:
     store.put_attachment("r1", kept.name, kept.data, version=kept.version)
     before = len(app.CALLS)
     with pytest.raises(SavedStateError) as err:
-        run(AgentsRun(store, "r1").resume(app.resumed_agent()))
+        AgentsRun(store, "r1").recorder.saved_state(kept.name)
     assert str(err.value) == (
         "run 'r1': cannot resume from the saved state 'openai-agents/run_state': it was saved "
         f"at version {kept.version}, but the run went on since ('tool.requested' at sequence "
@@ -816,8 +819,8 @@ def test_resuming_a_run_that_never_paused_here_says_no_state_is_kept() -> None:
     """No kept state and none given: SavedStateError naming the attachment, nothing runs."""
     store = MemoryEventStore()
     run(AgentsRun(store, "r1").run(weather_agent([assistant_message("Hi.")]), "hi"))
-    with pytest.raises(SavedStateError) as err:
-        run(AgentsRun(store, "r1").resume(app.resumed_agent()))
+    with pytest.raises(SavedStateError) as err:  # `resume` returns the ended run instead
+        AgentsRun(store, "r1").recorder.saved_state("openai-agents/run_state")
     assert (err.value.run_id, err.value.name) == ("r1", "openai-agents/run_state")
     assert err.value.reason == (
         "none is kept (the run never paused for approval here); pass the state to resume"
