@@ -185,8 +185,10 @@ _WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
 
 
 class RunOutcome(Protocol):
-    """What a driven run returns, whoever drove it: the Runner (`RunResult`) or an SDK
-    adapter (`ObservedRun`). Code that reads how a run ended takes this, not either type.
+    """What a driven run returns, whoever drove it.
+
+    The Runner returns a `RunResult`, an SDK adapter an `ObservedRun`; code that reads how a
+    run ended takes this, not either type.
 
     Each field means the same on both, except that the Runner's `final_output` keeps the
     model's last answer even when a guard stopped the run, where an adapter's is None
