@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from agentfsm.runtime import cancel as cancel
     from agentfsm.runtime import pause as pause
     from agentfsm.runtime import reject as reject
-    from agentfsm.runtime import resume as resume
     from agentfsm.runtime import submit as submit
+    from agentfsm.runtime import unpause as unpause
     from agentfsm.stores import MemoryEventStore as MemoryEventStore
     from agentfsm.stores import SQLiteEventStore as SQLiteEventStore
     from agentfsm.stores import StoreOptions as StoreOptions
@@ -106,7 +106,7 @@ _LAZY: dict[str, str] = {
     "cancel": "agentfsm.runtime",
     "pause": "agentfsm.runtime",
     "reject": "agentfsm.runtime",
-    "resume": "agentfsm.runtime",
+    "unpause": "agentfsm.runtime",
     "submit": "agentfsm.runtime",
     # Where the log lives.
     "MemoryEventStore": "agentfsm.stores",
@@ -161,8 +161,8 @@ __all__ = [
     "reduce",
     "reject",
     "replay",
-    "resume",
     "submit",
+    "unpause",
 ]
 
 # Hidden from type checkers: with a visible `__getattr__`, mypy would accept

@@ -43,8 +43,8 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 def _fake_decisions(turns: int) -> Callable[[int], Decision]:
     """Turn n (1-based) asks for one lookup, until the last turn answers."""
-    calls = [Decision.calls(call("lookup", n=i)) for i in range(turns)]
-    final = Decision.final("done")
+    calls = [Decision.call_tools(call("lookup", n=i)) for i in range(turns)]
+    final = Decision.answer("done")
     return lambda turn: final if turn > turns - 1 else calls[turn - 1]
 
 

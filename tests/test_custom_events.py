@@ -219,8 +219,8 @@ class TestTheRunnerByKinds:
         )
         model = ScriptedModel(
             [
-                Decision.calls(call("refund", amount=40)),
-                lambda ctx: Decision.final(f"refunded by hand: {ctx.record.custom['note']}"),
+                Decision.call_tools(call("refund", amount=40)),
+                lambda ctx: Decision.answer(f"refunded by hand: {ctx.record.custom['note']}"),
             ],
             by_turn=True,
         )

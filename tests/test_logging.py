@@ -17,7 +17,7 @@ RUN = textwrap.dedent(
     from agentfsm import (Agent, Decision, MaxTurns, Runner, ScriptedModel, SQLiteEventStore,
                           Tool, call)
 
-    model = ScriptedModel([Decision.calls(call("get", k=1))] * 5, by_turn=True)
+    model = ScriptedModel([Decision.call_tools(call("get", k=1))] * 5, by_turn=True)
     agent = Agent("a", model, [Tool("get", lambda ctx: {"ok": True}, idempotent=True)])
     result = Runner(SQLiteEventStore(":memory:"), agent, guards=[MaxTurns(2)]).run("r1", "go")
     assert result.stop_reason == "max_turns", result
@@ -100,7 +100,7 @@ def test_an_application_that_configures_structlog_gets_its_configuration() -> No
 
 def test_capture_logs_sees_a_logger_made_and_bound_before_it() -> None:
     """The route is chosen per line, so a Runner built earlier is still captured."""
-    model = ScriptedModel([Decision.calls(call("get", k=1))] * 5, by_turn=True)
+    model = ScriptedModel([Decision.call_tools(call("get", k=1))] * 5, by_turn=True)
     agent = Agent("a", model, [Tool("get", lambda ctx: {"ok": True}, idempotent=True)])
     runner = Runner(SQLiteEventStore(":memory:"), agent, guards=[MaxTurns(1)])
     with structlog.testing.capture_logs() as logs:

@@ -57,8 +57,8 @@ TOP_LEVEL = [
     "reduce",
     "reject",
     "replay",
-    "resume",
     "submit",
+    "unpause",
 ]
 
 SUBPACKAGES = [

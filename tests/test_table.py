@@ -350,7 +350,7 @@ class TestStateKinds:
 
     def test_kinds_travel_with_the_spec(self) -> None:
         """A table's JSON description keeps kinds, and reads back with them."""
-        from agentfsm.fsm.verify import table_from_spec
+        from agentfsm.fsm.check import table_from_spec
 
         _, states, _, _, _ = table_from_spec(DEFAULT_TABLE.describe())
         assert [s.kind for s in states] == [s.kind for s in DEFAULT_TABLE.states]

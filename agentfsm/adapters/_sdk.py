@@ -163,7 +163,7 @@ class CancelStop(Exception):  # noqa: N818  (a stop signal, carried through the 
 
 @dataclass
 class ObservedRun:
-    """How an SDK run observed through an adapter ended (or paused).
+    """How an SDK run observed through an adapter ended (or paused); a `RunOutcome`.
 
     Attributes:
         run_id: our run id.
@@ -201,6 +201,16 @@ class ObservedRun:
     def stop_reason(self) -> str | None:
         """Why a guard stopped the run (`max_turns`, `budget`, ...), else None."""
         return self.record.stop_reason
+
+    @property
+    def waiting(self) -> bool:
+        """The run waits for a person (approval) or something else (paused)."""
+        return self.record.status in WAITING_FOR_PERSON
+
+    @property
+    def unknown_outcomes(self) -> tuple[Action, ...]:
+        """Calls whose effect nobody knows (crash, cancel, timeout): someone must look."""
+        return tuple(a for a in self.record.actions.values() if a.status == ActionStatus.UNKNOWN)
 
 
 def per_million_tokens(input: float, output: float) -> Pricing:
@@ -761,13 +771,18 @@ class SdkRun:
         cls = adapter if adapter is not None else type(self)
         return cls._over(self.recorder.child(action_id, cls.sdk))
 
-    def _finish_cancel(self, record: RunRecord, state: str | None) -> ObservedRun | None:
-        """End a run that was asked to cancel while it waited, as its resume; else None.
+    def _settle_without_driving(self, record: RunRecord, state: str | None) -> ObservedRun | None:
+        """What `resume` returns when there is nothing to drive; None when there is.
 
-        Nothing drove it when the cancel came (it waited for a decision, or on a subagent
-        that did), so the resume settles it: `run.cancelled`, a call it waited on outcome
-        unknown, and the subagents still waiting cancelled first.
+        A run that already ended is returned as it is, like `Runner.resume` does: resuming
+        it again is not an error, and nothing runs. A run asked to cancel while it waited is
+        ended here: nothing drove it when the cancel came (it waited for a decision, or on
+        a subagent that did), so the resume settles it: `run.cancelled`, a call it waited on
+        outcome unknown, and the subagents still waiting cancelled first.
         """
+        if record.status in self.recorder.store.reducer.table.terminal_states:
+            final = record.final_output if record.status == RunStatus.COMPLETED else None
+            return ObservedRun(record.run_id, record, final_output=final)
         if record.status != RunStatus.CANCEL_REQUESTED:
             return None
         done = self.recorder.cancelled()

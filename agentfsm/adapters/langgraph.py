@@ -222,7 +222,8 @@ class GraphRun(SdkRun):
         A run waiting for approval resumes with the decisions stored in our store (`value`
         is ignored); a run paused by another `interrupt()` records `run.resumed` and resumes
         with `value`. Calls still undecided leave the run waiting (nothing runs); a run
-        asked to cancel while it waited ends cancelled here, and nothing runs.
+        asked to cancel while it waited ends cancelled here, and nothing runs; a run that
+        already ended is returned as it is (as `Runner.resume` does).
 
         Raises:
             ApprovalMismatchError: the graph's interrupted calls are not the ones approval
@@ -344,9 +345,9 @@ class GraphRun(SdkRun):
         Several interrupts (parallel subagents, parallel branches) are answered by id.
         """
         record = self.recorder.load()
-        cancelled = self._finish_cancel(record, None)
-        if cancelled is not None:
-            return cancelled
+        settled = self._settle_without_driving(record, None)
+        if settled is not None:
+            return settled
         owners = subagent_records(self.recorder.store, record)
         answers: list[tuple[Any, Any]] = []
         for it in interrupts:

@@ -338,7 +338,8 @@ class AgentsRun(SdkRun):
 
         The decisions come from our store (`approve`/`reject` from any process). Calls
         still undecided leave the run waiting (nothing runs).
-        A run asked to cancel while it waited ends cancelled here, and nothing runs.
+        A run asked to cancel while it waited ends cancelled here, and nothing runs; a run
+        that already ended is returned as it is (as `Runner.resume` does).
 
         Args:
             agent: the SDK agent, as this process builds it.
@@ -351,9 +352,9 @@ class AgentsRun(SdkRun):
                 since it was saved, or it does not load (corrupt, or another agent's).
         """
         record = self.recorder.load()
-        cancelled = self._finish_cancel(record, STATE)
-        if cancelled is not None:
-            return cancelled
+        settled = self._settle_without_driving(record, STATE)
+        if settled is not None:
+            return settled
         owners = subagent_records(self.recorder.store, record)
         if state is None:
             raw = self.recorder.saved_state(STATE)

@@ -228,7 +228,8 @@ class AgentIterRun(SdkRun):
     ) -> ObservedRun:
         """Continue a run waiting for approval from its message history JSON.
 
-        A run asked to cancel while it waited ends cancelled here, and nothing runs.
+        A run asked to cancel while it waited ends cancelled here, and nothing runs; a run
+        that already ended is returned as it is (as `Runner.resume` does).
 
         Args:
             agent: the pydantic-ai agent, as this process builds it.
@@ -243,9 +244,9 @@ class AgentIterRun(SdkRun):
                 since it was saved, or it does not load.
         """
         record = self.recorder.load()
-        cancelled = self._finish_cancel(record, STATE)
-        if cancelled is not None:
-            return cancelled
+        settled = self._settle_without_driving(record, STATE)
+        if settled is not None:
+            return settled
         if history is None:
             history = self.recorder.saved_state(STATE)
             try:

@@ -1,4 +1,4 @@
-"""`agentfsm check-table`: verify a table (or a table spec) and print the report."""
+"""`agentfsm check-table`: check a table (or a table spec) and print the report."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.cli._output import print_json, shown, why
 from agentfsm.errors import InvalidTableError
-from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.table import TransitionTable
-from agentfsm.fsm.verify import (
+from agentfsm.fsm.check import (
     TableReport,
+    check_parts,
+    check_table,
     table_from_spec,
     transition_matrix,
-    verify_parts,
-    verify_table,
 )
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import TransitionTable
 
 __all__ = ["add_parser"]
 
@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     """Register `agentfsm check-table`."""
     p = subparsers.add_parser(
         "check-table",
-        help="verify a transition table: errors, warnings, the move matrix",
+        help="check a transition table: errors, warnings, the move matrix",
         description=(
             "Verify a table: reachability, a way to end from every state, terminal states "
             "absorbing, no nondeterminism, events that can never fire. Exit 1 on errors."
@@ -57,7 +57,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.spec is not None:
         try:
             spec = json.loads(args.spec.read_text(encoding="utf-8"))
-            report = verify_parts(*table_from_spec(spec))
+            report = check_parts(*table_from_spec(spec))
         except OSError as exc:
             raise UsageError(
                 f"{PROG} check-table: cannot read '{args.spec}': {exc.strerror}"
@@ -67,7 +67,7 @@ def _check(args: argparse.Namespace) -> int:
     elif args.table is not None:
         table, report = _load(args.table)
     else:
-        table, report = DEFAULT_TABLE, verify_table(DEFAULT_TABLE)
+        table, report = DEFAULT_TABLE, check_table(DEFAULT_TABLE)
     if args.format == "json":
         out = report.to_json()
         if args.matrix and table is not None:
@@ -113,7 +113,7 @@ def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:
         raise UsageError(
             f"{PROG} check-table: '{spec}' is a {type(value).__name__}, not a TransitionTable"
         )
-    return value, verify_table(value)
+    return value, check_table(value)
 
 
 def _broken(exc: InvalidTableError) -> TableReport:

@@ -1,4 +1,4 @@
-"""`agentfsm cancel|pause|resume|runs`: steer runs in a store, and list them.
+"""`agentfsm cancel|pause|unpause|runs`: steer runs in a store, and list them.
 
 Each steering command appends one event and prints the run's status after it; the process
 driving the run notices at its next step. `steer` is the frame every steering command
@@ -77,7 +77,7 @@ def _cancel(store: EventStore, a: argparse.Namespace) -> RunRecord:
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
-    """Register cancel, pause, resume and runs."""
+    """Register cancel, pause, unpause and runs."""
     p = command(
         subparsers, "cancel", "ask a run to stop; calls in flight settle, then it is cancelled",
         'agentfsm cancel run_123 --reason "customer hung up" --store runs.db',
@@ -96,11 +96,12 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.set_defaults(handler=steer("pause", lambda s, a: control.pause(s, a.run_id, a.reason)))
 
     p = command(
-        subparsers, "resume", "un-pause a run; a worker or Runner.resume then drives it",
-        "agentfsm resume run_123 --store runs.db",
+        subparsers, "unpause", "un-pause a run; a worker or Runner.resume then drives it",
+        "agentfsm unpause run_123 --store runs.db",
     )  # fmt: skip
     run_argument(p)
-    p.set_defaults(handler=steer("resume", lambda s, a: control.resume(s, a.run_id)))
+    # `unpause`, not `resume`: the command only makes the run runnable, it drives nothing.
+    p.set_defaults(handler=steer("unpause", lambda s, a: control.unpause(s, a.run_id)))
 
     p = command(
         subparsers, "runs", "list the runs in a store with their status (no replay)",

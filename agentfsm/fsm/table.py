@@ -407,7 +407,7 @@ def table_problems(
 ) -> list[str]:
     """Every reason a table of these parts cannot be built, one sentence each, stable order.
 
-    `TransitionTable` raises them as one `InvalidTableError`; `verify` reports them without
+    `TransitionTable` raises them as one `InvalidTableError`; `check_table` reports them without
     building anything, so a broken declaration can be checked as data.
     """
     problems: list[str] = []

@@ -12,7 +12,8 @@ limit (a model call's usage, a tool's cost) is a finding with `overrun=True`, wh
 follows it. Such usage is never silent, even when the run stopped right after it.
 
 It streams: feed events one at a time (`Auditor.feed`), in file order, runs interleaved or
-not. It keeps one record per open run and a small stub per finished one, never the events.
+not. It keeps one record per open run and a small stub per finished one, never the events
+(the fold `validate` uses too, `_fold.py`).
 A log that breaks its lifecycle (an illegal move, a sequence gap) is reported as a problem
 for that run, whose later events are then skipped.
 """
@@ -24,14 +25,14 @@ from typing import Any
 
 import attrs
 
-from agentfsm.errors import GuardRejectedError, LifecycleError
+from agentfsm.errors import GuardRejectedError, OverrunError
 from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import Guard, GuardContext
 from agentfsm.guards.budget import SharedBudget
 from agentfsm.guards.limits import guards_from_limits
-from agentfsm.record import RunRecord
+from agentfsm.reducers._fold import InterleavedFold
 from agentfsm.reducers.reduce import Reducer
 
 __all__ = ["AuditFinding", "AuditProblem", "AuditReport", "Auditor", "audit"]
@@ -163,10 +164,7 @@ class Auditor:
         budget: SharedBudget | None = None,
     ) -> None:
         imposed = (*guards, *(guards_from_limits(limits) if limits is not None else ()))
-        self._reducer = Reducer(table, imposed, run_limits=run_limits)
-        self._terminal = table.terminal_states
-        self._records: dict[str, RunRecord] = {}
-        self._stopped: set[str] = set()
+        self._fold = InterleavedFold(Reducer(table, imposed, run_limits=run_limits))
         self._budget = budget
         self.findings: list[AuditFinding] = []
         self.problems: list[AuditProblem] = []
@@ -175,54 +173,33 @@ class Auditor:
     def feed(self, event: Event, line: int | None = None) -> AuditFinding | AuditProblem | None:
         """Apply one event; returns the finding or problem it causes, if any."""
         self.events += 1
-        run_id = event.run_id
-        if run_id in self._stopped:
-            return None
-        record = self._records.get(run_id) or self._reducer.initial(run_id)
         budget = self._budget
-        shared = budget is not None and budget.covers(run_id)
+        shared = budget is not None and budget.covers(event.run_id)
         ctx = GuardContext.at_event(event, budget=budget) if shared else None
-        try:
-            new = self._reducer.reduce(record, event, ctx)
-        except GuardRejectedError as exc:
+        step = self._fold.feed(event, ctx)
+        if step is None:
+            return None  # the run already stopped at its finding or problem
+        if shared and budget is not None and step.after is not None:
+            self._budget = budget.charge(step.after)  # spent is spent, overrun or not
+        problem = step.problem
+        if problem is None:
+            return None
+        if isinstance(problem, GuardRejectedError):  # a refusal, or an overrun (applied)
             finding = AuditFinding(
-                run_id, event.sequence, event.type, record.status,
-                exc.guard, exc.stop_reason, exc.detail, line,
+                event.run_id, event.sequence, event.type, step.before.status,
+                problem.guard, problem.stop_reason, problem.detail, line,
+                overrun=isinstance(problem, OverrunError),
             )  # fmt: skip
-            return self._stop(finding)
-        except LifecycleError as exc:
-            return self._stop(AuditProblem(run_id, event.sequence, exc.kind, str(exc), line))
-        if shared and budget is not None:
-            self._budget = budget.charge(new)  # spent is spent, overrun or not
-        over = self._reducer.overrun(record, event, new, ctx)
-        if over is not None:
-            finding = AuditFinding(
-                run_id, event.sequence, event.type, record.status,
-                over.guard, over.stop_reason, over.detail, line, overrun=True,
-            )  # fmt: skip
-            return self._stop(finding)
-        if new.status in self._terminal:
-            # Keep what judges a later event (its sequence, the terminal state), not the ledger.
-            new = RunRecord(run_id, status=new.status, version=new.version)
-        self._records[run_id] = new
-        return None
-
-    def _stop(self, item: AuditFinding | AuditProblem) -> AuditFinding | AuditProblem:
-        self._stopped.add(item.run_id)
-        self._records.pop(item.run_id, None)
-        if isinstance(item, AuditFinding):
-            self.findings.append(item)
-        else:
-            self.problems.append(item)
+            self.findings.append(finding)
+            return finding
+        item = AuditProblem(event.run_id, event.sequence, problem.kind, str(problem), line)
+        self.problems.append(item)
         return item
 
     def report(self) -> AuditReport:
         """Everything found so far."""
         return AuditReport(
-            tuple(self.findings),
-            tuple(self.problems),
-            len(self._records) + len(self._stopped),
-            self.events,
+            tuple(self.findings), tuple(self.problems), len(self._fold.records), self.events
         )
 
 

@@ -2,7 +2,7 @@
 
 Memory grows with the number of runs still open, not with the file: a run that reaches a
 terminal state keeps only its summary (status, stop reason, version), since any later event
-for it is illegal whatever it says.
+for it is illegal whatever it says. The fold is the one `audit` uses too (`_fold.py`).
 
 An event that records spending past a budget (the run's own `limits`, or the reducer's
 `Budget` guards) is accepted by the reducer, since the usage is a fact, but it is reported
@@ -30,6 +30,7 @@ from agentfsm.errors import (
 )
 from agentfsm.events.codec import parse_event
 from agentfsm.record import RunRecord
+from agentfsm.reducers._fold import InterleavedFold
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 
 __all__ = ["Finding", "RunSummary", "ValidationReport", "validate_lines"]
@@ -188,15 +189,10 @@ def validate_lines(
         keep_records: keep every run's folded record (for replay); memory then grows with
             the number of runs, finished ones included.
     """
-    open_runs: dict[str, RunRecord] = {}
-    closed: dict[str, RunSummary] = {}
-    failed: dict[str, RunSummary] = {}
-    order: list[str] = []
-    kept: dict[str, RunRecord] = {}
+    fold = InterleavedFold(reducer, keep_records=keep_records)
     findings: list[Finding] = []
     applied = 0
     number = 0
-    terminal = reducer.table.terminal_states
     types = reducer.table.event_types
     for number, raw in enumerate(lines, start=1):
         if on_line is not None:
@@ -215,51 +211,19 @@ def validate_lines(
             if not keep_going:
                 break
             continue
-        rid = event.run_id
-        if run_id is not None and rid != run_id:
+        if run_id is not None and event.run_id != run_id:
             continue
-        if rid in failed:
+        step = fold.feed(event)
+        if step is None:
             continue  # only a run's first problem is reported; the rest would cascade
-        record = open_runs.get(rid)
-        if record is None:
-            if rid in closed:
-                summary = closed.pop(rid)
-                record = attrs.evolve(
-                    reducer.initial(rid), status=summary.status, version=summary.version,
-                    stop_reason=summary.stop_reason,
-                )  # fmt: skip
-            else:
-                order.append(rid)
-                record = reducer.initial(rid)
-        try:
-            new = reducer.reduce(record, event)
-        except LifecycleError as err:
-            findings.append(_lifecycle_finding(err, number, raw, reducer))
-            failed[rid] = RunSummary.of(record)
-            open_runs.pop(rid, None)
-            if keep_records:
-                kept[rid] = record
+        if step.accepted:
+            applied += 1
+        if step.problem is not None:
+            findings.append(_lifecycle_finding(step.problem, number, raw, reducer))
             if not keep_going:
                 break
-            continue
-        applied += 1
-        over = reducer.overrun(record, event, new)
-        record = new
-        if keep_records:
-            kept[rid] = record
-        if over is not None:  # applied (the usage is a fact), and the run's first problem
-            findings.append(_lifecycle_finding(over, number, raw, reducer))
-            failed[rid] = RunSummary.of(record)
-            open_runs.pop(rid, None)
-            if not keep_going:
-                break
-            continue
-        if record.status in terminal:
-            open_runs.pop(rid, None)
-            closed[rid] = RunSummary.of(record)
-        else:
-            open_runs[rid] = record
-    runs = tuple(failed.get(r) or closed.get(r) or RunSummary.of(open_runs[r]) for r in order)
+    runs = tuple(RunSummary.of(record) for record in fold.records.values())
+    kept = fold.records if keep_records else {}
     return ValidationReport(runs, tuple(findings), applied, number, kept)
 
 

@@ -9,7 +9,7 @@ draws on the root run's token and cost budget, and its final output is the call'
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 from pydantic import BaseModel, Field
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Agent",
     "ModelFn",
+    "RunOutcome",
     "RunResult",
     "RunnerConfig",
     "Subagent",
@@ -183,6 +184,53 @@ class RunnerConfig:
 _WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
 
 
+class RunOutcome(Protocol):
+    """What a driven run returns, whoever drove it.
+
+    The Runner returns a `RunResult`, an SDK adapter an `ObservedRun`; code that reads how a
+    run ended takes this, not either type.
+
+    Each field means the same on both, except that the Runner's `final_output` keeps the
+    model's last answer even when a guard stopped the run, where an adapter's is None
+    unless it completed; `partial_output` is what the model last said when the run
+    stopped before completing, on both.
+    (`pending_approvals` is not in it yet: the Runner lists its own `Action`s, an adapter
+    `(run_id, action_id)` pairs that include its subagents'.)
+    """
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+
+    @property
+    def record(self) -> RunRecord:
+        """The run's record when the call returned."""
+
+    @property
+    def status(self) -> str:
+        """The run's status (`completed`, `waiting_approval`, `terminated`, ...)."""
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a guard stopped the run, if one did."""
+
+    @property
+    def final_output(self) -> Any:
+        """The model's final answer."""
+
+    @property
+    def partial_output(self) -> Any:
+        """What the model last said when the run stopped before completing, else None."""
+
+    @property
+    def waiting(self) -> bool:
+        """The run waits for a person (approval) or something else (paused)."""
+
+    @property
+    def unknown_outcomes(self) -> tuple[Action, ...]:
+        """Calls whose effect nobody knows (crash, cancel, timeout): someone must look."""
+
+
 @attrs.frozen
 class RunResult:
     """Where a run stands when the Runner returns.
@@ -217,6 +265,14 @@ class RunResult:
     @property
     def final_output(self) -> Any:
         """The model's last final answer (kept even when a guard stopped the run)."""
+        return self.record.final_output
+
+    @property
+    def partial_output(self) -> Any:
+        """The model's last answer when the run did not complete (a guard, a cancel), else
+        None: what a user gets back at max turns or a budget stop, as from an adapter."""
+        if self.record.status == RunStatus.COMPLETED:
+            return None
         return self.record.final_output
 
     @property

@@ -1,4 +1,4 @@
-"""Steering a run from anywhere: approve, reject, cancel, pause, resume, submit.
+"""Steering a run from anywhere: approve, reject, cancel, pause, unpause, submit.
 
 Each function appends one event through the store, from any thread, process or machine that
 can reach it, and returns the run's record after it. None of them drives the run: the
@@ -34,13 +34,13 @@ __all__ = [
     "apause",
     "approve",
     "areject",
-    "aresume",
     "asubmit",
+    "aunpause",
     "cancel",
     "pause",
     "reject",
-    "resume",
     "submit",
+    "unpause",
 ]
 
 Clock = Callable[[], datetime]
@@ -221,7 +221,7 @@ def _pause(reason: str) -> Callable[[RunRecord], _Want]:
     return lambda r: (m.RunPaused, {"reason": reason})
 
 
-def _resume(record: RunRecord) -> _Want:
+def _unpause(record: RunRecord) -> _Want:
     return None if record.status == RunStatus.RUNNING else (m.RunResumed, {})
 
 
@@ -303,16 +303,17 @@ def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = _now) -
     return _run(store, _steer(run_id, _pause(reason), clock))
 
 
-def resume(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
+def unpause(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
     """Un-pause a run (`run.resumed`); a no-op if it is already running.
 
-    The run is then runnable: `Runner.resume(run_id)` or a `Worker` drives it.
+    Named apart from `Runner.resume`, which drives a run: this only makes it runnable, and
+    `Runner.resume(run_id)` or a `Worker` then drives it.
 
     Raises:
         IllegalTransitionError: the run is neither paused nor running.
         RunNotFoundError: no such run.
     """
-    return _run(store, _steer(run_id, _resume, clock))
+    return _run(store, _steer(run_id, _unpause, clock))
 
 
 def submit(
@@ -387,9 +388,9 @@ async def apause(
     return await _arun(store, _steer(run_id, _pause(reason), clock))
 
 
-async def aresume(store: AsyncEventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
-    """`resume` over an `AsyncEventStore`."""
-    return await _arun(store, _steer(run_id, _resume, clock))
+async def aunpause(store: AsyncEventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
+    """`unpause` over an `AsyncEventStore`."""
+    return await _arun(store, _steer(run_id, _unpause, clock))
 
 
 async def asubmit(

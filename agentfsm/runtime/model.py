@@ -96,7 +96,7 @@ DecisionKind = Literal["final", "tool_calls", "handoff"]
 class Decision:
     """What one model call decided (recorded as `model.completed`).
 
-    Build one with `Decision.final`, `Decision.calls` or `Decision.handoff`.
+    Build one with `Decision.answer`, `Decision.call_tools` or `Decision.hand_off`.
 
     Attributes:
         kind: `final`, `tool_calls` or `handoff`.
@@ -121,23 +121,29 @@ class Decision:
         if (self.kind == "handoff") != bool(self.to_agent):
             raise ValueError("'to_agent' is given exactly for a 'handoff' decision")
 
+    # The builders are verbs (what the model decided to do), never the name of a field or
+    # of a kind: `Decision.tool_calls` is the field, so a builder of that name would shadow
+    # it on the class and calling the field would fail with "'member_descriptor' object is
+    # not callable". One builder per kind: answer -> `final`, call_tools -> `tool_calls`,
+    # hand_off -> `handoff`.
+
     @classmethod
-    def final(cls, output: Any, *, usage: UsageLike | None = None) -> Decision:
-        """A final answer (a proposal: the run completes once the Runner accepts it)."""
+    def answer(cls, output: Any, *, usage: UsageLike | None = None) -> Decision:
+        """A final answer (kind `final`; the run completes once the Runner accepts it)."""
         return cls("final", output=output, usage=usage)
 
     @classmethod
-    def calls(
+    def call_tools(
         cls, *calls: ProposedCall, usage: UsageLike | None = None, output: Any = None
     ) -> Decision:
-        """A batch of tool calls, run before the model is called again."""
+        """A batch of tool calls (kind `tool_calls`), run before the model is called again."""
         return cls("tool_calls", output=output, tool_calls=calls, usage=usage)
 
     @classmethod
-    def handoff(
+    def hand_off(
         cls, to_agent: str, *, output: Any = None, usage: UsageLike | None = None
     ) -> Decision:
-        """Hand the run to another agent; turns and budget carry on."""
+        """Hand the run to another agent (kind `handoff`); turns and budget carry on."""
         return cls("handoff", output=output, to_agent=to_agent, usage=usage)
 
 
@@ -312,10 +318,10 @@ class StreamAssembler:
         text = "".join(self._text) or None
         if self._calls:
             calls = tuple(_parse(i, p) for i, p in sorted(self._calls.items()))
-            return Decision.calls(*calls, usage=self._usage, output=text)
+            return Decision.call_tools(*calls, usage=self._usage, output=text)
         if self._handoff is not None:
-            return Decision.handoff(self._handoff, output=text, usage=self._usage)
-        return Decision.final(text, usage=self._usage)
+            return Decision.hand_off(self._handoff, output=text, usage=self._usage)
+        return Decision.answer(text, usage=self._usage)
 
 
 def _parse(index: int, part: _Partial) -> ProposedCall:

@@ -1,7 +1,7 @@
 """A scripted, offline model: replays decisions, for tests, examples and benchmarks.
 
 `ScriptedModel([d1, d2, ...])` answers call after call with the next decision, or a function
-of the `ModelContext` when a step needs to look at results (`lambda ctx: Decision.final(
+of the `ModelContext` when a step needs to look at results (`lambda ctx: Decision.answer(
 ctx.results[0].result)`). It keeps what it was shown in `contexts`.
 
 With `by_turn=True` it answers turn `n` with step `n` instead, whatever this instance was

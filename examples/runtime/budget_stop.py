@@ -38,7 +38,7 @@ def runner(store: EventStore) -> Runner:
 
     spend = Usage(input_tokens=600, output_tokens=100)
     model = ScriptedModel(
-        [lambda ctx: Decision.calls(call("read_page", page=ctx.turn), usage=spend)],
+        [lambda ctx: Decision.call_tools(call("read_page", page=ctx.turn), usage=spend)],
         repeat_last=True,
         by_turn=True,
     )

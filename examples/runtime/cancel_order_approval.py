@@ -42,13 +42,13 @@ def model() -> ScriptedModel:
     def report(ctx: Any) -> Decision:
         action = ctx.results[0]
         if action.status == "succeeded":
-            return Decision.final(f"Order 123 is {action.result['status']}.")
-        return Decision.final(f"Order 123 was not cancelled ({action.status}: {action.reason}).")
+            return Decision.answer(f"Order 123 is {action.result['status']}.")
+        return Decision.answer(f"Order 123 was not cancelled ({action.status}: {action.reason}).")
 
     return ScriptedModel(
         [
-            Decision.calls(call("get_order", order_id=123)),
-            Decision.calls(call("cancel_order", order_id=123)),
+            Decision.call_tools(call("get_order", order_id=123)),
+            Decision.call_tools(call("cancel_order", order_id=123)),
             report,
         ],
         by_turn=True,

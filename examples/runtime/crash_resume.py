@@ -56,11 +56,11 @@ def runner(store: EventStore, ledger: EffectLedger, die_in: str | None) -> Runne
     def answer(ctx: Any) -> Decision:
         email = next(a for a in ctx.results if a.tool == "send_confirmation")
         note = "sent" if email.status == "succeeded" else f"{email.status}: please check"
-        return Decision.final(f"Ticket T-9001 is open; confirmation email {note}.")
+        return Decision.answer(f"Ticket T-9001 is open; confirmation email {note}.")
 
     model = ScriptedModel(
         [
-            Decision.calls(
+            Decision.call_tools(
                 call("create_ticket", order_id="O-1001"),
                 call("send_confirmation", to="customer@example.com"),
             ),

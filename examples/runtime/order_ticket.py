@@ -24,11 +24,11 @@ def model() -> ScriptedModel:
     usage = Usage(input_tokens=420, output_tokens=40, cost=0.002)
     return ScriptedModel(
         [
-            Decision.calls(call("get_order", order_id="O-1001"), usage=usage),
-            lambda ctx: Decision.calls(
+            Decision.call_tools(call("get_order", order_id="O-1001"), usage=usage),
+            lambda ctx: Decision.call_tools(
                 call("create_ticket", order_id=ctx.results[0].result["order_id"]), usage=usage
             ),
-            lambda ctx: Decision.final(
+            lambda ctx: Decision.answer(
                 f"Order O-1001 is paid but not shipped; I opened ticket "
                 f"{ctx.results[0].result['ticket_id']}.",
                 usage=usage,

@@ -65,11 +65,11 @@ def agent(flight: Flight) -> Agent:
 
     def answer(ctx: Any) -> Decision:
         units = sum(a.result["units"] for a in ctx.results if a.tool == "warehouse")
-        return Decision.final(f"{units} units across 3 warehouses; 2 reservations made.")
+        return Decision.answer(f"{units} units across 3 warehouses; 2 reservations made.")
 
     model = ScriptedModel(
         [
-            Decision.calls(
+            Decision.call_tools(
                 call("warehouse", site="north"),
                 call("warehouse", site="south"),
                 call("warehouse", site="east"),

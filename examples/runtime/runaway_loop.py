@@ -26,7 +26,9 @@ def runner(store: EventStore) -> Runner:
         return {"order_id": "O-77", "status": "in_transit"}
 
     model = ScriptedModel(
-        [Decision.calls(call("shipment_status", order_id="O-77"))], repeat_last=True, by_turn=True
+        [Decision.call_tools(call("shipment_status", order_id="O-77"))],
+        repeat_last=True,
+        by_turn=True,
     )
     tool = Tool("shipment_status", shipment_status, side_effects=False)
     return Runner(store, Agent("tracker", model, [tool]), guards=[LoopDetector(threshold=3)])

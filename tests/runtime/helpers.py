@@ -75,11 +75,11 @@ def order_script() -> ScriptedModel:
     """Look the order up, open a ticket, answer with its number."""
     return ScriptedModel(
         [
-            Decision.calls(call("get_order", order_id="O-1001")),
-            lambda ctx: Decision.calls(
+            Decision.call_tools(call("get_order", order_id="O-1001")),
+            lambda ctx: Decision.call_tools(
                 call("create_ticket", order_id=ctx.results[0].result["order_id"])
             ),
-            lambda ctx: Decision.final(f"Opened ticket {ctx.results[0].result['ticket_id']}."),
+            lambda ctx: Decision.answer(f"Opened ticket {ctx.results[0].result['ticket_id']}."),
         ]
     )
 

@@ -91,8 +91,8 @@ def test_a_batch_runs_concurrently() -> None:
     overlap = Together(3)
     model = ScriptedModel(
         [
-            Decision.calls(call("a"), call("b"), call("c")),
-            lambda ctx: Decision.final(sorted(a.result for a in ctx.results)),
+            Decision.call_tools(call("a"), call("b"), call("c")),
+            lambda ctx: Decision.answer(sorted(a.result for a in ctx.results)),
         ]
     )
     tools = [overlap.tool("a"), overlap.tool("b"), overlap.tool("c")]
@@ -107,7 +107,7 @@ def test_calls_sharing_a_concurrency_key_never_overlap() -> None:
     """Same key: one after another in batch order; a call without a key runs beside them."""
     overlap = Together(2)
     model = ScriptedModel(
-        [Decision.calls(call("acct"), call("acct"), call("other")), Decision.final("")]
+        [Decision.call_tools(call("acct"), call("acct"), call("other")), Decision.answer("")]
     )
     keyed = overlap.tool("acct", key="account-7")
     free = overlap.tool("other", wait=False)
@@ -130,7 +130,7 @@ def test_a_cancel_during_calls_in_flight_settles_them_as_unknown() -> None:
             await asyncio.to_thread(cancel, MemoryEventStore(storage), ctx.run_id, reason="stop")
         await never.wait()
 
-    model = ScriptedModel([Decision.calls(call("stuck"), call("stuck"))])
+    model = ScriptedModel([Decision.call_tools(call("stuck"), call("stuck"))])
     config = RunnerConfig(cancel_grace=0, cancel_poll=0.01)
     store = MemoryEventStore(storage)
     result = asyncio.run(_runner(store, model, [Tool("stuck", stuck)], config=config).run("r1"))
@@ -160,7 +160,7 @@ def test_a_call_past_its_timeout_is_unknown_or_a_retryable_failure(
         await asyncio.Event().wait()
 
     tool = Tool("slow", slow, side_effects=side_effects, timeout=0.01)
-    model = ScriptedModel([Decision.calls(call("slow")), Decision.final("")])
+    model = ScriptedModel([Decision.call_tools(call("slow")), Decision.answer("")])
     result = asyncio.run(_runner(MemoryEventStore(), model, [tool]).run("r1"))
     action = result.record.actions["t1.1"]
     assert action.status == status
@@ -191,10 +191,10 @@ def test_a_parent_cancelled_while_its_child_waits_ends_the_child_too() -> None:
 
     calls, store = Calls(), MemoryEventStore()
     child_model = ScriptedModel(
-        [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("ticket open")]
+        [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("ticket open")]
     )
     clerk = Agent("clerk", child_model, order_tools(calls), ToolPolicy(approval={"create_ticket"}))
-    parent = ScriptedModel([Decision.calls(call("delegate", task="open a ticket"))])
+    parent = ScriptedModel([Decision.call_tools(call("delegate", task="open a ticket"))])
     runner = AsyncRunner(
         ThreadedAsyncEventStore(store),
         Agent("lead", parent, [subagent("delegate", clerk)]),
@@ -229,7 +229,7 @@ def test_a_crash_inside_a_call_goes_up_and_leaves_a_resumable_log() -> None:
         return "charged"
 
     tool = Tool("charge", charge, idempotent=True)
-    model = ScriptedModel([Decision.calls(call("charge")), Decision.final("ok")])
+    model = ScriptedModel([Decision.call_tools(call("charge")), Decision.answer("ok")])
     store = MemoryEventStore()
     with pytest.raises(Crash):
         asyncio.run(_runner(store, model, [tool]).run("r1"))

@@ -77,7 +77,7 @@ RUNNERS = pytest.mark.parametrize("runner", ["sync", "async"])
 class TestCrossing:
     def test_a_single_call_that_overruns_ends_the_run_right_after_it(self, runner: str) -> None:
         """2,200 tokens against 1,500: the answer is recorded, then `run.terminated(budget)`."""
-        model = ScriptedModel([Decision.final("a long draft", usage=BIG)])
+        model = ScriptedModel([Decision.answer("a long draft", usage=BIG)])
         result, store = _drive(runner, model, [], limits=Limits(max_tokens=1500))
         assert _events(store) == [
             {
@@ -104,7 +104,7 @@ class TestCrossing:
     def test_calls_decided_by_the_crossing_answer_are_not_run(self, runner: str) -> None:
         """A crossing `tool_calls` answer: the calls are proposed, never requested or run."""
         calls = Calls()
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=BIG)])
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=BIG)])
         result, store = _drive(runner, model, order_tools(calls), guards=[Budget(1500)])
         assert types(store, "r1") == [
             "run.started",
@@ -118,7 +118,7 @@ class TestCrossing:
         """A tool whose `ToolResult.cost` crosses `max_cost`: its result, then the stop."""
         tool = Tool("quote", lambda ctx: ToolResult({"price": 3}, cost=0.75), side_effects=False)
         model = ScriptedModel(
-            [Decision.calls(call("quote"), usage=Usage(cost=0.5)), Decision.final("3")]
+            [Decision.call_tools(call("quote"), usage=Usage(cost=0.5)), Decision.answer("3")]
         )
         result, store = _drive(runner, model, [tool], limits=Limits(max_cost=1.0))
         assert types(store, "r1")[-3:] == ["tool.started", "tool.completed", "run.terminated"]
@@ -133,7 +133,7 @@ class TestDefaultReservation:
     def test_a_call_reserves_the_largest_call_so_far(self, runner: str) -> None:
         """1,000-token calls under 2,500: the third is refused before it is made."""
         usage = Usage(input_tokens=900, output_tokens=100)
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=usage)],
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
                               repeat_last=True)  # fmt: skip
         result, store = _drive(runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500))
         started = [e for e in _events(store) if e["type"] == "model.started"]
@@ -146,7 +146,7 @@ class TestDefaultReservation:
         """`RunnerConfig(reserve=Usage())` reserves nothing: the third call is made, and
         overruns."""
         usage = Usage(input_tokens=900, output_tokens=100)
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=usage)],
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
                               repeat_last=True)  # fmt: skip
         result, _ = _drive(
             runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500),
@@ -156,8 +156,8 @@ class TestDefaultReservation:
 
     def test_no_budget_no_reservation(self, runner: str) -> None:
         """A run without a budget reserves nothing: its log is as before."""
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=BIG),
-                               Decision.final("ok", usage=BIG)])  # fmt: skip
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=BIG),
+                               Decision.answer("ok", usage=BIG)])  # fmt: skip
         _, store = _drive(runner, model, order_tools(Calls()))
         assert [e for e in _events(store) if e["type"] == "model.started"] == [
             {"type": "model.started"},
@@ -170,7 +170,7 @@ class TestNoModelCallLost:
     def test_a_loop_stop_keeps_the_answer_that_looped(self, runner: str) -> None:
         """The loop detector refuses the fourth same call: the answer asking for it stays."""
         usage = Usage(input_tokens=10, output_tokens=5)
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"), usage=usage)],
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
                               repeat_last=True)  # fmt: skip
         result, store = _drive(
             runner, model, order_tools(Calls()), guards=[LoopDetector(threshold=3)]
@@ -184,7 +184,7 @@ class TestNoModelCallLost:
 
     def test_a_decision_that_is_not_json_keeps_its_usage(self, runner: str) -> None:
         """An answer the log cannot hold fails the run, but what the call used is recorded."""
-        model = ScriptedModel([Decision.final({1, 2}, usage=Usage(input_tokens=7))])
+        model = ScriptedModel([Decision.answer({1, 2}, usage=Usage(input_tokens=7))])
         result, store = _drive(runner, model, [])
         assert _events(store)[2] == {
             "type": "model.completed",
@@ -194,16 +194,16 @@ class TestNoModelCallLost:
         assert (result.status, result.record.usage.input_tokens) == ("failed", 7)
 
     def test_usage_given_as_a_dict_is_validated_into_usage(self, runner: str) -> None:
-        """`Decision.calls(..., usage={...})` is taken, and counts against the budget."""
+        """`Decision.call_tools(..., usage={...})` is taken, and counts against the budget."""
         model = ScriptedModel(
-            [Decision.final("done", usage={"input_tokens": 2000, "output_tokens": 200})]
+            [Decision.answer("done", usage={"input_tokens": 2000, "output_tokens": 200})]
         )
         result, _ = _drive(runner, model, [], limits=Limits(max_tokens=1500))
         assert (result.stop_reason, result.record.stop_detail) == ("budget", OVER)
 
     def test_a_bad_usage_dict_fails_the_call_with_nothing_half_written(self, runner: str) -> None:
         """A usage dict with a negative count fails inside the model call: `run.failed`."""
-        model = ScriptedModel([lambda ctx: Decision.final("x", usage={"input_tokens": -1})])
+        model = ScriptedModel([lambda ctx: Decision.answer("x", usage={"input_tokens": -1})])
         result, store = _drive(runner, model, [])
         assert types(store, "r1") == ["run.started", "model.started", "run.failed"]
         assert result.record.error is not None
@@ -215,7 +215,7 @@ class TestNoModelCallLost:
 def test_a_usage_of_another_type_is_refused_where_the_decision_is_built() -> None:
     """Neither a `Usage` nor a mapping: a `TypeError` naming what was given."""
     with pytest.raises(TypeError) as refused:
-        Decision.final("x", usage=7)  # type: ignore[arg-type]
+        Decision.answer("x", usage=7)  # type: ignore[arg-type]
     assert str(refused.value) == "usage must be a Usage or a mapping of its fields, got int: 7"
 
 
@@ -231,11 +231,11 @@ def test_a_live_run_never_spends_past_its_limit_but_on_the_crossing_call(
     """For any drawn usages, limit and reservation: the recorded total is within the limit
     after every event but the one crossing call, which `run.terminated(budget)` follows."""
     script = [
-        Decision.calls(call("get_order", order_id=f"O-{i}"), usage=Usage(input_tokens=u))
+        Decision.call_tools(call("get_order", order_id=f"O-{i}"), usage=Usage(input_tokens=u))
         for i, u in enumerate(usages)
     ]
     config = RunnerConfig(reserve=Usage(input_tokens=reserve)) if reserve is not None else None
-    model = ScriptedModel([*script, Decision.final("done")])
+    model = ScriptedModel([*script, Decision.answer("done")])
     store = MemoryEventStore()
     result = runner_for(store, model, order_tools(Calls()), sleep=Sleeps(), config=config).run(
         "r1", limits=Limits(max_tokens=limit)
@@ -257,7 +257,7 @@ def test_a_live_run_never_spends_past_its_limit_but_on_the_crossing_call(
 def test_a_run_resumed_after_a_crash_past_its_crossing_call_is_stopped() -> None:
     """A worker died between the call that overran and the stop: resume stops it first."""
     store = MemoryEventStore()
-    runner = runner_for(store, ScriptedModel([Decision.final("never asked")]), [])
+    runner = runner_for(store, ScriptedModel([Decision.answer("never asked")]), [])
     record = runner.start("r1", limits=Limits(max_tokens=1500))
     writer = runner._writer(record, None)
     writer.append([(m.ModelStarted, {})])
@@ -287,7 +287,7 @@ def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> Non
         return "late"
 
     tools = [Tool("pricey", pricey, side_effects=False), Tool("slow", slow, side_effects=False)]
-    model = ScriptedModel([Decision.calls(call("pricey"), call("slow")), Decision.final("no")])
+    model = ScriptedModel([Decision.call_tools(call("pricey"), call("slow")), Decision.answer("no")])
     result, store = _drive(
         "async", model, tools, limits=Limits(max_cost=1.0), config=RunnerConfig(cancel_poll=0.01)
     )
@@ -304,7 +304,7 @@ def test_an_answer_that_returns_after_a_cancel_is_recorded(runner: str) -> None:
 
     def model(ctx: Any) -> Decision:
         cancel(store, "r1", reason="stop", clock=step_clock())
-        return Decision.final("late", usage=Usage(input_tokens=5))
+        return Decision.answer("late", usage=Usage(input_tokens=5))
 
     with capture_logs() as logs:
         result, _ = _drive(runner, model, [], store)
@@ -332,7 +332,7 @@ def test_a_late_answer_a_table_cannot_take_is_logged(runner: str) -> None:
 
     def model(ctx: Any) -> Decision:
         cancel(store, "r1", reason="stop", clock=step_clock())
-        return Decision.final("late", usage=Usage(input_tokens=5))
+        return Decision.answer("late", usage=Usage(input_tokens=5))
 
     with capture_logs() as logs:
         result, _ = _drive(runner, model, [], store)

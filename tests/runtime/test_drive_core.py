@@ -97,7 +97,7 @@ class TestDrive:
     def test_a_turn_with_a_call_then_an_answer(self) -> None:
         """Start, ask, append the decision, run the batch, ask again, complete: in order."""
         script = Script(_default)
-        core = _core(Decision.calls(call("echo")), Decision.final("done"))
+        core = _core(Decision.call_tools(call("echo")), Decision.answer("done"))
         result = script.run(core._run_new("r1", "go", None, None))
         assert isinstance(result, RunResult)
         assert (result.status, result.record.final_output) == ("completed", "done")
@@ -128,7 +128,7 @@ class TestDrive:
             return _default(effect)
 
         script = Script(answer)
-        result = script.run(_core(Decision.final("ok"))._run_new("r1", None, None, None))
+        result = script.run(_core(Decision.answer("ok"))._run_new("r1", None, None, None))
         assert result.status == "completed"
         assert script.effects[2:5] == ["Ask", "Sleep", "Ask"]
 
@@ -141,7 +141,7 @@ class TestDrive:
             return _default(effect)
 
         result = Script(answer).run(
-            _core(Decision.calls(call("echo")), Decision.final("x"))._run_new("r", None, None, None)
+            _core(Decision.call_tools(call("echo")), Decision.answer("x"))._run_new("r", None, None, None)
         )
         action = result.record.actions["t1.1"]
         assert (action.status, action.error.kind) == ("failed", "exception")
@@ -160,7 +160,7 @@ class TestDrive:
                 return seen["r"]
             return _default(effect)
 
-        result = Script(answer).run(_core(Decision.final("x"))._run_new("r", None, None, None))
+        result = Script(answer).run(_core(Decision.answer("x"))._run_new("r", None, None, None))
         assert result.superseded
         assert loaded == ["r"]
 
@@ -175,7 +175,7 @@ class TestDrive:
             return _default(effect)
 
         script = Script(answer)
-        result = script.run(_core(Decision.final("x"))._run_new("r", None, None, None))
+        result = script.run(_core(Decision.answer("x"))._run_new("r", None, None, None))
         assert result.status == "completed"
         assert script.effects[:3] == ["Start", "Append", "Append"]
 
@@ -206,7 +206,7 @@ class TestRebuildSteps:
     def test_asks_for_no_child_of_a_call_that_never_ran(self) -> None:
         """Proposed and pending calls are skipped; a requested one's child is loaded."""
         core = _core(
-            Decision.calls(call("echo"), call("echo")),
+            Decision.call_tools(call("echo"), call("echo")),
             tools=[Tool("echo", lambda c: "hi")],
         )
         record = Script(_default).run(core._start("p", None, None, None))

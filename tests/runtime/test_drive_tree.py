@@ -27,13 +27,13 @@ from agentfsm.stores import MemoryEventStore, MemoryStorage, ThreadedAsyncEventS
 
 
 def _parent() -> Agent:
-    helper = Agent("helper", ScriptedModel([Decision.final("helped")]))
+    helper = Agent("helper", ScriptedModel([Decision.answer("helped")]))
     script = ScriptedModel(
         [
             # `task` must not be empty: the delegation is invalid and never runs; the charge
             # waits for a person, so the delegation stays proposed until then.
-            Decision.calls(call("delegate", task=""), call("charge"), usage=Usage(input_tokens=10)),
-            Decision.final("done", usage=Usage(input_tokens=10)),
+            Decision.call_tools(call("delegate", task=""), call("charge"), usage=Usage(input_tokens=10)),
+            Decision.answer("done", usage=Usage(input_tokens=10)),
         ]
     )
     return Agent(
@@ -46,7 +46,7 @@ def _parent() -> Agent:
 
 def _stale(storage: MemoryStorage) -> None:
     """A run that bears the proposed delegation's child id, having spent a lot."""
-    big = Agent("other", ScriptedModel([Decision.final("x", usage=Usage(input_tokens=5000))]))
+    big = Agent("other", ScriptedModel([Decision.answer("x", usage=Usage(input_tokens=5000))]))
     Runner(MemoryEventStore(storage), big, clock=step_clock()).run("p/t1.1", "unrelated")
 
 

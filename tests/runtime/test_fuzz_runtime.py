@@ -106,8 +106,8 @@ def test_hostile_values_from_tools_and_models_never_break_a_run(
     arguments = {"q": argument if where == "argument" else "fine"}
     model = ScriptedModel(
         [
-            Decision.calls(ProposedCall("lookup", arguments)),
-            Decision.final(output if where == "output" else "done"),
+            Decision.call_tools(ProposedCall("lookup", arguments)),
+            Decision.answer(output if where == "output" else "done"),
         ]
     )
     with SQLiteEventStore(path) as store:
@@ -151,7 +151,7 @@ def test_a_charge_runs_only_on_an_approval_of_exactly_that_call(
 
     def runner(store: Any, amount: int) -> Any:
         model = ScriptedModel(
-            [Decision.calls(ProposedCall("charge", {"amount": amount})), Decision.final("ok")]
+            [Decision.call_tools(ProposedCall("charge", {"amount": amount})), Decision.answer("ok")]
         )
         return runner_for(
             store, model, [Tool("charge", charge)], policy=ToolPolicy(approval={"charge"})

@@ -38,7 +38,7 @@ def _payment_runner(store: Any, amount: int, charged: list[tuple[str, int]]) -> 
         charged.append((ctx.idempotency_key, ctx.args["amount"]))
         return {"charged": ctx.args["amount"]}
 
-    model = ScriptedModel([Decision.calls(call("charge", amount=amount)), Decision.final("paid")])
+    model = ScriptedModel([Decision.call_tools(call("charge", amount=amount)), Decision.answer("paid")])
     tools = [Tool("charge", charge)]
     return runner_for(store, model, tools, policy=ToolPolicy(approval={"charge"}))
 
@@ -217,8 +217,8 @@ class TestUnstorableValues:
         the model's next answer."""
         model = ScriptedModel(
             [
-                Decision.calls(call("lookup", q="x")),
-                lambda ctx: Decision.final(ctx.results[0].status),
+                Decision.call_tools(call("lookup", q="x")),
+                lambda ctx: Decision.answer(ctx.results[0].status),
             ]
         )
         outcome, events, ran = self._run(model, result)
@@ -234,7 +234,7 @@ class TestUnstorableValues:
         """A result too large for one event is refused before it is appended."""
         from agentfsm.events.bounds import MAX_EVENT_BYTES
 
-        model = ScriptedModel([Decision.calls(call("lookup", q="x")), Decision.final("done")])
+        model = ScriptedModel([Decision.call_tools(call("lookup", q="x")), Decision.answer("done")])
         outcome, events, _ = self._run(model, "x" * MAX_EVENT_BYTES)
         failed = next(e for e in events if e.type == "tool.failed")
         assert outcome.status == "completed"
@@ -245,8 +245,8 @@ class TestUnstorableValues:
     @pytest.mark.parametrize(
         "decision",
         [
-            Decision.final(float("nan"), usage=Usage(input_tokens=7, output_tokens=3)),
-            Decision.calls(
+            Decision.answer(float("nan"), usage=Usage(input_tokens=7, output_tokens=3)),
+            Decision.call_tools(
                 call("lookup", q=float("inf")), usage=Usage(input_tokens=7, output_tokens=3)
             ),
         ],

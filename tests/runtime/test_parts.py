@@ -38,7 +38,7 @@ class TestDecisions:
     def test_a_tool_calls_decision_needs_calls(self) -> None:
         """An empty batch is refused at construction."""
         with pytest.raises(ValueError, match=r"^a 'tool_calls' decision needs at least one call$"):
-            Decision.calls()
+            Decision.call_tools()
 
     def test_call_arguments_must_be_an_object(self) -> None:
         """Arguments are a JSON object with string keys."""
@@ -61,7 +61,7 @@ class TestStreaming:
         ]:
             a.feed(chunk)
         assert a.complete_calls() == (ProposedCall("get_order", {}),)
-        assert a.finish() == Decision.calls(
+        assert a.finish() == Decision.call_tools(
             ProposedCall("get_order", {"order_id": "O-1"}, "c1"),
             ProposedCall("get_order", {}),
             usage=Usage(input_tokens=5),
@@ -146,7 +146,7 @@ class TestControl:
     def test_approving_a_call_that_is_not_waiting_is_refused(self) -> None:
         """`ActionError` names the action; nothing is written."""
         store = MemoryEventStore()
-        model = ScriptedModel([Decision.calls(call("create_ticket", order_id="1"))])
+        model = ScriptedModel([Decision.call_tools(call("create_ticket", order_id="1"))])
         policy = ToolPolicy(approval={"create_ticket"})
         runner_for(store, model, order_tools(Calls()), policy=policy).run("r1")
         with pytest.raises(ActionError) as info:
@@ -160,7 +160,7 @@ class TestControl:
     def test_cancelling_a_finished_run_is_illegal(self) -> None:
         """Terminal states are absorbing."""
         store = MemoryEventStore()
-        model = ScriptedModel([Decision.final("done")])
+        model = ScriptedModel([Decision.answer("done")])
         runner_for(store, model, []).run("r1")
         with pytest.raises(IllegalTransitionError) as info:
             cancel(store, "r1")
@@ -169,7 +169,7 @@ class TestControl:
     def test_pausing_needs_a_run_between_steps(self) -> None:
         """A run waiting for approval cannot be paused."""
         store = MemoryEventStore()
-        model = ScriptedModel([Decision.calls(call("create_ticket", order_id="1"))])
+        model = ScriptedModel([Decision.call_tools(call("create_ticket", order_id="1"))])
         runner_for(
             store, model, order_tools(Calls()), policy=ToolPolicy(approval={"create_ticket"})
         ).run("r1")
@@ -180,7 +180,7 @@ class TestControl:
         """`submit` only starts it; the default agent takes it."""
         store = MemoryEventStore()
         submit(store, "r1", "say hi")
-        model = ScriptedModel([lambda ctx: Decision.final(f"{ctx.agent}: {ctx.objective}")])
+        model = ScriptedModel([lambda ctx: Decision.answer(f"{ctx.agent}: {ctx.objective}")])
         assert runner_for(store, model, []).resume("r1").final_output == "support: say hi"
 
 

@@ -20,9 +20,9 @@ from agentfsm.runtime import (
     cancel,
     in_flight,
     pause,
-    resume,
     subagent,
     unknown_outcomes,
+    unpause,
 )
 from agentfsm.stores import MemoryEventStore, MemoryStorage, RunNotFoundError
 
@@ -49,7 +49,7 @@ class TestCrashRecovery:
         calls = Calls()
         store = MemoryEventStore()
         tool = _crashing(calls, "charge", idempotent=True)
-        model = ScriptedModel([Decision.calls(call("charge", amount=5)), Decision.final("ok")])
+        model = ScriptedModel([Decision.call_tools(call("charge", amount=5)), Decision.answer("ok")])
         with pytest.raises(Crash):
             runner_for(store, model, [tool]).run("r1")
         record = store.load("r1")
@@ -74,8 +74,8 @@ class TestCrashRecovery:
         tool = _crashing(calls, "send_email")
         model = ScriptedModel(
             [
-                Decision.calls(call("send_email", to="a@b")),
-                lambda ctx: Decision.final(f"unsure: {ctx.results[0].status}"),
+                Decision.call_tools(call("send_email", to="a@b")),
+                lambda ctx: Decision.answer(f"unsure: {ctx.results[0].status}"),
             ]
         )
         with pytest.raises(Crash):
@@ -95,7 +95,7 @@ class TestCrashRecovery:
     def test_a_model_call_cut_off_by_a_crash_is_made_again_in_the_same_turn(self) -> None:
         """model.started without model.completed: ask again, no second `model.started`."""
         store = MemoryEventStore()
-        answers: list[Any] = [Crash(), Decision.final("second try")]
+        answers: list[Any] = [Crash(), Decision.answer("second try")]
         model = ScriptedModel(answers)
         with pytest.raises(Crash):
             runner_for(store, model, []).run("r1")
@@ -134,7 +134,7 @@ class TestCancel:
             return "looked up"
 
         store = MemoryEventStore(storage)
-        model = ScriptedModel([Decision.calls(call("lookup"), call("lookup2")), Decision.final("")])
+        model = ScriptedModel([Decision.call_tools(call("lookup"), call("lookup2")), Decision.answer("")])
         tools = [
             Tool("lookup", slow, side_effects=False),
             Tool("lookup2", slow, side_effects=False),
@@ -163,7 +163,7 @@ class TestCancel:
         calls = Calls()
         store = MemoryEventStore()
         tool = _crashing(calls, "charge", idempotent=True)
-        model = ScriptedModel([Decision.calls(call("charge"))])
+        model = ScriptedModel([Decision.call_tools(call("charge"))])
         with pytest.raises(Crash):
             runner_for(store, model, [tool]).run("r1")
         cancel(store, "r1")
@@ -200,13 +200,13 @@ class TestPause:
             "model.started",
         ]
 
-    def test_control_resume_only_unpauses(self) -> None:
-        """`resume(store, ...)` appends `run.resumed` and returns a runnable run."""
+    def test_unpause_only_makes_the_run_runnable(self) -> None:
+        """`unpause(store, ...)` appends `run.resumed` and returns a runnable run."""
         store = MemoryEventStore()
         runner_for(store, order_script(), []).start("r1")
         pause(store, "r1", "callback")
-        assert resume(store, "r1").status == "running"
-        assert resume(store, "r1").version == 3  # already running: nothing appended
+        assert unpause(store, "r1").status == "running"
+        assert unpause(store, "r1").version == 3  # already running: nothing appended
 
 
 class TestOtherWriters:
@@ -238,7 +238,7 @@ class TestOtherWriters:
             return "mine"
 
         store = MemoryEventStore(storage)
-        model = ScriptedModel([Decision.calls(call("x")), Decision.final("")])
+        model = ScriptedModel([Decision.call_tools(call("x")), Decision.answer("")])
         result = runner_for(store, model, [Tool("x", contested)]).run("r1")
         assert result.superseded
         assert result.record.actions["t1.1"].status == "unknown"
@@ -253,7 +253,7 @@ class TestSubagents:
         store = MemoryEventStore()
         child_model = ScriptedModel(
             [
-                lambda ctx: Decision.final(
+                lambda ctx: Decision.answer(
                     f"researched: {ctx.objective}", usage=Usage(input_tokens=50)
                 )
             ]
@@ -261,8 +261,8 @@ class TestSubagents:
         research = subagent("research", Agent("researcher", child_model))
         parent = ScriptedModel(
             [
-                Decision.calls(call("research", task="find the order")),
-                lambda ctx: Decision.final(ctx.results[0].result),
+                Decision.call_tools(call("research", task="find the order")),
+                lambda ctx: Decision.answer(ctx.results[0].result),
             ]
         )
         runner = Runner(store, Agent("lead", parent, [research]), clock=step_clock())
@@ -277,13 +277,13 @@ class TestSubagents:
         child's second call reserves as much as its first, so it stops before overspending."""
         store = MemoryEventStore()
         spend = Usage(input_tokens=600)
-        child_model = ScriptedModel([Decision.calls(call("noop"), usage=spend)], repeat_last=True)
+        child_model = ScriptedModel([Decision.call_tools(call("noop"), usage=spend)], repeat_last=True)
         noop = Tool("noop", lambda ctx: None, side_effects=False)
         research = subagent("research", Agent("researcher", child_model, [noop]))
         parent = ScriptedModel(
             [
-                Decision.calls(call("research", task="dig"), usage=Usage(input_tokens=300)),
-                lambda ctx: Decision.final(
+                Decision.call_tools(call("research", task="dig"), usage=Usage(input_tokens=300)),
+                lambda ctx: Decision.answer(
                     ctx.results[0].error.kind if ctx.results[0].error else ""
                 ),
             ]
@@ -303,15 +303,15 @@ class TestSubagents:
     def _waiting_tree(store: Any, calls: Calls) -> Runner:
         """r1 waits on its subagent r1/t1.1, which waits for approval of `create_ticket`."""
         child_model = ScriptedModel(
-            [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("ticket open")]
+            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("ticket open")]
         )
         child_agent = Agent(
             "clerk", child_model, order_tools(calls), ToolPolicy(approval={"create_ticket"})
         )
         parent = ScriptedModel(
             [
-                Decision.calls(call("delegate", task="open a ticket")),
-                lambda ctx: Decision.final(ctx.results[0].result),
+                Decision.call_tools(call("delegate", task="open a ticket")),
+                lambda ctx: Decision.answer(ctx.results[0].result),
             ]
         )
         return Runner(

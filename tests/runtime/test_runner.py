@@ -122,7 +122,7 @@ class TestValidationFeedback:
         calls = Calls()
         tool = Tool("get_order", lambda ctx: calls.record(ctx), args=OrderArgs)
         model = ScriptedModel(
-            [Decision.calls(call("get_order", order=1)), Decision.final("gave up")]
+            [Decision.call_tools(call("get_order", order=1)), Decision.answer("gave up")]
         )
         store = MemoryEventStore()
         result = runner_for(store, model, [tool]).run("r1")
@@ -147,7 +147,7 @@ class TestValidationFeedback:
             "required": ["order_id"],
         }
         tool = Tool("get_order", lambda ctx: {"ok": True}, args=schema)
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="x")), Decision.final("")])
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="x")), Decision.answer("")])
         result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
         error = result.record.actions["t1.1"].error
         assert error is not None
@@ -158,7 +158,7 @@ class TestValidationFeedback:
 
     def test_an_unknown_tool_is_fed_back_with_the_known_names(self) -> None:
         """`unknown_tool`, not retryable, naming the tools there are."""
-        model = ScriptedModel([Decision.calls(call("refund", amount=3)), Decision.final("ok")])
+        model = ScriptedModel([Decision.call_tools(call("refund", amount=3)), Decision.answer("ok")])
         result = runner_for(MemoryEventStore(), model, order_tools(Calls())).run("r1")
         error = result.record.actions["t1.1"].error
         assert error is not None
@@ -178,7 +178,7 @@ class TestValidationFeedback:
             raise ToolError("order is locked", kind="locked")
 
         model = ScriptedModel(
-            [Decision.calls(call("broken"), call("refusing")), Decision.final("")]
+            [Decision.call_tools(call("broken"), call("refusing")), Decision.answer("")]
         )
         tools = [Tool("broken", broken), Tool("refusing", refusing)]
         result = runner_for(MemoryEventStore(), model, tools).run("r1")
@@ -196,7 +196,7 @@ class TestValidationFeedback:
 
     def test_a_result_that_is_not_json_is_a_failure(self) -> None:
         """A tool returning a set is recorded as `invalid_result`."""
-        model = ScriptedModel([Decision.calls(call("odd")), Decision.final("")])
+        model = ScriptedModel([Decision.call_tools(call("odd")), Decision.answer("")])
         result = runner_for(MemoryEventStore(), model, [Tool("odd", lambda ctx: {1, 2})]).run("r1")
         error = result.record.actions["t1.1"].error
         assert error is not None
@@ -213,7 +213,7 @@ class TestPolicy:
         """approval.requested then approval.rejected with approver `policy` and the reason."""
         calls = Calls()
         model = ScriptedModel(
-            [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("no")]
+            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("no")]
         )
         store = MemoryEventStore()
         policy = ToolPolicy(denied={"create_ticket": "tickets are closed today"})
@@ -258,8 +258,8 @@ class TestPolicy:
         """After `reject`, resume asks the model with the rejected call among the results."""
         model = ScriptedModel(
             [
-                Decision.calls(call("create_ticket", order_id="O-1")),
-                lambda ctx: Decision.final(f"not done: {ctx.results[0].reason}"),
+                Decision.call_tools(call("create_ticket", order_id="O-1")),
+                lambda ctx: Decision.answer(f"not done: {ctx.results[0].reason}"),
             ]
         )
         store = MemoryEventStore()
@@ -280,7 +280,7 @@ class TestPolicy:
 
         calls = Calls()
         model = ScriptedModel(
-            [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("")]
+            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("")]
         )
         store = MemoryEventStore()
         runner = runner_for(store, model, order_tools(calls), policy=policy)
@@ -300,7 +300,7 @@ class TestPolicy:
         """An approval that lapsed before the call ran: asked again, never run on the old one."""
         calls = Calls()
         model = ScriptedModel(
-            [Decision.calls(call("create_ticket", order_id="O-1")), Decision.final("done")]
+            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("done")]
         )
         store = MemoryEventStore()
         policy = ToolPolicy(approval={"create_ticket"}, expires_in=timedelta(seconds=5))
@@ -334,7 +334,7 @@ class TestGuards:
 
     def test_max_turns_terminates_and_keeps_the_partial_record(self) -> None:
         """The third model call is refused: terminated, `max_turns`, ledger kept."""
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"))], repeat_last=True)
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"))], repeat_last=True)
         store = MemoryEventStore()
         with capture_logs() as logs:
             result = runner_for(store, model, order_tools(Calls())).run(
@@ -364,9 +364,9 @@ class TestGuards:
         model = ScriptedModel(
             [
                 lambda ctx: (
-                    Decision.final("summary")
+                    Decision.answer("summary")
                     if ctx.wrap_up
-                    else Decision.calls(call("get_order", order_id="O-1"))
+                    else Decision.call_tools(call("get_order", order_id="O-1"))
                 )
             ],
             repeat_last=True,
@@ -385,7 +385,7 @@ class TestGuards:
     def test_tool_calls_on_the_wrap_up_turn_stop_the_run(self) -> None:
         """A model that ignores the wrap-up flag is stopped for `max_turns`, its calls not run."""
         calls = Calls()
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"))], repeat_last=True)
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"))], repeat_last=True)
         config = RunnerConfig(wrap_up_turn=True)
         result = runner_for(
             MemoryEventStore(), model, order_tools(calls), guards=[MaxTurns(2)], config=config
@@ -401,7 +401,7 @@ class TestGuards:
     def test_a_runaway_loop_is_stopped_by_the_loop_detector(self) -> None:
         """The same call with nothing new observed: `loop_detected` before it runs again."""
         calls = Calls()
-        model = ScriptedModel([Decision.calls(call("get_order", order_id="O-1"))], repeat_last=True)
+        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"))], repeat_last=True)
         result = runner_for(
             MemoryEventStore(), model, order_tools(calls), guards=[LoopDetector(threshold=3)]
         ).run("r1")
@@ -412,7 +412,7 @@ class TestGuards:
         """Usage adds up; the call that would overspend (with its reservation) is refused."""
         usage = Usage(input_tokens=400, output_tokens=100)
         model = ScriptedModel(
-            [Decision.calls(call("get_order", order_id="O-1"), usage=usage)], repeat_last=True
+            [Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)], repeat_last=True
         )
         config = RunnerConfig(reserve=Usage(input_tokens=300))
         result = runner_for(MemoryEventStore(), model, order_tools(Calls()), config=config).run(
@@ -439,7 +439,7 @@ class TestRetries:
         """Same action and key, attempt + 1, after 0.5 s then 1 s of (injected) sleep."""
         calls, sleeps = Calls(), Sleeps()
         tool = self._flaky(calls, 2, side_effects=False, max_attempts=3)
-        model = ScriptedModel([Decision.calls(call("lookup")), Decision.final("done")])
+        model = ScriptedModel([Decision.call_tools(call("lookup")), Decision.answer("done")])
         store = MemoryEventStore()
         result = runner_for(store, model, [tool], sleep=sleeps).run("r1")
         assert calls.log == [
@@ -464,7 +464,7 @@ class TestRetries:
         """After `max_attempts` the failure goes to the model."""
         calls = Calls()
         tool = self._flaky(calls, 5, idempotent=True, max_attempts=2)
-        model = ScriptedModel([Decision.calls(call("lookup")), Decision.final("")])
+        model = ScriptedModel([Decision.call_tools(call("lookup")), Decision.answer("")])
         result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
         assert len(calls.log) == 2
         assert result.record.actions["t1.1"].status == "failed"
@@ -473,7 +473,7 @@ class TestRetries:
         """Not idempotent: one attempt, whatever the error says."""
         calls = Calls()
         tool = self._flaky(calls, 1, max_attempts=3)
-        model = ScriptedModel([Decision.calls(call("lookup")), Decision.final("")])
+        model = ScriptedModel([Decision.call_tools(call("lookup")), Decision.answer("")])
         runner_for(MemoryEventStore(), model, [tool]).run("r1")
         assert len(calls.log) == 1
 
@@ -496,8 +496,8 @@ class TestHandoffs:
 
     def test_a_handoff_moves_the_run_to_the_other_agent(self) -> None:
         """model.completed(handoff) and `handoff` are appended together; billing answers."""
-        triage = ScriptedModel([Decision.handoff("billing", output="to billing")])
-        billing = ScriptedModel([lambda ctx: Decision.final(f"billing on turn {ctx.turn}")])
+        triage = ScriptedModel([Decision.hand_off("billing", output="to billing")])
+        billing = ScriptedModel([lambda ctx: Decision.answer(f"billing on turn {ctx.turn}")])
         store = MemoryEventStore()
         runner = Runner(
             store, [Agent("triage", triage), Agent("billing", billing)], clock=step_clock()
@@ -511,7 +511,7 @@ class TestHandoffs:
 
     def test_a_handoff_to_an_unknown_agent_fails_the_run(self) -> None:
         """`unknown_agent`, naming the agents there are."""
-        model = ScriptedModel([Decision.handoff("legal")])
+        model = ScriptedModel([Decision.hand_off("legal")])
         result = Runner(MemoryEventStore(), Agent("triage", model), clock=step_clock()).run("r1")
         assert result.record.error is not None
         assert (
@@ -521,7 +521,7 @@ class TestHandoffs:
 
 def test_a_final_answer_the_acceptance_check_refuses_fails_the_run() -> None:
     """`accept` returning a reason ends the run `failed` (kind `output_rejected`)."""
-    model = ScriptedModel([Decision.final("")])
+    model = ScriptedModel([Decision.answer("")])
     config = RunnerConfig(accept=lambda output, record: None if output else "empty answer")
     result = runner_for(MemoryEventStore(), model, [], config=config).run("r1")
     assert result.record.error is not None
@@ -538,7 +538,7 @@ def test_the_models_call_ids_are_kept_when_unused(with_id: bool) -> None:
     proposed = call("get_order", order_id="O-1")
     if with_id:
         proposed = type(proposed)(proposed.tool, proposed.arguments, "call_abc")
-    model = ScriptedModel([Decision.calls(proposed), Decision.final("")])
+    model = ScriptedModel([Decision.call_tools(proposed), Decision.answer("")])
     result = runner_for(MemoryEventStore(), model, order_tools(Calls())).run("r1")
     assert list(result.record.actions) == (["call_abc"] if with_id else ["t1.1"])
 
@@ -547,7 +547,7 @@ def test_a_polling_tool_may_repeat_while_its_result_changes() -> None:
     """With the registry's poll limits, a status that moves is progress, not a loop."""
     states = iter(["queued", "packing", "shipped", "shipped", "shipped", "shipped"])
     tool = Tool("status", lambda ctx: next(states), side_effects=False, polling=True, poll_limit=2)
-    model = ScriptedModel([Decision.calls(call("status", order_id="O-1"))], repeat_last=True)
+    model = ScriptedModel([Decision.call_tools(call("status", order_id="O-1"))], repeat_last=True)
     runner = runner_for(
         MemoryEventStore(),
         model,
@@ -583,7 +583,7 @@ def test_a_sync_call_past_its_timeout_is_unknown_or_a_retryable_failure(
         return "too late"
 
     tool = Tool("stuck", stuck, side_effects=side_effects, timeout=0.02)
-    model = ScriptedModel([Decision.calls(call("stuck")), Decision.final("gave up")])
+    model = ScriptedModel([Decision.call_tools(call("stuck")), Decision.answer("gave up")])
     try:
         result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
     finally:
@@ -607,7 +607,7 @@ def test_a_timed_call_that_raises_is_a_failure_as_without_a_timeout() -> None:
         raise ValueError("no such order")
 
     tool = Tool("broken", broken, timeout=5.0)
-    model = ScriptedModel([Decision.calls(call("broken")), Decision.final("sorry")])
+    model = ScriptedModel([Decision.call_tools(call("broken")), Decision.answer("sorry")])
     result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
     error = result.record.actions["t1.1"].error
     assert error is not None

@@ -96,15 +96,15 @@ calls = st.one_of(
 )
 usage = st.none() | st.builds(Usage, input_tokens=st.integers(0, 400))
 batches = st.builds(
-    lambda cs, u: Decision.calls(*cs, usage=u), st.lists(calls, min_size=1, max_size=3), usage
+    lambda cs, u: Decision.call_tools(*cs, usage=u), st.lists(calls, min_size=1, max_size=3), usage
 )
 # Mostly batches (where the ledger rules live); now and then an answer, a handoff, an error.
 decisions = st.one_of(
     batches,
     batches,
     batches,
-    st.builds(Decision.final, st.text(max_size=5), usage=usage),
-    st.sampled_from(("a", "b", "b", "zed")).map(Decision.handoff),
+    st.builds(Decision.answer, st.text(max_size=5), usage=usage),
+    st.sampled_from(("a", "b", "b", "zed")).map(Decision.hand_off),
     st.sampled_from((ModelError("rate limited", retryable=True), ModelError("refused"))),
 )
 policies = st.fixed_dictionaries({t: st.sampled_from(("allow", "deny", "approve")) for t in TOOLS})

@@ -53,8 +53,8 @@ async def refund(ctx: ToolContext) -> ToolResult:
 
 def model(ctx: ModelContext) -> Decision:
     if ctx.turn == 1:
-        return Decision.calls(call("get_order", order_id="O-1"), usage=Usage(input_tokens=10))
-    return Decision.final(ctx.results[0].result if ctx.results else None)
+        return Decision.call_tools(call("get_order", order_id="O-1"), usage=Usage(input_tokens=10))
+    return Decision.answer(ctx.results[0].result if ctx.results else None)
 
 
 def policy(action: Action, record: RunRecord) -> PolicyDecision:

@@ -1,7 +1,7 @@
-"""Static verification of a table: the full report, warnings included, and the move matrix.
+"""Checking a table statically: the full report, warnings included, and the move matrix.
 
 Building a `TransitionTable` already refuses the hard errors (undeclared states,
-nondeterminism, edges out of terminal states, unreachable states, traps). `verify` reports
+nondeterminism, edges out of terminal states, unreachable states, traps). `check_table` reports
 those as data — also for a declaration that cannot be built — and adds what is legal but
 worth a look: event types no edge uses, states or events whose only ways out are
 conditional, and conditions that leave an event without a fallback.
@@ -18,7 +18,7 @@ import attrs
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable, table_problems
 
-__all__ = ["TableReport", "table_from_spec", "transition_matrix", "verify_parts", "verify_table"]
+__all__ = ["TableReport", "check_parts", "check_table", "table_from_spec", "transition_matrix"]
 
 #: One cell of the matrix: `(condition name or None, target)` in the order they are tried.
 Cell = tuple[tuple[str | None, str], ...]
@@ -26,7 +26,7 @@ Cell = tuple[tuple[str | None, str], ...]
 
 @attrs.frozen
 class TableReport:
-    """What `verify_table` found.
+    """What `check_table` found.
 
     Attributes:
         name: the table's name.
@@ -87,14 +87,14 @@ def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
     }
 
 
-def verify_table(table: TransitionTable) -> TableReport:
+def check_table(table: TransitionTable) -> TableReport:
     """The full report for a built table (errors are impossible there, warnings are not)."""
-    return verify_parts(
+    return check_parts(
         table.name, table.states, table.initial, table.transitions, table.event_types
     )
 
 
-def verify_parts(
+def check_parts(
     name: str,
     states: Sequence[State],
     initial: str,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from agentfsm import DEFAULT_TABLE
-from agentfsm.fsm.verify import table_from_spec, transition_matrix, verify_parts, verify_table
+from agentfsm.fsm.check import check_parts, check_table, table_from_spec, transition_matrix
 from tests.fixtures.tables import NO_PAUSE
 
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
@@ -23,7 +23,7 @@ def check(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_default_table_is_clean() -> None:
     """No errors or warnings; the conditional-only pairs are listed as notes."""
-    report = verify_table(DEFAULT_TABLE)
+    report = check_table(DEFAULT_TABLE)
     assert (report.ok, report.errors, report.warnings) == (True, (), ())
     assert len(report.notes) == 4
     assert (report.states, report.terminal, report.legal_pairs) == (10, 4, 44)
@@ -31,7 +31,7 @@ def test_the_default_table_is_clean() -> None:
 
 def test_events_no_edge_uses_are_warned_about() -> None:
     """Dropping `paused` leaves `run.paused` and `run.resumed` unable to fire."""
-    assert verify_table(NO_PAUSE).warnings == (
+    assert check_table(NO_PAUSE).warnings == (
         "event 'run.paused' can never fire: no edge uses it",
         "event 'run.resumed' can never fire: no edge uses it",
     )
@@ -51,9 +51,9 @@ def test_the_matrix_covers_every_pair() -> None:
 def test_a_spec_round_trips_and_broken_specs_report_every_problem() -> None:
     """A table's description checks like the table; a broken one lists all its problems."""
     spec = json.loads(json.dumps(DEFAULT_TABLE.describe()))
-    assert verify_parts(*table_from_spec(spec)).errors == ()
+    assert check_parts(*table_from_spec(spec)).errors == ()
     spec["transitions"].append({"source": "completed", "event": "run.resumed", "target": "running"})
-    assert verify_parts(*table_from_spec(spec)).errors == (
+    assert check_parts(*table_from_spec(spec)).errors == (
         "edge completed --run.resumed--> running leaves terminal state 'completed'",
     )
 

@@ -1,0 +1,164 @@
+"""The changes the reducer makes to a record, one typed function per shape of change.
+
+Each is declared as a stub whose keyword-only parameters name the fields it replaces, with
+the fields' own types; `evolves`/`makes` (see `_evolve.py`) compile the fast copy behind it.
+So mypy checks every call the reducer makes (a misspelt or missing field, a value of the
+wrong type), and the order of the arguments does not matter at all. Every change to a
+`RunRecord` sets `status`, `version` and `updated_at`: each event moves the run.
+"""
+
+# The stubs' bodies are never run (the decorators replace them), so they have none.
+# mypy: disable-error-code="empty-body"
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentfsm.events.models import ErrorInfo, Limits
+from agentfsm.record import Action, RunRecord, UsageTotals
+from agentfsm.reducers._evolve import evolves, makes
+
+# -- run records ------------------------------------------------------------------------------
+
+
+@evolves(RunRecord)
+def set_started(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    objective: str | None, current_agent: str | None, limits: Limits | None,
+    started_at: str | None,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_model_started(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None, turn: int,
+    model_call_open: bool, reserved_tokens: int, reserved_cost: float,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_model_completed(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    model_call_open: bool, reserved_tokens: int, reserved_cost: float, usage: UsageTotals,
+    last_decision: str | None, final_output: Any, actions: Mapping[str, Action],
+    batch: tuple[str, ...],
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_agent(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    current_agent: str | None,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_custom(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    custom: Mapping[str, Any],
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_actions(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    actions: Mapping[str, Action],
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_actions_batch(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    actions: Mapping[str, Action], batch: tuple[str, ...],
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_completed(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    actions: Mapping[str, Action], usage: UsageTotals, facts: Mapping[str, Any],
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_pause(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    pause_reason: str | None,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_cancel(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    cancel_reason: str | None, cancel_requested_by: str | None, pause_reason: str | None,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_ended(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    actions: Mapping[str, Action], model_call_open: bool, reserved_tokens: int,
+    reserved_cost: float, pause_reason: str | None, error: ErrorInfo | None,
+    stop_reason: str | None, stop_detail: str | None,
+) -> RunRecord: ...  # fmt: skip
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+
+@makes(Action)
+def new_action(
+    *, action_id: str, tool: str, arguments: Mapping[str, Any], status: str, attempts: int,
+    idempotency_key: str | None, result: Any, error: ErrorInfo | None, cost: float | None,
+    approver: str | None, reason: str | None, expires_at: str | None,
+) -> Action: ...  # fmt: skip
+
+
+@evolves(Action)
+def action_approved(a: Action, /, *, status: str, approver: str | None) -> Action: ...
+
+
+@evolves(Action)
+def action_rejected(
+    a: Action, /, *, status: str, approver: str | None, reason: str | None
+) -> Action: ...
+
+
+@evolves(Action)
+def action_requested(a: Action, /, *, status: str, idempotency_key: str | None) -> Action: ...
+
+
+@evolves(Action)
+def action_started(
+    a: Action, /, *, status: str, attempts: int, error: ErrorInfo | None
+) -> Action: ...
+
+
+@evolves(Action)
+def action_succeeded(a: Action, /, *, status: str, result: Any, cost: float | None) -> Action: ...
+
+
+@evolves(Action)
+def action_failed(a: Action, /, *, status: str, error: ErrorInfo | None) -> Action: ...
+
+
+@evolves(Action)
+def action_unknown(a: Action, /, *, status: str, reason: str | None) -> Action: ...
+
+
+@evolves(Action)
+def action_pending(a: Action, /, *, status: str, expires_at: str | None) -> Action: ...
+
+
+@evolves(Action)
+def action_asked_again(
+    a: Action, /, *, status: str, expires_at: str | None, approver: str | None
+) -> Action: ...
+
+
+# -- usage ------------------------------------------------------------------------------------
+
+
+@makes(UsageTotals)
+def new_usage(*, input_tokens: int, output_tokens: int, cost: float) -> UsageTotals: ...

@@ -1,0 +1,504 @@
+"""One handler per event type: the rules beyond the table, then the event's effect.
+
+A handler gets the record before the event and the table's precomputed move, checks what
+DESIGN.md adds to the table (action ids, exact-call binding, open model calls, unresolved
+batches), resolves the move's condition, and returns the new record built by one of the
+typed changes in `_changes.py`. `Reducer.reduce` (reduce.py) checks the envelope and the
+table before, and the guards after; this module is the rest of steps 3 and 4 and the fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentfsm.errors import ActionError, LifecycleError, TableMismatchError
+from agentfsm.events import models as m
+from agentfsm.events.bounds import unstorable
+from agentfsm.events.canonical import same_json
+from agentfsm.events.models import parse_timestamp
+from agentfsm.fsm.table import Condition
+from agentfsm.names import RESOLVED, ActionStatus
+from agentfsm.record import Action, RunRecord
+from agentfsm.reducers._changes import (
+    action_approved,
+    action_asked_again,
+    action_failed,
+    action_pending,
+    action_rejected,
+    action_requested,
+    action_started,
+    action_succeeded,
+    action_unknown,
+    new_action,
+    new_usage,
+    set_actions,
+    set_actions_batch,
+    set_agent,
+    set_cancel,
+    set_completed,
+    set_custom,
+    set_ended,
+    set_model_completed,
+    set_model_started,
+    set_pause,
+    set_started,
+)
+
+if TYPE_CHECKING:
+    from agentfsm.reducers.reduce import Reducer
+
+__all__ = ["HANDLERS", "Handler", "Move"]
+
+A = ActionStatus
+_IN_FLIGHT = (A.REQUESTED, A.STARTED)
+_NOT_RUN = (A.PROPOSED, A.APPROVAL_PENDING, A.APPROVED)
+
+#: A precomputed move of the table: the target itself, or ordered (condition, target) pairs.
+Move = str | tuple[tuple[Condition | None, str], ...]
+Handler = Callable[["Reducer", RunRecord, Any, Move], RunRecord]
+
+
+def _to(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> str:
+    """Resolve a move: a plain target, or the first alternative whose condition holds."""
+    if isinstance(move, str):
+        return move
+    for condition, target in move:  # inlined from TransitionTable.choose: hot
+        if condition is None or condition.predicate(rec, ev):
+            return target
+    return r.table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)
+
+
+def _refuse(record: RunRecord, event: Any, reason: str) -> LifecycleError:
+    return LifecycleError(
+        f"is refused: {reason}",
+        run_id=record.run_id,
+        sequence=event.sequence,
+        state=record.status,
+        event=event.type,
+    )
+
+
+def _action_error(record: RunRecord, event: Any, action_id: str, reason: str) -> ActionError:
+    return ActionError(
+        reason,
+        action_id=action_id,
+        run_id=record.run_id,
+        sequence=event.sequence,
+        state=record.status,
+        event=event.type,
+    )
+
+
+def _no_open_model_call(record: RunRecord, event: Any) -> None:
+    if record.model_call_open:
+        raise _refuse(record, event, "a model call is open (model.started has no model.completed)")
+
+
+def _known_action(record: RunRecord, event: Any) -> Action:
+    action = record.actions.get(event.action_id)
+    if action is None:
+        raise _action_error(
+            record, event, event.action_id, "no such action was proposed or requested"
+        )
+    return action
+
+
+def _with(actions: Mapping[str, Action], action: Action) -> dict[str, Action]:
+    new = dict(actions)
+    new[action.action_id] = action
+    return new
+
+
+# -- handlers, one per event type ---------------------------------------------------------
+
+
+def _run_started(r: Reducer, rec: RunRecord, ev: m.RunStarted, move: Move) -> RunRecord:
+    started = ev.table
+    if started is not None and started.digest != r.table.digest:
+        # Folding a run with another table (or another version of it) would read its log
+        # under rules it was never written under.
+        raise TableMismatchError(
+            run_id=rec.run_id,
+            sequence=ev.sequence,
+            started_under=f"'{started.name}' ({started.digest})",
+            folded_with=f"'{r.table.name}' ({r.table.digest})",
+        )
+    agent = ev.agent if ev.agent is not None else rec.current_agent
+    return set_started(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        objective=ev.objective, current_agent=agent, limits=ev.limits,
+        started_at=ev.occurred_at,
+    )  # fmt: skip
+
+
+def _model_started(r: Reducer, rec: RunRecord, ev: m.ModelStarted, move: Move) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    actions = rec.actions
+    for aid in rec.batch:
+        status = actions[aid].status
+        if status not in RESOLVED:
+            raise _action_error(
+                rec, ev, aid,
+                f"the model cannot be called while an action of the batch is '{status}'",
+            )  # fmt: skip
+    return set_model_started(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        turn=rec.turn + 1, model_call_open=True, reserved_tokens=ev.reserved_tokens or 0,
+        reserved_cost=ev.reserved_cost or 0.0,
+    )  # fmt: skip
+
+
+def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Move) -> RunRecord:
+    if not rec.model_call_open:
+        raise _refuse(rec, ev, "no model call is open (model.completed without model.started)")
+    actions: Mapping[str, Action] = rec.actions
+    batch: tuple[str, ...] = ()
+    if ev.tool_calls:
+        new = dict(actions)
+        key_prefix = rec.run_id + ":"
+        for call in ev.tool_calls:
+            aid = call.action_id
+            if aid in new:
+                raise _action_error(rec, ev, aid, "the action id is already used")
+            new[aid] = new_action(
+                action_id=aid, tool=call.tool, arguments=call.arguments, status=A.PROPOSED,
+                attempts=0, idempotency_key=key_prefix + aid, result=None, error=None,
+                cost=None, approver=None, reason=None, expires_at=None,
+            )  # fmt: skip
+        actions = new
+        batch = tuple(c.action_id for c in ev.tool_calls)
+    usage = rec.usage
+    if ev.usage is not None:
+        u = ev.usage
+        usage = new_usage(
+            input_tokens=usage.input_tokens + u.input_tokens,
+            output_tokens=usage.output_tokens + u.output_tokens,
+            cost=usage.cost + u.cost,
+        )
+    final = ev.output if ev.decision == "final" else rec.final_output
+    return set_model_completed(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
+        last_decision=ev.decision, final_output=final, actions=actions, batch=batch,
+    )  # fmt: skip
+
+
+def _handoff(r: Reducer, rec: RunRecord, ev: m.Handoff, move: Move) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    return set_agent(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        current_agent=ev.to_agent,
+    )  # fmt: skip
+
+
+def _bound_to_call(rec: RunRecord, ev: Any, action: Action, what: str) -> None:
+    """A proposed or approved call may only go ahead exactly as it was proposed."""
+    if action.tool != ev.tool:
+        raise _action_error(
+            rec, ev, action.action_id,
+            f"the {what} call was to tool '{action.tool}', not '{ev.tool}'",
+        )  # fmt: skip
+    if not same_json(action.arguments, ev.arguments):
+        raise _action_error(
+            rec, ev, action.action_id,
+            f"the arguments differ from the {what} call ({action.arguments_digest})",
+        )  # fmt: skip
+
+
+def _expired(action: Action, ev: Any) -> bool:
+    """The action's approval had expired when `ev` occurred."""
+    expires = action.expires_at
+    return expires is not None and parse_timestamp(ev.occurred_at) > parse_timestamp(expires)
+
+
+def _approval_requested(
+    r: Reducer, rec: RunRecord, ev: m.ApprovalRequested, move: Move
+) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    action = rec.actions.get(ev.action_id)
+    batch = rec.batch
+    if action is None:
+        action = Action(
+            ev.action_id, ev.tool, ev.arguments, A.APPROVAL_PENDING, 0,
+            f"{rec.run_id}:{ev.action_id}", expires_at=ev.expires_at,
+        )  # fmt: skip
+        batch = (*batch, ev.action_id)
+    elif action.status == A.PROPOSED:
+        _bound_to_call(rec, ev, action, "proposed")
+        action = action_pending(action, status=A.APPROVAL_PENDING, expires_at=ev.expires_at)
+    elif action.status == A.APPROVED:
+        # An approved call that has not run may be put to a person again (its approval
+        # lapsed, or the runtime went on without it): the decision reopens, never widens.
+        _bound_to_call(rec, ev, action, "approved")
+        action = action_asked_again(
+            action, status=A.APPROVAL_PENDING, expires_at=ev.expires_at, approver=None
+        )
+    else:
+        raise _action_error(
+            rec, ev, ev.action_id,
+            "approval can only be asked for a new, proposed or approved (not yet run) "
+            f"action; it is '{action.status}'",
+        )  # fmt: skip
+    target = _to(r, rec, ev, move)
+    actions = _with(rec.actions, action)
+    return set_actions_batch(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        batch=batch,
+    )  # fmt: skip
+
+
+def _pending_approval(rec: RunRecord, ev: m.ApprovalAccepted | m.ApprovalRejected) -> Action:
+    action = _known_action(rec, ev)
+    if action.status != A.APPROVAL_PENDING:
+        raise _action_error(
+            rec, ev, ev.action_id, f"it is not waiting for approval; it is '{action.status}'"
+        )
+    # A decision names the call it was made on; one meant for another call (another run's
+    # `t1`, or this call before it was proposed again with other arguments) decides nothing.
+    if ev.arguments_digest is not None and ev.arguments_digest != action.arguments_digest:
+        raise _action_error(
+            rec, ev, ev.action_id,
+            f"the decision is for call {ev.arguments_digest}, but the call waiting is "
+            f"{action.arguments_digest} (tool '{action.tool}')",
+        )  # fmt: skip
+    return action
+
+
+def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted, move: Move) -> RunRecord:
+    action = _pending_approval(rec, ev)
+    if _expired(action, ev):
+        # Too late to approve; a rejection still settles the call.
+        raise _action_error(rec, ev, ev.action_id, f"its approval expired at {action.expires_at}")
+    target = _to(r, rec, ev, move)
+    action = action_approved(action, status=A.APPROVED, approver=ev.approver)
+    return set_actions(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_with(rec.actions, action),
+    )  # fmt: skip
+
+
+def _approval_rejected(r: Reducer, rec: RunRecord, ev: m.ApprovalRejected, move: Move) -> RunRecord:
+    action = _pending_approval(rec, ev)
+    target = _to(r, rec, ev, move)
+    action = action_rejected(action, status=A.REJECTED, approver=ev.approver, reason=ev.reason)
+    return set_actions(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_with(rec.actions, action),
+    )  # fmt: skip
+
+
+def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    key = ev.idempotency_key or f"{rec.run_id}:{ev.action_id}"
+    action = rec.actions.get(ev.action_id)
+    batch = rec.batch
+    if action is None:
+        action = new_action(
+            action_id=ev.action_id, tool=ev.tool, arguments=ev.arguments, status=A.REQUESTED,
+            attempts=0, idempotency_key=key, result=None, error=None, cost=None,
+            approver=None, reason=None, expires_at=None,
+        )  # fmt: skip
+        batch = (*batch, ev.action_id)
+    elif action.status == A.PROPOSED or action.status == A.APPROVED:
+        _bound_to_call(rec, ev, action, "approved" if action.status == A.APPROVED else "proposed")
+        if _expired(action, ev):
+            raise _action_error(
+                rec, ev, ev.action_id, f"its approval expired at {action.expires_at}"
+            )
+        action = action_requested(action, status=A.REQUESTED, idempotency_key=key)
+    elif action.status == A.APPROVAL_PENDING:
+        raise _action_error(rec, ev, ev.action_id, "it is still waiting for approval")
+    else:
+        raise _action_error(
+            rec, ev, ev.action_id, f"the action id is already used; it is '{action.status}'"
+        )
+    target = _to(r, rec, ev, move)
+    actions = _with(rec.actions, action)
+    return set_actions_batch(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        batch=batch,
+    )  # fmt: skip
+
+
+def _tool_started(r: Reducer, rec: RunRecord, ev: m.ToolStarted, move: Move) -> RunRecord:
+    action = _known_action(rec, ev)
+    target = _to(r, rec, ev, move)
+    if ev.attempt != action.attempts + 1:
+        raise _action_error(
+            rec, ev, ev.action_id,
+            f"attempt {ev.attempt} does not follow {action.attempts} attempts: "
+            f"expected attempt {action.attempts + 1}",
+        )  # fmt: skip
+    action = action_started(action, status=A.STARTED, attempts=ev.attempt, error=None)
+    return set_actions(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_with(rec.actions, action),
+    )  # fmt: skip
+
+
+def _in_flight_action(rec: RunRecord, ev: Any) -> Action:
+    action = _known_action(rec, ev)
+    if action.status not in _IN_FLIGHT:
+        raise _action_error(rec, ev, ev.action_id, f"it is not in flight; it is '{action.status}'")
+    return action
+
+
+def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted, move: Move) -> RunRecord:
+    action = _in_flight_action(rec, ev)
+    target = _to(r, rec, ev, move)
+    usage = rec.usage
+    if ev.cost:
+        usage = new_usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost=usage.cost + ev.cost,
+        )
+    facts = dict(rec.facts)
+    facts[action.tool] = ev.result
+    action = action_succeeded(action, status=A.SUCCEEDED, result=ev.result, cost=ev.cost)
+    actions = _with(rec.actions, action)
+    return set_completed(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        usage=usage, facts=facts,
+    )  # fmt: skip
+
+
+def _tool_failed(r: Reducer, rec: RunRecord, ev: m.ToolFailed, move: Move) -> RunRecord:
+    action = _in_flight_action(rec, ev)
+    target = _to(r, rec, ev, move)
+    action = action_failed(action, status=A.FAILED, error=ev.error)
+    return set_actions(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_with(rec.actions, action),
+    )  # fmt: skip
+
+
+def _tool_outcome_unknown(
+    r: Reducer, rec: RunRecord, ev: m.ToolOutcomeUnknown, move: Move
+) -> RunRecord:
+    action = _in_flight_action(rec, ev)
+    target = _to(r, rec, ev, move)
+    action = action_unknown(action, status=A.UNKNOWN, reason=ev.reason)
+    return set_actions(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_with(rec.actions, action),
+    )  # fmt: skip
+
+
+def _run_paused(r: Reducer, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
+    _no_open_model_call(rec, ev)
+    return set_pause(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        pause_reason=ev.reason,
+    )  # fmt: skip
+
+
+def _run_resumed(r: Reducer, rec: RunRecord, ev: m.RunResumed, move: Move) -> RunRecord:
+    return set_pause(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        pause_reason=None,
+    )  # fmt: skip
+
+
+def _run_cancel_requested(
+    r: Reducer, rec: RunRecord, ev: m.RunCancelRequested, move: Move
+) -> RunRecord:
+    return set_cancel(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        cancel_reason=ev.reason, cancel_requested_by=ev.requested_by, pause_reason=None,
+    )  # fmt: skip
+
+
+_ENDED_IN_FLIGHT = "the run ended while it was in flight"
+_ENDED_NOT_RUN = "the run ended before it ran"
+
+
+def _settled(actions: Mapping[str, Action]) -> Mapping[str, Action]:
+    """The ledger of an ended run: nothing left in flight or waiting to run."""
+    changed = None
+    for aid, action in actions.items():
+        if action.status in _IN_FLIGHT:
+            settled = action_unknown(action, status=A.UNKNOWN, reason=_ENDED_IN_FLIGHT)
+        elif action.status in _NOT_RUN:
+            settled = action_rejected(
+                action, status=A.REJECTED, approver=action.approver, reason=_ENDED_NOT_RUN
+            )
+        else:
+            continue
+        if changed is None:
+            changed = dict(actions)
+        changed[aid] = settled
+    return actions if changed is None else changed
+
+
+def _end(
+    r: Reducer,
+    rec: RunRecord,
+    ev: Any,
+    move: Move,
+    error: m.ErrorInfo | None = None,
+    stop_reason: str | None = None,
+    detail: str | None = None,
+) -> RunRecord:
+    target = _to(r, rec, ev, move)
+    return set_ended(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_settled(rec.actions), model_call_open=False, reserved_tokens=0,
+        reserved_cost=0.0, pause_reason=None, error=error, stop_reason=stop_reason,
+        stop_detail=detail,
+    )  # fmt: skip
+
+
+def _run_cancelled(r: Reducer, rec: RunRecord, ev: m.RunCancelled, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move)
+
+
+def _run_completed(r: Reducer, rec: RunRecord, ev: m.RunCompleted, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move)
+
+
+def _run_failed(r: Reducer, rec: RunRecord, ev: m.RunFailed, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move, error=ev.error)
+
+
+def _run_terminated(r: Reducer, rec: RunRecord, ev: m.RunTerminated, move: Move) -> RunRecord:
+    return _end(r, rec, ev, move, stop_reason=ev.stop_reason, detail=ev.detail)
+
+
+def custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
+    """A lifecycle's own event: the table moves the run, the event's `fold` records fields."""
+    target = _to(r, rec, ev, move)
+    custom = ev.fold(rec.custom)
+    if custom is not rec.custom:
+        problem = unstorable(dict(custom)) if isinstance(custom, Mapping) else "not a mapping"
+        if problem is not None:
+            raise TypeError(
+                f"{type(ev).__name__}.fold returned what no run record can hold: {problem}"
+            )
+    return set_custom(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
+    )
+
+
+HANDLERS: dict[str, Handler] = {
+    "run.started": _run_started,
+    "model.started": _model_started,
+    "model.completed": _model_completed,
+    "handoff": _handoff,
+    "approval.requested": _approval_requested,
+    "approval.accepted": _approval_accepted,
+    "approval.rejected": _approval_rejected,
+    "tool.requested": _tool_requested,
+    "tool.started": _tool_started,
+    "tool.completed": _tool_completed,
+    "tool.failed": _tool_failed,
+    "tool.outcome_unknown": _tool_outcome_unknown,
+    "run.paused": _run_paused,
+    "run.resumed": _run_resumed,
+    "run.cancel_requested": _run_cancel_requested,
+    "run.cancelled": _run_cancelled,
+    "run.completed": _run_completed,
+    "run.failed": _run_failed,
+    "run.terminated": _run_terminated,
+}
