@@ -314,9 +314,7 @@ class TableMismatchError(LifecycleError):
 
     kind = "table"
 
-    def __init__(
-        self, *, run_id: str, sequence: int, started_under: str, folded_with: str
-    ) -> None:
+    def __init__(self, *, run_id: str, sequence: int, started_under: str, folded_with: str) -> None:
         self.started_under = started_under
         self.folded_with = folded_with
         super().__init__(

@@ -306,3 +306,65 @@ class TestTheTableTravelsWithTheRun:
             f"'support_ticket': {TICKET_TABLE.digest}: pass it with --table MODULE:ATTR, "
             "register() it, or publish it under the 'agentfsm.tables' entry point group"
         )
+
+
+class TestTheCommandLineFindsTheTable:
+    """Steering commands open a run with the table it was started under, flags or not."""
+
+    def _escalated_store(self, path: Path, table: Any = TICKET_TABLE) -> Path:
+        from agentfsm.runtime import submit
+
+        with SQLiteEventStore(path, options=StoreOptions(reducer=Reducer(table))) as store:
+            submit(store, "t-1", "refund")
+            log = LogBuilder("t-1", start=2, events=table.event_types)
+            log.add("ticket.escalated", escalated_to="tier-2")
+            store.append("t-1", log.events, 1)
+        return path
+
+    def test_with_the_table_flag(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """`--table` names it: a cancel of a run waiting in `escalated` is accepted."""
+        db = self._escalated_store(tmp_path / "t.db")
+        spec = "examples.lifecycles.ticket:TICKET_TABLE"
+        assert main(["cancel", "t-1", "--store", str(db), "--table", spec]) == 0
+        assert capsys.readouterr().out == "run t-1: cancel_requested (version 3)\n"
+
+    def test_from_the_registry_without_flags(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A registered table is found from what `run.started` recorded."""
+        from agentfsm.fsm.registry import register
+
+        register(TICKET_TABLE)
+        db = self._escalated_store(tmp_path / "t.db")
+        assert main(["pause", "t-1", "--store", str(db), "--reason", "x"]) == 1
+        assert capsys.readouterr().err.startswith(
+            "agentfsm pause: refused: run 't-1' is 'escalated': event 'run.paused'"
+        )
+        assert main(["cancel", "t-1", "--store", str(db)]) == 0
+        assert capsys.readouterr().out == "run t-1: cancel_requested (version 3)\n"
+
+    def test_an_unknown_table_is_named(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A run started under a table nobody registered: exit 2, naming it."""
+        from agentfsm.fsm import Transition
+
+        unknown = TICKET_TABLE.derive(
+            name="ticket_v9", add=[Transition("escalated", "run.paused", "paused")]
+        )
+        db = self._escalated_store(tmp_path / "t.db", unknown)
+        assert main(["cancel", "t-1", "--store", str(db)]) == 2
+        assert capsys.readouterr().err == (
+            f"agentfsm cancel: run 't-1': table 'ticket_v9' ({unknown.digest}) is not "
+            "registered; no table named 'ticket_v9' is known: pass it with --table "
+            "MODULE:ATTR, register() it, or publish it under the 'agentfsm.tables' entry "
+            "point group\n"
+        )
+
+
+def test_the_schema_command_takes_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """`agentfsm schema --table` lists the table's own event types with their fields."""
+    assert main(["schema", "--table", "examples.lifecycles.ticket:TICKET_TABLE"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema == event_json_schema(TYPES)
+    assert "ticket.handed_back" in schema["properties"]["type"]["enum"]

@@ -467,7 +467,18 @@ class Recorder:
         self._open(self._reducer.initial(self.run_id))
         self.append(
             "run start",
-            [(m.RunStarted, {"objective": objective, "agent": agent, "limits": limits})],
+            [
+                (
+                    m.RunStarted,
+                    {
+                        "objective": objective,
+                        "agent": agent,
+                        "limits": limits,
+                        # The run is folded with this table from now on, by anyone.
+                        "table": self._reducer.table.ref,
+                    },
+                )
+            ],
         )
 
     def stored(self) -> bool:

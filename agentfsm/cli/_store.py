@@ -16,26 +16,82 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, UsageError
-from agentfsm.stores.base import EventStore
+from agentfsm.cli._common import PROG, UsageError, load_table
+from agentfsm.errors import CorruptLogError, RunNotFoundError
+from agentfsm.fsm.registry import UnknownTableError, lookup
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.sqlite import SQLiteEventStore
 
-__all__ = ["ENV", "add_store_argument", "opened_store"]
+__all__ = ["ENV", "add_store_argument", "opened_run_store", "opened_store"]
 
 ENV = "AGENTFSM_STORE"
 
 
-def add_store_argument(p: argparse.ArgumentParser) -> None:
-    """`--store PATH|URL`."""
+def add_store_argument(p: argparse.ArgumentParser, *, table: bool = True) -> None:
+    """`--store PATH|URL`, and `--table MODULE:ATTR` for commands that read or steer a run."""
     p.add_argument(
         "--store", type=_args.text, metavar="PATH|URL",
         help=f"a SQLite file or postgresql:// URL (or ${ENV})",
     )  # fmt: skip
+    if table:
+        p.add_argument(
+            "--table", metavar="MODULE:ATTR",
+            help="the table the run was started under (default: the one its run.started "
+            "names, found among the registered tables)",
+        )  # fmt: skip
 
 
 @contextmanager
-def opened_store(spec: str | None, command: str) -> Iterator[EventStore]:
-    """The store named by `spec` (or `$AGENTFSM_STORE`), closed after the block.
+def opened_run_store(
+    spec: str | None, command: str, run_id: str, table_spec: str | None
+) -> Iterator[EventStore]:
+    """The store, opened with the table run `run_id` was started under.
+
+    That is `--table` when given; else the table its `run.started` names, looked up by
+    digest among the known tables (`agentfsm.fsm.registry`); else the default table.
+
+    Raises:
+        UsageError: as `opened_store`, or the run's table is not known (exit 2).
+    """
+    table = load_table(table_spec, command) if table_spec else None
+    if table is None:
+        with opened_store(spec, command) as store:
+            table = _table_of(store, run_id, command)
+    with opened_store(spec, command, table) as store:
+        yield store
+
+
+def _table_of(store: EventStore, run_id: str, command: str) -> TransitionTable | None:
+    """The known table run `run_id`'s `run.started` names, when it is not the store's."""
+    try:
+        events = store.events(run_id)
+    except RunNotFoundError:
+        return None  # the command reports it in its own words
+    try:
+        first = next(events, None)  # `run.started` is a built-in type: any table reads it
+    except CorruptLogError:
+        return None
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+    ref = getattr(first, "table", None)
+    if ref is None or ref.digest == store.reducer.table.digest:
+        return None
+    try:
+        return lookup(ref)
+    except UnknownTableError as exc:
+        raise UsageError(f"{PROG} {command}: run '{run_id}': {exc}") from None
+
+
+@contextmanager
+def opened_store(
+    spec: str | None, command: str, table: TransitionTable | None = None
+) -> Iterator[EventStore]:
+    """The store named by `spec` (or `$AGENTFSM_STORE`), closed after the block; its runs
+    folded with `table` (the default table unless given).
 
     Raises:
         UsageError: no store named, no SQLite file there, the PostgreSQL driver missing,
@@ -48,8 +104,9 @@ def opened_store(spec: str | None, command: str) -> Iterator[EventStore]:
         raise UsageError(f"{PROG} {command}: {ENV} must not contain NUL")
     postgres = spec.startswith(("postgresql://", "postgres://"))
     driver = _postgres_driver(command) if postgres else sqlite3.Error
+    options = StoreOptions(reducer=Reducer(table)) if table is not None else None
     try:
-        with _postgres(spec) if postgres else _sqlite(spec, command) as store:
+        with _postgres(spec, options) if postgres else _sqlite(spec, command, options) as store:
             yield store
     except driver as exc:
         # Driver messages wrap lines for a terminal ("...refused\n\tIs the server running"):
@@ -68,15 +125,15 @@ def _postgres_driver(command: str) -> type[Exception]:
     return psycopg.Error
 
 
-def _postgres(spec: str) -> EventStore:
+def _postgres(spec: str, options: StoreOptions | None) -> EventStore:
     from agentfsm.stores.postgres import PostgresEventStore
 
-    return PostgresEventStore(spec)
+    return PostgresEventStore(spec, options=options)
 
 
-def _sqlite(spec: str, command: str) -> SQLiteEventStore:
+def _sqlite(spec: str, command: str, options: StoreOptions | None) -> SQLiteEventStore:
     path = Path(spec.removeprefix("sqlite:///").removeprefix("sqlite:"))
     if not path.is_file():
         # Opening would create an empty database: a typo must not look like "no such run".
         raise UsageError(f"{PROG} {command}: no SQLite store at '{path}'")
-    return SQLiteEventStore(path)
+    return SQLiteEventStore(path, options=options)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import print_json, shown
-from agentfsm.cli._store import add_store_argument, opened_store
+from agentfsm.cli._store import add_store_argument, opened_run_store, opened_store
 from agentfsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.record import RunRecord
 from agentfsm.runtime import control
@@ -32,7 +32,7 @@ def steer(name: str, act: Callable[[EventStore, argparse.Namespace], RunRecord])
     """The handler that runs `act` on the store and prints the run's status after it."""
 
     def handler(args: argparse.Namespace) -> int:
-        with opened_store(args.store, name) as store:
+        with opened_run_store(args.store, name, args.run_id, args.table) as store:
             try:
                 record = act(store, args)
             except RunNotFoundError as exc:
@@ -107,7 +107,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         subparsers, "runs", "list the runs in a store with their status (no replay)",
         "agentfsm runs --store runs.db --status waiting_approval",
     )  # fmt: skip
-    add_store_argument(p)
+    add_store_argument(p, table=False)
     p.add_argument(
         "--status", type=_args.identity, action="append",
         help="only runs in this status (repeatable)",

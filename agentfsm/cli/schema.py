@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from agentfsm.cli._common import Parser
+from agentfsm.cli._common import Parser, load_table
 from agentfsm.cli._output import print_json
 from agentfsm.events.codec import event_json_schema
+from agentfsm.events.vocabulary import BUILTIN_EVENTS
 
 __all__ = ["add_parser"]
 
@@ -17,12 +18,20 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "schema",
         help="print the JSON Schema of the event wire format",
         description="Print the JSON Schema (draft 2020-12) of one event line.",
-        epilog="example:\n  agentfsm schema > agentfsm-event.schema.json",
+        epilog=(
+            "examples:\n  agentfsm schema > agentfsm-event.schema.json\n"
+            "  agentfsm schema --table myapp.lifecycle:TABLE   # with the table's own events"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.set_defaults(handler=lambda _args: _schema())
+    p.add_argument(
+        "--table", metavar="MODULE:ATTR",
+        help="include the table's own event types (default: the built-in ones)",
+    )  # fmt: skip
+    p.set_defaults(handler=_schema)
 
 
-def _schema() -> int:
-    print_json(event_json_schema, "schema", indent=2)
+def _schema(args: argparse.Namespace) -> int:
+    events = load_table(args.table, "schema").event_types if args.table else BUILTIN_EVENTS
+    print_json(lambda: event_json_schema(events), "schema", indent=2)
     return 0

@@ -454,7 +454,8 @@ class TestKeptState:
         assert store.load("r1").status == "running"
 
     def test_a_kept_state_the_run_moved_on_from_is_refused(self, driver: Driver) -> None:
-        """A state saved at the pause, put back after the resume ran: stale, SavedStateError."""
+        """A state saved at the pause, put back after the resume ran: stale, SavedStateError;
+        resuming the ended run returns it and runs nothing."""
         require(driver, "kept_state")
         assert driver.state_name is not None
         store = MemoryEventStore()
@@ -465,8 +466,9 @@ class TestKeptState:
         assert driver.resume(store, "r1", RESUMED).status == "completed"
         store.put_attachment("r1", kept.name, kept.data, version=kept.version)
         CALLS.clear()
+        assert driver.resume(store, "r1", RESUMED).status == "completed"
         with pytest.raises(SavedStateError) as err:
-            driver.resume(store, "r1", RESUMED)
+            _recorder(driver, store).saved_state(kept.name)
         assert str(err.value) == (
             f"run 'r1': cannot resume from the saved state '{driver.state_name}': it was saved "
             f"at version {kept.version}, but the run went on since ('tool.requested' at "
@@ -494,16 +496,32 @@ class TestKeptState:
     def test_resuming_a_run_that_never_paused_here_says_no_state_is_kept(
         self, driver: Driver
     ) -> None:
-        """No kept state and none given: SavedStateError naming the attachment; nothing runs."""
+        """A waiting run whose kept state is gone, and none given: SavedStateError naming the
+        attachment; nothing runs."""
         require(driver, "kept_state")
+        assert driver.state_name is not None
         store = MemoryEventStore()
-        driver.run(store, "r1", agent("weather", say("Hi.")), prompt="hi")
+        pause_for_refund(driver, store)
+        assert store.delete_attachment("r1", driver.state_name)
+        CALLS.clear()
         with pytest.raises(SavedStateError) as err:
             driver.resume(store, "r1", RESUMED)
         assert (err.value.run_id, err.value.name) == ("r1", driver.state_name)
         assert err.value.reason == (
             "none is kept (the run never paused for approval here); pass the state to resume"
         )
+        assert CALLS == []
+
+
+def _recorder(driver: Driver, store: MemoryEventStore) -> Any:
+    """The adapter's recorder of run `r1`, to read its kept state as a resume would."""
+    if driver.name == "openai-agents":
+        from agentfsm.adapters.openai_agents import AgentsRun
+
+        return AgentsRun(store, "r1").recorder
+    from agentfsm.adapters.pydantic_ai import AgentIterRun
+
+    return AgentIterRun(store, "r1").recorder
 
 
 def manager(*, resumed: bool = False) -> AgentSpec:

@@ -60,8 +60,8 @@ def test_the_top_level_runtime_names_are_the_runtimes() -> None:
         "cancel",
         "pause",
         "reject",
-        "resume",
         "submit",
+        "unpause",
     ]
     for name in names:
         assert getattr(agentfsm, name) is getattr(runtime, name), name
