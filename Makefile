@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime clean
+.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,25 @@ demo: $(STAMP)
 	$(PY) examples/demo_adapters.py --dir $(DEMO) --export $(DEMO)/sdk-runs.jsonl
 	$(AGENTFSM) validate $(DEMO)/sdk-runs.jsonl
 	$(AGENTFSM) diagram --run $(DEMO)/sdk-runs.jsonl --run-id sdk-openai --format mermaid
+	$(MAKE) --no-print-directory demo-ticket
+
+TICKET := examples.lifecycles.ticket:TICKET_TABLE
+TICKETS := $(DEMO)/tickets.db
+
+# A second lifecycle, your own: a support ticket a person can take over (`escalated`, reached
+# by `ticket.escalated`, an event type of that lifecycle). The Runner drives it on SQLite; the
+# approver's rejection, the escalation and the hand-back are made from the command line.
+demo-ticket: $(STAMP)
+	mkdir -p $(DEMO) && rm -f $(TICKETS)
+	$(PY) examples/demo_ticket.py start --db $(TICKETS)
+	$(AGENTFSM) reject t-1 t1.1 --approver ann --reason "needs a human" --store $(TICKETS) --table $(TICKET)
+	$(AGENTFSM) append t-1 ticket.escalated escalated_to=tier-2 --store $(TICKETS) --table $(TICKET)
+	$(PY) examples/demo_ticket.py resume --db $(TICKETS)
+	$(AGENTFSM) append t-1 ticket.handed_back note="refunded by hand" --store $(TICKETS) --table $(TICKET)
+	$(PY) examples/demo_ticket.py resume --db $(TICKETS)
+	$(AGENTFSM) export --store $(TICKETS) --table $(TICKET) -o $(DEMO)/tickets.jsonl
+	$(AGENTFSM) validate $(DEMO)/tickets.jsonl --table $(TICKET)
+	$(AGENTFSM) diagram --table $(TICKET) --run $(DEMO)/tickets.jsonl --format mermaid
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentfsm tests benchmarks examples

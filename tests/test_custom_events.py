@@ -368,3 +368,19 @@ def test_the_schema_command_takes_the_table(capsys: pytest.CaptureFixture[str]) 
     schema = json.loads(capsys.readouterr().out)
     assert schema == event_json_schema(TYPES)
     assert "ticket.handed_back" in schema["properties"]["type"]["enum"]
+
+
+def test_append_names_a_field_the_type_does_not_take(tmp_path: Path) -> None:
+    """`append_event` checks fields before any I/O and names the run, not a sequence."""
+    from agentfsm.runtime import append_event, submit
+
+    with SQLiteEventStore(
+        tmp_path / "t.db", options=StoreOptions(reducer=Reducer(TICKET_TABLE))
+    ) as store:
+        submit(store, "t-1", "refund")
+        with pytest.raises(EventFormatError) as info:
+            append_event(store, "t-1", "ticket.escalated", escalated_to="x", mood="grumpy")
+        assert str(info.value) == (
+            "run 't-1': not a valid event: field 'mood' is not part of 'ticket.escalated'"
+        )
+        assert store.load("t-1").version == 1

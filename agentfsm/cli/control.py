@@ -1,4 +1,4 @@
-"""`agentfsm cancel|pause|unpause|runs`: steer runs in a store, and list them.
+"""`agentfsm cancel|pause|unpause|append|runs`: steer runs in a store, and list them.
 
 Each steering command appends one event and prints the run's status after it; the process
 driving the run notices at its next step. `steer` is the frame every steering command
@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from json import loads as parse_json
+from typing import Any
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
@@ -76,8 +78,26 @@ def _cancel(store: EventStore, a: argparse.Namespace) -> RunRecord:
     return control.cancel(store, a.run_id, reason=a.reason, requested_by=a.requested_by)
 
 
+def _field(text: str) -> tuple[str, Any]:
+    """`name=text` or `name:=json` (as HTTPie spells them), checked as the line is read."""
+    name, json_sep, raw = text.partition(":=")
+    if json_sep and name and "=" not in name:
+        try:
+            return name, parse_json(raw)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: not JSON after ':=' ({exc})") from None
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: want FIELD=TEXT or FIELD:=JSON")
+    return name, value
+
+
+def _append(store: EventStore, a: argparse.Namespace) -> RunRecord:
+    return control.append_event(store, a.run_id, a.event_type, **dict(a.fields))
+
+
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
-    """Register cancel, pause, unpause and runs."""
+    """Register cancel, pause, unpause, append and runs."""
     p = command(
         subparsers, "cancel", "ask a run to stop; calls in flight settle, then it is cancelled",
         'agentfsm cancel run_123 --reason "customer hung up" --store runs.db',
@@ -102,6 +122,19 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     run_argument(p)
     # `unpause`, not `resume`: the command only makes the run runnable, it drives nothing.
     p.set_defaults(handler=steer("unpause", lambda s, a: control.unpause(s, a.run_id)))
+
+    p = command(
+        subparsers, "append", "append one event of the run's table (a lifecycle's own, too)",
+        "agentfsm append t-1 ticket.escalated escalated_to=tier-2 priority=urgent "
+        "--store runs.db\n  agentfsm append t-1 ticket.scored score:=0.8 --store runs.db",
+    )  # fmt: skip
+    run_argument(p)
+    p.add_argument("event_type", type=_args.identity, metavar="EVENT_TYPE")
+    p.add_argument(
+        "fields", nargs="*", metavar="FIELD=TEXT|FIELD:=JSON", type=_field,
+        help="the event's own fields: text as given, or a JSON value after :=",
+    )  # fmt: skip
+    p.set_defaults(handler=steer("append", _append))
 
     p = command(
         subparsers, "runs", "list the runs in a store with their status (no replay)",

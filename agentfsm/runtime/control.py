@@ -20,8 +20,15 @@ from typing import Any
 
 import attrs
 
-from agentfsm.errors import ActionError, ConcurrencyConflictError, LifecycleError, StoreError
+from agentfsm.errors import (
+    ActionError,
+    ConcurrencyConflictError,
+    EventFormatError,
+    LifecycleError,
+    StoreError,
+)
 from agentfsm.events import models as m
+from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event, Limits
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
@@ -32,6 +39,7 @@ __all__ = [
     "aapprove",
     "acancel",
     "apause",
+    "append_event",
     "approve",
     "areject",
     "asubmit",
@@ -314,6 +322,41 @@ def unpause(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord
         RunNotFoundError: no such run.
     """
     return _run(store, _steer(run_id, _unpause, clock))
+
+
+def append_event(
+    store: EventStore,
+    run_id: str,
+    event_type: str,
+    /,
+    *,
+    clock: Clock = _now,
+    **fields: Any,
+) -> RunRecord:
+    """Append one event of the run's table, given its type and fields: the steering verb for
+    a lifecycle's own events (`ticket.escalated`, `ticket.handed_back`, ...).
+
+    Validated like any event (against the table's own types, then its lifecycle), and
+    retried after a lost race like every steering verb.
+
+    Raises:
+        EventFormatError: the table has no such event type, or a field is wrong.
+        LifecycleError: the run's lifecycle refuses it now (nothing was written).
+        RunNotFoundError: no such run.
+    """
+    types = store.reducer.table.event_types
+    # Checked once before any I/O, with the parser's own messages (the sequence is not known
+    # yet: the error names the run only).
+    try:
+        parse_event(
+            {**fields, "type": event_type, "run_id": run_id, "sequence": 1,
+             "occurred_at": clock().isoformat()},
+            events=types,
+        )  # fmt: skip
+    except EventFormatError as exc:
+        raise EventFormatError(exc.problems, run_id=run_id) from None
+    cls = types.classes[event_type]
+    return _run(store, _steer(run_id, lambda _record: (cls, fields), clock))
 
 
 def submit(
