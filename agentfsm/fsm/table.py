@@ -239,11 +239,11 @@ class TransitionTable:
         except KeyError:
             raise KeyError(f"table '{self.name}' declares no state '{state}'") from None
 
-    @property
-    def runnable_states(self) -> tuple[str, ...]:
+    @functools.cached_property
+    def runnable_states(self) -> frozenset[str]:
         """States in which a run has work its driver can do without a person: the `active`
         and `in_flight` kinds (what workers claim and a Runner drives)."""
-        return self.states_of(StateKind.ACTIVE, StateKind.IN_FLIGHT)
+        return frozenset(self.states_of(StateKind.ACTIVE, StateKind.IN_FLIGHT))
 
     def stops_driving(self, state: str) -> bool:
         """Whether a Runner returns at `state`: it is terminal, waits for a person, or is

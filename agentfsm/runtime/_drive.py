@@ -404,7 +404,7 @@ class Driver:
         stopping: Callable[[], bool],
     ) -> Job:
         """One call of a batch, to its end: what stops the batch is returned, not raised."""
-        if stopping() or writer.record.status not in p.ACTIVE:
+        if stopping() or not p.working(self.reducer.table, writer.record.status):
             return None
         try:
             yield from self._work(writer, work, children, stopping)
@@ -443,7 +443,10 @@ class Driver:
                 _appended((yield Append(writer, [started])))
             spec = yield from self._invoke(writer, writer.record, tool, aid, children)
             record = _appended((yield Append(writer, [spec])))
-            if not p.retry_allowed(record, record.actions[aid], tool) or stopping():
+            if (
+                not p.retry_allowed(record, record.actions[aid], tool, self.reducer.table)
+                or stopping()
+            ):
                 return
             mode = "retry"
 
@@ -490,4 +493,4 @@ class Driver:
             tree.charge(child)
         result = yield from runner._proceed(runner._writer(child, tree))
         children[child_id] = result
-        return p.child_outcome(aid, result, _ChildWaiting)
+        return p.child_outcome(aid, result, _ChildWaiting, self.reducer.table)

@@ -19,6 +19,7 @@ from agentfsm.errors import GuardRejectedError, OverrunError
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
 from agentfsm.events.models import parse_timestamp
+from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import AnyOf, Guard
 from agentfsm.guards.limits import Budget, MaxTurns
 from agentfsm.names import (
@@ -48,7 +49,6 @@ from agentfsm.runtime.writer import Spec, approval_asked, declined, requested
 
 A = ActionStatus
 S = RunStatus
-ACTIVE = frozenset({S.RUNNING, S.WAITING_TOOL})
 
 #: action ids for calls the model gave none (or a used one) for: (record, index) -> id.
 ActionIds = Callable[[RunRecord, int], str]
@@ -126,7 +126,15 @@ def _flat(guards: Sequence[Guard]) -> list[Guard]:
     return out
 
 
-def retry_allowed(record: RunRecord, action: Action, tool: Tool | None) -> bool:
+def working(table: TransitionTable, status: str) -> bool:
+    """Whether a run in `status` may start more calls: active or in flight, and not where
+    a cancellation settles."""
+    return status in table.runnable_states and not table.settles_cancel(status)
+
+
+def retry_allowed(
+    record: RunRecord, action: Action, tool: Tool | None, table: TransitionTable
+) -> bool:
     """A failed action may run again: retryable error, safe tool, attempts left, same batch."""
     return (
         tool is not None
@@ -137,7 +145,8 @@ def retry_allowed(record: RunRecord, action: Action, tool: Tool | None) -> bool:
         and action.attempts < tool.max_attempts
         and action.action_id in record.batch
         and not record.model_call_open
-        and record.status in ACTIVE
+        # Where the table lets a call start again (running and waiting_tool by default).
+        and "tool.started" in table.allowed(record.status)
     )
 
 
@@ -203,7 +212,7 @@ class Planner:
                     work.append(Work(action.action_id, tool, "reexecute"))
                 else:
                     orphans.append(_unknown_orphan(action, tool))
-            elif retry_allowed(record, action, tool):
+            elif retry_allowed(record, action, tool, self.reducer.table):
                 assert tool is not None
                 work.append(Work(action.action_id, tool, "retry"))
         if orphans:
@@ -625,23 +634,27 @@ def resolved(record: RunRecord) -> bool:
     return all(record.actions[a].status in RESOLVED for a in record.batch)
 
 
-def child_outcome(action_id: str, result: Any, waiting: Callable[[Any], Exception]) -> Spec:
+def child_outcome(
+    action_id: str, result: Any, waiting: Callable[[Any], Exception], table: TransitionTable
+) -> Spec:
     """The parent's record of a subagent's run: its answer, or why it has none.
 
     A child that waits (for approval, a pause, its own child) leaves the parent's call in
     flight: `waiting(result)` is raised, and resuming the parent resumes the child.
     """
     record = result.record
-    if record.status == S.COMPLETED:
-        return outcome(action_id, record.final_output)
-    if result.superseded or record.status not in (S.FAILED, S.CANCELLED, S.TERMINATED):
+    # By what the child's log says, not by the default table's names: a table of your own
+    # may end runs in states of its own.
+    if result.superseded or not table.is_terminal(record.status):
         raise waiting(result)
-    if record.status == S.TERMINATED:
+    if record.stop_reason is not None:
         why = f"stopped by '{record.stop_reason}': {record.stop_detail}"
-    elif record.status == S.FAILED and record.error is not None:
+    elif record.error is not None:
         why = f"failed ({record.error.kind}): {record.error.message}"
-    else:
+    elif record.cancel_reason is not None or record.status == S.CANCELLED:
         why = "was cancelled"
+    else:
+        return outcome(action_id, record.final_output)
     return (
         m.ToolFailed,
         {

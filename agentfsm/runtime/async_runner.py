@@ -232,7 +232,7 @@ class AsyncRunner(Driver):
                 except RunSupersededError as exc:
                     ends.append(exc)
                     stopping = True
-                if writer.record.status not in p.ACTIVE:
+                if not p.working(self.reducer.table, writer.record.status):
                     stopping = True
             if pending and stopping:
                 _, pending = await asyncio.wait(pending, timeout=self.config.cancel_grace)

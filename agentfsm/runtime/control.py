@@ -333,8 +333,9 @@ def append_event(
     clock: Clock = _now,
     **fields: Any,
 ) -> RunRecord:
-    """Append one event of the run's table, given its type and fields: the steering verb for
-    a lifecycle's own events (`ticket.escalated`, `ticket.handed_back`, ...).
+    """Append one event of the run's table, given its type and fields.
+
+    The steering verb for a lifecycle's own events (`ticket.escalated`, `ticket.handed_back`).
 
     Validated like any event (against the table's own types, then its lifecycle), and
     retried after a lost race like every steering verb.

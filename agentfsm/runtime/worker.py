@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from agentfsm._log import get_logger
@@ -77,7 +77,7 @@ class _Leasing:
         renew_every: float | None,
         retry_after: float,
         clock: Callable[[], float],
-        runnable: tuple[str, ...],
+        runnable: Iterable[str],
     ) -> None:
         if ttl <= 0:
             raise ValueError(f"ttl must be positive, got {ttl!r}")

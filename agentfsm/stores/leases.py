@@ -45,7 +45,7 @@ __all__ = [
 
 #: The default table's states in which a run has work a worker can do without a person
 #: (its `runnable_states`, read from the kinds the table declares).
-RUNNABLE_STATUSES: tuple[str, ...] = DEFAULT_TABLE.runnable_states
+RUNNABLE_STATUSES: tuple[str, ...] = tuple(sorted(DEFAULT_TABLE.runnable_states))
 
 
 class LeaseStore(Protocol):
