@@ -8,6 +8,8 @@ drops `escalated_urgent` and lets `escalated` be paused) are the running example
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -388,3 +390,21 @@ class TestARunKeepsItsVersion:
                 "(`--table`, or the registry of `agentfsm.fsm.registry`)"
             )
             assert store.load("t-5").status == "escalated"
+
+
+def test_the_docs_show_what_the_command_prints(tmp_path: Path) -> None:
+    """The "Versions" example of docs/lifecycles.md, run on the store `ticket_store` builds,
+    prints exactly the block the page shows."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "lifecycles.md").read_text(
+        encoding="utf-8"
+    )
+    block = page.split("### Versions", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    command, *shown = block.splitlines()
+    args = command.removeprefix("$ agentfsm ").split()
+    assert args[-2:] == ["--store", "runs.db"]
+    db = ticket_store(tmp_path / "runs.db")
+    out = subprocess.run(
+        [sys.executable, "-m", "agentfsm", *args[:-1], str(db)],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    assert (out.returncode, out.stdout.splitlines(), out.stderr) == (1, shown, "")
