@@ -1,4 +1,13 @@
-"""`agentfsm check-table`: check a table (or a table spec) and print the report."""
+"""`agentfsm check-table`: check a table (or a table spec) and print the report; with
+`--against OLD`, what changed from an older version, and with `--store`, which runs in flight
+the change touches.
+
+Exit status with `--against`: without `--store`, 1 when the new version takes anything away
+(a move removed or changed, a state removed or of another kind, an event type removed or
+with other fields), 0 when it only adds; with `--store`, 1 when a run in flight started
+under OLD stands where the change touches it, else 0: the store answers whether deploying
+the new version strands a run, which is the question there.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +16,15 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.cli._output import print_json, shown, why
-from agentfsm.errors import InvalidTableError
+from agentfsm.cli._store import opened_store
+from agentfsm.errors import CorruptLogError, InvalidTableError
 from agentfsm.fsm.check import (
     TableReport,
     check_parts,
@@ -20,7 +33,9 @@ from agentfsm.fsm.check import (
     transition_matrix,
 )
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.diff import TableDiff, diff_tables
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.stores.base import EventStore
 
 __all__ = ["add_parser"]
 
@@ -37,10 +52,19 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         epilog=(
             "examples:\n  agentfsm check-table\n"
             "  agentfsm check-table --table myapp.lifecycle:TABLE\n"
-            "  agentfsm check-table --spec lifecycle.json --format json"
+            "  agentfsm check-table --spec lifecycle.json --format json\n"
+            "  agentfsm check-table myapp.lifecycle:TABLE_V2 --against myapp.lifecycle:TABLE\n"
+            "  agentfsm check-table v2.json --against v1.json --store runs.db\n\n"
+            "with --against: exit 1 when the new version removes or changes a move, a state,\n"
+            "or an event type (0 when it only adds); with --store, exit 1 when a run in\n"
+            "flight under OLD stands where the change touches it (0 when none does)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument(
+        "new", nargs="?", metavar="NEW",
+        help="the table to check: MODULE:ATTR, or a table spec FILE.json",
+    )  # fmt: skip
     source = p.add_mutually_exclusive_group()
     source.add_argument(
         "--table", metavar="MODULE:ATTR",
@@ -49,25 +73,75 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     source.add_argument("--spec", type=_args.path, metavar="FILE.json", help="a table description")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--matrix", action="store_true", help="also print every (state, event) move")
+    p.add_argument(
+        "--against", metavar="OLD",
+        help="list what changed from this older version (MODULE:ATTR or FILE.json)",
+    )  # fmt: skip
+    p.add_argument(
+        "--store", type=_args.text, metavar="PATH|URL",
+        help="with --against: the runs in flight the change touches (SQLite file or URL)",
+    )  # fmt: skip
     p.set_defaults(handler=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
-    table: TransitionTable | None = None
+    if args.new is not None:
+        if args.table is not None or args.spec is not None:
+            raise UsageError(f"{PROG} check-table: give NEW or --table/--spec, not both")
+        if _is_spec(args.new):
+            args.spec = Path(args.new)
+        else:
+            args.table = args.new
+    if args.against is None:
+        if args.store is not None:
+            raise UsageError(f"{PROG} check-table: --store goes with --against OLD")
+        return _check_one(args)
+    if args.matrix:
+        raise UsageError(f"{PROG} check-table: --matrix does not go with --against")
+    return _compare(args)
+
+
+def _is_spec(value: str) -> bool:
+    """A file (`v2.json`, or any existing file) rather than `MODULE:ATTR`."""
+    return value.endswith(".json") or os.path.isfile(value)
+
+
+def _check_one(args: argparse.Namespace) -> int:
+    table, report = _report(args)
+    _print_report(args, table, report)
+    return 0 if report.ok else 1
+
+
+def _report(args: argparse.Namespace) -> tuple[TransitionTable | None, TableReport]:
+    """The table `--spec`, `--table` or NEW names (the default one if none), and its report."""
     if args.spec is not None:
-        try:
-            spec = json.loads(args.spec.read_text(encoding="utf-8"))
-            report = check_parts(*table_from_spec(spec))
-        except OSError as exc:
-            raise UsageError(
-                f"{PROG} check-table: cannot read '{args.spec}': {exc.strerror}"
-            ) from None
-        except (ValueError, RecursionError) as exc:
-            raise UsageError(f"{PROG} check-table: '{args.spec}': {why(exc)}") from None
-    elif args.table is not None:
-        table, report = _load(args.table)
-    else:
-        table, report = DEFAULT_TABLE, check_table(DEFAULT_TABLE)
+        return _from_spec(args.spec)
+    if args.table is not None:
+        return _load(args.table)
+    return DEFAULT_TABLE, check_table(DEFAULT_TABLE)
+
+
+def _from_spec(path: Path) -> tuple[TransitionTable | None, TableReport]:
+    try:
+        parts = table_from_spec(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise UsageError(f"{PROG} check-table: cannot read '{path}': {exc.strerror}") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{PROG} check-table: '{path}': {why(exc)}") from None
+    report = check_parts(*parts)
+    if not report.ok:
+        return None, report
+    name, states, initial, transitions, event_types = parts
+    return TransitionTable(name, states, initial, transitions, event_types), report
+
+
+def _print_report(
+    args: argparse.Namespace, table: TransitionTable | None, report: TableReport
+) -> None:
+    if args.spec is not None:
+        # A spec's conditions are labels that always hold: its matrix would show alternatives
+        # the real predicates choose between as if any could fire; it was never printed.
+        table = None
     if args.format == "json":
         out = report.to_json()
         if args.matrix and table is not None:
@@ -83,7 +157,126 @@ def _check(args: argparse.Namespace) -> int:
             for (state, event), cell in transition_matrix(table).items():
                 moves = ", ".join(f"{t} [{c}]" if c else t for c, t in cell) or "-"
                 print(shown(f"  {state:<18} {event:<22} {moves}"))
-    return 0 if report.ok else 1
+
+
+def _compare(args: argparse.Namespace) -> int:
+    new, report = _report(args)
+    if new is None:  # a new version that cannot be built is reported as without --against
+        _print_report(args, new, report)
+        return 1
+    old, old_report = (
+        _from_spec(Path(args.against)) if _is_spec(args.against) else _load(args.against)
+    )
+    if old is None:
+        raise UsageError(
+            f"{PROG} check-table: --against '{args.against}' is not a valid table: "
+            + "; ".join(old_report.errors)
+        )
+    diff = diff_tables(old, new)
+    runs = None
+    if args.store is not None:
+        with opened_store(args.store, "check-table") as store:
+            runs = _RunsInFlight.of(store, old, diff)
+    if args.format == "json":
+        out = diff.to_json()
+        if runs is not None:
+            out["runs"] = runs.to_json()
+        print_json(lambda: out, "check-table")
+    else:
+        print("\n".join(map(shown, _diff_lines(diff, runs))))
+    if runs is not None:
+        return 1 if runs.affected else 0
+    return 1 if diff.takes_away else 0
+
+
+def _diff_lines(diff: TableDiff, runs: _RunsInFlight | None) -> Iterator[str]:
+    yield f"old: '{diff.old.name}' ({diff.old.digest})"
+    yield f"new: '{diff.new.name}' ({diff.new.digest})"
+    if diff.identical:
+        yield "the same version: nothing changed"
+    else:
+        yield from (f"- {s}" for s in diff.sentences())
+        yield diff.summary()
+    if runs is not None:
+        yield (
+            f"runs in flight: {runs.checked} checked, {len(runs.affected)} affected, "
+            f"{len(runs.not_compared)} not compared"
+        )
+        for run_id, status, reasons in runs.affected:
+            yield f"affected: run '{run_id}' in '{status}': {'; '.join(reasons)}"
+        for run_id, status, reason in runs.not_compared:
+            yield f"not compared: run '{run_id}' in '{status}': {reason}"
+
+
+#: How many runs are listed per read of the runs table (a store may hold many).
+_PAGE = 500
+
+
+class _RunsInFlight:
+    """The runs of a store that are not done, against a change from `old`.
+
+    A run started under `old` is affected when the diff touches the state it stands in
+    (`TableDiff.affects`); a run started under any other table keeps that table, so the
+    change is nothing to it, and it is listed as not compared, with the table it names.
+    """
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.affected: list[tuple[str, str, tuple[str, ...]]] = []
+        self.not_compared: list[tuple[str, str, str]] = []
+
+    @classmethod
+    def of(cls, store: EventStore, old: TransitionTable, diff: TableDiff) -> _RunsInFlight:
+        found = cls()
+        after: str | None = None
+        while page := store.runs(limit=_PAGE, after=after):
+            after = page[-1].run_id
+            for info in page:
+                # The runs table says where each run stands without folding its log; a run
+                # that ended is done under any version, so its log is not read.
+                if info.status in old.terminal_states:
+                    continue
+                found.checked += 1
+                why_not = _not_started_under(store, info.run_id, old, diff)
+                if why_not is not None:
+                    found.not_compared.append((info.run_id, info.status, why_not))
+                elif reasons := diff.affects(info.status):
+                    found.affected.append((info.run_id, info.status, reasons))
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "affected": [
+                {"run_id": r, "status": s, "reasons": list(why)} for r, s, why in self.affected
+            ],
+            "not_compared": [
+                {"run_id": r, "status": s, "reason": why} for r, s, why in self.not_compared
+            ],
+        }
+
+
+def _not_started_under(
+    store: EventStore, run_id: str, old: TransitionTable, diff: TableDiff
+) -> str | None:
+    """Why run `run_id` was not started under `old` (None when it was)."""
+    events = store.events(run_id)
+    try:
+        # `run.started` is a built-in type: the store reads it whatever the run's table.
+        ref = getattr(next(events, None), "table", None)
+    except CorruptLogError as exc:
+        return f"its first event does not read back: {exc}"
+    finally:
+        close = getattr(events, "close", None)  # a generator's, to release its cursor now
+        if close is not None:
+            close()
+    if ref is None:
+        return "its run.started names no table"
+    if ref.digest == old.digest:
+        return None
+    if ref.digest == diff.new.digest:
+        return "started under the new version already"
+    return f"started under '{ref.name}' ({ref.digest}), not the old version"
 
 
 def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:

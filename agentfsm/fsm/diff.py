@@ -1,0 +1,352 @@
+"""What changed between two versions of a table, move by move, and which states it touches.
+
+A changed table is another version (another digest), and a run keeps the version it started
+with. Before a new version replaces the old one for new runs, `diff_tables` says what the
+change does: the moves removed, added and changed per (state, event), the states added,
+removed or of another kind, the event types added, removed or with other fields. Each change
+is a sentence; the order is stable (removals first, then changes, then additions; names
+sorted within each), so a review or a test can pin the whole text.
+
+`TableDiff.affects(state)` says why a run standing in `state` under the old table would
+move differently under the new one: what `agentfsm check-table NEW --against OLD --store`
+reports for the runs in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import attrs
+
+from agentfsm.events.models import TableRef
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import StateKind
+
+__all__ = ["Edge", "KindChange", "MoveChange", "TableDiff", "diff_tables"]
+
+
+@attrs.frozen
+class Edge:
+    """One alternative of a move, as a diff compares it.
+
+    Attributes:
+        target: the state it enters.
+        condition: the name of its condition (None: it always applies).
+        guards: the names of the guards checked on it.
+    """
+
+    target: str
+    condition: str | None = None
+    guards: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """`to 'running' when 'batch resolved' (guards 'max_turns')`, for sentences."""
+        when = f" when '{self.condition}'" if self.condition is not None else ""
+        guards = f" (guards {_quoted(self.guards)})" if self.guards else ""
+        return f"to '{self.target}'{when}{guards}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return {"target": self.target, "condition": self.condition, "guards": list(self.guards)}
+
+
+@attrs.frozen
+class MoveChange:
+    """How one (state, event) pair moves differently.
+
+    Attributes:
+        source: the state the move leaves.
+        event: the event type that triggers it.
+        change: `removed` (legal before, refused now), `added` (refused before, legal now)
+            or `changed` (legal in both, with other alternatives, targets, guards or order).
+        old: its alternatives in the old table, in the order they are tried.
+        new: its alternatives in the new table.
+        details: one sentence per difference.
+    """
+
+    source: str
+    event: str
+    change: Literal["removed", "changed", "added"]
+    old: tuple[Edge, ...]
+    new: tuple[Edge, ...]
+    details: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return {
+            "source": self.source,
+            "event": self.event,
+            "change": self.change,
+            "old": [e.to_json() for e in self.old],
+            "new": [e.to_json() for e in self.new],
+            "details": list(self.details),
+        }
+
+
+@attrs.frozen
+class KindChange:
+    """A state declared in both tables with another kind.
+
+    Attributes:
+        state: its name.
+        old: its kind in the old table.
+        new: its kind in the new table.
+    """
+
+    state: str
+    old: StateKind
+    new: StateKind
+
+
+_ORDER = {"removed": 0, "changed": 1, "added": 2}
+
+
+@attrs.frozen
+class TableDiff:
+    """Everything that differs between two tables (`diff_tables`).
+
+    Attributes:
+        old: the old table's reference (name and digest).
+        new: the new table's reference.
+        states_removed: declared in the old table only, in its declaration order.
+        states_added: declared in the new table only, in its declaration order.
+        kinds_changed: states of both with another kind.
+        descriptions_changed: states of both whose description differs.
+        initial: `(old, new)` initial states when they differ.
+        events_removed: own or built-in event types the new table no longer declares, sorted.
+        events_added: event types only the new table declares, sorted.
+        events_changed: own event types of both whose fields (JSON Schema) differ, sorted.
+        moves: the (state, event) pairs that move differently: removed, then changed, then
+            added, each sorted by state and event.
+        reordered: the digests differ only because edges are declared in another order
+            (every move is the same).
+    """
+
+    old: TableRef
+    new: TableRef
+    states_removed: tuple[str, ...] = ()
+    states_added: tuple[str, ...] = ()
+    kinds_changed: tuple[KindChange, ...] = ()
+    descriptions_changed: tuple[str, ...] = ()
+    initial: tuple[str, str] | None = None
+    events_removed: tuple[str, ...] = ()
+    events_added: tuple[str, ...] = ()
+    events_changed: tuple[str, ...] = ()
+    moves: tuple[MoveChange, ...] = ()
+    reordered: bool = False
+
+    @property
+    def identical(self) -> bool:
+        """The same version: equal digests."""
+        return self.old.digest == self.new.digest
+
+    def moves_of(self, change: Literal["removed", "changed", "added"]) -> tuple[MoveChange, ...]:
+        """The move changes of one kind."""
+        return tuple(m for m in self.moves if m.change == change)
+
+    @property
+    def takes_away(self) -> bool:
+        """Whether the change removes or alters anything a run of the old table may rely on:
+        a move removed or changed, a state removed or of another kind, an event type removed
+        or with other fields, another initial state. False when it only adds (or only
+        renames, redescribes or reorders)."""
+        return bool(
+            self.states_removed
+            or self.kinds_changed
+            or self.initial
+            or self.events_removed
+            or self.events_changed
+            or any(m.change != "added" for m in self.moves)
+        )
+
+    def affects(self, state: str) -> tuple[str, ...]:
+        """Why a run in `state` under the old table would go on differently under the new
+        one, one sentence each; empty when it would not."""
+        if state in self.states_removed:
+            return (f"state '{state}' is not in the new table",)
+        reasons = [
+            f"state '{k.state}' is '{k.new}' in the new table, was '{k.old}'"
+            for k in self.kinds_changed
+            if k.state == state
+        ]
+        moves = ", ".join(f"'{m.event}' {m.change}" for m in self.moves if m.source == state)
+        if moves:
+            reasons.append(f"its moves changed: {moves}")
+        return tuple(reasons)
+
+    def sentences(self) -> tuple[str, ...]:
+        """Every change, one sentence each, in the diff's stable order."""
+        out: list[str] = []
+        if self.old.name != self.new.name:
+            out.append(f"the table is named '{self.new.name}', was '{self.old.name}'")
+        out += [f"state '{s}' was removed" for s in self.states_removed]
+        out += [f"event type '{e}' was removed" for e in self.events_removed]
+        if self.initial is not None:
+            out.append(f"the initial state is '{self.initial[1]}', was '{self.initial[0]}'")
+        out += [f"state '{k.state}' is '{k.new}', was '{k.old}'" for k in self.kinds_changed]
+        out += [f"event type '{e}' has other fields" for e in self.events_changed]
+        out += [f"state '{s}' has another description" for s in self.descriptions_changed]
+        for move in self.moves:
+            out += move.details
+        out += [f"state '{s}' was added" for s in self.states_added]
+        out += [f"event type '{e}' was added" for e in self.events_added]
+        if self.reordered:
+            out.append("edges are declared in another order; every move is the same")
+        return tuple(out)
+
+    def summary(self) -> str:
+        """One line: how many moves were removed, changed and added."""
+        counts = ", ".join(f"{len(self.moves_of(c))} {c}" for c in ("removed", "changed", "added"))
+        return f"moves: {counts}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict: the structured changes and their sentences."""
+        return {
+            "old": self.old.model_dump(),
+            "new": self.new.model_dump(),
+            "identical": self.identical,
+            "takes_away": self.takes_away,
+            "states": {
+                "removed": list(self.states_removed),
+                "added": list(self.states_added),
+                "kind_changed": [
+                    {"state": k.state, "old": k.old.value, "new": k.new.value}
+                    for k in self.kinds_changed
+                ],
+                "description_changed": list(self.descriptions_changed),
+            },
+            "initial": (
+                None if self.initial is None else {"old": self.initial[0], "new": self.initial[1]}
+            ),
+            "event_types": {
+                "removed": list(self.events_removed),
+                "added": list(self.events_added),
+                "changed": list(self.events_changed),
+            },
+            "moves": [m.to_json() for m in self.moves],
+            "reordered": self.reordered,
+            "sentences": list(self.sentences()),
+        }
+
+
+def diff_tables(old: TransitionTable, new: TransitionTable) -> TableDiff:
+    """What differs between `old` and `new`: states, event types and moves.
+
+    Conditions are compared by name, as the digest compares them: keep a name for one
+    predicate, or the diff (like the digest) cannot see that its meaning changed.
+    """
+    old_states = {s.name: s for s in old.states}
+    new_states = {s.name: s for s in new.states}
+    both = [s for s in old.state_names if s in new_states]
+    old_events, new_events = set(old.event_types.names), set(new.event_types.names)
+    moves = _moves(old, new)
+    diff = TableDiff(
+        old=old.ref,
+        new=new.ref,
+        states_removed=tuple(s for s in old.state_names if s not in new_states),
+        states_added=tuple(s for s in new.state_names if s not in old_states),
+        kinds_changed=tuple(
+            KindChange(s, old_states[s].kind, new_states[s].kind)
+            for s in both
+            if old_states[s].kind != new_states[s].kind
+        ),
+        descriptions_changed=tuple(
+            s for s in both if old_states[s].description != new_states[s].description
+        ),
+        initial=(old.initial, new.initial) if old.initial != new.initial else None,
+        events_removed=tuple(sorted(old_events - new_events)),
+        events_added=tuple(sorted(new_events - old_events)),
+        events_changed=tuple(
+            e for e in sorted(old_events & new_events) if _schema(old, e) != _schema(new, e)
+        ),
+        moves=moves,
+    )
+    # Anything else the digest sees is the declaration order of edges of different pairs:
+    # say so, rather than print an empty diff between two versions.
+    if not diff.identical and not diff.sentences():
+        diff = attrs.evolve(diff, reordered=True)
+    return diff
+
+
+def _schema(table: TransitionTable, event: str) -> dict[str, Any] | None:
+    # Built-in types are the same in every table; only a table's own types can differ.
+    if event not in table.event_types.custom:
+        return None
+    return table.event_types.classes[event].model_json_schema()
+
+
+def _pairs(table: TransitionTable) -> dict[tuple[str, str], tuple[Edge, ...]]:
+    pairs: dict[tuple[str, str], list[Edge]] = {}
+    for t in table.transitions:
+        edge = Edge(t.target, t.condition.name if t.condition else None, t.guards)
+        pairs.setdefault((t.source, t.event), []).append(edge)
+    return {pair: tuple(edges) for pair, edges in pairs.items()}
+
+
+def _moves(old: TransitionTable, new: TransitionTable) -> tuple[MoveChange, ...]:
+    before, after = _pairs(old), _pairs(new)
+    changes: list[MoveChange] = []
+    for pair in sorted(before.keys() | after.keys()):
+        was, now = before.get(pair, ()), after.get(pair, ())
+        if was == now:
+            continue
+        source, event = pair
+        head = f"'{source}' on '{event}'"
+        if not now:
+            change = MoveChange(
+                source, event, "removed", was, now,
+                (f"{head} is no longer allowed (it went {_alternatives(was)})",),
+            )  # fmt: skip
+        elif not was:
+            change = MoveChange(
+                source, event, "added", was, now,
+                (f"{head} is now allowed: {_alternatives(now)}",),
+            )  # fmt: skip
+        else:
+            details = tuple(f"{head}: {d}" for d in _edge_changes(was, now))
+            change = MoveChange(source, event, "changed", was, now, details)
+        changes.append(change)
+    changes.sort(key=lambda m: _ORDER[m.change])  # stable: sorted by pair within each kind
+    return tuple(changes)
+
+
+def _edge_changes(was: tuple[Edge, ...], now: tuple[Edge, ...]) -> list[str]:
+    # A pair's conditions are unique (the table refuses two edges with one condition, and
+    # two without), so the condition's name identifies an alternative across versions.
+    old_by = {e.condition: e for e in was}
+    new_by = {e.condition: e for e in now}
+    out = [f"the edge {e.text()} was removed" for e in was if e.condition not in new_by]
+    for e in was:
+        n = new_by.get(e.condition)
+        if n is None:
+            continue
+        when = f" when '{e.condition}'" if e.condition is not None else ""
+        if n.target != e.target:
+            out.append(f"the edge{when} goes to '{n.target}', was '{e.target}'")
+        if n.guards != e.guards:
+            out.append(
+                f"the edge{when} checks {_quoted(n.guards) or 'no guards'}, "
+                f"was {_quoted(e.guards) or 'no guards'}"
+            )
+    kept_old = [e.condition for e in was if e.condition in new_by]
+    kept_new = [e.condition for e in now if e.condition in old_by]
+    if kept_old != kept_new:
+        out.append(
+            f"conditions are tried in the order {_conditions(kept_new)}, "
+            f"was {_conditions(kept_old)}"
+        )
+    out += [f"the edge {e.text()} was added" for e in now if e.condition not in old_by]
+    return out
+
+
+def _alternatives(edges: Iterable[Edge]) -> str:
+    return ", else ".join(e.text() for e in edges)
+
+
+def _conditions(names: Iterable[str | None]) -> str:
+    return ", ".join("(none)" if n is None else f"'{n}'" for n in names)
+
+
+def _quoted(names: Iterable[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
