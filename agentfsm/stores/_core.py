@@ -22,6 +22,7 @@ from agentfsm.errors import (
     InvalidRunIdError,
     LifecycleError,
     StoreInconsistentError,
+    TableMismatchError,
 )
 from agentfsm.events.bounds import MAX_EVENT_BYTES
 from agentfsm.events.canonical import canonical_json
@@ -480,6 +481,10 @@ def fold_rows(
             raise CorruptLogError(_BAD_LINK, run_id=run_id, sequence=row.sequence)
         try:
             record = reduce(record, event)
+        except TableMismatchError:
+            # Not damage: the store was opened with another table than the run's. Said as
+            # such, so an operator is not sent looking for corruption.
+            raise
         except LifecycleError as exc:
             raise CorruptLogError(
                 f"the stored event breaks the run's lifecycle: {exc}",
