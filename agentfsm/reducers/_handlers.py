@@ -10,14 +10,14 @@ table before, and the guards after; this module is the rest of steps 3 and 4 and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentfsm.errors import ActionError, LifecycleError, TableMismatchError
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
 from agentfsm.events.canonical import same_json
 from agentfsm.events.models import parse_timestamp
-from agentfsm.fsm.table import Condition
+from agentfsm.fsm.table import Condition, TransitionTable
 from agentfsm.names import RESOLVED, ActionStatus
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers._changes import (
@@ -45,8 +45,12 @@ from agentfsm.reducers._changes import (
     set_started,
 )
 
-if TYPE_CHECKING:
-    from agentfsm.reducers.reduce import Reducer
+
+class Reducer(Protocol):
+    """What a handler reads of the reducer that calls it: the table (not the class itself,
+    so this module does not import the one that imports it)."""
+
+    table: TransitionTable
 
 __all__ = ["HANDLERS", "Handler", "Move"]
 
@@ -56,7 +60,7 @@ _NOT_RUN = (A.PROPOSED, A.APPROVAL_PENDING, A.APPROVED)
 
 #: A precomputed move of the table: the target itself, or ordered (condition, target) pairs.
 Move = str | tuple[tuple[Condition | None, str], ...]
-Handler = Callable[["Reducer", RunRecord, Any, Move], RunRecord]
+Handler = Callable[[Reducer, RunRecord, Any, Move], RunRecord]
 
 
 def _to(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> str:
