@@ -26,13 +26,9 @@ from agents.tool import Tool
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
-from agentfsm.adapters._sdk import (
-    CancelStop,
-    GuardStop,
-    Recorder,
-    jsonable,
-    parse_arguments,
-)
+from agentfsm.adapters._recorder import Recorder
+from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
+from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import call_started

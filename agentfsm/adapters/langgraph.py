@@ -96,19 +96,19 @@ from agentfsm.adapters._langgraph_signals import (
     approval_request,
     quiet_intended_stops,
 )
-from agentfsm.adapters._sdk import (
+from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
-    ObservedRun,
-    Pricing,
-    RunOptions,
-    SdkRun,
     SignalIllegalTransitionError,
+)
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._storable import jsonable
+from agentfsm.adapters._subagents import (
     approved_call,
-    jsonable,
     pending_in,
-    per_million_tokens,
     stopped_line,
     subagent_records,
     waiting_on,

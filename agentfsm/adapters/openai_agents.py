@@ -73,6 +73,7 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentsRun", "openai-agents", exc) from exc
 
+from agentfsm.adapters._observed import ObservedRun
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,
     _NESTED,
@@ -83,20 +84,19 @@ from agentfsm.adapters._openai_agents_hooks import (
     _Stopped,
     tool_failure,
 )
-from agentfsm.adapters._sdk import (
+from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
-    ObservedRun,
-    Pricing,
     SavedStateError,
-    SdkRun,
     SignalIllegalTransitionError,
+)
+from agentfsm.adapters._sdk_run import SdkRun
+from agentfsm.adapters._storable import jsonable, parse_arguments
+from agentfsm.adapters._subagents import (
     approved_call,
-    jsonable,
-    parse_arguments,
     pending_in,
-    per_million_tokens,
     stopped_line,
     subagent_records,
     waiting_on,

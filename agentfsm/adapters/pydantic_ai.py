@@ -68,22 +68,18 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
-from agentfsm.adapters._sdk import (
+from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
-    ObservedRun,
-    Pricing,
-    RunOptions,
     SavedStateError,
-    SdkRun,
     SignalIllegalTransitionError,
-    approved_call,
-    jsonable,
-    per_million_tokens,
-    stopped_line,
-    waiting_on,
 )
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._storable import jsonable
+from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
