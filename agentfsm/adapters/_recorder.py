@@ -234,6 +234,47 @@ class Recorder:
                 self._deliver()
             return record
 
+    async def aappend(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        """`append` for asyncio code: the store is written in a worker thread (see `off_loop`).
+
+        Raises:
+            The same as `append`.
+        """
+        return await self.off_loop(self.append, signal, specs)
+
+    async def off_loop(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """`fn(*args, **kwargs)`, a call of this recorder that reads or writes the store, in a
+        worker thread, so a slow store does not stall the event loop.
+
+        Calls made from one event loop run one at a time, in the order they were made: what
+        a sync call would have written first is still written first. They take the
+        recorder's lock in their thread, as any sync call does, so they do not interleave
+        with an SDK's own threads either. Listeners then hear the events in that thread.
+
+        A cancelled caller still waits for its call to end: the thread cannot be stopped,
+        and a later write must not overtake one already under way. The cancel is raised
+        once it has ended, as it would have been after a sync call.
+        """
+        async with self._ordered():
+            # The worker gets a copy of the caller's context (`to_thread`): the adapters'
+            # context variables and structlog's bound values hold there too.
+            call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+            try:
+                return await asyncio.shield(call)
+            except asyncio.CancelledError:
+                await asyncio.wait([call])
+                if not call.cancelled():
+                    call.exception()  # seen: the caller hears the cancel, not this
+                raise
+
+    def _ordered(self) -> asyncio.Lock:
+        """The lock that orders this loop's `off_loop` calls (an asyncio lock is one loop's:
+        `run_sync` and `resume_sync` each run a loop of their own)."""
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._queue[0] is not loop:
+            self._queue = (loop, asyncio.Lock())
+        return self._queue[1]
+
     def _deliver(self) -> None:
         # Read back from the store: a batch may have had other processes' events folded in.
         for event in self.store.events(self.run_id, after=self._delivered):
