@@ -21,15 +21,10 @@ from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 
-from agentfsm.adapters._sdk import (
-    CancelStop,
-    GuardStop,
-    Recorder,
-    approved_call,
-    jsonable,
-    parse_arguments,
-    waits_for_person,
-)
+from agentfsm.adapters._recorder import Recorder
+from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
+from agentfsm.adapters._storable import jsonable, parse_arguments
+from agentfsm.adapters._subagents import approved_call, waits_for_person
 from agentfsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind

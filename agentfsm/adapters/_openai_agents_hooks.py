@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import inspect
 from typing import Any
 
 from agents import (
@@ -26,13 +27,9 @@ from agents.tool import Tool
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
-from agentfsm.adapters._sdk import (
-    CancelStop,
-    GuardStop,
-    Recorder,
-    jsonable,
-    parse_arguments,
-)
+from agentfsm.adapters._recorder import Recorder
+from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
+from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import call_started
@@ -69,18 +66,28 @@ def tool_failure(ctx: RunContextWrapper[Any] | _FailureContext, error: Exception
     """
     recorder = _CURRENT.get()
     if recorder is not None and isinstance(ctx, ToolContext | _FailureContext):
-        recorder.append(
-            f"failure_error_function (call '{ctx.tool_call_id}')",
-            [
-                (
-                    m.ToolFailed,
-                    {
-                        "action_id": ctx.tool_call_id,
-                        "error": {"kind": type(error).__name__, "message": str(error)},
-                    },
-                )
-            ],
-        )
+        recorder.append(*_tool_failed(ctx.tool_call_id, error))
+    return _failure_message(error)
+
+
+async def _atool_failure(call_id: str, error: Exception) -> None:
+    """`tool_failure` for the adapter's own async formatter: the store is written off the loop."""
+    recorder = _CURRENT.get()
+    if recorder is not None:
+        await recorder.aappend(*_tool_failed(call_id, error))
+
+
+def _tool_failed(call_id: str, error: Exception) -> tuple[str, list[Any]]:
+    """The signal and the `tool.failed` of a call whose tool raised `error`."""
+    failed = {"kind": type(error).__name__, "message": str(error)}
+    return (
+        f"failure_error_function (call '{call_id}')",
+        [(m.ToolFailed, {"action_id": call_id, "error": failed})],
+    )
+
+
+def _failure_message(error: Exception) -> str:
+    """What the model reads of a failed tool: the SDK's default message."""
     return f"An error occurred while running the tool. Please try again. Error: {error}"
 
 
@@ -88,16 +95,19 @@ def _recording_failures(config: RunConfig | None) -> RunConfig:
     """`config` with a `tool_error_formatter` that records `tool.failed` first.
 
     The SDK calls it for a function tool that keeps its default failure handling, with the
-    call id and the exception; what the model reads stays the caller's formatter's or the
-    SDK's default message.
+    call id and the exception, and awaits what it returns (so it may write off the loop);
+    what the model reads stays the caller's formatter's or the SDK's default message.
     """
     config = config if config is not None else RunConfig()
     formatter = config.tool_error_formatter
 
-    def record_then_format(args: ToolErrorFormatterArgs[Any]) -> Any:
+    async def record_then_format(args: ToolErrorFormatterArgs[Any]) -> Any:
         if args.kind == "tool_exception" and args.error is not None:
-            tool_failure(_FailureContext(args.call_id), args.error)
-        return formatter(args) if formatter is not None else None
+            await _atool_failure(args.call_id, args.error)
+        if formatter is None:
+            return None
+        message = formatter(args)
+        return await message if inspect.isawaitable(message) else message
 
     return dataclasses.replace(config, tool_error_formatter=record_then_format)
 
@@ -137,9 +147,9 @@ class _Hooks(RunHooks[Any]):
         if self.theirs is not None:
             await self.theirs.on_agent_end(context, agent, output)
 
-    def _append(self, signal: str, specs: list[Any]) -> None:
+    async def _append(self, signal: str, specs: list[Any]) -> None:
         try:
-            self.recorder.append(signal, specs)
+            await self.recorder.aappend(signal, specs)
         except (GuardStop, CancelStop) as stop:
             raise _Stopped(stop) from stop
 
@@ -152,7 +162,7 @@ class _Hooks(RunHooks[Any]):
     ) -> None:
         """A model call is about to start: `model.started`."""
         signal = f"RunHooks.on_llm_start (agent '{agent.name}')"
-        self._append(signal, [self.recorder.model_call()])
+        await self._append(signal, [self.recorder.model_call()])
         if self.theirs is not None:
             await self.theirs.on_llm_start(context, agent, system_prompt, input_items)
 
@@ -188,7 +198,7 @@ class _Hooks(RunHooks[Any]):
             fields = {"decision": DecisionKind.HANDOFF}
         else:
             fields = {"decision": DecisionKind.FINAL, "output": "".join(texts)}
-        self._append(
+        await self._append(
             f"RunHooks.on_llm_end (agent '{agent.name}')",
             [(m.ModelCompleted, {**fields, "usage": usage})],
         )
@@ -206,7 +216,7 @@ class _Hooks(RunHooks[Any]):
             # continuing the subagent: the call started before, and still runs.
             if action is None or action.status != ActionStatus.STARTED:
                 args = parse_arguments(context.tool_arguments)
-                self._append(
+                await self._append(
                     f"RunHooks.on_tool_start (call '{aid}')",
                     call_started(aid, context.tool_name, args),
                 )
@@ -222,7 +232,7 @@ class _Hooks(RunHooks[Any]):
             action = self.recorder.record.actions.get(aid)
             # A failure was recorded by the failure function; the SDK reports its message.
             if action is None or action.status != ActionStatus.FAILED:
-                self._append(
+                await self._append(
                     f"RunHooks.on_tool_end (call '{aid}')",
                     [(m.ToolCompleted, {"action_id": aid, "result": jsonable(result)})],
                 )
@@ -233,7 +243,7 @@ class _Hooks(RunHooks[Any]):
         self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
     ) -> None:
         """The SDK handed the run to another agent: `handoff`."""
-        self._append(
+        await self._append(
             f"RunHooks.on_handoff ('{from_agent.name}' → '{to_agent.name}')",
             [(m.Handoff, {"to_agent": to_agent.name})],
         )

@@ -96,19 +96,19 @@ from agentfsm.adapters._langgraph_signals import (
     approval_request,
     quiet_intended_stops,
 )
-from agentfsm.adapters._sdk import (
+from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
-    ObservedRun,
-    Pricing,
-    RunOptions,
-    SdkRun,
     SignalIllegalTransitionError,
+)
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._storable import jsonable
+from agentfsm.adapters._subagents import (
     approved_call,
-    jsonable,
     pending_in,
-    per_million_tokens,
     stopped_line,
     subagent_records,
     waiting_on,
@@ -282,7 +282,8 @@ class GraphRun(SdkRun):
     ) -> Any:
         """`delegate` for async graphs and tools (`graph.astream`)."""
         child = self._delegated(graph, tool_call_id)
-        if child.recorder.load_if_stored():  # called again on a resume: it paused
+        # Stored: called again on a resume, it paused.
+        if await child.recorder.off_loop(child.recorder.load_if_stored):
             done = await child._adrive(graph, input, config)
         else:
             done = await child.arun(graph, input, config, objective=objective, agent=agent)
@@ -325,14 +326,20 @@ class GraphRun(SdkRun):
         agent: str | None = None,
         limits: Limits | None = None,
     ) -> ObservedRun:
-        """`run` for async graphs and nodes (`graph.astream`)."""
-        self.recorder.start(objective=objective, agent=agent, limits=limits)
+        """`run` for async graphs and nodes (`graph.astream`).
+
+        LangChain calls our (sync) callbacks in its executor's threads when a graph is
+        streamed with `astream`; what this run records itself (its start, end, stops and
+        resumes) is written off the event loop too (`Recorder.off_loop`).
+        """
+        recorder = self.recorder
+        await recorder.off_loop(recorder.start, objective=objective, agent=agent, limits=limits)
         return await self._adrive(graph, input, config)
 
     async def aresume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
         """`resume` for async graphs and checkpointers (`graph.aget_state`, `astream`)."""
         state = await graph.aget_state(config)
-        command = self._resume_command(state.interrupts, value)
+        command = await self.recorder.off_loop(self._resume_command, state.interrupts, value)
         if isinstance(command, ObservedRun):
             return command
         return await self._adrive(graph, command, config)
@@ -435,10 +442,10 @@ class GraphRun(SdkRun):
             if self.handler.stop is not None:
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
-            return self._ended(exc)
+            return await self.recorder.off_loop(self._ended, exc)
         finally:
             _DRIVING.reset(driving)
-        return self._finish(interrupts)
+        return await self.recorder.off_loop(self._finish, interrupts)
 
     def _ended(self, exc: Exception) -> ObservedRun:
         """The run after the graph raised `exc`: a stop, a recursion limit, or a failure."""

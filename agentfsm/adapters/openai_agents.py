@@ -73,30 +73,32 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentsRun", "openai-agents", exc) from exc
 
+from agentfsm.adapters._observed import ObservedRun
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,
     _NESTED,
     _SUBAGENT,
     SDK,
+    _atool_failure,
+    _failure_message,
     _Hooks,
     _recording_failures,
     _Stopped,
     tool_failure,
 )
-from agentfsm.adapters._sdk import (
+from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
-    ObservedRun,
-    Pricing,
     SavedStateError,
-    SdkRun,
     SignalIllegalTransitionError,
+)
+from agentfsm.adapters._sdk_run import SdkRun
+from agentfsm.adapters._storable import jsonable, parse_arguments
+from agentfsm.adapters._subagents import (
     approved_call,
-    jsonable,
-    parse_arguments,
     pending_in,
-    per_million_tokens,
     stopped_line,
     subagent_records,
     waiting_on,
@@ -250,43 +252,48 @@ class AgentsRun(SdkRun):
     ) -> Any:
         """Drive one call of an `agent_tool` as this (child) run; return what the model reads."""
         recorder = self.recorder
-        if not recorder.load_if_stored():  # stored: called again on a resume, it paused
+        # Stored: called again on a resume, it paused.
+        if not await recorder.off_loop(recorder.load_if_stored):
             args = parse_arguments(input_json)
             objective = args["input"] if isinstance(args.get("input"), str) else input_json
-            recorder.start(objective=objective, agent=agent.name, limits=None)
+            await recorder.off_loop(
+                recorder.start, objective=objective, agent=agent.name, limits=None
+            )
         hooks, current = _SUBAGENT.set(self.hooks), _CURRENT.set(recorder)
         failure: Exception | None = None
         try:
             output = await run_nested(ctx, input_json)
         except _Stopped as stopped:
             items = list(stopped.run_data.new_items) if stopped.run_data else []
-            return stopped_line(agent.name, recorder.stopped(stopped.stop), _partial(items))
+            record = await recorder.off_loop(recorder.stopped, stopped.stop)
+            return stopped_line(agent.name, record, _partial(items))
         except MaxTurnsExceeded as exc:
             items = list(exc.run_data.new_items) if exc.run_data else []
-            record = recorder.append(
+            record = await recorder.aappend(
                 "MaxTurnsExceeded",
                 [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
             )
             return stopped_line(agent.name, record, _partial(items))
         except Exception as exc:  # noqa: BLE001  (any tool's failure: the model reads it)
-            self._fail(exc)
+            await self._fail(exc)
             failure = exc
         except BaseException as exc:  # the task was cancelled
-            self._fail(exc)
+            await self._fail(exc)
             raise
         finally:
             _SUBAGENT.reset(hooks)
             _CURRENT.reset(current)
         if failure is not None:  # as any failing tool: `tool.failed`, the model reads why
-            return tool_failure(ctx, failure)
+            await _atool_failure(ctx.tool_call_id, failure)
+            return _failure_message(failure)
         actions = recorder.record.actions.values()
         asked = [a for a in actions if a.status == ActionStatus.PROPOSED]
         if asked:  # the SDK paused the nested run on these: our caller's result carries them
             specs = [approval_asked(a.action_id, a.tool, a.arguments) for a in asked]
-            recorder.append("Agent.as_tool interruptions", specs)
+            await recorder.aappend("Agent.as_tool interruptions", specs)
         elif not any(a.status == ActionStatus.STARTED for a in actions):
             # Not waiting on a subagent of its own either: it ended (the table says if not).
-            recorder.append("Agent.as_tool returned", [(m.RunCompleted, {})])
+            await recorder.aappend("Agent.as_tool returned", [(m.RunCompleted, {})])
         return output
 
     async def run(
@@ -312,7 +319,10 @@ class AgentsRun(SdkRun):
         """
         _check_tool_use(agent)
         objective = input if isinstance(input, str) else None
-        self.recorder.start(objective=objective, agent=agent.name, limits=limits)
+        recorder = self.recorder
+        await recorder.off_loop(
+            recorder.start, objective=objective, agent=agent.name, limits=limits
+        )
         return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)
 
     def run_sync(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> ObservedRun:
@@ -351,13 +361,14 @@ class AgentsRun(SdkRun):
             SavedStateError: no state is given and the store keeps none, the run went on
                 since it was saved, or it does not load (corrupt, or another agent's).
         """
-        record = self.recorder.load()
-        settled = self._settle_without_driving(record, STATE)
+        recorder = self.recorder
+        record = await recorder.off_loop(recorder.load)
+        settled = await recorder.off_loop(self._settle_without_driving, record, STATE)
         if settled is not None:
             return settled
-        owners = subagent_records(self.recorder.store, record)
+        owners = await recorder.off_loop(subagent_records, recorder.store, record)
         if state is None:
-            raw = self.recorder.saved_state(STATE)
+            raw = await recorder.off_loop(recorder.saved_state, STATE)
             try:
                 run_state = await RunState.from_json(agent, json.loads(raw))
             except Exception as exc:
@@ -389,10 +400,10 @@ class AgentsRun(SdkRun):
         try:
             done = await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
             if not done.pending_approvals:
-                self.recorder.forget_state(STATE)
+                await self.recorder.off_loop(self.recorder.forget_state, STATE)
             return done
         except BaseException as exc:
-            self._fail(exc)
+            await self._fail(exc)
             raise
         finally:
             _CURRENT.reset(token)
@@ -425,7 +436,7 @@ class AgentsRun(SdkRun):
                 result = streamed
         except _Stopped as stopped:
             items = list(stopped.run_data.new_items) if stopped.run_data else []
-            record = recorder.stopped(stopped.stop)
+            record = await recorder.off_loop(recorder.stopped, stopped.stop)
             # A stop right after an answer (it overran the budget) comes before the SDK made
             # an item of it: the answer is in our record.
             partial = (
@@ -436,19 +447,21 @@ class AgentsRun(SdkRun):
             return ObservedRun(recorder.run_id, record, partial_output=partial, items=items)
         except MaxTurnsExceeded as exc:
             items = list(exc.run_data.new_items) if exc.run_data else []
-            record = recorder.append(
+            record = await recorder.aappend(
                 "MaxTurnsExceeded",
                 [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
             )
             return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
         items = list(result.new_items)
         try:
-            return self._settle(result, items)
+            return await self._settle(result, items)
         except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the SDK finished
-            record = recorder.stopped(stop)
+            record = await recorder.off_loop(recorder.stopped, stop)
             return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
 
-    def _settle(self, result: RunResult | RunResultStreaming, items: list[Any]) -> ObservedRun:
+    async def _settle(
+        self, result: RunResult | RunResultStreaming, items: list[Any]
+    ) -> ObservedRun:
         """Record how the SDK's run returned: waiting on its interruptions, or completed."""
         recorder = self.recorder
         if result.interruptions:
@@ -459,20 +472,22 @@ class AgentsRun(SdkRun):
                 for item in result.interruptions
                 if str(item.call_id) in actions
             ]
-            record = (
-                recorder.append("RunResult.interruptions", specs) if specs else recorder.waiting()
+            record = await (
+                recorder.aappend("RunResult.interruptions", specs)
+                if specs
+                else recorder.off_loop(recorder.waiting)
             )
             state = result.to_state().to_json()
-            recorder.save_state(STATE, json.dumps(state).encode())
+            await recorder.off_loop(recorder.save_state, STATE, json.dumps(state).encode())
             return ObservedRun(
                 recorder.run_id,
                 record,
                 items=items,
                 sdk_result=result,
                 state=state,
-                pending_approvals=waiting_on(recorder.store, record),
+                pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
             )
-        record = recorder.append("Runner.run returned", [(m.RunCompleted, {})])
+        record = await recorder.aappend("Runner.run returned", [(m.RunCompleted, {})])
         return ObservedRun(
             recorder.run_id,
             record,
@@ -481,18 +496,19 @@ class AgentsRun(SdkRun):
             sdk_result=result,
         )
 
-    def _fail(self, exc: BaseException) -> None:
+    async def _fail(self, exc: BaseException) -> None:
         """Record how the SDK run ended abnormally, unless the run cannot take it.
 
         A cancelled asyncio task is a cancel (`run.cancel_requested` + `run.cancelled`);
         any other exception is `run.failed`.
         """
+        recorder = self.recorder
         if not isinstance(exc, asyncio.CancelledError):
-            self.recorder.failed(exc)
+            await recorder.off_loop(recorder.failed, exc)
             return
         with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
-            self.recorder.append(
+            await recorder.aappend(
                 "asyncio cancellation",
                 [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
             )
-            self.recorder.cancelled()
+            await recorder.off_loop(recorder.cancelled)

@@ -68,22 +68,18 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
-from agentfsm.adapters._sdk import (
+from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
     GuardStop,
-    ObservedRun,
-    Pricing,
-    RunOptions,
     SavedStateError,
-    SdkRun,
     SignalIllegalTransitionError,
-    approved_call,
-    jsonable,
-    per_million_tokens,
-    stopped_line,
-    waiting_on,
 )
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._storable import jsonable
+from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
@@ -180,7 +176,8 @@ class AgentIterRun(SdkRun):
             limits: the run's own limits, recorded on `run.started` and enforced.
             **iter_kwargs: passed to `agent.iter` (`model`, `deps`, `usage_limits`, ...).
         """
-        self.recorder.start(objective=prompt, agent=agent.name, limits=limits)
+        recorder = self.recorder
+        await recorder.off_loop(recorder.start, objective=prompt, agent=agent.name, limits=limits)
         return await self._drive(agent, prompt, iter_kwargs)
 
     def run_sync(self, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> ObservedRun:
@@ -213,7 +210,9 @@ class AgentIterRun(SdkRun):
         if ctx.tool_call_id is None:
             raise ValueError("delegate() asks for a tool call's context: call it from a tool")
         child = self.subagent(ctx.tool_call_id)
-        if child.recorder.stored():  # called again by this run's resume: it paused
+        if await child.recorder.off_loop(
+            child.recorder.stored
+        ):  # called again by this run's resume: it paused
             done = await child.resume(agent, **iter_kwargs)
         else:
             done = await child.run(agent, prompt, **iter_kwargs)
@@ -243,12 +242,13 @@ class AgentIterRun(SdkRun):
             SavedStateError: no history is given and the store keeps none, the run went on
                 since it was saved, or it does not load.
         """
-        record = self.recorder.load()
-        settled = self._settle_without_driving(record, STATE)
+        recorder = self.recorder
+        record = await recorder.off_loop(recorder.load)
+        settled = await recorder.off_loop(self._settle_without_driving, record, STATE)
         if settled is not None:
             return settled
         if history is None:
-            history = self.recorder.saved_state(STATE)
+            history = await recorder.off_loop(recorder.saved_state, STATE)
             try:
                 messages = ModelMessagesTypeAdapter.validate_json(history)
             except ValueError as exc:  # pydantic's ValidationError is one
@@ -268,7 +268,7 @@ class AgentIterRun(SdkRun):
                 approvals[part.tool_call_id] = ToolDenied(action.reason or "rejected")
             elif action.status in (ActionStatus.APPROVED, ActionStatus.STARTED):
                 approvals[part.tool_call_id] = True  # started: `delegate` resumes its child
-        waiting = waiting_on(self.recorder.store, record)
+        waiting = await recorder.off_loop(waiting_on, recorder.store, record)
         if waiting:
             state = history if isinstance(history, str) else history.decode()
             return ObservedRun(record.run_id, record, state=state, pending_approvals=waiting)
@@ -286,23 +286,25 @@ class AgentIterRun(SdkRun):
         try:
             return await self._iterate(agent, prompt, kwargs)
         except (GuardStop, CancelStop) as stop:
-            return ObservedRun(recorder.run_id, recorder.stopped(stop), partial_output=self._last)
+            record = await recorder.off_loop(recorder.stopped, stop)
+            return ObservedRun(recorder.run_id, record, partial_output=self._last)
         except UsageLimitExceeded as exc:
             reason = "max_turns" if "request_limit" in str(exc) else "budget"
             end = (m.RunTerminated, {"stop_reason": reason, "detail": str(exc).split(". ")[0]})
             try:
-                record = recorder.append("UsageLimitExceeded", [*self._unseen_answer(), end])
+                record = await recorder.aappend("UsageLimitExceeded", [*self._unseen_answer(), end])
             except GuardStop as ours:  # the unseen answer overran our own limits too
-                record = recorder.stopped(ours)
+                record = await recorder.off_loop(recorder.stopped, ours)
             return ObservedRun(recorder.run_id, record, partial_output=self._last)
         except RunCancelled:
-            recorder.append(
+            await recorder.aappend(
                 "RunCancelled", [(m.RunCancelRequested, {"reason": "the agent run was cancelled"})]
             )
-            return ObservedRun(recorder.run_id, recorder.cancelled(), partial_output=self._last)
+            record = await recorder.off_loop(recorder.cancelled)
+            return ObservedRun(recorder.run_id, record, partial_output=self._last)
         except Exception as exc:
-            self._tool_raised(exc)
-            recorder.failed(exc)
+            await self._tool_raised(exc)
+            await recorder.off_loop(recorder.failed, exc)
             raise
 
     def _unseen_answer(self) -> list[Any]:
@@ -326,7 +328,7 @@ class AgentIterRun(SdkRun):
         }
         return [(m.ModelCompleted, fields)]
 
-    def _tool_raised(self, exc: Exception) -> None:
+    async def _tool_raised(self, exc: Exception) -> None:
         """Record `tool.failed` for the call whose exception ended the run, when it is plain.
 
         pydantic-ai lets a tool's exception (other than `ModelRetry`) end the run. With one
@@ -341,7 +343,7 @@ class AgentIterRun(SdkRun):
         if len(running) == 1:
             error = {"kind": type(exc).__name__, "message": str(exc)}
             with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
-                self.recorder.append(
+                await self.recorder.aappend(
                     f"tool exception (call '{running[0]}')",
                     [(m.ToolFailed, {"action_id": running[0], "error": error})],
                 )
@@ -355,16 +357,16 @@ class AgentIterRun(SdkRun):
             self._sdk_run, self._recorded = run, (0, 0, 0)
             async for node in run:
                 if Agent.is_model_request_node(node):
-                    recorder.append("ModelRequestNode", [recorder.model_call()])
+                    await recorder.aappend("ModelRequestNode", [recorder.model_call()])
                     if self.on_event is not None:  # streaming is asked for only if wanted
                         async with node.stream(run.ctx) as request:
                             async for event in request:
                                 await self._forward(event)
                 elif Agent.is_call_tools_node(node):
-                    self._model_completed(node.model_response, _output_tools(run.ctx))
+                    await self._model_completed(node.model_response, _output_tools(run.ctx))
                     async with node.stream(run.ctx) as stream:
                         async for event in stream:
-                            self._tool_event(event, approval)
+                            await self._tool_event(event, approval)
                             await self._forward(event)
             result = run.result
         assert result is not None  # the iteration ran to its End node
@@ -377,21 +379,25 @@ class AgentIterRun(SdkRun):
                 for part in output.approvals
                 if actions[part.tool_call_id].status != ActionStatus.STARTED
             ]
-            record = recorder.append("DeferredToolRequests", specs) if specs else recorder.waiting()
+            record = await (
+                recorder.aappend("DeferredToolRequests", specs)
+                if specs
+                else recorder.off_loop(recorder.waiting)
+            )
             history = ModelMessagesTypeAdapter.dump_json(result.all_messages())
-            recorder.save_state(STATE, history)
+            await recorder.off_loop(recorder.save_state, STATE, history)
             return ObservedRun(
                 recorder.run_id,
                 record,
                 sdk_result=result,
                 state=history.decode(),
-                pending_approvals=waiting_on(recorder.store, record),
+                pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
             )
-        record = recorder.append("End", [(m.RunCompleted, {})])
-        recorder.forget_state(STATE)
+        record = await recorder.aappend("End", [(m.RunCompleted, {})])
+        await recorder.off_loop(recorder.forget_state, STATE)
         return ObservedRun(recorder.run_id, record, final_output=output, sdk_result=result)
 
-    def _model_completed(self, response: ModelResponse, output_tools: set[str]) -> None:
+    async def _model_completed(self, response: ModelResponse, output_tools: set[str]) -> None:
         parts = [p for p in response.parts if isinstance(p, ToolCallPart)]
         # A structured output comes as a call of an output tool: it is the final answer,
         # not an action (pydantic-ai never runs it as a tool).
@@ -427,18 +433,18 @@ class AgentIterRun(SdkRun):
                 seen_in + (response.usage.input_tokens or 0),
                 seen_out + (response.usage.output_tokens or 0),
             )
-            self.recorder.append(
+            await self.recorder.aappend(
                 "CallToolsNode.model_response", [(m.ModelCompleted, {**fields, "usage": usage})]
             )
 
-    def _request(self, aid: str, part: ToolCallPart) -> None:
+    async def _request(self, aid: str, part: ToolCallPart) -> None:
         """`tool.requested` + `tool.started`: the call is about to run."""
         args = jsonable(part.args_as_dict())
-        self.recorder.append(
+        await self.recorder.aappend(
             f"FunctionToolCallEvent (call '{aid}')", call_started(aid, part.tool_name, args)
         )
 
-    def _tool_event(self, event: Any, approval: set[str]) -> None:
+    async def _tool_event(self, event: Any, approval: set[str]) -> None:
         recorder = self.recorder
         if isinstance(event, FunctionToolCallEvent):
             part = event.part
@@ -450,14 +456,14 @@ class AgentIterRun(SdkRun):
             if action is None and record.last_decision == DecisionKind.FINAL:
                 # end_strategy="exhaustive": a call beside the output runs after the final
                 # answer was decided; it is requested directly, as it was not proposed.
-                self._request(aid, part)
+                await self._request(aid, part)
                 return
             if action is None:
                 return  # not a call of a response we recorded
             waiting = part.tool_name in approval and action.status != ActionStatus.APPROVED
             if waiting or action.status not in (ActionStatus.PROPOSED, ActionStatus.APPROVED):
                 return  # deferred for approval: approval.requested comes with the output
-            self._request(aid, part)
+            await self._request(aid, part)
         elif isinstance(event, FunctionToolResultEvent):
             result = event.part
             aid = result.tool_call_id
@@ -474,7 +480,7 @@ class AgentIterRun(SdkRun):
             else:
                 error = {"kind": outcome, "message": str(result.content)}
                 spec = (m.ToolFailed, {"action_id": aid, "error": error})
-            recorder.append(signal, [spec])
+            await recorder.aappend(signal, [spec])
 
 
 def _output_tools(ctx: Any) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.adapters._sdk import jsonable, storable
+from agentfsm.adapters._storable import jsonable, storable
 from agentfsm.events import call_digest
 from agentfsm.events import models as m
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentfsm.adapters._sdk import ObservedRun
+from agentfsm.adapters._observed import ObservedRun
 from agentfsm.record import RunRecord
 from agentfsm.runtime import RunOutcome, RunResult
 

@@ -1,0 +1,445 @@
+"""`Recorder`: one SDK run's events appended to a store, checked, logged, and heard.
+
+An adapter turns an SDK's signals (a hook call, a stream chunk, a graph node) into our events
+and hands them to a `Recorder`, which appends them through the Runner's `Writer`: each batch
+is checked against the table, the ledger and the guards before it is written, and logged
+(`transition.applied` / `guard.rejected`). What can happen on an append:
+
+- a guard refuses → `GuardStop` (the adapter stops the SDK run, then `terminate()` records
+  `run.terminated` with the verdict);
+- another process asked to cancel the run and the event no longer applies → `CancelStop`
+  (the adapter stops the SDK run, then `cancelled()` records `run.cancelled`);
+- the SDK made a move the table refuses → the `LifecycleError`, re-raised with the SDK signal
+  that caused it (`SignalIllegalTransitionError` for an `IllegalTransitionError`).
+
+From asyncio code (an SDK's async hooks, an async iteration) use `aappend` and `off_loop`:
+the store is written in a worker thread, in the order the calls were made, so a slow store
+does not stall the event loop the SDK's model calls and tools share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ParamSpec, TypeVar
+
+from agentfsm.adapters._pricing import Pricing
+from agentfsm.adapters._sdk_errors import (
+    CancelStop,
+    GuardStop,
+    SavedStateError,
+    SignalIllegalTransitionError,
+)
+from agentfsm.adapters._storable import storable
+from agentfsm.adapters._subagents import subagents, waits_for_person
+from agentfsm.errors import (
+    GuardRejectedError,
+    IllegalTransitionError,
+    LifecycleError,
+    RunNotFoundError,
+)
+from agentfsm.events import models as m
+from agentfsm.events.models import Event, Limits
+from agentfsm.guards.base import Guard, Verdict
+from agentfsm.names import EventType, RunStatus
+from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime.recovery import rebuild_tree
+from agentfsm.runtime.runner import child_budget, new_tree
+from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
+from agentfsm.stores.base import EventStore
+
+__all__ = ["Recorder", "RecorderOptions"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+#: What may follow a saved SDK state: the decisions it waits for, or a cancel request.
+_AFTER_A_PAUSE = frozenset(
+    {EventType.APPROVAL_ACCEPTED, EventType.APPROVAL_REJECTED, EventType.RUN_CANCEL_REQUESTED}
+)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class RecorderOptions:
+    """How a run's events are checked, stamped, logged and heard; its subagents share them.
+
+    Attributes:
+        guards: Python guards (`MaxTurns(8)`, `Budget(...)`, `LoopDetector()`, ...).
+        clock: stamps events and is the guards' `now` (UTC wall clock by default).
+        logger: a structlog logger (by default `agentfsm._log.get_logger()`: see there).
+        listeners: called with every event of the run once it is stored, in order (e.g.
+            `RunSpans(tracer).feed` for live OpenTelemetry spans).
+        reserve_tokens: tokens each model call reserves (`Recorder.model_call`).
+        reserve_cost: cost each model call reserves.
+        pricing: the cost of a model call from its tokens (`Recorder.usage`).
+    """
+
+    guards: Sequence[Guard] = ()
+    clock: Callable[[], datetime] = _utc_now
+    logger: Any = None
+    listeners: Sequence[Callable[[Event], None]] = ()
+    reserve_tokens: int | None = None
+    reserve_cost: float | None = None
+    pricing: Pricing | None = None
+
+    def __post_init__(self) -> None:
+        for value, what in (
+            (self.reserve_tokens, "reserve_tokens"),
+            (self.reserve_cost, "reserve_cost"),
+        ):
+            if value is not None and value < 0:
+                raise ValueError(f"{what} must not be negative, got {value!r}")
+        # Tuples: the options are shared by a run and its subagents, and must not change.
+        object.__setattr__(self, "guards", tuple(self.guards))
+        object.__setattr__(self, "listeners", tuple(self.listeners))
+
+
+class Recorder:
+    """Appends one SDK run's events to a store, checked and logged (see the module docstring).
+
+    Args:
+        store: any of our `EventStore`s.
+        run_id: our id for the run.
+        sdk: the SDK's name, used when naming the signal behind an illegal move.
+        options: guards, clock, logger, listeners and model-call pricing (`RecorderOptions`).
+        budget: the budget tree of a subagent tree this run belongs to (see `child`).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        sdk: str,
+        options: RecorderOptions | None = None,
+        budget: BudgetTree | None = None,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.sdk = sdk
+        self.options = options if options is not None else RecorderOptions()
+        self.budget = budget
+        self._delivered = 0
+        self._reducer = Reducer(store.reducer.table, self.options.guards)
+        self._writer: Writer | None = None
+        # Some SDKs call back from several threads at once (LangGraph's parallel tools).
+        self._lock = threading.RLock()
+        # Orders the writes asyncio code sends to worker threads (see `off_loop`); made
+        # for the loop that first needs it, since an asyncio lock belongs to one loop.
+        self._queue: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    @property
+    def record(self) -> RunRecord:
+        """The run's record as this recorder last saw it."""
+        if self._writer is None:
+            return self._reducer.initial(self.run_id)
+        return self._writer.record
+
+    def _open(self, record: RunRecord) -> Writer:
+        self._writer = Writer(
+            self.store,
+            record,
+            reducer=self._reducer,
+            clock=self.options.clock,
+            logger=self.options.logger,
+            budget=self.budget,
+        )
+        return self._writer
+
+    def child(self, action_id: str, sdk: str) -> Recorder:
+        """The recorder of a subagent run started by this run's call `action_id`.
+
+        Its id is `<run_id>/<action_id>` (the Runner's convention). When this run has token or
+        cost limits, both runs draw on them through one budget tree: the child is refused for
+        `budget` once the tree would overspend, and so is this run's next call.
+        """
+        writer = self._writer if self._writer is not None else self._open(self.record)
+        with self._lock:
+            child_id, tree = child_budget(writer, writer.record, action_id)
+            self.budget = tree
+        return self.like(child_id, sdk, tree)
+
+    def like(self, run_id: str, sdk: str, budget: BudgetTree | None = None) -> Recorder:
+        """A recorder of run `run_id` with this one's store, guards, clock and options."""
+        return Recorder(self.store, run_id, sdk=sdk, options=self.options, budget=budget)
+
+    def start(self, *, objective: str | None, agent: str | None, limits: Limits | None) -> None:
+        """Append `run.started` for a new run."""
+        self._open(self._reducer.initial(self.run_id))
+        self.append(
+            "run start",
+            [
+                (
+                    m.RunStarted,
+                    {
+                        "objective": objective,
+                        "agent": agent,
+                        "limits": limits,
+                        # The run is folded with this table from now on, by anyone.
+                        "table": self._reducer.table.ref,
+                    },
+                )
+            ],
+        )
+
+    def stored(self) -> bool:
+        """Whether the store has the run (read from its index: nothing is replayed)."""
+        try:
+            self.store.run_info(self.run_id)
+        except RunNotFoundError:
+            return False
+        return True
+
+    def load_if_stored(self) -> bool:
+        """Continue the run if the store has it (see `load`); False if it was never started."""
+        if not self.stored():
+            return False
+        self.load()
+        return True
+
+    def load(self) -> RunRecord:
+        """Continue a stored run (a resume): read its record from the store.
+
+        A run with token or cost limits gets its budget tree back: the subagent runs it
+        started before (in this process or another) count against its limits again.
+        """
+        record = self.store.load(self.run_id)
+        if self.budget is None:
+            self.budget = rebuild_tree(self.store, record, new_tree(record))
+        self._open(record)
+        self._delivered = record.version  # listeners hear what happens from here on
+        return record
+
+    def append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        """Append a batch caused by the SDK's `signal`.
+
+        Raises:
+            GuardStop: a guard refused an event (nothing was written).
+            CancelStop: the run was asked to cancel and the batch no longer applies.
+            SignalIllegalTransitionError: the table refused the SDK's move.
+            LifecycleError: the ledger refused it (with a note naming the signal).
+        """
+        with self._lock:
+            record = self._append(signal, [storable(spec) for spec in specs])
+            if self.options.listeners:
+                self._deliver()
+            return record
+
+    async def aappend(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        """`append` for asyncio code: the store is written in a worker thread (see `off_loop`).
+
+        Raises:
+            The same as `append`.
+        """
+        return await self.off_loop(self.append, signal, specs)
+
+    async def off_loop(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """`fn(*args, **kwargs)`, a call of this recorder that reads or writes the store, in a
+        worker thread, so a slow store does not stall the event loop.
+
+        Calls made from one event loop run one at a time, in the order they were made: what
+        a sync call would have written first is still written first. They take the
+        recorder's lock in their thread, as any sync call does, so they do not interleave
+        with an SDK's own threads either. Listeners then hear the events in that thread.
+
+        A cancelled caller still waits for its call to end: the thread cannot be stopped,
+        and a later write must not overtake one already under way. The cancel is raised
+        once it has ended, as it would have been after a sync call.
+        """
+        async with self._ordered():
+            # The worker gets a copy of the caller's context (`to_thread`): the adapters'
+            # context variables and structlog's bound values hold there too.
+            call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+            try:
+                return await asyncio.shield(call)
+            except asyncio.CancelledError:
+                await asyncio.wait([call])
+                if not call.cancelled():
+                    call.exception()  # seen: the caller hears the cancel, not this
+                raise
+
+    def _ordered(self) -> asyncio.Lock:
+        """The lock that orders this loop's `off_loop` calls (an asyncio lock is one loop's:
+        `run_sync` and `resume_sync` each run a loop of their own)."""
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._queue[0] is not loop:
+            self._queue = (loop, asyncio.Lock())
+        return self._queue[1]
+
+    def _deliver(self) -> None:
+        # Read back from the store: a batch may have had other processes' events folded in.
+        for event in self.store.events(self.run_id, after=self._delivered):
+            for listener in self.options.listeners:
+                listener(event)
+            self._delivered = event.sequence
+
+    def _append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        writer = self._writer if self._writer is not None else self._open(self.record)
+        writer.begin_step()
+        try:
+            return writer.append(specs)
+        except GuardRejectedError as exc:
+            raise GuardStop(exc) from exc
+        except StateChanged as changed:
+            if changed.record.status == RunStatus.CANCEL_REQUESTED:
+                raise CancelStop(changed.record) from None
+            raise
+        except IllegalTransitionError as exc:
+            if writer.record.status == RunStatus.CANCEL_REQUESTED:
+                # Folded in by an earlier append: the SDK goes on, the run may not.
+                raise CancelStop(writer.record) from None
+            raise SignalIllegalTransitionError(exc, f"{self.sdk} {signal}") from exc
+        except LifecycleError as exc:
+            exc.add_note(f"caused by {self.sdk} {signal}")
+            raise
+
+    def waiting(self) -> RunRecord:
+        """The run as it pauses with nothing of its own to record (it waits on a subagent).
+
+        Raises:
+            CancelStop: the run was asked to cancel meanwhile: it ends instead of waiting.
+        """
+        stored = self.store.load(self.run_id)
+        if stored.status == RunStatus.CANCEL_REQUESTED:
+            raise CancelStop(stored)
+        return self.record
+
+    def model_call(self) -> Spec:
+        """The `model.started` of a model call, reserving its estimated usage.
+
+        With a reservation the budget guard refuses a call that *could* overspend before
+        the SDK makes it, instead of noticing the overspend after it was made.
+        """
+        return (
+            m.ModelStarted,
+            {
+                "reserved_tokens": self.options.reserve_tokens,
+                "reserved_cost": self.options.reserve_cost,
+            },
+        )
+
+    def usage(
+        self, input_tokens: int | None, output_tokens: int | None, model: str | None = None
+    ) -> dict[str, Any]:
+        """A model call's `usage`: its tokens, and its cost when the run has `pricing`.
+
+        The SDKs report tokens, not money; without `pricing` a `max_cost` limit never trips.
+        """
+        tokens_in, tokens_out = input_tokens or 0, output_tokens or 0
+        usage: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
+        if self.options.pricing is not None:
+            usage["cost"] = self.options.pricing(model, tokens_in, tokens_out)
+        return usage
+
+    def save_state(self, name: str, data: bytes) -> bool:
+        """Keep the SDK's serialised state in the store, bound to the run's current version.
+
+        Returns False when the store keeps no attachments (the caller keeps `.state`).
+        """
+        try:
+            self.store.put_attachment(self.run_id, name, data, version=self.record.version)
+        except NotImplementedError:
+            return False
+        return True
+
+    def saved_state(self, name: str) -> bytes:
+        """The SDK state kept under `name`, if the run has not moved on since it was saved.
+
+        Only decisions (`approval.accepted` / `approval.rejected`) and a cancel request may
+        follow it: anything else means the SDK went on from that state, and resuming from
+        it again would repeat what already happened.
+
+        Raises:
+            SavedStateError: no state is kept, the store keeps none, or it is stale.
+        """
+        try:
+            kept = self.store.attachment(self.run_id, name)
+        except NotImplementedError as exc:
+            raise SavedStateError(
+                run_id=self.run_id, name=name, reason=f"{exc}; pass the state to resume"
+            ) from None
+        if kept is None:
+            raise SavedStateError(
+                run_id=self.run_id,
+                name=name,
+                reason="none is kept (the run never paused for approval here); "
+                "pass the state to resume",
+            )
+        for event in self.store.events(self.run_id, after=kept.version):
+            if event.type not in _AFTER_A_PAUSE:
+                raise SavedStateError(
+                    run_id=self.run_id,
+                    name=name,
+                    reason=f"it was saved at version {kept.version}, but the run went on "
+                    f"since ('{event.type}' at sequence {event.sequence}): it is stale",
+                )
+        return kept.data
+
+    def forget_state(self, name: str) -> None:
+        """Drop the SDK state kept under `name` (the run ended: nothing will resume it)."""
+        with contextlib.suppress(NotImplementedError):
+            self.store.delete_attachment(self.run_id, name)
+
+    def _end_subagents(self, why: str) -> None:
+        """Cancel the subagent runs left waiting for a person below this run, which ends.
+
+        Nothing else would end them: the call that waits on each is about to be settled.
+        A subagent running in this process is left to its own run; one asked to cancel is
+        ended too.
+        """
+        for child in subagents(self.store, self.record):
+            asked = child.status == RunStatus.CANCEL_REQUESTED
+            if not (asked or waits_for_person(self.store, child)):
+                continue
+            recorder = self.like(child.run_id, self.sdk)
+            recorder.load()
+            # It may have ended meanwhile, in another process: then it has its own ending.
+            with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+                if not asked:
+                    cancel = (m.RunCancelRequested, {"reason": f"the run '{self.run_id}' {why}"})
+                    recorder.append("the calling run ended", [cancel])
+                recorder.cancelled()
+
+    def terminate(self, stop: GuardStop) -> RunRecord:
+        """Record `run.terminated` with the guard's verdict."""
+        verdict = Verdict.of(stop.error)
+        self._end_subagents(f"that called it was stopped ({verdict.stop_reason})")
+        return self.append("stop", [verdict.terminated_event])
+
+    def cancelled(self) -> RunRecord:
+        """Record `run.cancelled` (calls left in flight are recorded as outcome unknown)."""
+        self._end_subagents("that called it was cancelled")
+        record = self.record
+        specs: list[Spec] = [
+            (m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": "the run was cancelled"})
+            for a in record.actions.values()
+            if a.status in ("requested", "started")
+        ]
+        specs.append((m.RunCancelled, {}))
+        return self.append("cancel", specs)
+
+    def stopped(self, stop: GuardStop | CancelStop) -> RunRecord:
+        """Record how a stop ended the run: `run.terminated` or `run.cancelled`."""
+        return self.terminate(stop) if isinstance(stop, GuardStop) else self.cancelled()
+
+    def failed(self, exc: BaseException) -> None:
+        """Record `run.failed` for what the SDK raised, unless the run cannot take it."""
+        kind = "illegal_transition" if isinstance(exc, LifecycleError) else type(exc).__name__
+        # Already ended (or never started): the original error says what happened.
+        with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+            self.fail(kind, str(exc))
+
+    def fail(self, kind: str, message: str) -> RunRecord:
+        """Record `run.failed` with an error the SDK raised."""
+        self._end_subagents("that called it failed")
+        error = {"kind": kind, "message": message}
+        return self.append("failure", [(m.RunFailed, {"error": error})])

@@ -1,0 +1,136 @@
+"""`SdkRun`: what every SDK adapter's run object shares, and the options each one takes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Self, TypedDict, TypeVar, overload
+
+from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._pricing import Pricing
+from agentfsm.adapters._recorder import Recorder, RecorderOptions, _utc_now
+from agentfsm.events.models import Event
+from agentfsm.guards.base import Guard
+from agentfsm.names import RunStatus
+from agentfsm.record import RunRecord
+from agentfsm.stores.base import EventStore
+
+__all__ = ["RunOptions", "SdkRun"]
+
+_R = TypeVar("_R", bound="SdkRun")
+
+
+class RunOptions(TypedDict, total=False):
+    """The options every adapter's run takes, for adapters that add their own (see `SdkRun`)."""
+
+    guards: Sequence[Guard]
+    clock: Callable[[], datetime]
+    logger: Any
+    listeners: Sequence[Callable[[Event], None]]
+    reserve_tokens: int | None
+    reserve_cost: float | None
+    pricing: Pricing | None
+
+
+class SdkRun:
+    """What every SDK adapter's run object shares: a `Recorder` built from the same options.
+
+    Subclasses name their SDK (`sdk`, used in errors and logs) and wire their SDK-facing part
+    in `_attach`. Every adapter takes the same options:
+
+    Args:
+        store: any of our `EventStore`s (memory, SQLite, PostgreSQL).
+        run_id: our id for the run.
+        guards: Python guards checked on every SDK signal (`MaxTurns`, `LoopDetector`, ...);
+            the run's own `limits` apply too.
+        clock: stamps events and is the guards' `now` (UTC wall clock by default).
+        logger: a structlog logger for the transition log lines.
+        listeners: called with each stored event, in order (`RunSpans(tracer).feed`).
+        reserve_tokens: tokens each model call reserves before it is made (its estimate),
+            so a token limit refuses a call that could overspend it.
+        reserve_cost: the same for cost.
+        pricing: `pricing(model, input_tokens, output_tokens)` -> the cost of a model call;
+            the SDKs report only tokens, so without it a `max_cost` limit cannot trip.
+    """
+
+    sdk: str = ""
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        guards: Sequence[Guard] = (),
+        clock: Callable[[], datetime] = _utc_now,
+        logger: Any = None,
+        listeners: Sequence[Callable[[Event], None]] = (),
+        reserve_tokens: int | None = None,
+        reserve_cost: float | None = None,
+        pricing: Pricing | None = None,
+    ) -> None:
+        options = RecorderOptions(
+            guards=guards,
+            clock=clock,
+            logger=logger,
+            listeners=listeners,
+            reserve_tokens=reserve_tokens,
+            reserve_cost=reserve_cost,
+            pricing=pricing,
+        )
+        self.recorder = Recorder(store, run_id, sdk=self.sdk, options=options)
+        self._attach()
+
+    @classmethod
+    def _over(cls, recorder: Recorder) -> Self:
+        run = cls.__new__(cls)
+        run.recorder = recorder
+        run._attach()
+        return run
+
+    @property
+    def run_id(self) -> str:
+        """Our id for the run."""
+        return self.recorder.run_id
+
+    @overload
+    def subagent(self, action_id: str) -> Self: ...
+
+    @overload
+    def subagent(self, action_id: str, adapter: type[_R]) -> _R: ...
+
+    def subagent(self, action_id: str, adapter: type[SdkRun] | None = None) -> SdkRun:
+        """The run of a subagent that this run's tool call `action_id` starts.
+
+        Call it inside the tool: the child is a run of its own (`<run_id>/<action_id>`, in
+        the same store, with the same guards, clock, logger and listeners) and draws on this
+        run's token and cost limits through one shared budget (`SharedBudget`): a child that
+        would overspend the tree is stopped for `budget`, and so is this run's next call.
+
+        Args:
+            action_id: the tool call's id (the SDK's call id).
+            adapter: the adapter class driving the child (default: this run's).
+        """
+        cls = adapter if adapter is not None else type(self)
+        return cls._over(self.recorder.child(action_id, cls.sdk))
+
+    def _settle_without_driving(self, record: RunRecord, state: str | None) -> ObservedRun | None:
+        """What `resume` returns when there is nothing to drive; None when there is.
+
+        A run that already ended is returned as it is, like `Runner.resume` does: resuming
+        it again is not an error, and nothing runs. A run asked to cancel while it waited is
+        ended here: nothing drove it when the cancel came (it waited for a decision, or on
+        a subagent that did), so the resume settles it: `run.cancelled`, a call it waited on
+        outcome unknown, and the subagents still waiting cancelled first.
+        """
+        if record.status in self.recorder.store.reducer.table.terminal_states:
+            final = record.final_output if record.status == RunStatus.COMPLETED else None
+            return ObservedRun(record.run_id, record, final_output=final)
+        if record.status != RunStatus.CANCEL_REQUESTED:
+            return None
+        done = self.recorder.cancelled()
+        if state is not None:
+            self.recorder.forget_state(state)
+        return ObservedRun(record.run_id, done)
+
+    def _attach(self) -> None:
+        """Build the SDK-facing part (hooks, callback handler) around `self.recorder`."""
