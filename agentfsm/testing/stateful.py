@@ -51,15 +51,9 @@ from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
-from agentfsm.testing.strategies import (
-    Calls,
-    TableLike,
-    _free_fields,
-    _make_walk,
-    _refused,
-    _Walk,
-    _widen,
-)
+from agentfsm.testing.illegal import _refused
+from agentfsm.testing.values import Calls, _free_fields
+from agentfsm.testing.walk import TableLike, _make_walk, _Walk, _widen
 
 __all__ = ["RunMachine", "record_problems", "run_machine"]
 
