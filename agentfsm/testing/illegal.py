@@ -18,7 +18,7 @@ from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import EVENT_ORDER, Candidate, plausible, rule_breaking, try_next
+from agentfsm.testing._candidates import Candidate, event_order, plausible, rule_breaking, try_next
 from agentfsm.testing.values import _as_strategy, run_ids
 from agentfsm.testing.walk import TableLike, _dress, _make_walk, _skeleton
 
@@ -96,7 +96,7 @@ def illegal_steps(
 
     @st.composite
     def step(draw: st.DrawFn) -> IllegalStep:
-        run = _dress(draw, walk, _skeleton(draw, walk, runs, 0, max_prefix, None))
+        run = _dress(draw, walk, _skeleton(draw, walk, runs, 0, max_prefix, None, steer=False))
         options = _refused(walk.reducer, run.record, run.clock.at(run.record.version + 1), wanted)
         if not options:
             reject()  # nothing of the wanted kinds is refused here (possible in odd tables)
@@ -116,10 +116,11 @@ def _refused(
     """Every candidate event the reducer refuses with an error of one of `kinds`."""
     seen: set[str] = set()
     out: list[tuple[Event, LifecycleError]] = []
-    for t in EVENT_ORDER:
-        cands: list[Candidate] = plausible(record, t) + rule_breaking(record, t)
+    vocabulary = reducer.table.event_types
+    for t in event_order(reducer.table):
+        cands: list[Candidate] = plausible(record, t, vocabulary) + rule_breaking(record, t)
         for cand in cands:
-            event = cand.event(record, occurred_at)
+            event = cand.event(record, occurred_at, events=reducer.table.event_types)
             variants = [event]
             if "envelope" in kinds:
                 variants += _envelope_variants(event, record)

@@ -202,7 +202,9 @@ class RunMachine(RuleBasedStateMachine):
         # Drawn straight from `data` (no strategy built per event: that cost more than the
         # rest of a step).
         fields = _free_fields(data.draw, cand.type, cand.fields, self._calls)
-        event = cand.event(self.record, chosen.event.occurred_at, **fields)
+        event = cand.event(
+            self.record, chosen.event.occurred_at, fields, events=self.table.event_types
+        )
         if isinstance(try_next(self.reducer, self.record, event), RunRecord):
             return event
         return chosen.event  # a condition read a free field; the plain event was accepted

@@ -21,14 +21,17 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
-from hypothesis import reject
+from hypothesis import note, reject
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
-from agentfsm.events.codec import make_event
+from agentfsm.events.codec import dump_event, parse_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
@@ -44,6 +47,17 @@ from agentfsm.testing._candidates import (
     accepted,
     fresh_ids,
     try_next,
+)
+from agentfsm.testing._custom import payload_strategy
+from agentfsm.testing.coverage import taken_edge
+from agentfsm.testing.steering import (
+    BUDGET,
+    STEER,
+    EdgeKey,
+    draw_goal,
+    follow,
+    route_to,
+    steered_step,
 )
 from agentfsm.testing.values import Calls, _as_strategy, _clocks, _free_fields, run_ids
 
@@ -129,6 +143,11 @@ class _Walk:
     max_calls: int
     distance: Mapping[str, int]  # fewest edges from each state to a terminal one
     graceful_distance: Mapping[str, int]  # the same without run.failed / run.terminated
+    #: Payload strategies by event type: the table's own types (given or from their
+    #: annotations) and the built-in types you gave one for.
+    drawn: Mapping[str, st.SearchStrategy[dict[str, Any]]]
+    kinds: tuple[str, ...]
+    kind_strategy: st.SearchStrategy[str]
 
     @property
     def table(self) -> TransitionTable:
@@ -168,8 +187,29 @@ def _resolve(table: TableLike) -> Reducer:
     return table if isinstance(table, Reducer) else Reducer(table)
 
 
-def _make_walk(table: TableLike, features: Iterable[str] | None, max_calls: int) -> _Walk:
+def _make_walk(
+    table: TableLike,
+    features: Iterable[str] | None,
+    max_calls: int,
+    payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None = None,
+    fields: Mapping[str, st.SearchStrategy[Any]] | None = None,
+) -> _Walk:
     reducer = _resolve(table)
+    vocabulary = reducer.table.event_types
+    given = dict(payloads or {})
+    unknown_types = sorted(t for t in given if t not in vocabulary)
+    if unknown_types:
+        raise ValueError(
+            f"payloads for unknown event types {unknown_types}; "
+            f"table '{reducer.table.name}' has {list(vocabulary.names)}"
+        )
+    drawn = {
+        t: given[t] if t in given else payload_strategy(vocabulary.classes[t], fields)
+        for t in vocabulary.custom
+    }
+    drawn.update(given)
+    # The table's own types are kinds too, with the default weight.
+    kinds = (*_KINDS, *vocabulary.custom)
     enabled = FEATURES if features is None else frozenset(features)
     unknown = sorted(enabled - FEATURES)
     if unknown:
@@ -181,6 +221,9 @@ def _make_walk(table: TableLike, features: Iterable[str] | None, max_calls: int)
         max_calls if "batches" in enabled else 1,
         _distances(reducer.table, enabled),
         _distances(reducer.table, graceful),
+        drawn,
+        kinds,
+        st.sampled_from([k for k in kinds for _ in range(_WEIGHT.get(k, 32))]),
     )
 
 
@@ -191,8 +234,13 @@ def _skeleton(
     min_events: int,
     max_events: int,
     finished: bool | None,
+    steer: bool = True,
 ) -> _Run:
     """A legal log with only the structural fields: which events, in which order.
+
+    With `steer`, the walk pursues goal edges (see `agentfsm.testing.steering`); without,
+    it picks each step by weight alone (as `illegal_steps` wants: steered prefixes end in
+    terminal states too often, where no rule can be broken).
 
     Each step is the same few choices (go on?, which kind, which candidate, how many
     calls), kinds are named by a stable place (see `_KINDS`), and the free fields are drawn
@@ -204,18 +252,35 @@ def _skeleton(
     clock = draw(_clocks())
     record = walk.reducer.initial(rid)
     log: list[Event] = []
+    taken: set[EdgeKey] = set()
+    goal = draw_goal(draw, table, record.status, taken) if steer else None
+    budget = BUDGET
+    route = route_to(walk, goal)
     while len(log) < max_events and not table.is_terminal(record.status):
         if draw(_GO_ON) == 0 and len(log) >= min_events:
             break
         may_end = finished is not False and len(log) + 1 >= min_events
-        groups = _Groups(walk, record, clock, log, may_end)
-        if not groups.any():
-            break  # nothing worth doing is possible: the walk is over
-        group = groups.of(_draw_kind(draw, groups))
-        chosen = group[draw(_PICK) % len(group)]
-        chosen = _widen(walk, record, chosen, 1 + draw(_CALLS) % walk.max_calls)
+        asked = any(e.type == "run.cancel_requested" for e in log)
+        chosen = follow(walk, record, clock, route.pop(0), may_end) if route else None
+        if chosen is None:
+            route = []  # off the route (a feature is off, or the run may not end yet)
+        if chosen is None and goal is not None and draw(STEER) != 0:
+            chosen = steered_step(draw, walk, record, clock, goal, may_end, asked)
+        if chosen is None:
+            groups = _Groups(walk, record, clock, asked, may_end)
+            if not groups.any():
+                break  # nothing worth doing is possible: the walk is over
+            group = groups.of(_draw_kind(draw, walk, groups))
+            chosen = group[draw(_PICK) % len(group)]
+            chosen = _widen(walk, record, chosen, 1 + draw(_CALLS) % walk.max_calls)
+        edge = taken_edge(table, record, chosen.event)
+        if edge is not None:
+            taken.add(edge.key)
         log.append(chosen.event)
         record = chosen.record
+        budget -= 1
+        if steer and (goal is None or goal.key in taken or budget <= 0):
+            goal, budget = draw_goal(draw, table, record.status, taken), BUDGET
     if finished and not table.is_terminal(record.status):
         graceful, which = draw(_ENDING)
         record = _finish(walk, clock, record, log, graceful, which)
@@ -234,7 +299,6 @@ _KINDS: tuple[str, ...] = (
     E.TOOL_REQUESTED + " (direct)",
     E.APPROVAL_REQUESTED + " (direct)",
 )
-_KIND = st.sampled_from([k for k in _KINDS for _ in range(_WEIGHT.get(k, 32))])
 
 
 class _Groups:
@@ -245,10 +309,10 @@ class _Groups:
     """
 
     def __init__(
-        self, walk: _Walk, record: RunRecord, clock: Clock, log: list[Event], may_end: bool
+        self, walk: _Walk, record: RunRecord, clock: Clock, cancelled: bool, may_end: bool
     ) -> None:
         self._walk, self._record, self._clock, self._may_end = walk, record, clock, may_end
-        self._cancelled = any(e.type == "run.cancel_requested" for e in log)
+        self._cancelled = cancelled
         self._groups: dict[str, list[Next]] = {}
 
     def of(self, kind: str) -> list[Next]:
@@ -260,7 +324,7 @@ class _Groups:
         return bool(self.of(kind))
 
     def any(self) -> bool:
-        return any(self.has(k) for k in _KINDS)
+        return any(self.has(k) for k in self._walk.kinds)
 
     def _build(self, kind: str) -> list[Next]:
         event_type, _, direct = kind.partition(" ")
@@ -276,7 +340,7 @@ class _Groups:
         ]
 
 
-def _draw_kind(draw: st.DrawFn, groups: _Groups) -> str:
+def _draw_kind(draw: st.DrawFn, walk: _Walk, groups: _Groups) -> str:
     """A kind of event possible in the state, by weight.
 
     Like Hypothesis' own filtered `sampled_from`: a few draws from all kinds (each names a
@@ -284,10 +348,10 @@ def _draw_kind(draw: st.DrawFn, groups: _Groups) -> str:
     among the possible kinds, so a state where little is possible stays cheap.
     """
     for _ in range(3):
-        kind = draw(_KIND)
+        kind = draw(walk.kind_strategy)
         if groups.has(kind):
             return kind
-    possible = [k for k in _KINDS if groups.has(k)]
+    possible = [k for k in walk.kinds if groups.has(k)]
     ticket = draw(st.integers(0, sum(_WEIGHT.get(k, 32) for k in possible) - 1))
     for kind in possible:
         ticket -= _WEIGHT.get(kind, 32)
@@ -306,7 +370,7 @@ def _widen(walk: _Walk, record: RunRecord, chosen: Next, calls: int) -> Next:
         chosen.candidate,
         fields={**fields, "tool_calls": [{**fields["tool_calls"][0], "action_id": i} for i in ids]},
     )
-    event = cand.event(record, chosen.event.occurred_at)
+    event = cand.event(record, chosen.event.occurred_at, events=walk.table.event_types)
     after = try_next(walk.reducer, record, event)
     return Next(cand, event, after) if isinstance(after, RunRecord) else chosen
 
@@ -356,36 +420,50 @@ def _finish(
 def _dress(draw: st.DrawFn, walk: _Walk, run: _Run) -> _Run:
     """The skeleton with its free fields drawn: results, usage, reasons, the calls' tools.
 
-    Each dressed event is kept only if the reducer still accepts it (a user's condition may
-    read a free field); if neither the dressed nor the plain event fits, the plain log is
-    returned as it is.
+    A payload strategy (given, or a table's own type's) is drawn over the free fields. Each
+    dressed event is kept only if the reducer accepts it and it takes the plain event's edge
+    (a condition may read a free field, and the walk chose that edge); otherwise the plain
+    event stays.
     """
     calls: Calls = {}
+    table = walk.table
     record = walk.reducer.initial(run.run_id)
     out: list[Event] = []
     for plain in run.events:
-        base = {
-            k: v
-            for k, v in plain.model_dump(exclude_none=True).items()
-            if k not in ("run_id", "sequence", "type", "occurred_at")
-        }
+        base = {k: v for k, v in plain.model_dump(exclude_none=True).items() if k not in _ENVELOPE}
         fields = _free_fields(draw, plain.type, base, calls)
-        event = make_event(
-            plain.type,
-            run_id=plain.run_id,
-            sequence=plain.sequence,
-            occurred_at=plain.occurred_at,
-            **fields,
-        )
-        for candidate in (event, plain):
-            after = try_next(walk.reducer, record, candidate)
-            if isinstance(after, RunRecord):
-                out.append(candidate)
-                record = after
-                break
+        if plain.type in walk.drawn:
+            fields.update(draw(walk.drawn[plain.type]))
+        plain_after = try_next(walk.reducer, record, plain)
+        if not isinstance(plain_after, RunRecord):
+            return run  # cannot happen for a skeleton the walk built: keep it as it is
+        want = taken_edge(table, record, plain)
+        try:
+            event = parse_event(
+                {**fields, "type": plain.type, **{k: getattr(plain, k) for k in _ENVELOPE}},
+                events=table.event_types,
+            )
+        except ValueError:
+            event = plain  # a given payload strategy drew what the model refuses
+        after = try_next(walk.reducer, record, event)
+        if isinstance(after, RunRecord) and taken_edge(table, record, event) == want:
+            out.append(event)
+            record = after
         else:
-            return run
+            out.append(plain)
+            record = plain_after
     return _Run(run.run_id, run.clock, tuple(out), record)
+
+
+#: Envelope fields a dressed event keeps from the plain one.
+_ENVELOPE = ("run_id", "sequence", "occurred_at")
+
+
+def _note_log(events: list[Event]) -> None:
+    """Show a failing example as the JSON Lines log it is (`agentfsm logs` reads it back)."""
+    # Drawn outside a test (e.g. by `find`) there is nobody to show it to.
+    with contextlib.suppress(InvalidArgument):
+        note("legal_runs log (JSON Lines):\n" + "\n".join(dump_event(e) for e in events))
 
 
 def legal_runs(
@@ -397,6 +475,8 @@ def legal_runs(
     features: Iterable[str] | None = None,
     finished: bool | None = None,
     max_calls: int = 3,
+    payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None = None,
+    fields: Mapping[str, st.SearchStrategy[Any]] | None = None,
 ) -> st.SearchStrategy[list[Event]]:
     """Whole event logs of one run that `Reducer(table).replay` accepts.
 
@@ -417,6 +497,16 @@ def legal_runs(
         finished: `True`: every log ends in a terminal state; `False`: none does;
             `None`: either.
         max_calls: the most tool calls in one model decision (with the `batches` feature).
+        payloads: a payload strategy per event type (the type's own fields, no envelope):
+            for the table's own types it replaces the one built from the model's
+            annotations; for a built-in type it is drawn over the free fields.
+        fields: a strategy per field name, for the table's own types whose payloads are
+            built from annotations, e.g. `{"priority": st.sampled_from(["normal", "urgent"])}`
+            so a condition on `priority` can hold.
+
+    Every log draws an edge it has not taken yet as a goal and is steered towards it (see
+    `agentfsm.testing.steering`), so rare edges and condition branches come up; measure
+    it with `EdgeCoverage`. A failing example is noted as its JSON Lines log.
     """
     if min_events < 1:
         raise ValueError(f"min_events must be at least 1, got {min_events}")
@@ -424,12 +514,14 @@ def legal_runs(
         raise ValueError(f"max_events ({max_events}) is less than min_events ({min_events})")
     if max_calls < 1:
         raise ValueError(f"max_calls must be at least 1, got {max_calls}")
-    walk = _make_walk(table, features, max_calls)
+    walk = _make_walk(table, features, max_calls, payloads, fields)
     runs = _as_strategy(run_id, run_ids())
 
     @st.composite
     def logs(draw: st.DrawFn) -> list[Event]:
         skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
-        return list(_dress(draw, walk, skeleton).events)
+        out = list(_dress(draw, walk, skeleton).events)
+        _note_log(out)
+        return out
 
     return logs()
