@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from agentfsm.testing.assertions import IllegalLogError, Step, assert_legal_log, render_path
 
 if TYPE_CHECKING:
+    from agentfsm.testing.coverage import EdgeCoverage, assert_edge_coverage
+    from agentfsm.testing.paths import edge_covering_paths, edge_ids
     from agentfsm.testing.stateful import RunMachine, record_problems, run_machine
     from agentfsm.testing.strategies import (
         FEATURES,
@@ -35,12 +37,16 @@ if TYPE_CHECKING:
 __all__ = [
     "FEATURES",
     "ILLEGAL_KINDS",
+    "EdgeCoverage",
     "IllegalLogError",
     "IllegalStep",
     "RunMachine",
     "Step",
     "arguments",
+    "assert_edge_coverage",
     "assert_legal_log",
+    "edge_covering_paths",
+    "edge_ids",
     "error_infos",
     "events",
     "illegal_steps",
@@ -60,6 +66,8 @@ __all__ = [
 # asked for (PEP 562), so the assertions and the pytest plugin work without Hypothesis.
 _NEEDS_HYPOTHESIS = {
     **dict.fromkeys(("RunMachine", "record_problems", "run_machine"), "stateful"),
+    **dict.fromkeys(("EdgeCoverage", "assert_edge_coverage"), "coverage"),
+    **dict.fromkeys(("edge_covering_paths", "edge_ids"), "paths"),
     **dict.fromkeys(
         (
             "FEATURES",

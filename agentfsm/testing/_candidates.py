@@ -19,12 +19,15 @@ from typing import Any
 import attrs
 
 from agentfsm.errors import LifecycleError
-from agentfsm.events.codec import make_event
-from agentfsm.events.models import Event
+from agentfsm.events.codec import parse_event
+from agentfsm.events.models import EVENT_CLASSES, Event
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
+from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus as A
 from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.testing._custom import variants
 
 #: Every optional behaviour a generated run may show. `legal_runs(features=...)` picks some.
 FEATURES = frozenset(
@@ -109,14 +112,27 @@ class Candidate:
     fields: Mapping[str, Any]
     needs: frozenset[str] = _NONE
 
-    def event(self, record: RunRecord, occurred_at: str, **extra: Any) -> Event:
-        """The event this candidate stands for, as the next one of `record`'s run."""
-        return make_event(
-            self.type,
-            run_id=record.run_id,
-            sequence=record.version + 1,
-            occurred_at=occurred_at,
-            **{**extra, **self.fields},
+    def event(
+        self,
+        record: RunRecord,
+        occurred_at: str,
+        extra: Mapping[str, Any] | None = None,
+        events: EventTypes = BUILTIN_EVENTS,
+    ) -> Event:
+        """The event this candidate stands for, as the next one of `record`'s run.
+
+        `events` is the table's vocabulary, which knows its own event types.
+        """
+        return parse_event(
+            {
+                **(extra or {}),
+                **self.fields,
+                "type": self.type,
+                "run_id": record.run_id,
+                "sequence": record.version + 1,
+                "occurred_at": occurred_at,
+            },
+            events=events,
         )
 
 
@@ -144,8 +160,23 @@ def _call(action_id: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, 
     return {"action_id": action_id, "tool": tool, "arguments": dict(arguments)}
 
 
-def plausible(record: RunRecord, event_type: str) -> list[Candidate]:
-    """Candidates of one type that fit `record`'s ledger; the reducer still decides."""
+def event_order(table: TransitionTable) -> tuple[str, ...]:
+    """`EVENT_ORDER`, then the table's own event types (sorted): the order candidates come in."""
+    return EVENT_ORDER + table.event_types.custom
+
+
+def plausible(
+    record: RunRecord, event_type: str, events: EventTypes = BUILTIN_EVENTS
+) -> list[Candidate]:
+    """Candidates of one type that fit `record`'s ledger; the reducer still decides.
+
+    A type of the table's own (in `events`, not built in) gets the fixed payloads its model's
+    annotations allow (see `agentfsm.testing._custom.variants`).
+    """
+    if event_type not in EVENT_CLASSES:
+        if event_type not in events:
+            return []
+        return [Candidate(event_type, v) for v in variants(events.classes[event_type])]
     actions = list(record.actions.values())
     t = event_type
     if t == E.MODEL_COMPLETED:
@@ -294,16 +325,18 @@ def accepted(
     would be refused anyway, and skipping them keeps generation cheap.
     """
     enabled = frozenset(features)
-    allowed = set(reducer.table.allowed(record.status))
-    wanted = EVENT_ORDER if types is None else [t for t in EVENT_ORDER if t in set(types)]
+    table = reducer.table
+    allowed = set(table.allowed(record.status))
+    order = event_order(table)
+    wanted = order if types is None else [t for t in order if t in set(types)]
     out: list[Next] = []
     for t in wanted:
         if t not in allowed:
             continue
-        for cand in plausible(record, t):
+        for cand in plausible(record, t, table.event_types):
             if not cand.needs <= enabled:
                 continue
-            event = cand.event(record, occurred_at)
+            event = cand.event(record, occurred_at, events=table.event_types)
             after = try_next(reducer, record, event)
             if isinstance(after, RunRecord):
                 out.append(Next(cand, event, after))

@@ -51,15 +51,9 @@ from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
-from agentfsm.testing.strategies import (
-    Calls,
-    TableLike,
-    _free_fields,
-    _make_walk,
-    _refused,
-    _Walk,
-    _widen,
-)
+from agentfsm.testing.illegal import _refused
+from agentfsm.testing.values import Calls, _free_fields
+from agentfsm.testing.walk import TableLike, _make_walk, _Walk, _widen
 
 __all__ = ["RunMachine", "record_problems", "run_machine"]
 
@@ -208,7 +202,9 @@ class RunMachine(RuleBasedStateMachine):
         # Drawn straight from `data` (no strategy built per event: that cost more than the
         # rest of a step).
         fields = _free_fields(data.draw, cand.type, cand.fields, self._calls)
-        event = cand.event(self.record, chosen.event.occurred_at, **fields)
+        event = cand.event(
+            self.record, chosen.event.occurred_at, fields, events=self.table.event_types
+        )
         if isinstance(try_next(self.reducer, self.record, event), RunRecord):
             return event
         return chosen.event  # a condition read a free field; the plain event was accepted

@@ -1,0 +1,157 @@
+"""Edge coverage: which edges of a table (source, event, target, condition) logs took.
+
+Green property tests say nothing about the edges they never reached. Fold every generated
+log into an `EdgeCoverage` and check it at the end::
+
+    coverage = EdgeCoverage(MY_TABLE)
+
+    @given(legal_runs(MY_TABLE))
+    def test_my_service(events):
+        coverage.record(events)
+        ...
+
+    def test_every_edge_was_taken():      # runs after the property in file order
+        coverage.check(min=1.0)
+
+or in one call, `assert_edge_coverage(MY_TABLE, legal_runs(MY_TABLE), min=1.0)`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from agentfsm.events.models import Event
+from agentfsm.fsm.table import Transition, TransitionTable
+from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+
+__all__ = ["EdgeCoverage", "assert_edge_coverage", "edge_name", "taken_edge"]
+
+
+def taken_edge(table: TransitionTable, before: RunRecord, event: Event) -> Transition | None:
+    """The edge `event` takes from `before`: the first of its (state, type) whose condition holds.
+
+    The reducer tries a (state, event) pair's edges in declared order with the record before
+    the event as context; this asks the same question. None when no edge applies.
+    """
+    for edge in table.edges(before.status, event.type):
+        if edge.condition is None or edge.condition.predicate(before, event):
+            return edge
+    return None
+
+
+def edge_name(edge: Transition) -> str:
+    """`source --event--> target` with the condition in brackets, e.g. `[urgent]`."""
+    when = f" [{edge.condition.name}]" if edge.condition else ""
+    return f"{edge.source} --{edge.event}--> {edge.target}{when}"
+
+
+class EdgeCoverage:
+    """How often each edge of a table was taken by the logs recorded so far.
+
+    Args:
+        table: the table whose edges count, or a `Reducer` (its table; its guards judge).
+    """
+
+    def __init__(self, table: TransitionTable | Reducer) -> None:
+        self.reducer = table if isinstance(table, Reducer) else Reducer(table)
+        self.table = self.reducer.table
+        #: Times each edge was taken, by `Transition.key`.
+        self.counts: Counter[tuple[str, str, str, str | None]] = Counter()
+        #: How many logs were recorded.
+        self.logs = 0
+
+    def record(self, events: Iterable[Event]) -> None:
+        """Fold one log (it must be legal) and count the edge of each event."""
+        self.logs += 1
+        record: RunRecord | None = None
+        for event in events:
+            if record is None:
+                record = self.reducer.initial(event.run_id)
+            edge = taken_edge(self.table, record, event)
+            record = self.reducer.reduce(record, event)
+            if edge is not None:
+                self.counts[edge.key] += 1
+
+    @property
+    def edges(self) -> tuple[Transition, ...]:
+        """Every edge of the table, in declared order."""
+        return self.table.transitions
+
+    @property
+    def taken(self) -> tuple[Transition, ...]:
+        """The edges taken at least once, in declared order."""
+        return tuple(e for e in self.edges if self.counts[e.key])
+
+    @property
+    def missing(self) -> tuple[Transition, ...]:
+        """The edges never taken, in declared order."""
+        return tuple(e for e in self.edges if not self.counts[e.key])
+
+    @property
+    def ratio(self) -> float:
+        """The share of edges taken, from 0.0 to 1.0 (1.0 for a table without edges)."""
+        return len(self.taken) / len(self.edges) if self.edges else 1.0
+
+    def report(self) -> str:
+        """A summary line, then each missing edge on its own line."""
+        lines = [
+            f"table '{self.table.name}': {len(self.taken)} of {len(self.edges)} edges taken "
+            f"({self.ratio:.0%}) by {self.logs} logs"
+        ]
+        lines += [f"  missing: {edge_name(e)}" for e in self.missing]
+        return "\n".join(lines)
+
+    def check(self, min: float = 1.0) -> None:  # `min=` reads best at call sites
+        """Fail unless at least `min` of the edges were taken.
+
+        Raises:
+            AssertionError: with `report()`, naming every missing edge.
+        """
+        if self.ratio < min:
+            raise AssertionError(f"edge coverage is below {min:.0%}\n{self.report()}")
+
+
+def assert_edge_coverage(
+    table: TransitionTable | Reducer,
+    logs: st.SearchStrategy[list[Event]] | Iterable[Sequence[Event]],
+    *,
+    min: float = 1.0,  # the threshold's natural name at call sites
+    max_examples: int = 200,
+) -> EdgeCoverage:
+    """Record `logs` (a strategy, drawn `max_examples` times, or logs) and check coverage.
+
+    A strategy is drawn by a Hypothesis test of its own, derandomized and without an example
+    database, so the same logs are drawn on every run and the check never flakes; call
+    this from a plain test, not from inside `@given`.
+
+    Raises:
+        AssertionError: the edges taken are fewer than `min`; the message names the others.
+    """
+    coverage = EdgeCoverage(table)
+    if isinstance(logs, st.SearchStrategy):
+        strategy = logs
+
+        @settings(
+            max_examples=max_examples,
+            derandomize=True,  # the same logs on every run: a threshold must not flake
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(strategy)
+        def collect(events: Any) -> None:
+            coverage.record(events)
+
+        collect()
+    else:
+        for log in logs:
+            coverage.record(log)
+    coverage.check(min)
+    return coverage

@@ -1,0 +1,237 @@
+"""Deterministic logs that cover every edge of a table, like `@xstate/graph`'s shortest paths.
+
+`edge_covering_paths(table)` searches breadth first from a run's initial record, applying
+every candidate event the reducer accepts (the fixed payloads of the table's own types
+included, and examples of the payload strategies you give), and keeps, for each edge, the
+first (so shortest) log that takes it. Each log then goes on to a terminal state by the
+shortest way that avoids `run.failed` and `run.terminated` when there is one. Use them as
+plain examples::
+
+    @pytest.mark.parametrize("events", edge_covering_paths(MY_TABLE), ids=edge_ids(MY_TABLE))
+    def test_my_service_follows(events): ...
+
+Records are compared by what decides what may follow (state, open model call, the ledger's
+action statuses, the custom fields), so the search ends; `max_depth` bounds it too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from agentfsm.events.models import Event
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.testing._candidates import FEATURES, Candidate, Clock, Next, accepted, try_next
+from agentfsm.testing._custom import payload_strategy
+from agentfsm.testing.coverage import edge_name, taken_edge
+
+__all__ = [
+    "covering_candidates", "edge_covering_paths", "edge_ids", "samples", "shortest_paths",
+]  # fmt: skip
+
+EdgeKey = tuple[str, str, str, str | None]
+_Path = tuple[Next, ...]
+_ABRUPT = frozenset({"run.failed", "run.terminated"})
+#: The most actions a searched record may hold: more add no edge in any table we know.
+_MAX_ACTIONS = 3
+
+
+def _key(record: RunRecord) -> tuple[Any, ...]:
+    actions = tuple(
+        sorted(
+            (a.status, a.attempts > 0, bool(a.error and a.error.retryable))
+            for a in record.actions.values()
+        )
+    )
+    custom = tuple(sorted((k, repr(v)) for k, v in record.custom.items()))
+    return (record.status, record.model_call_open, actions, len(record.batch), custom)
+
+
+def samples(strategy: st.SearchStrategy[Any], count: int = 10) -> list[Any]:
+    """`count` examples of `strategy`, the same on every run (a derandomized Hypothesis draw).
+
+    Not from inside a `@given` test: Hypothesis does not nest.
+    """
+    out: list[Any] = []
+
+    @settings(
+        max_examples=count,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy)
+    def collect(value: Any) -> None:
+        out.append(value)
+
+    collect()
+    return out
+
+
+def _expand(
+    reducer: Reducer, record: RunRecord, extra: Mapping[str, list[dict[str, Any]]]
+) -> list[Next]:
+    at = Clock().at(record.version + 1)
+    options = accepted(reducer, record, at, FEATURES)
+    vocabulary = reducer.table.event_types
+    for t in reducer.table.allowed(record.status):
+        for payload in extra.get(t, ()):
+            cand = Candidate(t, payload)
+            try:
+                event = cand.event(record, at, events=vocabulary)
+            except ValueError:
+                continue  # an example the model refuses
+            after = try_next(reducer, record, event)
+            if isinstance(after, RunRecord):
+                options.append(Next(cand, event, after))
+    return [n for n in options if len(n.record.actions) <= _MAX_ACTIONS]
+
+
+def _search(
+    reducer: Reducer,
+    start: RunRecord,
+    extra: Mapping[str, list[dict[str, Any]]],
+    max_depth: int,
+    visit: Callable[[RunRecord, Next, _Path], bool],
+    allow: Callable[[Next], bool] = lambda n: True,
+) -> None:
+    """Breadth first from `start`; `visit(before, step, path)` returns True to stop."""
+    queue: deque[tuple[RunRecord, _Path]] = deque([(start, ())])
+    seen = {_key(start)}
+    while queue:
+        record, path = queue.popleft()
+        if len(path) >= max_depth:
+            continue
+        for n in _expand(reducer, record, extra):
+            if not allow(n):
+                continue
+            if visit(record, n, (*path, n)):
+                return
+            key = _key(n.record)
+            if key not in seen and not reducer.table.is_terminal(n.record.status):
+                seen.add(key)
+                queue.append((n.record, (*path, n)))
+
+
+def covering_candidates(
+    reducer: Reducer,
+    extra: Mapping[str, list[dict[str, Any]]] | None = None,
+    max_depth: int = 16,
+) -> dict[EdgeKey, _Path]:
+    """For each edge reachable within `max_depth` events, the shortest path that takes it."""
+    found: dict[EdgeKey, _Path] = {}
+    wanted = len(reducer.table.transitions)
+
+    def visit(before: RunRecord, step: Next, path: _Path) -> bool:
+        edge = taken_edge(reducer.table, before, step.event)
+        if edge is not None and edge.key not in found:
+            found[edge.key] = path
+        return len(found) == wanted
+
+    _search(reducer, reducer.initial("run_1"), extra or {}, max_depth, visit)
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def shortest_paths(reducer: Reducer) -> dict[EdgeKey, _Path]:
+    """`covering_candidates` with the fixed payloads only, cached per reducer."""
+    # Cached: `legal_runs` follows these, and the search costs a few hundred folds, too
+    # much to repeat per example.
+    return covering_candidates(reducer)
+
+
+def _first_ending(
+    reducer: Reducer, record: RunRecord, extra: Any, max_depth: int, allow: Callable[[Next], bool]
+) -> _Path:
+    found: list[_Path] = []
+
+    def visit(before: RunRecord, step: Next, path: _Path) -> bool:
+        if reducer.table.is_terminal(step.record.status):
+            found.append(path)
+            return True
+        return False
+
+    _search(reducer, record, extra, max_depth, visit, allow)
+    return found[0] if found else ()
+
+
+def _to_the_end(reducer: Reducer, record: RunRecord, extra: Any, max_depth: int) -> _Path:
+    """The shortest way on to a terminal state, gracefully if possible; () if none."""
+    for allow in (lambda n: n.candidate.type not in _ABRUPT, lambda n: True):
+        best = _first_ending(reducer, record, extra, max_depth, allow)
+        if best:
+            return best
+    return ()
+
+
+def _extra(
+    table: TransitionTable,
+    payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None,
+    fields: Mapping[str, st.SearchStrategy[Any]] | None,
+    count: int,
+) -> dict[str, list[dict[str, Any]]]:
+    vocabulary = table.event_types
+    strategies = dict(payloads or {})
+    if fields:
+        for t in vocabulary.custom:
+            strategies.setdefault(t, payload_strategy(vocabulary.classes[t], fields))
+    return {t: samples(s, count) for t, s in sorted(strategies.items())}
+
+
+def edge_covering_paths(
+    table: TransitionTable | Reducer,
+    *,
+    payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None = None,
+    fields: Mapping[str, st.SearchStrategy[Any]] | None = None,
+    run_id: str = "run_1",
+    max_depth: int = 16,
+    samples_per_type: int = 10,
+) -> list[list[Event]]:
+    """One legal log per edge of `table`, in the table's edge order: the shortest that takes
+    the edge, then on to a terminal state if it can.
+
+    Edges no log reaches within `max_depth` events (an unreachable state, a condition that
+    never holds) have no log; `EdgeCoverage(table)` over the result names them.
+
+    Args:
+        table: the transition table, or a `Reducer`.
+        payloads: payload strategies per event type; `samples_per_type` examples of each
+            are tried besides the fixed payloads (see `legal_runs`).
+        fields: strategies per field name of the table's own event types.
+        run_id: the run id of every log.
+        max_depth: the most events before the edge.
+        samples_per_type: how many examples of each payload strategy are tried.
+    """
+    reducer = table if isinstance(table, Reducer) else Reducer(table)
+    extra = _extra(reducer.table, payloads, fields, samples_per_type)
+    found = covering_candidates(reducer, extra, max_depth) if extra else shortest_paths(reducer)
+    logs: list[list[Event]] = []
+    for edge in reducer.table.transitions:
+        path = found.get(edge.key)
+        if path is None:
+            continue
+        end = path[-1].record
+        rest = () if reducer.table.is_terminal(end.status) else _to_the_end(reducer, end, extra, 24)
+        logs.append(_renamed([n.event for n in (*path, *rest)], run_id))
+    return logs
+
+
+def _renamed(events: Iterable[Event], run_id: str) -> list[Event]:
+    return [e.model_copy(update={"run_id": run_id}) for e in events]
+
+
+def edge_ids(table: TransitionTable | Reducer, **options: Any) -> list[str]:
+    """Test ids for `edge_covering_paths(table, **options)`: each log's goal edge, by name."""
+    reducer = table if isinstance(table, Reducer) else Reducer(table)
+    extra = _extra(reducer.table, options.get("payloads"), options.get("fields"), 10)
+    found = covering_candidates(reducer, extra) if extra else shortest_paths(reducer)
+    return [edge_name(e) for e in reducer.table.transitions if e.key in found]
