@@ -52,6 +52,7 @@ class Reducer(Protocol):
 
     table: TransitionTable
 
+
 __all__ = ["HANDLERS", "Handler", "Move"]
 
 A = ActionStatus

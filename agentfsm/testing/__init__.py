@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.testing.assertions import IllegalLogError, Step, assert_legal_log, render_path
+from agentfsm.testing.promises import assert_table_keeps_its_promises, stop_problems
 
 if TYPE_CHECKING:
     from agentfsm.testing.coverage import EdgeCoverage, assert_edge_coverage
@@ -45,6 +46,7 @@ __all__ = [
     "arguments",
     "assert_edge_coverage",
     "assert_legal_log",
+    "assert_table_keeps_its_promises",
     "edge_covering_paths",
     "edge_ids",
     "error_infos",
@@ -57,6 +59,7 @@ __all__ = [
     "render_path",
     "run_ids",
     "run_machine",
+    "stop_problems",
     "timestamps",
     "tool_calls",
     "usages",
