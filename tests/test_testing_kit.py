@@ -23,9 +23,18 @@ def _blocks() -> list[tuple[str, str | None]]:
     return [(m["code"], m["out"]) for m in BLOCK.finditer(DOC.read_text(encoding="utf-8"))]
 
 
-def test_the_doc_has_its_four_examples() -> None:
-    """Strategies, stateful, transitions model, edge coverage: the examples the issues ask for."""
-    assert len(_blocks()) == 4
+def test_the_doc_has_its_five_examples() -> None:
+    """Strategies, stateful, transitions model, edge coverage, promises: the examples the
+    issues ask for."""
+    assert len(_blocks()) == 5
+
+
+def test_the_promises_example_runs_and_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ticket table keeps its promises, as the doc's test says."""
+    monkeypatch.chdir(DOC.parent.parent)
+    namespace: dict[str, object] = {}
+    exec(compile(_blocks()[4][0], str(DOC), "exec"), namespace)
+    namespace["test_the_ticket_table_keeps_its_promises"]()  # type: ignore[operator]
 
 
 def test_the_edge_coverage_example_runs_and_passes() -> None:
