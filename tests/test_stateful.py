@@ -131,3 +131,44 @@ def test_record_problems_lists_each_inconsistency() -> None:
 def test_machine_base_is_exported() -> None:
     """Every generated machine is a `RunMachine`."""
     assert issubclass(run_machine(), RunMachine)
+
+
+def test_a_tables_own_event_types_get_rules_and_fire() -> None:
+    """The ticket table's machine has `event_ticket_escalated` and fires both of its own
+    types along with the built-in ones."""
+    from examples.lifecycles.ticket import TICKET_TABLE
+
+    machine = run_machine(TICKET_TABLE)
+    assert {"event_ticket_escalated", "event_ticket_handed_back"} <= set(dir(machine))
+    seen: set[str] = set()
+
+    class Ticket(machine):  # type: ignore[misc, valid-type]
+        def on_event(self, event: Event, before: RunRecord, after: RunRecord) -> None:
+            seen.add(event.type)
+
+    run_state_machine_as_test(
+        Ticket, settings=settings(QUICK, max_examples=120, derandomize=True, stateful_step_count=40)
+    )
+    assert {"ticket.escalated", "ticket.handed_back"} <= seen
+
+
+def test_a_counterexample_shows_its_log_as_json_lines() -> None:
+    """A failing example prints the run's events as JSON lines (each parses back), not only
+    Hypothesis's "Draw 1 (candidate): 0"."""
+    from agentfsm.events import parse_event
+
+    class Wrong(run_machine()):  # type: ignore[misc]
+        def on_event(self, event: Event, before: RunRecord, after: RunRecord) -> None:
+            assert event.type != "tool.completed", "the toy system cannot take results"
+
+    with pytest.raises(AssertionError) as info:
+        run_state_machine_as_test(
+            Wrong,
+            settings=settings(QUICK, max_examples=60, derandomize=True, phases=[Phase.generate]),
+        )
+    notes = getattr(info.value, "__notes__", [])  # where Hypothesis writes the failing example
+    lines = [line for note in notes for line in note.splitlines() if line.startswith("{")]
+    events = [parse_event(line) for line in lines]
+    assert events[0].type == "run.started"
+    assert events[-1].type == "tool.completed"
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))

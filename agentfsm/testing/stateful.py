@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -44,6 +45,7 @@ from hypothesis.stateful import (
 )
 
 from agentfsm.errors import LifecycleError
+from agentfsm.events.codec import dump_event
 from agentfsm.events.models import EVENT_CLASSES, Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
@@ -192,6 +194,9 @@ class RunMachine(RuleBasedStateMachine):
         before = self.record
         self.record = self.reducer.reduce(before, event)
         self.events.append(event)
+        # A failing example then shows the run's log itself, one JSON line per event, among
+        # Hypothesis's steps (whose own "Draw 1 (candidate): 0" says nothing).
+        note(dump_event(event))
         self.on_event(event, before, self.record)
 
     def _cancel_requested(self) -> bool:
@@ -301,7 +306,10 @@ def run_machine(
         name: the class name (default: from the table's name, e.g. `AgentRunMachine`).
     """
     walk = _make_walk(table, features, max_calls)
-    types = [t for t in EVENT_ORDER if t in set(walk.table.events) and t in EVENT_CLASSES]
+    on_edges = set(walk.table.events)
+    types = [t for t in EVENT_ORDER if t in on_edges and t in EVENT_CLASSES]
+    # The table's own event types get rules too, after the built-in ones.
+    types += [t for t in walk.table.event_types.custom if t in on_edges]
     namespace: dict[str, Any] = {
         "walk": walk,
         "run_id": run_id,
