@@ -47,7 +47,10 @@ def check_json_value(value: Any) -> Any:
 
     Types other than JSON's are left for the model's own validation to report.
     """
-    _walk(value, 0, ())
+    try:
+        _walk(value, 0, False)
+    except _Bad as bad:
+        raise ValueError(bad.sentence()) from None
     return value
 
 
@@ -65,13 +68,12 @@ def unstorable(value: Any) -> str | None:
     they are instead of failing after the fact.
     """
     try:
-        _walk(value, 0, (), strict=True)
-    except ValueError as exc:
-        return str(exc)
-    # A string escapes to at most 6 bytes a character; only a long one needs measuring.
-    if isinstance(value, list | dict) or (
-        isinstance(value, str) and len(value) * 6 > MAX_EVENT_BYTES - _ENVELOPE_ROOM
-    ):
+        bound = _walk(value, 0, True)
+    except _Bad as bad:
+        return bad.sentence()
+    # The walk's bound on the JSON size is loose (every character taken as a 6-byte escape):
+    # only a value it cannot rule out is measured exactly, once.
+    if bound > MAX_EVENT_BYTES - _ENVELOPE_ROOM:
         size = len(json.dumps(value, ensure_ascii=False).encode())
         if size > MAX_EVENT_BYTES - _ENVELOPE_ROOM:
             return (
@@ -95,44 +97,82 @@ def check_size(line: str | bytes) -> None:
         )
 
 
-def _walk(value: Any, depth: int, path: tuple[str | int, ...], *, strict: bool = False) -> None:
+class _Bad(Exception):  # noqa: N818  (a signal inside the walk, never raised out of here)
+    """A value out of bounds; the walk adds each key on its way back up, so the success
+    path builds no paths at all."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self.path: list[str | int] = []
+
+    def sentence(self) -> str:
+        parts = reversed(self.path)
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{_escaped(p)}" for p in parts)
+        where = where.lstrip(".")
+        return f"the value at '{where}' {self.what}" if where else f"the value {self.what}"
+
+
+_SCALAR_BOUND = 32  # an upper bound on a float's, a boolean's or null's JSON text
+
+
+def _walk(value: Any, depth: int, strict: bool) -> int:
+    """Check `value`; return an upper bound on the bytes of its JSON text."""
     cls = value.__class__
     if cls is str:
         if not value.isascii():
-            _check_text(value, path)
-    elif cls is dict:
+            _check_text(value)
+        return 6 * len(value) + 2
+    if cls is dict:
         if depth == MAX_DEPTH:
-            _fail(path, f"nests deeper than {MAX_DEPTH} levels of arrays and objects")
+            raise _Bad(f"nests deeper than {MAX_DEPTH} levels of arrays and objects")
+        size = 2
         for key, item in value.items():
-            if key.__class__ is str and not key.isascii():
-                _check_text(key, (*path, key))
-            elif strict and key.__class__ is not str:
-                _fail(path, f"has a key {key!r} that is not a string")
-            _walk(item, depth + 1, (*path, key), strict=strict)
-    elif cls is list:
+            try:
+                if key.__class__ is str:
+                    if not key.isascii():
+                        _check_text(key)
+                    size += 6 * len(key) + 4
+                elif strict:
+                    raise _Bad(f"has a key {key!r} that is not a string")
+                size += _walk(item, depth + 1, strict)
+            except _Bad as bad:
+                bad.path.append(key)
+                raise
+        return size
+    if cls is list:
         if depth == MAX_DEPTH:
-            _fail(path, f"nests deeper than {MAX_DEPTH} levels of arrays and objects")
+            raise _Bad(f"nests deeper than {MAX_DEPTH} levels of arrays and objects")
+        size = 2
         for index, item in enumerate(value):
-            _walk(item, depth + 1, (*path, index), strict=strict)
-    elif cls is float and not math.isfinite(value):
-        _fail(path, f"is {value!r}, which JSON cannot hold (numbers must be finite)")
-    elif cls is int and not -_INT_BOUND < value < _INT_BOUND:
-        _fail(path, f"is an integer of more than {MAX_INT_DIGITS:,} digits")
-    elif strict and not isinstance(value, _JSON_SCALARS):
-        _fail(path, f"is a {cls.__name__}, not a JSON value")
+            try:
+                size += _walk(item, depth + 1, strict) + 1
+            except _Bad as bad:
+                bad.path.append(index)
+                raise
+        return size
+    if cls is float:
+        if not math.isfinite(value):
+            raise _Bad(f"is {value!r}, which JSON cannot hold (numbers must be finite)")
+        return _SCALAR_BOUND
+    if cls is int:
+        if not -_INT_BOUND < value < _INT_BOUND:
+            raise _Bad(f"is an integer of more than {MAX_INT_DIGITS:,} digits")
+        bits: int = value.bit_length()
+        return bits // 3 + 3
+    if strict and not isinstance(value, _JSON_SCALARS):
+        raise _Bad(f"is a {cls.__name__}, not a JSON value")
+    return _SCALAR_BOUND
 
 
-def _check_text(text: str, path: tuple[str | int, ...]) -> None:
+def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         bad = text[exc.start : exc.end].encode("unicode_escape").decode("ascii")
-        _fail(path, f"is not valid Unicode (a lone surrogate '{bad}' at index {exc.start})")
-
-
-def _fail(path: tuple[str | int, ...], what: str) -> None:
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{_escaped(p)}" for p in path)
-    raise ValueError(f"the value at '{where.lstrip('.')}' {what}" if where else f"the value {what}")
+        raise _Bad(
+            f"is not valid Unicode (a lone surrogate '{bad}' at index {exc.start})"
+        ) from None
 
 
 def _escaped(key: str) -> str:

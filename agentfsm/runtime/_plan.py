@@ -448,9 +448,9 @@ def _storable(value: Any) -> Any:
     """
     if value is None:
         return None
-    _JSON.validate_python(value, strict=True)
-    reason = unstorable(value)
+    reason = unstorable(value)  # one walk: types, limits and size
     if reason is not None:
+        _JSON.validate_python(value, strict=True)  # not JSON at all: say so (a ValidationError)
         raise ValueError(reason)
     return value
 
