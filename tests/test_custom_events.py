@@ -384,3 +384,85 @@ def test_append_names_a_field_the_type_does_not_take(tmp_path: Path) -> None:
             "run 't-1': not a valid event: field 'mood' is not part of 'ticket.escalated'"
         )
         assert store.load("t-1").version == 1
+
+
+class TestLogCommandsFindTheTable:
+    """`validate`, `replay` and `inspect` read a log with the table its runs were started
+    under, found from the first `run.started` in the log, as the steering commands do."""
+
+    def _log(self, path: Path, table: Any = TICKET_TABLE) -> Path:
+        from agentfsm.events import dump_event
+        from agentfsm.runtime import submit
+
+        with SQLiteEventStore(
+            path.with_suffix(".db"), options=StoreOptions(reducer=Reducer(table))
+        ) as store:
+            submit(store, "t-1", "refund")
+            log = LogBuilder("t-1", start=2, events=table.event_types)
+            log.add("ticket.escalated", escalated_to="tier-2")
+            store.append("t-1", log.events, 1)
+            path.write_text("".join(dump_event(e) + "\n" for e in store.events("t-1")))
+        return path
+
+    @pytest.mark.parametrize("command", ["validate", "replay", "inspect"])
+    def test_a_registered_table_is_found_without_flags(
+        self, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        from agentfsm.fsm.registry import register
+
+        register(TICKET_TABLE)
+        log = self._log(tmp_path / "t.jsonl")
+        assert main([command, str(log), "--format", "json"]) == 0, capsys.readouterr().err
+        out = json.loads(capsys.readouterr().out)
+        final = {
+            "validate": lambda: out["runs"][0]["status"],
+            "replay": lambda: out[0]["status"],
+            "inspect": lambda: out["final_state"],
+        }[command]()
+        assert final == "escalated"
+
+    def test_stdin_is_read_once_and_whole(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Looking ahead for the table loses no line of a pipe."""
+        import io
+
+        from agentfsm.fsm.registry import register
+
+        register(TICKET_TABLE)
+        text = self._log(tmp_path / "t.jsonl").read_text()
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+        assert main(["validate", "-", "--format", "json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["runs"] == [
+            {"run_id": "t-1", "status": "escalated", "version": 2, "stop_reason": None}
+        ]
+
+    @pytest.mark.parametrize("command", ["validate", "replay", "inspect"])
+    def test_an_unknown_table_is_named(
+        self, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        from agentfsm.fsm import Transition
+
+        unknown = TICKET_TABLE.derive(
+            name="ticket_v8", add=[Transition("escalated", "run.paused", "paused")]
+        )
+        log = self._log(tmp_path / "t.jsonl", unknown)
+        assert main([command, str(log)]) == 2
+        assert capsys.readouterr().err == (
+            f"agentfsm {command}: run 't-1' (line 1): table 'ticket_v8' ({unknown.digest}) is "
+            "not registered; no table named 'ticket_v8' is known: pass it with --table "
+            "MODULE:ATTR, register() it, or publish it under the 'agentfsm.tables' entry "
+            "point group\n"
+        )
+
+    def test_the_table_flag_still_wins(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An explicit `--table` is used as given: the wrong one is a refusal at sequence 1
+        (a log's event has no line once folded: inspect names the sequence)."""
+        log = self._log(tmp_path / "t.jsonl")
+        assert main(["inspect", str(log), "--table", "agentfsm.fsm.default:DEFAULT_TABLE"]) == 1
+        out = capsys.readouterr().out
+        assert "refused at sequence 1: " in out
+        assert "line None" not in out

@@ -8,9 +8,9 @@ from typing import Any
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import Parser
-from agentfsm.cli._io import LineCounter, Style, stream_lines
+from agentfsm.cli._io import Style
 from agentfsm.cli._output import print_json, shown
-from agentfsm.cli.validate import add_log_arguments, reducer_from_args
+from agentfsm.cli.validate import add_log_arguments, opened_log
 from agentfsm.diagrams import trajectory_from_jsonl
 
 __all__ = ["add_parser"]
@@ -43,10 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    reducer = reducer_from_args(args, "inspect")
+    lines, reducer, counter = opened_log(args, "inspect")
     table = reducer.table
-    counter = LineCounter("inspect")
-    lines = counter.count(stream_lines(args.file, "inspect", quiet=args.quiet))
     with counter.checking():
         path = trajectory_from_jsonl(lines, table, run_id=args.run_id)
     rows: list[dict[str, Any]] = []
@@ -96,7 +94,10 @@ def _inspect(args: argparse.Namespace) -> int:
             end += f" ({shown(path.stop_reason)}: {shown(str(path.stop_detail))})"
         print(f"  ends in {end}")
         if refusal is not None:
-            print(style.bad(f"  refused at line {refusal.line}: ") + shown(refusal.message))
+            # A refused event is named by its line; one folded from a line that parsed has
+            # only its sequence.
+            where = f"line {refusal.line}" if refusal.line else f"sequence {refusal.sequence}"
+            print(style.bad(f"  refused at {where}: ") + shown(refusal.message))
     if refusal is None:
         return 0
     # A line that is not an event is bad input (2), not a lifecycle verdict (1).

@@ -10,7 +10,7 @@ from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser
 from agentfsm.cli._io import Style
 from agentfsm.cli._output import print_json, shown, shown_json, why
-from agentfsm.cli.validate import add_allow_empty, add_log_arguments, read_log, reducer_from_args
+from agentfsm.cli.validate import add_allow_empty, add_log_arguments, read_log
 from agentfsm.record import RunRecord
 
 __all__ = ["add_parser", "summary"]
@@ -41,8 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    reducer = reducer_from_args(args, "replay")
-    report = read_log(args, "replay", reducer, keep_records=True)
+    report, _ = read_log(args, "replay", keep_records=True)
     if not report.ok:
         finding = report.findings[0]
         print(f"{PROG} replay: cannot fold the log: {shown(finding.message)}", file=sys.stderr)

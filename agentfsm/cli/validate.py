@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,16 +18,19 @@ from pydantic import ValidationError
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_table
 from agentfsm.cli._io import LineCounter, Style, stream_lines
+from agentfsm.cli._log_table import table_of_log
 from agentfsm.cli._output import print_json, shown
 from agentfsm.events.models import Limits
-from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.guards.base import Guard
 from agentfsm.guards.limits import guards_from_limits
 from agentfsm.guards.loops import LoopDetector
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import Finding, ValidationReport, validate_lines
 
-__all__ = ["add_allow_empty", "add_log_arguments", "add_parser", "read_log", "reducer_from_args"]
+__all__ = [
+    "add_allow_empty", "add_log_arguments", "add_parser", "guards_from_args", "opened_log",
+    "read_log",
+]  # fmt: skip
 
 _EXAMPLE = """\
 examples:
@@ -41,8 +45,10 @@ def add_log_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=_args.path, metavar="FILE", help="JSON Lines events; - reads stdin")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument(
-        "--table", metavar="MODULE:ATTR", help="the table to check against (default: agentfsm's)"
-    )
+        "--table", metavar="MODULE:ATTR",
+        help="the table to check against (default: the one the log's first run.started "
+        "names, found among the registered tables)",
+    )  # fmt: skip
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
 
 
@@ -55,21 +61,37 @@ def add_allow_empty(p: argparse.ArgumentParser) -> None:
     )
 
 
+def opened_log(
+    args: argparse.Namespace, command: str, guards: list[Guard] | None = None
+) -> tuple[Iterator[str], Reducer, LineCounter]:
+    """The lines of `args.file`, the reducer to fold them with, and the line counter.
+
+    The table is `--table` when given, else the one the log's first `run.started` names
+    (`table_of_log`); the reducer checks `guards` too.
+    """
+    counter = LineCounter(command)
+    lines = counter.count(stream_lines(args.file, command, quiet=args.quiet))
+    if args.table:
+        table = load_table(args.table, command)
+    else:
+        table, lines = table_of_log(lines, command)
+    return lines, Reducer(table, guards or ()), counter
+
+
 def read_log(
-    args: argparse.Namespace, command: str, reducer: Reducer, **options: Any
-) -> ValidationReport:
+    args: argparse.Namespace, command: str, guards: list[Guard] | None = None, **options: Any
+) -> tuple[ValidationReport, Reducer]:
     """Fold the log of `args.file`; a line no check foresaw, or nothing to check, is exit 2.
 
     Raises:
         UsageError: a line made the library fail outright, or the log held no events (no
             events of `--run-id`) and `--allow-empty` is off.
     """
-    counter = LineCounter(command)
-    lines = counter.count(stream_lines(args.file, command, quiet=args.quiet))
+    lines, reducer, counter = opened_log(args, command, guards)
     with counter.checking():
         report = validate_lines(lines, reducer=reducer, run_id=args.run_id, **options)
     if report.runs or report.findings or args.allow_empty:
-        return report
+        return report, reducer
     # Nothing checked is more likely a wrong file, an empty pipe or a mistyped run id than
     # a pass: say so (a pipeline that expects nothing passes --allow-empty).
     if args.run_id is not None:
@@ -106,9 +128,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.set_defaults(handler=_validate)
 
 
-def reducer_from_args(args: argparse.Namespace, command: str) -> Reducer:
-    """The reducer for `--table` and the limit flags (those a command declares)."""
-    table = load_table(args.table, command) if args.table else DEFAULT_TABLE
+def guards_from_args(args: argparse.Namespace, command: str) -> list[Guard]:
+    """The guards of the limit flags a command declares (checked before any input is read).
+
+    Raises:
+        UsageError: a limit flag's value is not a limit.
+    """
     guards: list[Guard] = []
     given = {
         key: getattr(args, key, None) for key in ("max_turns", "max_tokens", "max_cost", "deadline")
@@ -128,12 +153,12 @@ def reducer_from_args(args: argparse.Namespace, command: str) -> Reducer:
         if threshold < 2:
             raise UsageError(f"{PROG} {command}: --loop-threshold must be at least 2")
         guards.append(LoopDetector(threshold=threshold, window=max(10, threshold)))
-    return Reducer(table, guards)
+    return guards
 
 
 def _validate(args: argparse.Namespace) -> int:
-    reducer = reducer_from_args(args, "validate")
-    report = read_log(args, "validate", reducer, keep_going=args.all)
+    guards = guards_from_args(args, "validate")
+    report, reducer = read_log(args, "validate", guards, keep_going=args.all)
     if args.format == "json":
         print_json(lambda: _as_json(report), "validate")
     else:
