@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from agentfsm.events.models import TableRef
+from agentfsm.fsm.registry import UnknownTableError, lookup
 from agentfsm.fsm.table import TransitionTable
 
 __all__ = [
@@ -71,3 +73,12 @@ def load_table(spec: str, command: str) -> TransitionTable:
             f"{PROG} {command}: '{spec}' is a {type(table).__name__}, not a TransitionTable"
         )
     return table
+
+
+def registered_table(ref: TableRef, command: str, where: str) -> TransitionTable:
+    """The known table `ref` names (`agentfsm.fsm.registry`), or a `UsageError` (exit 2)
+    that says `where` the run naming it was found and how to make the table known."""
+    try:
+        return lookup(ref)
+    except UnknownTableError as exc:
+        raise UsageError(f"{PROG} {command}: {where}: {exc}") from None

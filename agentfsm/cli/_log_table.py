@@ -19,11 +19,10 @@ from collections.abc import Iterator
 
 from pydantic import ValidationError
 
-from agentfsm.cli._common import PROG, UsageError
+from agentfsm.cli._common import registered_table
 from agentfsm.cli._output import shown
 from agentfsm.events.models import TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.registry import UnknownTableError, lookup
 from agentfsm.fsm.table import TransitionTable
 
 __all__ = ["table_of_log"]
@@ -49,12 +48,8 @@ def table_of_log(lines: Iterator[str], command: str) -> tuple[TransitionTable, I
         if started is not None:
             run_id, ref = started
             if ref.digest != DEFAULT_TABLE.digest:
-                try:
-                    table = lookup(ref)
-                except UnknownTableError as exc:
-                    raise UsageError(
-                        f"{PROG} {command}: run '{shown(run_id)}' (line {number}): {exc}"
-                    ) from None
+                where = f"run '{shown(run_id)}' (line {number})"
+                table = registered_table(ref, command, where)
             break
         if number >= _LOOK_AHEAD:
             break

@@ -16,9 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, UsageError, load_table
+from agentfsm.cli._common import PROG, UsageError, load_table, registered_table
 from agentfsm.errors import CorruptLogError, RunNotFoundError
-from agentfsm.fsm.registry import UnknownTableError, lookup
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores.base import EventStore, StoreOptions
@@ -80,10 +79,7 @@ def _table_of(store: EventStore, run_id: str, command: str) -> TransitionTable |
     ref = getattr(first, "table", None)
     if ref is None or ref.digest == store.reducer.table.digest:
         return None
-    try:
-        return lookup(ref)
-    except UnknownTableError as exc:
-        raise UsageError(f"{PROG} {command}: run '{run_id}': {exc}") from None
+    return registered_table(ref, command, f"run '{run_id}'")
 
 
 @contextmanager
