@@ -18,6 +18,7 @@ import attrs
 
 from agentfsm.events.canonical import call_digest
 from agentfsm.events.models import ErrorInfo, Limits
+from agentfsm.ledger import ledger, unsettled
 from agentfsm.names import ActionStatus, RunStatus
 
 __all__ = ["Action", "RunRecord", "UsageTotals", "call_digest"]
@@ -212,16 +213,15 @@ class RunRecord(_RunRecordSlots):
     @property
     def pending_approvals(self) -> tuple[str, ...]:
         """Action ids waiting for a human decision, in the order they were requested."""
-        return tuple(
-            a.action_id for a in self.actions.values() if a.status == ActionStatus.APPROVAL_PENDING
-        )
+        waiting = ActionStatus.APPROVAL_PENDING
+        return tuple(a.action_id for a in unsettled(self.actions) if a.status == waiting)
 
     @property
     def in_flight(self) -> tuple[str, ...]:
         """Action ids requested or started and not yet resolved."""
         return tuple(
             a.action_id
-            for a in self.actions.values()
+            for a in unsettled(self.actions)
             if a.status in (ActionStatus.REQUESTED, ActionStatus.STARTED)
         )
 
@@ -272,10 +272,11 @@ class RunRecord(_RunRecordSlots):
         _expect_keys("run record", data, _RECORD_KEYS | {"pending_approvals"})
         fields = {k: v for k, v in data.items() if k != "pending_approvals"}
         fields["limits"] = Limits.model_validate(data["limits"]) if data["limits"] else None
-        fields["actions"] = {k: Action.from_json(a) for k, a in data["actions"].items()}
-        for key, action in fields["actions"].items():
+        actions = {k: Action.from_json(a) for k, a in data["actions"].items()}
+        for key, action in actions.items():
             if action.action_id != key:
                 raise ValueError(f"action keyed {key!r} names action_id {action.action_id!r}")
+        fields["actions"] = ledger(actions)
         fields["batch"] = tuple(data["batch"])
         fields["usage"] = UsageTotals(**data["usage"])
         fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
@@ -294,6 +295,7 @@ class RunRecord(_RunRecordSlots):
 
 
 _RECORD_KEYS = frozenset(attrs.fields_dict(RunRecord))
+
 _dump = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "errors": 1,
     "names": 1,
     "events": 2,
+    "ledger": 2,
     "fsm": 3,
     "record": 3,
     "_log": 3,

@@ -18,6 +18,7 @@ from agentfsm.events.bounds import unstorable
 from agentfsm.events.canonical import same_json
 from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import Condition, TransitionTable
+from agentfsm.ledger import put, put_all, unsettled
 from agentfsm.names import RESOLVED, ActionStatus
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers._changes import (
@@ -109,10 +110,7 @@ def _known_action(record: RunRecord, event: Any) -> Action:
     return action
 
 
-def _with(actions: Mapping[str, Action], action: Action) -> dict[str, Action]:
-    new = dict(actions)
-    new[action.action_id] = action
-    return new
+_with = put
 
 
 # -- handlers, one per event type ---------------------------------------------------------
@@ -160,17 +158,17 @@ def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Mov
     actions: Mapping[str, Action] = rec.actions
     batch: tuple[str, ...] = ()
     if ev.tool_calls:
-        new = dict(actions)
+        new = actions
         key_prefix = rec.run_id + ":"
         for call in ev.tool_calls:
             aid = call.action_id
             if aid in new:
                 raise _action_error(rec, ev, aid, "the action id is already used")
-            new[aid] = new_action(
+            new = _with(new, new_action(
                 action_id=aid, tool=call.tool, arguments=call.arguments, status=A.PROPOSED,
                 attempts=0, idempotency_key=key_prefix + aid, result=None, error=None,
                 cost=None, approver=None, reason=None, expires_at=None,
-            )  # fmt: skip
+            ))  # fmt: skip
         actions = new
         batch = tuple(c.action_id for c in ev.tool_calls)
     usage = rec.usage
@@ -421,20 +419,17 @@ _ENDED_NOT_RUN = "the run ended before it ran"
 
 def _settled(actions: Mapping[str, Action]) -> Mapping[str, Action]:
     """The ledger of an ended run: nothing left in flight or waiting to run."""
-    changed = None
-    for aid, action in actions.items():
+    settled = []
+    for action in unsettled(actions):
         if action.status in _IN_FLIGHT:
-            settled = action_unknown(action, status=A.UNKNOWN, reason=_ENDED_IN_FLIGHT)
+            settled.append(action_unknown(action, status=A.UNKNOWN, reason=_ENDED_IN_FLIGHT))
         elif action.status in _NOT_RUN:
-            settled = action_rejected(
-                action, status=A.REJECTED, approver=action.approver, reason=_ENDED_NOT_RUN
+            settled.append(
+                action_rejected(
+                    action, status=A.REJECTED, approver=action.approver, reason=_ENDED_NOT_RUN
+                )
             )
-        else:
-            continue
-        if changed is None:
-            changed = dict(actions)
-        changed[aid] = settled
-    return actions if changed is None else changed
+    return put_all(actions, settled) if settled else actions
 
 
 def _end(
