@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -34,30 +35,19 @@ from typing import Any
 
 import psycopg
 
-from agentfsm.events import canonical_json, dump_event, event_to_dict
-from agentfsm.events.models import Event
-from agentfsm.stores import GENESIS_HASH, SQLiteEventStore, StoreOptions, chain_hash
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentfsm.events import event_to_dict
+from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.stores.postgres import PostgresEventStore
 from agentfsm.testing.postgres_server import postgres_server
 from agentfsm.testing.store_checks import scripted_run
+from benchmarks.raw import batches, rows_of, sqlite_raw_conn
+from benchmarks.raw import raw_sqlite as raw_sqlite_rows
 
 EVENTS_PER_ROUND = {1: 200, 10: 1000, 100: 4000}
 LG_STEPS = 200
 LOAD_EVENTS_TURNS = 2000  # 1 + 5 * 2000 = 10,001 events
-
-
-def rows_of(events: list[Event]) -> list[tuple[str, int, str, str, str]]:
-    """The exact rows our store writes for `events` (what the raw floor inserts)."""
-    rows = []
-    previous = GENESIS_HASH
-    for e in events:
-        previous = chain_hash(previous, canonical_json(event_to_dict(e)))
-        rows.append((e.run_id, e.sequence, e.type, dump_event(e), previous))
-    return rows
-
-
-def batches(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 # -- contenders: each returns seconds for one round ------------------------------------------
@@ -74,14 +64,7 @@ def ours(store: Any, run_id: str, n: int, size: int) -> float:
 
 
 def raw_sqlite(conn: sqlite3.Connection, run_id: str, n: int, size: int) -> float:
-    parts = batches(rows_of(scripted_run(run_id, n // 5)[:n]), size)
-    sql = "INSERT INTO raw_events (run_id, sequence, type, data, hash) VALUES (?, ?, ?, ?, ?)"
-    t = time.perf_counter()
-    for part in parts:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(sql, part)
-        conn.execute("COMMIT")
-    return time.perf_counter() - t
+    return raw_sqlite_rows(conn, rows_of(scripted_run(run_id, n // 5)[:n]), size)
 
 
 def raw_postgres(conn: psycopg.Connection[Any], run_id: str, n: int, size: int) -> float:
@@ -123,18 +106,6 @@ def langgraph_steps(saver: Any, thread: str, steps: int) -> float:
 
 def median_rate(times: list[float], n: int) -> float:
     return n / statistics.median(times)
-
-
-def sqlite_raw_conn(path: Path, synchronous: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={synchronous}")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS raw_events (run_id TEXT NOT NULL, sequence INTEGER NOT NULL, "
-        "type TEXT NOT NULL, data TEXT NOT NULL, hash TEXT NOT NULL, "
-        "PRIMARY KEY (run_id, sequence)) WITHOUT ROWID"
-    )
-    return conn
 
 
 def postgres_raw_conn(dsn: str) -> psycopg.Connection[Any]:

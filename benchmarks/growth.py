@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agentfsm import Event, LogBuilder
 from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.stores import SQLiteEventStore, StoreOptions
+from benchmarks.raw import raw_sqlite, rows_of, sqlite_raw_conn
 
 __all__ = ["long_run", "main"]
 
@@ -73,18 +75,26 @@ def reduce_cost(events: list[Event]) -> float:
     return _cpu(lambda: DEFAULT_REDUCER.replay(events))
 
 
-def store_costs(events: list[Event], directory: Path) -> tuple[float, float, float]:
-    """Seconds of CPU to append `events` one per commit, to load the run from its latest
-    snapshot, and to load it with no snapshot."""
+def store_costs(events: list[Event], directory: Path) -> tuple[float, float, float, float]:
+    """Seconds of CPU to append `events` one per commit, to insert the same rows with the
+    raw driver, to load the run from its latest snapshot, and to load it with no snapshot."""
+    rows = rows_of(events)
+    with closing(sqlite_raw_conn(directory / f"raw-{len(events)}.db", "NORMAL")) as conn:
+        raw = _cpu(lambda: raw_sqlite(conn, rows, 1))
     path = directory / f"growth-{len(events)}.db"
+    def append_each(store: SQLiteEventStore) -> None:
+        for e in events:  # keeping every returned record alive would measure the GC
+            store.append(e.run_id, [e], e.sequence - 1)
+
     with SQLiteEventStore(path, synchronous="NORMAL") as store:
-        append = _cpu(lambda: [store.append(e.run_id, [e], e.sequence - 1) for e in events])
+        append = _cpu(lambda: append_each(store))
+    with SQLiteEventStore(path, synchronous="NORMAL") as store:  # a cold handle: no cache
         load = _cpu(lambda: store.load(events[0].run_id))
     bare = directory / f"growth-bare-{len(events)}.db"
     with SQLiteEventStore(bare, options=NO_SNAPSHOTS, synchronous="NORMAL") as s:
         s.append(events[0].run_id, events, 0)
         replay = _cpu(lambda: s.load(events[0].run_id))
-    return append, load, replay
+    return append, raw, load, replay
 
 
 def table(sizes: tuple[int, ...], rounds: int, stores: bool) -> list[dict[str, float]]:
@@ -96,18 +106,18 @@ def table(sizes: tuple[int, ...], rounds: int, stores: bool) -> list[dict[str, f
             row: dict[str, float] = {"calls": calls, "events": n}
             row["reduce"] = statistics.median(reduce_cost(events) for _ in range(rounds)) / n
             if stores:
-                append, load, replay = store_costs(events, Path(tmp))
-                row.update(append=append / n, load=load / n, replay=replay / n)
+                append, raw, load, replay = store_costs(events, Path(tmp))
+                row.update(append=append / n, raw=raw / n, load=load / n, replay=replay / n)
             rows.append(row)
     return rows
 
 
 def report(rows: list[dict[str, float]]) -> str:
-    keys = [k for k in ("reduce", "append", "load", "replay") if k in rows[0]]
+    keys = [k for k in ("reduce", "append", "raw", "load", "replay") if k in rows[0]]
     head = f"{'tool calls':>10} {'events':>8} " + " ".join(f"{k + ' µs':>11}" for k in keys)
     lines = [
-        "cost per event as the run grows (CPU µs per event; 'load' from the latest "
-        "snapshot, 'replay' with none)",
+        "cost per event as the run grows (CPU µs per event; 'raw': the same rows inserted "
+        "by sqlite3; 'load' from the latest snapshot, 'replay' with none)",
         head,
     ]
     for row in rows:

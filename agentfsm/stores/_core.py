@@ -32,6 +32,7 @@ from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
+from agentfsm.stores._cadence import snapshot_due
 from agentfsm.stores._integrity import PLAIN, Integrity, chain_hash
 
 __all__ = [
@@ -249,8 +250,8 @@ class PreparedAppend:
         expected_version: the version the batch follows; the write must find exactly it.
         rows: the new log rows, in order.
         record: the run's record after the batch.
-        snapshot: the snapshot to write with the batch, if the batch crosses a multiple
-            of the store's `snapshot_every`.
+        snapshot: the snapshot to write with the batch, if the batch crosses a snapshot
+            point (a multiple of `snapshot_every`, spaced out for long runs: `_cadence.py`).
     """
 
     run_id: str
@@ -332,7 +333,7 @@ def prepare_append(
         previous = link(previous, canonical)
         rows.append(StoredEvent(event.sequence, event.type, line, previous))
     snapshot = None
-    if snapshot_every and record.version // snapshot_every > expected_version // snapshot_every:
+    if snapshot_due(record, expected_version, snapshot_every):
         data = Snapshot(record).dumps()
         snapshot = StoredSnapshot(record.version, previous, data, integrity.seal(previous, data))
     return PreparedAppend(record.run_id, expected_version, tuple(rows), record, snapshot)
