@@ -75,6 +75,7 @@ test: lint typecheck unit drift
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_guards.py
+	$(PY) benchmarks/growth.py --check
 
 # `import agentfsm` today (lazy) next to the eager import it replaced, in fresh processes.
 bench-import: $(STAMP)
