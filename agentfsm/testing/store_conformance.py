@@ -41,7 +41,8 @@ from agentfsm.events.canonical import canonical_json
 from agentfsm.events.codec import dump_event, event_to_dict, make_event
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
-from agentfsm.stores._core import GENESIS_HASH, Attachment, RunInfo, chain_hash
+from agentfsm.stores._integrity import chain_hash
+from agentfsm.stores._rows import GENESIS_HASH, Attachment, RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
 from agentfsm.testing.store_integrity import AsyncIntegrityChecks, IntegrityChecks, Tamper

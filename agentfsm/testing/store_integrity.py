@@ -37,8 +37,8 @@ from agentfsm.events.codec import dump_event, event_to_dict
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
 from agentfsm.reducers.snapshot import Snapshot
-from agentfsm.stores._core import StoredSnapshot
 from agentfsm.stores._integrity import PLAIN, Integrity
+from agentfsm.stores._rows import StoredSnapshot
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
