@@ -47,7 +47,7 @@ from agentfsm.runtime._effects import (
     Waiting,
     settle,
 )
-from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
+from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
@@ -139,7 +139,7 @@ class Driver:
         by_name = {a.name: a for a in self.agents}
         #: The subagent tools any agent has, by name (a budget tree is needed only with them).
         self._subagents = {
-            t.name: t.subagent for a in self.agents for t in a.tools if t.subagent is not None
+            t.name: t.subagent for a in self.agents for t in a.tools if isinstance(t, SubagentTool)
         }
         self._subagent_tools = frozenset(self._subagents)
         self.planner = p.Planner(
@@ -464,8 +464,8 @@ class Driver:
         if isinstance(ctx, InvalidCall):
             return o.invalid_now(aid, ctx)
         assert isinstance(ctx, ToolContext)
-        sub = tool.subagent
-        if sub is not None:
+        if isinstance(tool, SubagentTool):
+            sub = tool.subagent
             return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
         got = yield Call(tool, ctx)
         if not isinstance(got, Raised):
