@@ -2,24 +2,31 @@
 
 `_Hooks` are the `RunHooks` an `AgentsRun` hands `Runner.run`; `_Nested` routes an agent
 tool's nested run to the hooks of the subagent run its call drives; `tool_failure` and the
-run config's error formatter record failing tools. `agentfsm.adapters.openai_agents` is the
-public face (`AgentsRun`); this module is what it listens with.
+run config's error formatter record failing tools; `record_failure` records an SDK run that
+raised, and `partial_output` reads from the SDK's items what a stopped run leaves its user.
+`agentfsm.adapters.openai_agents` is the public face (`AgentsRun`); this module is what it
+listens with.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 from agents import (
     Agent,
     Handoff,
     ItemHelpers,
+    MessageOutputItem,
     ModelResponse,
     RunContextWrapper,
     RunHooks,
+    ToolCallOutputItem,
 )
 from agents.exceptions import AgentsException
 from agents.run_config import RunConfig, ToolErrorFormatterArgs
@@ -30,6 +37,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from agentfsm.adapters._recorder import Recorder
 from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable, parse_arguments
+from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import call_started
@@ -289,3 +297,30 @@ class _Nested(RunHooks[Any]):
 
 
 _NESTED = _Nested()
+
+
+def partial_output(items: Sequence[Any]) -> Any:
+    """The last thing said or returned in `items`: what a stopped run leaves its user."""
+    for item in reversed(items):
+        if isinstance(item, MessageOutputItem):
+            return ItemHelpers.text_message_output(item)
+        if isinstance(item, ToolCallOutputItem):
+            return jsonable(item.output)
+    return None
+
+
+async def record_failure(recorder: Recorder, exc: BaseException) -> None:
+    """Record how the SDK run ended abnormally, unless the run cannot take it.
+
+    A cancelled asyncio task is a cancel (`run.cancel_requested` + `run.cancelled`);
+    any other exception is `run.failed`.
+    """
+    if not isinstance(exc, asyncio.CancelledError):
+        await recorder.off_loop(recorder.failed, exc)
+        return
+    with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+        await recorder.aappend(
+            "asyncio cancellation",
+            [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
+        )
+        await recorder.off_loop(recorder.cancelled)

@@ -82,11 +82,11 @@ try:
     from langchain_core.callbacks import BaseCallbackManager
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.config import get_config
-    from langgraph.errors import GraphInterrupt, GraphRecursionError
     from langgraph.types import Command
 except ImportError as exc:
     raise missing_extra("GraphRun", "langgraph", exc) from exc
 
+from agentfsm.adapters._langgraph_interrupts import ended, finish, resume_command
 from agentfsm.adapters._langgraph_signals import (
     _DRIVING,
     APPROVAL,
@@ -100,26 +100,14 @@ from agentfsm.adapters._observed import ObservedRun
 from agentfsm.adapters._pricing import Pricing, per_million_tokens
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
-    CancelStop,
-    GuardStop,
     SignalIllegalTransitionError,
 )
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun
-from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import (
-    approved_call,
-    pending_in,
     stopped_line,
-    subagent_records,
-    waiting_on,
-    waits_for_person,
 )
-from agentfsm.errors import LifecycleError
-from agentfsm.events import models as m
-from agentfsm.events.canonical import canonical_json
 from agentfsm.events.models import Limits
-from agentfsm.names import ActionStatus, RunStatus
-from agentfsm.runtime.writer import approval_asked
+from agentfsm.names import RunStatus
 from agentfsm.stores.base import EventStore
 
 __all__ = [
@@ -345,41 +333,13 @@ class GraphRun(SdkRun):
         return await self._adrive(graph, command, config)
 
     def _resume_command(self, interrupts: Sequence[Any], value: Any) -> Command[Any] | ObservedRun:
-        """What to resume the graph with, or the run as it is if a decision is missing.
-
-        An approval interrupt gets the decisions of its calls, from the ledger of the run
-        that asked (this one, or a `delegate`d subagent); any other interrupt gets `value`.
-        Several interrupts (parallel subagents, parallel branches) are answered by id.
-        """
+        """What to resume the graph with, or the run as it is if there is nothing to drive
+        or a decision is missing (see `resume_command`)."""
         record = self.recorder.load()
         settled = self._settle_without_driving(record, None)
         if settled is not None:
             return settled
-        owners = subagent_records(self.recorder.store, record)
-        answers: list[tuple[Any, Any]] = []
-        for it in interrupts:
-            calls = _approval_calls([it])
-            if not calls:
-                answers.append((it, value))
-                continue
-            decisions: dict[str, dict[str, Any]] = {}
-            for call in calls:
-                action = approved_call(owners, call["id"], call["name"], jsonable(call["args"]))
-                approved = action.status != ActionStatus.REJECTED
-                decisions[action.action_id] = {"approved": approved, "reason": action.reason}
-            answers.append((it, decisions))
-        waiting = pending_in(owners)
-        if waiting:  # resumed only once every decision is made, in this run and below
-            return ObservedRun(record.run_id, record, pending_approvals=waiting)
-        for run in owners:  # a run whose interrupt() paused the graph goes on
-            if run.status == RunStatus.PAUSED:
-                resumed = self.recorder if run is record else self.recorder.like(run.run_id, SDK)
-                if resumed is not self.recorder:
-                    resumed.load()
-                resumed.append("resume", [(m.RunResumed, {})])
-        if len(answers) <= 1:
-            return Command(resume=answers[0][1] if answers else value)
-        return Command(resume={it.id: answer for it, answer in answers})
+        return resume_command(self.recorder, record, interrupts, value)
 
     def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
         cfg = dict(config or {})
@@ -421,10 +381,10 @@ class GraphRun(SdkRun):
             if self.handler.stop is not None:
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
-            return self._ended(exc)
+            return ended(self.recorder, self.handler, exc)
         finally:
             _DRIVING.reset(driving)
-        return self._finish(interrupts)
+        return finish(self.recorder, self.handler, interrupts)
 
     async def _adrive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
@@ -442,81 +402,10 @@ class GraphRun(SdkRun):
             if self.handler.stop is not None:
                 raise self.handler.stop
         except Exception as exc:  # noqa: BLE001  (_ended re-raises all but our stops)
-            return await self.recorder.off_loop(self._ended, exc)
+            return await self.recorder.off_loop(ended, self.recorder, self.handler, exc)
         finally:
             _DRIVING.reset(driving)
-        return await self.recorder.off_loop(self._finish, interrupts)
-
-    def _ended(self, exc: Exception) -> ObservedRun:
-        """The run after the graph raised `exc`: a stop, a recursion limit, or a failure."""
-        recorder = self.recorder
-        if isinstance(exc, GraphInterrupt):
-            # Raised only out of a graph streamed inside another graph's node (`delegate`):
-            # it pauses here, and the exception carries the interrupt on to the caller.
-            self._settle(list(exc.args[0]) if exc.args else [])
-            raise exc
-        if isinstance(exc, GuardStop | CancelStop):
-            record = recorder.stopped(exc)
-        elif isinstance(exc, GraphRecursionError):
-            detail = str(exc).split(".")[0]
-            record = recorder.append(
-                "GraphRecursionError",
-                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": detail})],
-            )
-        else:
-            recorder.failed(exc)
-            raise exc
-        return ObservedRun(recorder.run_id, record, partial_output=self.handler.last_output)
-
-    def _finish(self, interrupts: list[Any]) -> ObservedRun:
-        """The run after the stream ended: waiting on its interrupts, or completed."""
-        try:
-            return self._settle(interrupts)
-        except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the graph ended
-            record = self.recorder.stopped(stop)
-            return ObservedRun(
-                self.recorder.run_id, record, partial_output=self.handler.last_output
-            )
-
-    def _settle(self, interrupts: list[Any]) -> ObservedRun:
-        recorder = self.recorder
-        # Not this run's own pause (it records those): a subagent's, below it.
-        if interrupts and waits_for_person(recorder.store, recorder.record):
-            # The interrupts are a subagent's (`delegate`), recorded in its own run.
-            record = recorder.waiting()
-            return ObservedRun(
-                recorder.run_id,
-                record,
-                state=[i.value for i in interrupts],
-                pending_approvals=waiting_on(recorder.store, record),
-            )
-        if interrupts:
-            calls = _approval_calls(interrupts)
-            if calls:
-                actions = recorder.record.actions
-                specs: list[Any] = [
-                    approval_asked(c["id"], c["name"], jsonable(c["args"]))
-                    for c in calls
-                    # Asked before: the graph paused again before all were decided.
-                    if actions[c["id"]].status != ActionStatus.APPROVAL_PENDING
-                ]
-            else:
-                value = interrupts[0].value
-                reason = value if isinstance(value, str) else canonical_json(jsonable(value))
-                specs = [(m.RunPaused, {"reason": reason})]
-            try:
-                record = recorder.append("__interrupt__", specs) if specs else recorder.waiting()
-            except LifecycleError as exc:
-                # The table refuses the pause: the run fails, as in every adapter.
-                recorder.failed(exc)
-                raise
-            return ObservedRun(recorder.run_id, record, state=[i.value for i in interrupts])
-        try:
-            record = recorder.append("stream ended", [(m.RunCompleted, {})])
-        except LifecycleError as exc:
-            recorder.failed(exc)
-            raise
-        return ObservedRun(recorder.run_id, record, final_output=record.final_output)
+        return await self.recorder.off_loop(finish, self.recorder, self.handler, interrupts)
 
 
 def _nested(graph: Any, tool_call_id: str) -> str:
@@ -536,13 +425,3 @@ def _said(graph: Any, done: ObservedRun, agent: str | None) -> Any:
         return done.final_output
     name = agent or getattr(graph, "name", None) or "subagent"
     return stopped_line(name, done.record, done.partial_output)
-
-
-def _approval_calls(interrupts: Sequence[Any]) -> list[dict[str, Any]]:
-    """The tool calls of the approval interrupts among `interrupts`."""
-    calls: list[dict[str, Any]] = []
-    for it in interrupts:
-        value = getattr(it, "value", None)
-        if isinstance(value, dict) and value.get("type") == APPROVAL:
-            calls.extend(value["tool_calls"])
-    return calls

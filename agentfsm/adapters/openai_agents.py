@@ -47,10 +47,9 @@ SDK's count restarts at 0; ours is a new run too), and in how a stop reads: our 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from agentfsm._extras import missing_extra
@@ -59,12 +58,9 @@ from agentfsm._extras import missing_extra
 try:
     from agents import (
         Agent,
-        ItemHelpers,
         MaxTurnsExceeded,
-        MessageOutputItem,
         Runner,
         RunState,
-        ToolCallOutputItem,
     )
     from agents.result import RunResult, RunResultStreaming
     from agents.run import DEFAULT_MAX_TURNS
@@ -77,15 +73,15 @@ from agentfsm.adapters._observed import ObservedRun
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,
     _NESTED,
-    _SUBAGENT,
     SDK,
-    _atool_failure,
-    _failure_message,
     _Hooks,
     _recording_failures,
     _Stopped,
+    partial_output,
+    record_failure,
     tool_failure,
 )
+from agentfsm.adapters._openai_agents_tools import drive_agent_tool
 from agentfsm.adapters._pricing import Pricing, per_million_tokens
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
@@ -95,15 +91,13 @@ from agentfsm.adapters._sdk_errors import (
     SignalIllegalTransitionError,
 )
 from agentfsm.adapters._sdk_run import SdkRun
-from agentfsm.adapters._storable import jsonable, parse_arguments
+from agentfsm.adapters._storable import parse_arguments
 from agentfsm.adapters._subagents import (
     approved_call,
     pending_in,
-    stopped_line,
     subagent_records,
     waiting_on,
 )
-from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind
@@ -152,16 +146,6 @@ def _check_tool_use(agent: Agent[Any]) -> None:
                 "'run_llm_again' (or have the model answer with the tool's result)"
             )
         todo.extend(h for h in current.handoffs if isinstance(h, Agent))
-
-
-def _partial(items: Sequence[Any]) -> Any:
-    """The last thing said or returned in `items`: what a stopped run leaves its user."""
-    for item in reversed(items):
-        if isinstance(item, MessageOutputItem):
-            return ItemHelpers.text_message_output(item)
-        if isinstance(item, ToolCallOutputItem):
-            return jsonable(item.output)
-    return None
 
 
 class AgentsRun(SdkRun):
@@ -229,72 +213,21 @@ class AgentsRun(SdkRun):
             tool_description or f"Ask the agent '{agent.name}'.",
             max_turns=max_turns,
             hooks=_NESTED,
-            failure_error_function=None,  # the child's stops and failures reach `_as_tool`
+            failure_error_function=None,  # the child's stops and failures reach `drive_agent_tool`
             **as_tool_kwargs,
         )
         run_nested = tool.on_invoke_tool
 
         async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
             child = self.subagent(ctx.tool_call_id)
-            return await child._as_tool(agent, run_nested, ctx, input_json)
+            return await drive_agent_tool(
+                child.recorder, child.hooks, agent, run_nested, ctx, input_json
+            )
 
         # The SDK's own invoker stays inside: it runs (and on a resume, continues) the
         # nested run; ours records it as the child's.
         tool.on_invoke_tool = invoke
         return tool
-
-    async def _as_tool(
-        self,
-        agent: Agent[Any],
-        run_nested: Callable[[ToolContext[Any], str], Any],
-        ctx: ToolContext[Any],
-        input_json: str,
-    ) -> Any:
-        """Drive one call of an `agent_tool` as this (child) run; return what the model reads."""
-        recorder = self.recorder
-        # Stored: called again on a resume, it paused.
-        if not await recorder.off_loop(recorder.load_if_stored):
-            args = parse_arguments(input_json)
-            objective = args["input"] if isinstance(args.get("input"), str) else input_json
-            await recorder.off_loop(
-                recorder.start, objective=objective, agent=agent.name, limits=None
-            )
-        hooks, current = _SUBAGENT.set(self.hooks), _CURRENT.set(recorder)
-        failure: Exception | None = None
-        try:
-            output = await run_nested(ctx, input_json)
-        except _Stopped as stopped:
-            items = list(stopped.run_data.new_items) if stopped.run_data else []
-            record = await recorder.off_loop(recorder.stopped, stopped.stop)
-            return stopped_line(agent.name, record, _partial(items))
-        except MaxTurnsExceeded as exc:
-            items = list(exc.run_data.new_items) if exc.run_data else []
-            record = await recorder.aappend(
-                "MaxTurnsExceeded",
-                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
-            )
-            return stopped_line(agent.name, record, _partial(items))
-        except Exception as exc:  # noqa: BLE001  (any tool's failure: the model reads it)
-            await self._fail(exc)
-            failure = exc
-        except BaseException as exc:  # the task was cancelled
-            await self._fail(exc)
-            raise
-        finally:
-            _SUBAGENT.reset(hooks)
-            _CURRENT.reset(current)
-        if failure is not None:  # as any failing tool: `tool.failed`, the model reads why
-            await _atool_failure(ctx.tool_call_id, failure)
-            return _failure_message(failure)
-        actions = recorder.record.actions.values()
-        asked = [a for a in actions if a.status == ActionStatus.PROPOSED]
-        if asked:  # the SDK paused the nested run on these: our caller's result carries them
-            specs = [approval_asked(a.action_id, a.tool, a.arguments) for a in asked]
-            await recorder.aappend("Agent.as_tool interruptions", specs)
-        elif not any(a.status == ActionStatus.STARTED for a in actions):
-            # Not waiting on a subagent of its own either: it ended (the table says if not).
-            await recorder.aappend("Agent.as_tool returned", [(m.RunCompleted, {})])
-        return output
 
     async def run(
         self,
@@ -403,7 +336,7 @@ class AgentsRun(SdkRun):
                 await self.recorder.off_loop(self.recorder.forget_state, STATE)
             return done
         except BaseException as exc:
-            await self._fail(exc)
+            await record_failure(self.recorder, exc)
             raise
         finally:
             _CURRENT.reset(token)
@@ -442,7 +375,7 @@ class AgentsRun(SdkRun):
             partial = (
                 record.final_output
                 if record.last_decision == DecisionKind.FINAL
-                else _partial(items)
+                else partial_output(items)
             )
             return ObservedRun(recorder.run_id, record, partial_output=partial, items=items)
         except MaxTurnsExceeded as exc:
@@ -451,13 +384,17 @@ class AgentsRun(SdkRun):
                 "MaxTurnsExceeded",
                 [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
             )
-            return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
+            return ObservedRun(
+                recorder.run_id, record, partial_output=partial_output(items), items=items
+            )
         items = list(result.new_items)
         try:
             return await self._settle(result, items)
         except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the SDK finished
             record = await recorder.off_loop(recorder.stopped, stop)
-            return ObservedRun(recorder.run_id, record, partial_output=_partial(items), items=items)
+            return ObservedRun(
+                recorder.run_id, record, partial_output=partial_output(items), items=items
+            )
 
     async def _settle(
         self, result: RunResult | RunResultStreaming, items: list[Any]
@@ -495,20 +432,3 @@ class AgentsRun(SdkRun):
             items=items,
             sdk_result=result,
         )
-
-    async def _fail(self, exc: BaseException) -> None:
-        """Record how the SDK run ended abnormally, unless the run cannot take it.
-
-        A cancelled asyncio task is a cancel (`run.cancel_requested` + `run.cancelled`);
-        any other exception is `run.failed`.
-        """
-        recorder = self.recorder
-        if not isinstance(exc, asyncio.CancelledError):
-            await recorder.off_loop(recorder.failed, exc)
-            return
-        with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
-            await recorder.aappend(
-                "asyncio cancellation",
-                [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
-            )
-            await recorder.off_loop(recorder.cancelled)

@@ -14,6 +14,7 @@ from agentfsm.runtime.agent import (
     RunResult,
     Subagent,
     SubagentArgs,
+    SubagentTool,
     exponential_backoff,
     subagent,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "StreamAssembler",
     "Subagent",
     "SubagentArgs",
+    "SubagentTool",
     "TextDelta",
     "Tool",
     "ToolCallDelta",

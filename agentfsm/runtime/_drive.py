@@ -26,6 +26,7 @@ from agentfsm.guards.budget import SharedBudget
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _outcomes as o
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime._effects import (
     Append,
@@ -46,7 +47,7 @@ from agentfsm.runtime._effects import (
     Waiting,
     settle,
 )
-from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
+from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
@@ -138,7 +139,7 @@ class Driver:
         by_name = {a.name: a for a in self.agents}
         #: The subagent tools any agent has, by name (a budget tree is needed only with them).
         self._subagents = {
-            t.name: t.subagent for a in self.agents for t in a.tools if t.subagent is not None
+            t.name: t.subagent for a in self.agents for t in a.tools if isinstance(t, SubagentTool)
         }
         self._subagent_tools = frozenset(self._subagents)
         self.planner = p.Planner(
@@ -302,7 +303,7 @@ class Driver:
         exc = got.error
         if isinstance(exc, GuardRejectedError):
             # The model was called: its answer and usage go in the log before the stop.
-            kept = p.stopped_after(decided, exc)
+            kept = o.stopped_after(decided, exc)
             if kept is None:
                 raise exc
             _appended((yield Append(writer, kept)))
@@ -311,7 +312,7 @@ class Driver:
             raise exc
         # A cancel asked while the model was called: its answer still goes in the log
         # (when the table takes it), then the loop re-decides from the new state.
-        late = p.late_answer(decided, exc.record)
+        late = o.late_answer(decided, exc.record)
         recorded = False
         if late is not None:
             again = yield Append(writer, late)
@@ -348,8 +349,8 @@ class Driver:
                 record, decision, step.wrap_up, step.agent, self.clock()
             )
         except ValueError as exc:  # pydantic's ValidationError is one
-            failed = p.model_failed(f"the model's decision is not JSON: {exc}")
-            return (p.unrecordable(decision), failed)
+            failed = o.model_failed(f"the model's decision is not JSON: {exc}")
+            return (o.unrecordable(decision), failed)
 
     def _unrecorded(self, record: RunRecord, decided: Sequence[Spec]) -> None:
         """Log the usage of a model answer the run can no longer take (it was cancelled).
@@ -374,7 +375,7 @@ class Driver:
         """Log a failed model call: the `run.failed` spec, or how long to wait and retry."""
         if not isinstance(exc, ModelError):
             self.log.warning("model.error", run_id=record.run_id, agent=agent.name, error=repr(exc))
-            return p.model_failed(f"the model raised {type(exc).__name__}: {exc}")
+            return o.model_failed(f"the model raised {type(exc).__name__}: {exc}")
         self.log.warning(
             "model.error",
             run_id=record.run_id,
@@ -384,7 +385,7 @@ class Driver:
             message=exc.message,
         )
         if not exc.retryable or attempt >= self.config.model_max_attempts:
-            return p.model_failed(
+            return o.model_failed(
                 f"the model call failed after {attempt} attempt(s): {exc.message}"
             )
         return self.config.backoff(attempt)
@@ -459,19 +460,19 @@ class Driver:
         children: dict[str, RunResult],
     ) -> Steps[Spec]:
         remaining = self.reducer.guards.remaining(record, self.clock())
-        ctx = p.tool_context(record, record.actions[aid], tool, remaining)
+        ctx = o.tool_context(record, record.actions[aid], tool, remaining)
         if isinstance(ctx, InvalidCall):
-            return p.invalid_now(aid, ctx)
+            return o.invalid_now(aid, ctx)
         assert isinstance(ctx, ToolContext)
-        sub = tool.subagent
-        if sub is not None:
+        if isinstance(tool, SubagentTool):
+            sub = tool.subagent
             return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
         got = yield Call(tool, ctx)
         if not isinstance(got, Raised):
-            return p.outcome(aid, got.value)
+            return o.outcome(aid, got.value)
         if isinstance(got.error, TimeoutError):
-            return p.timed_out(aid, tool, ctx.timeout or 0.0)
-        return p.failure(aid, got.error)
+            return o.timed_out(aid, tool, ctx.timeout or 0.0)
+        return o.failure(aid, got.error)
 
     def _subagent(
         self,
@@ -493,4 +494,4 @@ class Driver:
             tree.charge(child)
         result = yield from runner._proceed(runner._writer(child, tree))
         children[child_id] = result
-        return p.child_outcome(aid, result, _ChildWaiting, self.reducer.table)
+        return o.child_outcome(aid, result, _ChildWaiting, self.reducer.table)

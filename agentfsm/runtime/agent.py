@@ -31,6 +31,7 @@ __all__ = [
     "RunnerConfig",
     "Subagent",
     "SubagentArgs",
+    "SubagentTool",
     "exponential_backoff",
     "subagent",
 ]
@@ -92,6 +93,20 @@ class Subagent:
     agents: tuple[Agent, ...] = ()
 
 
+@attrs.frozen
+class SubagentTool(Tool):
+    """A tool whose call runs a child run of an agent (made by `subagent(...)`).
+
+    The Runner runs `subagent` for it and never calls `fn`. A subclass rather than a field
+    of `Tool`, so a tool need not know what an agent is: agents hold tools, not the reverse.
+
+    Attributes:
+        subagent: the child run's agent, objective and limits.
+    """
+
+    subagent: Subagent = attrs.field(kw_only=True)
+
+
 def _task(args: Any) -> str:
     return str(args.task)
 
@@ -109,7 +124,7 @@ def subagent(
     limits: Limits | None = None,
     agents: Iterable[Agent] = (),
     description: str = "",
-) -> Tool:
+) -> SubagentTool:
     """A tool whose call runs a child run of `agent` and returns its final output.
 
     The child's run id is `<parent run>/<action id>`, so the call is idempotent: after a
@@ -124,7 +139,7 @@ def subagent(
         agents: agents the child may hand off to.
         description: for the model's tool list.
     """
-    return Tool(
+    return SubagentTool(
         name,
         _not_called,
         args=args,

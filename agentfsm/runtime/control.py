@@ -32,7 +32,7 @@ from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event, Limits
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.stores._core import RunInfo
+from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = [

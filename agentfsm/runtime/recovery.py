@@ -25,7 +25,7 @@ from agentfsm.record import Action, RunRecord
 from agentfsm.runtime._effects import Load
 from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.runtime.writer import BudgetTree
-from agentfsm.stores._core import RunInfo
+from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import EventStore
 
 __all__ = ["RUNNABLE", "InFlight", "in_flight", "rebuild_tree", "resumable", "unknown_outcomes"]

@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 from pydantic import BaseModel, ValidationError
 
 from agentfsm._extras import missing_extra
-
-if TYPE_CHECKING:
-    from agentfsm.runtime.agent import Subagent
 
 __all__ = [
     "InvalidCall",
@@ -184,7 +181,9 @@ class Tool:
             overruns is recorded outcome unknown, or a retryable `timeout` for a tool
             without side effects; Python cannot stop it, so it finishes in the background.
         description: for the model's tool list.
-        subagent: set by `subagent(...)`: the call runs a child run instead of `fn`.
+
+    A tool knows nothing of agents: one whose call is a child run is a `SubagentTool`
+    (see `subagent(...)`), so agents can hold tools without tools importing agents.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -200,7 +199,6 @@ class Tool:
     max_attempts: int = attrs.field(default=1, validator=_check_attempts)
     timeout: float | None = None
     description: str = ""
-    subagent: Subagent | None = None
     _validator: Any = attrs.field(init=False, repr=False, eq=False)
     is_async: bool = attrs.field(init=False, repr=False, eq=False)
 

@@ -5,14 +5,14 @@
 """
 
 from agentfsm.errors import RunNotFoundError
-from agentfsm.stores._core import (
+from agentfsm.stores._integrity import chain_hash
+from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
     RunInfo,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
-    chain_hash,
 )
 from agentfsm.stores.base import (
     DEFAULT_SNAPSHOT_EVERY,

@@ -34,12 +34,9 @@ only moves rows. Then run `agentfsm.testing.store_conformance` against it.
 from __future__ import annotations
 
 import abc
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Self
-
-import attrs
 
 from agentfsm.errors import (
     ConcurrencyConflictError,
@@ -50,8 +47,24 @@ from agentfsm.errors import (
 )
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
-from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
-from agentfsm.stores._core import (
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores._append import prepare_append
+from agentfsm.stores._async_store import AsyncEventStore
+from agentfsm.stores._checks import (
+    check_append_args,
+    check_attachment,
+    check_attachment_name,
+    check_attachment_version,
+    check_run_id,
+    conflict,
+    inconsistency,
+    no_attachments,
+    statuses,
+)
+from agentfsm.stores._head_cache import HeadCache
+from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot
+from agentfsm.stores._options import DEFAULT_SNAPSHOT_EVERY, StoreOptions
+from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
     Head,
@@ -60,114 +73,10 @@ from agentfsm.stores._core import (
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
-    check_attachment,
-    check_attachment_name,
-    check_attachment_version,
-    check_run_id,
-    conflict,
-    fold_rows,
-    inconsistency,
-    parse_row,
-    prepare_append,
-    trusted_snapshot,
-    verify_rows,
 )
-from agentfsm.stores._integrity import Integrity, key_from_env
+from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "AsyncEventStore", "EventStore", "StoreOptions"]
-
-#: Snapshot after this many events unless told otherwise. A snapshot is the whole record,
-#: and the record's action ledger grows with the run, so writing one costs O(run) at append
-#: time; reading one back costs about the same whatever the interval. Measured on a
-#: 10,001-event run: load ~30 ms with a snapshot vs ~340 ms without, while snapshotting
-#: every 500 events added ~75% to batched append time. 1,000 halves that and leaves at
-#: most 999 events to fold (~15 ms).
-DEFAULT_SNAPSHOT_EVERY = 1000
-
-
-def _check_snapshot_every(_: object, __: object, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise ValueError(f"snapshot_every must be at least 1 or None, got {value}")
-
-
-def _check_cache_size(_: object, __: object, value: int) -> None:
-    if value < 0:
-        raise ValueError(f"cache_size must not be negative, got {value}")
-
-
-@attrs.frozen
-class StoreOptions:
-    """What every store is configured with.
-
-    Attributes:
-        reducer: validates appends and folds loads (the default table's unless given).
-        snapshot_every: write a snapshot each time a batch crosses a multiple of this many
-            events; None never snapshots.
-        cache_size: how many runs' latest records a handle keeps, so an append that follows
-            the handle's own last append need not load the run again (0 turns it off).
-        integrity_key: a secret (at least 16 bytes) that makes the hash chain and the
-            snapshot digests HMACs, so rows changed by anyone without it are detected on
-            load and by `verify`. Read from `AGENTFSM_INTEGRITY_KEY` when not given; None
-            turns it off. Every handle on one store must use the same key.
-    """
-
-    reducer: Reducer = DEFAULT_REDUCER
-    snapshot_every: int | None = attrs.field(
-        default=DEFAULT_SNAPSHOT_EVERY, validator=_check_snapshot_every
-    )
-    cache_size: int = attrs.field(default=1024, validator=_check_cache_size)
-    integrity_key: bytes | None = attrs.field(factory=key_from_env, repr=False)
-    integrity: Integrity = attrs.field(init=False, repr=False)
-
-    @integrity.default
-    def _integrity(self) -> Integrity:
-        return Integrity(self.integrity_key)
-
-
-class _HeadCache:
-    """The latest record (and chain hash) per run that this handle wrote or read.
-
-    A run's record at a given version never changes (the log is append-only and
-    `(run_id, sequence)` is unique), so a cached head is always right *for its version*;
-    the write transaction still checks the stored version, so a stale cache costs a
-    conflict, never a fork.
-    """
-
-    __slots__ = ("_heads", "_size")
-
-    def __init__(self, size: int) -> None:
-        self._heads: OrderedDict[str, Head] = OrderedDict()
-        self._size = size
-
-    def at(self, run_id: str, version: int) -> Head | None:
-        head = self._heads.get(run_id)
-        return head if head is not None and head.record.version == version else None
-
-    def put(self, run_id: str, head: Head) -> None:
-        if self._size == 0:
-            return
-        self._heads[run_id] = head
-        self._heads.move_to_end(run_id)
-        if len(self._heads) > self._size:
-            self._heads.popitem(last=False)
-
-    def drop(self, run_id: str) -> None:
-        self._heads.pop(run_id, None)
-
-
-def _statuses(status: str | Iterable[str] | None) -> tuple[str, ...] | None:
-    if status is None:
-        return None
-    if isinstance(status, str):
-        return (status,)
-    return tuple(sorted(set(status)))
-
-
-def _check_append_args(events: Sequence[Event], expected_version: int) -> None:
-    if not events:
-        raise ValueError("append needs at least one event")
-    if expected_version < 0:
-        raise ValueError(f"expected_version must not be negative, got {expected_version}")
 
 
 class EventStore(abc.ABC):
@@ -182,7 +91,7 @@ class EventStore(abc.ABC):
 
     def __init__(self, options: StoreOptions | None = None) -> None:
         self.options = options if options is not None else StoreOptions()
-        self._cache = _HeadCache(self.options.cache_size)
+        self._cache = HeadCache(self.options.cache_size)
 
     @property
     def reducer(self) -> Reducer:
@@ -208,7 +117,7 @@ class EventStore(abc.ABC):
         """
         check_run_id(run_id)
         batch = tuple(events)
-        _check_append_args(batch, expected_version)
+        check_append_args(batch, expected_version)
         head = self._head_at(run_id, expected_version)
         options = self.options
         try:
@@ -288,7 +197,7 @@ class EventStore(abc.ABC):
         """
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
-        return self._list_runs(_statuses(status), limit, after)
+        return self._list_runs(statuses(status), limit, after)
 
     def verify(self, run_id: str) -> VerifyReport:
         """Re-read every stored row of the run and check it; the report names the first
@@ -298,7 +207,7 @@ class EventStore(abc.ABC):
         Raises:
             RunNotFoundError: the store has no such run.
         """
-        for _ in range(_VERIFY_TRIES):
+        for _ in range(VERIFY_TRIES):
             info = self.run_info(run_id)
             rows = self._read_rows(run_id, 0)
             try:
@@ -403,7 +312,7 @@ class EventStore(abc.ABC):
         """In one transaction: find the runs row at `prepared.expected_version` (or no row
         when it is 0), insert `prepared.rows`, set the runs row to `prepared.info`, and
         replace the snapshot when `prepared.snapshot` is set. Write nothing and raise
-        `ConcurrencyConflictError` (via `_core.conflict`) when the version is not the
+        `ConcurrencyConflictError` (via `_checks.conflict`) when the version is not the
         expected one, or when a row's `(run_id, sequence)` already exists."""
 
     @abc.abstractmethod
@@ -418,15 +327,15 @@ class EventStore(abc.ABC):
         """Insert or replace the row under `(attachment.run_id, attachment.name)`, atomically.
         The arguments are checked and the run is known to exist and to have reached
         `attachment.version`."""
-        raise _no_attachments(self)
+        raise no_attachments(self)
 
     def _read_attachment(self, run_id: str, name: str) -> Attachment | None:
         """The row under `(run_id, name)`, or None."""
-        raise _no_attachments(self)
+        raise no_attachments(self)
 
     def _delete_attachment(self, run_id: str, name: str) -> bool:
         """Delete the row under `(run_id, name)`; whether there was one."""
-        raise _no_attachments(self)
+        raise no_attachments(self)
 
     # -- shared machinery ----------------------------------------------------------------
 
@@ -495,89 +404,8 @@ class EventStore(abc.ABC):
             _close(rows)
 
 
-#: How often `verify` re-reads a run that was appended to while it was being checked.
-_VERIFY_TRIES = 5
-
-
-def _no_attachments(store: object) -> NotImplementedError:
-    return NotImplementedError(
-        f"{type(store).__name__} keeps no attachments: its backend does not implement "
-        "`_write_attachment`, `_read_attachment` and `_delete_attachment`"
-    )
-
-
 def _close(rows: Iterator[StoredEvent]) -> None:
     # A half-read SQLite cursor keeps its read transaction open until it is closed.
     close = getattr(rows, "close", None)
     if close is not None:
         close()
-
-
-class AsyncEventStore(abc.ABC):
-    """The same contract as `EventStore`, for asyncio code.
-
-    `AsyncPostgresEventStore` is natively async; `ThreadedAsyncEventStore` runs any sync
-    store (SQLite, memory) on a worker thread of its own.
-    """
-
-    @abc.abstractmethod
-    async def append(
-        self, run_id: str, events: Sequence[Event], expected_version: int
-    ) -> RunRecord:
-        """Validate and append a batch atomically (see `EventStore.append`)."""
-
-    @abc.abstractmethod
-    async def load(self, run_id: str) -> RunRecord:
-        """The run's current record (see `EventStore.load`)."""
-
-    @abc.abstractmethod
-    def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
-        """The run's events after `after`, in order (see `EventStore.events`)."""
-
-    @abc.abstractmethod
-    async def run_info(self, run_id: str) -> RunInfo:
-        """The run's row of the runs table (see `EventStore.run_info`)."""
-
-    @abc.abstractmethod
-    async def runs(
-        self,
-        status: str | Iterable[str] | None = None,
-        *,
-        limit: int | None = None,
-        after: str | None = None,
-    ) -> list[RunInfo]:
-        """Runs ordered by run id (see `EventStore.runs`)."""
-
-    @abc.abstractmethod
-    async def verify(self, run_id: str) -> VerifyReport:
-        """Check the run's hash chain (see `EventStore.verify`)."""
-
-    # Not abstract, so async stores written before attachments existed still instantiate.
-    async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
-        """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
-        raise _no_attachments(self)
-
-    async def attachment(self, run_id: str, name: str) -> Attachment | None:
-        """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
-        raise _no_attachments(self)
-
-    async def delete_attachment(self, run_id: str, name: str) -> bool:
-        """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
-        raise _no_attachments(self)
-
-    async def migrate(self) -> None:  # noqa: B027  (optional, as in `EventStore`)
-        """Create or upgrade the store's schema; safe to call any number of times."""
-
-    async def close(self) -> None:  # noqa: B027  (optional, as in `EventStore`)
-        """Release the handle's resources; the data stays."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -12,14 +12,8 @@ from collections.abc import Iterator
 
 import attrs
 
-from agentfsm.stores._core import (
-    Attachment,
-    PreparedAppend,
-    RunInfo,
-    StoredEvent,
-    StoredSnapshot,
-    conflict,
-)
+from agentfsm.stores._checks import conflict
+from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 
 __all__ = ["MemoryEventStore", "MemoryStorage"]

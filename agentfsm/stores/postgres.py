@@ -32,17 +32,31 @@ try:
 except ImportError as exc:
     raise missing_extra("PostgresEventStore", "postgres", exc) from exc
 
+
 from agentfsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
     LifecycleError,
     RunNotFoundError,
-    StoreError,
     StoreInconsistentError,
 )
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
-from agentfsm.stores._core import (
+from agentfsm.stores._append import prepare_append
+from agentfsm.stores._checks import (
+    check_append_args,
+    check_attachment,
+    check_attachment_name,
+    check_attachment_version,
+    check_run_id,
+    conflict,
+    inconsistency,
+    statuses,
+)
+from agentfsm.stores._head_cache import HeadCache
+from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot
+from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schema, stored_event
+from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
     Head,
@@ -51,169 +65,12 @@ from agentfsm.stores._core import (
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
-    check_attachment,
-    check_attachment_name,
-    check_attachment_version,
-    check_run_id,
-    conflict,
-    fold_rows,
-    inconsistency,
-    parse_row,
-    prepare_append,
-    trusted_snapshot,
-    verify_rows,
 )
-from agentfsm.stores.base import (
-    _VERIFY_TRIES,
-    AsyncEventStore,
-    EventStore,
-    StoreOptions,
-    _check_append_args,
-    _HeadCache,
-    _statuses,
-)
-from agentfsm.stores.sqlite import SCHEMA_VERSION, check_prefix
+from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
+from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["AsyncPostgresEventStore", "PostgresEventStore"]
-
-_PAGE = 2000  # rows per query when streaming a log
-
-
-class _Sql:
-    """Every statement, with the table names spliced in once."""
-
-    def __init__(self, prefix: str) -> None:
-        p = check_prefix(prefix)
-        runs, events, snaps, meta = f"{p}runs", f"{p}events", f"{p}snapshots", f"{p}meta"
-        attachments = f"{p}attachments"
-        self.lock_key = f"agentfsm:{p}"
-        # migrate(): create meta, refuse a newer schema, then create what is missing (an
-        # older database gains the newer tables) and record the version.
-        self.create_meta = (
-            f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)"
-        )
-        self.schema = [
-            f"CREATE TABLE IF NOT EXISTS {runs} (run_id text PRIMARY KEY, "
-            "status text NOT NULL, version bigint NOT NULL, updated_at text)",
-            f"CREATE INDEX IF NOT EXISTS {runs}_by_status ON {runs} (status, run_id)",
-            f"CREATE TABLE IF NOT EXISTS {events} (run_id text NOT NULL, "
-            "sequence bigint NOT NULL, type text NOT NULL, data text NOT NULL, "
-            "hash text NOT NULL, PRIMARY KEY (run_id, sequence))",
-            f"CREATE TABLE IF NOT EXISTS {snaps} (run_id text PRIMARY KEY, "
-            "sequence bigint NOT NULL, event_hash text NOT NULL, data text NOT NULL, "
-            "digest text NOT NULL DEFAULT '')",
-            # Version 3: a snapshot's digest (an older database's snapshots have none and
-            # are ignored until rewritten).
-            f"ALTER TABLE {snaps} ADD COLUMN IF NOT EXISTS digest text NOT NULL DEFAULT ''",
-            f"CREATE TABLE IF NOT EXISTS {attachments} (run_id text NOT NULL, "
-            "name text NOT NULL, version bigint NOT NULL, data bytea NOT NULL, "
-            "PRIMARY KEY (run_id, name))",
-            f"INSERT INTO {meta} VALUES ('schema_version', '{SCHEMA_VERSION}') "
-            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value "
-            f"WHERE {meta}.value <> EXCLUDED.value",
-        ]
-        self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
-        tail = (
-            f"snap AS (INSERT INTO {snaps} (run_id, sequence, event_hash, data, digest) "
-            "SELECT run_id, %(snap_sequence)s::bigint, %(snap_hash)s::text, "
-            "%(snap_data)s::text, %(snap_digest)s::text FROM run "
-            "WHERE %(snap_sequence)s::bigint IS NOT NULL "
-            "ON CONFLICT (run_id) DO UPDATE SET sequence = EXCLUDED.sequence, "
-            "event_hash = EXCLUDED.event_hash, data = EXCLUDED.data, "
-            "digest = EXCLUDED.digest) "
-            f"INSERT INTO {events} (run_id, sequence, type, data, hash) "
-            "SELECT run.run_id, e.sequence, e.type, e.data, e.hash FROM run, "
-            "unnest(%(sequences)s::bigint[], %(types)s::text[], %(datas)s::text[], "
-            "%(hashes)s::text[]) AS e(sequence, type, data, hash)"
-        )
-        self.new_run = (
-            f"WITH run AS (INSERT INTO {runs} (run_id, status, version, updated_at) "
-            "VALUES (%(run_id)s, %(status)s, %(version)s, %(updated_at)s) "
-            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id), " + tail
-        )
-        self.move_run = (
-            f"WITH run AS (UPDATE {runs} SET status = %(status)s, version = %(version)s, "
-            "updated_at = %(updated_at)s WHERE run_id = %(run_id)s "
-            "AND version = %(expected)s RETURNING run_id), " + tail
-        )
-        self.stored_version = (
-            f"SELECT GREATEST((SELECT version FROM {runs} WHERE run_id = %s), "
-            f"(SELECT MAX(sequence) FROM {events} WHERE run_id = %s))"
-        )
-        self.read_run = f"SELECT status, version, updated_at FROM {runs} WHERE run_id = %s"
-        self.read_rows = (
-            f"SELECT sequence, type, data, hash FROM {events} "
-            "WHERE run_id = %s AND sequence > %s ORDER BY sequence LIMIT %s"
-        )
-        self.read_snapshot = (
-            f"SELECT sequence, event_hash, data, digest FROM {snaps} WHERE run_id = %s"
-        )
-        self.list_runs = f"SELECT run_id, status, version, updated_at FROM {runs}"
-        self.put_attachment = (
-            f"INSERT INTO {attachments} (run_id, name, version, data) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, name) DO UPDATE SET "
-            "version = EXCLUDED.version, data = EXCLUDED.data"
-        )
-        self.read_attachment = (
-            f"SELECT version, data FROM {attachments} WHERE run_id = %s AND name = %s"
-        )
-        self.delete_attachment = f"DELETE FROM {attachments} WHERE run_id = %s AND name = %s"
-
-    def write(self, prepared: PreparedAppend) -> tuple[str, dict[str, Any]]:
-        info = prepared.info
-        rows = prepared.rows
-        snap = prepared.snapshot
-        params = {
-            "run_id": prepared.run_id,
-            "status": info.status,
-            "version": info.version,
-            "updated_at": info.updated_at,
-            "expected": prepared.expected_version,
-            "snap_sequence": snap.sequence if snap else None,
-            "snap_hash": snap.event_hash if snap else None,
-            "snap_data": snap.data if snap else None,
-            "snap_digest": snap.digest if snap else None,
-            "sequences": [r.sequence for r in rows],
-            "types": [r.type for r in rows],
-            "datas": [r.data for r in rows],
-            "hashes": [r.hash for r in rows],
-        }
-        return (self.new_run if prepared.expected_version == 0 else self.move_run), params
-
-    def runs_query(
-        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
-    ) -> tuple[str, list[Any]]:
-        where: list[str] = []
-        args: list[Any] = []
-        if statuses is not None:
-            where.append("status = ANY(%s)")
-            args.append(list(statuses))
-        if after is not None:
-            where.append("run_id > %s")
-            args.append(after)
-        sql = self.list_runs
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY run_id"
-        if limit is not None:
-            sql += " LIMIT %s"
-            args.append(limit)
-        return sql, args
-
-
-def _missing_tables(exc: pg_errors.UndefinedTable) -> StoreError:
-    return StoreError(f"the agentfsm tables are missing; call migrate() first ({exc})")
-
-
-def _newer_schema(found: str) -> StoreError:
-    return StoreError(
-        f"the database has agentfsm schema version {found}; this agentfsm reads version "
-        f"{SCHEMA_VERSION}: upgrade agentfsm"
-    )
-
-
-def _row(r: tuple[Any, ...]) -> StoredEvent:
-    return StoredEvent(r[0], r[1], r[2], r[3])
 
 
 class PostgresEventStore(EventStore):
@@ -235,7 +92,7 @@ class PostgresEventStore(EventStore):
         migrate: bool = False,
     ) -> None:
         super().__init__(options)
-        self._sql = _Sql(table_prefix)
+        self._sql = Sql(table_prefix)
         self._conn = psycopg.connect(conninfo, autocommit=True)
         if migrate:
             try:
@@ -252,7 +109,7 @@ class PostgresEventStore(EventStore):
             self._conn.execute(self._sql.create_meta)
             found = self._conn.execute(self._sql.schema_version).fetchone()
             if found is not None and int(found[0]) > SCHEMA_VERSION:
-                raise _newer_schema(found[0])
+                raise newer_schema(found[0])
             for statement in self._sql.schema:
                 self._conn.execute(statement)
 
@@ -264,7 +121,7 @@ class PostgresEventStore(EventStore):
         try:
             return self._conn.execute(sql, args)
         except pg_errors.UndefinedTable as exc:
-            raise _missing_tables(exc) from None
+            raise missing_tables(exc) from None
 
     def _read_run(self, run_id: str) -> RunInfo | None:
         row = self._query(self._sql.read_run, (run_id,)).fetchone()
@@ -272,10 +129,10 @@ class PostgresEventStore(EventStore):
 
     def _read_rows(self, run_id: str, after: int) -> Iterator[StoredEvent]:
         while True:
-            page = self._query(self._sql.read_rows, (run_id, after, _PAGE)).fetchall()
+            page = self._query(self._sql.read_rows, (run_id, after, PAGE)).fetchall()
             for r in page:
-                yield _row(r)
-            if len(page) < _PAGE:
+                yield stored_event(r)
+            if len(page) < PAGE:
                 return
             after = page[-1][0]
 
@@ -336,8 +193,8 @@ class AsyncPostgresEventStore(AsyncEventStore):
             raise ValueError("the connection must be in autocommit mode (autocommit=True)")
         self.options = options if options is not None else StoreOptions()
         self._conn = conn
-        self._sql = _Sql(table_prefix)
-        self._cache = _HeadCache(self.options.cache_size)
+        self._sql = Sql(table_prefix)
+        self._cache = HeadCache(self.options.cache_size)
 
     @classmethod
     async def connect(
@@ -370,7 +227,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
             cur = await self._conn.execute(self._sql.schema_version)
             found = await cur.fetchone()
             if found is not None and int(found[0]) > SCHEMA_VERSION:
-                raise _newer_schema(found[0])
+                raise newer_schema(found[0])
             for statement in self._sql.schema:
                 await self._conn.execute(statement)
 
@@ -382,7 +239,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         try:
             cur = await self._conn.execute(sql, args)
         except pg_errors.UndefinedTable as exc:
-            raise _missing_tables(exc) from None
+            raise missing_tables(exc) from None
         return await cur.fetchall()
 
     async def _execute(self, sql: str, args: Sequence[Any]) -> int:
@@ -390,15 +247,15 @@ class AsyncPostgresEventStore(AsyncEventStore):
         try:
             cur = await self._conn.execute(sql, args)
         except pg_errors.UndefinedTable as exc:
-            raise _missing_tables(exc) from None
+            raise missing_tables(exc) from None
         return cur.rowcount
 
     async def _rows_after(self, run_id: str, after: int) -> list[StoredEvent]:
         rows: list[StoredEvent] = []
         while True:
-            page = await self._fetch(self._sql.read_rows, (run_id, after, _PAGE))
-            rows.extend(_row(r) for r in page)
-            if len(page) < _PAGE:
+            page = await self._fetch(self._sql.read_rows, (run_id, after, PAGE))
+            rows.extend(stored_event(r) for r in page)
+            if len(page) < PAGE:
                 return rows
             after = page[-1][0]
 
@@ -444,7 +301,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         """Validate and append a batch atomically (see `EventStore.append`)."""
         check_run_id(run_id)
         batch = tuple(events)
-        _check_append_args(batch, expected_version)
+        check_append_args(batch, expected_version)
         head = await self._head_at(run_id, expected_version)
         options = self.options
         try:
@@ -467,7 +324,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
             except pg_errors.UniqueViolation:
                 written = 0
             except pg_errors.UndefinedTable as exc:
-                raise _missing_tables(exc) from None
+                raise missing_tables(exc) from None
             if written != len(batch):
                 found = await self._fetch(self._sql.stored_version, (run_id, run_id))
                 actual = int(found[0][0]) if found and found[0][0] is not None else 0
@@ -499,9 +356,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
             raise RunNotFoundError(run_id)
         expected = after + 1
         while True:
-            page = await self._fetch(self._sql.read_rows, (run_id, after, _PAGE))
+            page = await self._fetch(self._sql.read_rows, (run_id, after, PAGE))
             for r in page:
-                row = _row(r)
+                row = stored_event(r)
                 if row.sequence != expected:
                     raise CorruptLogError(
                         f"the log has no event at sequence {expected}",
@@ -510,7 +367,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
                     )
                 yield parse_row(run_id, row, self.options.reducer.table.event_types)
                 expected += 1
-            if len(page) < _PAGE:
+            if len(page) < PAGE:
                 return
             after = page[-1][0]
 
@@ -532,12 +389,12 @@ class AsyncPostgresEventStore(AsyncEventStore):
         """Runs ordered by run id (see `EventStore.runs`)."""
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
-        sql, args = self._sql.runs_query(_statuses(status), limit, after)
+        sql, args = self._sql.runs_query(statuses(status), limit, after)
         return [RunInfo(*r) for r in await self._fetch(sql, args)]
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Check every stored row of the run (see `EventStore.verify`)."""
-        for _ in range(_VERIFY_TRIES):
+        for _ in range(VERIFY_TRIES):
             info = await self.run_info(run_id)
             rows = await self._rows_after(run_id, 0)
             found = await self._fetch(self._sql.read_snapshot, (run_id,))

@@ -27,14 +27,8 @@ from collections.abc import Iterator
 from typing import Literal
 
 from agentfsm.errors import CorruptLogError, StoreError
-from agentfsm.stores._core import (
-    Attachment,
-    PreparedAppend,
-    RunInfo,
-    StoredEvent,
-    StoredSnapshot,
-    conflict,
-)
+from agentfsm.stores._checks import conflict
+from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 
 __all__ = ["SCHEMA_VERSION", "SQLiteEventStore"]

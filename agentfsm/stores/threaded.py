@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
-from agentfsm.stores._core import Attachment, RunInfo, VerifyReport
+from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = ["ThreadedAsyncEventStore"]

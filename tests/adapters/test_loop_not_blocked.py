@@ -18,7 +18,7 @@ from langchain_core.messages import HumanMessage
 
 from agentfsm.adapters._observed import ObservedRun
 from agentfsm.stores import MemoryEventStore
-from agentfsm.stores._core import PreparedAppend
+from agentfsm.stores._rows import PreparedAppend
 
 WRITE_SECONDS = 0.2
 TICK_SECONDS = 0.01

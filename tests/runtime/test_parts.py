@@ -7,14 +7,17 @@ from typing import Any
 import pytest
 
 from agentfsm.errors import ActionError, IllegalTransitionError
-from agentfsm.events import Usage
+from agentfsm.events import Limits, Usage
 from agentfsm.runtime import (
+    Agent,
     Decision,
     IncompleteStreamError,
     ModelError,
     ProposedCall,
     ScriptedModel,
     StreamAssembler,
+    Subagent,
+    SubagentTool,
     TextDelta,
     Tool,
     ToolCallDelta,
@@ -25,6 +28,7 @@ from agentfsm.runtime import (
     call,
     cancel,
     pause,
+    subagent,
     submit,
 )
 from agentfsm.stores import MemoryEventStore
@@ -138,6 +142,16 @@ class TestTools:
             [Tool("status", print, polling=True, poll_limit=8), Tool("x", print)]
         )
         assert registry.polling == {"status": 8}
+
+    def test_a_subagent_is_a_tool_that_names_its_child_run(self) -> None:
+        """`subagent(...)` is a `SubagentTool`: a tool (idempotent, so safe to resume) that
+        carries the child's agent and limits; a plain tool has no such part."""
+        helper = Agent("helper", ScriptedModel([]))
+        tool = subagent("delegate", helper, limits=Limits(max_turns=2))
+        assert isinstance(tool, SubagentTool)
+        assert (tool.name, tool.safe_to_repeat) == ("delegate", True)
+        assert tool.subagent == Subagent(helper, tool.subagent.objective, Limits(max_turns=2))
+        assert not isinstance(Tool("x", print), SubagentTool)
 
 
 class TestControl:

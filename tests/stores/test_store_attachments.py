@@ -18,7 +18,7 @@ from agentfsm.stores import (
     StoredSnapshot,
     ThreadedAsyncEventStore,
 )
-from agentfsm.stores._core import PreparedAppend
+from agentfsm.stores._rows import PreparedAppend
 from agentfsm.testing.store_checks import scripted_run
 from agentfsm.testing.store_conformance import AsyncStoreConformance, StoreConformance
 

@@ -20,7 +20,7 @@ from agentfsm.stores import (
     VerifyReport,
     chain_hash,
 )
-from agentfsm.stores._core import canonical_event_json
+from agentfsm.stores._append import canonical_event_json
 from agentfsm.testing.postgres_server import unavailable_reason
 from agentfsm.testing.store_checks import scripted_run
 

@@ -1,0 +1,89 @@
+"""The event-store contract for asyncio code: `AsyncEventStore`.
+
+Re-exported by `agentfsm.stores.base` beside `EventStore`, whose docstring states the
+contract both keep.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Iterable, Sequence
+from types import TracebackType
+from typing import Self
+
+from agentfsm.events.models import Event
+from agentfsm.record import RunRecord
+from agentfsm.stores._checks import no_attachments
+from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
+
+__all__ = ["AsyncEventStore"]
+
+
+class AsyncEventStore(abc.ABC):
+    """The same contract as `EventStore`, for asyncio code.
+
+    `AsyncPostgresEventStore` is natively async; `ThreadedAsyncEventStore` runs any sync
+    store (SQLite, memory) on a worker thread of its own.
+    """
+
+    @abc.abstractmethod
+    async def append(
+        self, run_id: str, events: Sequence[Event], expected_version: int
+    ) -> RunRecord:
+        """Validate and append a batch atomically (see `EventStore.append`)."""
+
+    @abc.abstractmethod
+    async def load(self, run_id: str) -> RunRecord:
+        """The run's current record (see `EventStore.load`)."""
+
+    @abc.abstractmethod
+    def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
+        """The run's events after `after`, in order (see `EventStore.events`)."""
+
+    @abc.abstractmethod
+    async def run_info(self, run_id: str) -> RunInfo:
+        """The run's row of the runs table (see `EventStore.run_info`)."""
+
+    @abc.abstractmethod
+    async def runs(
+        self,
+        status: str | Iterable[str] | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> list[RunInfo]:
+        """Runs ordered by run id (see `EventStore.runs`)."""
+
+    @abc.abstractmethod
+    async def verify(self, run_id: str) -> VerifyReport:
+        """Check the run's hash chain (see `EventStore.verify`)."""
+
+    # Not abstract, so async stores written before attachments existed still instantiate.
+    async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
+        """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
+        raise no_attachments(self)
+
+    async def attachment(self, run_id: str, name: str) -> Attachment | None:
+        """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
+        raise no_attachments(self)
+
+    async def delete_attachment(self, run_id: str, name: str) -> bool:
+        """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
+        raise no_attachments(self)
+
+    async def migrate(self) -> None:  # noqa: B027  (optional, as in `EventStore`)
+        """Create or upgrade the store's schema; safe to call any number of times."""
+
+    async def close(self) -> None:  # noqa: B027  (optional, as in `EventStore`)
+        """Release the handle's resources; the data stays."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,156 @@
+"""How a store loads: read its rows back as events, trust a snapshot or not, fold.
+
+A stored row is never taken on faith: it must parse, sit at its place in the log and
+(with a keyed integrity) carry its link; a snapshot is a cache that must prove it is bound
+to the log before it is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agentfsm._log import get_logger
+from agentfsm.errors import CorruptLogError, EventFormatError, LifecycleError, TableMismatchError
+from agentfsm.events.codec import event_to_dict, parse_event
+from agentfsm.events.models import Event
+from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.reducers.snapshot import Snapshot
+from agentfsm.stores._append import canonical_event_json
+from agentfsm.stores._integrity import PLAIN, Integrity
+from agentfsm.stores._rows import GENESIS_HASH, Head, StoredEvent, StoredSnapshot
+
+__all__ = ["BAD_LINK", "check_row", "distrust", "fold_rows", "parse_row", "trusted_snapshot"]
+
+_log = get_logger("agentfsm.stores")
+
+
+def parse_row(run_id: str, row: StoredEvent, events: EventTypes = BUILTIN_EVENTS) -> Event:
+    """The event a stored row holds, checked against the row's place in the log.
+
+    Args:
+        run_id: the run the row belongs to.
+        row: the stored row.
+        events: the event types of the store's table (its own types included).
+
+    Raises:
+        CorruptLogError: the row does not parse, or names another run or sequence.
+    """
+    checked = check_row(run_id, row, events)
+    if isinstance(checked, str):
+        raise CorruptLogError(checked, run_id=run_id, sequence=row.sequence)
+    return checked
+
+
+def check_row(run_id: str, row: StoredEvent, events: EventTypes) -> Event | str:
+    """The row's event, or a sentence saying why it is not a valid event of its place."""
+    try:
+        event = parse_event(row.data, events=events)
+    except EventFormatError as exc:
+        return f"the stored event is not a valid event: {'; '.join(exc.problems)}"
+    if event.run_id != run_id or event.sequence != row.sequence:
+        return f"the stored event names run '{event.run_id}', sequence {event.sequence}"
+    return event
+
+
+def trusted_snapshot(
+    run_id: str,
+    stored: StoredSnapshot,
+    first: StoredEvent | None,
+    integrity: Integrity = PLAIN,
+) -> Head | None:
+    """The snapshot's record if it can be trusted, else None (and a `store.snapshot_ignored` log).
+
+    `first` is the log row at `stored.sequence` (None when the log has no such row). A
+    snapshot is a cache, never an authority: it is trusted only when its digest seals its
+    text to the chain hash it names, it reads back, is of this run, says the sequence it is
+    stored under, and the log still holds exactly the event it was taken after.
+    """
+    reason = distrust(run_id, stored, first, integrity)
+    if reason is None:
+        try:
+            snapshot = Snapshot.loads(stored.data)
+        except (ValueError, TypeError, KeyError) as exc:
+            # json errors are ValueErrors; a hand-edited record can fail with the other two.
+            reason = f"it does not read back ({exc})"
+        else:
+            if snapshot.run_id != run_id:
+                reason = f"it is of run '{snapshot.run_id}'"
+            elif snapshot.sequence != stored.sequence:
+                reason = f"it says sequence {snapshot.sequence} but is stored as {stored.sequence}"
+            else:
+                return Head(snapshot.record, stored.event_hash)
+    _log.warning(
+        "store.snapshot_ignored",
+        run_id=run_id,
+        sequence=stored.sequence,
+        reason=reason,
+        fallback="full replay",
+    )
+    return None
+
+
+def distrust(
+    run_id: str, stored: StoredSnapshot, first: StoredEvent | None, integrity: Integrity
+) -> str | None:
+    """Why the snapshot row is not bound to the log as written, or None."""
+    if stored.digest != integrity.seal(stored.event_hash, stored.data):
+        if not stored.digest:
+            return "it has no digest (written by an older agentfsm)"
+        return "its digest does not match its content: it was changed after it was written"
+    if first is None or first.sequence != stored.sequence:
+        return f"the log has no event at sequence {stored.sequence}"
+    if first.hash != stored.event_hash:
+        return f"the log's event at sequence {stored.sequence} is not the one it covers"
+    return None
+
+
+def fold_rows(
+    reducer: Reducer,
+    run_id: str,
+    head: Head | None,
+    rows: Iterable[StoredEvent],
+    integrity: Integrity = PLAIN,
+) -> Head:
+    """Fold stored rows onto `head` (or from the start of the run when None).
+
+    With a keyed `integrity`, every row's link is checked too: a row that someone without
+    the key wrote or changed is refused, even with a recomputed chain.
+
+    Raises:
+        CorruptLogError: a row does not parse, is out of place, breaks the lifecycle or
+            (keyed) fails its link; it names the run and the sequence.
+    """
+    record = head.record if head is not None else reducer.initial(run_id)
+    last_hash = head.hash if head is not None else GENESIS_HASH
+    reduce = reducer.reduce
+    keyed = integrity.keyed
+    types = reducer.table.event_types
+    for row in rows:
+        event = parse_row(run_id, row, types)
+        if (
+            keyed
+            and integrity.link(last_hash, canonical_event_json(event_to_dict(event))) != row.hash
+        ):
+            raise CorruptLogError(BAD_LINK, run_id=run_id, sequence=row.sequence)
+        try:
+            record = reduce(record, event)
+        except TableMismatchError:
+            # Not damage: the store was opened with another table than the run's. Said as
+            # such, so an operator is not sent looking for corruption.
+            raise
+        except LifecycleError as exc:
+            raise CorruptLogError(
+                f"the stored event breaks the run's lifecycle: {exc}",
+                run_id=run_id,
+                sequence=row.sequence,
+            ) from None
+        last_hash = row.hash
+    return Head(record, last_hash)
+
+
+#: What a load and a verify say of a row whose link does not match the chain.
+BAD_LINK = (
+    "the hash does not match: this event or its stored hash was changed (or the store was "
+    "written under another integrity key, or none)"
+)

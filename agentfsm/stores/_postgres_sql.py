@@ -1,0 +1,158 @@
+"""What the PostgreSQL stores say to the database: every statement, and how rows read back.
+
+Plain text and tuples, no driver: the sync and the async store send the same statements,
+so they keep the same tables, the same one-statement append and the same errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm.errors import StoreError
+from agentfsm.stores._rows import PreparedAppend, StoredEvent
+from agentfsm.stores.sqlite import SCHEMA_VERSION, check_prefix
+
+__all__ = ["PAGE", "Sql", "missing_tables", "newer_schema", "stored_event"]
+
+#: Rows per query when streaming a log.
+PAGE = 2000
+
+
+class Sql:
+    """Every statement, with the table names spliced in once."""
+
+    def __init__(self, prefix: str) -> None:
+        p = check_prefix(prefix)
+        runs, events, snaps, meta = f"{p}runs", f"{p}events", f"{p}snapshots", f"{p}meta"
+        attachments = f"{p}attachments"
+        self.lock_key = f"agentfsm:{p}"
+        # migrate(): create meta, refuse a newer schema, then create what is missing (an
+        # older database gains the newer tables) and record the version.
+        self.create_meta = (
+            f"CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)"
+        )
+        self.schema = [
+            f"CREATE TABLE IF NOT EXISTS {runs} (run_id text PRIMARY KEY, "
+            "status text NOT NULL, version bigint NOT NULL, updated_at text)",
+            f"CREATE INDEX IF NOT EXISTS {runs}_by_status ON {runs} (status, run_id)",
+            f"CREATE TABLE IF NOT EXISTS {events} (run_id text NOT NULL, "
+            "sequence bigint NOT NULL, type text NOT NULL, data text NOT NULL, "
+            "hash text NOT NULL, PRIMARY KEY (run_id, sequence))",
+            f"CREATE TABLE IF NOT EXISTS {snaps} (run_id text PRIMARY KEY, "
+            "sequence bigint NOT NULL, event_hash text NOT NULL, data text NOT NULL, "
+            "digest text NOT NULL DEFAULT '')",
+            # Version 3: a snapshot's digest (an older database's snapshots have none and
+            # are ignored until rewritten).
+            f"ALTER TABLE {snaps} ADD COLUMN IF NOT EXISTS digest text NOT NULL DEFAULT ''",
+            f"CREATE TABLE IF NOT EXISTS {attachments} (run_id text NOT NULL, "
+            "name text NOT NULL, version bigint NOT NULL, data bytea NOT NULL, "
+            "PRIMARY KEY (run_id, name))",
+            f"INSERT INTO {meta} VALUES ('schema_version', '{SCHEMA_VERSION}') "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value "
+            f"WHERE {meta}.value <> EXCLUDED.value",
+        ]
+        self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
+        tail = (
+            f"snap AS (INSERT INTO {snaps} (run_id, sequence, event_hash, data, digest) "
+            "SELECT run_id, %(snap_sequence)s::bigint, %(snap_hash)s::text, "
+            "%(snap_data)s::text, %(snap_digest)s::text FROM run "
+            "WHERE %(snap_sequence)s::bigint IS NOT NULL "
+            "ON CONFLICT (run_id) DO UPDATE SET sequence = EXCLUDED.sequence, "
+            "event_hash = EXCLUDED.event_hash, data = EXCLUDED.data, "
+            "digest = EXCLUDED.digest) "
+            f"INSERT INTO {events} (run_id, sequence, type, data, hash) "
+            "SELECT run.run_id, e.sequence, e.type, e.data, e.hash FROM run, "
+            "unnest(%(sequences)s::bigint[], %(types)s::text[], %(datas)s::text[], "
+            "%(hashes)s::text[]) AS e(sequence, type, data, hash)"
+        )
+        self.new_run = (
+            f"WITH run AS (INSERT INTO {runs} (run_id, status, version, updated_at) "
+            "VALUES (%(run_id)s, %(status)s, %(version)s, %(updated_at)s) "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id), " + tail
+        )
+        self.move_run = (
+            f"WITH run AS (UPDATE {runs} SET status = %(status)s, version = %(version)s, "
+            "updated_at = %(updated_at)s WHERE run_id = %(run_id)s "
+            "AND version = %(expected)s RETURNING run_id), " + tail
+        )
+        self.stored_version = (
+            f"SELECT GREATEST((SELECT version FROM {runs} WHERE run_id = %s), "
+            f"(SELECT MAX(sequence) FROM {events} WHERE run_id = %s))"
+        )
+        self.read_run = f"SELECT status, version, updated_at FROM {runs} WHERE run_id = %s"
+        self.read_rows = (
+            f"SELECT sequence, type, data, hash FROM {events} "
+            "WHERE run_id = %s AND sequence > %s ORDER BY sequence LIMIT %s"
+        )
+        self.read_snapshot = (
+            f"SELECT sequence, event_hash, data, digest FROM {snaps} WHERE run_id = %s"
+        )
+        self.list_runs = f"SELECT run_id, status, version, updated_at FROM {runs}"
+        self.put_attachment = (
+            f"INSERT INTO {attachments} (run_id, name, version, data) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, name) DO UPDATE SET "
+            "version = EXCLUDED.version, data = EXCLUDED.data"
+        )
+        self.read_attachment = (
+            f"SELECT version, data FROM {attachments} WHERE run_id = %s AND name = %s"
+        )
+        self.delete_attachment = f"DELETE FROM {attachments} WHERE run_id = %s AND name = %s"
+
+    def write(self, prepared: PreparedAppend) -> tuple[str, dict[str, Any]]:
+        info = prepared.info
+        rows = prepared.rows
+        snap = prepared.snapshot
+        params = {
+            "run_id": prepared.run_id,
+            "status": info.status,
+            "version": info.version,
+            "updated_at": info.updated_at,
+            "expected": prepared.expected_version,
+            "snap_sequence": snap.sequence if snap else None,
+            "snap_hash": snap.event_hash if snap else None,
+            "snap_data": snap.data if snap else None,
+            "snap_digest": snap.digest if snap else None,
+            "sequences": [r.sequence for r in rows],
+            "types": [r.type for r in rows],
+            "datas": [r.data for r in rows],
+            "hashes": [r.hash for r in rows],
+        }
+        return (self.new_run if prepared.expected_version == 0 else self.move_run), params
+
+    def runs_query(
+        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
+    ) -> tuple[str, list[Any]]:
+        where: list[str] = []
+        args: list[Any] = []
+        if statuses is not None:
+            where.append("status = ANY(%s)")
+            args.append(list(statuses))
+        if after is not None:
+            where.append("run_id > %s")
+            args.append(after)
+        sql = self.list_runs
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY run_id"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        return sql, args
+
+
+def missing_tables(exc: Exception) -> StoreError:
+    """The error for a database whose tables `migrate()` has not created."""
+    return StoreError(f"the agentfsm tables are missing; call migrate() first ({exc})")
+
+
+def newer_schema(found: str) -> StoreError:
+    """The error for a database written by a newer agentfsm."""
+    return StoreError(
+        f"the database has agentfsm schema version {found}; this agentfsm reads version "
+        f"{SCHEMA_VERSION}: upgrade agentfsm"
+    )
+
+
+def stored_event(r: tuple[Any, ...]) -> StoredEvent:
+    """A log row as the driver returns it (sequence, type, data, hash)."""
+    return StoredEvent(r[0], r[1], r[2], r[3])

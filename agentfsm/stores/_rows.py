@@ -1,0 +1,163 @@
+"""The rows a backend keeps and the values a store hands back: plain frozen data.
+
+Kept apart from the code that fills them so a backend, the store template and the
+conformance suite can all name them without importing how appends and loads work.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from agentfsm.record import RunRecord
+
+__all__ = [
+    "GENESIS_HASH",
+    "Attachment",
+    "Head",
+    "PreparedAppend",
+    "RunInfo",
+    "StoredEvent",
+    "StoredSnapshot",
+    "VerifyReport",
+]
+
+#: The "previous hash" of a run's first event.
+GENESIS_HASH = ""
+
+
+@attrs.frozen(slots=True)
+class StoredEvent:
+    """One row of the log, as a backend keeps it.
+
+    Attributes:
+        sequence: the event's sequence (unique per run in storage).
+        type: the event type (kept beside the line so it can be queried).
+        data: the event as written by `dump_event`: one compact JSON line.
+        hash: `chain_hash` of the previous row's hash and this event.
+    """
+
+    sequence: int
+    type: str
+    data: str
+    hash: str
+
+
+@attrs.frozen(slots=True)
+class StoredSnapshot:
+    """The one snapshot a backend keeps per run.
+
+    Attributes:
+        sequence: the last sequence the snapshot covers.
+        event_hash: the chain hash of the event at `sequence`; a snapshot is only trusted
+            while the log still holds exactly that event there.
+        data: `Snapshot.dumps()` text.
+        digest: `Integrity.seal(event_hash, data)`: binds the text to the chain, so a
+            snapshot edited in place is not trusted ("" for one written before digests).
+    """
+
+    sequence: int
+    event_hash: str
+    data: str
+    digest: str
+
+
+@attrs.frozen(slots=True)
+class RunInfo:
+    """One row of `runs()`: where a run stands, without folding its log.
+
+    Attributes:
+        run_id: the run.
+        status: its state in the table after the last event.
+        version: its last sequence.
+        updated_at: `occurred_at` of its last event.
+    """
+
+    run_id: str
+    status: str
+    version: int
+    updated_at: str | None
+
+
+def _data_repr(data: bytes) -> str:
+    return f"<{len(data)} bytes>"
+
+
+@attrs.frozen(slots=True)
+class Attachment:
+    """A named blob kept beside a run (an SDK's saved state, say); never part of its log.
+
+    Attributes:
+        run_id: the run it belongs to.
+        name: its name within the run (one value per name: a later put replaces it).
+        data: the bytes, as given (shown only by length in the repr).
+        version: the run's event version it belongs to (at most the run's version when
+            it was put).
+    """
+
+    run_id: str
+    name: str
+    data: bytes = attrs.field(repr=_data_repr)
+    version: int
+
+
+@attrs.frozen(slots=True)
+class Head:
+    """A run's record at some version, with the chain hash of its last event."""
+
+    record: RunRecord
+    hash: str
+
+
+@attrs.frozen(slots=True)
+class PreparedAppend:
+    """A validated batch, ready to be written in one transaction.
+
+    Attributes:
+        run_id: the run.
+        expected_version: the version the batch follows; the write must find exactly it.
+        rows: the new log rows, in order.
+        record: the run's record after the batch.
+        snapshot: the snapshot to write with the batch, if the batch crosses a snapshot
+            point (a multiple of `snapshot_every`, spaced out for long runs: `_cadence.py`).
+    """
+
+    run_id: str
+    expected_version: int
+    rows: tuple[StoredEvent, ...]
+    record: RunRecord
+    snapshot: StoredSnapshot | None
+
+    @property
+    def info(self) -> RunInfo:
+        """The runs row after the batch."""
+        r = self.record
+        return RunInfo(r.run_id, r.status, r.version, r.updated_at)
+
+
+@attrs.frozen(slots=True)
+class VerifyReport:
+    """What `verify(run_id)` found: every link good, or the first broken one.
+
+    Attributes:
+        run_id: the run.
+        ok: no problem was found.
+        checked: how many events were read and found right, in order from sequence 1.
+        head_hash: the chain hash of the last good event (`""` when there is none).
+        sequence: the first sequence that is wrong (None when `ok`, or when the problem is
+            the runs row's status or time rather than a place in the log).
+        problem: a sentence saying what is wrong there (None when `ok`).
+    """
+
+    run_id: str
+    ok: bool
+    checked: int
+    head_hash: str
+    sequence: int | None = None
+    problem: str | None = None
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"run '{self.run_id}': {self.checked} events, hash chain intact"
+        if self.sequence is None:
+            return f"run '{self.run_id}': {self.problem}"
+        return f"run '{self.run_id}', sequence {self.sequence}: {self.problem}"
