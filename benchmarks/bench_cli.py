@@ -3,6 +3,10 @@
 Builds a seeded JSON Lines file of about 1,000,000 events in which 64 runs are live at any
 moment (lines of different runs interleaved, as a shared log would have them), then runs
 the real console script on it and reads the child's peak resident memory from the kernel.
+
+The runs are the benchmark corpus (about twenty events each) by default; `--calls N` makes
+them long-horizon runs of N tool calls each instead (`benchmarks/growth.py`'s shape, five
+events a call), where a run's ledger holds thousands of actions while it is live.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentfsm import dump_event
+from agentfsm import Event, dump_event, parse_event
 from benchmarks.corpus import build_corpus
+from benchmarks.growth import long_run
 
 # The child reports its own high-water mark from /proc (VmHWM starts afresh at exec, unlike
 # ru_maxrss, which would still count the pages of this process that the fork copied).
@@ -32,9 +37,23 @@ sys.exit(code)
 """
 
 
-def write_log(path: Path, events: int, live: int) -> int:
+def long_runs(events: int, calls: int) -> list[list[Event]]:
+    """Runs of `calls` tool calls each, totalling at least `events` events."""
+    template = [dump_event(e) for e in long_run(calls, "r0")]
+    count = -(-events // len(template))
+    return [
+        [
+            parse_event(line.replace('"run_id":"r0"', f'"run_id":"long_{i:04d}"', 1))
+            for line in template
+        ]
+        for i in range(count)
+    ]
+
+
+def write_log(path: Path, events: int, live: int, calls: int | None = None) -> int:
     """Write the interleaved log; return the number of lines."""
-    runs = deque(deque(run) for run in build_corpus(events))
+    source = build_corpus(events) if calls is None else long_runs(events, calls)
+    runs = deque(deque(run) for run in source)
     active: deque[deque[object]] = deque()
     n = 0
     with path.open("w", encoding="utf-8") as out:
@@ -53,11 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--live", type=int, default=64, help="runs interleaved at any moment")
+    parser.add_argument("--calls", type=int, default=None, help="tool calls per run (long runs)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "big.jsonl"
         print(f"writing {args.events:,} events ...", file=sys.stderr)
-        lines = write_log(log, args.events, args.live)
+        lines = write_log(log, args.events, args.live, args.calls)
         size = log.stat().st_size
         start = time.perf_counter()
         result = subprocess.run(  # noqa: S603 - our own interpreter and script
@@ -66,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - start
         peak_kib = int(result.stderr.strip().splitlines()[-1])
     ok = result.returncode == 0
+    shape = "corpus runs" if args.calls is None else f"runs of {args.calls:,} tool calls"
+    print(f"`agentfsm validate` on {shape}")
     print("| log | lines | validate wall time | events/s | peak RSS | exit |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     print(
