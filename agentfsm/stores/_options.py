@@ -35,7 +35,8 @@ class StoreOptions:
     Attributes:
         reducer: validates appends and folds loads (the default table's unless given).
         snapshot_every: write a snapshot each time a batch crosses a multiple of this many
-            events; None never snapshots.
+            events, spaced out by powers of two once the ledger holds more than a quarter
+            as many actions (see `_cadence.py`); None never snapshots.
         cache_size: how many runs' latest records a handle keeps, so an append that follows
             the handle's own last append need not load the run again (0 turns it off).
         integrity_key: a secret (at least 16 bytes) that makes the hash chain and the
