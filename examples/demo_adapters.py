@@ -99,9 +99,11 @@ def subagent_run(store: EventStore) -> None:
         ),
         "Refund O-9",
     )
-    print(f"   paused: {paused.status}, waiting for {paused.pending_approvals}")
-    child_id, call_id = paused.pending_approvals[0]
-    approve(store, child_id, call_id, approver="alice")  # or: agentfsm approve CHILD CALL
+    (pending,) = paused.pending_approvals  # the child's call, decided in the child's run
+    child_id, call_id = pending.run_id, pending.action_id
+    print(f"   paused: {paused.status}, waiting for {call_id} in {child_id}")
+    # Bound to the call's digest: if the call changed since it was reviewed, nothing runs.
+    approve(store, child_id, call_id, approver="alice", digest=pending.arguments_digest)
     run = AgentsRun(store, "sdk-subagent")  # a new process would build the same
     run.resume_sync(
         manager(

@@ -16,7 +16,7 @@ from langgraph.errors import GraphInterrupt, GraphRecursionError
 from langgraph.types import Command
 
 from agentfsm.adapters._langgraph_signals import APPROVAL, SDK, _Handler
-from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._recorder import Recorder
 from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable
@@ -61,7 +61,7 @@ def resume_command(
         answers.append((it, decisions))
     waiting = pending_in(owners)
     if waiting:  # resumed only once every decision is made, in this run and below
-        return ObservedRun(record.run_id, record, pending_approvals=waiting)
+        return observed(recorder.store, record, pending_approvals=waiting)
     for run in owners:  # a run whose interrupt() paused the graph goes on
         if run.status == RunStatus.PAUSED:
             resumed = recorder if run is record else recorder.like(run.run_id, SDK)
@@ -91,7 +91,7 @@ def ended(recorder: Recorder, handler: _Handler, exc: Exception) -> ObservedRun:
     else:
         recorder.failed(exc)
         raise exc
-    return ObservedRun(recorder.run_id, record, partial_output=handler.last_output)
+    return observed(recorder.store, record, partial_output=handler.last_output)
 
 
 def finish(recorder: Recorder, handler: _Handler, interrupts: list[Any]) -> ObservedRun:
@@ -100,7 +100,7 @@ def finish(recorder: Recorder, handler: _Handler, interrupts: list[Any]) -> Obse
         return settle(recorder, interrupts)
     except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the graph ended
         record = recorder.stopped(stop)
-        return ObservedRun(recorder.run_id, record, partial_output=handler.last_output)
+        return observed(recorder.store, record, partial_output=handler.last_output)
 
 
 def settle(recorder: Recorder, interrupts: list[Any]) -> ObservedRun:
@@ -109,8 +109,8 @@ def settle(recorder: Recorder, interrupts: list[Any]) -> ObservedRun:
     if interrupts and waits_for_person(recorder.store, recorder.record):
         # The interrupts are a subagent's (`delegate`), recorded in its own run.
         record = recorder.waiting()
-        return ObservedRun(
-            recorder.run_id,
+        return observed(
+            recorder.store,
             record,
             state=[i.value for i in interrupts],
             pending_approvals=waiting_on(recorder.store, record),
@@ -135,13 +135,13 @@ def settle(recorder: Recorder, interrupts: list[Any]) -> ObservedRun:
             # The table refuses the pause: the run fails, as in every adapter.
             recorder.failed(exc)
             raise
-        return ObservedRun(recorder.run_id, record, state=[i.value for i in interrupts])
+        return observed(recorder.store, record, state=[i.value for i in interrupts])
     try:
         record = recorder.append("stream ended", [(m.RunCompleted, {})])
     except LifecycleError as exc:
         recorder.failed(exc)
         raise
-    return ObservedRun(recorder.run_id, record, final_output=record.final_output)
+    return observed(recorder.store, record, final_output=record.final_output)
 
 
 def approval_calls(interrupts: Sequence[Any]) -> list[dict[str, Any]]:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-from agentfsm.names import ActionStatus, RunStatus
+from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
+from agentfsm.runtime.agent import PendingApproval
+from agentfsm.stores.base import EventStore
 
-__all__ = ["WAITING_FOR_PERSON", "ObservedRun"]
-
-#: Where a run waits for a person (a decision, or an answer to its `interrupt()`).
-WAITING_FOR_PERSON = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
+__all__ = ["ObservedFields", "ObservedRun", "observed"]
 
 
 @dataclass
@@ -27,9 +26,12 @@ class ObservedRun:
         items: the SDK's own items produced by this leg (also on a stop, when it has them).
         sdk_result: the SDK's own result object, when it returned one.
         state: the SDK's serialised state to resume from (pending approvals), if any.
-        pending_approvals: the calls the run waits on a decision for, as `(run_id,
-            action_id)`: its own, and its subagents' (`agent_tool`, `delegate`), which are
-            decided in the subagent's run.
+        pending_approvals: the calls the run waits on a decision for: its own, and its
+            subagents' (`agent_tool`, `delegate`), which are decided in the subagent's run
+            (the run's own when none are given).
+        kind: the kind of the run's state in its table (see `agentfsm.names.StateKind`),
+            given by the adapter, which knows the table: a state of your own declared
+            `waiting` waits like `waiting_approval`.
     """
 
     run_id: str
@@ -39,11 +41,12 @@ class ObservedRun:
     items: list[Any] = field(default_factory=list)
     sdk_result: Any = None
     state: Any = None
-    pending_approvals: list[tuple[str, str]] = field(default_factory=list)
+    pending_approvals: tuple[PendingApproval, ...] = ()
+    kind: StateKind = field(kw_only=True)
 
     def __post_init__(self) -> None:
         if not self.pending_approvals:  # the run's own; an adapter adds its subagents'
-            self.pending_approvals = [(self.run_id, a) for a in self.record.pending_approvals]
+            self.pending_approvals = PendingApproval.all_in(self.record)
 
     @property
     def status(self) -> str:
@@ -57,10 +60,32 @@ class ObservedRun:
 
     @property
     def waiting(self) -> bool:
-        """The run waits for a person (approval) or something else (paused)."""
-        return self.record.status in WAITING_FOR_PERSON
+        """The run waits for a person (approval) or something else (paused), by the kind its
+        table declares for its state."""
+        return self.kind in (StateKind.WAITING, StateKind.PAUSED)
 
     @property
     def unknown_outcomes(self) -> tuple[Action, ...]:
         """Calls whose effect nobody knows (crash, cancel, timeout): someone must look."""
         return tuple(a for a in self.record.actions.values() if a.status == ActionStatus.UNKNOWN)
+
+
+class ObservedFields(TypedDict, total=False):
+    """What an adapter says of a run beside its record and kind (see `ObservedRun`)."""
+
+    final_output: Any
+    partial_output: Any
+    items: list[Any]
+    sdk_result: Any
+    state: Any
+    pending_approvals: tuple[PendingApproval, ...]
+
+
+def observed(store: EventStore, record: RunRecord, **fields: Unpack[ObservedFields]) -> ObservedRun:
+    """The `ObservedRun` of `record`'s run, its state's kind read from `store`'s table.
+
+    Every adapter builds its results here, so none can leave the kind out and judge
+    `waiting` by the default table's names.
+    """
+    kind = store.reducer.table.kind(record.status)
+    return ObservedRun(record.run_id, record, kind=kind, **fields)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Self, TypedDict, TypeVar, overload
 
-from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing
 from agentfsm.adapters._recorder import Recorder, RecorderOptions, _utc_now
 from agentfsm.events.models import Event
@@ -124,13 +124,13 @@ class SdkRun:
         """
         if record.status in self.recorder.store.reducer.table.terminal_states:
             final = record.final_output if record.status == RunStatus.COMPLETED else None
-            return ObservedRun(record.run_id, record, final_output=final)
+            return observed(self.recorder.store, record, final_output=final)
         if record.status != RunStatus.CANCEL_REQUESTED:
             return None
         done = self.recorder.cancelled()
         if state is not None:
             self.recorder.forget_state(state)
-        return ObservedRun(record.run_id, done)
+        return observed(self.recorder.store, done)
 
     def _attach(self) -> None:
         """Build the SDK-facing part (hooks, callback handler) around `self.recorder`."""

@@ -11,11 +11,11 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.adapters._observed import WAITING_FOR_PERSON
 from agentfsm.adapters._sdk_errors import ApprovalMismatchError
 from agentfsm.errors import RunNotFoundError
-from agentfsm.names import ActionStatus
+from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord, call_digest
+from agentfsm.runtime.agent import PendingApproval
 from agentfsm.stores.base import EventStore
 
 __all__ = [
@@ -80,16 +80,19 @@ def stopped_line(agent: str | None, record: RunRecord, partial: Any) -> str:
     return f"the subagent '{agent}' stopped ({why}): {partial}"
 
 
-def pending_in(records: Sequence[RunRecord]) -> list[tuple[str, str]]:
-    """The calls waiting for a decision in `records`, as `(run_id, action_id)`."""
-    return [(r.run_id, aid) for r in records for aid in r.pending_approvals]
+def pending_in(records: Sequence[RunRecord]) -> tuple[PendingApproval, ...]:
+    """The calls waiting for a decision in `records`, each in its run, in order."""
+    return tuple(p for r in records for p in PendingApproval.all_in(r))
 
 
-def waiting_on(store: EventStore, record: RunRecord) -> list[tuple[str, str]]:
-    """The calls a run waits on a decision for, as `(run_id, action_id)`: its subagents' too."""
+def waiting_on(store: EventStore, record: RunRecord) -> tuple[PendingApproval, ...]:
+    """The calls a run waits on a decision for: its own, then its subagents', deeper down."""
     return pending_in(subagent_records(store, record))
 
 
 def waits_for_person(store: EventStore, record: RunRecord) -> bool:
-    """Whether the run, or a subagent run below it, waits for a person."""
-    return any(r.status in WAITING_FOR_PERSON for r in subagent_records(store, record))
+    """Whether the run, or a subagent run below it, waits for a person (or is paused): by
+    the kinds the store's table declares, so a waiting state of a table's own counts."""
+    kind = store.reducer.table.kind
+    waiting = (StateKind.WAITING, StateKind.PAUSED)
+    return any(kind(r.status) in waiting for r in subagent_records(store, record))

@@ -69,7 +69,7 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentsRun", "openai-agents", exc) from exc
 
-from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,
     _NESTED,
@@ -318,7 +318,7 @@ class AgentsRun(SdkRun):
                 run_state.reject(item, rejection_message=action.reason or "rejected")
         undecided = pending_in(owners)
         if undecided:
-            return ObservedRun(record.run_id, record, state=state, pending_approvals=undecided)
+            return observed(recorder.store, record, state=state, pending_approvals=undecided)
         return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)
 
     async def _drive(
@@ -377,23 +377,23 @@ class AgentsRun(SdkRun):
                 if record.last_decision == DecisionKind.FINAL
                 else partial_output(items)
             )
-            return ObservedRun(recorder.run_id, record, partial_output=partial, items=items)
+            return observed(recorder.store, record, partial_output=partial, items=items)
         except MaxTurnsExceeded as exc:
             items = list(exc.run_data.new_items) if exc.run_data else []
             record = await recorder.aappend(
                 "MaxTurnsExceeded",
                 [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
             )
-            return ObservedRun(
-                recorder.run_id, record, partial_output=partial_output(items), items=items
+            return observed(
+                recorder.store, record, partial_output=partial_output(items), items=items
             )
         items = list(result.new_items)
         try:
             return await self._settle(result, items)
         except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the SDK finished
             record = await recorder.off_loop(recorder.stopped, stop)
-            return ObservedRun(
-                recorder.run_id, record, partial_output=partial_output(items), items=items
+            return observed(
+                recorder.store, record, partial_output=partial_output(items), items=items
             )
 
     async def _settle(
@@ -416,8 +416,8 @@ class AgentsRun(SdkRun):
             )
             state = result.to_state().to_json()
             await recorder.off_loop(recorder.save_state, STATE, json.dumps(state).encode())
-            return ObservedRun(
-                recorder.run_id,
+            return observed(
+                recorder.store,
                 record,
                 items=items,
                 sdk_result=result,
@@ -425,10 +425,6 @@ class AgentsRun(SdkRun):
                 pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
             )
         record = await recorder.aappend("Runner.run returned", [(m.RunCompleted, {})])
-        return ObservedRun(
-            recorder.run_id,
-            record,
-            final_output=result.final_output,
-            items=items,
-            sdk_result=result,
+        return observed(
+            recorder.store, record, final_output=result.final_output, items=items, sdk_result=result
         )

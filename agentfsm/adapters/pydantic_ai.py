@@ -68,7 +68,7 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
-from agentfsm.adapters._observed import ObservedRun
+from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing, per_million_tokens
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
@@ -271,7 +271,7 @@ class AgentIterRun(SdkRun):
         waiting = await recorder.off_loop(waiting_on, recorder.store, record)
         if waiting:
             state = history if isinstance(history, str) else history.decode()
-            return ObservedRun(record.run_id, record, state=state, pending_approvals=waiting)
+            return observed(recorder.store, record, state=state, pending_approvals=waiting)
         kwargs = {
             **iter_kwargs,
             "message_history": messages,
@@ -287,7 +287,7 @@ class AgentIterRun(SdkRun):
             return await self._iterate(agent, prompt, kwargs)
         except (GuardStop, CancelStop) as stop:
             record = await recorder.off_loop(recorder.stopped, stop)
-            return ObservedRun(recorder.run_id, record, partial_output=self._last)
+            return observed(recorder.store, record, partial_output=self._last)
         except UsageLimitExceeded as exc:
             reason = "max_turns" if "request_limit" in str(exc) else "budget"
             end = (m.RunTerminated, {"stop_reason": reason, "detail": str(exc).split(". ")[0]})
@@ -295,13 +295,13 @@ class AgentIterRun(SdkRun):
                 record = await recorder.aappend("UsageLimitExceeded", [*self._unseen_answer(), end])
             except GuardStop as ours:  # the unseen answer overran our own limits too
                 record = await recorder.off_loop(recorder.stopped, ours)
-            return ObservedRun(recorder.run_id, record, partial_output=self._last)
+            return observed(recorder.store, record, partial_output=self._last)
         except RunCancelled:
             await recorder.aappend(
                 "RunCancelled", [(m.RunCancelRequested, {"reason": "the agent run was cancelled"})]
             )
             record = await recorder.off_loop(recorder.cancelled)
-            return ObservedRun(recorder.run_id, record, partial_output=self._last)
+            return observed(recorder.store, record, partial_output=self._last)
         except Exception as exc:
             await self._tool_raised(exc)
             await recorder.off_loop(recorder.failed, exc)
@@ -386,8 +386,8 @@ class AgentIterRun(SdkRun):
             )
             history = ModelMessagesTypeAdapter.dump_json(result.all_messages())
             await recorder.off_loop(recorder.save_state, STATE, history)
-            return ObservedRun(
-                recorder.run_id,
+            return observed(
+                recorder.store,
                 record,
                 sdk_result=result,
                 state=history.decode(),
@@ -395,7 +395,7 @@ class AgentIterRun(SdkRun):
             )
         record = await recorder.aappend("End", [(m.RunCompleted, {})])
         await recorder.off_loop(recorder.forget_state, STATE)
-        return ObservedRun(recorder.run_id, record, final_output=output, sdk_result=result)
+        return observed(recorder.store, record, final_output=output, sdk_result=result)
 
     async def _model_completed(self, response: ModelResponse, output_tools: set[str]) -> None:
         parts = [p for p in response.parts if isinstance(p, ToolCallPart)]

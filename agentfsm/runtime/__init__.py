@@ -9,6 +9,7 @@ retry only what is safe to repeat, and continue any run from the store after a c
 from agentfsm.runtime.agent import (
     Agent,
     ModelFn,
+    PendingApproval,
     RunnerConfig,
     RunOutcome,
     RunResult,
@@ -93,6 +94,7 @@ __all__ = [
     "ModelError",
     "ModelFn",
     "OutcomeUnknownError",
+    "PendingApproval",
     "Policy",
     "PolicyDecision",
     "ProposedCall",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Agent",
     "ModelFn",
+    "PendingApproval",
     "RunOutcome",
     "RunResult",
     "RunnerConfig",
@@ -199,6 +200,42 @@ class RunnerConfig:
 _WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})
 
 
+@attrs.frozen
+class PendingApproval:
+    """A call waiting for a person's decision, as every run result lists it.
+
+    The Runner's `RunResult` and an adapter's `ObservedRun` both list these, the run's own
+    calls and its subagent runs' alike: decide one with
+    `approve(store, p.run_id, p.action_id, digest=p.arguments_digest)`, which then approves
+    exactly the call that was reviewed (or is refused if the call is not that one).
+
+    Attributes:
+        run_id: the run that asked for the decision, where it is taken (a subagent's run
+            `<parent>/<action_id>` for a call of a subagent).
+        action_id: the call.
+        tool: the tool it calls.
+        arguments: the arguments it calls it with.
+        arguments_digest: the digest of tool and arguments that a decision is bound to
+            (`Action.arguments_digest`).
+    """
+
+    run_id: str
+    action_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    arguments_digest: str
+
+    @classmethod
+    def of(cls, run_id: str, action: Action) -> PendingApproval:
+        """The pending approval of `action`, a call of run `run_id`."""
+        return cls(run_id, action.action_id, action.tool, action.arguments, action.arguments_digest)
+
+    @classmethod
+    def all_in(cls, record: RunRecord) -> tuple[PendingApproval, ...]:
+        """The calls of `record`'s run that wait for a decision, in the ledger's order."""
+        return tuple(cls.of(record.run_id, record.actions[a]) for a in record.pending_approvals)
+
+
 class RunOutcome(Protocol):
     """What a driven run returns, whoever drove it.
 
@@ -209,8 +246,6 @@ class RunOutcome(Protocol):
     model's last answer even when a guard stopped the run, where an adapter's is None
     unless it completed; `partial_output` is what the model last said when the run
     stopped before completing, on both.
-    (`pending_approvals` is not in it yet: the Runner lists its own `Action`s, an adapter
-    `(run_id, action_id)` pairs that include its subagents'.)
     """
 
     @property
@@ -240,6 +275,11 @@ class RunOutcome(Protocol):
     @property
     def waiting(self) -> bool:
         """The run waits for a person (approval) or something else (paused)."""
+
+    @property
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The calls waiting for a person's decision: the run's own, then its subagent
+        runs' (each decided in the run that asked for it)."""
 
     @property
     def unknown_outcomes(self) -> tuple[Action, ...]:
@@ -296,9 +336,11 @@ class RunResult:
         return self.record.stop_reason
 
     @property
-    def pending_approvals(self) -> tuple[Action, ...]:
-        """The calls waiting for a person's decision."""
-        return tuple(self.record.actions[a] for a in self.record.pending_approvals)
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The calls waiting for a person's decision: this run's own, then those of the
+        subagent runs this call drove (`children`), deeper down, each in its own run."""
+        own = PendingApproval.all_in(self.record)
+        return own + tuple(p for child in self.children.values() for p in child.pending_approvals)
 
     @property
     def unknown_outcomes(self) -> tuple[Action, ...]:

@@ -10,7 +10,8 @@ from structlog.testing import capture_logs
 
 from agentfsm.cli import main as cli
 from agentfsm.events import dump_event
-from agentfsm.runtime import approve, reject
+from agentfsm.record import call_digest
+from agentfsm.runtime import PendingApproval, approve, reject
 from agentfsm.stores.base import EventStore
 
 
@@ -56,9 +57,21 @@ def assert_tree_stopped(done: Any, store: EventStore, child_id: str, tmp_path: P
     assert validates(store, child_id, tmp_path) == 0
 
 
+#: The arguments of the refund every adapter scenario asks for.
+REFUND_O1 = {"order_id": "O-1"}
+
+
+def refund_waiting_in(run_id: str) -> PendingApproval:
+    """The refund of O-1 (call_r1) as run `run_id`'s result lists it while it waits."""
+    return PendingApproval(run_id, "call_r1", "refund", REFUND_O1, call_digest("refund", REFUND_O1))
+
+
 def assert_free_call_ran_then_paused(paused: Any, store: EventStore) -> None:
     """Run r1 ran get_weather (call_w1) at once and now waits for refund (call_r1)."""
-    assert (paused.status, paused.pending_approvals) == ("waiting_approval", [("r1", "call_r1")])
+    assert (paused.status, paused.pending_approvals) == (
+        "waiting_approval",
+        (refund_waiting_in("r1"),),
+    )
     assert paused.record.actions["call_w1"].result == "sunny in Paris"
     assert types(store, "r1")[3:] == [
         "tool.requested", "tool.started", "tool.completed", "approval.requested",
@@ -76,7 +89,7 @@ def assert_caller_waits_on_child(paused: Any, store: EventStore, calls: list[str
     """Run m1 waits on its call call_m1, whose subagent run waits for approval of call_r1."""
     assert (paused.status, paused.pending_approvals) == (
         "waiting_tool",
-        [("m1/call_m1", "call_r1")],
+        (refund_waiting_in("m1/call_m1"),),
     )
     assert paused.record.actions["call_m1"].status == "started"  # the caller waits on it
     child = store.load("m1/call_m1")

@@ -11,6 +11,7 @@ no action is left open, and no subagent is left waiting.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +27,7 @@ from langchain_core.tools import InjectedToolCallId
 from pydantic_ai import RunContext
 
 from agentfsm.guards import MaxTurns
-from agentfsm.runtime import approve, cancel, reject
+from agentfsm.runtime import PendingApproval, approve, cancel, reject
 from agentfsm.stores import MemoryEventStore
 from tests.adapters._common import run, validates
 
@@ -62,12 +63,12 @@ def scripts(
     return turns, draw(st.lists(st.booleans(), min_size=9, max_size=9))
 
 
-def _decide(store: MemoryEventStore, pending: list[tuple[str, str]], votes: list[bool]) -> None:
-    for run_id, aid in pending:
+def _decide(store: MemoryEventStore, pending: Sequence[PendingApproval], votes: list[bool]) -> None:
+    for call in pending:
         if votes.pop() if votes else True:
-            approve(store, run_id, aid, approver="alice")
+            approve(store, call.run_id, call.action_id, approver="alice")
         else:
-            reject(store, run_id, aid, approver="bob", reason="no")
+            reject(store, call.run_id, call.action_id, approver="bob", reason="no")
 
 
 def _guards(max_turns: int | None) -> list[Any]:

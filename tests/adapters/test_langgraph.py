@@ -231,8 +231,8 @@ def _drive_batch(store: MemoryEventStore, g: Any, driver: list[GraphRun], decide
         driver[:] = [GraphRun(store, "r1")]
         done = driver[0].run(g, ASK, cfg)
         while done.pending_approvals:
-            for run_id, aid in done.pending_approvals:
-                decide(store, run_id, aid)
+            for pending in done.pending_approvals:
+                decide(store, pending.run_id, pending.action_id)
             driver[:] = [GraphRun(store, "r1")]
             done = driver[0].resume(g, cfg)
     return done

@@ -342,7 +342,7 @@ def test_a_parent_cancelled_while_its_subagent_waits_cancels_the_subagent(tmp_pa
         tools=[manager.agent_tool(refunds), hang_up],
     )
     done = run(manager.run(agent, "refund O-1"))
-    assert (done.status, done.pending_approvals) == ("cancelled", [])
+    assert (done.status, done.pending_approvals) == ("cancelled", ())
     child = store.load("m1/call_m1")
     assert (child.status, child.cancel_reason) == (
         "cancelled",

@@ -9,15 +9,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from agentfsm.adapters.openai_agents import ApprovalMismatchError, SavedStateError
 from agentfsm.errors import IllegalTransitionError
-from agentfsm.events import Limits
+from agentfsm.events import Limits, step_clock
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import State, TransitionTable
 from agentfsm.guards import LoopDetector, MaxTurns
+from agentfsm.names import StateKind
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.runtime import approve, cancel, reject
+from agentfsm.runtime import (
+    Agent,
+    Decision,
+    ProposedCall,
+    Runner,
+    RunResult,
+    ScriptedModel,
+    ToolPolicy,
+    approve,
+    cancel,
+    reject,
+    subagent,
+)
+from agentfsm.runtime import Tool as RunnerTool
 from agentfsm.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
 from agentfsm.stores.base import EventStore
 from tests.adapters._common import (
@@ -27,6 +43,7 @@ from tests.adapters._common import (
     assert_refunded_after_approval,
     assert_tree_stopped,
     decide_for_child,
+    refund_waiting_in,
     types,
     validates,
 )
@@ -269,6 +286,47 @@ def pause_for_refund(driver: Driver, store: EventStore) -> Any:
     return paused
 
 
+#: The refund of O-1 as run r1 waits for it, whoever drives the run.
+R1_REFUND = refund_waiting_in("r1")
+
+
+def runner_refunds() -> Agent:
+    """`REFUNDING` for our own Runner: call_r1 refunds O-1 (needs approval), then "Done."."""
+    script = ScriptedModel(
+        [
+            Decision.call_tools(ProposedCall("refund", {"order_id": "O-1"}, action_id="call_r1")),
+            Decision.answer("Done."),
+        ]
+    )
+    refund_tool = RunnerTool("refund", lambda ctx: "refunded")
+    return Agent("refunds", script, [refund_tool], policy=ToolPolicy(approval={"refund"}))
+
+
+def runner_paused(run_id: str, agent_: Agent) -> RunResult:
+    """Our own Runner's result for `agent_`'s run `run_id`, driven until it waits."""
+    return Runner(MemoryEventStore(), agent_, clock=step_clock()).run(run_id, "refund O-1")
+
+
+def reviewed_table() -> TransitionTable:
+    """The default table with approvals waiting in a state of its own, `needs_review`."""
+    old, new = "waiting_approval", "needs_review"
+    moved = [
+        attrs.evolve(
+            t,
+            source=new if t.source == old else t.source,
+            target=new if t.target == old else t.target,
+        )
+        for t in DEFAULT_TABLE.transitions
+        if old in (t.source, t.target)
+    ]
+    return DEFAULT_TABLE.derive(
+        name="reviewed",
+        remove_states=[old],
+        add_states=[State(new, kind=StateKind.WAITING, description="a reviewer decides")],
+        add=moved,
+    )
+
+
 def no_approvals_store() -> MemoryEventStore:
     """A store whose lifecycle has no human approvals."""
     no_approvals = DEFAULT_TABLE.derive(
@@ -360,6 +418,25 @@ class TestApproval:
             "waiting_approval",
             "completed",
             "Done.",
+        )
+
+    def test_a_pause_lists_its_call_as_the_runner_does(self, driver: Driver) -> None:
+        """The adapter's result names the waiting call exactly as our Runner's result does:
+        one `PendingApproval`, with the digest a decision is bound to."""
+        paused = pause_for_refund(driver, MemoryEventStore())
+        ours = runner_paused("r1", runner_refunds())
+        assert paused.pending_approvals == ours.pending_approvals == (R1_REFUND,)
+        assert paused.waiting is ours.waiting is True
+
+    def test_a_pause_in_a_waiting_state_of_the_tables_own_is_a_wait(self, driver: Driver) -> None:
+        """Under a table whose approvals wait in `needs_review` (kind `waiting`), the run
+        waits there, and the result says it waits: by the table's kinds, not by names."""
+        store = MemoryEventStore(options=StoreOptions(reducer=Reducer(reviewed_table())))
+        paused = driver.run(store, "r1", REFUNDING, prompt="refund O-1")
+        assert (paused.status, paused.waiting, paused.pending_approvals) == (
+            "needs_review",
+            True,
+            (R1_REFUND,),
         )
 
     def test_a_batch_mixing_free_and_approval_calls_runs_the_free_one_then_waits(
@@ -537,6 +614,23 @@ def manager(*, resumed: bool = False) -> AgentSpec:
     )
 
 
+#: The refund of O-1 as run m1's subagent waits for it, whoever drives the runs.
+M1_CHILDS_REFUND = refund_waiting_in("m1/call_m1")
+
+
+def runner_manager() -> Agent:
+    """`manager()` for our own Runner: call_m1 asks the refunds subagent, whose refund waits."""
+    script = ScriptedModel(
+        [
+            Decision.call_tools(
+                ProposedCall("refunds", {"task": "refund O-1"}, action_id="call_m1")
+            ),
+            Decision.answer("The refund is done."),
+        ]
+    )
+    return Agent("manager", script, [subagent("refunds", runner_refunds())])
+
+
 def manager_paused(driver: Driver, store: EventStore) -> None:
     """Run m1: its subagent asks for the refund, and both runs wait."""
     paused = driver.run(store, "m1", manager(), prompt="refund O-1")
@@ -620,6 +714,21 @@ class TestSubagents:
         if driver.state_name is not None:
             assert store.attachment("m1", driver.state_name) is None
 
+    def test_a_parent_lists_its_subagents_call_as_the_runner_does(self, driver: Driver) -> None:
+        """A parent waiting on its subagent names the subagent's call, in the subagent's
+        run, exactly as our Runner's result does for the same tree."""
+        paused = driver.run(MemoryEventStore(), "m1", manager(), prompt="refund O-1")
+        ours = runner_paused("m1", runner_manager())
+        assert paused.pending_approvals == ours.pending_approvals == (M1_CHILDS_REFUND,)
+        assert (
+            (paused.status, paused.waiting)
+            == (ours.status, ours.waiting)
+            == (
+                "waiting_tool",
+                False,
+            )
+        )
+
     def test_resuming_a_parent_whose_subagent_is_undecided_leaves_both_waiting(
         self, driver: Driver
     ) -> None:
@@ -627,10 +736,7 @@ class TestSubagents:
         store = MemoryEventStore()
         manager_paused(driver, store)
         again = driver.resume(store, "m1", manager(resumed=True))
-        assert (again.status, again.pending_approvals) == (
-            "waiting_tool",
-            [("m1/call_m1", "call_r1")],
-        )
+        assert (again.status, again.pending_approvals) == ("waiting_tool", (M1_CHILDS_REFUND,))
         assert store.load("m1/call_m1").status == "waiting_approval"
         assert CALLS == []
 
@@ -642,7 +748,7 @@ class TestSubagents:
         manager_paused(driver, store)
         cancel(store, "m1", reason="the customer left")
         done = driver.resume(store, "m1", manager(resumed=True))
-        assert (done.status, done.pending_approvals) == ("cancelled", [])
+        assert (done.status, done.pending_approvals) == ("cancelled", ())
         assert done.record.actions["call_m1"].status == "unknown"
         child = store.load("m1/call_m1")
         assert (child.status, child.cancel_reason) == (
