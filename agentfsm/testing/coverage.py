@@ -30,7 +30,10 @@ from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
-__all__ = ["EdgeCoverage", "assert_edge_coverage", "edge_name", "taken_edge"]
+__all__ = ["EdgeCoverage", "EdgeKey", "assert_edge_coverage", "edge_name", "taken_edge"]
+
+#: An edge's identity, `Transition.key`: (source, event type, target, condition name or None).
+EdgeKey = tuple[str, str, str, str | None]
 
 
 def taken_edge(table: TransitionTable, before: RunRecord, event: Event) -> Transition | None:
@@ -62,7 +65,7 @@ class EdgeCoverage:
         self.reducer = table if isinstance(table, Reducer) else Reducer(table)
         self.table = self.reducer.table
         #: Times each edge was taken, by `Transition.key`.
-        self.counts: Counter[tuple[str, str, str, str | None]] = Counter()
+        self.counts: Counter[EdgeKey] = Counter()
         #: How many logs were recorded.
         self.logs = 0
 

@@ -30,13 +30,12 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import FEATURES, Candidate, Clock, Next, accepted, try_next
 from agentfsm.testing._custom import payload_strategy
-from agentfsm.testing.coverage import edge_name, taken_edge
+from agentfsm.testing.coverage import EdgeKey, edge_name, taken_edge
 
 __all__ = [
     "covering_candidates", "edge_covering_paths", "edge_ids", "samples", "shortest_paths",
 ]  # fmt: skip
 
-EdgeKey = tuple[str, str, str, str | None]
 _Path = tuple[Next, ...]
 _ABRUPT = frozenset({"run.failed", "run.terminated"})
 #: The most actions a searched record may hold: more add no edge in any table we know.

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hypothesis import strategies as st
 
 from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.testing._candidates import Candidate, Clock, Next, try_next
-from agentfsm.testing.coverage import taken_edge
+from agentfsm.testing._walkspec import Walk
+from agentfsm.testing.coverage import EdgeKey, taken_edge
 from agentfsm.testing.paths import shortest_paths
-
-if TYPE_CHECKING:
-    from agentfsm.testing.walk import _Walk
 
 __all__ = [
     "BUDGET", "distances_to", "draw_goal", "follow", "route_to", "steered_step",
@@ -46,8 +44,6 @@ STEER = st.integers(0, 3)
 _PICK = st.integers(0, 255)
 #: Payloads drawn per custom event type in a steered step, besides its fixed variants.
 _DRAWS = 3
-
-EdgeKey = tuple[str, str, str, str | None]
 
 
 @functools.lru_cache(maxsize=256)
@@ -80,7 +76,7 @@ def draw_goal(
     return open_[draw(st.integers(0, len(open_) - 1))]
 
 
-def _drawn(draw: st.DrawFn, walk: _Walk, record: RunRecord, at: str) -> list[Next]:
+def _drawn(draw: st.DrawFn, walk: Walk, record: RunRecord, at: str) -> list[Next]:
     """Events of the table's own types built from drawn payloads, where the reducer takes them."""
     out: list[Next] = []
     vocabulary = walk.table.event_types
@@ -100,7 +96,7 @@ def _drawn(draw: st.DrawFn, walk: _Walk, record: RunRecord, at: str) -> list[Nex
     return out
 
 
-def route_to(walk: _Walk, goal: Transition | None) -> list[Candidate]:
+def route_to(walk: Walk, goal: Transition | None) -> list[Candidate]:
     """The events of the shortest log from a run's start that takes `goal` (see `paths`)."""
     if goal is None:
         return []
@@ -109,7 +105,7 @@ def route_to(walk: _Walk, goal: Transition | None) -> list[Candidate]:
 
 
 def follow(
-    walk: _Walk, record: RunRecord, clock: Clock, cand: Candidate, may_end: bool
+    walk: Walk, record: RunRecord, clock: Clock, cand: Candidate, may_end: bool
 ) -> Next | None:
     """`cand` as the next event, if the reducer, the features and `may_end` allow it."""
     if not cand.needs <= walk.features:
@@ -125,7 +121,7 @@ def follow(
 
 def steered_step(
     draw: st.DrawFn,
-    walk: _Walk,
+    walk: Walk,
     record: RunRecord,
     clock: Clock,
     goal: Transition,
