@@ -58,6 +58,25 @@ class TestEdgeCoveringPaths:
         }
         assert ends == {("normal", "escalated"), ("urgent", "escalated_urgent")}
 
+    def test_they_can_be_asked_for_inside_a_given_test(self) -> None:
+        """With `fields=`, the payload examples are drawn outside the running `@given` test
+        (Hypothesis refuses to nest one), and the logs are the ones a plain call gives."""
+        inside: list[list[list[Any]]] = []
+
+        @settings(max_examples=2, database=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(st.integers())
+        def property_test(n: int) -> None:
+            # A new strategy object each time, so no cached examples can stand in.
+            fields = {"priority": st.sampled_from(["normal", "urgent"])}
+            inside.append(edge_covering_paths(TICKET_TABLE, fields=fields))
+
+        property_test()
+        outside = edge_covering_paths(
+            TICKET_TABLE, fields={"priority": st.sampled_from(["normal", "urgent"])}
+        )
+        assert len(outside) == len(TICKET_TABLE.transitions)
+        assert inside == [outside, outside]
+
     def test_an_unreachable_edge_has_no_path_and_is_reported_missing(self) -> None:
         """The dead edge is named by `.missing` and by the threshold's message."""
         logs = edge_covering_paths(UNREACHABLE)
