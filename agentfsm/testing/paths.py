@@ -34,7 +34,7 @@ from agentfsm.testing.coverage import EdgeKey, edge_name, taken_edge
 
 __all__ = [
     "covering_candidates", "edge_covering_paths", "edge_ids", "payload_examples",
-    "shortest_paths", "to_the_end",
+    "shortest_paths", "to_the_end", "with_run_id",
 ]  # fmt: skip
 
 _Path = tuple[Next, ...]
@@ -85,10 +85,17 @@ def _search(
     visit: Callable[[RunRecord, Next, _Path], bool],
     allow: Callable[[Next], bool] = lambda n: True,
     features: frozenset[str] = FEATURES,
+    min_length: int = 1,
 ) -> None:
-    """Breadth first from `start`; `visit(before, step, path)` returns True to stop."""
+    """Breadth first from `start`; `visit(before, step, path)` returns True to stop.
+
+    A record is expanded once, or with `min_length` once per length below `min_length - 1`
+    it is reached at: so that paths long enough are found too (a record first reached in
+    two events may be the one to reach in five when a log must have six).
+    """
+    cap = min_length - 1
     queue: deque[tuple[RunRecord, _Path]] = deque([(start, ())])
-    seen = {_key(start)}
+    seen = {(_key(start), 0)}
     while queue:
         record, path = queue.popleft()
         if len(path) >= max_depth:
@@ -98,7 +105,7 @@ def _search(
                 continue
             if visit(record, n, (*path, n)):
                 return
-            key = _key(n.record)
+            key = (_key(n.record), min(len(path) + 1, cap))
             if key not in seen and not reducer.table.is_terminal(n.record.status):
                 seen.add(key)
                 queue.append((n.record, (*path, n)))
@@ -109,30 +116,57 @@ def covering_candidates(
     extra: Extra | None = None,
     max_depth: int = 16,
     features: frozenset[str] = FEATURES,
+    min_length: int = 1,
 ) -> dict[EdgeKey, _Path]:
     """For each edge reachable within `max_depth` events, the shortest path that takes it.
 
-    Only candidates whose features are all in `features` are tried.
+    Only candidates whose features are all in `features` are tried, and only paths of at
+    least `min_length` events are kept.
     """
     found: dict[EdgeKey, _Path] = {}
-    wanted = len(reducer.table.transitions)
+    table = reducer.table
+    # Stop once every edge is found that the table's graph lets come this late: an edge
+    # out of `created` is only ever the first event, and with `min_length` above 1 the
+    # search would otherwise go on to `max_depth` looking for it.
+    late = _states_at_or_after(table, min_length - 1)
+    wanted = sum(1 for e in table.transitions if e.source in late)
 
     def visit(before: RunRecord, step: Next, path: _Path) -> bool:
-        edge = taken_edge(reducer.table, before, step.event)
-        if edge is not None and edge.key not in found:
+        edge = taken_edge(table, before, step.event)
+        if edge is not None and edge.key not in found and len(path) >= min_length:
             found[edge.key] = path
-        return len(found) == wanted
+        return len(found) >= wanted
 
-    _search(reducer, reducer.initial("run_1"), extra or {}, max_depth, visit, features=features)
+    start = reducer.initial("run_1")
+    _search(reducer, start, extra or {}, max_depth, visit, features=features, min_length=min_length)
     return found
 
 
+def _states_at_or_after(table: TransitionTable, steps: int) -> set[str]:
+    """The states a walk along the table's edges can be in after `steps` edges or more."""
+    succ: dict[str, set[str]] = {s: set() for s in table.state_names}
+    for t in table.transitions:
+        succ[t.source].add(t.target)
+    level = {table.initial}
+    for _ in range(steps):
+        level = {t for s in level for t in succ[s]}
+    out: set[str] = set()
+    seen: set[frozenset[str]] = set()
+    while frozenset(level) not in seen:  # the levels repeat within a few rounds
+        seen.add(frozenset(level))
+        out |= level
+        level = {t for s in level for t in succ[s]}
+    return out
+
+
 @functools.lru_cache(maxsize=64)
-def shortest_paths(reducer: Reducer, features: frozenset[str] = FEATURES) -> dict[EdgeKey, _Path]:
-    """`covering_candidates` with the fixed payloads only, cached per reducer and features."""
+def shortest_paths(
+    reducer: Reducer, features: frozenset[str] = FEATURES, min_length: int = 1, max_depth: int = 16
+) -> dict[EdgeKey, _Path]:
+    """`covering_candidates` with the fixed payloads only, cached per reducer and settings."""
     # Cached: `legal_runs` follows these, and the search costs a few hundred folds, too
     # much to repeat per example.
-    return covering_candidates(reducer, features=features)
+    return covering_candidates(reducer, None, max_depth, features, min_length)
 
 
 def _first_ending(
@@ -231,11 +265,12 @@ def edge_covering_paths(
             continue
         end = path[-1].record
         rest = () if reducer.table.is_terminal(end.status) else to_the_end(reducer, end, extra)
-        logs.append(_renamed([n.event for n in (*path, *rest)], run_id))
+        logs.append(with_run_id([n.event for n in (*path, *rest)], run_id))
     return logs
 
 
-def _renamed(events: Iterable[Event], run_id: str) -> list[Event]:
+def with_run_id(events: Iterable[Event], run_id: str) -> list[Event]:
+    """The events with `run_id` as their run id (the search folds them as `run_1`)."""
     return [e.model_copy(update={"run_id": run_id}) for e in events]
 
 
