@@ -15,10 +15,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from hypothesis import HealthCheck, Phase, currently_in_test_context, given, settings
+from hypothesis import HealthCheck, Phase, currently_in_test_context, find, given, settings
 from hypothesis import strategies as st
 
-__all__ = ["samples"]
+__all__ = ["samples", "simplest"]
 
 T = TypeVar("T")
 
@@ -58,3 +58,14 @@ def samples(strategy: st.SearchStrategy[Any], count: int = 10) -> tuple[Any, ...
     however often the paths are asked for.
     """
     return _outside_any_test(lambda: _draw(strategy, count))
+
+
+@functools.lru_cache(maxsize=256)
+def simplest(strategy: st.SearchStrategy[Any]) -> Any:
+    """The simplest example of `strategy` (what Hypothesis shrinks towards), e.g. `run_0`."""
+
+    def work() -> Any:
+        quiet = settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
+        return find(strategy, lambda _: True, settings=quiet)
+
+    return _outside_any_test(work)

@@ -1,9 +1,9 @@
 """What a `legal_runs` walk needs, worked out once when the strategy is built.
 
 The table's reducer, the enabled features, how often each kind of event is picked, the
-payload strategies of the table's own event types, and how far each state is from an
-end. `walk` (the walk itself), `steering` (goals) and `stateful` (the rule-based machine)
-all read a `Walk`; none of them builds one another way.
+payload strategies of the table's own event types, how far each state is from an end, and
+the shortest log to each edge (`_plans`). `walk` (the walk itself), `steering` (goals) and
+`stateful` (the rule-based machine) all read a `Walk`; none of them builds one another way.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, FEATURES, Clock, Next, accepted
 from agentfsm.testing._custom import payload_strategy
+from agentfsm.testing._plans import PlanBook
 
 __all__ = ["KINDS", "WEIGHT", "TableLike", "Walk", "make_walk", "resolve", "weight"]
 
@@ -97,6 +98,8 @@ class Walk:
     drawn: Mapping[str, st.SearchStrategy[dict[str, Any]]]
     kinds: tuple[str, ...]
     kind_strategy: st.SearchStrategy[str]
+    #: The shortest log to each edge, and the plain logs `legal_runs` draws from them.
+    plans: PlanBook
 
     @property
     def table(self) -> TransitionTable:
@@ -167,4 +170,5 @@ def make_walk(
         drawn,
         kinds,
         st.sampled_from([k for k in kinds for _ in range(weight(k))]),
+        PlanBook(reducer, enabled, given, fields or {}),
     )

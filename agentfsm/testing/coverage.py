@@ -130,11 +130,10 @@ def assert_edge_coverage(
     """Record `logs` (a strategy, drawn `max_examples` times, or logs) and check coverage.
 
     A strategy is drawn by a Hypothesis test of its own, derandomized and without an example
-    database, so the same logs are drawn on every run of the same test session; call this
-    from a plain test, not from inside `@given`. Hypothesis also mixes constants found in
-    the project's own imported modules into its draws, so another set of imported modules
-    (`pytest -k`, one file alone) draws other logs: set `min` with room to spare, and pin an
-    edge that must be taken with `edge_covering_paths`.
+    database; call this from a plain test, not from inside `@given`. `legal_runs` draws one
+    plain log per edge among its first examples, so `min=1.0` holds for every edge a log
+    can take, whatever the seed or the modules imported (which change Hypothesis' draws),
+    once `max_examples` leaves room: about three times the number of edges.
 
     Raises:
         AssertionError: the edges taken are fewer than `min`; the message names the others.

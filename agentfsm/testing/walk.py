@@ -6,10 +6,17 @@ pending approval, ...), keeps the ones the reducer accepts, and lets Hypothesis 
 reducer is the judge, so the same strategy serves the default table and any table derived
 from it.
 
-Shrinking is part of the design: the length is drawn first (it shrinks towards
-`min_events`), candidates are offered in a fixed "simplest first" order, and the free fields
-(results, usage, reasons) shrink to `None` or to small values. A failing property is
-reported with a short log that reads like a plain run.
+Every edge is reached by design, not by luck: the first choice of an example is a walk (0)
+or one of the plain logs that take each edge by the shortest way (see `_plans`), and
+Hypothesis draws each of those once, among the first examples. The walks are steered
+towards edges they have not taken (see `steering`), so rare edges also come up in varied
+company.
+
+Shrinking is part of the design: whether to go on is drawn at each step (stopping is the
+simplest choice, so logs shrink towards `min_events`), candidates are offered in a fixed
+"simplest first" order, and the free fields (results, usage, reasons) shrink to `None` or
+to small values. A failing plain log shrinks to the shortest one that fails. A failing
+property is reported with a short log that reads like a plain run.
 
 Example:
     >>> from hypothesis import given
@@ -37,6 +44,7 @@ from agentfsm.names import DecisionKind
 from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
 from agentfsm.testing._candidates import FEATURES, Clock, Next, accepted, fresh_ids, try_next
+from agentfsm.testing._sampling import simplest
 from agentfsm.testing._walkspec import TableLike, Walk, make_walk, weight
 from agentfsm.testing.coverage import EdgeKey, taken_edge
 from agentfsm.testing.steering import BUDGET, STEER, draw_goal, follow, route_to, steered_step
@@ -106,7 +114,7 @@ def _skeleton(
     record = walk.reducer.initial(rid)
     log: list[Event] = []
     taken: set[EdgeKey] = set()
-    goal = draw_goal(draw, table, record.status, taken) if steer else None
+    goal = draw_goal(draw, walk, record.status, taken) if steer else None
     budget = BUDGET
     route = route_to(walk, goal)
     while len(log) < max_events and not table.is_terminal(record.status):
@@ -133,7 +141,7 @@ def _skeleton(
         record = chosen.record
         budget -= 1
         if steer and (goal is None or goal.key in taken or budget <= 0):
-            goal, budget = draw_goal(draw, table, record.status, taken), BUDGET
+            goal, budget = draw_goal(draw, walk, record.status, taken), BUDGET
     if finished and not table.is_terminal(record.status):
         graceful, which = draw(_ENDING)
         record = _finish(walk, clock, record, log, graceful, which)
@@ -307,6 +315,14 @@ def _note_log(events: list[Event]) -> None:
         note("legal_runs log (JSON Lines):\n" + "\n".join(dump_event(e) for e in events))
 
 
+def _plan_run_id(run_id: str | st.SearchStrategy[str] | None) -> str:
+    """The run id of the plans: the given one, else the simplest the strategy draws."""
+    if isinstance(run_id, str):
+        return run_id
+    # `run_0` is what `run_ids()` shrinks to; asking Hypothesis for it would cost a search.
+    return "run_0" if run_id is None else str(simplest(run_id))
+
+
 def legal_runs(
     table: TableLike = DEFAULT_TABLE,
     *,
@@ -345,9 +361,15 @@ def legal_runs(
             built from annotations, e.g. `{"priority": st.sampled_from(["normal", "urgent"])}`
             so a condition on `priority` can hold.
 
-    Every log draws an edge it has not taken yet as a goal and is steered towards it (see
-    `agentfsm.testing.steering`), so rare edges and condition branches come up; measure
-    it with `EdgeCoverage`. A failing example is noted as its JSON Lines log.
+    Among the first examples come plain logs, one per edge: the shortest log (of at least
+    `min_events` events, at most `max_events`, ended if `finished`) that takes the edge,
+    built from fixed payloads and examples of the payload strategies given, each drawn
+    exactly once. So every
+    edge such a log can take is taken, each condition branch that a value of the given
+    strategies meets included, within a few dozen examples more than the table has edges
+    (give `max_examples` about three times the number of edges). The other examples are walks,
+    steered towards edges they have not taken yet. Check it with `assert_edge_coverage`.
+    A failing example is noted as its JSON Lines log.
     """
     if min_events < 1:
         raise ValueError(f"min_events must be at least 1, got {min_events}")
@@ -360,8 +382,14 @@ def legal_runs(
 
     @st.composite
     def logs(draw: st.DrawFn) -> list[Event]:
-        skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
-        out = list(_dress(draw, walk, skeleton).events)
+        plans = walk.plans.logs(_plan_run_id(run_id), min_events, max_events, finished)
+        # 0 walks; k is the k-th plan, and nothing more is drawn (see `_plans`).
+        which = draw(st.integers(0, len(plans)))
+        if which:
+            out = list(plans[which - 1])
+        else:
+            skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
+            out = list(_dress(draw, walk, skeleton).events)
         _note_log(out)
         return out
 
