@@ -50,6 +50,10 @@ REFUNDS = DEFAULT_TABLE.derive(
 BIG_REFUND = ("running", "refund.requested", "review", "big")
 
 
+def _jsonl(events: list[Event]) -> str:
+    return "\n".join(dump_event(e) for e in events)
+
+
 def _covered(table: Any, logs: Any) -> EdgeCoverage:
     coverage = EdgeCoverage(table)
     for log in logs:
@@ -204,6 +208,20 @@ class TestLegalRunsCoverage:
             ("created", "run.failed", "failed", None),
             ("created", "run.terminated", "terminated", None),
         ]
+
+    def test_finished_examples_include_every_edge_covering_path(self) -> None:
+        """With `finished=True`, the plain logs are `edge_covering_paths`' logs: each of
+        them is among the first 200 examples."""
+        drawn: set[str] = set()
+
+        @settings(max_examples=200, database=None, deadline=None, derandomize=True)
+        @given(legal_runs(TICKET_TABLE, finished=True))
+        def collect(events: list[Event]) -> None:
+            drawn.add(_jsonl(events))
+
+        collect()
+        paths = {_jsonl(log) for log in edge_covering_paths(TICKET_TABLE, run_id="run_0")}
+        assert paths - drawn == set()
 
     def test_the_plain_logs_take_their_run_id_from_the_given_strategy(self) -> None:
         """With a strategy of run ids, the plain logs use the simplest id it draws."""
