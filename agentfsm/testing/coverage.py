@@ -30,7 +30,10 @@ from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
-__all__ = ["EdgeCoverage", "assert_edge_coverage", "edge_name", "taken_edge"]
+__all__ = ["EdgeCoverage", "EdgeKey", "assert_edge_coverage", "edge_name", "taken_edge"]
+
+#: An edge's identity, `Transition.key`: (source, event type, target, condition name or None).
+EdgeKey = tuple[str, str, str, str | None]
 
 
 def taken_edge(table: TransitionTable, before: RunRecord, event: Event) -> Transition | None:
@@ -62,7 +65,7 @@ class EdgeCoverage:
         self.reducer = table if isinstance(table, Reducer) else Reducer(table)
         self.table = self.reducer.table
         #: Times each edge was taken, by `Transition.key`.
-        self.counts: Counter[tuple[str, str, str, str | None]] = Counter()
+        self.counts: Counter[EdgeKey] = Counter()
         #: How many logs were recorded.
         self.logs = 0
 
@@ -127,11 +130,10 @@ def assert_edge_coverage(
     """Record `logs` (a strategy, drawn `max_examples` times, or logs) and check coverage.
 
     A strategy is drawn by a Hypothesis test of its own, derandomized and without an example
-    database, so the same logs are drawn on every run of the same test session; call this
-    from a plain test, not from inside `@given`. Hypothesis also mixes constants found in
-    the project's own imported modules into its draws, so another set of imported modules
-    (`pytest -k`, one file alone) draws other logs: set `min` with room to spare, and pin an
-    edge that must be taken with `edge_covering_paths`.
+    database; call this from a plain test, not from inside `@given`. `legal_runs` draws one
+    plain log per edge among its first examples, so `min=1.0` holds for every edge a log
+    can take, whatever the seed or the modules imported (which change Hypothesis' draws),
+    once `max_examples` leaves room: about three times the number of edges.
 
     Raises:
         AssertionError: the edges taken are fewer than `min`; the message names the others.

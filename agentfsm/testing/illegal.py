@@ -19,8 +19,9 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import Candidate, event_order, plausible, rule_breaking, try_next
+from agentfsm.testing._walkspec import TableLike, make_walk
 from agentfsm.testing.values import _as_strategy, run_ids
-from agentfsm.testing.walk import TableLike, _dress, _make_walk, _skeleton
+from agentfsm.testing.walk import _dress, _skeleton
 
 __all__ = ["ILLEGAL_KINDS", "IllegalStep", "illegal_kind", "illegal_steps"]
 
@@ -91,7 +92,7 @@ def illegal_steps(
     unknown = sorted(wanted - ILLEGAL_KINDS)
     if unknown or not wanted:
         raise ValueError(f"kinds must be a non-empty subset of {sorted(ILLEGAL_KINDS)}")
-    walk = _make_walk(table, features, 3)
+    walk = make_walk(table, features, 3)
     runs = _as_strategy(run_id, run_ids())
 
     @st.composite

@@ -21,22 +21,22 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from agentfsm.events.models import Event
+from agentfsm.events.models import Envelope, Event
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import FEATURES, Candidate, Clock, Next, accepted, try_next
 from agentfsm.testing._custom import payload_strategy
-from agentfsm.testing.coverage import edge_name, taken_edge
+from agentfsm.testing._sampling import samples
+from agentfsm.testing.coverage import EdgeKey, edge_name, taken_edge
 
 __all__ = [
-    "covering_candidates", "edge_covering_paths", "edge_ids", "samples", "shortest_paths",
+    "covering_candidates", "edge_covering_paths", "edge_ids", "payload_examples",
+    "shortest_paths", "to_the_end", "with_run_id",
 ]  # fmt: skip
 
-EdgeKey = tuple[str, str, str, str | None]
 _Path = tuple[Next, ...]
 _ABRUPT = frozenset({"run.failed", "run.terminated"})
 #: The most actions a searched record may hold: more add no edge in any table we know.
@@ -54,34 +54,15 @@ def _key(record: RunRecord) -> tuple[Any, ...]:
     return (record.status, record.model_call_open, actions, len(record.batch), custom)
 
 
-def samples(strategy: st.SearchStrategy[Any], count: int = 10) -> list[Any]:
-    """`count` examples of `strategy`, the same on every run (a derandomized Hypothesis draw).
-
-    Not from inside a `@given` test: Hypothesis does not nest.
-    """
-    out: list[Any] = []
-
-    @settings(
-        max_examples=count,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(strategy)
-    def collect(value: Any) -> None:
-        out.append(value)
-
-    collect()
-    return out
+#: Examples of payloads by event type, tried besides the fixed ones.
+Extra = Mapping[str, Iterable[dict[str, Any]]]
 
 
 def _expand(
-    reducer: Reducer, record: RunRecord, extra: Mapping[str, list[dict[str, Any]]]
+    reducer: Reducer, record: RunRecord, extra: Extra, features: frozenset[str]
 ) -> list[Next]:
     at = Clock().at(record.version + 1)
-    options = accepted(reducer, record, at, FEATURES)
+    options = accepted(reducer, record, at, features)
     vocabulary = reducer.table.event_types
     for t in reducer.table.allowed(record.status):
         for payload in extra.get(t, ()):
@@ -99,24 +80,32 @@ def _expand(
 def _search(
     reducer: Reducer,
     start: RunRecord,
-    extra: Mapping[str, list[dict[str, Any]]],
+    extra: Extra,
     max_depth: int,
     visit: Callable[[RunRecord, Next, _Path], bool],
     allow: Callable[[Next], bool] = lambda n: True,
+    features: frozenset[str] = FEATURES,
+    min_length: int = 1,
 ) -> None:
-    """Breadth first from `start`; `visit(before, step, path)` returns True to stop."""
+    """Breadth first from `start`; `visit(before, step, path)` returns True to stop.
+
+    A record is expanded once, or with `min_length` once per length below `min_length - 1`
+    it is reached at: so that paths long enough are found too (a record first reached in
+    two events may be the one to reach in five when a log must have six).
+    """
+    cap = min_length - 1
     queue: deque[tuple[RunRecord, _Path]] = deque([(start, ())])
-    seen = {_key(start)}
+    seen = {(_key(start), 0)}
     while queue:
         record, path = queue.popleft()
         if len(path) >= max_depth:
             continue
-        for n in _expand(reducer, record, extra):
+        for n in _expand(reducer, record, extra, features):
             if not allow(n):
                 continue
             if visit(record, n, (*path, n)):
                 return
-            key = _key(n.record)
+            key = (_key(n.record), min(len(path) + 1, cap))
             if key not in seen and not reducer.table.is_terminal(n.record.status):
                 seen.add(key)
                 queue.append((n.record, (*path, n)))
@@ -124,33 +113,69 @@ def _search(
 
 def covering_candidates(
     reducer: Reducer,
-    extra: Mapping[str, list[dict[str, Any]]] | None = None,
+    extra: Extra | None = None,
     max_depth: int = 16,
+    features: frozenset[str] = FEATURES,
+    min_length: int = 1,
 ) -> dict[EdgeKey, _Path]:
-    """For each edge reachable within `max_depth` events, the shortest path that takes it."""
+    """For each edge reachable within `max_depth` events, the shortest path that takes it.
+
+    Only candidates whose features are all in `features` are tried, and only paths of at
+    least `min_length` events are kept.
+    """
     found: dict[EdgeKey, _Path] = {}
-    wanted = len(reducer.table.transitions)
+    table = reducer.table
+    # Stop once every edge is found that the table's graph lets come this late: an edge
+    # out of `created` is only ever the first event, and with `min_length` above 1 the
+    # search would otherwise go on to `max_depth` looking for it.
+    late = _states_at_or_after(table, min_length - 1)
+    wanted = sum(1 for e in table.transitions if e.source in late)
 
     def visit(before: RunRecord, step: Next, path: _Path) -> bool:
-        edge = taken_edge(reducer.table, before, step.event)
-        if edge is not None and edge.key not in found:
+        edge = taken_edge(table, before, step.event)
+        if edge is not None and edge.key not in found and len(path) >= min_length:
             found[edge.key] = path
-        return len(found) == wanted
+        return len(found) >= wanted
 
-    _search(reducer, reducer.initial("run_1"), extra or {}, max_depth, visit)
+    start = reducer.initial("run_1")
+    _search(reducer, start, extra or {}, max_depth, visit, features=features, min_length=min_length)
     return found
 
 
+def _states_at_or_after(table: TransitionTable, steps: int) -> set[str]:
+    """The states a walk along the table's edges can be in after `steps` edges or more."""
+    succ: dict[str, set[str]] = {s: set() for s in table.state_names}
+    for t in table.transitions:
+        succ[t.source].add(t.target)
+    level = {table.initial}
+    for _ in range(steps):
+        level = {t for s in level for t in succ[s]}
+    out: set[str] = set()
+    seen: set[frozenset[str]] = set()
+    while frozenset(level) not in seen:  # the levels repeat within a few rounds
+        seen.add(frozenset(level))
+        out |= level
+        level = {t for s in level for t in succ[s]}
+    return out
+
+
 @functools.lru_cache(maxsize=64)
-def shortest_paths(reducer: Reducer) -> dict[EdgeKey, _Path]:
-    """`covering_candidates` with the fixed payloads only, cached per reducer."""
+def shortest_paths(
+    reducer: Reducer, features: frozenset[str] = FEATURES, min_length: int = 1, max_depth: int = 16
+) -> dict[EdgeKey, _Path]:
+    """`covering_candidates` with the fixed payloads only, cached per reducer and settings."""
     # Cached: `legal_runs` follows these, and the search costs a few hundred folds, too
     # much to repeat per example.
-    return covering_candidates(reducer)
+    return covering_candidates(reducer, None, max_depth, features, min_length)
 
 
 def _first_ending(
-    reducer: Reducer, record: RunRecord, extra: Any, max_depth: int, allow: Callable[[Next], bool]
+    reducer: Reducer,
+    record: RunRecord,
+    extra: Extra,
+    max_depth: int,
+    allow: Callable[[Next], bool],
+    features: frozenset[str],
 ) -> _Path:
     found: list[_Path] = []
 
@@ -160,31 +185,49 @@ def _first_ending(
             return True
         return False
 
-    _search(reducer, record, extra, max_depth, visit, allow)
+    _search(reducer, record, extra, max_depth, visit, allow, features)
     return found[0] if found else ()
 
 
-def _to_the_end(reducer: Reducer, record: RunRecord, extra: Any, max_depth: int) -> _Path:
+def to_the_end(
+    reducer: Reducer,
+    record: RunRecord,
+    extra: Extra,
+    max_depth: int = 24,
+    features: frozenset[str] = FEATURES,
+) -> _Path:
     """The shortest way on to a terminal state, gracefully if possible; () if none."""
     for allow in (lambda n: n.candidate.type not in _ABRUPT, lambda n: True):
-        best = _first_ending(reducer, record, extra, max_depth, allow)
+        best = _first_ending(reducer, record, extra, max_depth, allow, features)
         if best:
             return best
     return ()
 
 
-def _extra(
+def payload_examples(
     table: TransitionTable,
     payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None,
     fields: Mapping[str, st.SearchStrategy[Any]] | None,
     count: int,
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, tuple[dict[str, Any], ...]]:
+    """`count` examples of each payload strategy given, or built from `fields` for the
+    table's own types, by event type (none without `payloads` or `fields`)."""
     vocabulary = table.event_types
     strategies = dict(payloads or {})
     if fields:
         for t in vocabulary.custom:
-            strategies.setdefault(t, payload_strategy(vocabulary.classes[t], fields))
+            field_items = tuple(sorted(fields.items()))
+            strategies.setdefault(t, _payload_strategy(vocabulary.classes[t], field_items))
     return {t: samples(s, count) for t, s in sorted(strategies.items())}
+
+
+@functools.lru_cache(maxsize=256)
+def _payload_strategy(
+    cls: type[Envelope], fields: tuple[tuple[str, st.SearchStrategy[Any]], ...]
+) -> st.SearchStrategy[dict[str, Any]]:
+    # One strategy object per (model, fields): `samples` caches by strategy object, so a
+    # new one per call would be drawn again every time.
+    return payload_strategy(cls, dict(fields))
 
 
 def edge_covering_paths(
@@ -200,7 +243,8 @@ def edge_covering_paths(
     the edge, then on to a terminal state if it can.
 
     Edges no log reaches within `max_depth` events (an unreachable state, a condition that
-    never holds) have no log; `EdgeCoverage(table)` over the result names them.
+    never holds) have no log; `EdgeCoverage(table)` over the result names them. It may be
+    called from inside a `@given` test: the payload examples are drawn outside it.
 
     Args:
         table: the transition table, or a `Reducer`.
@@ -212,7 +256,7 @@ def edge_covering_paths(
         samples_per_type: how many examples of each payload strategy are tried.
     """
     reducer = table if isinstance(table, Reducer) else Reducer(table)
-    extra = _extra(reducer.table, payloads, fields, samples_per_type)
+    extra = payload_examples(reducer.table, payloads, fields, samples_per_type)
     found = covering_candidates(reducer, extra, max_depth) if extra else shortest_paths(reducer)
     logs: list[list[Event]] = []
     for edge in reducer.table.transitions:
@@ -220,18 +264,24 @@ def edge_covering_paths(
         if path is None:
             continue
         end = path[-1].record
-        rest = () if reducer.table.is_terminal(end.status) else _to_the_end(reducer, end, extra, 24)
-        logs.append(_renamed([n.event for n in (*path, *rest)], run_id))
+        rest = () if reducer.table.is_terminal(end.status) else to_the_end(reducer, end, extra)
+        logs.append(with_run_id([n.event for n in (*path, *rest)], run_id))
     return logs
 
 
-def _renamed(events: Iterable[Event], run_id: str) -> list[Event]:
+def with_run_id(events: Iterable[Event], run_id: str) -> list[Event]:
+    """The events with `run_id` as their run id (the search folds them as `run_1`)."""
     return [e.model_copy(update={"run_id": run_id}) for e in events]
 
 
 def edge_ids(table: TransitionTable | Reducer, **options: Any) -> list[str]:
     """Test ids for `edge_covering_paths(table, **options)`: each log's goal edge, by name."""
     reducer = table if isinstance(table, Reducer) else Reducer(table)
-    extra = _extra(reducer.table, options.get("payloads"), options.get("fields"), 10)
+    extra = payload_examples(
+        reducer.table,
+        options.get("payloads"),
+        options.get("fields"),
+        options.get("samples_per_type", 10),
+    )
     found = covering_candidates(reducer, extra) if extra else shortest_paths(reducer)
     return [edge_name(e) for e in reducer.table.transitions if e.key in found]

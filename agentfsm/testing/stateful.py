@@ -53,9 +53,10 @@ from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
+from agentfsm.testing._walkspec import TableLike, Walk, make_walk
 from agentfsm.testing.illegal import _refused
 from agentfsm.testing.values import Calls, _free_fields
-from agentfsm.testing.walk import TableLike, _make_walk, _Walk, _widen
+from agentfsm.testing.walk import _widen
 
 __all__ = ["RunMachine", "record_problems", "run_machine"]
 
@@ -114,7 +115,7 @@ class RunMachine(RuleBasedStateMachine):
         events: the events applied so far, in order.
     """
 
-    walk: ClassVar[_Walk] = _make_walk(DEFAULT_TABLE, None, 3)
+    walk: ClassVar[Walk] = make_walk(DEFAULT_TABLE, None, 3)
     run_id: ClassVar[str] = "run_1"
     #: Event types that end a run or its useful part: their rules wait until the run has
     #: `patience` events (see the module doc).
@@ -305,7 +306,7 @@ def run_machine(
         run_id: the run id of every event.
         name: the class name (default: from the table's name, e.g. `AgentRunMachine`).
     """
-    walk = _make_walk(table, features, max_calls)
+    walk = make_walk(table, features, max_calls)
     on_edges = set(walk.table.events)
     types = [t for t in EVENT_ORDER if t in on_edges and t in EVENT_CLASSES]
     # The table's own event types get rules too, after the built-in ones.

@@ -1,16 +1,18 @@
-"""Steering `legal_runs` towards edges a log has not taken yet.
+"""Steering `legal_runs` walks towards edges a log has not taken yet.
 
-A walk that picks each next event by weight reaches the everyday edges over and over and a
-rare one (an edge behind a condition, a custom event in one state) almost never: an edge
-with a condition on an event field was reached in 0 of 300 examples. So each log draws a
-*goal*: one of the table's edges. The first goal is reached by following the shortest
-log from a run's start that takes it (`agentfsm.testing.paths`), so every edge that log
-search finds is one draw away; later goals are edges the log has not taken yet, and most
-steps then move towards the
-goal's source state (fewest table edges away) and, once there, take the goal edge itself,
-trying the fixed and the drawn payloads of the event until one's fold takes that edge
-(a condition on a field is met by the value that satisfies it). When the goal is taken, or
-after `BUDGET` steps without it, the log draws another goal among the edges it has not taken.
+Every edge a log can take is reached by the plain logs of `_plans`, drawn once each; the
+steering is for variety: it makes rare edges (an edge behind a condition, a custom event
+in one state) come up again in walks, after other events, with drawn payloads. A walk that
+picks each next event by weight reaches the everyday edges over and over and a rare one
+almost never (an edge with a condition on an event field was reached in 0 of 300 examples).
+So each walk draws a *goal*: one of the edges some log can take (`Walk.plans.paths`; an
+edge behind a condition that never holds would waste a goal's whole budget). The first goal
+is reached by following the shortest log from a run's start that takes it; later goals are
+edges the log has not taken yet, and most steps then move towards the goal's source state
+(fewest table edges away) and, once there, take the goal edge itself, trying the fixed and
+the drawn payloads of the event until one's fold takes that edge (a condition on a field is
+met by the value that satisfies it). When the goal is taken, or after `BUDGET` steps
+without it, the log draws another goal among the edges it has not taken.
 
 Goals are drawn from the example's own choices, never from what earlier examples covered:
 Hypothesis replays and shrinks an example from its choices alone, and a generator that read
@@ -21,18 +23,15 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hypothesis import strategies as st
 
 from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.testing._candidates import Candidate, Clock, Next, try_next
-from agentfsm.testing.coverage import taken_edge
-from agentfsm.testing.paths import shortest_paths
-
-if TYPE_CHECKING:
-    from agentfsm.testing.walk import _Walk
+from agentfsm.testing._walkspec import Walk
+from agentfsm.testing.coverage import EdgeKey, taken_edge
 
 __all__ = [
     "BUDGET", "distances_to", "draw_goal", "follow", "route_to", "steered_step",
@@ -46,8 +45,6 @@ STEER = st.integers(0, 3)
 _PICK = st.integers(0, 255)
 #: Payloads drawn per custom event type in a steered step, besides its fixed variants.
 _DRAWS = 3
-
-EdgeKey = tuple[str, str, str, str | None]
 
 
 @functools.lru_cache(maxsize=256)
@@ -67,12 +64,18 @@ def distances_to(table: TransitionTable, state: str) -> dict[str, int]:
     return distance
 
 
-def draw_goal(
-    draw: st.DrawFn, table: TransitionTable, state: str, taken: set[EdgeKey]
-) -> Transition | None:
-    """An edge not taken yet whose source `state` can reach, or None when none is left."""
-    reach = table.transitions
-    open_ = [e for e in reach if e.key not in taken and state in distances_to(table, e.source)]
+def draw_goal(draw: st.DrawFn, walk: Walk, state: str, taken: set[EdgeKey]) -> Transition | None:
+    """An edge not taken yet whose source `state` can reach, or None when none is left.
+
+    Only edges some log can take are goals (those the edge-covering search found): a
+    condition that never holds would waste a goal's whole budget in every log.
+    """
+    table, reachable = walk.table, walk.plans.paths
+    open_ = [
+        e
+        for e in table.transitions
+        if e.key in reachable and e.key not in taken and state in distances_to(table, e.source)
+    ]
     if not open_:
         return None
     # A bounded integer is drawn near uniformly; `% len` of a wide one would favour the
@@ -80,7 +83,7 @@ def draw_goal(
     return open_[draw(st.integers(0, len(open_) - 1))]
 
 
-def _drawn(draw: st.DrawFn, walk: _Walk, record: RunRecord, at: str) -> list[Next]:
+def _drawn(draw: st.DrawFn, walk: Walk, record: RunRecord, at: str) -> list[Next]:
     """Events of the table's own types built from drawn payloads, where the reducer takes them."""
     out: list[Next] = []
     vocabulary = walk.table.event_types
@@ -100,16 +103,15 @@ def _drawn(draw: st.DrawFn, walk: _Walk, record: RunRecord, at: str) -> list[Nex
     return out
 
 
-def route_to(walk: _Walk, goal: Transition | None) -> list[Candidate]:
-    """The events of the shortest log from a run's start that takes `goal` (see `paths`)."""
+def route_to(walk: Walk, goal: Transition | None) -> list[Candidate]:
+    """The events of the shortest log from a run's start that takes `goal` (see `_plans`)."""
     if goal is None:
         return []
-    path = shortest_paths(walk.reducer).get(goal.key, ())
-    return [n.candidate for n in path]
+    return [n.candidate for n in walk.plans.paths.get(goal.key, ())]
 
 
 def follow(
-    walk: _Walk, record: RunRecord, clock: Clock, cand: Candidate, may_end: bool
+    walk: Walk, record: RunRecord, clock: Clock, cand: Candidate, may_end: bool
 ) -> Next | None:
     """`cand` as the next event, if the reducer, the features and `may_end` allow it."""
     if not cand.needs <= walk.features:
@@ -125,7 +127,7 @@ def follow(
 
 def steered_step(
     draw: st.DrawFn,
-    walk: _Walk,
+    walk: Walk,
     record: RunRecord,
     clock: Clock,
     goal: Transition,

@@ -6,10 +6,17 @@ pending approval, ...), keeps the ones the reducer accepts, and lets Hypothesis 
 reducer is the judge, so the same strategy serves the default table and any table derived
 from it.
 
-Shrinking is part of the design: the length is drawn first (it shrinks towards
-`min_events`), candidates are offered in a fixed "simplest first" order, and the free fields
-(results, usage, reasons) shrink to `None` or to small values. A failing property is
-reported with a short log that reads like a plain run.
+Every edge is reached by design, not by luck: the first choice of an example is a walk (0)
+or one of the plain logs that take each edge by the shortest way (see `_plans`), and
+Hypothesis draws each of those once, among the first examples. The walks are steered
+towards edges they have not taken (see `steering`), so rare edges also come up in varied
+company.
+
+Shrinking is part of the design: whether to go on is drawn at each step (stopping is the
+simplest choice, so logs shrink towards `min_events`), candidates are offered in a fixed
+"simplest first" order, and the free fields (results, usage, reasons) shrink to `None` or
+to small values. A failing plain log shrinks to the shortest one that fails. A failing
+property is reported with a short log that reads like a plain run.
 
 Example:
     >>> from hypothesis import given
@@ -22,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,77 +40,17 @@ from hypothesis.errors import InvalidArgument
 from agentfsm.events.codec import dump_event, parse_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import DecisionKind
 from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
-from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import (
-    EVENT_ORDER,
-    FEATURES,
-    Clock,
-    Next,
-    accepted,
-    fresh_ids,
-    try_next,
-)
-from agentfsm.testing._custom import payload_strategy
-from agentfsm.testing.coverage import taken_edge
-from agentfsm.testing.steering import (
-    BUDGET,
-    STEER,
-    EdgeKey,
-    draw_goal,
-    follow,
-    route_to,
-    steered_step,
-)
+from agentfsm.testing._candidates import FEATURES, Clock, Next, accepted, fresh_ids, try_next
+from agentfsm.testing._sampling import simplest
+from agentfsm.testing._walkspec import TableLike, Walk, make_walk, weight
+from agentfsm.testing.coverage import EdgeKey, taken_edge
+from agentfsm.testing.steering import BUDGET, STEER, draw_goal, follow, route_to, steered_step
 from agentfsm.testing.values import Calls, _as_strategy, _clocks, _free_fields, run_ids
 
 __all__ = ["FEATURES", "TableLike", "legal_runs"]
-
-TableLike = TransitionTable | Reducer
-
-# -- legal runs -----------------------------------------------------------------------------
-
-#: Events a feature *starts*. With the feature off, no candidate of the type is offered
-#: (follow-ups such as `run.resumed` or `approval.accepted` stay on, or a run could be stuck).
-_INITIATED_BY: dict[str, str] = {
-    E.HANDOFF: "handoffs",
-    E.RUN_PAUSED: "pauses",
-    E.RUN_CANCEL_REQUESTED: "cancellation",
-    E.RUN_FAILED: "run_failures",
-    E.RUN_TERMINATED: "terminations",
-    E.APPROVAL_REQUESTED: "approvals",
-    E.TOOL_FAILED: "tool_failures",
-    E.TOOL_OUTCOME_UNKNOWN: "outcome_unknown",
-}
-
-#: How often the walk picks each kind of event when several are possible (default 32). The
-#: everyday path (model calls, tool calls, results, completing after a final answer) comes
-#: up more often than the detours; failures, terminations and cancellations, which end the
-#: interesting part of a run, come up rarely.
-_WEIGHT: dict[str, int] = {
-    E.MODEL_STARTED: 128,
-    E.MODEL_COMPLETED: 128,
-    E.TOOL_REQUESTED: 96,
-    E.TOOL_STARTED: 96,
-    E.TOOL_COMPLETED: 96,
-    E.RUN_RESUMED: 96,
-    E.RUN_COMPLETED: 96,
-    E.RUN_CANCELLED: 96,
-    E.APPROVAL_ACCEPTED: 64,
-    E.APPROVAL_REQUESTED: 48,
-    E.APPROVAL_REJECTED: 48,
-    E.TOOL_FAILED: 48,
-    E.HANDOFF: 24,
-    E.RUN_PAUSED: 16,
-    E.RUN_CANCEL_REQUESTED: 4,
-    E.RUN_FAILED: 2,
-    E.RUN_TERMINATED: 2,
-    E.TOOL_REQUESTED + " (direct)": 16,
-    E.APPROVAL_REQUESTED + " (direct)": 16,
-}
 
 #: When ending a run, how much each event type moves it towards the end (lower first):
 #: settle what is in flight, decide what waits, then let the model give its final answer.
@@ -135,29 +81,6 @@ _ENDING = st.tuples(st.booleans(), st.integers(0, 255))
 
 
 @attrs.frozen
-class _Walk:
-    """What one `legal_runs` strategy needs, computed once when the strategy is built."""
-
-    reducer: Reducer
-    features: frozenset[str]
-    max_calls: int
-    distance: Mapping[str, int]  # fewest edges from each state to a terminal one
-    graceful_distance: Mapping[str, int]  # the same without run.failed / run.terminated
-    #: Payload strategies by event type: the table's own types (given or from their
-    #: annotations) and the built-in types you gave one for.
-    drawn: Mapping[str, st.SearchStrategy[dict[str, Any]]]
-    kinds: tuple[str, ...]
-    kind_strategy: st.SearchStrategy[str]
-
-    @property
-    def table(self) -> TransitionTable:
-        return self.reducer.table
-
-    def options(self, record: RunRecord, clock: Clock) -> list[Next]:
-        return accepted(self.reducer, record, clock.at(record.version + 1), self.features)
-
-
-@attrs.frozen
 class _Run:
     run_id: str
     clock: Clock
@@ -165,71 +88,9 @@ class _Run:
     record: RunRecord
 
 
-def _distances(table: TransitionTable, features: frozenset[str]) -> dict[str, int]:
-    """Fewest edges from each state to a terminal state, using only enabled event types."""
-    off = {t for t, feature in _INITIATED_BY.items() if feature not in features}
-    preds: dict[str, set[str]] = {s: set() for s in table.state_names}
-    for t in table.transitions:
-        if t.event not in off:
-            preds[t.target].add(t.source)
-    distance = dict.fromkeys(table.terminal_states, 0)
-    queue = deque(table.terminal_states)
-    while queue:
-        state = queue.popleft()
-        for p in preds[state]:
-            if p not in distance:
-                distance[p] = distance[state] + 1
-                queue.append(p)
-    return distance
-
-
-def _resolve(table: TableLike) -> Reducer:
-    return table if isinstance(table, Reducer) else Reducer(table)
-
-
-def _make_walk(
-    table: TableLike,
-    features: Iterable[str] | None,
-    max_calls: int,
-    payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None = None,
-    fields: Mapping[str, st.SearchStrategy[Any]] | None = None,
-) -> _Walk:
-    reducer = _resolve(table)
-    vocabulary = reducer.table.event_types
-    given = dict(payloads or {})
-    unknown_types = sorted(t for t in given if t not in vocabulary)
-    if unknown_types:
-        raise ValueError(
-            f"payloads for unknown event types {unknown_types}; "
-            f"table '{reducer.table.name}' has {list(vocabulary.names)}"
-        )
-    drawn = {
-        t: given[t] if t in given else payload_strategy(vocabulary.classes[t], fields)
-        for t in vocabulary.custom
-    }
-    drawn.update(given)
-    # The table's own types are kinds too, with the default weight.
-    kinds = (*_KINDS, *vocabulary.custom)
-    enabled = FEATURES if features is None else frozenset(features)
-    unknown = sorted(enabled - FEATURES)
-    if unknown:
-        raise ValueError(f"unknown features {unknown}; known: {sorted(FEATURES)}")
-    graceful = enabled - {"run_failures", "terminations"}
-    return _Walk(
-        reducer,
-        enabled,
-        max_calls if "batches" in enabled else 1,
-        _distances(reducer.table, enabled),
-        _distances(reducer.table, graceful),
-        drawn,
-        kinds,
-        st.sampled_from([k for k in kinds for _ in range(_WEIGHT.get(k, 32))]),
-    )
-
-
 def _skeleton(
     draw: st.DrawFn,
-    walk: _Walk,
+    walk: Walk,
     run_id: st.SearchStrategy[str],
     min_events: int,
     max_events: int,
@@ -243,7 +104,7 @@ def _skeleton(
     terminal states too often, where no rule can be broken).
 
     Each step is the same few choices (go on?, which kind, which candidate, how many
-    calls), kinds are named by a stable place (see `_KINDS`), and the free fields are drawn
+    calls), kinds are named by a stable place (see `_walkspec.KINDS`), and the free fields are drawn
     afterwards (`_dress`): so the shrinker can delete whole steps without garbling the
     choices of the steps after them.
     """
@@ -253,7 +114,7 @@ def _skeleton(
     record = walk.reducer.initial(rid)
     log: list[Event] = []
     taken: set[EdgeKey] = set()
-    goal = draw_goal(draw, table, record.status, taken) if steer else None
+    goal = draw_goal(draw, walk, record.status, taken) if steer else None
     budget = BUDGET
     route = route_to(walk, goal)
     while len(log) < max_events and not table.is_terminal(record.status):
@@ -280,25 +141,13 @@ def _skeleton(
         record = chosen.record
         budget -= 1
         if steer and (goal is None or goal.key in taken or budget <= 0):
-            goal, budget = draw_goal(draw, table, record.status, taken), BUDGET
+            goal, budget = draw_goal(draw, walk, record.status, taken), BUDGET
     if finished and not table.is_terminal(record.status):
         graceful, which = draw(_ENDING)
         record = _finish(walk, clock, record, log, graceful, which)
     if len(log) < min_events:
         reject()  # the walk got stuck early: rare, and only with few features enabled
     return _Run(rid, clock, tuple(log), record)
-
-
-#: Every kind of event the walk can choose, each repeated by its weight. A kind is drawn by
-#: its place in this list, retried while the kind is not possible in the state: Hypothesis records
-#: the place, so when the shrinker deletes a step the later steps keep meaning what they
-#: meant (this is how its stateful testing chooses rules under preconditions). Calls the
-#: model never proposed (direct requests) are a kind of their own.
-_KINDS: tuple[str, ...] = (
-    *EVENT_ORDER,
-    E.TOOL_REQUESTED + " (direct)",
-    E.APPROVAL_REQUESTED + " (direct)",
-)
 
 
 class _Groups:
@@ -309,7 +158,7 @@ class _Groups:
     """
 
     def __init__(
-        self, walk: _Walk, record: RunRecord, clock: Clock, cancelled: bool, may_end: bool
+        self, walk: Walk, record: RunRecord, clock: Clock, cancelled: bool, may_end: bool
     ) -> None:
         self._walk, self._record, self._clock, self._may_end = walk, record, clock, may_end
         self._cancelled = cancelled
@@ -340,7 +189,7 @@ class _Groups:
         ]
 
 
-def _draw_kind(draw: st.DrawFn, walk: _Walk, groups: _Groups) -> str:
+def _draw_kind(draw: st.DrawFn, walk: Walk, groups: _Groups) -> str:
     """A kind of event possible in the state, by weight.
 
     Like Hypothesis' own filtered `sampled_from`: a few draws from all kinds (each names a
@@ -352,15 +201,15 @@ def _draw_kind(draw: st.DrawFn, walk: _Walk, groups: _Groups) -> str:
         if groups.has(kind):
             return kind
     possible = [k for k in walk.kinds if groups.has(k)]
-    ticket = draw(st.integers(0, sum(_WEIGHT.get(k, 32) for k in possible) - 1))
+    ticket = draw(st.integers(0, sum(weight(k) for k in possible) - 1))
     for kind in possible:
-        ticket -= _WEIGHT.get(kind, 32)
+        ticket -= weight(kind)
         if ticket < 0:
             return kind
     raise AssertionError("unreachable: the ticket is below the total weight")
 
 
-def _widen(walk: _Walk, record: RunRecord, chosen: Next, calls: int) -> Next:
+def _widen(walk: Walk, record: RunRecord, chosen: Next, calls: int) -> Next:
     """A tool-call decision with `calls` calls instead of one, if the reducer agrees."""
     fields = chosen.candidate.fields
     if calls == 1 or not fields.get("tool_calls"):
@@ -376,7 +225,7 @@ def _widen(walk: _Walk, record: RunRecord, chosen: Next, calls: int) -> Next:
 
 
 def _finish(
-    walk: _Walk, clock: Clock, record: RunRecord, log: list[Event], graceful: bool, which: int
+    walk: Walk, clock: Clock, record: RunRecord, log: list[Event], graceful: bool, which: int
 ) -> RunRecord:
     """Append events until the run is in a terminal state, by the shortest route in sight.
 
@@ -417,7 +266,7 @@ def _finish(
     return reject()  # no way to a terminal state with the enabled features
 
 
-def _dress(draw: st.DrawFn, walk: _Walk, run: _Run) -> _Run:
+def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
     """The skeleton with its free fields drawn: results, usage, reasons, the calls' tools.
 
     A payload strategy (given, or a table's own type's) is drawn over the free fields. Each
@@ -466,6 +315,14 @@ def _note_log(events: list[Event]) -> None:
         note("legal_runs log (JSON Lines):\n" + "\n".join(dump_event(e) for e in events))
 
 
+def _plan_run_id(run_id: str | st.SearchStrategy[str] | None) -> str:
+    """The run id of the plans: the given one, else the simplest the strategy draws."""
+    if isinstance(run_id, str):
+        return run_id
+    # `run_0` is what `run_ids()` shrinks to; asking Hypothesis for it would cost a search.
+    return "run_0" if run_id is None else str(simplest(run_id))
+
+
 def legal_runs(
     table: TableLike = DEFAULT_TABLE,
     *,
@@ -504,9 +361,15 @@ def legal_runs(
             built from annotations, e.g. `{"priority": st.sampled_from(["normal", "urgent"])}`
             so a condition on `priority` can hold.
 
-    Every log draws an edge it has not taken yet as a goal and is steered towards it (see
-    `agentfsm.testing.steering`), so rare edges and condition branches come up; measure
-    it with `EdgeCoverage`. A failing example is noted as its JSON Lines log.
+    Among the first examples come plain logs, one per edge: the shortest log (of at least
+    `min_events` events, at most `max_events`, ended if `finished`) that takes the edge,
+    built from fixed payloads and examples of the payload strategies given, each drawn
+    exactly once. So every
+    edge such a log can take is taken, each condition branch that a value of the given
+    strategies meets included, within a few dozen examples more than the table has edges
+    (give `max_examples` about three times the number of edges). The other examples are walks,
+    steered towards edges they have not taken yet. Check it with `assert_edge_coverage`.
+    A failing example is noted as its JSON Lines log.
     """
     if min_events < 1:
         raise ValueError(f"min_events must be at least 1, got {min_events}")
@@ -514,13 +377,19 @@ def legal_runs(
         raise ValueError(f"max_events ({max_events}) is less than min_events ({min_events})")
     if max_calls < 1:
         raise ValueError(f"max_calls must be at least 1, got {max_calls}")
-    walk = _make_walk(table, features, max_calls, payloads, fields)
+    walk = make_walk(table, features, max_calls, payloads, fields)
     runs = _as_strategy(run_id, run_ids())
 
     @st.composite
     def logs(draw: st.DrawFn) -> list[Event]:
-        skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
-        out = list(_dress(draw, walk, skeleton).events)
+        plans = walk.plans.logs(_plan_run_id(run_id), min_events, max_events, finished)
+        # 0 walks; k is the k-th plan, and nothing more is drawn (see `_plans`).
+        which = draw(st.integers(0, len(plans)))
+        if which:
+            out = list(plans[which - 1])
+        else:
+            skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
+            out = list(_dress(draw, walk, skeleton).events)
         _note_log(out)
         return out
 
