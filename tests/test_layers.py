@@ -86,11 +86,7 @@ def test_imports_only_look_down(path: Path) -> None:
 #: Import circles known and being removed, each with who removes it. A circle listed here
 #: is still reported by `farm-studio look`; it is allowed only so that this check can
 #: refuse every other one meanwhile. Drop the entry with the circle.
-KNOWN_CIRCLES: list[list[str]] = [
-    # steering draws goals for the walk, and the walk's options are steering's input; the
-    # engineer splitting testing/walk.py is taking this one apart (issue 14).
-    ["agentfsm.testing.steering", "agentfsm.testing.walk"],
-]
+KNOWN_CIRCLES: list[list[str]] = []
 
 
 def _module_name(path: Path) -> str:
