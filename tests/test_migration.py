@@ -12,10 +12,20 @@ from typing import Any
 
 import pytest
 
-from agentfsm.errors import EventFormatError
+from agentfsm import DEFAULT_TABLE, State, Transition
+from agentfsm.errors import (
+    EventFormatError,
+    IllegalTransitionError,
+    InvalidTableError,
+    MigrationError,
+    TableMismatchError,
+)
 from agentfsm.events import EVENT_CLASSES, LogBuilder, dump_event, event_json_schema, parse_event
-from agentfsm.events.models import RunMigrated, TableRef
+from agentfsm.events.models import Event, RunMigrated, TableRef
+from agentfsm.fsm import registry
 from agentfsm.names import EventType
+from agentfsm.record import RunRecord
+from agentfsm.reducers import Reducer, Snapshot
 from examples.lifecycles.ticket import TICKET_TABLE
 from examples.lifecycles.ticket_v2 import TICKET_TABLE_V2
 
@@ -130,3 +140,255 @@ def test_the_reference_is_the_one_run_started_records() -> None:
     """`from_table`/`to_table` are `TableRef`s, the type of `run.started.table`."""
     assert RunMigrated.model_fields["from_table"].annotation is TableRef
     assert RunMigrated.model_fields["to_table"].annotation is TableRef
+
+
+def named(table: Any) -> str:
+    """How errors name a table: `'name' (digest)`."""
+    return f"'{table.name}' ({table.digest})"
+
+
+@pytest.fixture
+def no_tables_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry as a fresh process has it: the default table only (other tests
+    register the ticket tables, and the registry is process-wide)."""
+    monkeypatch.setattr(registry, "_registered", {DEFAULT_TABLE.digest: DEFAULT_TABLE})
+    monkeypatch.setattr(registry, "_published", lambda: iter(()))
+
+
+def escalated(run_id: str = "t-3", table: Any = V1, **escalation: Any) -> LogBuilder:
+    """A run of `table` waiting in `escalated` (or `escalated_urgent`) at version 2."""
+    log = LogBuilder(run_id, events=table.event_types)
+    log.add("run.started", objective="refund", table=table.ref.model_dump())
+    log.add("ticket.escalated", escalated_to="ann", **escalation)
+    return log
+
+
+def migrated(run_id: str = "t-3") -> list[Event]:
+    """The escalated v1 run, migrated to v2 at sequence 3, then paused at 4."""
+    log = escalated(run_id)
+    log.add("run.migrated", **migrated_fields())
+    log.add("run.paused", reason="ann is on leave until Monday")
+    return log.events
+
+
+def fold(reducer: Reducer, events: list[Event]) -> RunRecord:
+    """Event by event, as a store folds a run it appends to (no check of where it ends)."""
+    record = reducer.initial(events[0].run_id)
+    for event in events:
+        record = reducer.reduce(record, event)
+    return record
+
+
+class TestFoldingAMigration:
+    """A migrated run is folded under v1's rules up to the migration, v2's after it."""
+
+    def test_the_run_is_under_the_new_table_after_it(self) -> None:
+        """The state, the ledger and what the run recorded stay; the table changes."""
+        events = migrated()[:3]
+        before = Reducer(V1).replay(events[:2])
+        after = Reducer(V2, tables=[V1]).replay(events)
+        assert (after.status, after.version, after.custom) == ("escalated", 3, before.custom)
+        assert (before.table, before.migrated_from, before.migrated_at) == (V1.ref, None, None)
+        assert (after.table, after.migrated_from, after.migrated_at) == (V2.ref, V1.ref, 3)
+
+    def test_the_new_rules_apply_after_it(self) -> None:
+        """v1 forbids pausing an escalated ticket; after the migration v2 allows it."""
+        log = escalated()
+        log.add("run.paused", reason="ann is on leave until Monday")
+        with pytest.raises(IllegalTransitionError):
+            Reducer(V1).replay(log.events)
+        record = Reducer(V2, tables=[V1]).replay(migrated())
+        assert (record.status, record.pause_reason) == ("paused", "ann is on leave until Monday")
+
+    def test_the_old_rules_apply_before_it(self) -> None:
+        """An escalation marked urgent goes to `escalated_urgent`, a state only v1 has."""
+        log = escalated(priority="urgent")
+        log.add("ticket.handed_back", note="done")
+        log.add("run.migrated", **migrated_fields())
+        record = Reducer(V2, tables=[V1]).replay(log.events)
+        assert (record.status, record.table) == ("running", V2.ref)
+
+    def test_the_old_table_is_found_in_the_registry(self) -> None:
+        """Without `tables=`, a registered old version is looked up by its digest."""
+        registry.register(V1)
+        assert Reducer(V2).replay(migrated()).status == "paused"
+
+    def test_a_snapshot_after_the_migration_folds_on_under_the_new_table(self) -> None:
+        """Through JSON and back, at every cut, a snapshot plus the tail is the full fold."""
+        events = migrated()
+        reducer = Reducer(V2, tables=[V1])
+        full = reducer.replay(events)
+        for cut in range(1, len(events)):
+            snapshot = Snapshot.loads(Snapshot(fold(reducer, events[:cut])).dumps())
+            assert reducer.replay(events[cut:], snapshot=snapshot) == full
+
+    def test_the_record_says_where_it_was_migrated(self) -> None:
+        """The record's JSON carries the table it is under and the migration, and reads back."""
+        record = Reducer(V2, tables=[V1]).replay(migrated())
+        data = record.to_json()
+        assert (data["table"], data["migrated_from"], data["migrated_at"]) == (
+            V2.ref.model_dump(),
+            V1.ref.model_dump(),
+            3,
+        )
+        assert RunRecord.loads(record.dumps()) == record
+
+
+class TestTheOldVersionRefusesWhatFollows:
+    """A reducer of v1 folds up to the migration, and refuses the run from there."""
+
+    def test_the_event_after_the_migration(self) -> None:
+        """The first event under v2 is refused, naming v2."""
+        with pytest.raises(TableMismatchError) as info:
+            Reducer(V1, tables=[V2]).replay(migrated())
+        assert str(info.value) == (
+            "run 't-3' is 'escalated': event 'run.paused' (sequence 4) follows the run's "
+            f"migration to table {named(V2)} at sequence 3: fold the run with that table, not "
+            f"{named(V1)} (`--table`, or the registry of `agentfsm.fsm.registry`)"
+        )
+        assert (info.value.started_under, info.value.folded_with) == (named(V2), named(V1))
+
+    def test_a_run_whose_last_event_is_the_migration(self) -> None:
+        """Nothing follows the migration: the whole run is still not v1's to fold."""
+        with pytest.raises(TableMismatchError) as info:
+            Reducer(V1, tables=[V2]).replay(migrated()[:3])
+        assert str(info.value) == (
+            "run 't-3' is 'escalated': event 'run.migrated' (sequence 3) moved the run to "
+            f"table {named(V2)}: fold the run with that table, not {named(V1)} (`--table`, or "
+            "the registry of `agentfsm.fsm.registry`)"
+        )
+
+    def test_a_new_version_it_cannot_find(self, no_tables_registered: None) -> None:
+        """v1's reducer cannot check a migration to a table it does not know: named."""
+        with pytest.raises(TableMismatchError) as info:
+            Reducer(V1).replay(migrated())
+        assert str(info.value) == (
+            "run 't-3' is 'escalated': event 'run.migrated' (sequence 3) moves the run to "
+            f"table {named(V2)}, which is not known: fold the run with that table, not "
+            f"{named(V1)} (`--table`, or the registry of `agentfsm.fsm.registry`)"
+        )
+
+
+class TestTheNewVersionNeedsTheOldOne:
+    """v2's reducer folds the part before the migration with v1: it must find it."""
+
+    def test_an_old_version_it_cannot_find(self, no_tables_registered: None) -> None:
+        """Says which table must be known, and why: the run may have been migrated since
+        (a reducer folds a log event by event, and cannot know yet)."""
+        with pytest.raises(TableMismatchError) as info:
+            Reducer(V2).replay(migrated())
+        assert str(info.value) == (
+            "run 't-3' is 'created': event 'run.started' (sequence 1) was started under table "
+            f"{named(V1)}, not {named(V2)}: fold it with the table it started with (`--table`, "
+            f"or the registry of `agentfsm.fsm.registry`); if it was migrated to {named(V2)} "
+            "since, the table it started with must be known too (`register()` it, or pass "
+            "it in `Reducer(tables=...)`)"
+        )
+        assert (info.value.started_under, info.value.folded_with) == (named(V1), named(V2))
+
+    def test_a_run_that_never_migrated_is_still_refused(self) -> None:
+        """Found or not, v1 is not v2: a v1 run that never moved is refused, naming both."""
+        log = escalated()
+        with pytest.raises(TableMismatchError) as info:
+            Reducer(V2, tables=[V1]).replay(log.events)
+        assert str(info.value) == (
+            "run 't-3' is 'created': event 'run.started' (sequence 1) was started under table "
+            f"{named(V1)}, not {named(V2)}: fold it with the table it started with "
+            "(`--table`, or the registry of `agentfsm.fsm.registry`)"
+        )
+
+
+class TestWhenAMigrationIsLegal:
+    """Only a run that has not ended, from the table it is under, to a table with its state."""
+
+    def _refused(self, log: LogBuilder, reducer: Reducer | None = None) -> Exception:
+        with pytest.raises((MigrationError, IllegalTransitionError)) as info:
+            (reducer or Reducer(V2, tables=[V1])).replay(log.events)
+        return info.value
+
+    def test_not_after_the_run_ended(self) -> None:
+        """A terminal state absorbs every event, a migration too."""
+        log = escalated()
+        log.add("run.failed", error={"kind": "gave_up", "message": "no refund"})
+        log.add("run.migrated", **migrated_fields())
+        error = self._refused(log, Reducer(V1, tables=[V2]))
+        assert isinstance(error, IllegalTransitionError)
+        assert str(error) == (
+            "run 't-3' is 'failed' (terminal): event 'run.migrated' (sequence 4) is not "
+            "allowed; allowed: none"
+        )
+
+    def test_not_before_the_run_started(self) -> None:
+        """The first event of a run is its `run.started`."""
+        log = LogBuilder("t-3")
+        log.add("run.migrated", **migrated_fields())
+        error = self._refused(log, Reducer(V1, tables=[V2]))
+        assert isinstance(error, IllegalTransitionError)
+        assert str(error) == (
+            "run 't-3' is 'created': event 'run.migrated' (sequence 1) is not allowed; "
+            "allowed: 'run.cancel_requested', 'run.failed', 'run.started', 'run.terminated'"
+        )
+
+    def test_not_from_another_table_than_the_runs(self) -> None:
+        """`from_table` must name the table the run is under."""
+        log = escalated()
+        log.add("run.migrated", **migrated_fields(old=DEFAULT_TABLE))
+        error = self._refused(log)
+        assert isinstance(error, MigrationError)
+        assert str(error) == (
+            "run 't-3' is 'escalated': event 'run.migrated' (sequence 3) cannot move the run "
+            f"from table {named(DEFAULT_TABLE)} to {named(V2)}: the run is under table "
+            f"{named(V1)}"
+        )
+        assert (error.from_table, error.to_table) == (named(DEFAULT_TABLE), named(V2))
+
+    def test_not_to_the_table_it_is_under(self) -> None:
+        """A migration moves the run somewhere."""
+        log = escalated()
+        log.add("run.migrated", **migrated_fields(new=V1))
+        error = self._refused(log, Reducer(V1))
+        assert str(error) == (
+            "run 't-3' is 'escalated': event 'run.migrated' (sequence 3) cannot move the run "
+            f"from table {named(V1)} to {named(V1)}: the run is under that table already"
+        )
+
+    def test_not_out_of_a_state_the_new_table_lacks(self) -> None:
+        """v2 has no `escalated_urgent`: named, with both tables."""
+        log = escalated(priority="urgent")
+        log.add("run.migrated", **migrated_fields())
+        error = self._refused(log)
+        assert isinstance(error, MigrationError)
+        assert str(error) == (
+            "run 't-3' is 'escalated_urgent': event 'run.migrated' (sequence 3) cannot move "
+            f"the run from table {named(V1)} to {named(V2)}: state 'escalated_urgent' is not "
+            "in the new table"
+        )
+        assert (error.state, error.problems) == (
+            "escalated_urgent",
+            ("state 'escalated_urgent' is not in the new table",),
+        )
+
+    def test_not_into_a_state_that_ends_the_run_there(self) -> None:
+        """A migration changes the rules, never ends a run: no ending event, nothing settled."""
+        closing = V1.derive(
+            remove_states=["escalated"],
+            add_states=[State("escalated", terminal=True)],
+            add=[Transition("running", "ticket.escalated", "escalated")],
+        )
+        log = escalated()
+        log.add("run.migrated", **migrated_fields(new=closing))
+        error = self._refused(log, Reducer(closing, tables=[V1]))
+        assert str(error) == (
+            "run 't-3' is 'escalated': event 'run.migrated' (sequence 3) cannot move the run "
+            f"from table {named(V1)} to {named(closing)}: state 'escalated' is terminal in the "
+            "new table, and a migration cannot end a run"
+        )
+
+    def test_a_table_cannot_take_it_on_an_edge(self) -> None:
+        """The reducer applies it in every state that has not ended; an edge would lie."""
+        with pytest.raises(InvalidTableError) as info:
+            DEFAULT_TABLE.derive(add=[Transition("running", "run.migrated", "paused")])
+        assert info.value.problems == (
+            "edge running --run.migrated--> paused: 'run.migrated' cannot be on an edge (a "
+            "migration keeps the run's state, in any state that has not ended)",
+        )

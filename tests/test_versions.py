@@ -386,7 +386,9 @@ class TestARunKeepsItsVersion:
                 "run 't-1' is 'created': event 'run.started' (sequence 1) was started under table "
                 f"'support_ticket' ({TICKET_TABLE.digest}), not 'support_ticket' "
                 f"({TICKET_TABLE_V2.digest}): fold it with the table it started with "
-                "(`--table`, or the registry of `agentfsm.fsm.registry`)"
+                "(`--table`, or the registry of `agentfsm.fsm.registry`); if it was migrated "
+                f"to 'support_ticket' ({TICKET_TABLE_V2.digest}) since, the table it started "
+                "with must be known too (`register()` it, or pass it in `Reducer(tables=...)`)"
             )
             assert store.load("t-5").status == "escalated"
 

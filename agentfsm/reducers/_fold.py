@@ -103,5 +103,6 @@ class InterleavedFold:
 def _stub(record: RunRecord) -> RunRecord:
     """What a run that ended or stopped keeps: enough to judge and summarise it, no ledger."""
     return RunRecord(
-        record.run_id, status=record.status, version=record.version, stop_reason=record.stop_reason
-    )
+        record.run_id, status=record.status, version=record.version, stop_reason=record.stop_reason,
+        table=record.table, migrated_from=record.migrated_from, migrated_at=record.migrated_at,
+    )  # fmt: skip

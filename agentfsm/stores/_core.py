@@ -63,6 +63,9 @@ _log = get_logger("agentfsm.stores")
 #: The "previous hash" of a run's first event.
 GENESIS_HASH = ""
 
+#: The events after which a run may be under another table (and read another's types).
+_TABLE_EVENTS = frozenset({"run.started", "run.migrated"})
+
 
 _encode_sorted = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -331,6 +334,9 @@ def prepare_append(
             _check_line_size(event, line)
         previous = link(previous, canonical)
         rows.append(StoredEvent(event.sequence, event.type, line, previous))
+    # A run under another version may be appended to only by the migration that brings it
+    # to this table (or, through a store of the old version, takes it away).
+    reducer.check_table(record, after_append=True)
     snapshot = None
     if snapshot_every and record.version // snapshot_every > expected_version // snapshot_every:
         data = Snapshot(record).dumps()
@@ -471,7 +477,8 @@ def fold_rows(
     last_hash = head.hash if head is not None else GENESIS_HASH
     reduce = reducer.reduce
     keyed = integrity.keyed
-    types = reducer.table.event_types
+    # A run folded under an older version before a migration reads that version's types.
+    types = reducer.event_types_for(record)
     for row in rows:
         event = parse_row(run_id, row, types)
         if (
@@ -492,6 +499,8 @@ def fold_rows(
                 sequence=row.sequence,
             ) from None
         last_hash = row.hash
+        if row.type in _TABLE_EVENTS:
+            types = reducer.event_types_for(record)
     return Head(record, last_hash)
 
 
@@ -518,6 +527,7 @@ def verify_rows(
     record the events it covers fold into. Stops at the first problem.
     """
     record = reducer.initial(run_id)
+    types = reducer.table.event_types
     previous = GENESIS_HASH
     checked = 0
     covered: RunRecord | None = None
@@ -537,7 +547,7 @@ def verify_rows(
             return broken(row.sequence, f"the stored line is not JSON ({exc})")
         if integrity.link(previous, canonical) != row.hash:
             return broken(row.sequence, _BAD_LINK)
-        event = _check_row(run_id, row, reducer.table.event_types)
+        event = _check_row(run_id, row, types)
         if isinstance(event, str):
             return broken(row.sequence, event)
         try:
@@ -548,6 +558,12 @@ def verify_rows(
         checked += 1
         if snapshot is not None and checked == snapshot.sequence:
             covered, covered_hash = record, row.hash
+        if row.type in _TABLE_EVENTS:
+            types = reducer.event_types_for(record)
+    try:
+        reducer.check_table(record)  # a run under another table is not this store's to vouch for
+    except TableMismatchError as exc:
+        return broken(exc.sequence, f"the event breaks the run's lifecycle: {exc}")
     if info is not None and info.version != checked:
         return broken(
             min(info.version, checked) + 1,

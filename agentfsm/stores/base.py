@@ -244,9 +244,14 @@ class EventStore(abc.ABC):
             RunNotFoundError: the store has no such run.
             CorruptLogError: a stored event that is needed does not read back.
             InvalidRunIdError: `run_id` is not one any store can hold.
+            TableMismatchError: the run is under another table than the store's reducer's.
         """
         check_run_id(run_id)
-        return self._load_head(run_id).record
+        record = self._load_head(run_id).record
+        # Judged here, not while folding: an append folds a run under an older version up to
+        # the `run.migrated` that brings it to this store's table.
+        self.reducer.check_table(record)
+        return record
 
     def events(self, run_id: str, *, after: int = 0) -> Iterator[Event]:
         """The run's events with a sequence above `after`, in order, read lazily.

@@ -490,7 +490,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
     async def load(self, run_id: str) -> RunRecord:
         """The run's current record (see `EventStore.load`)."""
         check_run_id(run_id)
-        return (await self._load_head(run_id)).record
+        record = (await self._load_head(run_id)).record
+        self.options.reducer.check_table(record)  # as `EventStore.load` does
+        return record
 
     async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
         """The run's events after `after`, in order, a page of rows per query."""
