@@ -8,7 +8,8 @@ parked in `escalated` under v1 is migrated to v2, and can then be paused, which 
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
@@ -20,12 +21,21 @@ from agentfsm.errors import (
     MigrationError,
     TableMismatchError,
 )
-from agentfsm.events import EVENT_CLASSES, LogBuilder, dump_event, event_json_schema, parse_event
+from agentfsm.events import (
+    BUILTIN_EVENTS,
+    EVENT_CLASSES,
+    CustomEvent,
+    LogBuilder,
+    dump_event,
+    event_json_schema,
+    parse_event,
+)
 from agentfsm.events.models import Event, RunMigrated, TableRef
-from agentfsm.fsm import registry
+from agentfsm.fsm import TransitionTable, registry
 from agentfsm.names import EventType
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer, Snapshot
+from agentfsm.stores import SQLiteEventStore, StoreOptions
 from examples.lifecycles.ticket import TICKET_TABLE
 from examples.lifecycles.ticket_v2 import TICKET_TABLE_V2
 
@@ -392,3 +402,47 @@ class TestWhenAMigrationIsLegal:
             "edge running --run.migrated--> paused: 'run.migrated' cannot be on an edge (a "
             "migration keeps the run's state, in any state that has not ended)",
         )
+
+
+class EscalatedToATeam(CustomEvent):
+    """`ticket.escalated` as a later version declares it: a team, no priority."""
+
+    type: Literal["ticket.escalated"] = "ticket.escalated"
+    escalated_to: str
+    team: str = "support"
+
+
+#: The ticket table whose `ticket.escalated` has other fields: v1's escalations do not
+#: parse under it (`priority` is not one of its fields).
+TEAMS = TransitionTable(
+    V1.name,
+    V1.states,
+    V1.initial,
+    V1.transitions,
+    BUILTIN_EVENTS.extend(EscalatedToATeam, V1.event_types.classes["ticket.handed_back"]),
+)
+
+
+class TestStoresReadEachStretchWithItsTypes:
+    """A store of the new version reads the events before a migration with the old
+    version's event types, which may differ from its own."""
+
+    def test_load_events_and_verify(self, tmp_path: Path) -> None:
+        """v1's `ticket.escalated` carries `priority`, the new version's does not: the
+        store still loads, streams and verifies the run migrated between them."""
+        log = escalated(priority="normal")
+        log.add("run.migrated", **migrated_fields(new=TEAMS))
+        log.add("ticket.handed_back", note="done")
+        with pytest.raises(EventFormatError):
+            parse_event(dump_event(log.events[1]), events=TEAMS.event_types)
+        db = tmp_path / "runs.db"
+        old = StoreOptions(reducer=Reducer(V1, tables=[TEAMS]), snapshot_every=2)
+        with SQLiteEventStore(db, options=old) as store:
+            store.append("t-3", log.events[:3], 0)
+        new = Reducer(TEAMS, tables=[V1])
+        with SQLiteEventStore(db, options=StoreOptions(reducer=new)) as store:
+            store.append("t-3", log.events[3:], 3)
+        with SQLiteEventStore(db, options=StoreOptions(reducer=new)) as store:
+            assert store.load("t-3") == new.replay(log.events)
+            assert [dump_event(e) for e in store.events("t-3")] == list(map(dump_event, log.events))
+            assert store.verify("t-3").ok

@@ -30,7 +30,6 @@ from agentfsm.reducers._evolve import evolves
 from agentfsm.reducers._handlers import HANDLERS, Move
 
 if TYPE_CHECKING:
-    from agentfsm.events.vocabulary import EventTypes
     from agentfsm.guards.base import Guard
     from agentfsm.reducers.reduce import Reducer
 
@@ -243,13 +242,3 @@ def check_table(r: Reducer, record: RunRecord, *, after_append: bool = False) ->
         reason=f"moved the run to table {named(under)}: fold the run with that table, not "
         f"{named(r._ref)} {_HOW}",
     )  # fmt: skip
-
-
-def event_types(r: Reducer, record: RunRecord) -> EventTypes:
-    """The event types of the table the run is under (`r`'s, unless it is under another
-    that is known)."""
-    under = record.table
-    if under is None or under is r._ref or under.digest == r._digest:
-        return r.table.event_types
-    table = r._versions.table(under)
-    return table.event_types if table is not None else r.table.event_types

@@ -45,6 +45,7 @@ from agentfsm.reducers._handlers import HANDLERS, Handler, custom_event
 from agentfsm.reducers.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from agentfsm.events.models import TableRef
     from agentfsm.events.vocabulary import EventTypes
 
 __all__ = ["DEFAULT_REDUCER", "Reducer", "reduce", "replay"]
@@ -201,9 +202,15 @@ class Reducer:
     def event_types_for(self, record: RunRecord) -> EventTypes:
         """The event types of the table `record`'s run is under: this reducer's, or the
         version the run was folded with before it was migrated here."""
-        if record.table is self._ref or record.table is None:
+        return self.event_types_of(record.table)
+
+    def event_types_of(self, ref: TableRef | None) -> EventTypes:
+        """The event types of the table `ref` names, when this reducer can find it (its own
+        otherwise: the events of an unknown table are refused when they are folded)."""
+        if ref is None or ref is self._ref or ref.digest == self._digest:
             return self.table.event_types
-        return _versions.event_types(self, record)
+        table = self._versions.table(ref)
+        return table.event_types if table is not None else self.table.event_types
 
 
 def _envelope_error(record: RunRecord, event: Event) -> None:

@@ -55,6 +55,7 @@ __all__ = [
     "parse_row",
     "prepare_append",
     "trusted_snapshot",
+    "types_after",
     "verify_rows",
 ]
 
@@ -375,6 +376,16 @@ def conflict(run_id: str, expected_version: int, actual_version: int) -> Concurr
     return ConcurrencyConflictError(
         run_id=run_id, expected_version=expected_version, actual_version=actual_version
     )
+
+
+def types_after(reducer: Reducer, event: Event, types: EventTypes) -> EventTypes:
+    """The event types the rows after `event` are read with: those of the table a
+    `run.started` or `run.migrated` puts the run under, else `types` still."""
+    if event.type == "run.started":
+        return reducer.event_types_of(event.table)
+    if event.type == "run.migrated":
+        return reducer.event_types_of(event.to_table)
+    return types
 
 
 def parse_row(run_id: str, row: StoredEvent, events: EventTypes = BUILTIN_EVENTS) -> Event:

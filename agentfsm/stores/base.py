@@ -70,6 +70,7 @@ from agentfsm.stores._core import (
     parse_row,
     prepare_append,
     trusted_snapshot,
+    types_after,
     verify_rows,
 )
 from agentfsm.stores._integrity import Integrity, key_from_env
@@ -486,6 +487,10 @@ class EventStore(abc.ABC):
     def _iter_events(self, run_id: str, after: int) -> Iterator[Event]:
         expected = after + 1
         rows = self._read_rows(run_id, after)
+        # Each stretch of a migrated log is read with its table's types (a tail, with the
+        # store's: the run is under the store's table by then).
+        reducer = self.options.reducer
+        types = reducer.table.event_types
         try:
             for row in rows:
                 if row.sequence != expected:
@@ -494,7 +499,9 @@ class EventStore(abc.ABC):
                         run_id=run_id,
                         sequence=expected,
                     )
-                yield parse_row(run_id, row, self.options.reducer.table.event_types)
+                event = parse_row(run_id, row, types)
+                types = types_after(reducer, event, types)
+                yield event
                 expected += 1
         finally:
             _close(rows)

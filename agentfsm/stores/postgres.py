@@ -61,6 +61,7 @@ from agentfsm.stores._core import (
     parse_row,
     prepare_append,
     trusted_snapshot,
+    types_after,
     verify_rows,
 )
 from agentfsm.stores.base import (
@@ -500,6 +501,8 @@ class AsyncPostgresEventStore(AsyncEventStore):
         if await self._read_run(run_id) is None:
             raise RunNotFoundError(run_id)
         expected = after + 1
+        reducer = self.options.reducer
+        types = reducer.table.event_types  # per stretch, as `EventStore.events` reads
         while True:
             page = await self._fetch(self._sql.read_rows, (run_id, after, _PAGE))
             for r in page:
@@ -510,7 +513,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
                         run_id=run_id,
                         sequence=expected,
                     )
-                yield parse_row(run_id, row, self.options.reducer.table.event_types)
+                event = parse_row(run_id, row, types)
+                types = types_after(reducer, event, types)
+                yield event
                 expected += 1
             if len(page) < _PAGE:
                 return
