@@ -11,7 +11,10 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+import attrs
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from agentfsm import DEFAULT_TABLE, State, Transition
 from agentfsm.errors import (
@@ -36,6 +39,7 @@ from agentfsm.names import EventType
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer, Snapshot
 from agentfsm.stores import SQLiteEventStore, StoreOptions
+from agentfsm.testing.strategies import legal_runs
 from examples.lifecycles.ticket import TICKET_TABLE
 from examples.lifecycles.ticket_v2 import TICKET_TABLE_V2
 
@@ -394,6 +398,19 @@ class TestWhenAMigrationIsLegal:
             "new table, and a migration cannot end a run"
         )
 
+    def test_not_for_a_run_that_names_no_table(self) -> None:
+        """A run whose `run.started` names no table (written before runs recorded one) is
+        folded with whichever table folds it: there is no version to move it from."""
+        log = LogBuilder("t-3")
+        log.add("run.started")
+        log.add("run.migrated", **migrated_fields(old=DEFAULT_TABLE))
+        error = self._refused(log, Reducer(DEFAULT_TABLE, tables=[V2]))
+        assert str(error) == (
+            "run 't-3' is 'running': event 'run.migrated' (sequence 2) cannot move the run "
+            f"from table {named(DEFAULT_TABLE)} to {named(V2)}: its run.started names no "
+            "table, so any table folds it already"
+        )
+
     def test_a_table_cannot_take_it_on_an_edge(self) -> None:
         """The reducer applies it in every state that has not ended; an edge would lie."""
         with pytest.raises(InvalidTableError) as info:
@@ -446,3 +463,51 @@ class TestStoresReadEachStretchWithItsTypes:
             assert store.load("t-3") == new.replay(log.events)
             assert [dump_event(e) for e in store.events("t-3")] == list(map(dump_event, log.events))
             assert store.verify("t-3").ok
+
+
+#: The default table without `paused`: a new version that takes a state away.
+NO_PAUSE = DEFAULT_TABLE.derive(remove_states=["paused"])
+MIGRATION = {"by": "ann", "reason": "the pause state is gone"}
+
+
+def started_under(table: TransitionTable, events: list[Event]) -> list[Event]:
+    """The log, its `run.started` naming `table` (as every agentfsm writer does)."""
+    first = parse_event({**json.loads(dump_event(events[0])), "table": table.ref.model_dump()})
+    return [first, *events[1:]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(legal_runs(DEFAULT_TABLE), st.data())
+def test_a_migration_changes_the_table_and_nothing_else(events: list[Event], data: Any) -> None:
+    """Cut any legal log of the old version where the run has not ended: appending
+    `run.migrated` and folding with the new version gives the old fold, with the new table
+    recorded, when the new version has the run's state; a MigrationError naming the state
+    when it does not. The old version's fold refuses nothing before the migration."""
+    assume(events[0].type == "run.started")  # (a walk may start with an ending instead)
+    events = started_under(DEFAULT_TABLE, events)
+    cut = data.draw(st.integers(1, len(events)), label="cut")
+    prefix = events[:cut]
+    before = Reducer(DEFAULT_TABLE).replay(prefix)
+    assume(not DEFAULT_TABLE.is_terminal(before.status))
+    migration = parse_event(
+        {
+            "type": "run.migrated", "run_id": before.run_id, "sequence": cut + 1,
+            "occurred_at": prefix[-1].occurred_at, "from_table": DEFAULT_TABLE.ref.model_dump(),
+            "to_table": NO_PAUSE.ref.model_dump(), **MIGRATION,
+        }
+    )  # fmt: skip
+    new = Reducer(NO_PAUSE, tables=[DEFAULT_TABLE])
+    if before.status not in NO_PAUSE.state_names:
+        with pytest.raises(MigrationError) as info:
+            new.replay([*prefix, migration])
+        assert info.value.problems == (f"state '{before.status}' is not in the new table",)
+        return
+    after = new.replay([*prefix, migration])
+    assert after == attrs.evolve(
+        before,
+        version=cut + 1,
+        updated_at=migration.occurred_at,
+        table=NO_PAUSE.ref,
+        migrated_from=DEFAULT_TABLE.ref,
+        migrated_at=cut + 1,
+    )

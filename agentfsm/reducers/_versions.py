@@ -175,8 +175,8 @@ def migrate(r: Reducer, record: RunRecord, event: m.RunMigrated, under: Reducer)
 
     Raises:
         IllegalTransitionError: the run has ended, or not started.
-        MigrationError: `from_table` is not the run's table, `to_table` is, or the run's
-            state is not in `to_table` or ends the run there.
+        MigrationError: `from_table` is not the run's table, `to_table` is, the run names
+            no table, or the run's state is not in `to_table` or ends the run there.
         TableMismatchError: `to_table` is not known.
     """
     state = record.status
@@ -186,7 +186,7 @@ def migrate(r: Reducer, record: RunRecord, event: m.RunMigrated, under: Reducer)
             record.run_id, event.sequence, state, event.type,
             table.allowed(state), table.is_terminal(state), (),
         )  # fmt: skip
-    current = record.table if record.table is not None else under._ref
+    current = record.table
     to = event.to_table
 
     def refused(problem: str) -> MigrationError:
@@ -195,6 +195,9 @@ def migrate(r: Reducer, record: RunRecord, event: m.RunMigrated, under: Reducer)
             from_table=named(event.from_table), to_table=named(to), problems=[problem],
         )  # fmt: skip
 
+    if current is None:
+        # Such a run is folded with whichever table folds it: it has no version to leave.
+        raise refused("its run.started names no table, so any table folds it already")
     if event.from_table.digest != current.digest:
         raise refused(f"the run is under table {named(current)}")
     if to.digest == current.digest:
