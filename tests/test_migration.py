@@ -8,6 +8,7 @@ parked in `escalated` under v1 is migrated to v2, and can then be paused, which 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +17,16 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from agentfsm import DEFAULT_TABLE, State, Transition
+from agentfsm import (
+    DEFAULT_TABLE,
+    Agent,
+    Decision,
+    Runner,
+    ScriptedModel,
+    State,
+    Tool,
+    Transition,
+)
 from agentfsm.errors import (
     EventFormatError,
     IllegalTransitionError,
@@ -32,12 +42,14 @@ from agentfsm.events import (
     dump_event,
     event_json_schema,
     parse_event,
+    step_clock,
 )
 from agentfsm.events.models import Event, RunMigrated, TableRef
 from agentfsm.fsm import TransitionTable, registry
-from agentfsm.names import EventType
+from agentfsm.names import EventType, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer, Snapshot
+from agentfsm.runtime import ToolPolicy, append_event, call, migrate, pause, reject
 from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.testing.strategies import legal_runs
 from examples.lifecycles.ticket import TICKET_TABLE
@@ -511,3 +523,141 @@ def test_a_migration_changes_the_table_and_nothing_else(events: list[Event], dat
         migrated_from=DEFAULT_TABLE.ref,
         migrated_at=cut + 1,
     )
+
+
+def ticket_agent() -> Agent:
+    """The shipped ticket demo's agent: asks to refund (approval needed), then answers."""
+    model = ScriptedModel(
+        [
+            Decision.call_tools(call("refund", order_id="O-1001", amount=40)),
+            Decision.answer("Your refund is done."),
+        ],
+        by_turn=True,
+    )
+    refund = Tool("refund", lambda ctx: {"refunded": ctx.args["amount"]})
+    return Agent("support", model, [refund], policy=ToolPolicy(approval={"refund"}))
+
+
+def opened(db: Path, table: TransitionTable, *others: TransitionTable) -> SQLiteEventStore:
+    """The store at `db`, its runs folded with `table` (and the versions `others`)."""
+    return SQLiteEventStore(db, options=StoreOptions(reducer=Reducer(table, tables=others)))
+
+
+def parked(db: Path, run_id: str = "t-3", **escalation: Any) -> None:
+    """A v1 run the Runner returned waiting in `escalated` (or `escalated_urgent`): the
+    approver rejected the refund, and escalated the ticket to a person."""
+    with opened(db, V1) as store:
+        runner = Runner(store, ticket_agent(), clock=step_clock())
+        waiting = runner.run(run_id, "Refund order O-1001, charged twice")
+        [action] = waiting.record.pending_approvals
+        reject(store, run_id, action, approver="ann", reason="needs a human")
+        append_event(store, run_id, "ticket.escalated", escalated_to="ann", **escalation)
+        assert runner.resume(run_id).kind == StateKind.WAITING
+
+
+class TestTheRunnerAfterAMigration:
+    """The ticket example: a run parked in `escalated` under v1, migrated to v2, is paused
+    (which v1 forbade) and driven to the end under v2."""
+
+    def test_the_run_goes_on_under_the_new_version(self, tmp_path: Path) -> None:
+        """`migrate` records who moved it and why; the Runner resumes it under v2."""
+        db = tmp_path / "runs.db"
+        parked(db)
+        with opened(db, V1) as store, pytest.raises(IllegalTransitionError):
+            pause(store, "t-3", "ann is on leave")
+        with opened(db, V1, V2) as store:
+            at = datetime(2026, 9, 2, 9, 0, tzinfo=UTC)
+            record = migrate(
+                store, "t-3", to=V2, by="ann", reason="v2 can pause it", clock=lambda: at
+            )
+            assert (record.status, record.table, record.migrated_from) == (
+                "escalated", V2.ref, V1.ref,
+            )  # fmt: skip
+        with opened(db, V2, V1) as store:
+            *_, event = store.events("t-3", after=record.version - 1)
+            assert dump_event(event) == (
+                f'{{"run_id":"t-3","sequence":{record.version},"type":"run.migrated",'
+                f'"occurred_at":"2026-09-02T09:00:00+00:00","from_table":{{"name":'
+                f'"support_ticket","digest":"{V1.digest}"}},"to_table":{{"name":'
+                f'"support_ticket","digest":"{V2.digest}"}},"by":"ann",'
+                '"reason":"v2 can pause it"}'
+            )
+            runner = Runner(store, ticket_agent(), clock=step_clock())
+            assert runner.resume("t-3").status == "escalated"
+            assert pause(store, "t-3", "ann is on leave").status == "paused"
+            done = runner.resume("t-3")
+            assert (done.status, done.final_output) == ("completed", "Your refund is done.")
+            assert store.verify("t-3").ok
+
+    def test_a_runner_of_the_old_version_is_refused_the_run(self, tmp_path: Path) -> None:
+        """After the migration the run is v2's: a store of v1 names v2 when it loads it."""
+        db = tmp_path / "runs.db"
+        parked(db)
+        with opened(db, V1, V2) as store:
+            migrate(store, "t-3", to=V2, by="ann", reason="v2 can pause it")
+            with pytest.raises(TableMismatchError) as info:
+                Runner(store, ticket_agent()).resume("t-3")
+        assert info.value.started_under == named(V2)
+
+
+def with_escalated(kind: StateKind) -> TransitionTable:
+    """v1 with `escalated` of another kind (and its moves as before)."""
+    return V1.derive(
+        remove_states=["escalated"],
+        add_states=[State("escalated", kind=kind)],
+        add=[
+            Transition("running", "ticket.escalated", "escalated"),
+            Transition("escalated", "ticket.handed_back", "running"),
+            *(
+                Transition("escalated", event, target)
+                for event, target in (
+                    ("run.cancel_requested", "cancel_requested"),
+                    ("run.failed", "failed"),
+                    ("run.terminated", "terminated"),
+                )
+            ),
+        ],
+    )
+
+
+class TestTheApiRefuses:
+    """`migrate` checks what `check-table NEW --against OLD` checks for the run, and writes
+    nothing when it refuses."""
+
+    def test_a_state_the_new_version_removed(self, tmp_path: Path) -> None:
+        """An urgent escalation waits in `escalated_urgent`, which v2 has no more."""
+        db = tmp_path / "runs.db"
+        parked(db, priority="urgent")
+        with opened(db, V1, V2) as store:
+            version = store.load("t-3").version
+            with pytest.raises(MigrationError) as info:
+                migrate(store, "t-3", to=V2, by="ann", reason="v2")
+            assert str(info.value) == (
+                f"run 't-3' is 'escalated_urgent': event 'run.migrated' (sequence "
+                f"{version + 1}) cannot move the run from table {named(V1)} to {named(V2)}: "
+                "state 'escalated_urgent' is not in the new table"
+            )
+            assert store.load("t-3").version == version
+
+    def test_a_state_of_another_kind(self, tmp_path: Path) -> None:
+        """A person owning the ticket is not a pause: the run would be driven otherwise."""
+        db = tmp_path / "runs.db"
+        parked(db)
+        paused_kind = with_escalated(StateKind.PAUSED)
+        with opened(db, V1, paused_kind) as store, pytest.raises(MigrationError) as info:
+            migrate(store, "t-3", to=paused_kind, by="ann", reason="v3")
+        assert info.value.problems == (
+            "state 'escalated' is 'paused' in the new table, was 'waiting'",
+        )
+
+    def test_a_store_that_cannot_find_the_new_version(self, tmp_path: Path) -> None:
+        """The migration is checked by the store's reducer: it must know the new table."""
+        db = tmp_path / "runs.db"
+        parked(db)
+        with opened(db, V1) as store, pytest.raises(ValueError, match=r"^the store") as info:
+            migrate(store, "t-3", to=V2, by="ann", reason="v2")
+        assert str(info.value) == (
+            f"the store's reducer cannot find table {named(V2)} to check the migration "
+            "against: open the store with `Reducer(OLD, tables=[NEW])`, or `register()` the "
+            "new table"
+        )

@@ -85,6 +85,11 @@ class Versions:
         self._given = {t.digest: t for t in tables}
         self._reducers: dict[str, Reducer] = {}
 
+    @property
+    def given(self) -> tuple[TransitionTable, ...]:
+        """The tables given explicitly."""
+        return tuple(self._given.values())
+
     def table(self, ref: TableRef) -> TransitionTable | None:
         """The table `ref` names: a given one, else a registered one; None when unknown."""
         found = self._given.get(ref.digest)

@@ -207,10 +207,21 @@ class Reducer:
     def event_types_of(self, ref: TableRef | None) -> EventTypes:
         """The event types of the table `ref` names, when this reducer can find it (its own
         otherwise: the events of an unknown table are refused when they are folded)."""
-        if ref is None or ref is self._ref or ref.digest == self._digest:
-            return self.table.event_types
-        table = self._versions.table(ref)
+        table = self.table_of(ref) if ref is not None else None
         return table.event_types if table is not None else self.table.event_types
+
+    def table_of(self, ref: TableRef) -> TransitionTable | None:
+        """The table `ref` names, when this reducer can fold runs under it: its own, one of
+        `tables`, or a registered one; None otherwise."""
+        if ref is self._ref or ref.digest == self._digest:
+            return self.table
+        return self._versions.table(ref)
+
+    @property
+    def tables(self) -> tuple[TransitionTable, ...]:
+        """The other versions this reducer was given (`tables=`); the registry is asked for
+        any other."""
+        return self._versions.given
 
 
 def _envelope_error(record: RunRecord, event: Event) -> None:
