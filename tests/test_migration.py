@@ -8,6 +8,8 @@ parked in `escalated` under v1 is migrated to v2, and can then be paused, which 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +29,7 @@ from agentfsm import (
     Tool,
     Transition,
 )
+from agentfsm.cli import main
 from agentfsm.errors import (
     EventFormatError,
     IllegalTransitionError,
@@ -54,8 +57,10 @@ from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.testing.strategies import legal_runs
 from examples.lifecycles.ticket import TICKET_TABLE
 from examples.lifecycles.ticket_v2 import TICKET_TABLE_V2
+from tests.test_versions import ticket_store
 
 V1, V2 = TICKET_TABLE, TICKET_TABLE_V2
+REPO = Path(__file__).resolve().parent.parent
 AT = {"run_id": "t-3", "sequence": 3, "occurred_at": "2026-09-01T10:00:02+00:00"}
 
 
@@ -650,6 +655,17 @@ class TestTheApiRefuses:
             "state 'escalated' is 'paused' in the new table, was 'waiting'",
         )
 
+    def test_who_and_why_must_be_said(self, tmp_path: Path) -> None:
+        """Checked before any I/O, with the parser's own words."""
+        db = tmp_path / "runs.db"
+        parked(db)
+        with opened(db, V1, V2) as store, pytest.raises(EventFormatError) as info:
+            migrate(store, "t-3", to=V2, by="", reason="v2")
+        assert str(info.value) == (
+            "run 't-3': not a valid event: field 'by': String should have at least 1 "
+            "character (got '')"
+        )
+
     def test_a_store_that_cannot_find_the_new_version(self, tmp_path: Path) -> None:
         """The migration is checked by the store's reducer: it must know the new table."""
         db = tmp_path / "runs.db"
@@ -661,3 +677,185 @@ class TestTheApiRefuses:
             "against: open the store with `Reducer(OLD, tables=[NEW])`, or `register()` the "
             "new table"
         )
+
+
+V1_SPEC = "examples.lifecycles.ticket:TICKET_TABLE"
+V2_SPEC = "examples.lifecycles.ticket_v2:TICKET_TABLE_V2"
+#: v1 with `escalated` of kind `paused`, for the command line (`MODULE:ATTR`).
+PAUSED_ESCALATION = with_escalated(StateKind.PAUSED)
+WHY = ["--by", "ann", "--reason", "v2 lets a person pause it"]
+
+
+class TestTheCommand:
+    """`agentfsm migrate RUN_ID --to NEW [--table OLD] --by NAME --reason TEXT --store`."""
+
+    def test_it_migrates_and_says_what_changes_for_the_run(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The run, both versions and who; then how the run's moves change. The run is then
+        steered under v2 without flags, its versions being registered (as published)."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        registry.register(V1, V2)
+        assert main(["migrate", "t-3", "--to", V2_SPEC, *WHY, "--store", db]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            f"run t-3: escalated (version 3), migrated from {named(V1)} to {named(V2)} by ann",
+            "  its moves changed: 'run.paused' added",
+        ]
+        assert main(["pause", "t-3", "--reason", "ann is away", "--store", db]) == 0
+        assert capsys.readouterr().out == "run t-3: paused (version 4)\n"
+
+    def test_the_old_version_can_be_named(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """With `--table` and `--to`, neither version needs to be registered."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        args = ["migrate", "t-3", "--table", V1_SPEC, "--to", V2_SPEC, *WHY, "--store", db]
+        assert main(args) == 0
+        assert capsys.readouterr().out.startswith("run t-3: escalated (version 3), migrated")
+        with SQLiteEventStore(db, options=StoreOptions(reducer=Reducer(V2, tables=[V1]))) as s:
+            assert (s.load("t-3").table, s.verify("t-3").ok) == (V2.ref, True)
+
+    @pytest.mark.parametrize(
+        ("run_id", "to", "message"),
+        [
+            (
+                "t-2", V2_SPEC,
+                "run 't-2' is 'escalated_urgent': event 'run.migrated' (sequence 3) cannot "
+                f"move the run from table {named(V1)} to {named(V2)}: state 'escalated_urgent' "
+                "is not in the new table",
+            ),
+            (
+                "t-3", "tests.test_migration:PAUSED_ESCALATION",
+                "run 't-3' is 'escalated': event 'run.migrated' (sequence 3) cannot move the "
+                f"run from table {named(V1)} to {named(PAUSED_ESCALATION)}: state 'escalated' "
+                "is 'paused' in the new table, was 'waiting'",
+            ),
+            (
+                "t-4", V2_SPEC,
+                "run 't-4' is 'cancelled' (terminal): event 'run.migrated' (sequence 4) is not "
+                "allowed; allowed: none",
+            ),
+            (
+                "t-5", V2_SPEC,
+                "run 't-5' is 'escalated': event 'run.migrated' (sequence 3) cannot move the "
+                f"run from table {named(V2)} to {named(V2)}: the run is under that table "
+                "already",
+            ),
+        ],
+    )  # fmt: skip
+    def test_a_refusal_names_the_reasons_and_writes_nothing(
+        self,
+        run_id: str,
+        to: str,
+        message: str,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """A removed state, another kind, an ended run, a run already there: exit 1."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        registry.register(V1, V2)
+        with SQLiteEventStore(db) as store:
+            before = store.run_info(run_id)
+        assert main(["migrate", run_id, "--to", to, *WHY, "--store", db]) == 1
+        assert capsys.readouterr() == ("", f"agentfsm migrate: refused: {message}\n")
+        with SQLiteEventStore(db) as store:
+            assert store.run_info(run_id) == before
+
+    @pytest.mark.parametrize(
+        ("args", "message"),
+        [
+            (
+                ["nope", "--to", V2_SPEC, *WHY],
+                "agentfsm migrate: run 'nope' is not in the store; start it by appending "
+                "'run.started' with expected_version 0",
+            ),
+            (
+                ["t-3", "--to", "examples.lifecycles.nope:V9", *WHY],
+                "agentfsm migrate: cannot import 'examples.lifecycles.nope': "
+                "ModuleNotFoundError: No module named 'examples.lifecycles.nope'",
+            ),
+            (
+                ["t-3", "--to", V2_SPEC, "--by", "ann"],
+                "agentfsm migrate: the following arguments are required: --reason (see "
+                "`agentfsm migrate --help`)",
+            ),
+            (
+                ["t-3", "--to", V2_SPEC, "--by", "ann", "--reason", " "],
+                "agentfsm migrate: argument --reason: a reason must not be empty: ' ' (see "
+                "`agentfsm migrate --help`)",
+            ),
+        ],
+    )
+    def test_what_cannot_be_done_is_one_line(
+        self, args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An unknown run, a new version that is not there, a missing reason: exit 2."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        registry.register(V1)
+        assert main(["migrate", *args, "--store", db]) == 2
+        assert capsys.readouterr() == ("", message + "\n")
+
+    def test_a_run_under_an_unknown_table_is_named(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], no_tables_registered: None
+    ) -> None:
+        """Without `--table`, the run's table must be known: named, exit 2."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        assert main(["migrate", "t-3", "--to", V2_SPEC, *WHY, "--store", db]) == 2
+        assert capsys.readouterr().err == (
+            f"agentfsm migrate: run 't-3': table 'support_ticket' ({V1.digest}) is not "
+            "registered; no table named 'support_ticket' is known: pass it with --table "
+            "MODULE:ATTR, register() it, or publish it under the 'agentfsm.tables' entry "
+            "point group\n"
+        )
+
+    def test_from_the_console_script(self, tmp_path: Path) -> None:
+        """The installed command, in a process of its own: no traceback, the exit status."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        args = ["migrate", "t-2", "--table", V1_SPEC, "--to", V2_SPEC, *WHY, "--store", db]
+        out = subprocess.run(
+            [sys.executable, "-m", "agentfsm", *args],
+            capture_output=True, text=True, check=False, cwd=REPO,
+        )  # fmt: skip
+        assert (out.returncode, out.stdout) == (1, "")
+        assert out.stderr.startswith("agentfsm migrate: refused: run 't-2' is 'escalated_urgent'")
+
+
+class TestCheckTableAfterAMigration:
+    """`check-table NEW --against OLD --store` lists a migrated run as such."""
+
+    def test_a_migrated_run_is_not_affected_nor_not_compared(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Migrated, `t-3` leaves the affected runs; the exit status follows the others."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        args = ["migrate", "t-3", "--table", V1_SPEC, "--to", V2_SPEC, *WHY, "--store", db]
+        assert main(args) == 0
+        capsys.readouterr()
+        assert main(["check-table", V2_SPEC, "--against", V1_SPEC, "--store", db]) == 1
+        assert capsys.readouterr().out.splitlines()[-6:] == [
+            "runs in flight: 5 checked, 2 affected, 1 migrated, 2 not compared",
+            "affected: run 't-1' in 'running': its moves changed: 'ticket.escalated' changed",
+            "affected: run 't-2' in 'escalated_urgent': state 'escalated_urgent' is not in "
+            "the new table",
+            "migrated: run 't-3' in 'escalated': started under the old version, migrated to "
+            "the new",
+            f"not compared: run 'd-1' in 'running': started under 'agent_run' "
+            f"({DEFAULT_TABLE.digest}), not the old version",
+            "not compared: run 't-5' in 'escalated': started under the new version already",
+        ]
+
+    def test_as_json(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """The migrated runs are a list of their own."""
+        db = str(ticket_store(tmp_path / "runs.db"))
+        args = ["migrate", "t-3", "--table", V1_SPEC, "--to", V2_SPEC, *WHY, "--store", db]
+        assert main(args) == 0
+        capsys.readouterr()
+        args = ["check-table", V2_SPEC, "--against", V1_SPEC, "--store", db, "--format", "json"]
+        assert main(args) == 1
+        assert json.loads(capsys.readouterr().out)["runs"]["migrated"] == [
+            {
+                "run_id": "t-3",
+                "status": "escalated",
+                "reason": "started under the old version, migrated to the new",
+            }
+        ]

@@ -424,10 +424,20 @@ def migrate(
             run names no table.
         IllegalTransitionError: the run has ended.
         TableMismatchError: the store is not opened with the run's table.
+        EventFormatError: `by` or `reason` is empty.
         ValueError: the store's reducer cannot find `to`.
         RunNotFoundError: no such run.
     """
     old = _migrating(store, to)
+    # Who and why are checked before any I/O, with the parser's own messages.
+    try:
+        parse_event(
+            {"type": "run.migrated", "run_id": run_id, "sequence": 1,
+             "occurred_at": "2026-01-01T00:00:00Z", "from_table": old.ref.model_dump(),
+             "to_table": to.ref.model_dump(), "by": by, "reason": reason},
+        )  # fmt: skip
+    except EventFormatError as exc:
+        raise EventFormatError(exc.problems, run_id=run_id) from None
     return _run(store, _steer(run_id, _migrate(old, to, by, reason), clock))
 
 
