@@ -859,3 +859,60 @@ class TestCheckTableAfterAMigration:
                 "reason": "started under the old version, migrated to the new",
             }
         ]
+
+
+def jsonl(path: Path, events: list[Event]) -> str:
+    """`events` written to `path` as JSON Lines; the path as text."""
+    path.write_text("".join(dump_event(e) + "\n" for e in events), encoding="utf-8")
+    return str(path)
+
+
+class TestLogCommands:
+    """`validate`, `replay` and `inspect` read a migrated log with the table it ends under."""
+
+    @pytest.mark.parametrize("command", ["validate", "replay", "inspect"])
+    def test_a_migrated_log_is_legal(
+        self, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Without flags: the table the run ends under is found past its `run.started`."""
+        registry.register(V1, V2)
+        log = jsonl(tmp_path / "t.jsonl", migrated())
+        assert main([command, log, "--format", "json"]) == 0, capsys.readouterr().err
+        out = json.loads(capsys.readouterr().out)
+        final = {
+            "validate": lambda: out["runs"][0]["status"],
+            "replay": lambda: (out[0]["status"], out[0]["table"], out[0]["migrated_at"]),
+            "inspect": lambda: out["final_state"],
+        }[command]()
+        expected = ("paused", V2.ref.model_dump(), 3) if command == "replay" else "paused"
+        assert final == expected
+
+    def test_each_run_is_read_with_its_own_event_types(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Before the migration, `ticket.escalated` has v1's fields, which the new version
+        does not take: those lines are read with v1's types."""
+        registry.register(V1)
+        log = escalated(priority="normal")
+        log.add("run.migrated", **migrated_fields(new=TEAMS))
+        log.add("ticket.handed_back", note="done")
+        path = jsonl(tmp_path / "t.jsonl", log.events)
+        args = ["validate", path, "--table", "tests.test_migration:TEAMS", "--format", "json"]
+        assert main(args) == 0, capsys.readouterr().out
+        assert json.loads(capsys.readouterr().out)["runs"][0]["status"] == "running"
+
+    def test_a_run_that_never_reaches_the_table_is_refused(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Folded to its end under v1, the run is not v2's: a finding at its first line."""
+        registry.register(V1)
+        path = jsonl(tmp_path / "t.jsonl", escalated().events)
+        assert main(["validate", path, "--table", V2_SPEC, "--format", "json"]) == 1
+        finding = json.loads(capsys.readouterr().out)["error"]
+        assert (finding["line"], finding["sequence"], finding["message"]) == (
+            1,
+            1,
+            "run 't-3' is 'created': event 'run.started' (sequence 1) was started under table "
+            f"{named(V1)}, not {named(V2)}: fold it with the table it started with (`--table`, "
+            "or the registry of `agentfsm.fsm.registry`)",
+        )

@@ -199,6 +199,11 @@ class Reducer:
         if record.table is not self._ref and record.table is not None:
             _versions.check_table(self, record, after_append=after_append)
 
+    def is_own(self, record: RunRecord) -> bool:
+        """Whether the run is under this reducer's table (or its `run.started` names none)."""
+        under = record.table
+        return under is self._ref or under is None or under.digest == self._digest
+
     def event_types_for(self, record: RunRecord) -> EventTypes:
         """The event types of the table `record`'s run is under: this reducer's, or the
         version the run was folded with before it was migrated here."""
