@@ -8,6 +8,7 @@ parked in `escalated` under v1 is migrated to v2, and can then be paused, which 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -916,3 +917,26 @@ class TestLogCommands:
             f"{named(V1)}, not {named(V2)}: fold it with the table it started with (`--table`, "
             "or the registry of `agentfsm.fsm.registry`)",
         )
+
+
+def test_the_docs_show_what_migrate_prints(tmp_path: Path) -> None:
+    """The migration example of docs/lifecycles.md, run on the store `ticket_store` builds
+    (the page's "Versions" store), prints exactly what the page shows, refusal included."""
+    page = (REPO / "docs" / "lifecycles.md").read_text(encoding="utf-8")
+    section = page.split("**Moving a run to a new version**", 1)[1]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    runs: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            runs.append((line.removeprefix("$ "), []))
+        else:
+            runs[-1][1].append(line)
+    db = ticket_store(tmp_path / "runs.db")
+    for command, shown in runs:
+        program, *args = shlex.split(command)
+        assert (program, args[-2:]) == ("agentfsm", ["--store", "runs.db"])
+        out = subprocess.run(
+            [sys.executable, "-m", "agentfsm", *args[:-1], str(db)],
+            capture_output=True, text=True, check=False, cwd=REPO,
+        )  # fmt: skip
+        assert (out.stdout + out.stderr).splitlines() == shown
