@@ -11,7 +11,8 @@
     │   ├── SequenceError                     a gap, repeat or wrong start in `sequence`
     │   ├── RunMismatchError                  the event belongs to another run
     │   ├── ActionError                       the ledger refuses it (unknown id, changed call)
-    │   ├── TableMismatchError                the run was started under another table
+    │   ├── TableMismatchError                the run is under another table than the fold's
+    │   ├── MigrationError                    a `run.migrated` the run cannot take
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
     │       └── OverrunError                  a recorded event took spending past a budget
     └── StoreError
@@ -41,6 +42,7 @@ __all__ = [
     "InvalidRunIdError",
     "InvalidTableError",
     "LifecycleError",
+    "MigrationError",
     "OverrunError",
     "RunMismatchError",
     "RunNotFoundError",
@@ -305,25 +307,77 @@ class ActionError(LifecycleError):
 
 
 class TableMismatchError(LifecycleError):
-    """A run is folded with a table other than the one it was started under.
+    """A run is folded with a table other than the one it is under.
+
+    A run is under the table its `run.started` names until a `run.migrated` moves it to
+    another; it is folded with that table (a reducer of a newer version folds the part
+    before a migration with the older one, when it can find it).
 
     Attributes:
-        started_under: `name (digest)` of the table its `run.started` names.
+        started_under: `name (digest)` of the table the run is under at `sequence` (the one
+            its `run.started` names, or the one a `run.migrated` moved it to).
         folded_with: `name (digest)` of the table it is being folded with.
     """
 
     kind = "table"
 
-    def __init__(self, *, run_id: str, sequence: int, started_under: str, folded_with: str) -> None:
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        sequence: int,
+        started_under: str,
+        folded_with: str,
+        state: str = "created",
+        event: str = "run.started",
+        reason: str | None = None,
+    ) -> None:
         self.started_under = started_under
         self.folded_with = folded_with
         super().__init__(
-            f"was started under table {started_under}, not {folded_with}: fold it with the "
+            reason
+            or f"was started under table {started_under}, not {folded_with}: fold it with the "
             "table it started with (`--table`, or the registry of `agentfsm.fsm.registry`)",
             run_id=run_id,
             sequence=sequence,
-            state="created",
-            event="run.started",
+            state=state,
+            event=event,
+        )
+
+
+class MigrationError(LifecycleError):
+    """A `run.migrated` the run cannot take: it names another table than the one the run is
+    under, or the new table has no place for the run's state.
+
+    Attributes:
+        from_table: `name (digest)` of the table the event moves the run from.
+        to_table: `name (digest)` of the table it moves the run to.
+        problems: one sentence per reason, e.g. `state 'escalated_urgent' is not in the new
+            table`.
+    """
+
+    kind = "migration"
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        sequence: int,
+        state: str,
+        from_table: str,
+        to_table: str,
+        problems: Sequence[str],
+    ) -> None:
+        self.from_table = from_table
+        self.to_table = to_table
+        self.problems: tuple[str, ...] = tuple(problems)
+        super().__init__(
+            f"cannot move the run from table {from_table} to {to_table}: "
+            + "; ".join(self.problems),
+            run_id=run_id,
+            sequence=sequence,
+            state=state,
+            event="run.migrated",
         )
 
 

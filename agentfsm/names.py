@@ -76,6 +76,7 @@ class EventType(StrEnum):
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
     RUN_TERMINATED = "run.terminated"
+    RUN_MIGRATED = "run.migrated"
 
 
 class ActionStatus(StrEnum):

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from agentfsm.events.canonical import call_digest
-from agentfsm.events.models import ErrorInfo, Limits
+from agentfsm.events.models import ErrorInfo, Limits, TableRef
 from agentfsm.ledger import ledger, unsettled
 from agentfsm.names import ActionStatus, RunStatus
 
@@ -175,6 +175,9 @@ class _RunRecordSlots:
     started_at: str | None = None
     updated_at: str | None = None
     custom: Mapping[str, Any] = attrs.field(factory=dict)
+    table: TableRef | None = None
+    migrated_from: TableRef | None = None
+    migrated_at: int | None = None
 
 
 @attrs.frozen(slots=True)
@@ -208,6 +211,11 @@ class RunRecord(_RunRecordSlots):
         updated_at: `occurred_at` of the last applied event.
         custom: what the lifecycle's own events recorded (their `CustomEvent.fold`), e.g.
             `{"escalated_to": "tier-2"}`; empty under the default table.
+        table: the table the run is under: the one its `run.started` names, or the one the
+            latest `run.migrated` moved it to (None when its `run.started` names none).
+        migrated_from: the table the latest `run.migrated` moved the run from (None: it was
+            never migrated).
+        migrated_at: the sequence of that `run.migrated`.
     """
 
     @property
@@ -256,6 +264,9 @@ class RunRecord(_RunRecordSlots):
             "started_at": self.started_at,
             "updated_at": self.updated_at,
             "custom": dict(self.custom),
+            "table": _ref_json(self.table),
+            "migrated_from": _ref_json(self.migrated_from),
+            "migrated_at": self.migrated_at,
         }
 
     def dumps(self) -> str:
@@ -280,6 +291,8 @@ class RunRecord(_RunRecordSlots):
         fields["batch"] = tuple(data["batch"])
         fields["usage"] = UsageTotals(**data["usage"])
         fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
+        for key in ("table", "migrated_from"):
+            fields[key] = TableRef.model_validate(data[key]) if data[key] is not None else None
         record = cls(**fields)
         if list(record.pending_approvals) != list(data["pending_approvals"]):
             raise ValueError(
@@ -310,6 +323,10 @@ def dumps_record_json(data: Mapping[str, Any]) -> str:
     ledger = ",".join(f"{_dump(k)}:{_dump(a)}" for k, a in data["actions"].items())
     # "actions" sorts before every other field of a record, so it opens the object.
     return '{"actions":{' + ledger + "}" + ("," + rest[1:] if rest != "{}" else "}")
+
+
+def _ref_json(ref: TableRef | None) -> dict[str, str] | None:
+    return ref.model_dump() if ref is not None else None
 
 
 def _expect_keys(what: str, data: Mapping[str, Any], keys: frozenset[str]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Event, read_events
+from agentfsm.fsm import registry
 from agentfsm.testing.postgres_server import postgres_server, unavailable_reason
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -31,6 +32,13 @@ def order_events() -> list[Event]:
 def cancel_events() -> list[Event]:
     """Cancel order 123, with a human approval bound to the exact call."""
     return load_log("cancel_order_approval.jsonl")
+
+
+@pytest.fixture(autouse=True)
+def _registry_per_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables a test `register()`s stay in that test: the registry is process-wide, and with
+    tests in random order one test's registrations would change what another looks up."""
+    monkeypatch.setattr(registry, "_registered", dict(registry._registered))
 
 
 _prefixes = itertools.count()

@@ -279,7 +279,9 @@ class TestTheTableTravelsWithTheRun:
             f"run 't-1' is 'created': event 'run.started' (sequence 1) was started under "
             f"table 'support_ticket' ({TICKET_TABLE.digest}), not 'agent_run' "
             f"({DEFAULT_TABLE.digest}): fold it with the table it started with (`--table`, "
-            "or the registry of `agentfsm.fsm.registry`)"
+            "or the registry of `agentfsm.fsm.registry`); if it was migrated to 'agent_run' "
+            f"({DEFAULT_TABLE.digest}) since, the table it started with must be known too "
+            "(`register()` it, or pass it in `Reducer(tables=...)`)"
         )
 
     def test_a_changed_table_is_another_version(self) -> None:

@@ -244,7 +244,7 @@ class TestTheCommandLine:
         assert main(["check-table", V2, "--against", V1, "--store", str(db)]) == 1
         out = capsys.readouterr().out.splitlines()
         assert out[len(V1_TO_V2) + 3 :] == [
-            "runs in flight: 5 checked, 3 affected, 2 not compared",
+            "runs in flight: 5 checked, 3 affected, 0 migrated, 2 not compared",
             "affected: run 't-1' in 'running': its moves changed: 'ticket.escalated' changed",
             "affected: run 't-2' in 'escalated_urgent': state 'escalated_urgent' is not in "
             "the new table",
@@ -263,7 +263,7 @@ class TestTheCommandLine:
         new = "tests.test_versions:NO_TERMINATE_WHILE_APPROVING"
         assert main(["check-table", new, "--against", V1, "--store", str(db)]) == 0
         assert capsys.readouterr().out.splitlines()[-3:] == [
-            "runs in flight: 5 checked, 0 affected, 2 not compared",
+            "runs in flight: 5 checked, 0 affected, 0 migrated, 2 not compared",
             f"not compared: run 'd-1' in 'running': started under 'agent_run' "
             f"({DEFAULT_TABLE.digest}), not the old version",
             f"not compared: run 't-5' in 'escalated': started under 'support_ticket' "
@@ -386,7 +386,9 @@ class TestARunKeepsItsVersion:
                 "run 't-1' is 'created': event 'run.started' (sequence 1) was started under table "
                 f"'support_ticket' ({TICKET_TABLE.digest}), not 'support_ticket' "
                 f"({TICKET_TABLE_V2.digest}): fold it with the table it started with "
-                "(`--table`, or the registry of `agentfsm.fsm.registry`)"
+                "(`--table`, or the registry of `agentfsm.fsm.registry`); if it was migrated "
+                f"to 'support_ticket' ({TICKET_TABLE_V2.digest}) since, the table it started "
+                "with must be known too (`register()` it, or pass it in `Reducer(tables=...)`)"
             )
             assert store.load("t-5").status == "escalated"
 

@@ -129,7 +129,9 @@ class Recorder:
         self.options = options if options is not None else RecorderOptions()
         self.budget = budget
         self._delivered = 0
-        self._reducer = Reducer(store.reducer.table, self.options.guards)
+        self._reducer = Reducer(
+            store.reducer.table, self.options.guards, tables=store.reducer.tables
+        )
         self._writer: Writer | None = None
         # Some SDKs call back from several threads at once (LangGraph's parallel tools).
         self._lock = threading.RLock()

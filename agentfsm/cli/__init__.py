@@ -28,6 +28,7 @@ from agentfsm.cli import (
     diagram,
     export,
     inspect_run,
+    migrate,
     replay,
     schema,
     validate,
@@ -50,6 +51,7 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     check_table.add_parser,
     decide.add_parsers,
     control.add_parsers,
+    migrate.add_parser,
     export.add_parser,
 )
 

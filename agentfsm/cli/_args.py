@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agentfsm.cli._output import shown
 
-__all__ = ["digest", "identity", "path", "run_id", "text"]
+__all__ = ["digest", "identity", "path", "reason", "run_id", "text"]
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
@@ -46,6 +46,12 @@ def run_id(value: str) -> str:
 def identity(value: str) -> str:
     """Who approved, refused or asked: not empty (or blank), no NUL, valid UTF-8."""
     return _checked("a name", value, empty_ok=False)
+
+
+def reason(value: str) -> str:
+    """A reason an event requires (why a run was migrated): not empty (or blank), no NUL,
+    valid UTF-8."""
+    return _checked("a reason", value, empty_ok=False)
 
 
 def text(value: str) -> str:

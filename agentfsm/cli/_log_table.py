@@ -1,10 +1,12 @@
 """The table a log's runs were started under, read from the log itself.
 
-Each run records its table on `run.started` (`TransitionTable.ref`). A log-reading command
-without `--table` looks ahead to the log's first `run.started` that names a table and folds
-the log with that table, found by digest among the known tables (`agentfsm.fsm.registry`),
-as the steering commands do for a run in a store. The lines read ahead are handed back in
-front of the rest, so a pipe is read once and whole.
+Each run records its table on `run.started` (`TransitionTable.ref`), and a `run.migrated`
+moves it to another. A log-reading command without `--table` looks ahead to the log's first
+`run.started` that names a table, then on (within the look-ahead) for that run's
+`run.migrated` lines, and folds the log with the table the run ends under, found by digest
+among the known tables (`agentfsm.fsm.registry`), as the steering commands do for a run in
+a store (the versions before a migration are found there too, when the fold needs them).
+The lines read ahead are handed back in front of the rest, so a pipe is read once and whole.
 
 One table per log: a later run started under another table is refused in the fold, and
 that refusal names both tables (`TableMismatchError`); such a log is read with `--run-id`
@@ -35,39 +37,46 @@ _LONGEST_LOOKED_AT = 64 * 1024
 
 
 def table_of_log(lines: Iterator[str], command: str) -> tuple[TransitionTable, Iterator[str]]:
-    """The table the log's first `run.started` names, and the log's lines, none lost.
+    """The table the log's first run ends under (its `run.started`, or its latest
+    `run.migrated` within the look-ahead), and the log's lines, none lost.
 
     Raises:
         UsageError: that table is not known (exit 2), naming the run, the line and the table.
     """
     ahead: list[str] = []
-    table = DEFAULT_TABLE
+    found: tuple[str, TableRef, int] | None = None  # the run, its latest table, that line
     for number, raw in enumerate(lines, start=1):
         ahead.append(raw)
-        started = _started(raw)
-        if started is not None:
-            run_id, ref = started
-            if ref.digest != DEFAULT_TABLE.digest:
-                where = f"run '{shown(run_id)}' (line {number})"
-                table = registered_table(ref, command, where)
-            break
+        if found is None:
+            started = _names_table(raw, "run.started", "table")
+            if started is not None:
+                found = (*started, number)
+        else:
+            moved = _names_table(raw, "run.migrated", "to_table")
+            if moved is not None and moved[0] == found[0]:
+                found = (*moved, number)
         if number >= _LOOK_AHEAD:
             break
+    table = DEFAULT_TABLE
+    if found is not None and found[1].digest != DEFAULT_TABLE.digest:
+        run_id, ref, number = found
+        table = registered_table(ref, command, f"run '{shown(run_id)}' (line {number})")
     return table, itertools.chain(ahead, lines)
 
 
-def _started(raw: str) -> tuple[str, TableRef] | None:
-    """The run id and table of a `run.started` line that names one; None for any other line
-    (a line that is not an event is left for the fold to report)."""
-    if len(raw) > _LONGEST_LOOKED_AT or '"run.started"' not in raw:
+def _names_table(raw: str, event_type: str, field: str) -> tuple[str, TableRef] | None:
+    """The run id and table of a `run.started` (or `run.migrated`) line that names one
+    (in `field`); None for any other line (a line that is not an event is left for the
+    fold to report)."""
+    if len(raw) > _LONGEST_LOOKED_AT or f'"{event_type}"' not in raw:
         return None
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(value, dict) or value.get("type") != "run.started":
+    if not isinstance(value, dict) or value.get("type") != event_type:
         return None
-    run_id, table = value.get("run_id"), value.get("table")
+    run_id, table = value.get("run_id"), value.get(field)
     if not isinstance(run_id, str) or not isinstance(table, dict):
         return None
     try:

@@ -11,19 +11,21 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, UsageError, load_table, registered_table
 from agentfsm.errors import CorruptLogError, RunNotFoundError
+from agentfsm.events.models import RunMigrated, RunStarted, TableRef
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.sqlite import SQLiteEventStore
 
-__all__ = ["ENV", "add_store_argument", "opened_run_store", "opened_store"]
+__all__ = ["ENV", "add_store_argument", "opened_run_store", "opened_store", "run_tables"]
 
 ENV = "AGENTFSM_STORE"
 
@@ -37,19 +39,27 @@ def add_store_argument(p: argparse.ArgumentParser, *, table: bool = True) -> Non
     if table:
         p.add_argument(
             "--table", metavar="MODULE:ATTR",
-            help="the table the run was started under (default: the one its run.started "
-            "names, found among the registered tables)",
+            help="the table the run is under (default: the one its run.started, or its "
+            "latest run.migrated, names, found among the registered tables)",
         )  # fmt: skip
 
 
 @contextmanager
 def opened_run_store(
-    spec: str | None, command: str, run_id: str, table_spec: str | None
+    spec: str | None,
+    command: str,
+    run_id: str,
+    table_spec: str | None,
+    tables: Sequence[TransitionTable] = (),
 ) -> Iterator[EventStore]:
-    """The store, opened with the table run `run_id` was started under.
+    """The store, opened with the table run `run_id` is under.
 
-    That is `--table` when given; else the table its `run.started` names, looked up by
-    digest among the known tables (`agentfsm.fsm.registry`); else the default table.
+    That is `--table` when given; else the table its `run.started` names (or its latest
+    `run.migrated` moved it to), looked up by digest among the known tables
+    (`agentfsm.fsm.registry`); else the default table.
+
+    Args:
+        tables: other versions the store's reducer is to know (`Reducer(tables=...)`).
 
     Raises:
         UsageError: as `opened_store`, or the run's table is not known (exit 2).
@@ -58,36 +68,57 @@ def opened_run_store(
     if table is None:
         with opened_store(spec, command) as store:
             table = _table_of(store, run_id, command)
-    with opened_store(spec, command, table) as store:
+    with opened_store(spec, command, table, tables) as store:
         yield store
 
 
 def _table_of(store: EventStore, run_id: str, command: str) -> TransitionTable | None:
-    """The known table run `run_id`'s `run.started` names, when it is not the store's."""
-    try:
-        events = store.events(run_id)
-    except RunNotFoundError:
-        return None  # the command reports it in its own words
-    try:
-        first = next(events, None)  # `run.started` is a built-in type: any table reads it
-    except CorruptLogError:
-        return None
-    finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
-    ref = getattr(first, "table", None)
+    """The known table run `run_id` is under (the one its `run.started` names, or its
+    latest `run.migrated` moved it to), when it is not the store's."""
+    _, ref = run_tables(store, run_id)
     if ref is None or ref.digest == store.reducer.table.digest:
         return None
     return registered_table(ref, command, f"run '{run_id}'")
 
 
+def run_tables(store: EventStore, run_id: str) -> tuple[TableRef | None, TableRef | None]:
+    """The table run `run_id` was started under, and the one it is under now: the same
+    unless a `run.migrated` moved it (None for a run that names none, or is not stored).
+
+    The log is read through `store`, each stretch with its own table's event types when the
+    store's reducer can find that table (the registry); the reading stops at an event no
+    known table reads, and the table named last is the answer, for the caller to look up.
+    """
+    started: TableRef | None = None
+    current: TableRef | None = None
+    try:
+        events = store.events(run_id)
+    except RunNotFoundError:
+        return None, None  # the command reports it in its own words
+    try:
+        for event in events:
+            if isinstance(event, RunStarted):
+                started = current = event.table
+            elif isinstance(event, RunMigrated):
+                current = event.to_table
+    except CorruptLogError:
+        pass  # an event of a table not known here: its table is what to report
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+    return started, current
+
+
 @contextmanager
 def opened_store(
-    spec: str | None, command: str, table: TransitionTable | None = None
+    spec: str | None,
+    command: str,
+    table: TransitionTable | None = None,
+    tables: Sequence[TransitionTable] = (),
 ) -> Iterator[EventStore]:
     """The store named by `spec` (or `$AGENTFSM_STORE`), closed after the block; its runs
-    folded with `table` (the default table unless given).
+    folded with `table` (the default table unless given), knowing the versions `tables` too.
 
     Raises:
         UsageError: no store named, no SQLite file there, the PostgreSQL driver missing,
@@ -100,7 +131,11 @@ def opened_store(
         raise UsageError(f"{PROG} {command}: {ENV} must not contain NUL")
     postgres = spec.startswith(("postgresql://", "postgres://"))
     driver = _postgres_driver(command) if postgres else sqlite3.Error
-    options = StoreOptions(reducer=Reducer(table)) if table is not None else None
+    options = (
+        StoreOptions(reducer=Reducer(table or DEFAULT_TABLE, tables=tables))
+        if table is not None or tables
+        else None
+    )
     try:
         with _postgres(spec, options) if postgres else _sqlite(spec, command, options) as store:
             yield store

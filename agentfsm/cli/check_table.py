@@ -1,12 +1,12 @@
 """`agentfsm check-table`: check a table (or a table spec) and print the report; with
 `--against OLD`, what changed from an older version, and with `--store`, which runs in flight
-the change touches.
+the change touches (and which were migrated to the new version already).
 
 Exit status with `--against`: without `--store`, 1 when the new version takes anything away
 (a move removed or changed, a state removed or of another kind, an event type removed or
-with other fields), 0 when it only adds; with `--store`, 1 when a run in flight started
-under OLD stands where the change touches it, else 0: the store answers whether deploying
-the new version strands a run, which is the question there.
+with other fields), 0 when it only adds; with `--store`, 1 when a run in flight under OLD
+stands where the change touches it, else 0: the store answers whether deploying the new
+version strands a run, which is the question there.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from typing import Any
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.cli._output import print_json, shown, why
-from agentfsm.cli._store import opened_store
-from agentfsm.errors import CorruptLogError, InvalidTableError
+from agentfsm.cli._store import opened_store, run_tables
+from agentfsm.errors import InvalidTableError
+from agentfsm.events.models import TableRef
 from agentfsm.fsm.check import (
     TableReport,
     check_parts,
@@ -175,7 +176,9 @@ def _compare(args: argparse.Namespace) -> int:
     diff = diff_tables(old, new)
     runs = None
     if args.store is not None:
-        with opened_store(args.store, "check-table") as store:
+        # Both versions known to the store's reducer, so each run's log reads back with
+        # its own table's event types, migrations included.
+        with opened_store(args.store, "check-table", tables=[old, new]) as store:
             runs = _RunsInFlight.of(store, old, diff)
     if args.format == "json":
         out = diff.to_json()
@@ -200,10 +203,12 @@ def _diff_lines(diff: TableDiff, runs: _RunsInFlight | None) -> Iterator[str]:
     if runs is not None:
         yield (
             f"runs in flight: {runs.checked} checked, {len(runs.affected)} affected, "
-            f"{len(runs.not_compared)} not compared"
+            f"{len(runs.migrated)} migrated, {len(runs.not_compared)} not compared"
         )
         for run_id, status, reasons in runs.affected:
             yield f"affected: run '{run_id}' in '{status}': {'; '.join(reasons)}"
+        for run_id, status, reason in runs.migrated:
+            yield f"migrated: run '{run_id}' in '{status}': {reason}"
         for run_id, status, reason in runs.not_compared:
             yield f"not compared: run '{run_id}' in '{status}': {reason}"
 
@@ -215,14 +220,17 @@ _PAGE = 500
 class _RunsInFlight:
     """The runs of a store that are not done, against a change from `old`.
 
-    A run started under `old` is affected when the diff touches the state it stands in
-    (`TableDiff.affects`); a run started under any other table keeps that table, so the
-    change is nothing to it, and it is listed as not compared, with the table it names.
+    A run under `old` (its `run.started` names it, or a `run.migrated` moved it there) is
+    affected when the diff touches the state it stands in (`TableDiff.affects`). A run
+    started under `old` and migrated to the new version is listed as such. A run under any
+    other table keeps that table, so the change is nothing to it: it is listed as not
+    compared, with the table it names.
     """
 
     def __init__(self) -> None:
         self.checked = 0
         self.affected: list[tuple[str, str, tuple[str, ...]]] = []
+        self.migrated: list[tuple[str, str, str]] = []
         self.not_compared: list[tuple[str, str, str]] = []
 
     @classmethod
@@ -237,11 +245,20 @@ class _RunsInFlight:
                 if info.status in old.terminal_states:
                     continue
                 found.checked += 1
-                why_not = _not_started_under(store, info.run_id, old, diff)
-                if why_not is not None:
-                    found.not_compared.append((info.run_id, info.status, why_not))
-                elif reasons := diff.affects(info.status):
-                    found.affected.append((info.run_id, info.status, reasons))
+                row = (info.run_id, info.status)
+                started, current = run_tables(store, info.run_id)
+                if current is not None and current.digest == old.digest:
+                    if reasons := diff.affects(info.status):
+                        found.affected.append((*row, reasons))
+                elif (
+                    current is not None
+                    and current.digest == diff.new.digest
+                    and (started is not None and started.digest != current.digest)
+                ):
+                    whence = "the old version" if started.digest == old.digest else _named(started)
+                    found.migrated.append((*row, f"started under {whence}, migrated to the new"))
+                else:
+                    found.not_compared.append((*row, _not_compared(started, current, diff)))
         return found
 
     def to_json(self) -> dict[str, Any]:
@@ -250,33 +267,26 @@ class _RunsInFlight:
             "affected": [
                 {"run_id": r, "status": s, "reasons": list(why)} for r, s, why in self.affected
             ],
+            "migrated": [{"run_id": r, "status": s, "reason": why} for r, s, why in self.migrated],
             "not_compared": [
                 {"run_id": r, "status": s, "reason": why} for r, s, why in self.not_compared
             ],
         }
 
 
-def _not_started_under(
-    store: EventStore, run_id: str, old: TransitionTable, diff: TableDiff
-) -> str | None:
-    """Why run `run_id` was not started under `old` (None when it was)."""
-    events = store.events(run_id)
-    try:
-        # `run.started` is a built-in type: the store reads it whatever the run's table.
-        ref = getattr(next(events, None), "table", None)
-    except CorruptLogError as exc:
-        return f"its first event does not read back: {exc}"
-    finally:
-        close = getattr(events, "close", None)  # a generator's, to release its cursor now
-        if close is not None:
-            close()
-    if ref is None:
+def _not_compared(started: TableRef | None, current: TableRef | None, diff: TableDiff) -> str:
+    """Why a run not under the old version is not compared."""
+    if current is None:
         return "its run.started names no table"
-    if ref.digest == old.digest:
-        return None
-    if ref.digest == diff.new.digest:
+    if current.digest == diff.new.digest:
         return "started under the new version already"
-    return f"started under '{ref.name}' ({ref.digest}), not the old version"
+    if started is not None and started.digest != current.digest:
+        return f"migrated to {_named(current)}, not the old version"
+    return f"started under {_named(current)}, not the old version"
+
+
+def _named(ref: TableRef) -> str:
+    return f"'{ref.name}' ({ref.digest})"
 
 
 def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:

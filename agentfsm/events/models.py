@@ -43,6 +43,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunMigrated",
     "RunPaused",
     "RunResumed",
     "RunStarted",
@@ -355,6 +356,21 @@ class RunTerminated(_Envelope):
     detail: Text | None = None
 
 
+class RunMigrated(_Envelope):
+    """The run moves to another version of its table; every later event is checked against it.
+
+    Legal only while the run has not ended, when `from_table` is the table the run is under,
+    and when the run's state is in `to_table` (and does not end the run there). The state,
+    the ledger and everything else recorded stay as they were: only the rules change.
+    """
+
+    type: Literal["run.migrated"] = "run.migrated"
+    from_table: TableRef
+    to_table: TableRef
+    by: NonEmpty
+    reason: NonEmpty
+
+
 #: The base of every event model, built-in or a lifecycle's own.
 Envelope = _Envelope
 
@@ -414,7 +430,8 @@ Event = Annotated[
     | RunCancelled
     | RunCompleted
     | RunFailed
-    | RunTerminated,
+    | RunTerminated
+    | RunMigrated,
     Field(discriminator="type"),
 ]
 
@@ -444,5 +461,6 @@ EVENT_CLASSES: dict[str, type[_Envelope]] = {
         RunCompleted,
         RunFailed,
         RunTerminated,
+        RunMigrated,
     )
 }

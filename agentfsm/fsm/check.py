@@ -76,8 +76,12 @@ class TableReport:
 
 
 def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
-    """Every (state, event type) pair of the table's vocabulary, with its moves (or none)."""
-    events = sorted(set(table.events) | set(table.event_types.names))
+    """Every (state, event type) pair of the table's vocabulary, with its moves (or none).
+
+    `run.migrated` is left out: no table moves on it (the reducer applies it in every state
+    that has not ended, and the state stays).
+    """
+    events = sorted((set(table.events) | set(table.event_types.names)) - {"run.migrated"})
     return {
         (state, event): tuple(
             (t.condition.name if t.condition else None, t.target) for t in table.edges(state, event)
@@ -104,7 +108,8 @@ def check_parts(
     """The report for a declaration, whether or not it could be built."""
     errors = table_problems(states, initial, transitions, event_types)
     terminal = {s.name for s in states if s.terminal}
-    used = {t.event for t in transitions}
+    # `run.migrated` is on no edge by design: the reducer applies it in every live state.
+    used = {t.event for t in transitions} | {"run.migrated"}
     warnings = [
         f"event '{e}' can never fire: no edge uses it"
         for e in sorted(set(event_types.names) - used)

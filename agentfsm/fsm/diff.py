@@ -9,7 +9,8 @@ sorted within each), so a review or a test can pin the whole text.
 
 `TableDiff.affects(state)` says why a run standing in `state` under the old table would
 move differently under the new one: what `agentfsm check-table NEW --against OLD --store`
-reports for the runs in flight.
+reports for the runs in flight. `TableDiff.cannot_migrate(state)` says why such a run
+cannot be moved to the new version (`agentfsm migrate`).
 """
 
 from __future__ import annotations
@@ -174,6 +175,19 @@ class TableDiff:
         if moves:
             reasons.append(f"its moves changed: {moves}")
         return tuple(reasons)
+
+    def cannot_migrate(self, state: str) -> tuple[str, ...]:
+        """Why a run in `state` under the old table cannot be migrated to the new one: its
+        state is not in the new table, or is of another kind there (the run would be doing
+        something else, or be ended, without an event saying so). Empty when it can; moves
+        that changed (`affects`) are what a migration is for."""
+        if state in self.states_removed:
+            return (f"state '{state}' is not in the new table",)
+        return tuple(
+            f"state '{k.state}' is '{k.new}' in the new table, was '{k.old}'"
+            for k in self.kinds_changed
+            if k.state == state
+        )
 
     def sentences(self) -> tuple[str, ...]:
         """Every change, one sentence each, in the diff's stable order."""

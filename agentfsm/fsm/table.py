@@ -121,6 +121,9 @@ class Transition:
         )
 
 
+#: The reducer applies `run.migrated` itself, in every state that has not ended.
+_MIGRATED = "run.migrated"
+
 _STOPS = frozenset({StateKind.TERMINAL, StateKind.WAITING, StateKind.PAUSED})
 
 # A compiled move is either the target itself (no condition: the common case, one lookup)
@@ -438,7 +441,12 @@ def table_problems(
             problems.append(
                 f"edge {t.source} --{t.event}--> {t.target} leaves terminal state '{t.source}'"
             )
-        if events is not None and t.event not in events:
+        if t.event == _MIGRATED:
+            problems.append(
+                f"edge {t.source} --{t.event}--> {t.target}: '{_MIGRATED}' cannot be on an edge "
+                "(a migration keeps the run's state, in any state that has not ended)"
+            )
+        elif events is not None and t.event not in events:
             undeclared.setdefault(t.event, []).append(f"{t.source} --> {t.target}")
         by_pair.setdefault((t.source, t.event), []).append(t)
 

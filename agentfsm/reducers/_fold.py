@@ -13,12 +13,13 @@ would only cascade). `keep_records` keeps whole records instead, for a replay of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import attrs
 
-from agentfsm.errors import LifecycleError, OverrunError
+from agentfsm.errors import LifecycleError, OverrunError, TableMismatchError
 from agentfsm.events.models import Event
+from agentfsm.events.vocabulary import EventTypes
 from agentfsm.guards.base import GuardContext
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -56,7 +57,7 @@ class InterleavedFold:
         keep_records: keep every run's whole record (memory then grows with every run).
     """
 
-    __slots__ = ("_keep", "_reducer", "_runs", "_stopped", "_terminal")
+    __slots__ = ("_keep", "_reducer", "_runs", "_stopped", "_terminal", "elsewhere")
 
     def __init__(self, reducer: Reducer, *, keep_records: bool = False) -> None:
         self._reducer = reducer
@@ -66,6 +67,9 @@ class InterleavedFold:
         # or the stub of an ended or stopped run.
         self._runs: dict[str, RunRecord] = {}
         self._stopped: set[str] = set()
+        #: The live runs under another table than the reducer's (before their migration to
+        #: it): their lines are read with that table's event types (`event_types`).
+        self.elsewhere: set[str] = set()
 
     @property
     def records(self) -> Mapping[str, RunRecord]:
@@ -87,6 +91,11 @@ class InterleavedFold:
             self._stop(rid, before)
             return Step(before, None, err)
         over: OverrunError | None = reducer.overrun(before, event, after, ctx)
+        if after.table is not before.table:
+            if reducer.is_own(after):
+                self.elsewhere.discard(rid)
+            else:
+                self.elsewhere.add(rid)
         if over is not None:  # applied (the usage is a fact), and the run's first problem
             self._stop(rid, after)
         elif after.status in self._terminal and not self._keep:
@@ -94,6 +103,25 @@ class InterleavedFold:
         else:
             self._runs[rid] = after
         return Step(before, after, over)
+
+    def event_types(self, run_id: str) -> EventTypes:
+        """The event types run `run_id`'s next line is read with: those of the table it is
+        under (the reducer's, unless it is before its migration to it)."""
+        record = self._runs.get(run_id)
+        if record is None:
+            return self._reducer.table.event_types
+        return self._reducer.event_types_for(record)
+
+    def mismatches(self) -> Iterator[TableMismatchError]:
+        """At the end of the log: why each run that did not stop is not the reducer's to
+        fold (it never came under its table)."""
+        for rid, record in self._runs.items():
+            if rid in self._stopped or self._reducer.is_own(record):
+                continue
+            try:
+                self._reducer.check_table(record)
+            except TableMismatchError as err:
+                yield err
 
     def _stop(self, rid: str, record: RunRecord) -> None:
         self._stopped.add(rid)
@@ -103,5 +131,6 @@ class InterleavedFold:
 def _stub(record: RunRecord) -> RunRecord:
     """What a run that ended or stopped keeps: enough to judge and summarise it, no ledger."""
     return RunRecord(
-        record.run_id, status=record.status, version=record.version, stop_reason=record.stop_reason
-    )
+        record.run_id, status=record.status, version=record.version, stop_reason=record.stop_reason,
+        table=record.table, migrated_from=record.migrated_from, migrated_at=record.migrated_at,
+    )  # fmt: skip

@@ -12,6 +12,10 @@ untouched (it is immutable; a refusal simply returns nothing new):
    `run.started.limits`, a shared budget from the context, and the reducer's Python guards.
    A verdict raises `GuardRejectedError`; `run.terminated` is never refused.
 
+A `run.migrated` is on no table's edges: the reducer applies it in any state that has not
+ended, and the run is folded under the new table from then on (`_versions.py`). A run under
+another table than the reducer's is folded with that one, as long as it can be found.
+
 Then the event's effect is folded in. The per-event work is a handful of dict lookups and
 one record construction: no validation, no hashing, no `attrs.evolve`. (Steps 3 and 4 run
 inside each event's handler together with the fold, in `_handlers.py`; the guards see the
@@ -22,6 +26,7 @@ dropped.)
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from agentfsm.errors import (
     IllegalTransitionError,
@@ -35,8 +40,13 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import Guard, GuardContext
 from agentfsm.guards.guardset import GuardSet
 from agentfsm.record import RunRecord
+from agentfsm.reducers import _versions
 from agentfsm.reducers._handlers import HANDLERS, Handler, custom_event
 from agentfsm.reducers.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from agentfsm.events.models import TableRef
+    from agentfsm.events.vocabulary import EventTypes
 
 __all__ = ["DEFAULT_REDUCER", "Reducer", "reduce", "replay"]
 
@@ -49,13 +59,18 @@ class Reducer:
         guards: Python guard objects (`MaxTurns(3)`, `LoopDetector()`, your own), each run
             on the table edges that list its name.
         run_limits: check each run's own `run.started.limits` too (the stricter limit wins).
+        tables: older versions runs may have been under before a `run.migrated` moved them
+            to `table`: the events before a migration are folded with the version they were
+            written under. Any version not given is looked up in the registry
+            (`agentfsm.fsm.registry`).
 
     Raises:
         InvalidTableError: a guard no edge lists, or a guard listed on `run.terminated`.
     """
 
     __slots__ = (
-        "_allowed", "_always", "_guarded", "_handlers", "_moves", "_terminal", "guards", "table",
+        "_allowed", "_always", "_digest", "_guarded", "_handlers", "_moves", "_ref",
+        "_terminal", "_versions", "guards", "table",
     )  # fmt: skip
 
     def __init__(
@@ -64,18 +79,24 @@ class Reducer:
         guards: Iterable[Guard] = (),
         *,
         run_limits: bool = True,
+        tables: Iterable[TransitionTable] = (),
     ) -> None:
         self.table = table
         self._moves = table._moves  # the precomputed (state -> event -> move) map
         self._allowed = table._allowed
         self._terminal = table.terminal_states
         self._handlers: dict[str, Handler] = dict(HANDLERS)
+        self._handlers["run.started"] = _versions.run_started
         for name in table.event_types.custom:
             self._handlers[name] = custom_event
         #: The guards bound to the table's edges (see `agentfsm.guards.guardset`).
         self.guards = GuardSet(table, guards, run_limits=run_limits)
         self._guarded = self.guards.events
         self._always = self.guards.always
+        # The one reference a run under this table carries (see `_versions.run_started`).
+        self._ref = table.ref
+        self._digest = table.digest
+        self._versions = _versions.Versions(self.guards.guards, run_limits, tuple(tables))
 
     def initial(self, run_id: str) -> RunRecord:
         """The record of a run before its first event."""
@@ -96,8 +117,17 @@ class Reducer:
         """
         if event.sequence != record.version + 1 or event.run_id != record.run_id:
             _envelope_error(record, event)
+        under = record.table
+        if under is not self._ref and (under is not None or record.version == 0):
+            other = _versions.route(self, record, event)
+            if other is not None:  # the run is under another version of the table
+                if event.type == "run.migrated":
+                    return _versions.migrate(self, record, event, other)
+                return other.reduce(record, event, ctx)
         move = self._moves[record.status].get(event.type)
         if move is None:
+            if event.type == "run.migrated":
+                return _versions.migrate(self, record, event, self)
             state = record.status  # the refusal path is hot too: validators probe with it
             raise IllegalTransitionError.quick(
                 record.run_id, event.sequence, state, event.type,
@@ -121,6 +151,11 @@ class Reducer:
         took the run past a limit (see `GuardSet.overrun`), for those who must then stop
         the run (the runtime, the adapters) or report it (audits, validation).
         """
+        under = before.table
+        if under is not self._ref and under is not None and under.digest != self._digest:
+            other = self._versions.reducer(under)
+            if other is not None:  # folded under another version: its budgets apply
+                return other.overrun(before, event, after, ctx)
         verdict = self.guards.overrun(after, event, ctx)
         return verdict.overrun(before, event) if verdict is not None else None
 
@@ -129,6 +164,8 @@ class Reducer:
 
         Raises:
             ValueError: no events and no snapshot (there is no run to speak of).
+            TableMismatchError: the run is not under this reducer's table at its end (see
+                `check_table`).
         """
         it = iter(events)
         if snapshot is not None:
@@ -141,7 +178,55 @@ class Reducer:
         reduce = self.reduce
         for event in it:
             record = reduce(record, event)
+        self.check_table(record)
         return record
+
+    def check_table(self, record: RunRecord, *, after_append: bool = False) -> None:
+        """Refuse a whole run that is not under this reducer's table.
+
+        Folding a run started under another table is left to its end (the run may be
+        migrated to this table later on); whoever folds a whole run (`replay`, the stores'
+        `load`, `verify`) asks here at its end.
+
+        Args:
+            record: the run's record after its last event.
+            after_append: accept a run whose last event moved it from this table to another
+                (a store of the old version records the migration).
+
+        Raises:
+            TableMismatchError: naming both tables.
+        """
+        if record.table is not self._ref and record.table is not None:
+            _versions.check_table(self, record, after_append=after_append)
+
+    def is_own(self, record: RunRecord) -> bool:
+        """Whether the run is under this reducer's table (or its `run.started` names none)."""
+        under = record.table
+        return under is self._ref or under is None or under.digest == self._digest
+
+    def event_types_for(self, record: RunRecord) -> EventTypes:
+        """The event types of the table `record`'s run is under: this reducer's, or the
+        version the run was folded with before it was migrated here."""
+        return self.event_types_of(record.table)
+
+    def event_types_of(self, ref: TableRef | None) -> EventTypes:
+        """The event types of the table `ref` names, when this reducer can find it (its own
+        otherwise: the events of an unknown table are refused when they are folded)."""
+        table = self.table_of(ref) if ref is not None else None
+        return table.event_types if table is not None else self.table.event_types
+
+    def table_of(self, ref: TableRef) -> TransitionTable | None:
+        """The table `ref` names, when this reducer can fold runs under it: its own, one of
+        `tables`, or a registered one; None otherwise."""
+        if ref is self._ref or ref.digest == self._digest:
+            return self.table
+        return self._versions.table(ref)
+
+    @property
+    def tables(self) -> tuple[TransitionTable, ...]:
+        """The other versions this reducer was given (`tables=`); the registry is asked for
+        any other."""
+        return self._versions.given
 
 
 def _envelope_error(record: RunRecord, event: Event) -> None:

@@ -135,7 +135,7 @@ class Driver:
         self.log = logger if logger is not None else get_logger()
         # The Runner's reducer: the store's table, with the Runner's guards, checked with
         # the Runner's clock (and a subagent tree's shared budget) before every append.
-        self.reducer = Reducer(store_reducer.table, self.guards)
+        self.reducer = Reducer(store_reducer.table, self.guards, tables=store_reducer.tables)
         by_name = {a.name: a for a in self.agents}
         #: The subagent tools any agent has, by name (a budget tree is needed only with them).
         self._subagents = {

@@ -1,4 +1,4 @@
-"""Steering a run from anywhere: approve, reject, cancel, pause, unpause, submit.
+"""Steering a run from anywhere: approve, reject, cancel, pause, unpause, submit, migrate.
 
 Each function appends one event through the store, from any thread, process or machine that
 can reach it, and returns the run's record after it. None of them drives the run: the
@@ -25,11 +25,14 @@ from agentfsm.errors import (
     ConcurrencyConflictError,
     EventFormatError,
     LifecycleError,
+    MigrationError,
     StoreError,
 )
 from agentfsm.events import models as m
 from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event, Limits
+from agentfsm.fsm.diff import diff_tables
+from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.stores._rows import RunInfo
@@ -45,6 +48,7 @@ __all__ = [
     "asubmit",
     "aunpause",
     "cancel",
+    "migrate",
     "pause",
     "reject",
     "submit",
@@ -233,6 +237,41 @@ def _unpause(record: RunRecord) -> _Want:
     return None if record.status == RunStatus.RUNNING else (m.RunResumed, {})
 
 
+def _migrate(
+    old: TransitionTable, new: TransitionTable, by: str, reason: str
+) -> Callable[[RunRecord], _Want]:
+    diff = diff_tables(old, new)
+
+    def what(record: RunRecord) -> _Want:
+        problems = diff.cannot_migrate(record.status)
+        if problems:
+            raise MigrationError(
+                run_id=record.run_id, sequence=record.version + 1, state=record.status,
+                from_table=_named(old), to_table=_named(new), problems=problems,
+            )  # fmt: skip
+        fields = {"from_table": old.ref, "to_table": new.ref, "by": by, "reason": reason}
+        return (m.RunMigrated, fields)
+
+    return what
+
+
+def _named(table: TransitionTable) -> str:
+    return f"'{table.name}' ({table.digest})"
+
+
+def _migrating(store: EventStore, to: TransitionTable) -> TransitionTable:
+    """The table the store's runs are under, once it is clear the store can record a move
+    from it to `to`."""
+    reducer = store.reducer
+    if reducer.table_of(to.ref) is None:
+        raise ValueError(
+            f"the store's reducer cannot find table {_named(to)} to check the migration "
+            "against: open the store with `Reducer(OLD, tables=[NEW])`, or `register()` the "
+            "new table"
+        )
+    return reducer.table
+
+
 def approve(
     store: EventStore,
     run_id: str,
@@ -358,6 +397,48 @@ def append_event(
         raise EventFormatError(exc.problems, run_id=run_id) from None
     cls = types.classes[event_type]
     return _run(store, _steer(run_id, lambda _record: (cls, fields), clock))
+
+
+def migrate(
+    store: EventStore,
+    run_id: str,
+    *,
+    to: TransitionTable,
+    by: str,
+    reason: str,
+    clock: Clock = _now,
+) -> RunRecord:
+    """Move a run in flight to another version of its table (`run.migrated`).
+
+    Open `store` with the table the run is under now, whose reducer can find `to` (given
+    as `Reducer(OLD, tables=[NEW])`, or registered). The run keeps its state, ledger and
+    everything it recorded; every later event is checked against `to`, and the run is
+    loaded with it from then on (a store of `to` that can find the old version).
+
+    Refused, with nothing written, when the run's state is not in `to` or is of another
+    kind there (`TableDiff.cannot_migrate`), as `agentfsm check-table NEW --against OLD`
+    would list it; moves that changed are what a migration is for.
+
+    Raises:
+        MigrationError: the run's state is not in `to`, is of another kind there, or the
+            run names no table.
+        IllegalTransitionError: the run has ended.
+        TableMismatchError: the store is not opened with the run's table.
+        EventFormatError: `by` or `reason` is empty.
+        ValueError: the store's reducer cannot find `to`.
+        RunNotFoundError: no such run.
+    """
+    old = _migrating(store, to)
+    # Who and why are checked before any I/O, with the parser's own messages.
+    try:
+        parse_event(
+            {"type": "run.migrated", "run_id": run_id, "sequence": 1,
+             "occurred_at": "2026-01-01T00:00:00Z", "from_table": old.ref.model_dump(),
+             "to_table": to.ref.model_dump(), "by": by, "reason": reason},
+        )  # fmt: skip
+    except EventFormatError as exc:
+        raise EventFormatError(exc.problems, run_id=run_id) from None
+    return _run(store, _steer(run_id, _migrate(old, to, by, reason), clock))
 
 
 def submit(

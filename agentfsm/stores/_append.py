@@ -83,6 +83,9 @@ def prepare_append(
             _check_line_size(event, line)
         previous = link(previous, canonical)
         rows.append(StoredEvent(event.sequence, event.type, line, previous))
+    # A run under another version may be appended to only by the migration that brings it
+    # to this table (or, through a store of the old version, takes it away).
+    reducer.check_table(record, after_append=True)
     snapshot = None
     if snapshot_due(record, expected_version, snapshot_every):
         data = Snapshot(record).dumps()

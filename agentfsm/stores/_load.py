@@ -20,7 +20,30 @@ from agentfsm.stores._append import canonical_event_json
 from agentfsm.stores._integrity import PLAIN, Integrity
 from agentfsm.stores._rows import GENESIS_HASH, Head, StoredEvent, StoredSnapshot
 
-__all__ = ["BAD_LINK", "check_row", "distrust", "fold_rows", "parse_row", "trusted_snapshot"]
+__all__ = [
+    "BAD_LINK",
+    "TABLE_EVENTS",
+    "check_row",
+    "distrust",
+    "fold_rows",
+    "parse_row",
+    "trusted_snapshot",
+    "types_after",
+]
+
+#: The events after which a run may be under another table (and read another's types).
+TABLE_EVENTS = frozenset({"run.started", "run.migrated"})
+
+
+def types_after(reducer: Reducer, event: Event, types: EventTypes) -> EventTypes:
+    """The event types the rows after `event` are read with: those of the table a
+    `run.started` or `run.migrated` puts the run under, else `types` still."""
+    if event.type == "run.started":
+        return reducer.event_types_of(event.table)
+    if event.type == "run.migrated":
+        return reducer.event_types_of(event.to_table)
+    return types
+
 
 _log = get_logger("agentfsm.stores")
 
@@ -125,7 +148,8 @@ def fold_rows(
     last_hash = head.hash if head is not None else GENESIS_HASH
     reduce = reducer.reduce
     keyed = integrity.keyed
-    types = reducer.table.event_types
+    # A run folded under an older version before a migration reads that version's types.
+    types = reducer.event_types_for(record)
     for row in rows:
         event = parse_row(run_id, row, types)
         if (
@@ -146,6 +170,8 @@ def fold_rows(
                 sequence=row.sequence,
             ) from None
         last_hash = row.hash
+        if row.type in TABLE_EVENTS:
+            types = reducer.event_types_for(record)
     return Head(record, last_hash)
 
 

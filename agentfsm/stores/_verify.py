@@ -12,13 +12,13 @@ from typing import Any
 
 import attrs
 
-from agentfsm.errors import LifecycleError
+from agentfsm.errors import LifecycleError, TableMismatchError
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._append import canonical_event_json
 from agentfsm.stores._integrity import PLAIN, Integrity
-from agentfsm.stores._load import BAD_LINK, check_row, distrust
+from agentfsm.stores._load import BAD_LINK, TABLE_EVENTS, check_row, distrust
 from agentfsm.stores._rows import GENESIS_HASH, RunInfo, StoredEvent, StoredSnapshot, VerifyReport
 
 __all__ = ["VERIFY_TRIES", "verify_rows"]
@@ -44,6 +44,7 @@ def verify_rows(
     record the events it covers fold into. Stops at the first problem.
     """
     record = reducer.initial(run_id)
+    types = reducer.table.event_types
     previous = GENESIS_HASH
     checked = 0
     covered: RunRecord | None = None
@@ -63,7 +64,7 @@ def verify_rows(
             return broken(row.sequence, f"the stored line is not JSON ({exc})")
         if integrity.link(previous, canonical) != row.hash:
             return broken(row.sequence, BAD_LINK)
-        event = check_row(run_id, row, reducer.table.event_types)
+        event = check_row(run_id, row, types)
         if isinstance(event, str):
             return broken(row.sequence, event)
         try:
@@ -74,6 +75,12 @@ def verify_rows(
         checked += 1
         if snapshot is not None and checked == snapshot.sequence:
             covered, covered_hash = record, row.hash
+        if row.type in TABLE_EVENTS:
+            types = reducer.event_types_for(record)
+    try:
+        reducer.check_table(record)  # a run under another table is not this store's to vouch for
+    except TableMismatchError as exc:
+        return broken(exc.sequence, f"the event breaks the run's lifecycle: {exc}")
     if info is not None and info.version != checked:
         return broken(
             min(info.version, checked) + 1,

@@ -62,7 +62,7 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
-from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot
+from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._options import DEFAULT_SNAPSHOT_EVERY, StoreOptions
 from agentfsm.stores._rows import (
     GENESIS_HASH,
@@ -153,9 +153,14 @@ class EventStore(abc.ABC):
             RunNotFoundError: the store has no such run.
             CorruptLogError: a stored event that is needed does not read back.
             InvalidRunIdError: `run_id` is not one any store can hold.
+            TableMismatchError: the run is under another table than the store's reducer's.
         """
         check_run_id(run_id)
-        return self._load_head(run_id).record
+        record = self._load_head(run_id).record
+        # Judged here, not while folding: an append folds a run under an older version up to
+        # the `run.migrated` that brings it to this store's table.
+        self.reducer.check_table(record)
+        return record
 
     def events(self, run_id: str, *, after: int = 0) -> Iterator[Event]:
         """The run's events with a sequence above `after`, in order, read lazily.
@@ -390,6 +395,10 @@ class EventStore(abc.ABC):
     def _iter_events(self, run_id: str, after: int) -> Iterator[Event]:
         expected = after + 1
         rows = self._read_rows(run_id, after)
+        # Each stretch of a migrated log is read with its table's types (a tail, with the
+        # store's: the run is under the store's table by then).
+        reducer = self.options.reducer
+        types = reducer.table.event_types
         try:
             for row in rows:
                 if row.sequence != expected:
@@ -398,7 +407,9 @@ class EventStore(abc.ABC):
                         run_id=run_id,
                         sequence=expected,
                     )
-                yield parse_row(run_id, row, self.options.reducer.table.event_types)
+                event = parse_row(run_id, row, types)
+                types = types_after(reducer, event, types)
+                yield event
                 expected += 1
         finally:
             _close(rows)

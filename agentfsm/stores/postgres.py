@@ -54,7 +54,7 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
-from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot
+from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schema, stored_event
 from agentfsm.stores._rows import (
     GENESIS_HASH,
@@ -347,7 +347,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
     async def load(self, run_id: str) -> RunRecord:
         """The run's current record (see `EventStore.load`)."""
         check_run_id(run_id)
-        return (await self._load_head(run_id)).record
+        record = (await self._load_head(run_id)).record
+        self.options.reducer.check_table(record)  # as `EventStore.load` does
+        return record
 
     async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
         """The run's events after `after`, in order, a page of rows per query."""
@@ -355,6 +357,8 @@ class AsyncPostgresEventStore(AsyncEventStore):
         if await self._read_run(run_id) is None:
             raise RunNotFoundError(run_id)
         expected = after + 1
+        reducer = self.options.reducer
+        types = reducer.table.event_types  # per stretch, as `EventStore.events` reads
         while True:
             page = await self._fetch(self._sql.read_rows, (run_id, after, PAGE))
             for r in page:
@@ -365,7 +369,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
                         run_id=run_id,
                         sequence=expected,
                     )
-                yield parse_row(run_id, row, self.options.reducer.table.event_types)
+                event = parse_row(run_id, row, types)
+                types = types_after(reducer, event, types)
+                yield event
                 expected += 1
             if len(page) < PAGE:
                 return

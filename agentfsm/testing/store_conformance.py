@@ -44,6 +44,7 @@ from agentfsm.stores._integrity import chain_hash
 from agentfsm.stores._rows import GENESIS_HASH, RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.testing._attachment_checks import AsyncAttachmentChecks, AttachmentChecks
+from agentfsm.testing._migration_checks import AsyncMigrationChecks, MigrationChecks
 from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
 from agentfsm.testing.store_integrity import AsyncIntegrityChecks, IntegrityChecks, Tamper
 
@@ -61,7 +62,7 @@ def expected_chain(events: list[Event]) -> str:
     return previous
 
 
-class StoreConformance(AttachmentChecks, IntegrityChecks):
+class StoreConformance(AttachmentChecks, MigrationChecks, IntegrityChecks):
     """The contract every `EventStore` must meet (see the module docstring); with a `tamper`
     fixture, the bad-data checks of `agentfsm.testing.store_integrity` too."""
 
@@ -337,7 +338,7 @@ class StoreConformance(AttachmentChecks, IntegrityChecks):
         assert reader.verify("big").ok
 
 
-class AsyncStoreConformance(AsyncAttachmentChecks, AsyncIntegrityChecks):
+class AsyncStoreConformance(AsyncAttachmentChecks, AsyncMigrationChecks, AsyncIntegrityChecks):
     """The contract for an `AsyncEventStore`: the same promises, awaited (with a `tamper`
     fixture, the bad-data checks of `agentfsm.testing.store_integrity` too).
 

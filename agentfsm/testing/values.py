@@ -31,6 +31,7 @@ __all__ = [
     "json_values",
     "payloads",
     "run_ids",
+    "table_refs",
     "timestamps",
     "tool_calls",
     "usages",
@@ -39,6 +40,7 @@ __all__ = [
 # -- small values ---------------------------------------------------------------------------
 
 _text = st.text(max_size=8)
+_reasons = st.text(min_size=1, max_size=8)
 _names = st.sampled_from(("lookup", "search", "get_order", "open_ticket", "send_email"))
 _agents = st.sampled_from(("agent_a", "agent_b", "triage", "billing"))
 _people = st.sampled_from(("alice@support", "bob@ops", "policy"))
@@ -79,6 +81,20 @@ def action_ids() -> st.SearchStrategy[str]:
 def run_ids() -> st.SearchStrategy[str]:
     """Run ids like `run_1` (they shrink to `run_0`)."""
     return st.integers(0, 9_999).map(lambda n: f"run_{n}")
+
+
+@functools.cache
+def table_refs() -> st.SearchStrategy[dict[str, str]]:
+    """`{name, digest}` as `run.started.table` and `run.migrated` record them (the digests
+    shrink to all zeros)."""
+    return st.fixed_dictionaries(
+        {
+            "name": st.sampled_from(("agent_run", "support_ticket")),
+            "digest": st.text("0123456789abcdef", min_size=64, max_size=64).map(
+                lambda hexes: f"sha256:{hexes}"
+            ),
+        }
+    )
 
 
 def tool_calls(max_calls: int = 3) -> st.SearchStrategy[list[dict[str, Any]]]:
@@ -228,6 +244,12 @@ def _free_fields(
         f["reason"] = draw(_text)
     elif t == E.RUN_FAILED:
         f["error"] = draw(error_infos())
+    elif t == E.RUN_MIGRATED:
+        # Out of a run's context any two references will do; in one, the caller gives them.
+        f.setdefault("from_table", draw(table_refs()))
+        f.setdefault("to_table", draw(table_refs()))
+        f["by"] = draw(_people)
+        f["reason"] = draw(_reasons)
     elif t == E.RUN_TERMINATED:
         f["stop_reason"] = draw(st.sampled_from(tuple(StopReason)))
         f["detail"] = _opt(draw, _text)
