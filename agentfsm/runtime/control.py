@@ -528,6 +528,11 @@ async def asubmit(
     clock: Clock = _now,
 ) -> RunRecord:
     """`submit` over an `AsyncEventStore`."""
-    fields = {"objective": objective, "agent": agent, "limits": limits}
+    fields = {
+        "objective": objective,
+        "agent": agent,
+        "limits": limits,
+        "table": store.reducer.table.ref,
+    }
     event = _event(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
     return await store.append(run_id, [event], 0)

@@ -13,6 +13,7 @@ from typing import Self
 
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._checks import no_attachments
 from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
 
@@ -25,6 +26,11 @@ class AsyncEventStore(abc.ABC):
     `AsyncPostgresEventStore` is natively async; `ThreadedAsyncEventStore` runs any sync
     store (SQLite, memory) on a worker thread of its own.
     """
+
+    @property
+    @abc.abstractmethod
+    def reducer(self) -> Reducer:
+        """The reducer that validates appends and folds loads (its table is the store's)."""
 
     @abc.abstractmethod
     async def append(

@@ -42,6 +42,7 @@ from agentfsm.errors import (
 )
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._append import prepare_append
 from agentfsm.stores._checks import (
     check_append_args,
@@ -343,6 +344,11 @@ class AsyncPostgresEventStore(AsyncEventStore):
         after = max(before.version - 1, 0) if before else 0
         found = await self._fetch(self._sql.read_rows, (run_id, after, 2))
         return inconsistency(run_id, before, [r[0] for r in found], await self._read_run(run_id))
+
+    @property
+    def reducer(self) -> Reducer:
+        """The reducer that validates appends and folds loads."""
+        return self.options.reducer
 
     async def load(self, run_id: str) -> RunRecord:
         """The run's current record (see `EventStore.load`)."""

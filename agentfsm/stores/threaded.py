@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
@@ -61,6 +62,11 @@ class ThreadedAsyncEventStore(AsyncEventStore):
     ) -> RunRecord:
         """Validate and append a batch atomically (see `EventStore.append`)."""
         return await self._call(self.store.append, run_id, events, expected_version)
+
+    @property
+    def reducer(self) -> Reducer:
+        """The wrapped store's reducer."""
+        return self.store.reducer
 
     async def load(self, run_id: str) -> RunRecord:
         """The run's current record (see `EventStore.load`)."""
