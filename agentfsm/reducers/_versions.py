@@ -17,9 +17,15 @@ table carries the reducer's own `TableRef` object (`Reducer._ref`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from agentfsm.errors import IllegalTransitionError, MigrationError, TableMismatchError
+from agentfsm.errors import (
+    IllegalTransitionError,
+    MigrationError,
+    OverrunError,
+    TableMismatchError,
+)
 from agentfsm.events import models as m
 from agentfsm.events.models import TableRef
 from agentfsm.fsm.registry import UnknownTableError, lookup
@@ -30,8 +36,29 @@ from agentfsm.reducers._evolve import evolves
 from agentfsm.reducers._handlers import HANDLERS, Move
 
 if TYPE_CHECKING:
-    from agentfsm.guards.base import Guard
-    from agentfsm.reducers.reduce import Reducer
+    from agentfsm.guards.base import Guard, GuardContext
+
+
+class Reducer(Protocol):
+    """What this module reads of a `agentfsm.reducers.reduce.Reducer` (a protocol, so this
+    module does not import the one that imports it)."""
+
+    table: TransitionTable
+    _ref: TableRef
+    _digest: str
+    _versions: Versions
+
+    def reduce(
+        self, record: RunRecord, event: Any, ctx: GuardContext | None = None
+    ) -> RunRecord: ...
+
+    def overrun(
+        self, before: RunRecord, event: Any, after: RunRecord, ctx: GuardContext | None = None
+    ) -> OverrunError | None: ...
+
+
+#: Makes a reducer of another version: `(table, guards, run_limits=...)`; the class itself.
+MakeReducer = Callable[..., Reducer]
 
 __all__ = ["Versions", "check_table", "migrate", "route", "run_started"]
 
@@ -63,23 +90,29 @@ def run_started(r: _handlers.Reducer, rec: RunRecord, ev: m.RunStarted, move: Mo
     record = _started(r, rec, ev, move)
     # The handler refused any other table than the reducer's: this one is the reducer's
     # own, and the record carries the reducer's own reference (the hot path's check).
-    return record if ev.table is None else _set_table(record, table=cast("Reducer", r)._ref)
+    return record if ev.table is None else _set_table(record, table=cast(Reducer, r)._ref)
 
 
 class Versions:
     """The other tables a reducer can fold runs under, and a reducer for each (cached).
 
     Args:
+        make: makes a reducer of another table (the top reducer's class).
         guards: the top reducer's Python guards; each other table gets those its edges list.
         run_limits: whether runs' own limits are checked.
         tables: tables given explicitly; the registry is asked for any other.
     """
 
-    __slots__ = ("_given", "_reducers", "guards", "run_limits")
+    __slots__ = ("_given", "_make", "_reducers", "guards", "run_limits")
 
     def __init__(
-        self, guards: tuple[Guard, ...], run_limits: bool, tables: tuple[TransitionTable, ...]
+        self,
+        make: MakeReducer,
+        guards: tuple[Guard, ...],
+        run_limits: bool,
+        tables: tuple[TransitionTable, ...],
     ) -> None:
+        self._make = make
         self.guards = guards
         self.run_limits = run_limits
         self._given = {t.digest: t for t in tables}
@@ -108,11 +141,8 @@ class Versions:
         table = self.table(ref)
         if table is None:
             return None
-        # Imported here: reduce.py imports this module.
-        from agentfsm.reducers.reduce import Reducer
-
         listed = {name for t in table.transitions for name in t.guards}
-        found = Reducer(
+        found = self._make(
             table,
             [g for g in self.guards if g.name in listed],
             run_limits=self.run_limits,

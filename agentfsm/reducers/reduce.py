@@ -96,7 +96,9 @@ class Reducer:
         # The one reference a run under this table carries (see `_versions.run_started`).
         self._ref = table.ref
         self._digest = table.digest
-        self._versions = _versions.Versions(self.guards.guards, run_limits, tuple(tables))
+        self._versions = _versions.Versions(
+            type(self), self.guards.guards, run_limits, tuple(tables)
+        )
 
     def initial(self, run_id: str) -> RunRecord:
         """The record of a run before its first event."""
