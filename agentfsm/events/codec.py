@@ -54,7 +54,7 @@ def parse_event(
     if isinstance(data, str | bytes):
         raw = _load_json(data, line)
     try:
-        event: Event = events.adapter.validate_python(raw)
+        event: Event = events.validate(raw)
     except ValidationError as exc:
         raise _format_error(raw, exc, line, events) from None
     return event

@@ -20,7 +20,7 @@ closed, frozen, with the same value limits), and exports one JSON Schema for all
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, Union
 
 import attrs
@@ -87,6 +87,14 @@ class EventTypes:
             return TypeAdapter(members[0])
         union = Annotated[Union[members], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
         return TypeAdapter(union)
+
+    #: The adapter's compiled validator, called directly: `TypeAdapter.validate_python`
+    #: adds 0.2 µs of Python per event (a tenth of validating one) for options never used.
+    validate: Callable[[Any], Any] = attrs.field(init=False, repr=False)
+
+    @validate.default
+    def _validate(self) -> Callable[[Any], Any]:
+        return self.adapter.validator.validate_python
 
     @property
     def names(self) -> tuple[str, ...]:
