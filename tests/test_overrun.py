@@ -253,3 +253,13 @@ def test_audit_reports_an_overrun_iff_recorded_usage_exceeds_the_limit(
             expected.append((3 + 2 * i, "model.completed", True))
             break
     assert [(f.sequence, f.event, f.overrun) for f in report.findings] == expected
+
+
+def test_only_the_spending_types_can_spend() -> None:
+    """`SPENDING_TYPES` names every event class `spends` can say yes to (the reducer asks no
+    guard about an overrun for any other type)."""
+    from agentfsm.events.models import EVENT_CLASSES, ModelCompleted, ToolCompleted
+    from agentfsm.guards.limits import SPENDING_TYPES
+
+    can = {n for n, c in EVENT_CLASSES.items() if issubclass(c, ModelCompleted | ToolCompleted)}
+    assert can == SPENDING_TYPES

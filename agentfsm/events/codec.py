@@ -81,12 +81,22 @@ def make_event(type: str, /, **fields: Any) -> Event:
 
 def dump_event(event: Event) -> str:
     """One compact JSON line with exactly the fields the event was given, so it round-trips."""
-    return event.model_dump_json(exclude_unset=True)
+    return _tagged(event).model_dump_json(exclude_unset=True)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
     """The event as a JSON-able dict, as `dump_event` would write it."""
-    return event.model_dump(mode="json", exclude_unset=True)
+    return _tagged(event).model_dump(mode="json", exclude_unset=True)
+
+
+def _tagged(event: Event) -> Event:
+    # Only the fields an event was given are written, and the tag must always be: a parsed
+    # event has it, one built in Python (`ToolStarted(...)`) may have left it to the class.
+    # Marked here rather than in `model_post_init`, which would cost every parse a call.
+    fields = event.model_fields_set
+    if "type" not in fields:
+        fields.add("type")
+    return event
 
 
 def read_events(

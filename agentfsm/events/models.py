@@ -177,11 +177,6 @@ class _Envelope(BaseModel):
     occurred_at: Timestamp
     event_id: NonEmpty | None = None
 
-    def model_post_init(self, context: Any, /) -> None:
-        # `dump_event` writes only the fields an event was given; the tag must always be
-        # written, even when a caller relied on the class to supply it.
-        self.model_fields_set.add("type")
-
 
 class RunStarted(_Envelope):
     """The run begins."""

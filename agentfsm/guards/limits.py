@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from agentfsm.record import RunRecord
 
 __all__ = [
+    "SPENDING_TYPES",
     "Budget",
     "Deadline",
     "MaxAttempts",
@@ -257,6 +258,10 @@ def _overspent(
     if max_cost is not None and cost > max_cost + _COST_SLACK * max(1.0, max_cost):
         return Verdict(name, _BUDGET, f"{whose}spent {_num(cost)} > max cost {_num(max_cost)}")
     return None
+
+
+#: The event types `spends` can say yes to: a reducer asks no guard about any other.
+SPENDING_TYPES = frozenset({"model.completed", "tool.completed"})
 
 
 def spends(event: Event) -> bool:

@@ -39,6 +39,7 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import Guard, GuardContext
 from agentfsm.guards.guardset import GuardSet
+from agentfsm.guards.limits import SPENDING_TYPES
 from agentfsm.record import RunRecord
 from agentfsm.reducers import _versions
 from agentfsm.reducers._handlers import HANDLERS, Handler, custom_event
@@ -153,6 +154,8 @@ class Reducer:
         took the run past a limit (see `GuardSet.overrun`), for those who must then stop
         the run (the runtime, the adapters) or report it (audits, validation).
         """
+        if event.type not in SPENDING_TYPES:
+            return None  # most events spend nothing: one set lookup instead of the guards'
         under = before.table
         if under is not self._ref and under is not None and under.digest != self._digest:
             other = self._versions.reducer(under)
