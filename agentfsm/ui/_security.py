@@ -13,8 +13,9 @@ The model, in one place:
 - **Hosts**: only requests addressed to the host the server was started for (and `localhost`
   names of a loopback bind) are answered, so a rebound DNS name cannot read the pages.
 - **Headers**: a Content-Security-Policy that allows scripts and styles from the server only
-  (no inline script, nothing from elsewhere), no framing, no referrer (the token may be in
-  the address bar once), and no content-type sniffing.
+  (no inline script, nothing from elsewhere), no framing, no content-type sniffing, and no
+  referrer sent to other sites (`same-origin`: with `no-referrer` a browser posts forms with
+  `Origin: null`, which the origin check could not tell from another site's).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 

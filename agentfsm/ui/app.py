@@ -323,8 +323,8 @@ def _check_call(
     where = f"call '{action_id}' of run '{run_id}'"
     if action.arguments_digest != digest:
         raise _RefusedError(
-            f"{where} changed since the page was loaded: it has digest "
-            f"{action.arguments_digest}, not the reviewed {digest}; review it again"
+            f"{where} is not the call reviewed: it has digest {action.arguments_digest}, "
+            f"not {digest}; review it again"
         )
     expires = action.expires_at
     if approving and expires is not None and datetime.now(UTC) > parse_timestamp(expires):

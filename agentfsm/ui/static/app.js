@@ -8,7 +8,8 @@
   const every = parseFloat(body.dataset.poll || "0") * 1000;
 
   function poll(fn) {
-    if (every > 0) { setInterval(() => { if (!document.hidden) fn(); }, every); }
+    // A failed poll (server restarting, page leaving) is skipped; the next one tries again.
+    if (every > 0) { setInterval(() => { if (!document.hidden) fn().catch(() => {}); }, every); }
   }
   async function getJSON(url) {
     const r = await fetch(url, { credentials: "same-origin", headers: { accept: "application/json" } });
