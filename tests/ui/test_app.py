@@ -257,7 +257,7 @@ class TestSteering:
 
     def test_the_reducer_refuses_a_stale_digest_too(self, runs_db: Path) -> None:
         """Below the page's own check, the library refuses a decision for another call."""
-        with SQLiteEventStore(runs_db) as store, pytest.raises(ActionError, match="the decision is for call sha256:0+, but the call waiting is"):
+        with SQLiteEventStore(runs_db) as store, pytest.raises(ActionError, match=r"the decision is for call sha256:0+, but the call waiting is"):
             control.approve(store, "pay-1", "t1.1", "ann", digest="sha256:" + "0" * 64)
 
     def test_reject_records_approver_and_reason(self, signed_in: TestClient, runs_db: Path) -> None:
