@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime clean
+.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime bench-ui clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ demo: $(STAMP)
 	$(AGENTFSM) validate $(DEMO)/sdk-runs.jsonl
 	$(AGENTFSM) diagram --run $(DEMO)/sdk-runs.jsonl --run-id sdk-openai --format mermaid
 	$(MAKE) --no-print-directory demo-ticket
+	@echo
+	@echo "See these runs in a browser (runs, a run's path, approvals, tables):"
+	@echo "  $(AGENTFSM) ui --store $(DEMO)/runs.db"
 
 TICKET := examples.lifecycles.ticket:TICKET_TABLE
 TICKETS := $(DEMO)/tickets.db
@@ -90,6 +93,10 @@ bench-stores: $(STAMP)
 bench-runtime: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(PY) benchmarks/bench_runtime.py
+
+# The web UI: a runs-list page over 100,000 runs, a run page of a 10,000-event run.
+bench-ui: $(STAMP)
+	$(PY) benchmarks/bench_ui.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -210,7 +210,7 @@ class TestUsageErrors:
             (
                 ["diagram", "--format", "gif"],
                 "agentfsm diagram: argument --format: invalid choice: 'gif' (choose from"
-                " 'mermaid', 'dot', 'svg', 'plantuml', 'markdown', 'png')"
+                " 'mermaid', 'dot', 'svg', 'plantuml', 'markdown', 'png', 'html')"
                 " (see `agentfsm diagram --help`)",
             ),
             (

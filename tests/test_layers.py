@@ -33,9 +33,12 @@ LAYERS: dict[str, int] = {
     "runtime": 7,
     "testing": 7,
     "adapters": 8,
-    "cli": 8,
-    "__init__": 9,
-    "__main__": 9,
+    # The web UI reads stores, draws diagrams and steers runs (runtime.control), like the CLI
+    # it sits beside; the CLI's `ui` and `report` commands serve it, so the CLI is above it.
+    "ui": 8,
+    "cli": 9,
+    "__init__": 10,
+    "__main__": 10,
 }
 
 

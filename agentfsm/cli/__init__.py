@@ -30,7 +30,9 @@ from agentfsm.cli import (
     inspect_run,
     migrate,
     replay,
+    report,
     schema,
+    ui,
     validate,
 )
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
@@ -53,6 +55,8 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     control.add_parsers,
     migrate.add_parser,
     export.add_parser,
+    report.add_parser,
+    ui.add_parser,
 )
 
 

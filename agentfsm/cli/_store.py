@@ -11,21 +11,31 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, UsageError, load_table, registered_table
 from agentfsm.errors import CorruptLogError, RunNotFoundError
 from agentfsm.events.models import RunMigrated, RunStarted, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.registry import known_tables
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.sqlite import SQLiteEventStore
 
-__all__ = ["ENV", "add_store_argument", "opened_run_store", "opened_store", "run_tables"]
+__all__ = [
+    "ENV",
+    "add_store_argument",
+    "opened_run_store",
+    "opened_store",
+    "run_tables",
+    "store_label",
+    "store_opener",
+]
 
 ENV = "AGENTFSM_STORE"
 
@@ -163,8 +173,54 @@ def _postgres(spec: str, options: StoreOptions | None) -> EventStore:
 
 
 def _sqlite(spec: str, command: str, options: StoreOptions | None) -> SQLiteEventStore:
+    return SQLiteEventStore(_sqlite_path(spec, command), options=options)
+
+
+def _sqlite_path(spec: str, command: str) -> Path:
     path = Path(spec.removeprefix("sqlite:///").removeprefix("sqlite:"))
     if not path.is_file():
         # Opening would create an empty database: a typo must not look like "no such run".
         raise UsageError(f"{PROG} {command}: no SQLite store at '{path}'")
-    return SQLiteEventStore(path, options=options)
+    return path
+
+
+def store_opener(spec: str | None, command: str) -> Callable[[TransitionTable], EventStore]:
+    """Opens handles on the store `spec` names (or `$AGENTFSM_STORE`), each folding runs
+    with a given table and knowing every registered one (for runs migrated between them):
+    what a long-lived reader of runs under several tables (`agentfsm ui`) needs.
+
+    Checked now: a store that is not there, or a driver that is missing, is a usage error
+    before anything is served.
+    """
+    spec = spec or os.environ.get(ENV)
+    if not spec:
+        raise UsageError(f"{PROG} {command}: give --store PATH|URL or set {ENV}")
+    if "\0" in spec:
+        raise UsageError(f"{PROG} {command}: {ENV} must not contain NUL")
+    postgres = spec.startswith(("postgresql://", "postgres://"))
+    if postgres:
+        _postgres_driver(command)
+    else:
+        _sqlite_path(spec, command)
+
+    def opener(table: TransitionTable) -> EventStore:
+        options = StoreOptions(reducer=Reducer(table, tables=known_tables()))
+        if postgres:
+            return _postgres(spec, options)
+        return SQLiteEventStore(_sqlite_path(spec, command), options=options)
+
+    return opener
+
+
+def store_label(spec: str | None) -> str:
+    """The store as a page may name it: a path, or a URL without its password."""
+    spec = spec or os.environ.get(ENV) or ""
+    parts = urlsplit(spec)
+    if parts.scheme.startswith("postgres") and parts.password is not None:
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        user = f"{parts.username}:***@" if parts.username else ""
+        return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
+    if parts.scheme.startswith("postgres"):
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return spec

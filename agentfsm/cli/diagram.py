@@ -11,6 +11,7 @@ from agentfsm.cli._common import PROG, Parser, UsageError, load_table
 from agentfsm.cli._files import replacing
 from agentfsm.cli._io import LineCounter, stream_lines
 from agentfsm.cli._output import shown
+from agentfsm.cli.report import write_report
 from agentfsm.diagrams import (
     DiagramFormat,
     DiagramOptions,
@@ -27,6 +28,7 @@ from agentfsm.fsm.table import TransitionTable
 __all__ = ["add_parser"]
 
 _PNG = "png"
+_HTML = "html"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -47,11 +49,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
             "committed diagrams of a directory in step with the table."
         ),
     )
-    formats = [f.value for f in DiagramFormat] + [_PNG]
+    formats = [f.value for f in DiagramFormat] + [_PNG, _HTML]
     p.add_argument(
         "--format",
         choices=formats,
-        help="output format (default: mermaid); svg and png need Graphviz `dot`",
+        help="output format (default: mermaid); svg, png and html need Graphviz `dot`; html is "
+        "the self-contained review file of `agentfsm report` (needs the ui extra)",
     )
     p.add_argument("--output", "-o", type=_args.path, help="write here instead of standard output")
     p.add_argument(
@@ -137,6 +140,10 @@ def _diagram(args: argparse.Namespace) -> int:
     if args.run_id is not None and args.run is None:
         raise UsageError(f"{PROG} diagram: --run-id needs --run EVENTS.jsonl")
 
+    if args.format == _HTML:
+        run_ids = [args.run_id] if args.run_id is not None else []
+        write_report(table, args.run, run_ids, args.output, "diagram")
+        return 0
     trajectory = None
     if args.run is not None:
         counter = LineCounter("diagram")

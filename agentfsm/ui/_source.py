@@ -1,0 +1,556 @@
+"""Where the UI reads runs from: a store (one handle per table), or a log file.
+
+Every page reads through a `Source`, which holds one store handle per table its runs are
+under (a run is folded with the table it was started under), and one lock: a store handle
+is meant for one thread at a time, and the server answers on a pool of threads. Records are
+cached by `(run_id, version)`: a run's record at a version never changes, so a page polled
+every few seconds costs the index query and nothing more while runs stand still.
+
+A log file (`LogSource`) is read into a memory store up to the first event of each run the
+lifecycle refuses; the refusal is kept beside it, with what the table would have allowed,
+for the run page to show where the log broke.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory
+from agentfsm.errors import (
+    AgentFSMError,
+    CorruptLogError,
+    EventFormatError,
+    LifecycleError,
+    RunNotFoundError,
+    TableMismatchError,
+)
+from agentfsm.events.codec import parse_event
+from agentfsm.events.models import Event, RunMigrated, RunStarted, TableRef
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.registry import UnknownTableError, known_tables, lookup
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import StateKind
+from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores._rows import RunInfo
+from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.memory import MemoryEventStore, MemoryStorage
+
+__all__ = [
+    "EVENTS_PER_PAGE",
+    "LogSource",
+    "PendingCall",
+    "RunPath",
+    "RunRow",
+    "RunsPage",
+    "Source",
+    "StoreOpener",
+    "UnknownRunTableError",
+    "chosen_condition",
+]
+
+#: Opens a handle on the store whose runs are folded with the given table.
+StoreOpener = Callable[[TransitionTable], EventStore]
+
+#: Events per page of a run's timeline: a 10,000-event run is 100 pages, never one.
+EVENTS_PER_PAGE = 100
+#: A record kept every this many events while a run's path is computed, so the record at any
+#: event is at most this many folds away.
+_CHECKPOINT_EVERY = 256
+#: How many index rows one runs page may read to fill itself when filtering by table.
+_SCAN_PAGES = 20
+#: How many waiting runs the approvals inbox reads per page.
+_INBOX_RUNS = 200
+
+_T = TypeVar("_T")
+
+
+class UnknownRunTableError(AgentFSMError):
+    """A run is under a table this server does not know (start it with --table)."""
+
+
+@attrs.frozen
+class RunRow:
+    """One line of the runs list: the index row, and the record when it could be read."""
+
+    info: RunInfo
+    record: RunRecord | None
+    table: str | None
+    problem: str | None = None
+
+
+@attrs.frozen
+class RunsPage:
+    """A page of the runs list, and the cursor of the next one (None on the last page)."""
+
+    rows: tuple[RunRow, ...]
+    next_after: str | None
+    scanned: int
+
+
+@attrs.frozen
+class PendingCall:
+    """A call waiting for a person's decision, with the run it waits in."""
+
+    record: RunRecord
+    action_id: str
+    table: str
+
+
+@attrs.frozen
+class RunPath:
+    """A run's path through its table, computed once per version (one fold of the log)."""
+
+    version: int
+    trajectory: Trajectory
+    checkpoints: dict[int, RunRecord]
+
+    def state_after(self, sequence: int) -> str:
+        """The run's state after the event at `sequence`."""
+        return self.trajectory.steps[sequence - 1].target
+
+
+class Source:
+    """The runs a UI shows, read through store handles opened by `opener`.
+
+    Args:
+        opener: opens a handle folding runs with a given table.
+        tables: tables to know beside the registered ones (`--table`).
+        refusals: per run, where its log broke the lifecycle (log files only).
+        label: what the pages call the source (a path; a URL without its password).
+        cache_size: how many records to keep, by `(run_id, version)`.
+    """
+
+    def __init__(
+        self,
+        opener: StoreOpener,
+        *,
+        tables: Sequence[TransitionTable] = (),
+        refusals: dict[str, tuple[Refusal, tuple[str, ...]]] | None = None,
+        label: str = "",
+        cache_size: int = 4096,
+    ) -> None:
+        self._opener = opener
+        self._extra = tuple(tables)
+        self._default = self._extra[0] if self._extra else DEFAULT_TABLE
+        self.refusals = refusals or {}
+        self.label = label
+        self._lock = threading.RLock()
+        self._stores: dict[str, EventStore] = {}
+        self._run_tables: dict[str, TransitionTable] = {}
+        self._records: OrderedDict[str, tuple[int, RunRecord]] = OrderedDict()
+        self._paths: OrderedDict[str, RunPath] = OrderedDict()
+        self._cache_size = cache_size
+
+    # -- tables ------------------------------------------------------------------------
+
+    def tables(self) -> list[TransitionTable]:
+        """Every table the source knows: those given, then the registered ones."""
+        found = {t.digest: t for t in self._extra}
+        for table in known_tables():
+            found.setdefault(table.digest, table)
+        return list(found.values())
+
+    def table(self, digest: str) -> TransitionTable | None:
+        """The known table with `digest`, or None."""
+        return next((t for t in self.tables() if t.digest == digest), None)
+
+    def _lookup(self, ref: TableRef) -> TransitionTable:
+        for table in self._extra:
+            if table.digest == ref.digest:
+                return table
+        try:
+            return lookup(ref)
+        except UnknownTableError as exc:
+            raise UnknownRunTableError(
+                f"{exc}; or start `agentfsm ui` with --table MODULE:ATTR"
+            ) from None
+
+    # -- store handles -----------------------------------------------------------------
+
+    @contextmanager
+    def _store(self, table: TransitionTable) -> Iterator[EventStore]:
+        with self._lock:
+            store = self._stores.get(table.digest)
+            if store is None:
+                store = self._stores[table.digest] = self._opener(table)
+            yield store
+
+    def close(self) -> None:
+        """Close every handle the source opened."""
+        with self._lock:
+            for store in self._stores.values():
+                store.close()
+            self._stores.clear()
+
+    def use(self, run_id: str, act: Callable[[EventStore], _T]) -> _T:
+        """Run `act` on the store handle of `run_id`'s table, under the source's lock."""
+        with self._lock:
+            try:
+                with self._store(self.table_of(run_id)) as store:
+                    return act(store)
+            except TableMismatchError:
+                # The run was migrated to another table: read where its log moved it to.
+                self._run_tables[run_id] = self._lookup_or_default(self._migrated_to(run_id))
+                with self._store(self._run_tables[run_id]) as store:
+                    return act(store)
+
+    def table_of(self, run_id: str) -> TransitionTable:
+        """The table `run_id` was started under (its first event says), or, once a load
+        found it migrated, the one it moved to.
+
+        Raises:
+            RunNotFoundError: no such run.
+            UnknownRunTableError: its table is not known here.
+        """
+        with self._lock:
+            cached = self._run_tables.get(run_id)
+            if cached is None:
+                cached = self._run_tables[run_id] = self._lookup_or_default(self._started(run_id))
+            return cached
+
+    def _lookup_or_default(self, ref: TableRef | None) -> TransitionTable:
+        return self._default if ref is None else self._lookup(ref)
+
+    def _started(self, run_id: str) -> TableRef | None:
+        with self._store(self._default) as store:
+            events = store.events(run_id)
+            try:
+                first = next(events, None)
+            finally:
+                _close(events)
+        return first.table if isinstance(first, RunStarted) else None
+
+    def _migrated_to(self, run_id: str) -> TableRef | None:
+        """The table the latest `run.migrated` of the log names (each stretch read with its
+        own table's types where the reader knows it)."""
+        current: TableRef | None = None
+        with self._store(self._default) as store:
+            events = store.events(run_id)
+            try:
+                for event in events:
+                    if isinstance(event, RunStarted):
+                        current = event.table
+                    elif isinstance(event, RunMigrated):
+                        current = event.to_table
+            except CorruptLogError:
+                pass  # an event no table known to this reader reads: the table named last
+            finally:
+                _close(events)
+        return current
+
+    # -- reading -----------------------------------------------------------------------
+
+    def info(self, run_id: str) -> RunInfo:
+        """The run's index row (RunNotFoundError if absent)."""
+        with self._store(self._default) as store:
+            return store.run_info(run_id)
+
+    def record(self, run_id: str) -> RunRecord:
+        """The run's current record (cached by version)."""
+        info = self.info(run_id)
+        return self._record_for(info)
+
+    def _record_for(self, info: RunInfo) -> RunRecord:
+        with self._lock:
+            cached = self._records.get(info.run_id)
+            if cached is not None and cached[0] == info.version:
+                self._records.move_to_end(info.run_id)
+                return cached[1]
+        record = self.use(info.run_id, lambda s: s.load(info.run_id))
+        with self._lock:
+            self._records[info.run_id] = (record.version, record)
+            while len(self._records) > self._cache_size:
+                self._records.popitem(last=False)
+        return record
+
+    def _row(self, info: RunInfo) -> RunRow:
+        try:
+            record = self._record_for(info)
+        except (UnknownRunTableError, AgentFSMError) as exc:
+            return RunRow(info, None, None, str(exc))
+        return RunRow(info, record, record.table.name if record.table else self._default.name)
+
+    def runs_page(
+        self,
+        *,
+        status: Sequence[str] = (),
+        table: str | None = None,
+        search: str | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> RunsPage:
+        """A page of runs in run-id order, read from the store's index.
+
+        `search` keeps run ids that start with it; `table` keeps runs under a table of that
+        name (known only once a run's record is read, so a page reads up to 20 pages of the
+        index to fill itself, and says where to go on).
+        """
+        with self._store(self._default) as store:
+            cursor = after
+            rows: list[RunRow] = []
+            scanned = 0
+            if search and after is None:
+                try:
+                    exact = store.run_info(search)
+                except RunNotFoundError:
+                    exact = None
+                if exact is not None and (not status or exact.status in status):
+                    rows.append(self._row(exact))
+                cursor = search
+            for _ in range(_SCAN_PAGES if table else 1):
+                infos = store.runs(status or None, limit=limit, after=cursor)
+                for info in infos:
+                    if search and not info.run_id.startswith(search):
+                        return RunsPage(tuple(rows), None, scanned)
+                    scanned += 1
+                    cursor = info.run_id
+                    row = self._row(info)
+                    if table is None or row.table == table:
+                        rows.append(row)
+                    if len(rows) >= limit:
+                        return RunsPage(tuple(rows), cursor, scanned)
+                if len(infos) < limit:
+                    return RunsPage(tuple(rows), None, scanned)
+            return RunsPage(tuple(rows), cursor, scanned)
+
+    def children(self, run_id: str) -> list[RunInfo]:
+        """The subagent runs `run_id` started (ids `run_id/action_id`), from the index."""
+        prefix = f"{run_id}/"
+        with self._store(self._default) as store:
+            found = store.runs(after=prefix, limit=1000)
+        return [
+            i for i in found if i.run_id.startswith(prefix) and "/" not in i.run_id[len(prefix) :]
+        ]
+
+    def parent(self, run_id: str) -> str | None:
+        """The run that started `run_id` as a subagent, when it is stored."""
+        parent, sep, _ = run_id.rpartition("/")
+        if not sep or not parent:
+            return None
+        try:
+            self.info(parent)
+        except RunNotFoundError:
+            return None
+        return parent
+
+    def events_page(self, run_id: str, page: int) -> list[Event]:
+        """Events `(page-1)*100+1 ...` of the run (one page, read lazily from the store)."""
+        after = (page - 1) * EVENTS_PER_PAGE
+
+        def read(store: EventStore) -> list[Event]:
+            events = store.events(run_id, after=after)
+            try:
+                return list(itertools.islice(events, EVENTS_PER_PAGE))
+            finally:
+                _close(events)
+
+        return self.use(run_id, read)
+
+    def path(self, run_id: str) -> RunPath:
+        """The run's path (each event's move), computed once per version."""
+        info = self.info(run_id)
+        with self._lock:
+            cached = self._paths.get(run_id)
+            if cached is not None and cached.version == info.version:
+                return cached
+        table = self.table_of(run_id)
+
+        def fold(store: EventStore) -> RunPath:
+            return _fold_path(store.reducer, table, run_id, store.events(run_id))
+
+        path = self.use(run_id, fold)
+        with self._lock:
+            self._paths[run_id] = path
+            while len(self._paths) > 16:  # paths are big: a few runs' worth
+                self._paths.popitem(last=False)
+        return path
+
+    def record_at(self, run_id: str, sequence: int) -> RunRecord:
+        """The run's record right after the event at `sequence` (at most 255 folds from a
+        checkpoint of its path)."""
+        path = self.path(run_id)
+        base = max((s for s in path.checkpoints if s <= sequence), default=0)
+        start = path.checkpoints.get(base)
+
+        def fold(store: EventStore) -> RunRecord:
+            record = start if start is not None else store.reducer.initial(run_id)
+            events = store.events(run_id, after=base)
+            try:
+                for event in itertools.islice(events, sequence - base):
+                    record = store.reducer.reduce(record, event)
+            finally:
+                _close(events)
+            return record
+
+        return self.use(run_id, fold)
+
+    def pending(self, after: str | None = None) -> tuple[list[PendingCall], str | None]:
+        """Every call waiting for a decision in runs after `after` (a page of waiting runs),
+        and the cursor of the next page."""
+        statuses = sorted(
+            {s for t in self.tables() for s in t.states_of(StateKind.WAITING, StateKind.IN_FLIGHT)}
+        )
+        with self._store(self._default) as store:
+            infos = store.runs(statuses, limit=_INBOX_RUNS, after=after)
+        calls: list[PendingCall] = []
+        for info in infos:
+            row = self._row(info)
+            if row.record is None:
+                continue
+            for action_id in row.record.pending_approvals:
+                calls.append(PendingCall(row.record, action_id, row.table or ""))
+        more = infos[-1].run_id if len(infos) == _INBOX_RUNS else None
+        return calls, more
+
+    def forget(self, run_id: str) -> None:
+        """Drop what is cached about `run_id` (after this server appended to it)."""
+        with self._lock:
+            self._records.pop(run_id, None)
+            self._paths.pop(run_id, None)
+
+
+def _close(events: Iterable[Any]) -> None:
+    close = getattr(events, "close", None)
+    if close is not None:
+        close()
+
+
+def _fold_path(
+    reducer: Reducer, table: TransitionTable, run_id: str, events: Iterator[Event]
+) -> RunPath:
+    record = reducer.initial(run_id)
+    steps: list[Step] = []
+    checkpoints: dict[int, RunRecord] = {}
+    refusal: Refusal | None = None
+    try:
+        for event in events:
+            before = record
+            try:
+                record = reducer.reduce(before, event)
+            except AgentFSMError as exc:  # a stored log the reducer refuses now (a bug)
+                message = exc.reason if isinstance(exc, LifecycleError) else str(exc)
+                refusal = Refusal(before.status, message, event.sequence, event.type)
+                break
+            steps.append(
+                Step(
+                    event.sequence,
+                    event.type,
+                    before.status,
+                    record.status,
+                    chosen_condition(table, before, event),
+                )
+            )
+            if event.sequence % _CHECKPOINT_EVERY == 0:
+                checkpoints[event.sequence] = record
+    finally:
+        _close(events)
+    error = f"{record.error.kind}: {record.error.message}" if record.error else None
+    trajectory = Trajectory(
+        run_id=run_id,
+        initial=table.initial,
+        steps=tuple(steps),
+        final_state=record.status,
+        terminal=table.is_terminal(record.status),
+        stop_reason=record.stop_reason,
+        stop_detail=record.stop_detail,
+        error=error,
+        cancel_reason=record.cancel_reason,
+        pause_reason=record.pause_reason,
+        refusal=refusal,
+    )
+    return RunPath(record.version, trajectory, checkpoints)
+
+
+def chosen_condition(table: TransitionTable, before: RunRecord, event: Event) -> str | None:
+    """The condition that picked the edge (conditions are pure: safe to ask again)."""
+    for t in table.edges(before.status, event.type):
+        if t.condition is None:
+            return None
+        if t.condition(before, event):
+            return t.condition.name
+    return None
+
+
+class LogSource(Source):
+    """The runs of a JSON Lines log, each read up to the first event its lifecycle refuses.
+
+    Args:
+        path: the log file.
+        table: the table the log's runs are under (the default table unless given).
+    """
+
+    def __init__(self, path: Path, table: TransitionTable = DEFAULT_TABLE) -> None:
+        storage = MemoryStorage()
+        tables = [table, *(t for t in known_tables() if t.digest != table.digest)]
+
+        def opener(t: TransitionTable) -> EventStore:
+            options = StoreOptions(reducer=Reducer(t, tables=tables))
+            return MemoryEventStore(storage, options=options)
+
+        refusals = _load_log(path, table, opener(table))
+        self.problems: tuple[str, ...] = refusals.pop("", (None, ()))[1]
+        super().__init__(
+            opener, tables=[table], refusals={k: v for k, v in refusals.items() if v[0]},
+            label=str(path),
+        )  # fmt: skip
+
+
+def _load_log(
+    path: Path, table: TransitionTable, store: EventStore
+) -> dict[str, tuple[Any, tuple[str, ...]]]:
+    """Append each run's events to `store` up to its first refused event or unreadable line;
+    return the refusals by run id (and, under "", lines that name no run)."""
+    runs: dict[str, list[Event]] = {}
+    broken: dict[str, tuple[Any, tuple[str, ...]]] = {}
+    stray: list[str] = []
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            try:
+                event = parse_event(raw, line=number, events=table.event_types)
+            except EventFormatError as exc:
+                if exc.run_id is None:
+                    stray.append(str(exc))
+                elif exc.run_id not in broken:
+                    refusal = Refusal("?", str(exc), exc.sequence, None, number)
+                    broken[exc.run_id] = (refusal, ())
+                    runs.setdefault(exc.run_id, [])
+                continue
+            if event.run_id not in broken:
+                runs.setdefault(event.run_id, []).append(event)
+    reducer = store.reducer
+    for run_id, events in runs.items():
+        record = reducer.initial(run_id)
+        good: list[Event] = []
+        for event in events:
+            try:
+                record = reducer.reduce(record, event)
+            except AgentFSMError as exc:
+                message = exc.reason if isinstance(exc, LifecycleError) else str(exc)
+                refusal = Refusal(record.status, message, event.sequence, event.type)
+                broken[run_id] = (refusal, table.allowed(record.status))
+                break
+            good.append(event)
+        else:
+            if run_id in broken:  # an unreadable line after the good ones: now the state is known
+                old = broken[run_id][0]
+                refusal = attrs.evolve(old, state=record.status)
+                broken[run_id] = (refusal, table.allowed(record.status))
+        if not good:  # not even its first event could be stored: listed with the log's problems
+            refusal = broken.pop(run_id)[0]
+            stray.append(f"run '{run_id}': {refusal.message}")
+            continue
+        for start in range(0, len(good), 500):
+            store.append(run_id, good[start : start + 500], start)
+    broken[""] = (None, tuple(stray))
+    return broken

@@ -1,0 +1,381 @@
+"""The web app: Starlette routes over a `Source`, server-rendered, autoescaped pages.
+
+Pages (GET): `/` runs, `/run?id=` a run, `/approvals` the inbox, `/tables` and
+`/table?digest=` tables, `/run/record.json`, `/run/version`, `/approvals/count` (for the
+page's polling). Mutations (POST, absent in read-only mode): `/act/approve`, `/act/reject`,
+`/act/cancel`, `/act/pause`, `/act/unpause`; each needs the token and the CSRF token (see
+`_security`), and appends through `agentfsm.runtime.control`, so the reducer judges every
+decision like any other event. Errors are pages with a sentence, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from importlib.resources import files
+from typing import Any
+from urllib.parse import urlencode
+
+import attrs
+from jinja2 import Environment, PackageLoader
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentfsm.errors import AgentFSMError, LifecycleError, RunNotFoundError
+from agentfsm.events.models import parse_timestamp
+from agentfsm.names import ActionStatus
+from agentfsm.record import RunRecord
+from agentfsm.runtime import control
+from agentfsm.stores.base import EventStore
+from agentfsm.ui import _pages
+from agentfsm.ui._security import COOKIE, SECURITY_HEADERS, csrf_token, same_secret
+from agentfsm.ui._source import Source, UnknownRunTableError
+from agentfsm.ui._words import pretty_json
+
+__all__ = ["UIConfig", "create_app"]
+
+_log = logging.getLogger("agentfsm.ui")
+_MAX_FIELD = 10_000
+
+
+@attrs.frozen
+class UIConfig:
+    """How the app behaves.
+
+    Attributes:
+        token: the secret every mutation needs.
+        read_only: serve no mutations at all (the routes do not exist).
+        allowed_hosts: the `Host` names the app answers (`*` for any).
+        page_size: runs per page of the runs list.
+        poll_seconds: how often pages ask whether something changed (0: never).
+    """
+
+    token: str
+    read_only: bool = False
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1", "[::1]")
+    page_size: int = 50
+    poll_seconds: float = 3.0
+
+
+class _Headers:
+    """Adds the security headers to every response (errors and static files too)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                for name, value in SECURITY_HEADERS.items():
+                    if name.encode() not in present:
+                        headers.append((name.encode(), value.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def create_app(source: Source, config: UIConfig) -> Starlette:
+    """The ASGI app serving `source` under `config`."""
+    env = Environment(loader=PackageLoader("agentfsm.ui", "templates"), autoescape=True)
+    env.filters["json"] = pretty_json
+    csrf = csrf_token(config.token)
+
+    def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = env.get_template(name).render(
+            request=request, read_only=config.read_only, csrf=csrf, poll=config.poll_seconds,
+            signed_in=_has_token(request, config.token), source=source.label, url=_url,
+            **context,
+        )  # fmt: skip
+        return HTMLResponse(html, status_code=status)
+
+    async def runs(request: Request) -> Response:
+        q = request.query_params
+        data = await run_in_threadpool(
+            _pages.runs_page, source, status=q.getlist("status"), table=q.get("table") or None,
+            search=q.get("q") or None, after=q.get("after") or None, limit=config.page_size,
+        )  # fmt: skip
+        if q.get("fragment") == "rows":
+            return render(request, "_run_rows.html", **data)
+        return render(request, "runs.html", problems=getattr(source, "problems", ()), **data)
+
+    async def run(request: Request) -> Response:
+        run_id = _required(request, "id")
+        page = _number(request, "page")
+        at = _number(request, "at")
+        data = await run_in_threadpool(_pages.run_page, source, run_id, page, at)
+        return render(request, "run.html", **data)
+
+    async def run_record(request: Request) -> Response:
+        run_id = _required(request, "id")
+        at = _number(request, "at")
+        if at is None:
+            record = await run_in_threadpool(source.record, run_id)
+        else:
+            record = await run_in_threadpool(source.record_at, run_id, max(at, 1))
+        return JSONResponse(record.to_json())
+
+    async def run_version(request: Request) -> Response:
+        info = await run_in_threadpool(source.info, _required(request, "id"))
+        return JSONResponse({"version": info.version, "status": info.status})
+
+    async def approvals(request: Request) -> Response:
+        data = await run_in_threadpool(
+            _pages.approvals_page, source, request.query_params.get("after") or None
+        )
+        return render(request, "approvals.html", **data)
+
+    async def approvals_count(request: Request) -> Response:
+        data = await run_in_threadpool(_pages.approvals_page, source, None)
+        keys = sorted(f"{i['record'].run_id} {i['action']['action_id']}" for i in data["items"])
+        return JSONResponse({"count": len(keys), "calls": keys})
+
+    async def tables(request: Request) -> Response:
+        return render(request, "tables.html", tables=source.tables())
+
+    async def table(request: Request) -> Response:
+        found = source.table(_required(request, "digest"))
+        if found is None:
+            raise HTTPException(404, "no table with that digest is known here")
+        data = await run_in_threadpool(_pages.table_page, found)
+        return render(request, "table.html", **data)
+
+    async def login(request: Request) -> Response:
+        if request.method == "POST":
+            given = (await request.form()).get("token")
+        else:
+            given = request.query_params.get("token")
+        if given is None:
+            return render(request, "login.html")
+        if not isinstance(given, str) or not same_secret(given, config.token):
+            return render(request, "login.html", 403, wrong=True)
+        # The token leaves the address bar at once (history, screenshots), into a cookie
+        # no script can read and no other site's page sends.
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, config.token, httponly=True, samesite="strict", path="/")
+        return response
+
+    def mutation(act: Callable[[Request, dict[str, str]], Awaitable[Response]]) -> Any:
+        async def endpoint(request: Request) -> Response:
+            if not _has_token(request, config.token):
+                raise HTTPException(
+                    403,
+                    "this action needs the UI's token: open the URL "
+                    "`agentfsm ui` printed, or sign in with the token",
+                )
+            origin = request.headers.get("origin")
+            if origin is not None and origin != _origin(request):
+                raise HTTPException(403, "the request came from another site's page")
+            form = await request.form()
+            fields = {k: v for k, v in form.items() if isinstance(v, str)}
+            if not same_secret(fields.get("csrf"), csrf):
+                raise HTTPException(
+                    403, "the form's CSRF token is missing or wrong: reload the page and try again"
+                )
+            return await act(request, fields)
+
+        return endpoint
+
+    async def steer(
+        request: Request, fields: dict[str, str], what: str,
+        do: Callable[[EventStore, str], RunRecord],
+    ) -> Response:  # fmt: skip
+        run_id = _field(fields, "run_id")
+
+        def perform() -> RunRecord:
+            try:
+                return source.use(run_id, lambda store: do(store, run_id))
+            finally:
+                source.forget(run_id)
+
+        try:
+            record = await run_in_threadpool(perform)
+        except (LifecycleError, _RefusedError) as exc:
+            notes = list(getattr(exc, "__notes__", ()))
+            return render(request, "done.html", 409, ok=False, what=what, run_id=run_id,
+                          message=str(exc), notes=notes)  # fmt: skip
+        return render(request, "done.html", ok=True, what=what, run_id=run_id, record=record)
+
+    async def approve(request: Request, fields: dict[str, str]) -> Response:
+        action_id, digest = _field(fields, "action_id"), _field(fields, "digest")
+        approver = _field(fields, "approver")
+
+        def do(store: EventStore, run_id: str) -> RunRecord:
+            _check_call(store, run_id, action_id, digest, approving=True)
+            return control.approve(store, run_id, action_id, approver, digest=digest)
+
+        return await steer(request, fields, f"approve call '{action_id}'", do)
+
+    async def reject(request: Request, fields: dict[str, str]) -> Response:
+        action_id, digest = _field(fields, "action_id"), _field(fields, "digest")
+        approver = _field(fields, "approver")
+        reason = _field(fields, "reason", required=False)
+
+        def do(store: EventStore, run_id: str) -> RunRecord:
+            _check_call(store, run_id, action_id, digest, approving=False)
+            return control.reject(store, run_id, action_id, approver, reason, digest=digest)
+
+        return await steer(request, fields, f"reject call '{action_id}'", do)
+
+    async def cancel(request: Request, fields: dict[str, str]) -> Response:
+        reason = _field(fields, "reason", required=False)
+        who = _field(fields, "requested_by", required=False)
+        return await steer(
+            request, fields, "cancel the run",
+            lambda s, r: control.cancel(s, r, reason=reason, requested_by=who),
+        )  # fmt: skip
+
+    async def pause(request: Request, fields: dict[str, str]) -> Response:
+        reason = _field(fields, "reason")
+        return await steer(
+            request, fields, "pause the run", lambda s, r: control.pause(s, r, reason)
+        )
+
+    async def unpause(request: Request, fields: dict[str, str]) -> Response:
+        return await steer(request, fields, "unpause the run", control.unpause)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        titles = {400: "Bad request", 403: "Refused", 404: "Not found", 405: "Not allowed"}
+        return render(request, "error.html", exc.status_code,
+                      title=titles.get(exc.status_code, "Error"), message=exc.detail)  # fmt: skip
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return render(request, "error.html", 404, title="Not found", message=str(exc))
+
+    async def library_error(request: Request, exc: Exception) -> Response:
+        return render(request, "error.html", 422, title="Cannot show this", message=str(exc))
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        _log.error("ui.error path=%s error=%s: %s", request.url.path, type(exc).__name__, exc)
+        message = f"unexpected {type(exc).__name__}; the server's log has the details"
+        return render(request, "error.html", 500, title="Something went wrong", message=message)
+
+    routes = [
+        Route("/", runs),
+        Route("/run", run),
+        Route("/run/record.json", run_record),
+        Route("/run/version", run_version),
+        Route("/approvals", approvals),
+        Route("/approvals/count", approvals_count),
+        Route("/tables", tables),
+        Route("/table", table),
+        Route("/login", login, methods=["GET", "POST"]),
+        Mount(
+            "/static", StaticFiles(directory=str(files("agentfsm.ui") / "static")), name="static"
+        ),
+    ]
+    if not config.read_only:
+        routes += [
+            Route("/act/approve", mutation(approve), methods=["POST"]),
+            Route("/act/reject", mutation(reject), methods=["POST"]),
+            Route("/act/cancel", mutation(cancel), methods=["POST"]),
+            Route("/act/pause", mutation(pause), methods=["POST"]),
+            Route("/act/unpause", mutation(unpause), methods=["POST"]),
+        ]
+    app = Starlette(
+        debug=False,
+        routes=routes,
+        middleware=[
+            Middleware(_Headers),
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(config.allowed_hosts)),
+        ],
+        exception_handlers={
+            HTTPException: http_error,
+            RunNotFoundError: not_found,
+            UnknownRunTableError: library_error,
+            AgentFSMError: library_error,
+            Exception: server_error,
+        },
+    )
+    app.state.source = source
+    return app
+
+
+class _RefusedError(Exception):
+    """The UI refuses a decision before asking the library (stale call, expired approval)."""
+
+
+def _check_call(
+    store: EventStore, run_id: str, action_id: str, digest: str, *, approving: bool
+) -> None:
+    """The rules `agentfsm approve|reject` applies: the call must still be the one reviewed
+    (same digest), and an approval must not have expired. A call that no longer waits is
+    left to the library, whose refusal says more."""
+    action = store.load(run_id).actions.get(action_id)
+    if action is None or action.status != ActionStatus.APPROVAL_PENDING:
+        return
+    where = f"call '{action_id}' of run '{run_id}'"
+    if action.arguments_digest != digest:
+        raise _RefusedError(
+            f"{where} is not the call reviewed: it has digest {action.arguments_digest}, "
+            f"not {digest}; review it again"
+        )
+    expires = action.expires_at
+    if approving and expires is not None and datetime.now(UTC) > parse_timestamp(expires):
+        raise _RefusedError(f"approval of {where} expired at {expires}")
+
+
+def _has_token(request: Request, token: str) -> bool:
+    auth = request.headers.get("authorization", "")
+    bearer = auth[7:] if auth.lower().startswith("bearer ") else None
+    return same_secret(request.cookies.get(COOKIE), token) or same_secret(bearer, token)
+
+
+def _origin(request: Request) -> str:
+    return f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+def _required(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise HTTPException(400, f"the address needs ?{name}=")
+    return value
+
+
+def _number(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or len(value) > 12:
+        raise HTTPException(400, f"?{name}= must be a positive whole number")
+    return int(value)
+
+
+def _field(fields: dict[str, str], name: str, *, required: bool = True) -> Any:
+    value = fields.get(name, "")
+    if "\0" in value or len(value) > _MAX_FIELD:
+        raise HTTPException(400, f"the form field '{name}' is not acceptable text")
+    if not value.strip():
+        if required:
+            raise HTTPException(400, f"the form needs '{name}'")
+        return None
+    return value
+
+
+def _url(path: str, **params: Any) -> str:
+    """`path?params` with each value encoded (lists repeat the name); None values left out."""
+    pairs: list[tuple[str, Any]] = []
+    for name, value in params.items():
+        if value is None or value == "":
+            continue
+        if isinstance(value, list | tuple):
+            pairs += [(name, v) for v in value]
+        else:
+            pairs.append((name, value))
+    return f"{path}?{urlencode(pairs)}" if pairs else path

@@ -1,0 +1,206 @@
+"""`agentfsm report`: one self-contained HTML file for a design review.
+
+The file holds the table's diagram (inline SVG, clickable states), each state's moves, the
+transitions with their conditions and guards, the static check, and optionally recorded runs
+to step through: each step's move, event and the record after it, and where a log broke the
+lifecycle with what was allowed. Everything is inline (CSS, script, pictures); its
+Content-Security-Policy allows no request at all, so it opens from an email attachment and
+fetches nothing.
+
+The runs' data sits in `<script type="application/json">` blocks with `<`, `>` and `&`
+escaped, and the script puts text on the page with `textContent` only: a log's contents stay
+text.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable
+from importlib.resources import files
+from typing import Any
+
+import attrs
+from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
+
+from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory
+from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
+from agentfsm.events.codec import event_to_dict, parse_event
+from agentfsm.events.models import Event
+from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.ui._pages import table_page
+from agentfsm.ui._source import chosen_condition
+from agentfsm.ui._svg import diagram_svg
+from agentfsm.ui._words import pretty_json, stop_words
+
+__all__ = ["MAX_EVENTS", "MAX_RUNS", "render_report"]
+
+#: Runs a report shows at most (the first ones of the log); the rest are named.
+MAX_RUNS = 20
+#: Steps of a run a report carries the record for; later steps show their move only.
+MAX_EVENTS = 2000
+_ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
+
+
+@attrs.frozen
+class _RecordedRun:
+    run_id: str
+    steps: list[dict[str, Any]]
+    trajectory: Trajectory
+    words: str
+    refusal: Refusal | None
+    allowed: tuple[str, ...]
+
+
+def render_report(
+    table: TransitionTable = DEFAULT_TABLE,
+    log: Iterable[str | bytes] | None = None,
+    *,
+    run_ids: Iterable[str] = (),
+    title: str | None = None,
+) -> str:
+    """The review file's HTML.
+
+    Args:
+        table: the table to show (and the runs' table).
+        log: JSON Lines of recorded runs to step through (optional).
+        run_ids: only these runs of the log (default: every run, up to `MAX_RUNS`).
+        title: the page's title (default: the table's name).
+
+    Raises:
+        EventFormatError: not one line of `log` is an event.
+    """
+    runs, left_out, problems = (
+        _recorded(log, table, set(run_ids)) if log is not None else ([], [], [])
+    )
+    env = Environment(loader=PackageLoader("agentfsm.ui", "templates"), autoescape=True)
+    env.filters["json"] = pretty_json
+    static = files("agentfsm.ui") / "static"
+    style = (static / "app.css").read_text(encoding="utf-8") + (static / "report.css").read_text(
+        encoding="utf-8"
+    )
+    script = (static / "report.js").read_text(encoding="utf-8")
+    csp = (
+        "default-src 'none'; img-src data:; "
+        f"style-src {_hash(style)}; script-src {_hash(script)}; "
+        "form-action 'none'; base-uri 'none'"
+    )
+    return env.get_template("report.html").render(
+        title=title or f"Table {table.name}",
+        csp=csp,
+        style=Markup(style),  # noqa: S704 - our own file: CSS, no data in it
+        script=Markup(script),  # noqa: S704 - our own file
+        runs=[
+            {
+                "run": run,
+                "diagram": diagram_svg(table, run.trajectory),
+                "data": _embedded({"steps": run.steps}),
+            }
+            for run in runs
+        ],
+        left_out=left_out,
+        problems=problems,
+        **table_page(table),
+    )
+
+
+def _hash(text: str) -> str:
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
+    return f"'sha256-{digest}'"
+
+
+def _embedded(value: Any) -> Markup:
+    """JSON for a `<script type="application/json">` block: nothing in it can end the block
+    or start markup."""
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return Markup(text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))  # noqa: S704
+
+
+def _recorded(
+    log: Iterable[str | bytes], table: TransitionTable, wanted: set[str]
+) -> tuple[list[_RecordedRun], list[str], list[str]]:
+    """The log's runs (up to `MAX_RUNS`), the ids left out, and lines that name no run."""
+    events: dict[str, list[Event]] = {}
+    broken: dict[str, EventFormatError] = {}
+    problems: list[str] = []
+    any_event = False
+    first_problem: EventFormatError | None = None
+    for number, raw in enumerate(log, start=1):
+        if not raw.strip():
+            continue
+        try:
+            event = parse_event(raw, line=number, events=table.event_types)
+        except EventFormatError as exc:
+            first_problem = first_problem or exc
+            if exc.run_id is None:
+                problems.append(str(exc))
+            elif exc.run_id not in broken:
+                broken[exc.run_id] = exc
+                events.setdefault(exc.run_id, [])
+            continue
+        any_event = True
+        if event.run_id not in broken:
+            events.setdefault(event.run_id, []).append(event)
+    if not any_event and first_problem is not None:
+        raise first_problem
+    ids = [r for r in events if not wanted or r in wanted]
+    shown, left_out = ids[:MAX_RUNS], ids[MAX_RUNS:]
+    runs = [_walk(run_id, events[run_id], broken.get(run_id), table) for run_id in shown]
+    return runs, left_out, problems
+
+
+def _walk(
+    run_id: str, events: list[Event], bad_line: EventFormatError | None, table: TransitionTable
+) -> _RecordedRun:
+    reducer = Reducer(table)
+    record = reducer.initial(run_id)
+    steps: list[dict[str, Any]] = []
+    path: list[Step] = []
+    refusal: Refusal | None = None
+    for event in events:
+        before = record
+        try:
+            record = reducer.reduce(before, event)
+        except AgentFSMError as exc:
+            message = exc.reason if isinstance(exc, LifecycleError) else str(exc)
+            refusal = Refusal(before.status, message, event.sequence, event.type)
+            break
+        condition = chosen_condition(table, before, event)
+        path.append(Step(event.sequence, event.type, before.status, record.status, condition))
+        step: dict[str, Any] = {
+            "seq": event.sequence,
+            "type": event.type,
+            "from": before.status,
+            "to": record.status,
+            "condition": condition,
+            "at": event.occurred_at,
+            "fields": {k: v for k, v in event_to_dict(event).items() if k not in _ENVELOPE},
+        }
+        if len(steps) < MAX_EVENTS:
+            step["record"] = _trimmed(record.to_json(), record)
+        steps.append(step)
+    if refusal is None and bad_line is not None:
+        refusal = Refusal(record.status, str(bad_line), bad_line.sequence, None, bad_line.line)
+    error = f"{record.error.kind}: {record.error.message}" if record.error else None
+    trajectory = Trajectory(
+        run_id=run_id, initial=table.initial, steps=tuple(path), final_state=record.status,
+        terminal=table.is_terminal(record.status), stop_reason=record.stop_reason,
+        stop_detail=record.stop_detail, error=error, cancel_reason=record.cancel_reason,
+        pause_reason=record.pause_reason, refusal=refusal,
+    )  # fmt: skip
+    allowed = table.allowed(refusal.state) if refusal is not None else ()
+    return _RecordedRun(run_id, steps, trajectory, stop_words(record, table), refusal, allowed)
+
+
+def _trimmed(data: dict[str, Any], record: Any) -> dict[str, Any]:
+    keep = set(record.batch) | set(record.pending_approvals)
+    actions = data.get("actions", {})
+    if len(actions) > 20:  # a long run's ledger is big: keep what the step is about
+        data["actions"] = {k: v for k, v in actions.items() if k in keep}
+        data["actions_not_shown"] = len(actions) - len(data["actions"])
+    return data

@@ -1,0 +1,63 @@
+// agentfsm UI: the little script there is. Pages work without it; it adds live updates
+// (polling the server, which answers from the store's index) and clickable diagram states.
+// It never builds markup from data: text goes in with textContent, rows come pre-escaped
+// from the server.
+"use strict";
+(function () {
+  const body = document.body;
+  const every = parseFloat(body.dataset.poll || "0") * 1000;
+
+  function poll(fn) {
+    // A failed poll (server restarting, page leaving) is skipped; the next one tries again.
+    if (every > 0) { setInterval(() => { if (!document.hidden) fn().catch(() => {}); }, every); }
+  }
+  async function getJSON(url) {
+    const r = await fetch(url, { credentials: "same-origin", headers: { accept: "application/json" } });
+    if (!r.ok) throw new Error(String(r.status));
+    return r.json();
+  }
+
+  // Runs list: refresh the rows in place (server-rendered and escaped).
+  if (body.dataset.pollRows) {
+    const rows = document.getElementById("run-rows");
+    poll(async () => {
+      const r = await fetch(body.dataset.pollRows, { credentials: "same-origin" });
+      if (r.ok && rows) rows.innerHTML = await r.text();
+    });
+  }
+  // A run: say when it moved on (never reload under a reader's feet).
+  if (body.dataset.pollVersion) {
+    poll(async () => {
+      const now = await getJSON(body.dataset.pollVersion);
+      if (String(now.version) !== body.dataset.version) {
+        document.getElementById("run-changed").hidden = false;
+      }
+    });
+  }
+  // Approvals: say when the calls waiting changed.
+  if (body.dataset.pollInbox) {
+    poll(async () => {
+      const now = await getJSON(body.dataset.pollInbox);
+      const seen = body.dataset.inbox.split("|").filter(Boolean).sort().join("|");
+      if (now.calls.join("|") !== seen) document.getElementById("inbox-changed").hidden = false;
+    });
+  }
+  // Diagrams: a click on a state opens its description below.
+  document.querySelectorAll("svg.diagram g.node[data-state]").forEach((node) => {
+    node.addEventListener("click", () => {
+      const name = node.dataset.state;
+      const panel = Array.from(document.querySelectorAll("details.state")).find((d) => d.dataset.state === name);
+      document.querySelectorAll("svg.diagram g.node.picked").forEach((n) => n.classList.remove("picked"));
+      node.classList.add("picked");
+      if (panel) { panel.open = true; panel.scrollIntoView({ behavior: "smooth", block: "center" }); }
+    });
+  });
+  // Step-through: arrow keys follow the previous/next links.
+  document.addEventListener("keydown", (e) => {
+    if (e.target instanceof HTMLInputElement || e.target instanceof HTMLTextAreaElement) return;
+    const rel = e.key === "ArrowLeft" ? "◀ previous" : e.key === "ArrowRight" ? "next ▶" : null;
+    if (!rel) return;
+    const link = Array.from(document.querySelectorAll(".stepper a")).find((a) => a.textContent === rel);
+    if (link) link.click();
+  });
+})();

@@ -1,0 +1,160 @@
+"""The web UI at scale: the runs list over 100,000 runs, a run page of a 10,000-event run.
+
+    .venv/bin/python benchmarks/bench_ui.py [--runs 100000] [--events 10000] [--rounds 5]
+
+What is measured (medians over rounds, through Starlette's TestClient, so a figure is the
+whole request: routing, store reads, folds, Graphviz, template):
+
+- a runs-list page (50 runs) of a store holding `--runs` runs, first page and a page deep in
+  the index (`after=`), next to the bare index query `store.runs(limit=50)`; cold (records not
+  yet cached by the server) and warm (what a polling page costs while runs stand still);
+- a run page of a `--events`-event run, next to `store.load` of that run: the first view
+  (one fold of the log for its path, the diagram drawn by Graphviz) and a later page of its
+  timeline (served from the cached path), and one step of the step-through (`at=`).
+
+The store is built once in a temporary directory on /dev/shm when there is one (building
+100,000 runs with fsync per commit would measure the disk), with SQLite synchronous=NORMAL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from starlette.testclient import TestClient
+
+from agentfsm import LogBuilder, SQLiteEventStore
+from agentfsm.events.models import Event
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.ui import Source, UIConfig, create_app
+
+
+def short_run(run_id: str, i: int) -> list[Event]:
+    log = LogBuilder(run_id)
+    log.add("run.started", objective=f"task {i}", agent="bench")
+    log.add("model.started")
+    log.add("model.completed", decision="final", output=f"answer {i}",
+            usage={"input_tokens": 10, "output_tokens": 5, "cost": 0.001})  # fmt: skip
+    if i % 3:
+        log.add("run.completed")
+    return log.events
+
+
+def long_run(run_id: str, events: int) -> list[Event]:
+    log = LogBuilder(run_id)
+    log.add("run.started", objective="a long run", agent="bench")
+    i = 0
+    while len(log.events) < events - 5:
+        i += 1
+        log.add("model.started")
+        calls = [{"action_id": f"a{i}", "tool": "lookup", "arguments": {"n": i}}]
+        log.add("model.completed", decision="tool_calls", tool_calls=calls)
+        log.add("tool.requested", action_id=f"a{i}", tool="lookup", arguments={"n": i})
+        log.add("tool.started", action_id=f"a{i}")
+        log.add("tool.completed", action_id=f"a{i}", result={"n": i})
+    log.add("model.started")
+    log.add("model.completed", decision="final", output="done")
+    log.add("run.completed")
+    return log.events
+
+
+def build(path: Path, runs: int, events: int) -> None:
+    with SQLiteEventStore(path, synchronous="NORMAL") as store:
+        for i in range(runs):
+            run_id = f"run-{i:06d}"
+            store.append(run_id, short_run(run_id, i), 0)
+        big = long_run("long-run", events)
+        for start in range(0, len(big), 1000):
+            store.append("long-run", big[start : start + 1000], start)
+
+
+def median_ms(fn: Callable[[], object], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    shm = Path("/dev/shm")  # noqa: S108 - a private TemporaryDirectory is made inside it
+    base = shm if shm.is_dir() else None
+    with tempfile.TemporaryDirectory(dir=base) as tmp:
+        path = Path(tmp) / "ui.db"
+        started = time.perf_counter()
+        build(path, args.runs, args.events)
+        print(f"store: {args.runs:,} runs + one run of {args.events:,} events, "
+              f"built in {time.perf_counter() - started:.0f} s")  # fmt: skip
+
+        def opener(table: TransitionTable) -> EventStore:
+            return SQLiteEventStore(path, options=StoreOptions(reducer=Reducer(table)))
+
+        def fresh() -> TestClient:
+            """A server that has read no run yet (its templates compiled, its caches empty)."""
+            config = UIConfig(token="x" * 20, allowed_hosts=("testserver",))
+            app = create_app(Source(opener), config)
+            client = TestClient(app)
+            client.get("/?q=none")
+            client.get("/run?id=none")
+            return client
+
+        def cold(url: str) -> float:
+            times = []
+            for _ in range(rounds):
+                client = fresh()
+                start = time.perf_counter()
+                client.get(url)
+                times.append(time.perf_counter() - start)
+            return statistics.median(times) * 1000
+
+        rounds = args.rounds
+        store = SQLiteEventStore(path)
+        deep = f"run-{args.runs // 2:06d}"
+        query = median_ms(lambda: store.runs(limit=50), rounds * 4)
+        query_deep = median_ms(lambda: store.runs(limit=50, after=deep), rounds * 4)
+        load = median_ms(lambda: store.load("long-run"), rounds)
+        cold_first = cold("/")
+        client = fresh()
+        client.get("/")
+        warm = median_ms(lambda: client.get("/"), rounds * 4)
+        cold_deep = cold(f"/?after={deep}")
+        first_view = cold("/run?id=long-run")
+        client.get("/run?id=long-run")
+        later_page = median_ms(lambda: client.get("/run?id=long-run&page=37"), rounds)
+        step = median_ms(lambda: client.get("/run?id=long-run&at=5000"), rounds)
+        page_bytes = len(client.get("/run?id=long-run&page=37").content)
+
+        rows = [
+            ("runs list, page 1 (cold: 50 records read)", cold_first, query),
+            ("runs list, page 1 (warm: records cached)", warm, query),
+            (f"runs list, after {deep} (cold)", cold_deep, query_deep),
+            (f"run page, {args.events:,} events, first view", first_view, load),
+            ("run page, timeline page 37 (path cached)", later_page, load),
+            ("run page, step-through at=5000", step, load),
+        ]
+        print(f"{'what':<48} {'ms':>9} {'bare ms':>9} {'ratio':>7}")
+        for what, ms, bare in rows:
+            print(f"{what:<48} {ms:>9.1f} {bare:>9.2f} {ms / bare:>6.1f}x")
+        print("bare: store.runs(limit=50) for the runs list, store.load('long-run') for the run")
+        print(f"a timeline page of the long run is {page_bytes / 1024:.0f} KiB of HTML "
+              f"(100 events of {args.events:,})")  # fmt: skip
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The review file, `agentfsm report` / `diagram --format html`, `agentfsm ui --log`, and the
+server's start-up (bind address, warning, token line)."""
+
+from __future__ import annotations
+
+import html as html_text
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from agentfsm.cli import main
+from agentfsm.ui import LogSource, UIConfig, create_app, render_report
+from agentfsm.ui.report import _embedded
+from agentfsm.ui.server import allowed_hosts, is_loopback
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = EXAMPLES.parent
+
+
+def _broken_log(tmp_path: Path) -> Path:
+    """The cancel-order log with a `model.started` while the call waits for approval."""
+    lines = (EXAMPLES / "cancel_order_approval.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    bad = {"run_id": first["run_id"], "sequence": 5, "type": "model.started",
+           "occurred_at": "2026-09-01T10:00:05Z"}  # fmt: skip
+    path = tmp_path / "broken.jsonl"
+    path.write_text("\n".join([*lines[:4], json.dumps(bad)]) + "\n")
+    return path
+
+
+class TestReport:
+    def test_the_file_is_self_contained(self) -> None:
+        """No URL to fetch: no src=, no href= outside the page, a CSP that allows none."""
+        html = render_report()
+        assert re.findall(r'\s(?:src|href)="(?!#)[^"]*"', html) == []
+        csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html)
+        assert csp is not None
+        assert html_text.unescape(csp.group(1)).startswith("default-src 'none'; img-src data:;")
+        assert "<svg" in html
+        assert 'data-state="waiting_approval"' in html
+
+    def test_the_csp_hashes_match_the_inline_style_and_script(self) -> None:
+        """The browser runs the inline script only because its hash is in the policy."""
+        import base64
+        import hashlib
+
+        html = render_report()
+        for tag in ("style", "script"):
+            body = re.search(rf"<{tag}>(.*?)</{tag}>", html, re.DOTALL)
+            assert body is not None
+            digest = base64.b64encode(hashlib.sha256(body.group(1).encode()).digest()).decode()
+            assert f"'sha256-{digest}'" in html_text.unescape(html)
+
+    def test_recorded_runs_and_a_refusal_with_what_was_allowed(self, tmp_path: Path) -> None:
+        """A log's run is there to step through; the refused event is named with the
+        events its state allowed."""
+        html = render_report(log=_broken_log(tmp_path).read_text().splitlines())
+        assert "The log broke the lifecycle at sequence 5" in " ".join(html.split())
+        assert "Allowed in <code>waiting_approval</code>: <code>approval.accepted</code>" in html
+        assert 'class="run-data"' in html
+
+    def test_embedded_json_cannot_close_its_block(self) -> None:
+        """`</script>` in a log's text stays inside the JSON block."""
+        text = str(_embedded({"x": "</script><script>alert(1)</script>&"}))
+        assert not {"<", ">", "&"} & set(text)
+        assert json.loads(text) == {"x": "</script><script>alert(1)</script>&"}
+
+    def test_report_command_writes_the_file(self, tmp_path: Path) -> None:
+        """`agentfsm report LOG -o FILE` writes one HTML file."""
+        out = tmp_path / "review.html"
+        log = EXAMPLES / "cancel_order_approval.jsonl"
+        assert main(["report", str(log), "-o", str(out)]) == 0
+        assert out.read_text().startswith("<!doctype html>")
+
+    def test_diagram_format_html_is_the_report(self, tmp_path: Path) -> None:
+        """`agentfsm diagram --format html` writes the same kind of file."""
+        out = tmp_path / "table.html"
+        assert main(["diagram", "--format", "html", "-o", str(out)]) == 0
+        assert 'http-equiv="Content-Security-Policy"' in out.read_text()
+
+    def test_run_id_needs_a_log(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """--run-id without a log is a usage error, one line, exit 2."""
+        assert main(["report", "--run-id", "r1"]) == 2
+        assert capsys.readouterr().err == "agentfsm report: --run-id needs a log\n"
+
+
+class TestLogSource:
+    def test_a_refused_event_is_shown_where_it_broke(self, tmp_path: Path) -> None:
+        """`agentfsm ui --log`: the run is its log up to the refusal; the page says where
+        it broke and what was allowed."""
+        source = LogSource(_broken_log(tmp_path))
+        c = TestClient(create_app(source, UIConfig(token="t" * 20, read_only=True,
+                                                   allowed_hosts=("testserver",))))  # fmt: skip
+        run_id = next(iter(source.refusals))
+        page = c.get(f"/run?id={run_id}").text
+        assert "The log broke the lifecycle at sequence 5" in page
+        assert "<code>model.started</code> was refused" in page
+        assert "<code>approval.accepted</code>, <code>approval.rejected</code>" in page
+
+
+class TestServe:
+    def test_loopback_names(self) -> None:
+        """127.0.0.0/8, ::1 and localhost are this machine; others are not."""
+        assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "10.0.0.1")] == [
+            True, True, True, False, False,
+        ]  # fmt: skip
+        assert allowed_hosts("0.0.0.0") == ("*",)
+
+    def test_ui_serves_on_127_0_0_1_and_prints_the_sign_in_url(self, tmp_path: Path) -> None:
+        """Started on a free port, the server says where, with the token's URL, and answers."""
+        from tests.ui.conftest import make_runs
+
+        make_runs(tmp_path / "runs.db")
+        with subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", "ui", "--store", str(tmp_path / "runs.db"),
+             "--port", "0", "--token", "secret-token-for-test"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        ) as proc:  # fmt: skip
+            try:
+                assert proc.stdout is not None
+                first = proc.stdout.readline()
+                second = proc.stdout.readline()
+                match = re.match(r"agentfsm ui: serving .* at (http://127\.0\.0\.1:\d+/)\n", first)
+                assert match is not None, first
+                assert second == f"agentfsm ui: open {match.group(1)}login?token=secret-token-for-test to sign in (changes need it)\n"
+                import urllib.request
+
+                deadline = time.monotonic() + 10
+                while True:
+                    try:
+                        with urllib.request.urlopen(match.group(1)) as answer:
+                            assert answer.status == 200
+                            break
+                    except OSError:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.05)
+            finally:
+                proc.terminate()
+                proc.wait(10)
+
+    def test_another_address_warns(self, tmp_path: Path) -> None:
+        """Listening beyond this machine is said on stderr before anything is served."""
+        from tests.ui.conftest import make_runs
+
+        make_runs(tmp_path / "runs.db")
+        with subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", "ui", "--store", str(tmp_path / "runs.db"),
+             "--port", "0", "--host", "0.0.0.0", "--read-only"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        ) as proc:  # fmt: skip
+            try:
+                assert proc.stderr is not None
+                assert proc.stdout is not None
+                assert proc.stderr.readline().startswith(
+                    "agentfsm ui: warning: listening on 0.0.0.0, not only on this machine"
+                )
+                assert "(read-only)" in proc.stdout.readline()
+            finally:
+                proc.terminate()
+                proc.wait(10)
+
+    def test_a_missing_store_is_a_usage_error(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """No SQLite file there: one line, exit 2, nothing served."""
+        assert main(["ui", "--store", str(tmp_path / "none.db")]) == 2
+        assert "no SQLite store at" in capsys.readouterr().err
