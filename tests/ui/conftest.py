@@ -145,9 +145,13 @@ def _browser_unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium (Debian's), driven by Playwright; no browser is downloaded."""
+    """Headless Chromium (Debian's), driven by Playwright; no browser is downloaded.
+
+    Per module, not per session: Playwright's sync API keeps an event loop running in the
+    main thread while it is open, and every later test's `asyncio.run` would be refused.
+    """
     reason = _browser_unavailable()
     if reason is not None:
         if os.environ.get("CI") == "true":
