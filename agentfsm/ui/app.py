@@ -10,8 +10,9 @@ decision like any other event. Errors are pages with a sentence, never a traceba
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any
@@ -288,9 +289,20 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
             Route("/act/pause", mutation(pause), methods=["POST"]),
             Route("/act/unpause", mutation(unpause), methods=["POST"]),
         ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # The store handles the source opened (a PostgreSQL connection each) go with the
+        # app, for whoever serves it with a lifespan (`agentfsm ui` also closes them).
+        try:
+            yield
+        finally:
+            source.close()
+
     app = Starlette(
         debug=False,
         routes=routes,
+        lifespan=lifespan,
         middleware=[
             Middleware(_Headers),
             Middleware(TrustedHostMiddleware, allowed_hosts=list(config.allowed_hosts)),
