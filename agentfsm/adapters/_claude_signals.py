@@ -139,7 +139,12 @@ class Signals:
         if self._interrupting is None:
             self._interrupting = asyncio.ensure_future(self._interrupt_quietly())
 
+    async def _wake(self) -> None:
+        async with self._completed:
+            self._completed.notify_all()  # hooks waiting for an answer: the run stops
+
     async def _interrupt_quietly(self) -> None:
+        await self._wake()
         # The CLI may have ended the leg meanwhile; then there is nothing to interrupt.
         with contextlib.suppress(Exception):
             await self._interrupt()
@@ -169,8 +174,8 @@ class Signals:
 
     async def message(self, message: Any) -> None:
         """Hear one message of the SDK's stream (`receive_messages`)."""
-        if getattr(message, "parent_tool_use_id", None) is not None:
-            return  # a subagent's: not this run's model calls
+        if self.halted or getattr(message, "parent_tool_use_id", None) is not None:
+            return  # stopping (nothing more is recorded), or a subagent's message
         if isinstance(message, StreamEvent):
             await self._stream_event(message.event)
         elif isinstance(message, AssistantMessage):
@@ -195,7 +200,8 @@ class Signals:
                 int(usage.get("input_tokens") or 0),
                 int(usage.get("output_tokens") or 0),
             )
-            await self._append("StreamEvent message_start", [self.recorder.model_call()])
+            if not await self._append("StreamEvent message_start", [self.recorder.model_call()]):
+                self._answer = None  # refused: what the model says now is not kept
         elif kind == "message_delta" and self._answer is not None:
             usage = event.get("usage") or {}
             if usage.get("input_tokens"):
