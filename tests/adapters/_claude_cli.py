@@ -200,15 +200,15 @@ class ScriptedCLI(Transport):
         self._usage = [0, 0]
         self._turns = 0
         self._last_text = ""
-        self._send({"type": "system", "subtype": "init", "session_id": self.session_id,
-                    "cwd": str(self.sessions), "tools": sorted(self.tools), "mcp_servers": [],
-                    "model": MODEL, "permissionMode": "default", "apiKeySource": "none"})  # fmt: skip
         deferred = self._session.get("deferred")
-        if replay and deferred:
+        if replay and deferred:  # the CLI replays a deferred call before its `init`
             self._session["deferred"] = None
             ended = await self._uses([Use(deferred["id"], deferred["name"], deferred["input"])], {})
             if ended:
                 return
+        self._send({"type": "system", "subtype": "init", "session_id": self.session_id,
+                    "cwd": str(self.sessions), "tools": sorted(self.tools), "mcp_servers": [],
+                    "model": MODEL, "permissionMode": "default", "apiKeySource": "none"})  # fmt: skip
         while not self._interrupted:
             if not self.steps:
                 self._result("error_during_execution", is_error=True, stop_reason=None,
