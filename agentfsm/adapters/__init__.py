@@ -8,5 +8,6 @@ needed by the adapter that uses it:
 - `agentfsm.adapters.openai_agents` (`agentfsm[openai-agents]`): `AgentsRun`;
 - `agentfsm.adapters.langgraph` (`agentfsm[langgraph]`): `GraphRun`, `approval_request`;
 - `agentfsm.adapters.pydantic_ai` (`agentfsm[pydantic-ai]`): `AgentIterRun`;
+- `agentfsm.adapters.claude_agent_sdk` (`agentfsm[claude]`): `ClaudeRun`;
 - `agentfsm.adapters.otel` (`agentfsm[otel]`): `RunSpans`, `trace_run`.
 """

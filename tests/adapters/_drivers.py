@@ -226,11 +226,20 @@ def make_driver(name: str, workdir: Path) -> Driver:
         from tests.adapters._driver_pydantic_ai import PydanticAIDriver
 
         return PydanticAIDriver()
+    if name == "claude-agent-sdk":
+        from tests.adapters._driver_claude import ClaudeDriver
+
+        return ClaudeDriver(workdir)
     raise ValueError(f"no driver {name!r}")
 
 
 #: Every driver, with the SDK package it needs.
-DRIVERS = {"openai-agents": "agents", "langgraph": "langgraph", "pydantic-ai": "pydantic_ai"}
+DRIVERS = {
+    "openai-agents": "agents",
+    "langgraph": "langgraph",
+    "pydantic-ai": "pydantic_ai",
+    "claude-agent-sdk": "claude_agent_sdk",
+}
 
 
 def resume_in_new_process(

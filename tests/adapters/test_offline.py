@@ -20,7 +20,9 @@ def test_a_connection_attempt_raises() -> None:
     assert str(err.value) == "network access attempted: ('127.0.0.1', 9)"
 
 
-@pytest.mark.parametrize("module", ["agents", "langgraph", "pydantic_ai", "opentelemetry.sdk"])
+@pytest.mark.parametrize(
+    "module", ["agents", "langgraph", "pydantic_ai", "claude_agent_sdk", "opentelemetry.sdk"]
+)
 def test_under_ci_every_adapter_sdk_is_installed(module: str) -> None:
     """The adapter tests skip without their SDK; under CI=true a missing SDK fails instead."""
     if os.environ.get("CI") != "true":
@@ -30,7 +32,13 @@ def test_under_ci_every_adapter_sdk_is_installed(module: str) -> None:
 
 @pytest.mark.parametrize(
     ("adapter", "sdk"),
-    [("langgraph", "agents"), ("pydantic_ai", "agents"), ("pydantic_ai", "langgraph")],
+    [
+        ("langgraph", "agents"),
+        ("pydantic_ai", "agents"),
+        ("pydantic_ai", "langgraph"),
+        ("claude_agent_sdk", "agents"),
+        ("claude_agent_sdk", "pydantic_ai"),
+    ],
 )
 def test_an_adapter_does_not_import_another_adapters_sdk(adapter: str, sdk: str) -> None:
     """Each adapter needs only its own extra: importing it loads no other SDK."""

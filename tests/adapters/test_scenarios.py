@@ -652,6 +652,10 @@ def researching(*child_steps: Step, answer: str) -> AgentSpec:
 class TestSubagents:
     """A tool that asks another agent: the child is its own run, tied to its caller's."""
 
+    @pytest.fixture(autouse=True)
+    def _can_delegate(self, driver: Driver) -> None:
+        require(driver, "subagents")
+
     def test_a_subagent_draws_on_the_parents_budget(self, driver: Driver, tmp_path: Path) -> None:
         """Once the tree overspends, both are stopped (budget). 15 tokens a model call, 40 for
         the tree: the parent's call and two of the child's spend 45, so the child's second

@@ -1,0 +1,382 @@
+"""The Claude Agent SDK's signals of one run leg, turned into our events as they come.
+
+A leg is one connection of a `ClaudeSDKClient` (a run's start, or a resume). The CLI streams
+the model's answers (`StreamEvent`s, with `include_partial_messages=True`, and the
+`AssistantMessage`s built from them) and asks the SDK's callbacks over the control protocol
+(hooks, `can_use_tool`). `Signals` hears both, in the order the CLI sent them:
+
+- `message_start` of a main-thread answer: `model.started`;
+- its `message_stop`: `model.completed` with the answer's `ToolUseBlock`s as tool calls
+  (`ToolUseBlock.id` is the action id) and its usage (`message_start`'s input tokens,
+  `message_delta`'s output tokens); a final answer is recorded with the run's end, when the
+  `ResultMessage` gives the SDK's own cost;
+- hook `PreToolUse`: a call that needs approval and is undecided is `approval.requested` and
+  deferred (`permissionDecision: "defer"`: the CLI ends the leg keeping the call, and replays
+  it on a resume); a rejected one is denied (never runs); otherwise `tool.requested` +
+  `tool.started`. The CLI sends it while the answer still streams, so the hook waits for the
+  answer's `model.completed` first;
+- `can_use_tool`: the SDK's permission request, answered from our store's decision;
+- hooks `PostToolUse` / `PostToolUseFailure`: `tool.completed` / `tool.failed`.
+
+A guard's refusal or a cancel (`GuardStop` / `CancelStop`) is kept in `stop`, and the leg is
+interrupted (`ClaudeSDKClient.interrupt()`): every later call is denied, nothing more is
+recorded, and the adapter settles the run when the CLI's `ResultMessage` arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    StreamEvent,
+    TextBlock,
+    ToolPermissionContext,
+    ToolUseBlock,
+)
+
+from agentfsm.adapters._recorder import Recorder
+from agentfsm.adapters._sdk_errors import ApprovalMismatchError, CancelStop, GuardStop
+from agentfsm.adapters._storable import jsonable
+from agentfsm.errors import LifecycleError
+from agentfsm.events import models as m
+from agentfsm.names import ActionStatus, DecisionKind, RunStatus
+from agentfsm.record import call_digest
+from agentfsm.runtime.writer import approval_asked, call_started, declined
+
+__all__ = ["SDK", "Signals", "tool_result"]
+
+SDK = "claude-agent-sdk"
+
+#: Whether a call needs a person's approval: `needs(tool_name, tool_input)`.
+NeedsApproval = Callable[[str, dict[str, Any]], bool]
+#: The SDK's permission callback, as `ClaudeAgentOptions.can_use_tool` takes it.
+CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[Any]]
+
+#: How long a `PreToolUse` hook waits for the streamed answer holding its call to end.
+ANSWER_WAIT = 60.0
+
+
+def tool_result(response: Any) -> Any:
+    """A tool's response as our log keeps it: an SDK MCP tool's text blocks joined."""
+    if isinstance(response, dict) and "content" in response and len(response) <= 2:
+        response = response["content"]
+    if (
+        isinstance(response, list)
+        and response
+        and all(isinstance(b, dict) and b.get("type") == "text" for b in response)
+    ):
+        return "".join(str(b.get("text", "")) for b in response)
+    return jsonable(response)
+
+
+@dataclass
+class _Answer:
+    """One main-thread model answer as it streams."""
+
+    message_id: str
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    text: list[str] = field(default_factory=list)
+    calls: dict[str, ToolUseBlock] = field(default_factory=dict)
+
+
+class Signals:
+    """Turns one leg's SDK signals into our events (see the module docstring).
+
+    Args:
+        recorder: the run's recorder.
+        needs_approval: which calls wait for a person.
+        theirs: the application's own `can_use_tool`, asked after our decision allows a call.
+        interrupt: interrupts the SDK run (`ClaudeSDKClient.interrupt`).
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        needs_approval: NeedsApproval,
+        theirs: CanUseTool | None,
+        interrupt: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.recorder = recorder
+        self.needs_approval = needs_approval
+        self.theirs = theirs
+        self._interrupt = interrupt
+        self.stop: GuardStop | CancelStop | None = None
+        self.mismatch: ApprovalMismatchError | None = None
+        #: A move the table or the ledger refused (raised by the adapter after the leg).
+        self.error: LifecycleError | None = None
+        #: The last thing the model said or a tool returned (a stopped run's partial output).
+        self.last: Any = None
+        #: A final answer, recorded with the run's end (see `final_answer`).
+        self.final: _Answer | None = None
+        self._answer: _Answer | None = None
+        self._completed = asyncio.Condition()
+        self._interrupting: asyncio.Task[None] | None = None
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    @property
+    def halted(self) -> bool:
+        """Whether the leg is being stopped (a guard, a cancel, a changed call)."""
+        return self.stop is not None or self.mismatch is not None or self.error is not None
+
+    def stopped(self, stop: GuardStop | CancelStop) -> None:
+        """Keep the first stop and interrupt the SDK run (once)."""
+        if self.stop is None:
+            self.stop = stop
+        self.halt()
+
+    def halt(self) -> None:
+        """Interrupt the SDK run (once)."""
+        if self._interrupting is None:
+            self._interrupting = asyncio.ensure_future(self._interrupt_quietly())
+
+    async def _wake(self) -> None:
+        async with self._completed:
+            self._completed.notify_all()  # hooks waiting for an answer: the run stops
+
+    async def _interrupt_quietly(self) -> None:
+        await self._wake()
+        # The CLI may have ended the leg meanwhile; then there is nothing to interrupt.
+        with contextlib.suppress(Exception):
+            await self._interrupt()
+
+    async def settle(self) -> None:
+        """Wait for a requested interrupt to be sent."""
+        if self._interrupting is not None:
+            await asyncio.wait([self._interrupting])
+
+    async def _append(self, signal: str, specs: list[Any]) -> bool:
+        """Append, or keep the stop and interrupt; False when the run is stopping."""
+        if self.halted:
+            return False
+        try:
+            await self.recorder.aappend(signal, specs)
+        except (GuardStop, CancelStop) as stop:
+            self.stopped(stop)
+            return False
+        except LifecycleError as exc:
+            # Raised inside the SDK's callback, it would only reach the CLI: kept instead.
+            self.error = exc
+            self.halt()
+            return False
+        return True
+
+    # -- the message stream -----------------------------------------------------------------
+
+    async def message(self, message: Any) -> None:
+        """Hear one message of the SDK's stream (`receive_messages`)."""
+        if self.halted or getattr(message, "parent_tool_use_id", None) is not None:
+            return  # stopping (nothing more is recorded), or a subagent's message
+        if isinstance(message, StreamEvent):
+            await self._stream_event(message.event)
+        elif isinstance(message, AssistantMessage):
+            answer = self._answer
+            if answer is None:
+                return
+            answer.model = message.model or answer.model
+            for block in message.content:
+                if isinstance(block, TextBlock):
+                    answer.text.append(block.text)
+                elif isinstance(block, ToolUseBlock):
+                    answer.calls[block.id] = block
+
+    async def _stream_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            usage = message.get("usage") or {}
+            self._answer = _Answer(
+                str(message.get("id") or ""),
+                message.get("model"),
+                int(usage.get("input_tokens") or 0),
+                int(usage.get("output_tokens") or 0),
+            )
+            if not await self._append("StreamEvent message_start", [self.recorder.model_call()]):
+                self._answer = None  # refused: what the model says now is not kept
+        elif kind == "message_delta" and self._answer is not None:
+            usage = event.get("usage") or {}
+            if usage.get("input_tokens"):
+                self._answer.input_tokens = int(usage["input_tokens"])
+            self._answer.output_tokens = int(usage.get("output_tokens") or 0)
+        elif kind == "message_stop" and self._answer is not None:
+            answer, self._answer = self._answer, None
+            await self._answered(answer)
+
+    async def _answered(self, answer: _Answer) -> None:
+        text = "".join(answer.text)
+        if not answer.calls:
+            self.final = answer  # recorded with the run's end, which brings the SDK's cost
+            self.last = text
+            return
+        calls = [
+            {"action_id": b.id, "tool": b.name, "arguments": jsonable(b.input)}
+            for b in answer.calls.values()
+        ]
+        usage = self.recorder.usage(answer.input_tokens, answer.output_tokens, answer.model)
+        fields = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls, "usage": usage}
+        if text:
+            self.last = text
+        await self._append(
+            f"StreamEvent message_stop (message '{answer.message_id}')",
+            [(m.ModelCompleted, fields)],
+        )
+        async with self._completed:
+            self._completed.notify_all()
+
+    def final_answer(self, sdk_cost: float | None) -> list[Any]:
+        """`model.completed` of the final answer, with the SDK's cost of the run so far.
+
+        The CLI reports cost only with its `ResultMessage` (`total_cost_usd`, over the whole
+        session, resumes included): what our record does not hold yet is this answer's, so a
+        `max_cost` limit trips on the SDK's own number. With `pricing=`, ours is used instead.
+        """
+        answer = self.final
+        if answer is None or not self.recorder.record.model_call_open:
+            return []
+        usage = self.recorder.usage(answer.input_tokens, answer.output_tokens, answer.model)
+        if self.recorder.options.pricing is None and sdk_cost is not None:
+            usage["cost"] = max(0.0, sdk_cost - self.recorder.record.usage.cost)
+        output = "".join(answer.text)
+        return [
+            (m.ModelCompleted, {"decision": DecisionKind.FINAL, "output": output, "usage": usage})
+        ]
+
+    async def _proposed(self, tool_use_id: str) -> bool:
+        """Wait until the answer holding the call is recorded; False if the run stops first."""
+
+        def ready() -> bool:
+            return self.halted or tool_use_id in self.recorder.record.actions
+
+        async with self._completed:
+            try:
+                await asyncio.wait_for(self._completed.wait_for(ready), ANSWER_WAIT)
+            except TimeoutError:
+                return False
+        return not self.halted
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    async def pre_tool_use(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        """Hook `PreToolUse`: defer, deny or record the call before it runs."""
+        if tool_use_id is None or data.get("agent_id"):
+            return {}  # a subagent's call
+        name, arguments = str(data.get("tool_name")), jsonable(data.get("tool_input") or {})
+        if not await self._proposed(tool_use_id):
+            return _deny("the run was stopped")
+        action = self.recorder.record.actions[tool_use_id]
+        if action.arguments_digest not in (None, call_digest(name, arguments)):
+            # The SDK's call is not the one our log holds (a kept session changed): fail closed.
+            self.mismatch = ApprovalMismatchError(
+                run_id=self.recorder.run_id,
+                action_id=tool_use_id,
+                expected=action.arguments_digest,
+                actual=call_digest(name, arguments),
+            )
+            self.halt()  # `mismatch` says why; nothing more is recorded
+            return _deny("refused: the call is not the one approval was asked for")
+        if action.status == ActionStatus.REJECTED:
+            return _deny(action.reason or "rejected")
+        if action.status == ActionStatus.PROPOSED and self.needs_approval(name, arguments):
+            signal = f"hook PreToolUse (call '{tool_use_id}')"
+            if await self._append(signal, [approval_asked(tool_use_id, name, arguments)]):
+                return {
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "defer",
+                        "permissionDecisionReason": "waiting for approval",
+                    }
+                }
+            return _deny("the run was stopped")
+        if action.status == ActionStatus.APPROVAL_PENDING:
+            return _deny("waiting for approval")  # a resume replays it once it is decided
+        if action.status in (ActionStatus.PROPOSED, ActionStatus.APPROVED):
+            signal = f"hook PreToolUse (call '{tool_use_id}')"
+            if not await self._append(signal, call_started(tool_use_id, name, arguments)):
+                return _deny("the run was stopped")
+        return {}
+
+    async def can_use_tool(
+        self, name: str, arguments: dict[str, Any], context: ToolPermissionContext
+    ) -> Any:
+        """The SDK's permission request: answered from our store's decision on the call."""
+        aid = context.tool_use_id
+        if self.halted:
+            return PermissionResultDeny(message="the run was stopped", interrupt=True)
+        action = self.recorder.record.actions.get(aid) if aid else None
+        if context.agent_id or action is None:
+            return await self._theirs(name, arguments, context)
+        if action.status == ActionStatus.APPROVAL_PENDING:
+            # Approval needed, but the CLI would not defer the call (it defers a call only
+            # alone in its answer): refused, so it never runs without a decision.
+            reason = "a call waiting for approval must be asked for alone in its answer"
+            specs = [(m.ApprovalRejected, _rejected(aid or "", name, arguments, reason))]
+            await self._append(f"can_use_tool (call '{aid}')", specs)
+            return PermissionResultDeny(message=reason)
+        if action.status == ActionStatus.REJECTED:
+            return PermissionResultDeny(message=action.reason or "rejected")
+        return await self._theirs(name, arguments, context)
+
+    async def _theirs(
+        self, name: str, arguments: dict[str, Any], context: ToolPermissionContext
+    ) -> Any:
+        if self.theirs is None:
+            return PermissionResultAllow()
+        return await self.theirs(name, arguments, context)
+
+    async def post_tool_use(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        """Hook `PostToolUse`: `tool.completed` with the tool's response."""
+        if self._started(tool_use_id, data):
+            self.last = tool_result(data.get("tool_response"))
+            spec = (m.ToolCompleted, {"action_id": tool_use_id, "result": self.last})
+            await self._append(f"hook PostToolUse (call '{tool_use_id}')", [spec])
+        return {}
+
+    async def post_tool_use_failure(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        """Hook `PostToolUseFailure`: `tool.failed` with the error the model reads."""
+        if self._started(tool_use_id, data):
+            if data.get("is_interrupt"):
+                return {}  # cancelled while it ran: outcome unknown, settled with the run's end
+            error = {"kind": "tool_error", "message": str(data.get("error") or "")}
+            spec = (m.ToolFailed, {"action_id": tool_use_id, "error": error})
+            await self._append(f"hook PostToolUseFailure (call '{tool_use_id}')", [spec])
+        return {}
+
+    def _started(self, tool_use_id: str | None, data: Any) -> bool:
+        if tool_use_id is None or data.get("agent_id") or self.halted:
+            return False
+        action = self.recorder.record.actions.get(tool_use_id)
+        return action is not None and action.status == ActionStatus.STARTED
+
+    async def stop_hook(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        """Hook `Stop`: the model answered; a cancel asked for meanwhile stops the run here."""
+        if self.stop is None and data.get("agent_id") is None:
+            with contextlib.suppress(Exception):
+                info = await self.recorder.off_loop(
+                    self.recorder.store.run_info, self.recorder.run_id
+                )
+                if info.status == RunStatus.CANCEL_REQUESTED:
+                    self.stopped(CancelStop(self.recorder.record))
+        return {}
+
+
+def _deny(reason: str) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def _rejected(aid: str, name: str, arguments: Any, reason: str) -> dict[str, Any]:
+    return declined(aid, name, jsonable(arguments), SDK, reason)[1][1]  # type: ignore[index]

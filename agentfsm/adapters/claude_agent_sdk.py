@@ -1,0 +1,395 @@
+"""Run a Claude Agent SDK agent under our lifecycle: validated, guarded, stored, logged.
+
+`ClaudeRun(store, run_id, guards=[...]).run(prompt, options)` drives a `ClaudeSDKClient` with
+your `ClaudeAgentOptions`, to which it adds its hooks (before yours), its `can_use_tool`
+(which asks yours once our store allows a call) and `include_partial_messages=True`, and
+appends our events before the CLI goes on (see `_claude_signals` for each signal):
+
+- before the run: `run.started`;
+- an answer's `message_start` / `message_stop`: `model.started` / `model.completed` (its
+  `ToolUseBlock`s as tool calls, `ToolUseBlock.id` the action id; usage per answer);
+- hooks `PreToolUse`, `PostToolUse`, `PostToolUseFailure`: `tool.requested` +
+  `tool.started`, `tool.completed`, `tool.failed`; `Stop`: a cancel asked meanwhile stops;
+- the `ResultMessage`: the run's end — `run.completed` after the final answer's
+  `model.completed`, which carries the SDK's own cost (`total_cost_usd`, less what the record
+  already holds); `error_max_turns` and `error_max_budget_usd` are `run.terminated`
+  (`max_turns`, `budget`); another error result is `run.failed`.
+
+Approvals: a call `needs_approval` names (tool names as the SDK reports them, e.g.
+`mcp__shop__refund`, or a predicate) is `approval.requested` and deferred by our
+`PreToolUse` hook: the CLI ends the leg keeping the call in its session, and the run waits in
+`waiting_approval`. The session id and the deferred call are kept in our store (attachment
+`claude-agent-sdk/session`). Decide with `approve` / `reject` (or `agentfsm approve`) in any
+process; `resume(options)` checks the kept call against the ledger (tool_use id and arguments
+digest, else `ApprovalMismatchError`, nothing runs), resumes the SDK session, and answers the
+replayed call from the decision: an approved call runs, a rejected one is denied with the
+reason (it never runs; the model reads why). The replayed call is checked again when the CLI
+asks (`PreToolUse`, `can_use_tool`): a session changed meanwhile fails closed the same way.
+
+Guards and cancel: a refusal stops the SDK run with `ClaudeSDKClient.interrupt()`; the run is
+`run.terminated` with the verdict and the partial output. A cancel asked from another
+process (`agentfsm cancel`) is seen at the next signal, or by polling the store while a tool
+runs (`cancel_poll`), and interrupts the run likewise: `run.cancelled`. A call the interrupt
+cancelled while it ran is `tool.outcome_unknown`, never failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Collection
+from dataclasses import replace
+from typing import Any, Unpack
+
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    from claude_agent_sdk import (
+        ClaudeAgentOptions,
+        ClaudeSDKClient,
+        HookMatcher,
+        ResultMessage,
+        StreamEvent,
+    )
+    from claude_agent_sdk import Transport as _Transport
+except ImportError as exc:
+    raise missing_extra("ClaudeRun", "claude", exc) from exc
+
+from agentfsm.adapters._claude_signals import SDK, NeedsApproval, Signals
+from agentfsm.adapters._observed import ObservedRun, observed
+from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._sdk_errors import (
+    ApprovalMismatchError,
+    CancelStop,
+    GuardStop,
+    SavedStateError,
+    SignalIllegalTransitionError,
+)
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._storable import jsonable
+from agentfsm.adapters._subagents import approved_call, waiting_on
+from agentfsm.events import models as m
+from agentfsm.events.models import Limits
+from agentfsm.names import ActionStatus, DecisionKind, RunStatus
+from agentfsm.record import RunRecord
+
+__all__ = [
+    "ApprovalMismatchError",
+    "ClaudeRun",
+    "ObservedRun",
+    "Pricing",
+    "SavedStateError",
+    "SignalIllegalTransitionError",
+    "per_million_tokens",
+]
+
+#: The attachment our store keeps a paused run's SDK session under (JSON: `session_id`, the
+#: deferred call `deferred` {id, name, input}, and the SDK's cost so far `total_cost_usd`).
+STATE = "claude-agent-sdk/session"
+
+#: Hook events the adapter listens to, with the `Signals` method that hears each.
+_HOOKS = {
+    "PreToolUse": "pre_tool_use",
+    "PostToolUse": "post_tool_use",
+    "PostToolUseFailure": "post_tool_use_failure",
+    "Stop": "stop_hook",
+}
+
+
+def _needs(needs_approval: Collection[str] | NeedsApproval) -> NeedsApproval:
+    if callable(needs_approval):
+        return needs_approval
+    names = frozenset(needs_approval)
+    return lambda name, _arguments: name in names
+
+
+class ClaudeRun(SdkRun):
+    """One of our runs, driven by the Claude Agent SDK's client (see the module docstring).
+
+    Args:
+        store: any of our `EventStore`s.
+        run_id: our id for the run.
+        needs_approval: the calls that wait for a person: tool names as the SDK reports them
+            (`mcp__<server>__<tool>` for MCP tools, `Bash`, ...) or `fn(tool_name, input)`.
+        on_message: called (and awaited, if it returns an awaitable) with every message of
+            the SDK's stream; `StreamEvent`s only when your options ask for them.
+        cancel_poll: seconds between looks at the store for a cancel asked from another
+            process while the CLI works (a slow tool); the signals look at every step anyway.
+        guards, clock, logger, listeners, reserve_tokens, reserve_cost, pricing: as every
+            adapter takes them (see `SdkRun`); without `pricing` the cost is the SDK's own.
+    """
+
+    sdk = SDK
+
+    def __init__(
+        self,
+        store: Any,
+        run_id: str,
+        *,
+        needs_approval: Collection[str] | NeedsApproval = (),
+        on_message: Callable[[Any], Any] | None = None,
+        cancel_poll: float = 0.25,
+        **options: Unpack[RunOptions],
+    ) -> None:
+        self.needs_approval = _needs(needs_approval)
+        self.on_message = on_message
+        self.cancel_poll = cancel_poll
+        super().__init__(store, run_id, **options)
+
+    async def run(
+        self,
+        prompt: str,
+        options: ClaudeAgentOptions | None = None,
+        *,
+        limits: Limits | None = None,
+        agent: str | None = None,
+        transport: _Transport | Callable[[ClaudeAgentOptions], _Transport] | None = None,
+    ) -> ObservedRun:
+        """Start the run: `prompt` to a `ClaudeSDKClient(options)`, under our lifecycle.
+
+        Args:
+            prompt: the user's prompt (the run's `objective`).
+            options: your `ClaudeAgentOptions` (the adapter adds its hooks and callbacks).
+            limits: the run's own limits, recorded on `run.started` and enforced.
+            agent: the agent's name in our log (default: the options' `model`, if any).
+            transport: a `Transport` to use instead of the CLI subprocess (the SDK's own
+                `transport=` parameter), or `fn(options)` returning one: options that are
+                CLI flags (`resume` on a resume, `model`, ...) never reach a custom transport,
+                so one that plays the CLI may read them from the options it is built with.
+        """
+        options = options if options is not None else ClaudeAgentOptions()
+        recorder = self.recorder
+        name = agent if agent is not None else options.model
+        await recorder.off_loop(recorder.start, objective=prompt, agent=name, limits=limits)
+        return await self._drive(options, prompt, transport)
+
+    def run_sync(
+        self, prompt: str, options: ClaudeAgentOptions | None = None, **kw: Any
+    ) -> ObservedRun:
+        """`run` for code without an event loop (same arguments)."""
+        return asyncio.run(self.run(prompt, options, **kw))
+
+    def resume_sync(self, options: ClaudeAgentOptions | None = None, **kw: Any) -> ObservedRun:
+        """`resume` for code without an event loop (same arguments)."""
+        return asyncio.run(self.resume(options, **kw))
+
+    async def resume(
+        self,
+        options: ClaudeAgentOptions | None = None,
+        state: str | bytes | None = None,
+        *,
+        transport: _Transport | Callable[[ClaudeAgentOptions], _Transport] | None = None,
+    ) -> ObservedRun:
+        """Continue a run waiting for approval: resume its SDK session, deciding the call.
+
+        A run asked to cancel while it waited ends cancelled here and nothing runs; a run
+        that already ended is returned as it is (as `Runner.resume` does).
+
+        Args:
+            options: your `ClaudeAgentOptions`, as this process builds them (`resume` is set
+                to the kept session id).
+            state: the session JSON the pause returned (`.state`); by default the one our
+                store kept.
+            transport: as for `run`.
+
+        Raises:
+            ApprovalMismatchError: the kept call is not the call approval was asked for.
+            SavedStateError: no state is given and the store keeps none, the run went on
+                since it was saved, or it does not load.
+        """
+        recorder = self.recorder
+        record = await recorder.off_loop(recorder.load)
+        settled = await recorder.off_loop(self._settle_without_driving, record, STATE)
+        if settled is not None:
+            return settled
+        raw = state if state is not None else await recorder.off_loop(recorder.saved_state, STATE)
+        try:
+            kept = json.loads(raw)
+            session, deferred = str(kept["session_id"]), kept["deferred"]
+            call = (str(deferred["id"]), str(deferred["name"]), jsonable(deferred["input"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SavedStateError.unreadable(record.run_id, STATE, exc) from exc
+        approved_call([record], *call)  # the kept call must be the one asked about
+        waiting = await recorder.off_loop(waiting_on, recorder.store, record)
+        if waiting:
+            text = raw if isinstance(raw, str) else raw.decode()
+            return observed(recorder.store, record, state=text, pending_approvals=waiting)
+        options = options if options is not None else ClaudeAgentOptions()
+        return await self._drive(replace(options, resume=session), None, transport)
+
+    async def _drive(
+        self,
+        options: ClaudeAgentOptions,
+        prompt: str | None,
+        transport: _Transport | Callable[[ClaudeAgentOptions], _Transport] | None,
+    ) -> ObservedRun:
+        recorder = self.recorder
+        client: ClaudeSDKClient | None = None
+
+        async def interrupt() -> None:
+            if client is not None:
+                await client.interrupt()
+
+        signals = Signals(recorder, self.needs_approval, options.can_use_tool, interrupt)
+        ours = self._options(options, signals)
+        if callable(transport):
+            transport = transport(ours)
+        client = ClaudeSDKClient(ours, transport=transport)
+        streamed = options.include_partial_messages
+        result: ResultMessage | None = None
+        watcher = asyncio.ensure_future(self._watch_cancel(signals))
+        try:
+            await client.connect()
+            if prompt is not None:
+                await client.query(prompt)
+            async for message in client.receive_response():
+                await signals.message(message)
+                if isinstance(message, ResultMessage):
+                    result = message
+                if self.on_message is not None and (
+                    streamed or not isinstance(message, StreamEvent)
+                ):
+                    done = self.on_message(message)
+                    if asyncio.iscoroutine(done) or isinstance(done, asyncio.Future):
+                        await done
+        except BaseException as exc:
+            watcher.cancel()
+            await recorder.off_loop(recorder.failed, exc)
+            raise
+        finally:
+            watcher.cancel()
+            await signals.settle()
+            with contextlib.suppress(Exception):
+                await client.disconnect()
+        return await self._settle(signals, result)
+
+    def _options(self, options: ClaudeAgentOptions, signals: Signals) -> ClaudeAgentOptions:
+        """Your options with our hooks first, our `can_use_tool`, and the answers streamed."""
+        hooks: dict[Any, list[HookMatcher]] = {}
+        for event, method in _HOOKS.items():
+            hooks[event] = [HookMatcher(hooks=[getattr(signals, method)])]
+        for event, matchers in (options.hooks or {}).items():
+            hooks.setdefault(event, []).extend(matchers)
+        return replace(
+            options,
+            hooks=hooks,
+            can_use_tool=signals.can_use_tool,
+            include_partial_messages=True,
+        )
+
+    async def _watch_cancel(self, signals: Signals) -> None:
+        """Interrupt the SDK run once another process asks to cancel it (two-phase cancel)."""
+        recorder = self.recorder
+        while not signals.halted:
+            await asyncio.sleep(self.cancel_poll)
+            info = await asyncio.to_thread(recorder.store.run_info, recorder.run_id)
+            if info.status == RunStatus.CANCEL_REQUESTED and not signals.halted:
+                signals.stopped(CancelStop(recorder.record))
+
+    async def _settle(self, signals: Signals, result: ResultMessage | None) -> ObservedRun:
+        """Record how the leg ended, from the stop we asked for or the SDK's result."""
+        recorder = self.recorder
+        if signals.mismatch is not None:
+            raise signals.mismatch
+        if signals.error is not None:
+            await recorder.off_loop(recorder.failed, signals.error)
+            raise signals.error
+        if signals.stop is not None:
+            return await self._stopped(signals, signals.stop)
+        if result is None:
+            record = await recorder.off_loop(
+                recorder.fail, "no_result", "the SDK's stream ended without a result"
+            )
+            return observed(recorder.store, record, partial_output=signals.last)
+        if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
+            return await self._paused(signals, result)
+        try:
+            return await self._ended(signals, result)
+        except (GuardStop, CancelStop) as stop:
+            return await self._stopped(signals, stop)
+
+    async def _ended(self, signals: Signals, result: ResultMessage) -> ObservedRun:
+        recorder = self.recorder
+        specs = signals.final_answer(result.total_cost_usd)
+        signal = f"ResultMessage ({result.subtype})"
+        if result.subtype == "success" and not result.is_error:
+            specs.append((m.RunCompleted, {}))
+        elif result.subtype in ("error_max_turns", "error_max_budget_usd"):
+            reason = "max_turns" if result.subtype == "error_max_turns" else "budget"
+            detail = f"the SDK's {result.subtype} after {result.num_turns} turns"
+            end: Any = (m.RunTerminated, {"stop_reason": reason, "detail": detail})
+            specs += [*self._unknown("the SDK stopped the run"), end]
+        else:
+            message = "; ".join(result.errors or []) or result.result or result.subtype
+            end = (m.RunFailed, {"error": {"kind": result.subtype, "message": message}})
+            specs += [*self._unknown("the SDK run ended in an error"), end]
+        record = await recorder.aappend(signal, specs)
+        await recorder.off_loop(recorder.forget_state, STATE)
+        final = record.final_output if record.status == RunStatus.COMPLETED else None
+        return observed(
+            recorder.store,
+            record,
+            final_output=final,
+            partial_output=signals.last,
+            sdk_result=result,
+        )
+
+    def _unknown(self, reason: str) -> list[Any]:
+        """`tool.outcome_unknown` for the calls left running: nobody knows their effect."""
+        return [
+            (m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": reason})
+            for a in self.recorder.record.actions.values()
+            if a.status in (ActionStatus.REQUESTED, ActionStatus.STARTED)
+        ]
+
+    async def _stopped(self, signals: Signals, stop: GuardStop | CancelStop) -> ObservedRun:
+        recorder = self.recorder
+        if isinstance(stop, CancelStop):
+            record = await recorder.off_loop(self._cancel)
+        else:
+            unknown = self._unknown("interrupted when a guard stopped the run")
+            if unknown:
+                with contextlib.suppress(GuardStop, CancelStop):
+                    await recorder.aappend("interrupt", unknown)
+            record = await recorder.off_loop(recorder.terminate, stop)
+        await recorder.off_loop(recorder.forget_state, STATE)
+        partial = (
+            record.final_output if record.last_decision == DecisionKind.FINAL else signals.last
+        )
+        return observed(recorder.store, record, partial_output=partial)
+
+    def _cancel(self) -> RunRecord:
+        """`run.cancelled`, the cancel folded in first when it came by polling the store."""
+        recorder = self.recorder
+        if recorder.record.status != RunStatus.CANCEL_REQUESTED:
+            recorder.load()
+        return recorder.cancelled()
+
+    async def _paused(self, signals: Signals, result: ResultMessage) -> ObservedRun:
+        """The CLI deferred a call waiting for approval: keep the session, wait."""
+        recorder = self.recorder
+        deferred = result.deferred_tool_use
+        record = recorder.record
+        if deferred is None:
+            record = await recorder.off_loop(
+                recorder.fail, "no_deferred_call", "the SDK deferred no call"
+            )
+            return observed(recorder.store, record)
+        kept = {
+            "session_id": result.session_id,
+            "deferred": {"id": deferred.id, "name": deferred.name, "input": deferred.input},
+            "total_cost_usd": result.total_cost_usd,
+        }
+        data = json.dumps(kept, sort_keys=True)
+        record = await recorder.off_loop(recorder.waiting)
+        await recorder.off_loop(recorder.save_state, STATE, data.encode())
+        return observed(
+            recorder.store,
+            record,
+            sdk_result=result,
+            state=data,
+            partial_output=signals.last,
+            pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
+        )

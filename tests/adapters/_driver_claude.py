@@ -1,0 +1,91 @@
+"""The scenarios' driver for the Claude Agent SDK: `ClaudeSDKClient` over a scripted CLI.
+
+The SDK's own client, query and callbacks run; `ScriptedCLI` plays the CLI (the public
+`transport=` parameter), running the scenario's tools as the CLI runs its own tools, and
+keeping its sessions in the workdir, so a new process resumes them as the CLI would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from claude_agent_sdk import ClaudeAgentOptions
+from structlog.testing import capture_logs
+
+from agentfsm.adapters.claude_agent_sdk import ClaudeRun
+from agentfsm.events import Limits
+from agentfsm.stores.base import EventStore
+from tests.adapters._claude_cli import Answer, ScriptedCLI, Use
+from tests.adapters._common import run as drive
+from tests.adapters._drivers import AgentSpec, Say
+
+SUBAGENTS = "not built yet: the SDK's subagents (Agent tool) as child runs of their own"
+
+
+class ClaudeDriver:
+    """Builds the scripted CLI of a spec; the adapter drives the SDK's client over it."""
+
+    name = "claude-agent-sdk"
+    state_name = "claude-agent-sdk/session"
+    failed_kind = "tool_error"
+    approval_signal = "claude-agent-sdk hook PreToolUse (call 'call_r1')"
+    corrupt_state = (b"{not json", "it does not load: JSONDecodeError: Expecting property")
+    cannot: ClassVar[Mapping[str, str]] = {
+        "mixed_batch": "the CLI defers (pauses at) a call only when it is alone in its answer",
+        "subagents": SUBAGENTS,
+    }
+
+    def __init__(self, workdir: Path) -> None:
+        self.sessions = workdir / "claude-sessions"
+
+    def transport(self, spec: AgentSpec) -> Any:
+        """A function of the options giving the scripted CLI playing `spec`."""
+        steps = [
+            Answer(s.text) if isinstance(s, Say)
+            else Answer(uses=tuple(Use(c.call_id, c.tool, c.args) for c in s))
+            for s in spec.steps
+        ]  # fmt: skip
+        tools = {t.name: t.fn for t in spec.tools}
+        return lambda options: ScriptedCLI(options, steps, tools, self.sessions)
+
+    @staticmethod
+    def approvals(spec: AgentSpec) -> set[str]:
+        """The names of the spec's tools that need approval."""
+        return {t.name for t in spec.tools if t.needs_approval}
+
+    def run(self, store: EventStore, run_id: str, spec: AgentSpec, *, prompt: str = "weather?",
+            limits: Limits | None = None, **options: Any) -> Any:  # fmt: skip
+        """`ClaudeRun.run`."""
+        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec), **options)
+        return drive(
+            run.run(prompt, ClaudeAgentOptions(), limits=limits, agent=spec.name,
+                    transport=self.transport(spec))
+        )  # fmt: skip
+
+    def resume(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
+               **options: Any) -> Any:  # fmt: skip
+        """`ClaudeRun.resume`."""
+        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec), **options)
+        return drive(run.resume(ClaudeAgentOptions(), state, transport=self.transport(spec)))
+
+    def run_sync(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
+        """`ClaudeRun.run_sync`."""
+        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec))
+        with capture_logs():
+            return run.run_sync(prompt, ClaudeAgentOptions(), transport=self.transport(spec))
+
+    def resume_sync(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
+        """`ClaudeRun.resume_sync`."""
+        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec))
+        with capture_logs():
+            return run.resume_sync(ClaudeAgentOptions(), transport=self.transport(spec))
+
+    def state_text(self, paused: Any) -> str:
+        """The kept session JSON."""
+        return str(paused.state)
+
+    def state_from_text(self, text: str) -> Any:
+        """The session JSON, as `resume` takes it."""
+        return text

@@ -1,0 +1,207 @@
+"""Contract tests: `ClaudeRun` over the real `claude` CLI the SDK bundles, against a fake API.
+
+The CLI runs as the SDK starts it, talking to a fake Anthropic Messages API these tests serve
+on 127.0.0.1 (streamed server-sent events, scripted answers): approve, deny, interrupt (a
+cancel from elsewhere while a tool runs), a guard's stop, and a resume in a new process.
+Nothing leaves the machine: the CLI's base URL is loopback, its nonessential traffic is off,
+and any other address goes to a proxy that is not there. Without the CLI the tests skip;
+under `CI=true` they fail, since the dev extra installs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("claude_agent_sdk")
+
+from structlog.testing import capture_logs
+
+from agentfsm.adapters.claude_agent_sdk import ClaudeRun
+from agentfsm.guards import MaxTurns
+from agentfsm.runtime import approve, cancel, reject
+from agentfsm.stores import SQLiteEventStore
+from tests.adapters._claude_app import CALLS_FILE, options
+from tests.adapters._common import types, validates
+from tests.adapters._fake_anthropic import FakeAnthropic, Reply, ToolUse
+
+ROOT = Path(__file__).resolve().parents[2]
+REFUND = "mcp__shop__refund"
+SLOW = "mcp__shop__slow"
+
+
+def bundled_cli() -> Path | None:
+    """The `claude` binary in the SDK's platform wheel, if it is there."""
+    import claude_agent_sdk
+
+    path = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    return path if path.exists() else None
+
+
+@pytest.fixture(autouse=True)
+def _cli() -> None:
+    if bundled_cli() is None:
+        reason = "the claude-agent-sdk wheel without its bundled CLI (an sdist install)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true, so the real CLI's contract tests must run: {reason}")
+        pytest.skip(reason)
+
+
+def script(body: dict[str, Any]) -> Reply | None:
+    """The model: by the prompt, and by how many answers the conversation already holds."""
+    if not body.get("tools"):
+        return None  # a side request of the CLI's
+    messages = body.get("messages", [])
+    prompt = json.dumps(messages[0]) if messages else ""
+    step = sum(1 for m in messages if m["role"] == "assistant")
+    last = json.dumps(messages[-1]) if messages else ""
+    if "refund O-1" in prompt:
+        if step == 0:
+            return Reply(tools=(ToolUse("toolu_r1", REFUND, {"order_id": "O-1"}),))
+        return Reply(text="Refunded." if "refunded O-1" in last else "Not refunded.")
+    if "slowly" in prompt:
+        if step == 0:
+            return Reply(tools=(ToolUse("toolu_s1", SLOW, {"seconds": 30.0}),))
+        return Reply(text="never said")
+    if "twice" in prompt:
+        if step < 2:
+            return Reply(tools=(ToolUse(f"toolu_t{step}", SLOW, {"seconds": 0.0}),))
+        return Reply(text="never said")
+    return Reply(text="?")
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAnthropic]:
+    """The fake Messages API, serving `script` on 127.0.0.1."""
+    with FakeAnthropic(script) as server:
+        yield server
+
+
+@pytest.fixture
+def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file the tools log to (read by `ran`)."""
+    path = tmp_path / "calls.txt"
+    monkeypatch.setenv(CALLS_FILE, str(path))
+    return path
+
+
+def ran(calls: Path) -> list[str]:
+    """What the tools did, in order."""
+    return calls.read_text(encoding="utf-8").splitlines() if calls.exists() else []
+
+
+def drive(coro: Any) -> Any:
+    with capture_logs():
+        return asyncio.run(coro)
+
+
+def resume_elsewhere(db: Path, run_id: str, api: FakeAnthropic, config: Path, calls: Path) -> Any:
+    """Resume `run_id` in a new process (the store and the CLI's config dir are all it has)."""
+    argv = [str(db), run_id, api.url, str(config), str(calls)]
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.adapters._claude_app", *argv],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def pause(store: SQLiteEventStore, api: FakeAnthropic, config: Path) -> Any:
+    """Run r1 asks to refund O-1, which needs approval: it waits."""
+    run = ClaudeRun(store, "r1", needs_approval={REFUND})
+    paused = drive(run.run("refund O-1", options(api.url, config)))
+    assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("toolu_r1",))
+    return paused
+
+
+class TestRealCLI:
+    """The adapter's promises, kept with the SDK's real CLI."""
+
+    def test_an_approved_call_runs_when_a_new_process_resumes_the_session(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """The CLI defers the call; approve(); a new process resumes the CLI's session from
+        what our store kept, the replayed call runs, the model answers; the log validates."""
+        db, config = tmp_path / "runs.db", tmp_path / "claude"
+        store = SQLiteEventStore(db)
+        paused = pause(store, api, config)
+        kept = json.loads(paused.state)
+        assert kept["deferred"] == {"id": "toolu_r1", "name": REFUND, "input": {"order_id": "O-1"}}
+        assert ran(calls) == []
+        approve(store, "r1", "toolu_r1", approver="alice")
+        out = resume_elsewhere(db, "r1", api, config, calls)
+        assert out == {"status": "completed", "final_output": "Refunded."}
+        assert ran(calls) == ["refund O-1"]
+        assert types(store, "r1") == [
+            "run.started", "model.started", "model.completed", "approval.requested",
+            "approval.accepted", "tool.requested", "tool.started", "tool.completed",
+            "model.started", "model.completed", "run.completed",
+        ]  # fmt: skip
+        record = store.load("r1")
+        assert record.actions["toolu_r1"].result == "refunded O-1"
+        assert (record.usage.input_tokens, record.usage.output_tokens) == (20, 10)
+        assert record.usage.cost > 0  # the CLI's own total_cost_usd
+        assert store.attachment("r1", "claude-agent-sdk/session") is None
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_rejected_call_never_runs_and_the_model_reads_why(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """reject(); the resumed session denies the replayed call with the reason."""
+        db, config = tmp_path / "runs.db", tmp_path / "claude"
+        store = SQLiteEventStore(db)
+        pause(store, api, config)
+        reject(store, "r1", "toolu_r1", approver="bob", reason="over the limit")
+        out = resume_elsewhere(db, "r1", api, config, calls)
+        assert out == {"status": "completed", "final_output": "Not refunded."}
+        assert ran(calls) == []
+        assert "over the limit" in json.dumps(api.requests[-1]["messages"][-1])
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_cancel_from_elsewhere_interrupts_a_running_tool_whose_outcome_is_unknown(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """cancel() while a slow tool runs: the adapter interrupts the CLI, the tool is
+        cancelled, the call is outcome unknown (never failed), the run cancelled."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+
+        async def go() -> Any:
+            run = ClaudeRun(store, "r1", cancel_poll=0.05)
+            task = asyncio.ensure_future(run.run("look slowly", options(api.url, tmp_path)))
+            while "slow started" not in ran(calls):
+                await asyncio.sleep(0.05)
+            cancel(SQLiteEventStore(tmp_path / "runs.db"), "r1", reason="closed the tab")
+            return await asyncio.wait_for(task, 60)
+
+        done = drive(go())
+        assert (done.status, done.record.cancel_reason) == ("cancelled", "closed the tab")
+        assert done.record.actions["toolu_s1"].status == "unknown"
+        assert ran(calls) == ["slow started", "slow cancelled"]
+        assert types(store, "r1")[-3:] == [
+            "run.cancel_requested", "tool.outcome_unknown", "run.cancelled",
+        ]  # fmt: skip
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_guard_stops_the_cli_keeping_the_partial_output(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """MaxTurns(2): the third model call is refused; the CLI is interrupted; the run is
+        terminated with the last tool result as its partial output."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+        run = ClaudeRun(store, "r1", guards=[MaxTurns(2)])
+        done = drive(run.run("look twice", options(api.url, tmp_path)))
+        assert (done.status, done.stop_reason, done.record.stop_detail) == (
+            "terminated",
+            "max_turns",
+            "2 of 2 turns used",
+        )
+        assert done.partial_output == "slow done"
+        assert ran(calls) == ["slow started", "slow started"]
+        assert validates(store, "r1", tmp_path) == 0
