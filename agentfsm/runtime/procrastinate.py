@@ -82,7 +82,7 @@ __all__ = [
     "EngineSettings",
     "ProcrastinateEngine",
     "Waker",
-    "engine_of",
+    "pause_until",
 ]
 
 #: The task that drives a run; its jobs carry `lock` and `queueing_lock` = the run id.
@@ -508,16 +508,3 @@ class ProcrastinateEngine:
             return "moved on"  # un-paused already, or paused again since: not ours to undo
         unpause(store, run_id)  # the store's hook queues the advance
         return "resumed"
-
-
-def engine_of(conn: psycopg.Connection[Any], table_prefix: str = "agentfsm_") -> str | None:
-    """The engine recorded in the store's `meta` table (`procrastinate:<queue>`), or None."""
-    meta = f"{check_prefix(table_prefix)}meta"
-    try:
-        row = conn.execute(
-            f"SELECT value FROM {meta} WHERE key = %s",
-            (ENGINE_KEY,),
-        ).fetchone()
-    except psycopg.errors.UndefinedTable:
-        return None
-    return None if row is None else str(row[0])

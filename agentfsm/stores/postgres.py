@@ -136,6 +136,12 @@ class PostgresEventStore(EventStore):
         """Close the connection."""
         self._conn.close()
 
+    def meta(self, key: str) -> str | None:
+        """A value of the store's `meta` table (e.g. `engine`: what serves the database's
+        runs, recorded by that engine's `migrate()`), or None."""
+        row = self._query(self._sql.read_meta, (key,)).fetchone()
+        return None if row is None else str(row[0])
+
     def _query(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> psycopg.Cursor[Any]:
         try:
             return self._conn.execute(sql, args)

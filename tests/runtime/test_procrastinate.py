@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from agentfsm.cli import main
 from agentfsm.errors import ConcurrencyConflictError
 from agentfsm.events.models import Limits
 from agentfsm.runtime import approve, cancel, submit
@@ -28,7 +29,6 @@ from agentfsm.runtime.procrastinate import (
     ADVANCE,
     ProcrastinateEngine,
     _Fence,
-    engine_of,
     pause_until,
 )
 from agentfsm.stores.postgres import PostgresEventStore
@@ -121,8 +121,26 @@ class TestWakeUps:
 
     def test_the_database_names_its_engine(self, engine: ProcrastinateEngine, pq_dsn: str) -> None:
         """`migrate()` records the engine, so the command line can find it."""
-        with psycopg.connect(pq_dsn, autocommit=True) as conn:
-            assert engine_of(conn) == "procrastinate:agentfsm"
+        with PostgresEventStore(pq_dsn) as store:
+            assert store.meta("engine") == "procrastinate:agentfsm"
+
+
+    def test_the_command_line_queues_the_wake_up(
+        self, engine: ProcrastinateEngine, pq_dsn: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`agentfsm approve` on a database the engine serves queues the run's advance."""
+        with engine.store() as store:
+            submit(store, "r1", "approve")
+            _drain(engine)
+            action = store.load("r1").pending_approvals[0]
+        info = psycopg.conninfo.conninfo_to_dict(pq_dsn)
+        url = f"postgresql://postgres@{info['host']}:{info['port']}/{info['dbname']}"
+        assert main(["approve", "r1", action, "--approver", "ann", "--store", url]) == 0
+        capsys.readouterr()
+        assert [j[1:3] for j in _jobs(pq_dsn, "todo")] == [("r1", "todo")]
+        _drain(engine)
+        with engine.store() as store:
+            assert store.load("r1").status == "completed"
 
 
 class TestAdvance:
