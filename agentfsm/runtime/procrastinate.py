@@ -478,6 +478,9 @@ class ProcrastinateEngine:
         except BaseException:
             self._drop_thread_state()  # a broken connection must not serve the retry
             raise
+        if result.superseded:  # another attempt appended first: its run now
+            self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
+            return "superseded"
         self._rearm(conn, result)
         self.log.info("engine.advanced", run_id=run_id, job_id=job_id, status=result.status)
         return result.status

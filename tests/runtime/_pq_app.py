@@ -19,14 +19,19 @@ environment: `PQ_HEARTBEAT`, `PQ_STALLED`, `PQ_TOOL_DELAY`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import structlog
+from psycopg.conninfo import make_conninfo
 
 from agentfsm.runtime import (
     ALLOW,
@@ -141,9 +146,26 @@ def engine(dsn: str, queue: str, ledger: str) -> ProcrastinateEngine:
     return ProcrastinateEngine(dsn, runner_factory(ledger), settings=settings(queue))
 
 
+_databases = itertools.count()
+
+
+@contextmanager
+def fresh_database(admin_dsn: str) -> Iterator[str]:
+    """A new database on the server (Procrastinate's tables are not prefixed), dropped after."""
+    name = f"pq_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield make_conninfo(admin_dsn, dbname=name)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 def main(argv: list[str]) -> None:
     dsn, queue, ledger, name = argv
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    level = getattr(logging, os.environ.get("PQ_LOG", "ERROR"))
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
     logging.basicConfig(level=logging.CRITICAL)
     engine(dsn, queue, ledger).run_worker(name=name)
 

@@ -9,7 +9,6 @@ run again. The many-process and fault tests are in `test_procrastinate_processes
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from agentfsm.cli import main
 from agentfsm.errors import ConcurrencyConflictError
@@ -34,18 +32,12 @@ from agentfsm.runtime.procrastinate import (
 from agentfsm.stores.postgres import PostgresEventStore
 from tests.runtime import _pq_app
 
-_databases = itertools.count()
-
 
 @pytest.fixture
 def pq_dsn(postgres_dsn: str) -> Iterator[str]:
     """A fresh database on the session's server: Procrastinate's tables are not prefixed."""
-    name = f"pq_{next(_databases)}_{int(time.time() * 1000) % 100000}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield make_conninfo(postgres_dsn, dbname=name)
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with _pq_app.fresh_database(postgres_dsn) as dsn:
+        yield dsn
 
 
 @pytest.fixture
@@ -123,7 +115,6 @@ class TestWakeUps:
         """`migrate()` records the engine, so the command line can find it."""
         with PostgresEventStore(pq_dsn) as store:
             assert store.meta("engine") == "procrastinate:agentfsm"
-
 
     def test_the_command_line_queues_the_wake_up(
         self, engine: ProcrastinateEngine, pq_dsn: str, capsys: pytest.CaptureFixture[str]
