@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime clean
+.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime bench-engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,10 @@ bench-stores: $(STAMP)
 bench-runtime: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(PY) benchmarks/bench_runtime.py
+
+# Procrastinate jobs vs the lease Worker on one throwaway PostgreSQL: runs/s, wake-up, failover.
+bench-engine: $(STAMP)
+	$(PY) benchmarks/bench_engine.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
