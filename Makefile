@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime bench-ui clean
+.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime bench-ui bench-engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,10 @@ bench-runtime: $(STAMP)
 # The web UI: a runs-list page over 100,000 runs, a run page of a 10,000-event run.
 bench-ui: $(STAMP)
 	$(PY) benchmarks/bench_ui.py
+
+# Procrastinate jobs vs the lease Worker on one throwaway PostgreSQL: runs/s, wake-up, failover.
+bench-engine: $(STAMP)
+	$(PY) benchmarks/bench_engine.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

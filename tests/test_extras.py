@@ -21,6 +21,12 @@ CASES = [
         "PostgresLeases needs the 'postgres' extra: pip install 'agentfsm[postgres]'",
     ),
     (
+        "from agentfsm.runtime.procrastinate import ProcrastinateEngine",
+        "procrastinate",
+        "ProcrastinateEngine needs the 'procrastinate' extra: "
+        "pip install 'agentfsm[procrastinate]'",
+    ),
+    (
         "from agentfsm.adapters.openai_agents import AgentsRun",
         "agents",
         "AgentsRun needs the 'openai-agents' extra: pip install 'agentfsm[openai-agents]'",

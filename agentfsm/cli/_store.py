@@ -14,11 +14,12 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, UsageError, load_table, registered_table
-from agentfsm.errors import CorruptLogError, RunNotFoundError
+from agentfsm.errors import CorruptLogError, RunNotFoundError, StoreError
 from agentfsm.events.models import RunMigrated, RunStarted, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import known_tables
@@ -169,7 +170,35 @@ def _postgres_driver(command: str) -> type[Exception]:
 def _postgres(spec: str, options: StoreOptions | None) -> EventStore:
     from agentfsm.stores.postgres import PostgresEventStore
 
-    return PostgresEventStore(spec, options=options)
+    store = PostgresEventStore(spec, options=options)
+    try:
+        _wake_engine(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _wake_engine(store: Any) -> None:
+    """Give the store the hook of the engine its database records (`meta` key `engine`), so
+    a steering command queues the wake-up its append causes, in the same transaction."""
+    try:
+        engine = store.meta("engine")
+    except StoreError:
+        return  # no tables yet: the command reports what it finds
+    if engine is None:
+        return
+    kind, _, queue = engine.partition(":")
+    if kind != "procrastinate":
+        raise UsageError(f"{PROG}: the store's runs are driven by an unknown engine '{engine}'")
+    try:
+        from agentfsm.runtime.procrastinate import Waker
+    except ImportError:
+        raise UsageError(
+            f"{PROG}: the store's runs are driven by Procrastinate, so steering them needs "
+            "`pip install 'agentfsm[procrastinate]'`"
+        ) from None
+    Waker(queue).install(store)
 
 
 def _sqlite(spec: str, command: str, options: StoreOptions | None) -> SQLiteEventStore:

@@ -196,17 +196,17 @@ class Driver:
         tree = new_tree(record) if self._subagent_tools else None
         return (yield from self._drive(self._writer(record, tree)))
 
-    def _resume(self, run_id: str, beat: bool = False) -> Steps[RunResult]:
-        """Load a run, put its budget tree back, un-pause it, and drive it."""
+    def _resume(self, run_id: str, beat: bool = False, unpause: bool = True) -> Steps[RunResult]:
+        """Load a run, put its budget tree back, un-pause it (unless not to), and drive it."""
         record: RunRecord = yield Load(run_id, required=True)
         tree = None
         if self._subagent_tools:
             is_sub = self._subagent_tools.__contains__
             tree = yield from rebuild_steps(record, new_tree(record), is_sub)
-        return (yield from self._proceed(self._writer(record, tree), beat))
+        return (yield from self._proceed(self._writer(record, tree), beat, unpause))
 
-    def _proceed(self, writer: Any, beat: bool = False) -> Steps[RunResult]:
-        if self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
+    def _proceed(self, writer: Any, beat: bool = False, unpause: bool = True) -> Steps[RunResult]:
+        if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
             _appended((yield Append(writer, [(m.RunResumed, {})])))
         return (yield from self._drive(writer, beat))
 

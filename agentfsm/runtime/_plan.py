@@ -18,6 +18,7 @@ from typing import Any, Literal
 import attrs
 
 from agentfsm.events import models as m
+from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import AnyOf, Guard
 from agentfsm.guards.limits import Budget, MaxTurns
@@ -34,6 +35,9 @@ from agentfsm.runtime.tools import Tool
 from agentfsm.runtime.writer import Spec
 
 A = ActionStatus
+
+#: Who rejects an approval that expired before a person decided (`Planner.overdue`).
+EXPIRY_APPROVER = "expiry"
 
 #: action ids for calls the model gave none (or a used one) for: (record, index) -> id.
 ActionIds = Callable[[RunRecord, int], str]
@@ -164,7 +168,8 @@ class Planner:
         # By the kinds the table declares, never by the default table's names: a state of
         # a user's own (a ticket escalated to a person) stops the Runner like one of ours.
         if table.stops_driving(status):
-            return Finish()
+            overdue = self.overdue(record, now)
+            return Append(overdue) if overdue else Finish()
         if table.settles_cancel(status):
             return Append(self.settle_cancel(record))
         overspent = self.reducer.guards.overspent(record)
@@ -204,6 +209,41 @@ class Planner:
         return Turn(agent, reopen=False, wrap_up=self._wrap_up(record, record.turn + 1))
 
     # -- pieces -------------------------------------------------------------------------
+
+    def overdue(self, record: RunRecord, now: datetime) -> tuple[Spec, ...]:
+        """What a waiting or paused run's clock settles by itself once its time has come.
+
+        A run that waits for a person or is paused gets no append that would trip a guard,
+        so its deadline and its approvals' expiries are settled here when it is next driven
+        (a timer wakes it, `agentfsm.runtime.wakeups`): past the deadline it is
+        `run.terminated` (`deadline`); an approval past its `expires_at` is rejected by
+        `expiry` (the table's way on, as a person's rejection would be). Nothing for a
+        terminal run, or where the table allows neither.
+        """
+        table = self.reducer.table
+        if record.status in table.terminal_states:
+            return ()
+        allowed = table.allowed(record.status)
+        left = self.reducer.guards.remaining(record, now)
+        if left is not None and left <= 0 and "run.terminated" in allowed:
+            detail = f"the deadline passed while the run was '{record.status}'"
+            return ((m.RunTerminated, {"stop_reason": StopReason.DEADLINE, "detail": detail}),)
+        if "approval.rejected" not in allowed:
+            return ()
+        return tuple(
+            (
+                m.ApprovalRejected,
+                {
+                    "action_id": aid,
+                    "approver": EXPIRY_APPROVER,
+                    "reason": f"its approval expired at {action.expires_at}",
+                    "arguments_digest": action.arguments_digest,
+                },
+            )
+            for aid in record.pending_approvals
+            if (action := record.actions[aid]).expires_at is not None
+            and now > parse_timestamp(action.expires_at)
+        )
 
     def _wrap_up(self, record: RunRecord, turn: int) -> bool:
         if not self.config.wrap_up_turn:

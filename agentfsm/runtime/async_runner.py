@@ -120,9 +120,11 @@ class AsyncRunner(Driver):
         """Start a new run and drive it until it ends or waits (see `Runner.run`)."""
         return await self._run(self._run_new(run_id, objective, agent, limits))
 
-    async def resume(self, run_id: str, *, heartbeat: Heartbeat | None = None) -> RunResult:
+    async def resume(
+        self, run_id: str, *, heartbeat: Heartbeat | None = None, unpause: bool = True
+    ) -> RunResult:
         """Continue a run from the store (see `Runner.resume`)."""
-        return await self._run(self._resume(run_id, heartbeat is not None), heartbeat)
+        return await self._run(self._resume(run_id, heartbeat is not None, unpause), heartbeat)
 
     # -- the shell: what the core's effects are, done with awaits ----------------------------
 

@@ -149,7 +149,11 @@ class Runner(Driver):
         return self._run(self._run_new(run_id, objective, agent, limits))
 
     def resume(
-        self, run_id: str, *, heartbeat: Callable[[RunRecord], None] | None = None
+        self,
+        run_id: str,
+        *,
+        heartbeat: Callable[[RunRecord], None] | None = None,
+        unpause: bool = True,
     ) -> RunResult:
         """Continue a run from the store: after a crash, an approval, a pause, or a cancel.
 
@@ -160,11 +164,14 @@ class Runner(Driver):
             run_id: the run.
             heartbeat: called before every step (a `Worker` renews its lease there; raise
                 to stop driving).
+            unpause: resume a paused run (`run.resumed`) first; with False a paused run
+                stays paused and only what is overdue is settled (a wake-up job uses it:
+                a timer or a late job must not undo a person's pause).
 
         Raises:
             RunNotFoundError: the store has no such run.
         """
-        return self._run(self._resume(run_id, heartbeat is not None), heartbeat)
+        return self._run(self._resume(run_id, heartbeat is not None, unpause), heartbeat)
 
     # -- the shell: what the core's effects are, done with direct calls ------------------
 

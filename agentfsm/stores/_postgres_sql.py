@@ -52,6 +52,7 @@ class Sql:
             f"WHERE {meta}.value <> EXCLUDED.value",
         ]
         self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
+        self.read_meta = f"SELECT value FROM {meta} WHERE key = %s"
         tail = (
             f"snap AS (INSERT INTO {snaps} (run_id, sequence, event_hash, data, digest) "
             "SELECT run_id, %(snap_sequence)s::bigint, %(snap_hash)s::text, "

@@ -16,11 +16,19 @@ neither reads other runs' events, however many millions there are.
 
 Call `migrate()` once (it is idempotent and takes an advisory lock, so several workers may
 call it at start-up).
+
+`after_append`: a callable the store calls inside the append's transaction, on the same
+connection, once the rows are written (the record after the batch and the batch's event
+types); what it writes commits or rolls back with the events. A job queue in the same
+database uses it to enqueue the wake-up an append causes, so no append that makes a run
+runnable is ever left without one (`agentfsm.runtime.procrastinate`). The store knows
+nothing of what the hook does; with a hook an append is a short transaction of a few
+round trips instead of one autocommit statement.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from agentfsm._extras import missing_extra
@@ -71,7 +79,14 @@ from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
-__all__ = ["AsyncPostgresEventStore", "PostgresEventStore"]
+__all__ = ["AfterAppend", "AsyncAfterAppend", "AsyncPostgresEventStore", "PostgresEventStore"]
+
+#: Called in an append's transaction: (connection, record after the batch, event types).
+AfterAppend = Callable[["psycopg.Connection[Any]", RunRecord, tuple[str, ...]], None]
+#: `AfterAppend` for `AsyncPostgresEventStore`.
+AsyncAfterAppend = Callable[
+    ["psycopg.AsyncConnection[Any]", RunRecord, tuple[str, ...]], Awaitable[None]
+]
 
 
 class PostgresEventStore(EventStore):
@@ -82,6 +97,7 @@ class PostgresEventStore(EventStore):
         options: reducer, snapshot interval and cache size.
         table_prefix: prefix of the table names.
         migrate: create the schema now (idempotent).
+        after_append: called in each append's transaction (see the module docstring).
     """
 
     def __init__(
@@ -91,9 +107,11 @@ class PostgresEventStore(EventStore):
         options: StoreOptions | None = None,
         table_prefix: str = "agentfsm_",
         migrate: bool = False,
+        after_append: AfterAppend | None = None,
     ) -> None:
         super().__init__(options)
         self._sql = Sql(table_prefix)
+        self.after_append = after_append
         self._conn = psycopg.connect(conninfo, autocommit=True)
         if migrate:
             try:
@@ -117,6 +135,12 @@ class PostgresEventStore(EventStore):
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+    def meta(self, key: str) -> str | None:
+        """A value of the store's `meta` table (e.g. `engine`: what serves the database's
+        runs, recorded by that engine's `migrate()`), or None."""
+        row = self._query(self._sql.read_meta, (key,)).fetchone()
+        return None if row is None else str(row[0])
 
     def _query(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> psycopg.Cursor[Any]:
         try:
@@ -143,8 +167,15 @@ class PostgresEventStore(EventStore):
 
     def _write(self, prepared: PreparedAppend) -> None:
         sql, params = self._sql.write(prepared)
+        hook = self.after_append
         try:
-            written = self._query(sql, params).rowcount
+            if hook is None:
+                written = self._query(sql, params).rowcount
+            else:
+                with self._conn.transaction():
+                    written = self._query(sql, params).rowcount
+                    if written == len(prepared.rows):
+                        hook(self._conn, prepared.record, tuple(r.type for r in prepared.rows))
         except pg_errors.UniqueViolation:
             written = 0
         if written != len(prepared.rows):
@@ -181,6 +212,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         conn: an autocommit `psycopg.AsyncConnection`; the store owns it from now on.
         options: reducer, snapshot interval and cache size.
         table_prefix: prefix of the table names.
+        after_append: awaited in each append's transaction (see the module docstring).
     """
 
     def __init__(
@@ -189,10 +221,12 @@ class AsyncPostgresEventStore(AsyncEventStore):
         *,
         options: StoreOptions | None = None,
         table_prefix: str = "agentfsm_",
+        after_append: AsyncAfterAppend | None = None,
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the connection must be in autocommit mode (autocommit=True)")
         self.options = options if options is not None else StoreOptions()
+        self.after_append = after_append
         self._conn = conn
         self._sql = Sql(table_prefix)
         self._cache = HeadCache(self.options.cache_size)
@@ -205,10 +239,11 @@ class AsyncPostgresEventStore(AsyncEventStore):
         options: StoreOptions | None = None,
         table_prefix: str = "agentfsm_",
         migrate: bool = False,
+        after_append: AsyncAfterAppend | None = None,
     ) -> AsyncPostgresEventStore:
         """Open a connection and a store on it (and create the schema if `migrate`)."""
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
-        store = cls(conn, options=options, table_prefix=table_prefix)
+        store = cls(conn, options=options, table_prefix=table_prefix, after_append=after_append)
         if migrate:
             try:
                 await store.migrate()
@@ -318,10 +353,17 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 raise conflict(run_id, expected_version, actual) from None
             raise
         sql, params = self._sql.write(prepared)
+        hook = self.after_append
         try:
             try:
-                cur = await self._conn.execute(sql, params)
-                written = cur.rowcount
+                if hook is None:
+                    written = (await self._conn.execute(sql, params)).rowcount
+                else:
+                    async with self._conn.transaction():
+                        written = (await self._conn.execute(sql, params)).rowcount
+                        if written == len(batch):
+                            types = tuple(r.type for r in prepared.rows)
+                            await hook(self._conn, prepared.record, types)
             except pg_errors.UniqueViolation:
                 written = 0
             except pg_errors.UndefinedTable as exc:

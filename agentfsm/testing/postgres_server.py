@@ -118,13 +118,22 @@ def _run(run_as: Sequence[str], binary: Path, *args: object, start: bool = False
         )
 
 
-def start_postgres(*, bindir: Path | None = None, durable: bool = False) -> PostgresServer:
+def start_postgres(
+    *,
+    bindir: Path | None = None,
+    durable: bool = False,
+    listen: Sequence[str] = (),
+    trust: Sequence[str] = (),
+) -> PostgresServer:
     """Create and start a throwaway server.
 
     Args:
         bindir: the server binaries (found with `find_postgres_bindir` when None).
         durable: keep PostgreSQL's default durability (fsync on every commit), for
             benchmarks; tests leave it off.
+        listen: addresses to listen on besides 127.0.0.1 (addresses of this machine, e.g.
+            a veth end a test put a worker's network namespace behind).
+        trust: networks (CIDR) whose clients connect without a password, besides localhost.
 
     Raises:
         RuntimeError: no binaries, no `postgres` user while running as root, or the
@@ -159,10 +168,15 @@ def start_postgres(*, bindir: Path | None = None, durable: bool = False) -> Post
             "UTF8",
             "--locale=C.UTF-8",
         )
+        if trust:
+            hba = root / "data" / "pg_hba.conf"
+            lines = "".join(f"host all all {net} trust\n" for net in trust)
+            hba.write_text(hba.read_text() + lines)
         last: RuntimeError | None = None
         for _ in range(3):  # the free port can be taken between choosing and binding it
             port = _free_port()
-            options = ["-p", str(port), "-c", "listen_addresses=127.0.0.1", "-k", str(root)]
+            addresses = ",".join(("127.0.0.1", *listen))
+            options = ["-p", str(port), "-c", f"listen_addresses={addresses}", "-k", str(root)]
             if not durable:
                 options.extend(_FAST)
             try:
@@ -190,10 +204,14 @@ def start_postgres(*, bindir: Path | None = None, durable: bool = False) -> Post
 
 @contextmanager
 def postgres_server(
-    *, bindir: Path | None = None, durable: bool = False
+    *,
+    bindir: Path | None = None,
+    durable: bool = False,
+    listen: Sequence[str] = (),
+    trust: Sequence[str] = (),
 ) -> Iterator[PostgresServer]:
     """`start_postgres` as a context manager: the server is stopped and deleted on exit."""
-    server = start_postgres(bindir=bindir, durable=durable)
+    server = start_postgres(bindir=bindir, durable=durable, listen=listen, trust=trust)
     try:
         yield server
     finally:

@@ -1,0 +1,513 @@
+"""Runs advance as Procrastinate jobs on PostgreSQL: many workers on many machines.
+
+Needs the `procrastinate` extra: `pip install 'agentfsm[procrastinate]'`. Procrastinate keeps
+its jobs as rows in the PostgreSQL the store already uses, so there is no second server and
+a wake-up commits in the same transaction as the append that causes it.
+
+The model:
+
+- **One task, "advance run R"** (`agentfsm.advance`): load the run and drive it with the
+  Runner until it ends, waits for a person, is paused, or its parent waits on a subagent.
+  Every job of a run carries `lock=R` (one advance of a run at a time, in the order they
+  were queued) and `queueing_lock=R` (a second wake-up while one waits to start is that
+  one). Delivery is at least once, and that is safe: appends carry `expected_version` and
+  tools their idempotency key, so a late or duplicate job finds the run moved on (or
+  waiting) and ends quietly after one load. A job never undoes a pause (`unpause=False`).
+- **No lost wake-ups.** `Waker.hook(table)` is the PostgreSQL store's `after_append`: in the
+  append's transaction, on its connection, it defers what `agentfsm.runtime.wakeups` says
+  the batch calls for (a steering verb's event that leaves the run runnable, a subagent
+  run's decision, a deadline or an approval's expiry). Use `engine.store()` (or
+  `Waker.store(...)`) wherever runs are steered: the API, `agentfsm approve` and the UI
+  alike (the command line finds the engine recorded in the database by `migrate()`).
+- **Timers** are scheduled jobs of their own (`agentfsm.timer`), with no lock: a scheduled
+  job holding the run's lock would hold back every later job of the run until its time
+  (Procrastinate runs a lock's jobs in id order). When due it queues the run's advance
+  (kind `wake`), or un-pauses the pause it was set with (kind `resume`, `pause_until`).
+  An advance that leaves a run waiting re-arms its next due time, so a timer that fired
+  early (clock skew) or was never set (a run created without the hook) is set again.
+- **Failover.** Workers write a heartbeat every `heartbeat` seconds; every worker runs a
+  recovery pass every `recover_every` seconds that closes (as `failed`) the jobs `doing`
+  on a worker silent for `stalled_after` seconds and queues a fresh copy of each, in one
+  transaction (`FOR UPDATE SKIP LOCKED`, so recoverers never act twice). A fresh job and
+  not `retry_job`: the dead attempt keeps its id, so it is fenced — a driving job checks
+  every `fence_every` seconds that its own job is still `doing` and stops (`superseded`)
+  if not, and its late `finish` cannot end the new attempt. The run resumes from its log:
+  calls left in flight are re-run only if safe, else `tool.outcome_unknown`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from agentfsm._extras import missing_extra
+
+# The extra's packages first, so a missing one is reported by the extra's name.
+try:
+    import procrastinate
+    import psycopg
+    from procrastinate import exceptions as pq_exceptions
+    from procrastinate.jobs import Job
+    from procrastinate.manager import JobManager
+    from procrastinate.schema import SchemaManager
+except ImportError as exc:
+    raise missing_extra("ProcrastinateEngine", "procrastinate", exc) from exc
+
+from agentfsm._log import get_logger
+from agentfsm.errors import RunNotFoundError
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import StateKind
+from agentfsm.record import RunRecord
+from agentfsm.runtime.agent import RunResult
+from agentfsm.runtime.control import pause as _pause
+from agentfsm.runtime.control import unpause
+from agentfsm.runtime.errors import LeaseLostError
+from agentfsm.runtime.runner import Runner
+from agentfsm.runtime.wakeups import Wake, next_due, root_of, wakeups
+from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.postgres import AfterAppend, PostgresEventStore
+from agentfsm.stores.sqlite import check_prefix
+
+__all__ = [
+    "ADVANCE",
+    "TIMER",
+    "EngineSettings",
+    "ProcrastinateEngine",
+    "Waker",
+    "pause_until",
+]
+
+#: The task that drives a run; its jobs carry `lock` and `queueing_lock` = the run id.
+ADVANCE = "agentfsm.advance"
+#: The task of a timer: when due, it queues the run's advance (or un-pauses it).
+TIMER = "agentfsm.timer"
+#: The key of the store's `meta` row that names the engine serving the database.
+ENGINE_KEY = "engine"
+
+# Jobs of ours `doing` on a worker that stopped writing its heartbeat, locked so that two
+# recoverers never both act on one (modelled on Procrastinate's own
+# `select_stalled_jobs_by_heartbeat`).
+_STALLED = """
+SELECT j.id, j.task_name, j.args, j.lock, j.queueing_lock, j.queue_name, j.priority
+  FROM procrastinate_jobs j
+  LEFT JOIN procrastinate_workers w ON w.id = j.worker_id
+ WHERE j.status = 'doing' AND j.task_name = ANY(%(tasks)s) AND j.queue_name = %(queue)s
+   AND (j.worker_id IS NULL
+        OR w.id IS NULL
+        OR w.last_heartbeat < now() - make_interval(secs => %(seconds)s))
+ ORDER BY j.id
+ FOR UPDATE OF j SKIP LOCKED
+"""
+
+#: Timers a verb asks the store's hook to set with the append it makes (`pause_until`).
+_ALSO: contextvars.ContextVar[tuple[str, datetime] | None] = contextvars.ContextVar(
+    "agentfsm_resume_at", default=None
+)
+
+
+@attrs.frozen
+class EngineSettings:
+    """How the engine's workers share runs.
+
+    Attributes:
+        queue: the Procrastinate queue of this engine's jobs.
+        concurrency: jobs a worker process drives at once (each on a thread, with its own
+            store connection: agents and tools must be thread-safe above 1).
+        heartbeat: seconds between a worker's heartbeats.
+        stalled_after: seconds without a heartbeat after which a worker's jobs are run
+            elsewhere (keep it several heartbeats long: a live worker must never look dead).
+        recover_every: seconds between a worker's recovery passes.
+        fence_every: at most this many seconds between a driving job's checks that it
+            still owns its attempt (a stale worker stops within about this long).
+        job_attempts: tries of an advance that raised (a store outage, a bug), with backoff.
+        delete_jobs: Procrastinate's `delete_jobs` for finished jobs (`successful` keeps
+            the job table small; `never` keeps every job for inspection).
+        poll: seconds between polls for jobs, behind LISTEN/NOTIFY.
+    """
+
+    queue: str = "agentfsm"
+    concurrency: int = 1
+    heartbeat: float = 1.0
+    stalled_after: float = 4.0
+    recover_every: float = 1.0
+    fence_every: float = 1.0
+    job_attempts: int = 5
+    delete_jobs: str = "successful"
+    poll: float = 1.0
+
+
+class Waker:
+    """Enqueues wake-ups and timers on a connection the caller gives, in its transaction.
+
+    Needs no worker and no open pool: this is what a steering process (the API, the
+    command line, the UI) uses, through the store's `after_append` hook.
+
+    Args:
+        queue: the engine's queue.
+    """
+
+    def __init__(self, queue: str = "agentfsm") -> None:
+        self.queue = queue
+        # Used only with connections we are given: never opened.
+        self._jobs = JobManager(procrastinate.SyncPsycopgConnector())
+        self.log = get_logger()
+
+    def hook(self, table: TransitionTable) -> AfterAppend:
+        """The `after_append` of a PostgreSQL store whose runs are under `table`."""
+
+        def after_append(
+            conn: psycopg.Connection[Any], record: RunRecord, types: tuple[str, ...]
+        ) -> None:
+            for wake in wakeups(record, types, table):
+                self.wake(conn, wake)
+            also = _ALSO.get()
+            if also is not None and also[0] == record.run_id and "run.paused" in types:
+                self.timer(conn, record.run_id, also[1], kind="resume", version=record.version)
+
+        return after_append
+
+    def store(
+        self,
+        conninfo: str,
+        *,
+        options: StoreOptions | None = None,
+        table_prefix: str = "agentfsm_",
+        migrate: bool = False,
+    ) -> PostgresEventStore:
+        """A PostgreSQL store whose appends enqueue the wake-ups they cause."""
+        table = (options or StoreOptions()).reducer.table
+        return PostgresEventStore(
+            conninfo,
+            options=options,
+            table_prefix=table_prefix,
+            migrate=migrate,
+            after_append=self.hook(table),
+        )
+
+    def install(self, store: PostgresEventStore) -> PostgresEventStore:
+        """Give an open store this waker's hook (for its reducer's table); returns it."""
+        store.after_append = self.hook(store.reducer.table)
+        return store
+
+    def wake(self, conn: psycopg.Connection[Any], wake: Wake) -> None:
+        """Queue the run's advance now, or a timer for `wake.at`."""
+        if wake.at is None:
+            self._defer(conn, ADVANCE, {"run_id": wake.run_id}, lock=wake.run_id)
+        else:
+            self.timer(conn, wake.run_id, wake.at)
+
+    def timer(
+        self,
+        conn: psycopg.Connection[Any],
+        run_id: str,
+        at: datetime,
+        *,
+        kind: str = "wake",
+        version: int = 0,
+    ) -> None:
+        """Schedule a timer job for `at` (the same timer twice is one job)."""
+        args: dict[str, Any] = {"run_id": run_id, "kind": kind}
+        key = f"{run_id}@{at.isoformat()}#{kind}"
+        if kind == "resume":
+            args["version"] = version
+            key += f"{version}"
+        self._defer(conn, TIMER, args, lock=None, queueing_lock=key, at=at)
+
+    def _defer(
+        self,
+        conn: psycopg.Connection[Any],
+        task: str,
+        args: dict[str, Any],
+        *,
+        lock: str | None,
+        queueing_lock: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        job = Job(
+            queue=self.queue,
+            lock=lock,
+            queueing_lock=queueing_lock if queueing_lock is not None else lock,
+            task_name=task,
+            task_kwargs=args,
+            scheduled_at=at,
+        )
+        try:
+            # A savepoint: a job already queued under this queueing lock *is* the wake-up
+            # (it has not loaded the run yet), and the collision must not undo the append.
+            with conn.transaction():
+                self._jobs.defer_job(job, connection=conn)
+        except pq_exceptions.AlreadyEnqueued:
+            return
+
+
+@contextmanager
+def _resuming_at(run_id: str, at: datetime) -> Iterator[None]:
+    token = _ALSO.set((run_id, at))
+    try:
+        yield
+    finally:
+        _ALSO.reset(token)
+
+
+def pause_until(
+    store: EventStore, run_id: str, reason: str, resume_at: datetime, **kwargs: Any
+) -> RunRecord:
+    """`pause` a run, with a timer (in the same transaction) that un-pauses it at `resume_at`.
+
+    The store must be one with a `Waker`'s hook (`engine.store()`); the timer un-pauses
+    only this pause (not a later one), and the un-pause queues the run's advance.
+    """
+    with _resuming_at(run_id, resume_at):
+        return _pause(store, run_id, reason, **kwargs)
+
+
+class _Fence:
+    """A driving job's check, between steps, that it still owns its attempt."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        job_id: int,
+        run_id: str,
+        worker: str,
+        every: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.conn = conn
+        self.job_id = job_id
+        self.run_id = run_id
+        self.worker = worker
+        self.every = every
+        self.clock = clock
+        self.checked = clock()
+
+    def beat(self, record: RunRecord) -> None:
+        now = self.clock()
+        if now - self.checked < self.every:
+            return
+        row = self.conn.execute(
+            "SELECT status FROM procrastinate_jobs WHERE id = %s", (self.job_id,)
+        ).fetchone()
+        if row is None or row[0] != "doing":
+            raise LeaseLostError(run_id=self.run_id, worker_id=self.worker)
+        self.checked = now
+
+
+class ProcrastinateEngine:
+    """Drives runs as Procrastinate jobs (see the module docstring).
+
+    Args:
+        conninfo: the PostgreSQL database (the store's tables and Procrastinate's).
+        runner: makes the Runner for a store (agents, guards, settings); called once per
+            worker thread, with that thread's store.
+        settings: queue, heartbeat, recovery and fencing times.
+        options: the store's options (its reducer and table).
+        table_prefix: the store's table prefix.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        runner: Callable[[EventStore], Runner],
+        *,
+        settings: EngineSettings | None = None,
+        options: StoreOptions | None = None,
+        table_prefix: str = "agentfsm_",
+    ) -> None:
+        self.conninfo = conninfo
+        self.make_runner = runner
+        self.settings = settings if settings is not None else EngineSettings()
+        self.options = options if options is not None else StoreOptions()
+        self.table_prefix = check_prefix(table_prefix)
+        self.waker = Waker(self.settings.queue)
+        self.log = get_logger()
+        self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
+        self._local = threading.local()
+        # Every thread's store and connection, to close when the worker stops.
+        self._opened: list[PostgresEventStore | psycopg.Connection[Any]] = []
+        self._opened_lock = threading.Lock()
+        s = self.settings
+        retry = procrastinate.RetryStrategy(max_attempts=s.job_attempts, wait=1)
+
+        @self.app.task(name=ADVANCE, queue=s.queue, pass_context=True, retry=retry)
+        def advance(context: procrastinate.JobContext, run_id: str) -> str:
+            return self._advance(context, run_id)
+
+        @self.app.task(name=TIMER, queue=s.queue, retry=retry)
+        def timer(run_id: str, kind: str = "wake", version: int = 0) -> str:
+            return self._timer(run_id, kind, version)
+
+    # -- setting up -----------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Create the store's tables and Procrastinate's (idempotent, safe to race), and
+        record in the store's `meta` table that this engine serves the database (so the
+        command line enqueues wake-ups too)."""
+        PostgresEventStore(
+            self.conninfo, options=self.options, table_prefix=self.table_prefix, migrate=True
+        ).close()
+        meta = f"{self.table_prefix}meta"
+        with psycopg.connect(self.conninfo, autocommit=True) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentfsm:procrastinate'))")
+            found = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+            if found is None or found[0] is None:
+                conn.execute(SchemaManager.get_schema())
+            conn.execute(
+                f"INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                "DO UPDATE SET value = EXCLUDED.value",
+                (ENGINE_KEY, f"procrastinate:{self.settings.queue}"),
+            )
+
+    def store(self) -> PostgresEventStore:
+        """A store on the engine's database whose appends enqueue their wake-ups."""
+        return self.waker.store(self.conninfo, options=self.options, table_prefix=self.table_prefix)
+
+    # -- serving --------------------------------------------------------------------------
+
+    async def serve(
+        self, *, name: str | None = None, wait: bool = True, install_signal_handlers: bool = True
+    ) -> None:
+        """Run a worker in this event loop: jobs, heartbeats, and the recovery pass.
+
+        With `wait=False` it returns once the queue is empty (tests, draining).
+        """
+        s = self.settings
+        async with self.app.open_async():
+            recovering = asyncio.create_task(self._recovering())
+            try:
+                await self.app.run_worker_async(
+                    queues=[s.queue],
+                    name=name or "agentfsm-worker",
+                    concurrency=s.concurrency,
+                    wait=wait,
+                    update_heartbeat_interval=s.heartbeat,
+                    stalled_worker_timeout=s.stalled_after,
+                    fetch_job_polling_interval=s.poll,
+                    abort_job_polling_interval=max(s.poll, 5.0),
+                    delete_jobs=s.delete_jobs,
+                    install_signal_handlers=install_signal_handlers,
+                )
+            finally:
+                recovering.cancel()
+                with suppress(asyncio.CancelledError):
+                    await recovering
+                self._close_threads()
+
+    def run_worker(self, *, name: str | None = None, wait: bool = True) -> None:
+        """`serve` in a new event loop (SIGINT/SIGTERM stop it gracefully)."""
+        asyncio.run(self.serve(name=name, wait=wait))
+
+    async def _recovering(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.recover_every)
+            try:
+                await asyncio.to_thread(self.recover)
+            except Exception as exc:  # noqa: BLE001  (a failed pass is retried next time)
+                self.log.warning("engine.recover_failed", error=repr(exc))
+
+    def recover(self) -> list[str]:
+        """One recovery pass: run elsewhere the jobs of workers silent for `stalled_after`
+        seconds (see the module docstring); the runs whose jobs were re-queued."""
+        s = self.settings
+        moved: list[str] = []
+        with psycopg.connect(self.conninfo, autocommit=True) as conn, conn.transaction():
+            rows = conn.execute(
+                _STALLED,
+                {"tasks": [ADVANCE, TIMER], "queue": s.queue, "seconds": s.stalled_after},
+            ).fetchall()
+            for job_id, task, args, lock, queueing_lock, _queue, _priority in rows:
+                conn.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (job_id,))
+                self.waker._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock)
+                moved.append(args.get("run_id", ""))
+                self.log.warning(
+                    "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
+                )
+        return moved
+
+    # -- the tasks ------------------------------------------------------------------------
+
+    def _thread_state(self) -> tuple[PostgresEventStore, Runner, psycopg.Connection[Any]]:
+        local = self._local
+        if getattr(local, "store", None) is None:
+            local.store = self.store()
+            local.runner = self.make_runner(local.store)
+            local.conn = psycopg.connect(self.conninfo, autocommit=True)
+            with self._opened_lock:
+                self._opened += [local.store, local.conn]
+        return local.store, local.runner, local.conn
+
+    def _drop_thread_state(self) -> None:
+        local = self._local
+        for name in ("store", "conn"):
+            handle = getattr(local, name, None)
+            if handle is not None:
+                with suppress(Exception):  # a broken handle is dropped anyway
+                    handle.close()
+            setattr(local, name, None)
+
+    def _close_threads(self) -> None:
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for handle in opened:
+            with suppress(Exception):  # a broken handle is dropped anyway
+                handle.close()
+        self._local = threading.local()
+
+    def _advance(self, context: procrastinate.JobContext, run_id: str) -> str:
+        _store, runner, conn = self._thread_state()
+        job_id = context.job.id
+        assert job_id is not None
+        worker = context.worker_name or "worker"
+        fence = _Fence(conn, job_id, run_id, worker, self.settings.fence_every)
+        try:
+            result = runner.resume(run_id, heartbeat=fence.beat, unpause=False)
+        except RunNotFoundError:
+            self.log.warning("engine.run_missing", run_id=run_id, job_id=job_id)
+            return "missing"
+        except LeaseLostError:
+            self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
+            return "superseded"
+        except BaseException:
+            self._drop_thread_state()  # a broken connection must not serve the retry
+            raise
+        if result.superseded:  # another attempt appended first: its run now
+            self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
+            return "superseded"
+        self._rearm(conn, result)
+        self.log.info("engine.advanced", run_id=run_id, job_id=job_id, status=result.status)
+        return result.status
+
+    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult) -> None:
+        """Set the timer for the next time the run's clock acts (it may have fired early)."""
+        table = self.options.reducer.table
+        times = [
+            due
+            for r in (result, *result.children.values())
+            if r.record.status not in table.terminal_states
+            and (due := next_due(r.record)) is not None
+        ]
+        if times:
+            self.waker.timer(conn, root_of(result.run_id), min(times))
+
+    def _timer(self, run_id: str, kind: str, version: int) -> str:
+        store, _runner, conn = self._thread_state()
+        if kind != "resume":
+            self.waker.wake(conn, Wake(run_id))
+            return "woken"
+        try:
+            record = store.load(run_id)
+        except RunNotFoundError:
+            return "missing"
+        table = self.options.reducer.table
+        if record.version != version or table.kind(record.status) != StateKind.PAUSED:
+            return "moved on"  # un-paused already, or paused again since: not ours to undo
+        unpause(store, run_id)  # the store's hook queues the advance
+        return "resumed"

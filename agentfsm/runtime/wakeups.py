@@ -1,0 +1,105 @@
+"""When a run must be driven next: the wake-ups an append causes, and the timers it sets.
+
+Pure rules over the record an append leads to and the batch's event types, with no I/O, so
+every driver reads the same ones (`agentfsm.runtime.procrastinate` enqueues them as jobs in
+the append's own transaction):
+
+- **Wake now** when a batch holds an event a driver does not append itself (a steering
+  verb's: `run.started`, `approval.accepted`/`rejected`, `run.resumed`,
+  `run.cancel_requested`, a lifecycle's own event) and leaves the run with work to do
+  (a runnable state), or is in a subagent run (its parent's call is waiting on it).
+  A subagent run is driven by its parent's call, so the wake-up goes to the root run.
+- **Wake at a time** (a timer) when a batch sets a time something must happen by itself:
+  the run's deadline (`run.started` with `limits.deadline`) and an approval's expiry
+  (`approval.requested` with `expires_at`); the driver woken then settles what is overdue
+  (`Planner.overdue`: `run.terminated` past the deadline, `approval.rejected` by `expiry`).
+
+A wake-up that finds nothing to do costs one load: late and duplicate wake-ups are
+harmless, a missing one is the bug these rules exist to prevent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import attrs
+
+from agentfsm.events.models import parse_timestamp
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import ActionStatus
+from agentfsm.record import RunRecord
+
+__all__ = ["DRIVER_TYPES", "Wake", "next_due", "root_of", "wakeups"]
+
+#: Event types only the driving Runner appends: on their own they never wake a run (the
+#: driver is already at it). `run.resumed` is a steering verb's as well (`unpause`), and
+#: so wakes; a Runner's own `run.resumed` costs one idle wake-up.
+DRIVER_TYPES = frozenset(
+    {
+        "model.started",
+        "model.completed",
+        "handoff",
+        "approval.requested",
+        "tool.requested",
+        "tool.started",
+        "tool.completed",
+        "tool.failed",
+        "tool.outcome_unknown",
+        "run.completed",
+        "run.failed",
+        "run.terminated",
+        "run.cancelled",
+    }
+)
+
+#: Batches after which the record may hold a new time to act at.
+_TIMED = frozenset({"run.started", "approval.requested"})
+
+
+@attrs.frozen
+class Wake:
+    """Drive `run_id` (a root run) now, or at `at` (an aware datetime)."""
+
+    run_id: str
+    at: datetime | None = None
+
+
+def root_of(run_id: str) -> str:
+    """The root run of a subagent run id (`root/t1.1/t2.1` -> `root`); a root is its own."""
+    return run_id.split("/", 1)[0]
+
+
+def next_due(record: RunRecord) -> datetime | None:
+    """The earliest time the run's own clock acts on it: its deadline, or an approval it
+    waits for expiring; None for a terminal run or one with neither."""
+    times: list[datetime] = []
+    if record.limits is not None and record.limits.deadline is not None:
+        times.append(parse_timestamp(record.limits.deadline))
+    pending = ActionStatus.APPROVAL_PENDING
+    times.extend(
+        parse_timestamp(a.expires_at)
+        for a in record.actions.values()
+        if a.status == pending and a.expires_at is not None
+    )
+    return min(times) if times else None
+
+
+def wakeups(record: RunRecord, types: Iterable[str], table: TransitionTable) -> tuple[Wake, ...]:
+    """The wake-ups (now, and timers) an append of `types` that led to `record` causes."""
+    kinds = set(types)
+    if record.status in table.terminal_states and "/" not in record.run_id:
+        return ()
+    steering = kinds - DRIVER_TYPES
+    if "approval.requested" in kinds:
+        # A policy's refusal is appended with its request, by the driver.
+        steering.discard("approval.rejected")
+    root = root_of(record.run_id)
+    out: list[Wake] = []
+    if steering and (record.status in table.runnable_states or root != record.run_id):
+        out.append(Wake(root))
+    if kinds & _TIMED and record.status not in table.terminal_states:
+        due = next_due(record)
+        if due is not None:
+            out.append(Wake(root, due))
+    return tuple(out)

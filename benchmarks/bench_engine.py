@@ -1,0 +1,291 @@
+"""Runs on many workers: Procrastinate jobs next to the home-made lease `Worker`, one run.
+
+    make bench-engine     # or: .venv/bin/python benchmarks/bench_engine.py [--runs N]
+
+Both on the same throwaway PostgreSQL server (one database each, fsync off: the CPU and
+round trips, not the disk), with worker *processes* forked from this one:
+
+- runs/s and turns/s draining `--runs` runs (three model turns, two instant tools each)
+  with 1, 2 and 4 workers: `ProcrastinateEngine` vs `Worker` + `PostgresLeases`;
+- wake-up latency: from `approve(...)` returning to the run's next event being appended,
+  with one idle worker (Procrastinate: LISTEN/NOTIFY; `Worker.serve`: polling, `idle=0.2`);
+- failover: a worker SIGKILLed in the middle of a tool call, to the run's next event on
+  the other worker (Procrastinate: heartbeat 0.5 s, stalled after 2 s; `Worker`: lease
+  ttl 2 s, renewed every 0.5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import multiprocessing
+import os
+import signal
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import structlog
+from psycopg.conninfo import make_conninfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentfsm.events.models import parse_timestamp
+from agentfsm.runtime import (
+    ALLOW,
+    Agent,
+    Decision,
+    Runner,
+    Tool,
+    ToolContext,
+    Worker,
+    approve,
+    call,
+    needs_approval,
+    submit,
+)
+from agentfsm.runtime.procrastinate import EngineSettings, ProcrastinateEngine
+from agentfsm.stores.base import EventStore
+from agentfsm.stores.postgres import PostgresEventStore
+from agentfsm.stores.postgres_leases import PostgresLeases
+from agentfsm.testing.postgres_server import postgres_server
+
+TURNS = 3
+SETTINGS = EngineSettings(heartbeat=0.5, stalled_after=2.0, recover_every=0.5, poll=1.0)
+
+
+def _model(ctx: Any) -> Decision:
+    if ctx.turn == 1:
+        return Decision.call_tools(call("lookup", key=ctx.run_id))
+    if ctx.turn == 2:
+        return Decision.call_tools(call("act", key=ctx.run_id))
+    return Decision.answer("done")
+
+
+def _policy(action: Any, record: Any) -> Any:
+    if action.tool == "act" and record.objective == "ask":
+        return needs_approval("ask first")
+    return ALLOW
+
+
+def _runner(store: EventStore) -> Runner:
+    def lookup(ctx: ToolContext) -> Any:
+        time.sleep(float(os.environ.get("BENCH_TOOL_DELAY", "0")))
+        return {"ok": True}
+
+    tools = [Tool("lookup", lookup, side_effects=False), Tool("act", lookup, idempotent=True)]
+    return Runner(store, Agent("bench", _model, tools, _policy))
+
+
+def _quiet() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    logging.basicConfig(level=logging.CRITICAL)
+
+
+def _pq_worker(dsn: str, wait: bool) -> None:
+    _quiet()
+    engine = ProcrastinateEngine(dsn, _runner, settings=SETTINGS)
+    asyncio.run(engine.serve(wait=wait))
+
+
+def _lease_worker(dsn: str, name: str, wait: bool) -> None:
+    _quiet()
+    store = PostgresEventStore(dsn)
+    worker = Worker(
+        _runner(store), PostgresLeases(dsn), worker_id=name, ttl=2.0, renew_every=0.5
+    )
+    if wait:
+        worker.serve(idle=0.2)
+    else:
+        worker.drain()
+
+
+@contextmanager
+def _database(admin: str, name: str) -> Iterator[str]:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield make_conninfo(admin, dbname=name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def _procs(target: Callable[..., None], args: list[tuple[Any, ...]]) -> list[Any]:
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=target, args=a) for a in args]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def _stop(procs: list[Any]) -> None:
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=30)
+
+
+def drain(admin: str, engine: str, workers: int, runs: int) -> float:
+    """Seconds for `workers` processes to drain `runs` submitted runs."""
+    with _database(admin, f"bench_{engine}_{workers}") as dsn:
+        if engine == "procrastinate":
+            eng = ProcrastinateEngine(dsn, _runner, settings=SETTINGS)
+            eng.migrate()
+            store: PostgresEventStore = eng.store()
+            target: Callable[..., None] = _pq_worker
+            args: list[tuple[Any, ...]] = [(dsn, False)] * workers
+        else:
+            store = PostgresEventStore(dsn, migrate=True)
+            PostgresLeases(dsn).close()
+            target = _lease_worker
+            args = [(dsn, f"w{i}", False) for i in range(workers)]
+        for i in range(runs):
+            submit(store, f"r{i:05d}", "go")
+        t = time.perf_counter()
+        procs = _procs(target, args)
+        for p in procs:
+            p.join()
+        took = time.perf_counter() - t
+        done = len(store.runs("completed"))
+        store.close()
+        assert done == runs, (engine, workers, done)
+        return took
+
+
+def _next_after(store: PostgresEventStore, run_id: str, version: int, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = list(store.events(run_id, after=version))
+        if events:
+            return events[0]
+        time.sleep(0.005)
+    raise TimeoutError(run_id)
+
+
+def wake_latency(admin: str, engine: str, samples: int) -> list[float]:
+    """Seconds from an approval's append to the run's next event, one idle worker."""
+    with _database(admin, f"wake_{engine}") as dsn:
+        if engine == "procrastinate":
+            eng = ProcrastinateEngine(dsn, _runner, settings=SETTINGS)
+            eng.migrate()
+            store = eng.store()
+            procs = _procs(_pq_worker, [(dsn, True)])
+        else:
+            store = PostgresEventStore(dsn, migrate=True)
+            PostgresLeases(dsn).close()
+            procs = _procs(_lease_worker, [(dsn, "w0", True)])
+        out: list[float] = []
+        try:
+            for i in range(samples):
+                run_id = f"a{i}"
+                submit(store, run_id, "ask")
+                deadline = time.monotonic() + 30
+                while store.run_info(run_id).status != "waiting_approval":
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                time.sleep(0.3)  # the worker is idle again
+                record = store.load(run_id)
+                after = approve(store, run_id, record.pending_approvals[0], approver="b")
+                accepted = next(iter(store.events(run_id, after=after.version - 1)))
+                nxt = _next_after(store, run_id, after.version, 30)
+                out.append(
+                    (
+                        parse_timestamp(nxt.occurred_at)
+                        - parse_timestamp(accepted.occurred_at)
+                    ).total_seconds()
+                )
+        finally:
+            _stop(procs)
+            store.close()
+        return out
+
+
+def failover(admin: str, engine: str, samples: int) -> list[float]:
+    """Seconds from SIGKILL of the worker in a tool call to the run's next event elsewhere."""
+    os.environ["BENCH_TOOL_DELAY"] = "1.0"
+    out: list[float] = []
+    try:
+        with _database(admin, f"fail_{engine}") as dsn:
+            if engine == "procrastinate":
+                eng = ProcrastinateEngine(dsn, _runner, settings=SETTINGS)
+                eng.migrate()
+                store = eng.store()
+            else:
+                store = PostgresEventStore(dsn, migrate=True)
+                PostgresLeases(dsn).close()
+            for i in range(samples):
+                run_id = f"f{i}"
+                if engine == "procrastinate":
+                    first = _procs(_pq_worker, [(dsn, True)])
+                else:
+                    first = _procs(_lease_worker, [(dsn, f"a{i}", True)])
+                submit(store, run_id, "go")
+                _wait_type(store, run_id, "tool.started")
+                version = store.run_info(run_id).version
+                os.kill(first[0].pid, signal.SIGKILL)
+                killed = time.time()
+                first[0].join()
+                if engine == "procrastinate":
+                    second = _procs(_pq_worker, [(dsn, True)])
+                else:
+                    second = _procs(_lease_worker, [(dsn, f"b{i}", True)])
+                nxt = _next_after(store, run_id, version, 60)
+                out.append(parse_timestamp(nxt.occurred_at).timestamp() - killed)
+                _stop(second)
+            store.close()
+    finally:
+        os.environ["BENCH_TOOL_DELAY"] = "0"
+    return out
+
+
+def _wait_type(store: PostgresEventStore, run_id: str, kind: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if kind in [e.type for e in store.events(run_id)]:
+                return
+        except Exception:  # noqa: BLE001, S110  (not there yet)
+            pass
+        assert time.monotonic() < deadline, kind
+        time.sleep(0.01)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=10)
+    args = parser.parse_args()
+    _quiet()
+    with postgres_server() as server:
+        admin = server.dsn
+        print(f"{args.runs} runs x {TURNS} turns; PostgreSQL fsync off; worker processes")
+        print(f"{'engine':<14} {'workers':>7} {'runs/s':>8} {'turns/s':>8}")
+        for workers in (1, 2, 4):
+            for engine in ("procrastinate", "worker"):
+                took = drain(admin, engine, workers, args.runs)
+                rate = args.runs / took
+                print(f"{engine:<14} {workers:>7} {rate:>8.1f} {rate * TURNS:>8.1f}")
+        for engine in ("procrastinate", "worker"):
+            lat = wake_latency(admin, engine, args.samples)
+            print(
+                f"wake-up latency {engine}: median {statistics.median(lat) * 1000:.0f} ms, "
+                f"max {max(lat) * 1000:.0f} ms ({len(lat)} approvals)"
+            )
+        for engine in ("procrastinate", "worker"):
+            fo = failover(admin, engine, max(3, args.samples // 3))
+            print(
+                f"failover after SIGKILL {engine}: median {statistics.median(fo):.2f} s, "
+                f"max {max(fo):.2f} s ({len(fo)} kills)"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""Runs advancing as Procrastinate jobs: one worker in this process, a real PostgreSQL.
+
+The engine's promises one at a time: a wake-up commits with the append that causes it (and
+not without it), duplicate and late jobs end quietly, steering from another store wakes
+the run, timers fire with nothing else happening, and a dead worker's job is fenced and
+run again. The many-process and fault tests are in `test_procrastinate_processes.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from agentfsm.cli import main
+from agentfsm.errors import ConcurrencyConflictError
+from agentfsm.events.models import Limits
+from agentfsm.runtime import approve, cancel, submit
+from agentfsm.runtime.errors import LeaseLostError
+from agentfsm.runtime.procrastinate import (
+    ADVANCE,
+    ProcrastinateEngine,
+    _Fence,
+    pause_until,
+)
+from agentfsm.stores.postgres import PostgresEventStore
+from tests.runtime import _pq_app
+
+
+@pytest.fixture
+def pq_dsn(postgres_dsn: str) -> Iterator[str]:
+    """A fresh database on the session's server: Procrastinate's tables are not prefixed."""
+    with _pq_app.fresh_database(postgres_dsn) as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def engine(pq_dsn: str, tmp_path: Path) -> ProcrastinateEngine:
+    engine = _pq_app.engine(pq_dsn, "agentfsm", str(tmp_path / "ledger.db"))
+    engine.migrate()
+    return engine
+
+
+def _drain(engine: ProcrastinateEngine) -> None:
+    """Run one worker in this process until the queue is empty (scheduled jobs not due
+    are left)."""
+    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+
+
+def _jobs(dsn: str, status: str | None = None) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT task_name, args->>'run_id', status::text, lock, queueing_lock, scheduled_at "
+            "FROM procrastinate_jobs WHERE %(s)s::text IS NULL OR status::text = %(s)s "
+            "ORDER BY id",
+            {"s": status},
+        ).fetchall()
+
+
+def _types(store: PostgresEventStore, run_id: str) -> list[str]:
+    return [e.type for e in store.events(run_id)]
+
+
+class TestWakeUps:
+    """Every append that makes a run runnable queues its advance, in the same transaction."""
+
+    def test_submit_queues_one_advance_locked_on_the_run(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """`run.started` through the engine's store queues `advance(r1)`, lock and queueing
+        lock the run id."""
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+        assert _jobs(pq_dsn) == [(ADVANCE, "r1", "todo", "r1", "r1", None)]
+
+    def test_a_refused_append_queues_nothing(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """The wake-up rolls back with the append: a run submitted twice has one job."""
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+            with pytest.raises(ConcurrencyConflictError):
+                submit(store, "r1", "plain")
+        assert len(_jobs(pq_dsn)) == 1
+
+    def test_wake_ups_of_a_queued_run_collapse(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """A cancel while the advance waits to start is that advance (queueing lock), and
+        the append still commits."""
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+            cancel(store, "r1", reason="changed my mind")
+            assert store.load("r1").status == "cancel_requested"
+        assert len(_jobs(pq_dsn)) == 1
+        _drain(engine)
+        with engine.store() as store:
+            assert store.load("r1").status == "cancelled"
+
+    def test_a_store_without_the_hook_queues_nothing(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """The store itself knows nothing of Procrastinate: the hook is what enqueues."""
+        with PostgresEventStore(pq_dsn) as store:
+            submit(store, "r1", "plain")
+        assert _jobs(pq_dsn) == []
+
+    def test_the_database_names_its_engine(self, engine: ProcrastinateEngine, pq_dsn: str) -> None:
+        """`migrate()` records the engine, so the command line can find it."""
+        with PostgresEventStore(pq_dsn) as store:
+            assert store.meta("engine") == "procrastinate:agentfsm"
+
+    def test_the_command_line_queues_the_wake_up(
+        self, engine: ProcrastinateEngine, pq_dsn: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`agentfsm approve` on a database the engine serves queues the run's advance."""
+        with engine.store() as store:
+            submit(store, "r1", "approve")
+            _drain(engine)
+            action = store.load("r1").pending_approvals[0]
+        info = psycopg.conninfo.conninfo_to_dict(pq_dsn)
+        url = f"postgresql://postgres@{info['host']}:{info['port']}/{info['dbname']}"
+        assert main(["approve", "r1", action, "--approver", "ann", "--store", url]) == 0
+        capsys.readouterr()
+        assert [j[1:3] for j in _jobs(pq_dsn, "todo")] == [("r1", "todo")]
+        _drain(engine)
+        with engine.store() as store:
+            assert store.load("r1").status == "completed"
+
+
+class TestAdvance:
+    """A job drives its run until it ends or waits; at-least-once is safe."""
+
+    def test_a_run_completes_as_jobs(self, engine: ProcrastinateEngine, pq_dsn: str) -> None:
+        """A plain run is driven to `completed` by one advance."""
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+            _drain(engine)
+            assert store.load("r1").status == "completed"
+            assert store.verify("r1").ok
+        assert [j[2] for j in _jobs(pq_dsn)] == ["succeeded"]
+
+    def test_an_approval_from_another_store_wakes_the_run(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """The run waits; an approval made through another handle queues the advance."""
+        with engine.store() as store:
+            submit(store, "r1", "approve")
+            _drain(engine)
+            record = store.load("r1")
+            assert record.status == "waiting_approval"
+        with engine.store() as other:
+            approve(other, "r1", record.pending_approvals[0], approver="ann")
+        _drain(engine)
+        with engine.store() as store:
+            assert store.load("r1").final_output == "opened T-r1"
+
+    def test_a_duplicate_job_ends_quietly(self, engine: ProcrastinateEngine, pq_dsn: str) -> None:
+        """A late advance of a finished run loads it, appends nothing, and succeeds."""
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+            _drain(engine)
+            before = _types(store, "r1")
+            with engine.app.open():
+                task = engine.app.configure_task(ADVANCE, lock="r1", queueing_lock="r1")
+                task.defer(run_id="r1")
+            _drain(engine)
+            assert _types(store, "r1") == before
+        assert [j[2] for j in _jobs(pq_dsn)] == ["succeeded", "succeeded"]
+
+    def test_a_subagents_decision_wakes_the_root(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """A child run that waits for a person leaves its parent waiting on the call; the
+        decision in the child's run queues the root's advance, which finishes both."""
+        with engine.store() as store:
+            submit(store, "r1", "subask")
+            _drain(engine)
+            assert store.load("r1").status == "waiting_tool"
+            child = store.load("r1/t1.1")
+            assert child.status == "waiting_approval"
+        with engine.store() as other:
+            approve(other, "r1/t1.1", child.pending_approvals[0], approver="ann")
+        assert [j[1] for j in _jobs(pq_dsn, "todo")] == ["r1"]
+        _drain(engine)
+        with engine.store() as store:
+            assert store.load("r1/t1.1").status == "completed"
+            assert store.load("r1").status == "completed"
+
+
+class TestTimers:
+    """Things that must happen at a time are scheduled jobs."""
+
+    def test_an_expired_approval_is_settled_when_a_worker_comes_back(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """The expiry's timer was queued with `approval.requested`; with no worker running
+        past it, the next worker rejects the call by `expiry` and the run goes on."""
+        with engine.store() as store:
+            submit(store, "r1", "expire")
+            _drain(engine)
+            record = store.load("r1")
+            assert record.status == "waiting_approval"
+            timers = [j for j in _jobs(pq_dsn, "todo") if j[0] == "agentfsm.timer"]
+            assert len(timers) == 1
+            time.sleep(_pq_app.EXPIRES + 0.3)  # no worker runs meanwhile
+            _drain(engine)
+            _drain(engine)  # the timer's advance
+            record = store.load("r1")
+            assert record.status == "completed"
+            action = next(a for a in record.actions.values() if a.tool == "create_ticket")
+            assert (action.status, action.approver) == ("rejected", "expiry")
+            assert record.final_output.startswith("not opened: its approval expired at ")
+
+    def test_a_deadline_ends_a_waiting_run_with_no_other_event(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """A run waiting for a person past its deadline is `run.terminated` (`deadline`)."""
+        deadline = datetime.now(UTC) + timedelta(seconds=1.0)
+        with engine.store() as store:
+            submit(store, "r1", "approve", limits=Limits(deadline=deadline.isoformat()))
+            _drain(engine)
+            assert store.load("r1").status == "waiting_approval"
+            time.sleep(1.3)
+            _drain(engine)
+            _drain(engine)
+            record = store.load("r1")
+            assert (record.status, record.stop_reason) == ("terminated", "deadline")
+            assert _types(store, "r1")[-1] == "run.terminated"
+
+    def test_a_paused_run_resumes_at_its_time(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """`pause_until` sets a timer in the pause's transaction; when due it un-pauses the
+        run, and the advance finishes it. A job meanwhile does not undo the pause."""
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+            resume_at = datetime.now(UTC) + timedelta(seconds=1.0)
+            pause_until(store, "r1", "wait for the callback", resume_at)
+            _drain(engine)  # the submit's advance: the run stays paused
+            assert store.load("r1").status == "paused"
+            time.sleep(1.2)
+            _drain(engine)
+            _drain(engine)
+            assert store.load("r1").status == "completed"
+            assert _types(store, "r1")[:3] == ["run.started", "run.paused", "run.resumed"]
+
+
+class TestFailover:
+    """A dead worker's job is run elsewhere, and the dead attempt is fenced."""
+
+    def test_a_silent_workers_job_is_closed_and_queued_afresh(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """`recover()` fails the stalled attempt and queues a fresh advance of the run."""
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+        with psycopg.connect(pq_dsn, autocommit=True) as conn:
+            worker = conn.execute(
+                "INSERT INTO procrastinate_workers (last_heartbeat) "
+                "VALUES (now() - interval '1 hour') RETURNING id"
+            ).fetchone()
+            assert worker is not None
+            conn.execute(
+                "UPDATE procrastinate_jobs SET status = 'doing', worker_id = %s", (worker[0],)
+            )
+            job = conn.execute("SELECT id FROM procrastinate_jobs").fetchone()
+            assert job is not None
+            assert engine.recover() == ["r1"]
+            assert engine.recover() == []
+            fence = _Fence(conn, job[0], "r1", "w-dead", every=0.0)
+            with pytest.raises(LeaseLostError):
+                fence.beat(None)  # type: ignore[arg-type]
+        assert [j[2] for j in _jobs(pq_dsn)] == ["failed", "todo"]
+        _drain(engine)
+        with engine.store() as store:
+            assert store.load("r1").status == "completed"
