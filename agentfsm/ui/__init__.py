@@ -6,7 +6,8 @@ JSON Lines log; `render_report` writes the one-file HTML review `agentfsm report
 Needs the `ui` extra (`pip install 'agentfsm[ui]'`).
 """
 
-from agentfsm.ui._source import LogSource, Source, StoreOpener
+from agentfsm.ui._log_source import LogSource
+from agentfsm.ui._source import Source, StoreOpener
 from agentfsm.ui.app import UIConfig, create_app
 from agentfsm.ui.report import render_report
 

@@ -6,9 +6,7 @@ is meant for one thread at a time, and the server answers on a pool of threads. 
 cached by `(run_id, version)`: a run's record at a version never changes, so a page polled
 every few seconds costs the index query and nothing more while runs stand still.
 
-A log file (`LogSource`) is read into a memory store up to the first event of each run the
-lifecycle refuses; the refusal is kept beside it, with what the table would have allowed,
-for the run page to show where the log broke.
+A log file is read through a `LogSource` (`_log_source.py`), a `Source` over a memory store.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
@@ -27,12 +24,10 @@ from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory
 from agentfsm.errors import (
     AgentFSMError,
     CorruptLogError,
-    EventFormatError,
     LifecycleError,
     RunNotFoundError,
     TableMismatchError,
 )
-from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event, RunMigrated, RunStarted, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import UnknownTableError, known_tables, lookup
@@ -41,12 +36,10 @@ from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._rows import RunInfo
-from agentfsm.stores.base import EventStore, StoreOptions
-from agentfsm.stores.memory import MemoryEventStore, MemoryStorage
+from agentfsm.stores.base import EventStore
 
 __all__ = [
     "EVENTS_PER_PAGE",
-    "LogSource",
     "PendingCall",
     "RunPath",
     "RunRow",
@@ -478,79 +471,3 @@ def chosen_condition(table: TransitionTable, before: RunRecord, event: Event) ->
         if t.condition(before, event):
             return t.condition.name
     return None
-
-
-class LogSource(Source):
-    """The runs of a JSON Lines log, each read up to the first event its lifecycle refuses.
-
-    Args:
-        path: the log file.
-        table: the table the log's runs are under (the default table unless given).
-    """
-
-    def __init__(self, path: Path, table: TransitionTable = DEFAULT_TABLE) -> None:
-        storage = MemoryStorage()
-        tables = [table, *(t for t in known_tables() if t.digest != table.digest)]
-
-        def opener(t: TransitionTable) -> EventStore:
-            options = StoreOptions(reducer=Reducer(t, tables=tables))
-            return MemoryEventStore(storage, options=options)
-
-        refusals = _load_log(path, table, opener(table))
-        self.problems: tuple[str, ...] = refusals.pop("", (None, ()))[1]
-        super().__init__(
-            opener, tables=[table], refusals={k: v for k, v in refusals.items() if v[0]},
-            label=str(path),
-        )  # fmt: skip
-
-
-def _load_log(
-    path: Path, table: TransitionTable, store: EventStore
-) -> dict[str, tuple[Any, tuple[str, ...]]]:
-    """Append each run's events to `store` up to its first refused event or unreadable line;
-    return the refusals by run id (and, under "", lines that name no run)."""
-    runs: dict[str, list[Event]] = {}
-    broken: dict[str, tuple[Any, tuple[str, ...]]] = {}
-    stray: list[str] = []
-    with path.open("rb") as lines:
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            try:
-                event = parse_event(raw, line=number, events=table.event_types)
-            except EventFormatError as exc:
-                if exc.run_id is None:
-                    stray.append(str(exc))
-                elif exc.run_id not in broken:
-                    refusal = Refusal("?", str(exc), exc.sequence, None, number)
-                    broken[exc.run_id] = (refusal, ())
-                    runs.setdefault(exc.run_id, [])
-                continue
-            if event.run_id not in broken:
-                runs.setdefault(event.run_id, []).append(event)
-    reducer = store.reducer
-    for run_id, events in runs.items():
-        record = reducer.initial(run_id)
-        good: list[Event] = []
-        for event in events:
-            try:
-                record = reducer.reduce(record, event)
-            except AgentFSMError as exc:
-                message = exc.reason if isinstance(exc, LifecycleError) else str(exc)
-                refusal = Refusal(record.status, message, event.sequence, event.type)
-                broken[run_id] = (refusal, table.allowed(record.status))
-                break
-            good.append(event)
-        else:
-            if run_id in broken:  # an unreadable line after the good ones: now the state is known
-                old = broken[run_id][0]
-                refusal = attrs.evolve(old, state=record.status)
-                broken[run_id] = (refusal, table.allowed(record.status))
-        if not good:  # not even its first event could be stored: listed with the log's problems
-            refusal = broken.pop(run_id)[0]
-            stray.append(f"run '{run_id}': {refusal.message}")
-            continue
-        for start in range(0, len(good), 500):
-            store.append(run_id, good[start : start + 500], start)
-    broken[""] = (None, tuple(stray))
-    return broken
