@@ -318,9 +318,18 @@ async def record_failure(recorder: Recorder, exc: BaseException) -> None:
     if not isinstance(exc, asyncio.CancelledError):
         await recorder.off_loop(recorder.failed, exc)
         return
+    # One worker-thread call for both steps: a second cancel of the task (its caller's run
+    # being cancelled too) cannot stop it between the request and the end, which left the
+    # run waiting in `cancel_requested` with nothing to end it.
+    await recorder.off_loop(_cancel_now, recorder)
+
+
+def _cancel_now(recorder: Recorder) -> None:
     with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
-        await recorder.aappend(
+        recorder.append(
             "asyncio cancellation",
             [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
         )
-        await recorder.off_loop(recorder.cancelled)
+    # Asked already (the calling run ends its subagents so too): end it all the same.
+    with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+        recorder.cancelled()

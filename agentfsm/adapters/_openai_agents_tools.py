@@ -44,14 +44,18 @@ async def drive_agent_tool(
 ) -> Any:
     """Drive one call of an `agent_tool` as the child run `recorder` records (with its
     `hooks`); return what the calling model reads."""
-    # Stored: called again on a resume, it paused.
-    if not await recorder.off_loop(recorder.load_if_stored):
-        args = parse_arguments(input_json)
-        objective = args["input"] if isinstance(args.get("input"), str) else input_json
-        await recorder.off_loop(recorder.start, objective=objective, agent=agent.name, limits=None)
     subagent, current = _SUBAGENT.set(hooks), _CURRENT.set(recorder)
     failure: Exception | None = None
     try:
+        # Inside the `try`: a cancel that lands while the child starts (its caller was
+        # cancelled by a sibling call) must end the child too, not leave it running.
+        # Stored: called again on a resume, it paused.
+        if not await recorder.off_loop(recorder.load_if_stored):
+            args = parse_arguments(input_json)
+            objective = args["input"] if isinstance(args.get("input"), str) else input_json
+            await recorder.off_loop(
+                recorder.start, objective=objective, agent=agent.name, limits=None
+            )
         output = await run_nested(ctx, input_json)
     except _Stopped as stopped:
         items = list(stopped.run_data.new_items) if stopped.run_data else []
