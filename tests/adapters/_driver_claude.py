@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun
 from agentfsm.events import Limits
 from agentfsm.stores.base import EventStore
-from tests.adapters._claude_cli import Answer, ScriptedCLI, Use
+from agentfsm.testing.claude_transport import Answer, ScriptedCLI, Use
 from tests.adapters._common import run as drive
 from tests.adapters._drivers import AgentSpec, Say
 
