@@ -18,7 +18,7 @@ AGENTFSM := $(VENV)/bin/agentfsm
 
 # The main job: replay the bundled logs, drive every runtime scenario on the embedded SQLite
 # store (an approval given from another process with `agentfsm approve`), then read the
-# store's log back with the command line; then the three agent SDKs' own runners, offline,
+# store's log back with the command line; then the four agent SDKs' own runners, offline,
 # on the same store, their logs checked and drawn like native ones.
 demo: $(STAMP)
 	$(PY) examples/demo.py

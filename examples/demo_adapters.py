@@ -1,4 +1,4 @@
-"""The SDK adapters' demo: three agent SDKs' real runners, offline, on our SQLite store.
+"""The SDK adapters' demo: four agent SDKs' real runners, offline, on our SQLite store.
 
     python examples/demo_adapters.py [--dir DIR] [--export adapters.jsonl]
 
@@ -12,6 +12,9 @@
   records the move as a handoff.
 - pydantic-ai (`sdk-pydantic-ai`): a model that never stops, stopped by a token budget
   before the call that could overspend it (each call reserves its estimate).
+- Claude Agent SDK (`sdk-claude`): the SDK's own client over a scripted CLI
+  (`agentfsm.testing.claude_transport`); a refund is deferred for approval, approved in our
+  store, and a fresh `ClaudeRun` resumes the SDK session our store kept.
 
 `--export` writes the runs' events as JSON Lines: `agentfsm validate`, `replay` and
 `diagram --run` read them exactly as a native run's.
@@ -35,7 +38,7 @@ from agentfsm.events import Limits, dump_event  # noqa: E402
 from agentfsm.runtime import approve  # noqa: E402
 from agentfsm.stores import EventStore  # noqa: E402
 
-RUNS = ("sdk-openai", "sdk-subagent", "sdk-langgraph", "sdk-pydantic-ai")
+RUNS = ("sdk-openai", "sdk-subagent", "sdk-langgraph", "sdk-pydantic-ai", "sdk-claude")
 
 
 def openai_run(store: EventStore) -> None:
@@ -163,11 +166,45 @@ def pydantic_ai_run(store: EventStore) -> None:
     asyncio.run(run.run(agent, "Where is O-1?", limits=Limits(max_tokens=1_500)))
 
 
+def claude_run(store: EventStore, sessions: Path) -> None:
+    """A refund deferred by the CLI for approval, approved in our store, resumed afresh."""
+    from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
+
+    from agentfsm.adapters.claude_agent_sdk import ClaudeRun
+    from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
+
+    @tool("refund", "Refund an order", {"order_id": str})
+    async def refund(args: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": f"refunded {args['order_id']}"}]}
+
+    options = ClaudeAgentOptions(
+        mcp_servers={"shop": create_sdk_mcp_server("shop", tools=[refund])}
+    )
+    cli = scripted_cli(  # the model's answers; a real run leaves `transport=` out
+        [
+            Answer(uses=(Use("toolu_refund", "mcp__shop__refund", {"order_id": "O-1"}),)),
+            Answer("Refunded O-1."),
+        ],
+        sessions=sessions,
+    )
+    needs = {"mcp__shop__refund"}
+    run = ClaudeRun(store, "sdk-claude", needs_approval=needs)
+    paused = asyncio.run(run.run("Refund O-1", options, agent="support", transport=cli))
+    print(f"   paused: {paused.status}, waiting for {list(paused.record.pending_approvals)}")
+    approve(store, "sdk-claude", "toolu_refund", approver="alice")
+    fresh = ClaudeRun(store, "sdk-claude", needs_approval=needs)  # as another process would
+    asyncio.run(fresh.resume(options, transport=cli))
+
+
 def run_all(workdir: Path, export: Path | None = None) -> dict[str, str]:
-    """Run the three SDKs on `workdir/runs.db`; each run's status by id."""
+    """Run the four SDKs on `workdir/runs.db`; each run's status by id."""
     statuses: dict[str, str] = {}
     with open_store(workdir / "runs.db") as store:
-        drives = (openai_run, subagent_run, langgraph_run, pydantic_ai_run)
+
+        def claude(store: EventStore) -> None:
+            claude_run(store, workdir / "claude-sessions")
+
+        drives = (openai_run, subagent_run, langgraph_run, pydantic_ai_run, claude)
         for run_id, drive in zip(RUNS, drives, strict=True):
             print(f"== {run_id}")
             drive(store)

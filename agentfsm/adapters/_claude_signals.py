@@ -50,7 +50,7 @@ from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest
 from agentfsm.runtime.writer import approval_asked, call_started, declined
 
-__all__ = ["SDK", "Signals", "tool_result"]
+__all__ = ["SDK", "Signals", "defer", "deny", "tool_result"]
 
 SDK = "claude-agent-sdk"
 
@@ -58,6 +58,10 @@ SDK = "claude-agent-sdk"
 NeedsApproval = Callable[[str, dict[str, Any]], bool]
 #: The SDK's permission callback, as `ClaudeAgentOptions.can_use_tool` takes it.
 CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[Any]]
+
+#: Drives the subagent a started call asks (`fn(tool_use_id, tool_name, input)`): the
+#: `PreToolUse` answer for the call, or None when the tool is no subagent's.
+Delegate = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 #: How long a `PreToolUse` hook waits for the streamed answer holding its call to end.
 ANSWER_WAIT = 60.0
@@ -96,6 +100,7 @@ class Signals:
         needs_approval: which calls wait for a person.
         theirs: the application's own `can_use_tool`, asked after our decision allows a call.
         interrupt: interrupts the SDK run (`ClaudeSDKClient.interrupt`).
+        delegate: drives the subagent a started call asks (see `_claude_subagents`).
     """
 
     def __init__(
@@ -104,11 +109,15 @@ class Signals:
         needs_approval: NeedsApproval,
         theirs: CanUseTool | None,
         interrupt: Callable[[], Awaitable[None]],
+        delegate: Delegate | None = None,
     ) -> None:
         self.recorder = recorder
         self.needs_approval = needs_approval
         self.theirs = theirs
         self._interrupt = interrupt
+        self.delegate = delegate
+        #: How many calls each call's answer asked for (the CLI defers only a lone call).
+        self.batch: dict[str, int] = {}
         self.stop: GuardStop | CancelStop | None = None
         self.mismatch: ApprovalMismatchError | None = None
         #: A move the table or the ledger refused (raised by the adapter after the leg).
@@ -153,6 +162,10 @@ class Signals:
         """Wait for a requested interrupt to be sent."""
         if self._interrupting is not None:
             await asyncio.wait([self._interrupting])
+
+    async def append(self, signal: str, specs: list[Any]) -> bool:
+        """Append, or keep the stop and interrupt; False when the run is stopping."""
+        return await self._append(signal, specs)
 
     async def _append(self, signal: str, specs: list[Any]) -> bool:
         """Append, or keep the stop and interrupt; False when the run is stopping."""
@@ -221,6 +234,7 @@ class Signals:
             {"action_id": b.id, "tool": b.name, "arguments": jsonable(b.input)}
             for b in answer.calls.values()
         ]
+        self.batch.update(dict.fromkeys(answer.calls, len(calls)))
         usage = self.recorder.usage(answer.input_tokens, answer.output_tokens, answer.model)
         fields = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls, "usage": usage}
         if text:
@@ -267,9 +281,11 @@ class Signals:
 
     async def pre_tool_use(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
         """Hook `PreToolUse`: defer, deny or record the call before it runs."""
-        if tool_use_id is None or data.get("agent_id"):
-            return {}  # a subagent's call
+        if tool_use_id is None:
+            return {}
         name, arguments = str(data.get("tool_name")), jsonable(data.get("tool_input") or {})
+        if data.get("agent_id"):
+            return self._inside_cli_subagent(name, arguments)
         if not await self._proposed(tool_use_id):
             return _deny("the run was stopped")
         action = self.recorder.record.actions[tool_use_id]
@@ -288,13 +304,7 @@ class Signals:
         if action.status == ActionStatus.PROPOSED and self.needs_approval(name, arguments):
             signal = f"hook PreToolUse (call '{tool_use_id}')"
             if await self._append(signal, [approval_asked(tool_use_id, name, arguments)]):
-                return {
-                    "hookSpecificOutput": {
-                        "hookEventName": "PreToolUse",
-                        "permissionDecision": "defer",
-                        "permissionDecisionReason": "waiting for approval",
-                    }
-                }
+                return defer("waiting for approval")
             return _deny("the run was stopped")
         if action.status == ActionStatus.APPROVAL_PENDING:
             return _deny("waiting for approval")  # a resume replays it once it is decided
@@ -302,6 +312,21 @@ class Signals:
             signal = f"hook PreToolUse (call '{tool_use_id}')"
             if not await self._append(signal, call_started(tool_use_id, name, arguments)):
                 return _deny("the run was stopped")
+        started = self.recorder.record.actions[tool_use_id].status == ActionStatus.STARTED
+        if self.delegate is not None and started:
+            done = await self.delegate(tool_use_id, name, arguments)
+            if done is not None:
+                return done
+        return {}
+
+    def _inside_cli_subagent(self, name: str, arguments: Any) -> dict[str, Any]:
+        """A call of a subagent the CLI runs itself (its `Agent` tool): not one of our runs.
+
+        One that needs approval is refused: the CLI cannot pause inside its subagents (a
+        deferred call ends the subagent, and the caller goes on), so it would run unapproved.
+        """
+        if self.needs_approval(name, arguments):
+            return _deny(CLI_SUBAGENT_APPROVAL)
         return {}
 
     async def can_use_tool(
@@ -311,6 +336,8 @@ class Signals:
         aid = context.tool_use_id
         if self.halted:
             return PermissionResultDeny(message="the run was stopped", interrupt=True)
+        if context.agent_id and self.needs_approval(name, jsonable(arguments)):
+            return PermissionResultDeny(message=CLI_SUBAGENT_APPROVAL)
         action = self.recorder.record.actions.get(aid) if aid else None
         if context.agent_id or action is None:
             return await self._theirs(name, arguments, context)
@@ -366,6 +393,29 @@ class Signals:
                 if info.status == RunStatus.CANCEL_REQUESTED:
                     self.stopped(CancelStop(self.recorder.record))
         return {}
+
+
+#: Why a call needing approval inside one of the CLI's own subagents is refused.
+CLI_SUBAGENT_APPROVAL = (
+    "refused: this call needs approval, and the CLI cannot pause inside its own subagents; "
+    "ask this agent through ClaudeRun(subagents=...) instead"
+)
+
+
+def defer(reason: str) -> dict[str, Any]:
+    """`PreToolUse`'s answer deferring the call: the CLI ends the leg keeping it."""
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "defer",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def deny(reason: str) -> dict[str, Any]:
+    """`PreToolUse`'s answer refusing the call: it never runs; the model reads `reason`."""
+    return _deny(reason)
 
 
 def _deny(reason: str) -> dict[str, Any]:

@@ -31,14 +31,27 @@ Guards and cancel: a refusal stops the SDK run with `ClaudeSDKClient.interrupt()
 process (`agentfsm cancel`) is seen at the next signal, or by polling the store while a tool
 runs (`cancel_poll`), and interrupts the run likewise: `run.cancelled`. A call the interrupt
 cancelled while it ran is `tool.outcome_unknown`, never failed.
+
+Subagents: `ClaudeRun(..., subagents={"refunds": Subagent(description, agent)})` offers the
+model a tool `mcp__subagents__refunds(prompt)` (an in-process SDK MCP server the adapter adds
+to your options); each call is a child run of its own, `<run_id>/<tool_use_id>`, driven by
+its own `ClaudeRun` and SDK session, drawing on this run's token and cost limits
+(`SdkRun.subagent`). Its answer is the tool's result; a child a guard stopped returns a line
+saying so. A child waiting for approval pauses this run too: the call waiting on it is
+deferred (it must be alone in its answer, as any deferred call), this run waits in
+`waiting_tool`, and `pending_approvals` names the child's run and call, decided there; a
+resume resumes the child, then this run. The CLI's own subagents (its `Agent` tool) run
+unrecorded inside the CLI, and a call of theirs that needs approval is refused: the CLI
+cannot pause inside them (see `_claude_subagents`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Unpack
 
@@ -47,6 +60,7 @@ from agentfsm._extras import missing_extra
 # The extra's packages first, so a missing one is reported by the extra's name.
 try:
     from claude_agent_sdk import (
+        AgentDefinition,
         ClaudeAgentOptions,
         ClaudeSDKClient,
         HookMatcher,
@@ -57,7 +71,16 @@ try:
 except ImportError as exc:
     raise missing_extra("ClaudeRun", "claude", exc) from exc
 
-from agentfsm.adapters._claude_signals import SDK, NeedsApproval, Signals
+from agentfsm.adapters._claude_signals import SDK, NeedsApproval, Signals, defer, deny
+from agentfsm.adapters._claude_subagents import (
+    HOOK_TIMEOUT,
+    SERVER,
+    Answers,
+    Subagent,
+    child_options,
+    objective,
+    server,
+)
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing, per_million_tokens
 from agentfsm.adapters._sdk_errors import (
@@ -69,7 +92,7 @@ from agentfsm.adapters._sdk_errors import (
 )
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun
 from agentfsm.adapters._storable import jsonable
-from agentfsm.adapters._subagents import approved_call, waiting_on
+from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
@@ -82,6 +105,7 @@ __all__ = [
     "Pricing",
     "SavedStateError",
     "SignalIllegalTransitionError",
+    "Subagent",
     "per_million_tokens",
 ]
 
@@ -117,6 +141,8 @@ class ClaudeRun(SdkRun):
             the SDK's stream; `StreamEvent`s only when your options ask for them.
         cancel_poll: seconds between looks at the store for a cancel asked from another
             process while the CLI works (a slow tool); the signals look at every step anyway.
+        subagents: the subagents the model may ask, by tool name (`Subagent`, or an
+            `AgentDefinition` with the caller's options): each call a child run.
         guards, clock, logger, listeners, reserve_tokens, reserve_cost, pricing: as every
             adapter takes them (see `SdkRun`); without `pricing` the cost is the SDK's own.
     """
@@ -131,12 +157,25 @@ class ClaudeRun(SdkRun):
         needs_approval: Collection[str] | NeedsApproval = (),
         on_message: Callable[[Any], Any] | None = None,
         cancel_poll: float = 0.25,
+        subagents: Mapping[str, Subagent | AgentDefinition] | None = None,
         **options: Unpack[RunOptions],
     ) -> None:
-        self.needs_approval = _needs(needs_approval)
-        self.on_message = on_message
-        self.cancel_poll = cancel_poll
         super().__init__(store, run_id, **options)
+        self.needs_approval = _needs(needs_approval)
+        self.on_message: Callable[[Any], Any] | None = on_message
+        self.cancel_poll = cancel_poll
+        self.subagents: dict[str, Subagent] = {
+            name: s if isinstance(s, Subagent) else Subagent(s.description, s)
+            for name, s in (subagents or {}).items()
+        }
+
+    def _attach(self) -> None:
+        # A subagent's run (`subagent`) is built without `__init__`: these are its defaults.
+        self.needs_approval = _needs(())
+        self.on_message = None
+        self.cancel_poll = 0.25
+        self.subagents = {}
+        self._answers = Answers()
 
     async def run(
         self,
@@ -233,6 +272,8 @@ class ClaudeRun(SdkRun):
                 await client.interrupt()
 
         signals = Signals(recorder, self.needs_approval, options.can_use_tool, interrupt)
+        if self.subagents:
+            signals.delegate = functools.partial(self._delegate, signals, options)
         ours = self._options(options, signals)
         if callable(transport):
             transport = transport(ours)
@@ -269,15 +310,87 @@ class ClaudeRun(SdkRun):
         """Your options with our hooks first, our `can_use_tool`, and the answers streamed."""
         hooks: dict[Any, list[HookMatcher]] = {}
         for event, method in _HOOKS.items():
-            hooks[event] = [HookMatcher(hooks=[getattr(signals, method)])]
+            # `PreToolUse` drives a subagent to its end: the CLI waits for it.
+            timeout = HOOK_TIMEOUT if self.subagents and event == "PreToolUse" else None
+            hooks[event] = [HookMatcher(hooks=[getattr(signals, method)], timeout=timeout)]
         for event, matchers in (options.hooks or {}).items():
             hooks.setdefault(event, []).extend(matchers)
+        servers = options.mcp_servers
+        if self.subagents:
+            if not isinstance(servers, dict):
+                raise TypeError("subagents= needs mcp_servers as a dict (or none), not a path")
+            servers = {**servers, SERVER: server(self.subagents, self._answers)}
         return replace(
             options,
             hooks=hooks,
             can_use_tool=signals.can_use_tool,
             include_partial_messages=True,
+            mcp_servers=servers,
         )
+
+    def _child(self, action_id: str, spec: Subagent) -> ClaudeRun:
+        """The `ClaudeRun` of the subagent run call `action_id` starts (or continues)."""
+        child = self.subagent(action_id)
+        child.cancel_poll = self.cancel_poll
+        if spec.needs_approval is not None:
+            child.needs_approval = _needs(spec.needs_approval)
+        else:
+            child.needs_approval = self.needs_approval
+        return child
+
+    async def _delegate(
+        self,
+        signals: Signals,
+        caller: ClaudeAgentOptions,
+        action_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """Drive the subagent call `action_id` asks (from `PreToolUse`): its hook answer."""
+        prefix = f"mcp__{SERVER}__"
+        name = tool[len(prefix) :] if tool.startswith(prefix) else None
+        spec = self.subagents.get(name) if name is not None else None
+        if name is None or spec is None:
+            return None
+        agent = spec.name or name
+        child = self._child(action_id, spec)
+        options = child_options(spec, caller)
+        try:
+            if await child.recorder.off_loop(child.recorder.stored):
+                done = await child.resume(options, transport=spec.transport)
+            else:
+                done = await child.run(
+                    objective(arguments), options, agent=agent, transport=spec.transport
+                )
+        except ApprovalMismatchError as exc:
+            signals.mismatch = exc  # a kept call changed: the whole tree fails closed
+            signals.halt()
+            return deny("refused: the subagent's call is not the one approval was asked for")
+        except Exception as exc:  # noqa: BLE001  (the child recorded it; the model reads why)
+            return await self._subagent_failed(signals, action_id, f"{type(exc).__name__}: {exc}")
+        if done.pending_approvals:
+            if signals.batch.get(action_id, 1) == 1:
+                return defer(f"waiting on the subagent run '{child.run_id}'")
+            why = "its caller could not wait: the call was not alone in its answer"
+            await child.recorder.off_loop(_cancel_waiting, child.recorder, why)
+            return await self._subagent_failed(signals, action_id, f"cancelled: {why}")
+        record = done.record
+        if record.status == RunStatus.COMPLETED:
+            text = str(done.final_output)
+        elif record.status in (RunStatus.TERMINATED, RunStatus.CANCELLED):
+            text = stopped_line(agent, record, done.partial_output)
+        else:
+            error = record.error.message if record.error is not None else record.status
+            return await self._subagent_failed(signals, action_id, error)
+        self._answers.put(name, arguments, text)
+        return {}
+
+    async def _subagent_failed(self, signals: Signals, action_id: str, why: str) -> dict[str, Any]:
+        """`tool.failed` for a subagent call that will not run; the model reads why."""
+        error = {"kind": "subagent_failed", "message": why}
+        spec = (m.ToolFailed, {"action_id": action_id, "error": error})
+        await signals.append(f"subagent run of call '{action_id}'", [spec])
+        return deny(why)
 
     async def _watch_cancel(self, signals: Signals) -> None:
         """Interrupt the SDK run once another process asks to cancel it (two-phase cancel)."""
@@ -393,3 +506,9 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
         )
+
+
+def _cancel_waiting(recorder: Any, why: str) -> RunRecord:
+    """End a subagent run left waiting for approval that its caller cannot wait on."""
+    recorder.append("the calling run could not wait", [(m.RunCancelRequested, {"reason": why})])
+    return recorder.cancelled()  # type: ignore[no-any-return]

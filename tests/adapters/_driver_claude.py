@@ -2,7 +2,9 @@
 
 The SDK's own client, query and callbacks run; `ScriptedCLI` plays the CLI (the public
 `transport=` parameter), running the scenario's tools as the CLI runs its own tools, and
-keeping its sessions in the workdir, so a new process resumes them as the CLI would.
+keeping its sessions in the workdir, so a new process resumes them as the CLI would. A
+subagent (`Sub`) is a `Subagent` of the run (the tool `mcp__subagents__<tool>`, an SDK MCP
+tool), its own scripted CLI playing the child's steps.
 """
 
 from __future__ import annotations
@@ -14,14 +16,12 @@ from typing import Any, ClassVar
 from claude_agent_sdk import ClaudeAgentOptions
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.claude_agent_sdk import ClaudeRun
+from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
 from agentfsm.events import Limits
 from agentfsm.stores.base import EventStore
-from tests.adapters._claude_cli import Answer, ScriptedCLI, Use
+from agentfsm.testing.claude_transport import Answer, ScriptedCLI, Use
 from tests.adapters._common import run as drive
 from tests.adapters._drivers import AgentSpec, Say
-
-SUBAGENTS = "not built yet: the SDK's subagents (Agent tool) as child runs of their own"
 
 
 class ClaudeDriver:
@@ -34,7 +34,6 @@ class ClaudeDriver:
     corrupt_state = (b"{not json", "it does not load: JSONDecodeError: Expecting property")
     cannot: ClassVar[Mapping[str, str]] = {
         "mixed_batch": "the CLI defers (pauses at) a call only when it is alone in its answer",
-        "subagents": SUBAGENTS,
     }
 
     def __init__(self, workdir: Path) -> None:
@@ -42,13 +41,39 @@ class ClaudeDriver:
 
     def transport(self, spec: AgentSpec) -> Any:
         """A function of the options giving the scripted CLI playing `spec`."""
+        subs = {s.tool for s in spec.subagents}
         steps = [
             Answer(s.text) if isinstance(s, Say)
-            else Answer(uses=tuple(Use(c.call_id, c.tool, c.args) for c in s))
+            else Answer(uses=tuple(self.use(c.call_id, c.tool, c.args, subs) for c in s))
             for s in spec.steps
         ]  # fmt: skip
         tools = {t.name: t.fn for t in spec.tools}
         return lambda options: ScriptedCLI(options, steps, tools, self.sessions)
+
+    @staticmethod
+    def use(call_id: str, tool: str, args: dict[str, Any], subagents: set[str]) -> Use:
+        """The call as the model makes it: a subagent's as `mcp__subagents__<tool>(prompt)`."""
+        if tool in subagents:
+            return Use(call_id, f"mcp__subagents__{tool}", {"prompt": str(args["question"])})
+        return Use(call_id, tool, args)
+
+    def subagents(self, spec: AgentSpec) -> dict[str, Subagent]:
+        """The spec's subagents, each played by its own scripted CLI."""
+        return {
+            s.tool: Subagent(
+                f"Ask the agent '{s.agent.name}'.",
+                ClaudeAgentOptions(),
+                name=s.agent.name,
+                needs_approval=self.approvals(s.agent),
+                transport=self.transport(s.agent),
+            )
+            for s in spec.subagents
+        }
+
+    def claude_run(self, store: EventStore, run_id: str, spec: AgentSpec, **options: Any) -> Any:
+        """The adapter's run of `spec`."""
+        return ClaudeRun(store, run_id, needs_approval=self.approvals(spec),
+                         subagents=self.subagents(spec), **options)  # fmt: skip
 
     @staticmethod
     def approvals(spec: AgentSpec) -> set[str]:
@@ -58,7 +83,7 @@ class ClaudeDriver:
     def run(self, store: EventStore, run_id: str, spec: AgentSpec, *, prompt: str = "weather?",
             limits: Limits | None = None, **options: Any) -> Any:  # fmt: skip
         """`ClaudeRun.run`."""
-        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec), **options)
+        run = self.claude_run(store, run_id, spec, **options)
         return drive(
             run.run(prompt, ClaudeAgentOptions(), limits=limits, agent=spec.name,
                     transport=self.transport(spec))
@@ -67,18 +92,18 @@ class ClaudeDriver:
     def resume(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
                **options: Any) -> Any:  # fmt: skip
         """`ClaudeRun.resume`."""
-        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec), **options)
+        run = self.claude_run(store, run_id, spec, **options)
         return drive(run.resume(ClaudeAgentOptions(), state, transport=self.transport(spec)))
 
     def run_sync(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
         """`ClaudeRun.run_sync`."""
-        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec))
+        run = self.claude_run(store, run_id, spec)
         with capture_logs():
             return run.run_sync(prompt, ClaudeAgentOptions(), transport=self.transport(spec))
 
     def resume_sync(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
         """`ClaudeRun.resume_sync`."""
-        run = ClaudeRun(store, run_id, needs_approval=self.approvals(spec))
+        run = self.claude_run(store, run_id, spec)
         with capture_logs():
             return run.resume_sync(ClaudeAgentOptions(), transport=self.transport(spec))
 

@@ -301,3 +301,60 @@ def test_langgraph_runs_always_log_legally(tmp_path: Path, drawn: Any, gated: bo
             driver[:] = [GraphRun(store, "r1")]
             done = driver[0].resume(g, config)
     _check(store, done, [[("ok", "")]], tmp_path)
+
+
+@SETTINGS
+@given(scripts(WITH_SUBAGENTS), st.none() | st.integers(1, 4))
+def test_claude_agent_sdk_runs_always_log_legally(
+    tmp_path: Path, drawn: Any, max_turns: int | None
+) -> None:
+    """The same scripts through the SDK's `ClaudeSDKClient` over the scripted CLI: deferred
+    approvals resumed, calls needing approval beside others refused, subagents (their own
+    sessions) pausing the caller: always legal logs."""
+    pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk import ClaudeAgentOptions
+
+    from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
+    from agentfsm.testing.claude_transport import Answer, ScriptedCLI, Use, scripted_cli
+    from tests.adapters._drivers import get_weather, refund
+
+    turns, votes = drawn
+    tools = {"get_weather": get_weather, "refund": refund, "hang_up": hang_up}
+
+    def use(kind: str, cid: str) -> Use:
+        if kind == "delegate":
+            return Use(cid, "mcp__subagents__refunds", {"prompt": cid})
+        if kind == "approval":
+            return Use(cid, "refund", {"order_id": cid})
+        if kind == "cancel":
+            return Use(cid, "hang_up", {"reason": cid})
+        return Use(cid, "get_weather", {"city": "Atlantis" if kind == "fail" else cid})
+
+    steps = [Answer(uses=tuple(use(k, c) for k, c in t)) for t in turns] + [Answer("done")]
+    parent = scripted_cli(steps, tools, tmp_path)
+    sessions: dict[str, list[Answer]] = {}  # each child's own script, by its session
+    children = itertools.count()
+
+    def child(options: ClaudeAgentOptions) -> ScriptedCLI:
+        if options.resume is not None:
+            return ScriptedCLI(options, sessions[options.resume], tools, tmp_path)
+        n = next(children)
+        script = [Answer(uses=(Use(f"r{n}", "refund", {"order_id": f"k{n}"}),)), Answer("ok")]
+        cli = ScriptedCLI(options, script, tools, tmp_path)
+        sessions[cli.session_id] = script
+        return cli
+
+    subagents = {"refunds": Subagent("Ask the refunds agent.", ClaudeAgentOptions(),
+                                     transport=child)}  # fmt: skip
+    store = MemoryEventStore()
+    STORE[:] = [store]
+
+    def claude() -> ClaudeRun:
+        return ClaudeRun(store, "r1", needs_approval={"refund"}, subagents=subagents,
+                         guards=_guards(max_turns))  # fmt: skip
+
+    done = run(claude().run("go", ClaudeAgentOptions(), transport=parent))
+    while done.pending_approvals:
+        _decide(store, done.pending_approvals, votes)
+        done = run(claude().resume(ClaudeAgentOptions(), transport=parent))
+    _check(store, done, turns, tmp_path, max_turns)

@@ -4,8 +4,9 @@ The CLI runs as the SDK starts it, talking to a fake Anthropic Messages API thes
 on 127.0.0.1 (streamed server-sent events, scripted answers): approve, deny, interrupt (a
 cancel from elsewhere while a tool runs), a guard's stop, and a resume in a new process.
 Nothing leaves the machine: the CLI's base URL is loopback, its nonessential traffic is off,
-and any other address goes to a proxy that is not there. Without the CLI the tests skip;
-under `CI=true` they fail, since the dev extra installs it.
+and any other address goes to a proxy that is not there. Without the SDK or its bundled CLI
+the tests skip; under `CI=true` they fail (the module does not import, or each test fails),
+since the dev extra installs both.
 """
 
 from __future__ import annotations
@@ -16,16 +17,21 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytest.importorskip("claude_agent_sdk")
+if os.environ.get("CI") == "true":
+    import claude_agent_sdk  # noqa: F401  (under CI a missing SDK fails the run, loudly)
+else:
+    pytest.importorskip("claude_agent_sdk")
 
+from claude_agent_sdk import AgentDefinition
 from structlog.testing import capture_logs
 
-from agentfsm.adapters.claude_agent_sdk import ClaudeRun
+from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
 from agentfsm.guards import MaxTurns
 from agentfsm.runtime import approve, cancel, reject
 from agentfsm.stores import SQLiteEventStore
@@ -36,6 +42,7 @@ from tests.adapters._fake_anthropic import FakeAnthropic, Reply, ToolUse
 ROOT = Path(__file__).resolve().parents[2]
 REFUND = "mcp__shop__refund"
 SLOW = "mcp__shop__slow"
+DELEGATE = "mcp__subagents__refunds"
 
 
 def bundled_cli() -> Path | None:
@@ -63,6 +70,20 @@ def script(body: dict[str, Any]) -> Reply | None:
     prompt = json.dumps(messages[0]) if messages else ""
     step = sum(1 for m in messages if m["role"] == "assistant")
     last = json.dumps(messages[-1]) if messages else ""
+    if "REFUNDER" in json.dumps(body.get("system")):  # the CLI's own subagent (`Agent` tool)
+        if step == 0:
+            return Reply(tools=(ToolUse("toolu_c1", REFUND, {"order_id": "O-1"}),))
+        return Reply(text="Refunded." if "refunded O-1" in last else "Not refunded.")
+    if "ask the refunds agent" in prompt:
+        if step == 0:
+            return Reply(tools=(ToolUse("toolu_m1", DELEGATE, {"prompt": "refund O-1"}),))
+        return Reply(text=f"The agent said: {json.loads(last)['content'][0]['content'][0]['text']}")
+    if "ask the cli's agent" in prompt:
+        if step == 0:
+            use = {"description": "refund", "prompt": "refund it", "subagent_type": "refunds",
+                   "run_in_background": False}  # fmt: skip
+            return Reply(tools=(ToolUse("toolu_n1", "Agent", use),))
+        return Reply(text="Done.")
     if "refund O-1" in prompt:
         if step == 0:
             return Reply(tools=(ToolUse("toolu_r1", REFUND, {"order_id": "O-1"}),))
@@ -204,4 +225,52 @@ class TestRealCLI:
         )
         assert done.partial_output == "slow done"
         assert ran(calls) == ["slow started", "slow started"]
+        assert validates(store, "r1", tmp_path) == 0
+
+
+class TestRealCLISubagents:
+    """Subagents over the real CLI: ours pause their caller; the CLI's own cannot."""
+
+    def test_a_subagent_waiting_for_approval_pauses_its_caller_until_resumed(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """The child's CLI defers its refund; the caller's CLI defers the call waiting on
+        it; approve() in the child's run; resuming the caller resumes both sessions."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+        opts = options(api.url, tmp_path / "claude")
+
+        def caller() -> ClaudeRun:
+            refunds = Subagent("Refunds orders.", opts)
+            return ClaudeRun(store, "m1", needs_approval={REFUND}, subagents={"refunds": refunds})
+
+        paused = drive(caller().run("ask the refunds agent", opts))
+        assert (paused.status, [p.run_id for p in paused.pending_approvals]) == (
+            "waiting_tool",
+            ["m1/toolu_m1"],
+        )
+        assert store.load("m1/toolu_m1").pending_approvals == ("toolu_r1",)
+        assert ran(calls) == []
+        approve(store, "m1/toolu_m1", "toolu_r1", approver="alice")
+        done = drive(caller().resume(opts))
+        assert (done.status, done.final_output) == ("completed", "The agent said: Refunded.")
+        assert ran(calls) == ["refund O-1"]
+        assert store.load("m1/toolu_m1").final_output == "Refunded."
+        assert done.record.actions["toolu_m1"].result == "Refunded."
+        assert validates(store, "m1", tmp_path) == 0
+        assert validates(store, "m1/toolu_m1", tmp_path) == 0
+
+    def test_a_call_needing_approval_inside_the_clis_own_subagent_is_refused(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """The CLI's `Agent` tool: a deferred call would end the subagent and the caller go
+        on, so the adapter refuses the call instead; it never runs."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+        definition = AgentDefinition("Refunds orders.", "You are REFUNDER.", tools=[REFUND])
+        opts = replace(options(api.url, tmp_path), tools=["Agent"], agents={"refunds": definition})
+        run = ClaudeRun(store, "r1", needs_approval={REFUND})
+        done = drive(run.run("ask the cli's agent", opts))
+        assert (done.status, done.final_output) == ("completed", "Done.")
+        assert ran(calls) == []
+        refused = json.dumps(api.requests)
+        assert "the CLI cannot pause inside its own subagents" in refused
         assert validates(store, "r1", tmp_path) == 0

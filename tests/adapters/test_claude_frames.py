@@ -23,7 +23,7 @@ from structlog.testing import capture_logs
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun
 from agentfsm.runtime import approve
 from agentfsm.stores import MemoryEventStore
-from tests.adapters._claude_cli import Answer, ScriptedCLI, Use
+from agentfsm.testing.claude_transport import Answer, ScriptedCLI, Use
 from tests.adapters.record_claude_frames import FRAMES, shape
 
 REFUND = "mcp__shop__refund"

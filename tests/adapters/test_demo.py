@@ -18,7 +18,7 @@ def test_each_sdk_run_ends_as_described_and_its_log_validates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """OpenAI completes after an approval (also one its subagent waited for), LangGraph after
-    a handoff, pydantic-ai on budget."""
+    a handoff, pydantic-ai on budget, Claude after an approval and a resume."""
     spec = importlib.util.spec_from_file_location("demo_adapters", DEMO)
     assert spec is not None
     assert spec.loader is not None
@@ -33,6 +33,9 @@ def test_each_sdk_run_ends_as_described_and_its_log_validates(
         "sdk-subagent": "completed",
         "sdk-langgraph": "completed",
         "sdk-pydantic-ai": "terminated",
+        "sdk-claude": "completed",
     }
-    assert "4  handoff                running -> running" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "4  handoff                running -> running" in out
+    assert "paused: waiting_approval, waiting for ['toolu_refund']" in out
     assert cli(["validate", "--quiet", str(export)]) == 0

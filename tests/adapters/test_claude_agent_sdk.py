@@ -1,0 +1,223 @@
+"""Fast tests of the Claude adapter's parts the shared scenarios do not reach.
+
+Over the scripted CLI (`agentfsm.testing.claude_transport`): in-process SDK MCP tools and
+tools the CLI runs itself in one run, a call needing approval asked beside another call, a
+subagent whose call sits in a batch; and the pure parts (`tool_result`, the refusal of a call
+needing approval inside one of the CLI's own subagents).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("claude_agent_sdk")
+
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    PermissionResultDeny,
+    ToolPermissionContext,
+    create_sdk_mcp_server,
+    tool,
+)
+
+from agentfsm.adapters._claude_signals import CLI_SUBAGENT_APPROVAL, Signals, tool_result
+from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
+from agentfsm.stores import MemoryEventStore
+from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
+from tests.adapters._common import run, types, validates
+
+RAN: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    RAN.clear()
+
+
+@tool("refund", "Refund an order", {"order_id": str})
+async def refund(args: dict[str, Any]) -> dict[str, Any]:
+    """An SDK MCP tool (it runs in this process; the CLI asks the SDK to call it)."""
+    RAN.append(f"refund {args['order_id']}")
+    return {"content": [{"type": "text", "text": f"refunded {args['order_id']}"}]}
+
+
+@tool("explode", "Fail", {})
+async def explode(args: dict[str, Any]) -> dict[str, Any]:
+    """An SDK MCP tool that raises: the SDK answers the CLI with an error result."""
+    raise RuntimeError("boom")
+
+
+def weather(city: str) -> str:
+    """A tool the CLI runs itself (as it runs `Bash`): no MCP involved."""
+    RAN.append(f"weather {city}")
+    return f"sunny in {city}"
+
+
+def shop() -> ClaudeAgentOptions:
+    """Options with the in-process `shop` server."""
+    return ClaudeAgentOptions(
+        mcp_servers={"shop": create_sdk_mcp_server("shop", tools=[refund, explode])}
+    )
+
+
+class TestToolResult:
+    """What a tool's response becomes in our log."""
+
+    @pytest.mark.parametrize(
+        ("response", "kept"),
+        [
+            ([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "ab"),
+            ({"content": [{"type": "text", "text": "x"}]}, "x"),
+            ({"content": [{"type": "text", "text": "x"}], "is_error": False}, "x"),
+            ([{"type": "image", "data": "..."}], [{"type": "image", "data": "..."}]),
+            ({"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}),
+            ([], []),
+            ("plain", "plain"),
+            (None, None),
+        ],
+    )
+    def test_text_blocks_are_joined_anything_else_kept_as_json(
+        self, response: Any, kept: Any
+    ) -> None:
+        """An SDK MCP tool's text blocks read as one string; other shapes are kept as JSON."""
+        assert tool_result(response) == kept
+
+
+class TestScriptedTools:
+    """Both kinds of tools through the scripted CLI, with the SDK's real client."""
+
+    def test_mcp_and_cli_tools_in_one_run_are_recorded_alike(self, tmp_path: Path) -> None:
+        """An SDK MCP tool (asked over `mcp_message`), a tool the CLI runs, a failing MCP
+        tool: each call requested, started and ended; the failure's message kept."""
+        store = MemoryEventStore()
+        steps = [
+            Answer(uses=(Use("toolu_1", "mcp__shop__refund", {"order_id": "O-1"}),)),
+            Answer(uses=(Use("toolu_2", "weather", {"city": "Paris"}),)),
+            Answer(uses=(Use("toolu_3", "mcp__shop__explode", {}),)),
+            Answer("Done."),
+        ]
+        transport = scripted_cli(steps, {"weather": weather}, tmp_path)
+        done = run(ClaudeRun(store, "r1").run("go", shop(), transport=transport))
+        assert (done.status, done.final_output) == ("completed", "Done.")
+        assert RAN == ["refund O-1", "weather Paris"]
+        actions = done.record.actions
+        assert (actions["toolu_1"].result, actions["toolu_2"].result) == (
+            "refunded O-1",
+            "sunny in Paris",
+        )
+        assert actions["toolu_3"].status == "failed"
+        assert "boom" in str(actions["toolu_3"].error.message)  # type: ignore[union-attr]
+        assert validates(store, "r1", tmp_path) == 0
+
+
+class TestApprovalInABatch:
+    """The CLI defers only a call alone in its answer."""
+
+    def test_a_call_needing_approval_beside_another_is_refused_by_can_use_tool(
+        self, tmp_path: Path
+    ) -> None:
+        """The CLI does not defer it: `can_use_tool` refuses it (rejected, with why), the
+        other call runs, the run goes on to its answer; the refund never runs."""
+        store = MemoryEventStore()
+        steps = [
+            Answer(
+                uses=(
+                    Use("toolu_r", "mcp__shop__refund", {"order_id": "O-1"}),
+                    Use("toolu_w", "weather", {"city": "Paris"}),
+                )
+            ),
+            Answer("Could not refund; sunny."),
+        ]
+        transport = scripted_cli(steps, {"weather": weather}, tmp_path)
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        done = run(claude.run("go", shop(), transport=transport))
+        assert done.status == "completed"
+        assert RAN == ["weather Paris"]
+        refund_call = done.record.actions["toolu_r"]
+        assert (refund_call.status, refund_call.reason) == (
+            "rejected",
+            "a call waiting for approval must be asked for alone in its answer",
+        )
+        assert types(store, "r1")[3:6] == [
+            "approval.requested", "approval.rejected", "tool.requested",
+        ]  # fmt: skip
+        assert validates(store, "r1", tmp_path) == 0
+
+
+class TestSubagentInABatch:
+    """A subagent that waits for approval needs its caller's call alone, to defer it."""
+
+    def test_a_waiting_child_whose_call_cannot_be_deferred_is_cancelled(
+        self, tmp_path: Path
+    ) -> None:
+        """The child pauses for its refund, but the caller asked for it beside another call:
+        the child is cancelled (its refund never runs), the caller's call failed with why."""
+        store = MemoryEventStore()
+        child = scripted_cli(
+            [Answer(uses=(Use("toolu_c", "mcp__shop__refund", {"order_id": "O-1"}),))],
+            sessions=tmp_path,
+        )
+        steps = [
+            Answer(
+                uses=(
+                    Use("toolu_m", "mcp__subagents__refunds", {"prompt": "refund O-1"}),
+                    Use("toolu_w", "weather", {"city": "Paris"}),
+                )
+            ),
+            Answer("Sunny; no refund."),
+        ]
+        refunds = Subagent("Refunds orders.", shop(), transport=child)
+        claude = ClaudeRun(
+            store, "m1", needs_approval={"mcp__shop__refund"}, subagents={"refunds": refunds}
+        )
+        done = run(claude.run("go", shop(), transport=scripted_cli(steps, {"weather": weather},
+                                                                   tmp_path)))  # fmt: skip
+        assert (done.status, done.final_output) == ("completed", "Sunny; no refund.")
+        assert RAN == ["weather Paris"]
+        call = done.record.actions["toolu_m"]
+        assert call.status == "failed"
+        assert call.error is not None
+        assert call.error.message == (
+            "cancelled: its caller could not wait: the call was not alone in its answer"
+        )
+        kid = store.load("m1/toolu_m")
+        assert (kid.status, kid.actions["toolu_c"].status) == ("cancelled", "rejected")
+        assert validates(store, "m1", tmp_path) == 0
+        assert validates(store, "m1/toolu_m", tmp_path) == 0
+
+
+class TestCLISubagents:
+    """A call of the CLI's own subagents (its `Agent` tool) carries their `agent_id`."""
+
+    def signals(self) -> Signals:
+        claude = ClaudeRun(MemoryEventStore(), "r1", needs_approval={"mcp__shop__refund"})
+
+        async def interrupt() -> None:
+            pass
+
+        return Signals(claude.recorder, claude.needs_approval, None, interrupt)
+
+    def test_one_needing_approval_is_refused_by_the_hook_and_by_can_use_tool(self) -> None:
+        """The CLI could not pause there: refused, saying so, rather than run unapproved."""
+        signals = self.signals()
+        data = {"agent_id": "a1", "tool_name": "mcp__shop__refund",
+                "tool_input": {"order_id": "O-1"}}  # fmt: skip
+        out = asyncio.run(signals.pre_tool_use(data, "toolu_c", None))
+        assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert out["hookSpecificOutput"]["permissionDecisionReason"] == CLI_SUBAGENT_APPROVAL
+        context = ToolPermissionContext(tool_use_id="toolu_c", agent_id="a1")
+        answer = asyncio.run(
+            signals.can_use_tool("mcp__shop__refund", {"order_id": "O-1"}, context)
+        )
+        assert isinstance(answer, PermissionResultDeny)
+        assert answer.message == CLI_SUBAGENT_APPROVAL
+
+    def test_others_are_left_to_the_cli(self) -> None:
+        """A free call of theirs is not ours to record or refuse."""
+        signals = self.signals()
+        data = {"agent_id": "a1", "tool_name": "weather", "tool_input": {"city": "Paris"}}
+        assert asyncio.run(signals.pre_tool_use(data, "toolu_w", None)) == {}
