@@ -24,7 +24,11 @@ The model:
   (Procrastinate runs a lock's jobs in id order). When due it queues the run's advance
   (kind `wake`), or un-pauses the pause it was set with (kind `resume`, `pause_until`).
   An advance that leaves a run waiting re-arms its next due time, so a timer that fired
-  early (clock skew) or was never set (a run created without the hook) is set again.
+  early (clock skew) or was never set (a run created without the hook) is set again; an
+  advance drives with `defer_retries=True`, so a failed safe call's backoff is a timer
+  too, never a sleep in the job. The rules are shared with the SQLite `Worker`'s timers
+  (`agentfsm.runtime.timers`); the hook answers `wants` first, so appends that call for
+  nothing stay one autocommit statement.
 - **Failover.** Workers write a heartbeat every `heartbeat` seconds; every worker runs a
   recovery pass every `recover_every` seconds that closes (as `failed`) the jobs `doing`
   on a worker silent for `stalled_after` seconds and queues a fresh copy of each, in one
