@@ -328,3 +328,26 @@ class TestRetryTimers:
         """`Runner.run` and a plain `resume` wait out the backoff as before."""
         result = env.runner().run("r1", "flaky")
         assert (result.status, env.sleeps, result.wake_at) == ("completed", [0.6], None)
+
+
+def test_a_worker_on_postgres_leases_holds_a_retry_without_timers(
+    postgres_dsn: str, pg_prefix: str, tmp_path: Path
+) -> None:
+    """`PostgresLeases` keep no timers: the worker's `wake_at` is accepted, and the retry's
+    backoff holds as the release's `retry_after` (the run stays runnable)."""
+    from agentfsm.stores.postgres import PostgresEventStore
+    from agentfsm.stores.postgres_leases import PostgresLeases
+
+    env = Env(tmp_path / "unused.db")
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        leases = PostgresLeases(postgres_dsn, table_prefix=pg_prefix)
+        worker = Worker(env.runner(store), leases, worker_id="w1", ttl=5.0)
+        submit(store, "r1", "flaky")
+        assert [r.status for r in worker.drain()] == ["running"]
+        assert worker.drain() == []  # held for the backoff
+        time.sleep(0.7)
+        assert [r.status for r in worker.drain()] == ["completed"]
+        assert (env.flaky.calls, env.sleeps) == (2, [])
+        leases.close()
+    env.leases.close()
+    env.store.close()
