@@ -14,13 +14,13 @@ store, for one run) and `_child` (a runner like itself, for a subagent's run).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentfsm._log import get_logger
 from agentfsm.errors import GuardRejectedError, LifecycleError
 from agentfsm.events import models as m
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Limits, parse_timestamp
 from agentfsm.guards.base import Guard, Verdict
 from agentfsm.guards.budget import SharedBudget
 from agentfsm.names import ActionStatus, StateKind
@@ -38,6 +38,7 @@ from agentfsm.runtime._effects import (
     End,
     Job,
     Largest,
+    Later,
     Load,
     Raised,
     Refused,
@@ -60,6 +61,14 @@ __all__ = ["Driver", "child_budget", "new_tree", "utc_now"]
 def utc_now() -> datetime:
     """The default clock: the current time in UTC."""
     return datetime.now(UTC)
+
+
+class _RetryLater(Exception):  # noqa: N818  (a signal inside the core, a `Later` outside)
+    """A failed call's retry is due at `at`, and the drive defers retries to its driver."""
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(at.isoformat())
+        self.at = at
 
 
 class _ChildWaiting(Exception):  # noqa: N818  (a signal inside the core, a `Waiting` outside)
@@ -196,24 +205,30 @@ class Driver:
         tree = new_tree(record) if self._subagent_tools else None
         return (yield from self._drive(self._writer(record, tree)))
 
-    def _resume(self, run_id: str, beat: bool = False, unpause: bool = True) -> Steps[RunResult]:
-        """Load a run, put its budget tree back, un-pause it (unless not to), and drive it."""
+    def _resume(
+        self, run_id: str, beat: bool = False, unpause: bool = True, defer: bool = False
+    ) -> Steps[RunResult]:
+        """Load a run, put its budget tree back, un-pause it (unless not to), and drive it
+        (returning at a retry's backoff instead of sleeping, with `defer`)."""
         record: RunRecord = yield Load(run_id, required=True)
         tree = None
         if self._subagent_tools:
             is_sub = self._subagent_tools.__contains__
             tree = yield from rebuild_steps(record, new_tree(record), is_sub)
-        return (yield from self._proceed(self._writer(record, tree), beat, unpause))
+        return (yield from self._proceed(self._writer(record, tree), beat, unpause, defer))
 
-    def _proceed(self, writer: Any, beat: bool = False, unpause: bool = True) -> Steps[RunResult]:
+    def _proceed(
+        self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
+    ) -> Steps[RunResult]:
         if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
             _appended((yield Append(writer, [(m.RunResumed, {})])))
-        return (yield from self._drive(writer, beat))
+        return (yield from self._drive(writer, beat, defer))
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _drive(self, writer: Any, beat: bool = False) -> Steps[RunResult]:
-        """Step the run until it ends or waits for a person (or someone else drives it)."""
+    def _drive(self, writer: Any, beat: bool = False, defer: bool = False) -> Steps[RunResult]:
+        """Step the run until it ends or waits for a person (or someone else drives it, or,
+        with `defer`, a failed call's retry is due later: `RunResult.wake_at`)."""
         children: dict[str, RunResult] = {}
         while True:
             record = writer.record
@@ -231,11 +246,13 @@ class Driver:
                 if isinstance(step, p.Turn):
                     yield from self._turn(writer, step)
                     continue
-                job = self._job_for(writer, children)
+                job = self._job_for(writer, children, defer)
                 end: End = settle((yield Batch(writer, step.work, job)))
                 if isinstance(end, Waiting):
                     children[end.result.run_id] = end.result
                     return self._result(writer.record, children)
+                if isinstance(end, Later):
+                    return self._result(writer.record, children, wake_at=end.at)
                 if end is not None:
                     raise end
             except GuardRejectedError as exc:
@@ -275,7 +292,12 @@ class Driver:
             # Resuming settles the cancel, and ends the child's own children.
             yield from self._child(sub)._resume(child_id)
 
-    def _result(self, record: RunRecord, children: dict[str, RunResult]) -> RunResult:
+    def _result(
+        self,
+        record: RunRecord,
+        children: dict[str, RunResult],
+        wake_at: datetime | None = None,
+    ) -> RunResult:
         unknown = [a.action_id for a in record.actions.values() if a.status == ActionStatus.UNKNOWN]
         self.log.info(
             "run.returned",
@@ -285,8 +307,10 @@ class Driver:
             stop_reason=record.stop_reason,
             pending_approvals=list(record.pending_approvals),
             unknown_outcomes=unknown,
+            **({"wake_at": wake_at.isoformat()} if wake_at is not None else {}),
         )
-        return RunResult(record, children=children, kind=self.reducer.table.kind(record.status))
+        kind = self.reducer.table.kind(record.status)
+        return RunResult(record, children=children, kind=kind, wake_at=wake_at)
 
     # -- a model turn -----------------------------------------------------------------------
 
@@ -393,9 +417,9 @@ class Driver:
     # -- a batch's calls ----------------------------------------------------------------------
 
     def _job_for(
-        self, writer: Any, children: dict[str, RunResult]
+        self, writer: Any, children: dict[str, RunResult], defer: bool = False
     ) -> Callable[[p.Work, Callable[[], bool]], Job]:
-        return lambda work, stopping: self._job(writer, work, children, stopping)
+        return lambda work, stopping: self._job(writer, work, children, stopping, defer)
 
     def _job(
         self,
@@ -403,16 +427,19 @@ class Driver:
         work: p.Work,
         children: dict[str, RunResult],
         stopping: Callable[[], bool],
+        defer: bool = False,
     ) -> Job:
         """One call of a batch, to its end: what stops the batch is returned, not raised."""
         if stopping() or not p.working(self.reducer.table, writer.record.status):
             return None
         try:
-            yield from self._work(writer, work, children, stopping)
+            yield from self._work(writer, work, children, stopping, defer)
         except (GuardRejectedError, StateChanged, RunSupersededError) as exc:
             return exc
         except _ChildWaiting as waiting:
             return Waiting(waiting.result)
+        except _RetryLater as later:
+            return Later(later.at)
         return None
 
     def _work(
@@ -421,6 +448,7 @@ class Driver:
         work: p.Work,
         children: dict[str, RunResult],
         stopping: Callable[[], bool],
+        defer: bool = False,
     ) -> Steps[None]:
         aid = work.action_id
         mode = work.mode
@@ -429,16 +457,18 @@ class Driver:
             action = writer.record.actions[aid]
             if mode == "retry":
                 delay = self.config.backoff(action.attempts)
-                self.log.info(
-                    "tool.retry_scheduled",
-                    run_id=writer.run_id,
-                    action_id=aid,
-                    attempt=action.attempts + 1,
-                    delay=delay,
-                )
-                yield Sleep(delay)
-                if stopping():
-                    return
+                if defer:
+                    # The backoff runs from the run's last event (the failure, unless
+                    # something happened since): the same due time after any restart.
+                    due = self._retry_due(writer.record, delay)
+                    if self.clock() < due:
+                        self._retry_scheduled(writer.run_id, aid, action.attempts, delay, due)
+                        raise _RetryLater(due)
+                else:
+                    self._retry_scheduled(writer.run_id, aid, action.attempts, delay)
+                    yield Sleep(delay)
+                    if stopping():
+                        return
             if mode != "reexecute":
                 started = (m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
                 _appended((yield Append(writer, [started])))
@@ -450,6 +480,24 @@ class Driver:
             ):
                 return
             mode = "retry"
+
+    @staticmethod
+    def _retry_due(record: RunRecord, delay: float) -> datetime:
+        last = record.updated_at
+        assert last is not None  # a failed call is in the log
+        return parse_timestamp(last) + timedelta(seconds=delay)
+
+    def _retry_scheduled(
+        self, run_id: str, aid: str, attempts: int, delay: float, due: datetime | None = None
+    ) -> None:
+        self.log.info(
+            "tool.retry_scheduled",
+            run_id=run_id,
+            action_id=aid,
+            attempt=attempts + 1,
+            delay=delay,
+            **({"due": due.isoformat()} if due is not None else {}),
+        )
 
     def _invoke(
         self,

@@ -23,6 +23,7 @@ the whole drive (a store outage, a bug, a `BaseException`) travel up as exceptio
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import attrs
@@ -50,6 +51,7 @@ __all__ = [
     "End",
     "Job",
     "Largest",
+    "Later",
     "Load",
     "Raised",
     "Refused",
@@ -173,27 +175,37 @@ class Waiting:
     result: RunResult
 
 
+@attrs.define
+class Later:
+    """A failed call's retry is due at `at` (its backoff's end): the drive returns, and its
+    driver comes back then (a durable timer) instead of sleeping in the job."""
+
+    at: datetime
+
+
 Effect = Beat | Append | Largest | Ask | Sleep | Call | Load | Start | Cancel | Batch
 T = TypeVar("T")
 #: A generator of effects returning `T`: `Steps[RunResult]` is a drive.
 Steps = Generator[Effect, Any, T]
 #: How one call of a batch ended: None (done), or why the batch must stop or return.
-End = GuardRejectedError | StateChanged | RunSupersededError | Waiting | None
+End = GuardRejectedError | StateChanged | RunSupersededError | Waiting | Later | None
 #: One call of a batch, as the core runs it.
 Job = Generator[Effect, Any, End]
 
 
 def stops(end: End) -> bool:
-    """Whether an end stops the rest of its batch (a waiting child does not)."""
-    return end is not None and not isinstance(end, Waiting)
+    """Whether an end stops the rest of its batch (a waiting child, a retry due later do
+    not)."""
+    return end is not None and not isinstance(end, Waiting | Later)
 
 
 def settle(ends: Sequence[End]) -> End:
     """The one end a batch's ends add up to, for the drive loop to act on.
 
     Superseded beats a guard's refusal (the run is someone else's: nothing more is
-    written), which beats a waiting child; the first refusal counts, the last supersede or
-    wait. A run that changed needs nothing more than a new decision (None).
+    written), which beats a waiting child, which beats a retry due later (the earliest);
+    the first refusal counts, the last supersede or wait. A run that changed needs nothing
+    more than a new decision (None).
     """
     if not ends:  # the usual batch: every call done
         return None
@@ -204,4 +216,7 @@ def settle(ends: Sequence[End]) -> End:
         if isinstance(end, GuardRejectedError):
             return end
     waiting = [e for e in ends if isinstance(e, Waiting)]
-    return waiting[-1] if waiting else None
+    if waiting:
+        return waiting[-1]
+    later = [e for e in ends if isinstance(e, Later)]
+    return min(later, key=lambda e: e.at) if later else None

@@ -9,6 +9,7 @@ draws on the root run's token and cost budget, and its final output is the call'
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -299,6 +300,9 @@ class RunResult:
             one stopped (results it held were not recorded: the other records them as
             unknown).
         children: results of the subagent runs this call drove, by run id.
+        wake_at: when the run must be driven again by itself, though it is runnable: a
+            failed call's retry is due then (`resume(..., defer_retries=True)` returns at
+            a backoff instead of sleeping; a driver keeps the time as a durable timer).
     """
 
     record: RunRecord
@@ -306,6 +310,7 @@ class RunResult:
     children: Mapping[str, RunResult] = attrs.field(factory=dict)
     #: The kind of the run's state in its table (see `agentfsm.names.StateKind`).
     kind: StateKind | None = None
+    wake_at: datetime | None = None
 
     @property
     def run_id(self) -> str:

@@ -121,10 +121,16 @@ class AsyncRunner(Driver):
         return await self._run(self._run_new(run_id, objective, agent, limits))
 
     async def resume(
-        self, run_id: str, *, heartbeat: Heartbeat | None = None, unpause: bool = True
+        self,
+        run_id: str,
+        *,
+        heartbeat: Heartbeat | None = None,
+        unpause: bool = True,
+        defer_retries: bool = False,
     ) -> RunResult:
         """Continue a run from the store (see `Runner.resume`)."""
-        return await self._run(self._resume(run_id, heartbeat is not None, unpause), heartbeat)
+        steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries)
+        return await self._run(steps, heartbeat)
 
     # -- the shell: what the core's effects are, done with awaits ----------------------------
 

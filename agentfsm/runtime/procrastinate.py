@@ -24,7 +24,11 @@ The model:
   (Procrastinate runs a lock's jobs in id order). When due it queues the run's advance
   (kind `wake`), or un-pauses the pause it was set with (kind `resume`, `pause_until`).
   An advance that leaves a run waiting re-arms its next due time, so a timer that fired
-  early (clock skew) or was never set (a run created without the hook) is set again.
+  early (clock skew) or was never set (a run created without the hook) is set again; an
+  advance drives with `defer_retries=True`, so a failed safe call's backoff is a timer
+  too, never a sleep in the job. The rules are shared with the SQLite `Worker`'s timers
+  (`agentfsm.runtime.timers`); the hook answers `wants` first, so appends that call for
+  nothing stay one autocommit statement.
 - **Failover.** Workers write a heartbeat every `heartbeat` seconds; every worker runs a
   recovery pass every `recover_every` seconds that closes (as `failed`) the jobs `doing`
   on a worker silent for `stalled_after` seconds and queues a fresh copy of each, in one
@@ -38,11 +42,10 @@ The model:
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
@@ -64,14 +67,12 @@ except ImportError as exc:
 from agentfsm._log import get_logger
 from agentfsm.errors import RunNotFoundError
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
-from agentfsm.runtime.control import pause as _pause
-from agentfsm.runtime.control import unpause
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
-from agentfsm.runtime.wakeups import Wake, next_due, root_of, wakeups
+from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
+from agentfsm.runtime.wakeups import Wake, root_of
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.postgres import AfterAppend, PostgresEventStore
 from agentfsm.stores.sqlite import check_prefix
@@ -106,11 +107,6 @@ SELECT j.id, j.task_name, j.args, j.lock, j.queueing_lock, j.queue_name, j.prior
  ORDER BY j.id
  FOR UPDATE OF j SKIP LOCKED
 """
-
-#: Timers a verb asks the store's hook to set with the append it makes (`pause_until`).
-_ALSO: contextvars.ContextVar[tuple[str, datetime] | None] = contextvars.ContextVar(
-    "agentfsm_resume_at", default=None
-)
 
 
 @attrs.frozen
@@ -162,17 +158,7 @@ class Waker:
 
     def hook(self, table: TransitionTable) -> AfterAppend:
         """The `after_append` of a PostgreSQL store whose runs are under `table`."""
-
-        def after_append(
-            conn: psycopg.Connection[Any], record: RunRecord, types: tuple[str, ...]
-        ) -> None:
-            for wake in wakeups(record, types, table):
-                self.wake(conn, wake)
-            also = _ALSO.get()
-            if also is not None and also[0] == record.run_id and "run.paused" in types:
-                self.timer(conn, record.run_id, also[1], kind="resume", version=record.version)
-
-        return after_append
+        return _WakeHook(self, table)
 
     def store(
         self,
@@ -198,9 +184,11 @@ class Waker:
         return store
 
     def wake(self, conn: psycopg.Connection[Any], wake: Wake) -> None:
-        """Queue the run's advance now, or a timer for `wake.at`."""
+        """Queue the run's advance now, or a timer for `wake.at` (a resume's, with one)."""
         if wake.at is None:
             self._defer(conn, ADVANCE, {"run_id": wake.run_id}, lock=wake.run_id)
+        elif wake.resume is not None:
+            self.timer(conn, wake.run_id, wake.at, kind="resume", version=wake.resume)
         else:
             self.timer(conn, wake.run_id, wake.at)
 
@@ -248,25 +236,24 @@ class Waker:
             return
 
 
-@contextmanager
-def _resuming_at(run_id: str, at: datetime) -> Iterator[None]:
-    token = _ALSO.set((run_id, at))
-    try:
-        yield
-    finally:
-        _ALSO.reset(token)
+class _WakeHook:
+    """`Waker.hook`: defers the wake-ups and timers an append calls for, and says up front
+    (`wants`) which appends call for none, so those stay one autocommit statement."""
 
+    sets_timers = True
 
-def pause_until(
-    store: EventStore, run_id: str, reason: str, resume_at: datetime, **kwargs: Any
-) -> RunRecord:
-    """`pause` a run, with a timer (in the same transaction) that un-pauses it at `resume_at`.
+    def __init__(self, waker: Waker, table: TransitionTable) -> None:
+        self.waker = waker
+        self.table = table
 
-    The store must be one with a `Waker`'s hook (`engine.store()`); the timer un-pauses
-    only this pause (not a later one), and the un-pause queues the run's advance.
-    """
-    with _resuming_at(run_id, resume_at):
-        return _pause(store, run_id, reason, **kwargs)
+    def wants(self, record: RunRecord, types: tuple[str, ...]) -> bool:
+        return wants_wakes(record, types, self.table)
+
+    def __call__(
+        self, conn: psycopg.Connection[Any], record: RunRecord, types: tuple[str, ...]
+    ) -> None:
+        for wake in due_wakes(record, types, self.table):
+            self.waker.wake(conn, wake)
 
 
 class _Fence:
@@ -468,7 +455,7 @@ class ProcrastinateEngine:
         worker = context.worker_name or "worker"
         fence = _Fence(conn, job_id, run_id, worker, self.settings.fence_every)
         try:
-            result = runner.resume(run_id, heartbeat=fence.beat, unpause=False)
+            result = runner.resume(run_id, heartbeat=fence.beat, unpause=False, defer_retries=True)
         except RunNotFoundError:
             self.log.warning("engine.run_missing", run_id=run_id, job_id=job_id)
             return "missing"
@@ -486,28 +473,18 @@ class ProcrastinateEngine:
         return result.status
 
     def _rearm(self, conn: psycopg.Connection[Any], result: RunResult) -> None:
-        """Set the timer for the next time the run's clock acts (it may have fired early)."""
-        table = self.options.reducer.table
-        times = [
-            due
-            for r in (result, *result.children.values())
-            if r.record.status not in table.terminal_states
-            and (due := next_due(r.record)) is not None
-        ]
-        if times:
-            self.waker.timer(conn, root_of(result.run_id), min(times))
+        """Set the timer for the next time the run needs driving by itself: its clock (it
+        may have fired early) or a retry's end of backoff."""
+        due = next_wake(result, self.options.reducer.table)
+        if due is not None:
+            self.waker.timer(conn, root_of(result.run_id), due)
 
     def _timer(self, run_id: str, kind: str, version: int) -> str:
         store, _runner, conn = self._thread_state()
         if kind != "resume":
             self.waker.wake(conn, Wake(run_id))
             return "woken"
-        try:
-            record = store.load(run_id)
-        except RunNotFoundError:
-            return "missing"
-        table = self.options.reducer.table
-        if record.version != version or table.kind(record.status) != StateKind.PAUSED:
-            return "moved on"  # un-paused already, or paused again since: not ours to undo
-        unpause(store, run_id)  # the store's hook queues the advance
-        return "resumed"
+        # Un-paused only if still in that pause; the store's hook queues the advance.
+        if resume_paused(store, run_id, version, self.options.reducer.table):
+            return "resumed"
+        return "moved on"  # un-paused already, or paused again since: not ours to undo

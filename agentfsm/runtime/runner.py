@@ -154,6 +154,7 @@ class Runner(Driver):
         *,
         heartbeat: Callable[[RunRecord], None] | None = None,
         unpause: bool = True,
+        defer_retries: bool = False,
     ) -> RunResult:
         """Continue a run from the store: after a crash, an approval, a pause, or a cancel.
 
@@ -167,11 +168,18 @@ class Runner(Driver):
             unpause: resume a paused run (`run.resumed`) first; with False a paused run
                 stays paused and only what is overdue is settled (a wake-up job uses it:
                 a timer or a late job must not undo a person's pause).
+            defer_retries: where a failed safe call's retry must wait out its backoff,
+                return instead of sleeping, with `RunResult.wake_at` = when it is due (the
+                run stays runnable); resumed at or after that time, the retry is made. A
+                driver keeps the time as a durable timer, so no process sleeps through a
+                backoff and a crash during one loses nothing. (A subagent run's retries,
+                inside its parent's call, are still waited out in place.)
 
         Raises:
             RunNotFoundError: the store has no such run.
         """
-        return self._run(self._resume(run_id, heartbeat is not None, unpause), heartbeat)
+        steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries)
+        return self._run(steps, heartbeat)
 
     # -- the shell: what the core's effects are, done with direct calls ------------------
 

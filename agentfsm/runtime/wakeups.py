@@ -59,10 +59,15 @@ _TIMED = frozenset({"run.started", "approval.requested"})
 
 @attrs.frozen
 class Wake:
-    """Drive `run_id` (a root run) now, or at `at` (an aware datetime)."""
+    """Drive `run_id` (a root run) now, or at `at` (an aware datetime).
+
+    With `resume` (a scheduled resume, `timers.pause_until`): at `at`, un-pause `run_id`
+    if it is still in the pause made at version `resume`, then drive it.
+    """
 
     run_id: str
     at: datetime | None = None
+    resume: int | None = None
 
 
 def root_of(run_id: str) -> str:

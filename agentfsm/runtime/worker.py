@@ -9,6 +9,15 @@ calls the dead one left in flight are re-run only if safe, else recorded `outcom
 New runs are created with `control.submit(store, run_id, objective, ...)` (or
 `Runner.start`); approvals, rejections, resumes and cancels make runs runnable again.
 
+Timers (`agentfsm.runtime.timers`): a worker drives a run with `unpause=False` (a person's
+pause stands) and `defer_retries=True`, and when it lets the run go it leaves on the lease
+row the next time the run needs driving by itself: its deadline, an approval's expiry, a
+retry's end of backoff (`release(..., wake_at=...)`); a due scheduled resume
+(`pause_until`) is made first, exactly (`resume_paused`). With `SQLiteLeases` and
+`install_timers(store, leases)`, steering appends set wake-ups and timers in their own
+transaction, so nothing waits in a process: a worker that comes back later settles what
+fell due meanwhile.
+
 `AsyncWorker` does the same with an `AsyncRunner`, driving up to `concurrency` runs at once
 in one event loop (runs that wait on models and tools interleave); its lease calls run on a
 thread, one at a time, so the loop never blocks on the lease table.
@@ -18,15 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentfsm._log import get_logger
+from agentfsm.errors import ConcurrencyConflictError, LifecycleError, RunNotFoundError
+from agentfsm.events import models as m
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
+from agentfsm.runtime.timers import next_wake, resume_paused
 from agentfsm.stores.leases import LeaseStore
 
 __all__ = ["AsyncWorker", "Worker"]
@@ -77,7 +91,7 @@ class _Leasing:
         renew_every: float | None,
         retry_after: float,
         clock: Callable[[], float],
-        runnable: Iterable[str],
+        table: TransitionTable,
     ) -> None:
         if ttl <= 0:
             raise ValueError(f"ttl must be positive, got {ttl!r}")
@@ -87,7 +101,8 @@ class _Leasing:
         self.renew_every = renew_every if renew_every is not None else ttl / 3
         self.retry_after = retry_after
         self.clock = clock
-        self.runnable = frozenset(runnable)
+        self.table = table
+        self.runnable = frozenset(table.runnable_states)
         self.log = get_logger()
 
     def _claimed(self, run_id: str) -> None:
@@ -101,9 +116,26 @@ class _Leasing:
         return RunResult(record, superseded=True)
 
     def _retry_after(self, result: RunResult | None) -> float:
-        """How long a released run stays unclaimable: a while if it is still runnable."""
+        """How long a released run stays unclaimable: a while if it is still runnable (until
+        its retry is due, if one is)."""
+        if result is not None and result.wake_at is not None:
+            return max(0.0, result.wake_at.timestamp() - time.time())
         still = result is None or result.status in self.runnable
         return self.retry_after if still else 0.0
+
+    def _release_args(self, result: RunResult | None) -> dict[str, Any]:
+        """`release`'s keywords: the hold, and the run's next time if it has one."""
+        args: dict[str, Any] = {"retry_after": self._retry_after(result)}
+        due = None if result is None else next_wake(result, self.table)
+        if due is not None:
+            args["wake_at"] = due.timestamp()
+        return args
+
+    def _resume_due(self, run_id: str) -> int | None:
+        """The pause version whose scheduled resume the claim found due (leases that keep
+        timers only)."""
+        due = getattr(self.leases, "resume_due", None)
+        return None if due is None else due(run_id)
 
     def _released(self, run_id: str, result: RunResult) -> RunResult:
         self.log.info(
@@ -146,7 +178,7 @@ class Worker(_Leasing):
             renew_every=renew_every,
             retry_after=retry_after,
             clock=clock,
-            runnable=runner.reducer.table.runnable_states,
+            table=runner.reducer.table,
         )
         self.runner = runner
         self.sleep = sleep
@@ -169,11 +201,16 @@ class Worker(_Leasing):
 
         result: RunResult | None = None
         try:
-            result = self.runner.resume(run_id, heartbeat=heartbeat)
+            version = self._resume_due(run_id)
+            if version is not None:
+                resume_paused(self.runner.store, run_id, version, self.table, self.runner.clock)
+            result = self.runner.resume(
+                run_id, heartbeat=heartbeat, unpause=False, defer_retries=True
+            )
         except LeaseLostError:
             return self._lost(run_id, self.runner.store.load(run_id))
         finally:
-            self.leases.release(run_id, self.worker_id, retry_after=self._retry_after(result))
+            self.leases.release(run_id, self.worker_id, **self._release_args(result))
         return self._released(run_id, result)
 
     def drain(self, *, max_runs: int | None = None) -> list[RunResult]:
@@ -240,7 +277,7 @@ class AsyncWorker(_Leasing):
             renew_every=renew_every,
             retry_after=retry_after,
             clock=clock,
-            runnable=runner.reducer.table.runnable_states,
+            table=runner.reducer.table,
         )
         self.runner = runner
         self.concurrency = concurrency
@@ -316,10 +353,31 @@ class AsyncWorker(_Leasing):
 
         result: RunResult | None = None
         try:
-            result = await self.runner.resume(run_id, heartbeat=heartbeat)
+            version = await self._lease(self._resume_due, run_id)
+            if version is not None:
+                await self._resume_paused(run_id, version)
+            result = await self.runner.resume(
+                run_id, heartbeat=heartbeat, unpause=False, defer_retries=True
+            )
         except LeaseLostError:
             return self._lost(run_id, await self.runner.store.load(run_id))
         finally:
-            retry_after = self._retry_after(result)
-            await self._lease(self.leases.release, run_id, self.worker_id, retry_after=retry_after)
+            args = self._release_args(result)
+            await self._lease(self.leases.release, run_id, self.worker_id, **args)
         return self._released(run_id, result)
+
+    async def _resume_paused(self, run_id: str, version: int) -> None:
+        """`timers.resume_paused` over the async store: un-pause exactly that pause."""
+        store = self.runner.store
+        try:
+            record = await store.load(run_id)
+        except RunNotFoundError:
+            return
+        if record.version != version or self.table.kind(record.status) != StateKind.PAUSED:
+            return
+        now = self.runner.clock().isoformat()
+        event = m.RunResumed(run_id=run_id, sequence=version + 1, occurred_at=now)
+        try:
+            await store.append(run_id, [event], version)
+        except (ConcurrencyConflictError, LifecycleError):
+            return  # moved on meanwhile

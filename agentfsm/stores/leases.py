@@ -10,6 +10,12 @@ forks a run).
 
 Subagent runs (`parent/action`) are never claimed: their parent's call drives them.
 
+Timers (`SQLiteLeases` and `MemoryLeases`): `release(..., wake_at=t)` leaves a time on the
+run's lease row at which `claim` takes the run again whatever its status (a deadline, an
+approval's expiry, a retry's end of backoff), and the SQLite store's `after_append` hook
+(`agentfsm.runtime.timers.install_timers`) sets such times, and wake-ups for now, in the
+append's own transaction (`wake`, `schedule_resume`). See `agentfsm.runtime.timers`.
+
 Backends:
 
 - `MemoryLeases`: a table in memory, shared by the threads of one process.
@@ -59,8 +65,14 @@ class LeaseStore(Protocol):
         """Extend the worker's lease by `ttl` seconds from now; False if it no longer has it."""
         ...
 
-    def release(self, run_id: str, worker_id: str, *, retry_after: float = 0.0) -> None:
-        """Give the lease up; nobody claims the run again for `retry_after` seconds."""
+    def release(
+        self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
+    ) -> None:
+        """Give the lease up; nobody claims the run again for `retry_after` seconds.
+
+        `wake_at` (seconds since the epoch, where the store keeps timers): claim the run
+        again at that time whatever its status. A `Worker` passes it only when set.
+        """
         ...
 
 
@@ -68,6 +80,7 @@ class LeaseStore(Protocol):
 class _Lease:
     worker_id: str | None
     expires_at: float
+    wake_at: float | None = None
 
 
 @attrs.define
@@ -102,12 +115,18 @@ class MemoryLeases:
         """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
         with self.table.lock:
             now = self.clock()
+            for run_id, held in sorted(self.table.leases.items()):
+                if held.wake_at is not None and held.wake_at <= now and _free(held, now):
+                    # The time stays until the release: a worker that dies loses nothing.
+                    self.table.leases[run_id] = _Lease(worker_id, now + ttl, held.wake_at)
+                    return run_id
             for info in self.store.runs(self.store.reducer.table.runnable_states):
                 if "/" in info.run_id:
                     continue
                 lease = self.table.leases.get(info.run_id)
                 if lease is None or lease.expires_at <= now:
-                    self.table.leases[info.run_id] = _Lease(worker_id, now + ttl)
+                    wake = None if lease is None else lease.wake_at
+                    self.table.leases[info.run_id] = _Lease(worker_id, now + ttl, wake)
                     return info.run_id
         return None
 
@@ -121,12 +140,19 @@ class MemoryLeases:
             self.table.leases[run_id] = _Lease(worker_id, now + ttl)
             return True
 
-    def release(self, run_id: str, worker_id: str, *, retry_after: float = 0.0) -> None:
+    def release(
+        self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
+    ) -> None:
         """Give the lease up (see `LeaseStore.release`)."""
         with self.table.lock:
             lease = self.table.leases.get(run_id)
             if lease is not None and lease.worker_id == worker_id:
-                self.table.leases[run_id] = _Lease(None, self.clock() + retry_after)
+                self.table.leases[run_id] = _Lease(None, self.clock() + retry_after, wake_at)
+
+
+def _free(lease: _Lease, now: float) -> bool:
+    """Nobody drives the run: released (a hold does not stop a due timer), or expired."""
+    return lease.worker_id is None or lease.expires_at <= now
 
 
 def _in(statuses: Iterable[str]) -> str:
@@ -137,6 +163,16 @@ class SQLiteLeases:
     """Leases in the SQLite file of a `SQLiteEventStore` (a `leases` table beside its runs).
 
     Opens its own connection; every process's workers open their own `SQLiteLeases`.
+
+    A lease row also keeps the run's timers: `wake_at` (drive the run then, whatever its
+    status) and `resume_at` / `resume_version` (un-pause the pause made at that version,
+    then drive it). `claim` takes a run that is runnable, or whose time has come, and
+    whose lease is free (a released run's `retry_after` hold gives way to a due time: a
+    wake-up for now overrides it). A timer is consumed by the `release` of the claim that
+    saw it due (`claimed_at`), never by the claim: a worker that dies holding the run
+    leaves it due, and the next claim after its lease expires sees it again. A time set
+    while the run was held (a steering append's wake-up, by the store's hook) survives the
+    release.
 
     Args:
         path: the store's database file.
@@ -157,39 +193,87 @@ class SQLiteLeases:
         runnable: Sequence[str] = RUNNABLE_STATUSES,
     ) -> None:
         p = check_prefix(table_prefix)
+        self.path = os.fspath(path)
         self.clock = clock
         self._runs = f"{p}runs"
-        self._leases = f"{p}leases"
+        self._leases = leases = f"{p}leases"
         self._conn = sqlite3.connect(
-            os.fspath(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {self._leases} (run_id TEXT PRIMARY KEY, "
-            "worker_id TEXT, expires_at REAL NOT NULL)"
-        )
+        self._migrate()
+        due = "(l.wake_at <= :now OR l.resume_at <= :now)"
         self._claim_sql = (
-            f"SELECT r.run_id FROM {self._runs} r LEFT JOIN {self._leases} l "
+            f"SELECT run_id FROM (SELECT r.run_id FROM {self._runs} r LEFT JOIN {leases} l "
             f"ON l.run_id = r.run_id WHERE r.status IN ({_in(runnable)}) "
-            "AND instr(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= ?) "
-            "ORDER BY r.run_id LIMIT 1"
+            "AND instr(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= :now "
+            f"OR (l.worker_id IS NULL AND {due})) "
+            f"UNION SELECT l.run_id FROM {leases} l WHERE {due} "
+            "AND (l.worker_id IS NULL OR l.expires_at <= :now)) ORDER BY run_id LIMIT 1"
+        )
+        # Every assignment reads the row as it was (SQL's rule, and SQLite's).
+        self._release_sql = (
+            f"UPDATE {leases} SET worker_id = NULL, expires_at = :hold, "
+            "wake_at = CASE WHEN wake_at > claimed_at "
+            "THEN min(wake_at, coalesce(:wake, wake_at)) ELSE :wake END, "
+            "resume_version = CASE WHEN resume_at <= claimed_at THEN NULL "
+            "ELSE resume_version END, "
+            "resume_at = CASE WHEN resume_at <= claimed_at THEN NULL ELSE resume_at END "
+            "WHERE run_id = :run AND worker_id = :worker"
+        )
+        self._wake_sql = (
+            f"INSERT INTO {leases} (run_id, worker_id, expires_at, wake_at) "
+            "VALUES (?, NULL, 0, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "wake_at = min(coalesce(wake_at, excluded.wake_at), excluded.wake_at)"
+        )
+        self._resume_sql = (
+            f"INSERT INTO {leases} (run_id, worker_id, expires_at, resume_at, resume_version) "
+            "VALUES (?, NULL, 0, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "resume_at = excluded.resume_at, resume_version = excluded.resume_version"
         )
 
+    def _migrate(self) -> None:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._leases} (run_id TEXT PRIMARY KEY, "
+                "worker_id TEXT, expires_at REAL NOT NULL, claimed_at REAL, wake_at REAL, "
+                "resume_at REAL, resume_version INTEGER)"
+            )
+            have = {r[1] for r in c.execute(f"PRAGMA table_info({self._leases})")}
+            for column, kind in _TIMER_COLUMNS:
+                if column not in have:  # a file from before timers: add them in place
+                    c.execute(f"ALTER TABLE {self._leases} ADD COLUMN {column} {kind}")
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._leases}_by_wake ON {self._leases} (wake_at)"
+            )
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._leases}_by_resume ON {self._leases} (resume_at)"
+            )
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+
     def claim(self, worker_id: str, ttl: float) -> str | None:
-        """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
+        """Take the lease of one runnable, unleased run, or one whose time has come (see
+        `LeaseStore.claim`)."""
         c = self._conn
         c.execute("BEGIN IMMEDIATE")
         try:
             now = self.clock()
-            row = c.execute(self._claim_sql, (now,)).fetchone()
+            row = c.execute(self._claim_sql, {"now": now}).fetchone()
             if row is None:
                 c.execute("COMMIT")
                 return None
             c.execute(
-                f"INSERT INTO {self._leases} (run_id, worker_id, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET worker_id = excluded.worker_id, "
-                "expires_at = excluded.expires_at",
-                (row[0], worker_id, now + ttl),
+                f"INSERT INTO {self._leases} (run_id, worker_id, expires_at, claimed_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                "worker_id = excluded.worker_id, expires_at = excluded.expires_at, "
+                "claimed_at = excluded.claimed_at",
+                (row[0], worker_id, now + ttl, now),
             )
             c.execute("COMMIT")
         except BaseException:
@@ -198,6 +282,16 @@ class SQLiteLeases:
             raise
         run_id: str = row[0]
         return run_id
+
+    def resume_due(self, run_id: str) -> int | None:
+        """The version of the pause whose scheduled resume was due when the run was last
+        claimed, or None: the claiming worker un-pauses exactly that pause."""
+        row = self._conn.execute(
+            f"SELECT resume_version FROM {self._leases} WHERE run_id = ? "
+            "AND resume_at <= claimed_at",
+            (run_id,),
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
         """Extend the lease (see `LeaseStore.renew`)."""
@@ -209,14 +303,48 @@ class SQLiteLeases:
         )
         return cursor.rowcount == 1
 
-    def release(self, run_id: str, worker_id: str, *, retry_after: float = 0.0) -> None:
-        """Give the lease up (see `LeaseStore.release`)."""
+    def release(
+        self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
+    ) -> None:
+        """Give the lease up (see `LeaseStore.release`), consuming the timers the claim saw
+        due; `wake_at` is the run's next time (the earlier one set meanwhile stays)."""
         self._conn.execute(
-            f"UPDATE {self._leases} SET worker_id = NULL, expires_at = ? "
-            "WHERE run_id = ? AND worker_id = ?",
-            (self.clock() + retry_after, run_id, worker_id),
+            self._release_sql,
+            {
+                "hold": self.clock() + retry_after,
+                "wake": wake_at,
+                "run": run_id,
+                "worker": worker_id,
+            },
         )
+
+    def wake(self, conn: sqlite3.Connection, run_id: str, at: float) -> None:
+        """Have `run_id` claimed at `at` (now, for a wake-up) at the latest, on `conn` (the
+        store's, inside its append's transaction: the time commits with the events)."""
+        conn.execute(self._wake_sql, (run_id, at))
+
+    def schedule_resume(
+        self, conn: sqlite3.Connection, run_id: str, at: float, version: int
+    ) -> None:
+        """Un-pause the pause made at `version` at `at` (then drive the run), on `conn`."""
+        conn.execute(self._resume_sql, (run_id, at, version))
+
+    def timers(self, run_id: str) -> tuple[float | None, float | None, int | None]:
+        """The run's `(wake_at, resume_at, resume_version)` (for tests and inspection)."""
+        row = self._conn.execute(
+            f"SELECT wake_at, resume_at, resume_version FROM {self._leases} WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        return (None, None, None) if row is None else (row[0], row[1], row[2])
 
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+
+_TIMER_COLUMNS = (
+    ("claimed_at", "REAL"),
+    ("wake_at", "REAL"),
+    ("resume_at", "REAL"),
+    ("resume_version", "INTEGER"),
+)

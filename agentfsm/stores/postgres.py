@@ -22,8 +22,10 @@ connection, once the rows are written (the record after the batch and the batch'
 types); what it writes commits or rolls back with the events. A job queue in the same
 database uses it to enqueue the wake-up an append causes, so no append that makes a run
 runnable is ever left without one (`agentfsm.runtime.procrastinate`). The store knows
-nothing of what the hook does; with a hook an append is a short transaction of a few
-round trips instead of one autocommit statement.
+nothing of what the hook does. A hook may say up front whether a batch needs it: if it has
+a `wants(record, types)` method that returns False, the append is the one autocommit
+statement and the hook is not called (most appends: a driver's own events wake nothing);
+otherwise the append is a short transaction of a few round trips.
 """
 
 from __future__ import annotations
@@ -87,6 +89,18 @@ AfterAppend = Callable[["psycopg.Connection[Any]", RunRecord, tuple[str, ...]], 
 AsyncAfterAppend = Callable[
     ["psycopg.AsyncConnection[Any]", RunRecord, tuple[str, ...]], Awaitable[None]
 ]
+
+
+def _hook_for(hook: Any, prepared: PreparedAppend) -> tuple[str, ...] | None:
+    """The batch's event types if `hook` is to be called for it (in a transaction), else
+    None: no hook, or one whose `wants(record, types)` says this batch needs nothing."""
+    if hook is None:
+        return None
+    types = tuple(r.type for r in prepared.rows)
+    wants = getattr(hook, "wants", None)
+    if wants is not None and not wants(prepared.record, types):
+        return None
+    return types
 
 
 class PostgresEventStore(EventStore):
@@ -168,14 +182,16 @@ class PostgresEventStore(EventStore):
     def _write(self, prepared: PreparedAppend) -> None:
         sql, params = self._sql.write(prepared)
         hook = self.after_append
+        types = _hook_for(hook, prepared)
         try:
-            if hook is None:
+            if types is None:
                 written = self._query(sql, params).rowcount
             else:
+                assert hook is not None
                 with self._conn.transaction():
                     written = self._query(sql, params).rowcount
                     if written == len(prepared.rows):
-                        hook(self._conn, prepared.record, tuple(r.type for r in prepared.rows))
+                        hook(self._conn, prepared.record, types)
         except pg_errors.UniqueViolation:
             written = 0
         if written != len(prepared.rows):
@@ -354,15 +370,16 @@ class AsyncPostgresEventStore(AsyncEventStore):
             raise
         sql, params = self._sql.write(prepared)
         hook = self.after_append
+        types = _hook_for(hook, prepared)
         try:
             try:
-                if hook is None:
+                if types is None:
                     written = (await self._conn.execute(sql, params)).rowcount
                 else:
+                    assert hook is not None
                     async with self._conn.transaction():
                         written = (await self._conn.execute(sql, params)).rowcount
                         if written == len(batch):
-                            types = tuple(r.type for r in prepared.rows)
                             await hook(self._conn, prepared.record, types)
             except pg_errors.UniqueViolation:
                 written = 0

@@ -109,8 +109,16 @@ class PostgresLeases:
         """Extend the lease (see `LeaseStore.renew`)."""
         return self._conn.execute(self._renew, (float(ttl), run_id, worker_id)).rowcount == 1
 
-    def release(self, run_id: str, worker_id: str, *, retry_after: float = 0.0) -> None:
-        """Give the lease up (see `LeaseStore.release`)."""
+    def release(
+        self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
+    ) -> None:
+        """Give the lease up (see `LeaseStore.release`).
+
+        `wake_at` is accepted and not kept: these leases hold no timers (on PostgreSQL the
+        Procrastinate engine keeps them). A retry's backoff still holds, as `retry_after`
+        (the run stays runnable); a waiting run's deadline or expiry is settled when it is
+        next driven.
+        """
         self._conn.execute(self._release, (float(retry_after), run_id, worker_id))
 
     def close(self) -> None:

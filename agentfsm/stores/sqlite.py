@@ -13,6 +13,13 @@ Durability, chosen deliberately:
   appending at once queue on the lock (for up to `busy_timeout` seconds) instead of both
   reading the same version and one failing late with `SQLITE_BUSY`.
 
+`after_append`: a callable the store calls inside the append's `BEGIN IMMEDIATE`
+transaction, on the same connection, once the rows are written (the record after the
+batch and the batch's event types), as the PostgreSQL store does; what it writes commits
+or rolls back with the events (a hook with `wants(record, types)` returning False is not
+called). `agentfsm.runtime.timers.install_timers` uses it to keep a `Worker`'s wake-ups
+and timers on the lease rows.
+
 SQLite locks the whole file for a write, so writers on one file are serialised; for many
 writers on many machines use the PostgreSQL store. Do not put the file on a network
 filesystem: WAL needs shared memory between the processes of one machine.
@@ -23,15 +30,19 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 from agentfsm.errors import CorruptLogError, StoreError
+from agentfsm.record import RunRecord
 from agentfsm.stores._checks import conflict
 from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 
-__all__ = ["SCHEMA_VERSION", "SQLiteEventStore"]
+__all__ = ["SCHEMA_VERSION", "SQLiteAfterAppend", "SQLiteEventStore"]
+
+#: Called in an append's transaction: (connection, record after the batch, event types).
+SQLiteAfterAppend = Callable[[sqlite3.Connection, RunRecord, tuple[str, ...]], None]
 
 #: The schema this code writes; a file with a newer one is refused rather than misread.
 #: 1: runs, events, snapshots. 2: + attachments. 3: + snapshots.digest (an older file is
@@ -64,6 +75,7 @@ class SQLiteEventStore(EventStore):
             module's notes on durability).
         busy_timeout: seconds an append waits for another process's write lock.
         table_prefix: prefix of the table names, so the store can share a file.
+        after_append: called in each append's transaction (see the module docstring).
 
     Raises:
         StoreError: the file cannot be opened as a database, or has a newer schema.
@@ -77,8 +89,10 @@ class SQLiteEventStore(EventStore):
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         busy_timeout: float = 30.0,
         table_prefix: str = "agentfsm_",
+        after_append: SQLiteAfterAppend | None = None,
     ) -> None:
         super().__init__(options)
+        self.after_append = after_append
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
         self.path = os.fspath(path)
@@ -285,6 +299,9 @@ class SQLiteEventStore(EventStore):
                     c.execute(
                         self._sql_snapshot, (run_id, s.sequence, s.event_hash, s.data, s.digest)
                     )
+                hook = self.after_append
+                if hook is not None:
+                    self._call_hook(hook, prepared)
                 c.execute("COMMIT")
             except sqlite3.IntegrityError:
                 # A row of the batch is already taken: someone wrote events without
@@ -355,6 +372,12 @@ class SQLiteEventStore(EventStore):
         return [RunInfo(*row) for row in rows]
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _call_hook(self, hook: SQLiteAfterAppend, prepared: PreparedAppend) -> None:
+        types = tuple(r.type for r in prepared.rows)
+        wants = getattr(hook, "wants", None)
+        if wants is None or wants(prepared.record, types):
+            hook(self._conn, prepared.record, types)
 
     def _stored_version(self, run_id: str) -> int:
         row = self._conn.execute(

@@ -8,7 +8,9 @@ A run's objective says what it does (so any worker, in any process, drives it th
 - `sub`: a subagent (`research`) looks the order up and answers, then the parent answers;
 - `subask`: the subagent opens a ticket, which needs a person's approval in its own run;
 - `mail`: sends an email (side effects, not idempotent: never re-run, else
-  `outcome_unknown`) and answers.
+  `outcome_unknown`) and answers;
+- `flaky`: asks for a quote (safe), which fails retryably on its first attempt: the retry
+  is due `BACKOFF` seconds later (a durable timer, not a sleep).
 
 Every tool call is written to a `DurableLedger` (a SQLite file that outlives killed workers),
 so a test can count what happened per idempotency key.
@@ -38,8 +40,10 @@ from agentfsm.runtime import (
     Agent,
     Decision,
     Runner,
+    RunnerConfig,
     Tool,
     ToolContext,
+    ToolError,
     call,
     needs_approval,
     subagent,
@@ -49,6 +53,7 @@ from agentfsm.stores.base import EventStore
 from tests.runtime.helpers import DurableLedger
 
 EXPIRES = 1.0
+BACKOFF = 1.0
 
 
 def _delay() -> None:
@@ -70,7 +75,14 @@ def tools(ledger: DurableLedger) -> list[Tool]:
         ledger.act(ctx, honour_key=False)
         return {"sent": True}
 
+    def get_quote(ctx: ToolContext) -> Any:
+        _delay()
+        if ctx.attempt == 1:
+            raise ToolError("the pricing service is busy", retryable=True)
+        return {"price": 7}
+
     return [
+        Tool("get_quote", get_quote, side_effects=False, max_attempts=3),
         Tool("get_order", get_order, side_effects=False),
         Tool("create_ticket", create_ticket, idempotent=True),
         Tool("send_email", send_email, side_effects=True),
@@ -94,6 +106,10 @@ def _model(ctx: Any) -> Decision:
         if ctx.turn == 1:
             return Decision.call_tools(call("research", task=task))
         return Decision.answer(f"research says: {ctx.results[0].result}")
+    if kind == "flaky":
+        if ctx.turn == 1:
+            return Decision.call_tools(call("get_quote", item="O-7"))
+        return Decision.answer(f"quoted {ctx.results[0].result['price']}")
     if kind == "mail":
         if ctx.turn == 1:
             return Decision.call_tools(call("send_email", to="ann@example.com"))
@@ -123,7 +139,7 @@ def runner_factory(ledger_path: str) -> Any:
     def make(store: EventStore) -> Runner:
         research = subagent("research", Agent("researcher", _research, tools(ledger), _policy))
         agent = Agent("support", _model, [*tools(ledger), research], _policy)
-        return Runner(store, agent)
+        return Runner(store, agent, config=RunnerConfig(backoff=lambda n: BACKOFF))
 
     return make
 

@@ -251,6 +251,42 @@ class TestTimers:
             assert store.load("r1").status == "completed"
             assert _types(store, "r1")[:3] == ["run.started", "run.paused", "run.resumed"]
 
+    def test_a_retry_waits_out_its_backoff_as_a_timer_not_in_the_job(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """A safe call that failed retryably: the advance ends (the run still runnable) with
+        a timer at the backoff's end; no worker runs meanwhile, and after it the retry is
+        made. A worker lost during the backoff loses nothing: nothing was in a process."""
+        with engine.store() as store:
+            submit(store, "r1", "flaky")
+            _drain(engine)
+            record = store.load("r1")
+            assert (record.status, record.actions["t1.1"].attempts) == ("running", 1)
+            assert [j[:3] for j in _jobs(pq_dsn)] == [
+                (ADVANCE, "r1", "succeeded"),
+                ("agentfsm.timer", "r1", "todo"),
+            ]
+            failed_at = datetime.fromisoformat(record.updated_at or "")
+            scheduled = _jobs(pq_dsn, "todo")[0][5]
+            assert scheduled == failed_at + timedelta(seconds=_pq_app.BACKOFF)
+            _drain(engine)  # not due: nothing runs
+            assert store.load("r1").version == record.version
+            time.sleep(_pq_app.BACKOFF + 0.2)
+            _drain(engine)
+            _drain(engine)
+            record = store.load("r1")
+            assert (record.status, record.final_output) == ("completed", "quoted 7")
+            assert record.actions["t1.1"].attempts == 2
+
+    def test_pause_until_needs_the_engines_store(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """A store without the engine's hook would never end the pause: refused."""
+        with PostgresEventStore(pq_dsn) as store:
+            submit(store, "r1", "plain")
+            with pytest.raises(ValueError, match="set timers"):
+                pause_until(store, "r1", "later", datetime.now(UTC) + timedelta(seconds=1))
+
 
 class TestFailover:
     """A dead worker's job is run elsewhere, and the dead attempt is fenced."""

@@ -7,7 +7,8 @@
   every run ends, and the time from a kill to the run's next advance is measured.
 - A worker in its own network namespace is cut off mid-call: its job runs elsewhere after
   the heartbeat timeout; when the link heals its late append is refused by
-  `expected_version`, it stops, and its call is not repeated.
+  `expected_version`, its job stops (`engine.superseded`, naming the attempt the recovery
+  pass closed), that attempt stays closed, and its call is not repeated.
 
 Sizes: `AGENTFSM_PQ_RUNS` runs (default 200, the issue's figure; about 10 s here) and
 `AGENTFSM_PQ_KILLS` kill trials (default 100, about 30 s: forked workers restart cheaply).
@@ -18,11 +19,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -315,11 +318,49 @@ def _spawn(dsn: str, ledger: str, name: str, netns: Netns | None, delay: float) 
     )
 
 
+class Output:
+    """A worker process's output, read on a thread as it comes (line by line, all of it)."""
+
+    def __init__(self, proc: Any) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def has(self, word: str) -> bool:
+        return any(word in line for line in self.lines)
+
+    def line(self, word: str) -> str:
+        return next(line for line in self.lines if word in line)
+
+
+_OUTPUTS: list[Output] = []
+
+
 def _wait(what: Any, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not what():
-        assert time.monotonic() < deadline, f"timed out; worker output: {_OUTPUT}"
+        if time.monotonic() >= deadline:
+            shown = "\n".join(f"--- pid {o.proc.pid}:\n{o.text()}" for o in _OUTPUTS)
+            raise AssertionError(f"timed out; worker output:\n{shown}")
         time.sleep(0.05)
+
+
+def _advance_jobs(dsn: str, run_id: str) -> dict[int, str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT id, status::text FROM procrastinate_jobs WHERE task_name = %s "
+            "AND args->>'run_id' = %s ORDER BY id",
+            ("agentfsm.advance", run_id),
+        ).fetchall()
+    return dict(rows)
 
 
 def test_a_partitioned_worker_is_replaced_and_its_late_append_refused(
@@ -338,22 +379,37 @@ def test_a_partitioned_worker_is_replaced_and_its_late_append_refused(
         engine = _pq_app.engine(local, "agentfsm", ledger)
         engine.migrate()
         cut_off = _spawn(remote, ledger, "w-cut", netns, delay=3.0)
+        cut_out = Output(cut_off)
+        _OUTPUTS[:] = [cut_out]
         other = None
         try:
             with engine.store() as store:
                 submit(store, "p1", "mail")
                 _wait(lambda: "tool.started" in [e.type for e in store.events("p1")], 30)
+                (first_job,) = _advance_jobs(local, "p1")
                 time.sleep(0.5)  # the email is being sent
                 netns.cut()
                 cut_at = time.monotonic()
                 other = _spawn(local, ledger, "w-other", None, delay=0.0)
+                _OUTPUTS.append(Output(other))
                 _wait(lambda: store.run_info("p1").status == "completed", 30)
                 took = time.monotonic() - cut_at
                 time.sleep(3.0)  # the cut-off worker's email returns meanwhile
                 netns.heal()
-                _wait(lambda: _superseded(cut_off), 60)
+                # Its late `tool.completed` is refused (`run.superseded`: another attempt
+                # drove the run), and the job stops there: `engine.superseded`.
+                _wait(lambda: cut_out.has("engine.superseded"), 60)
                 types = [e.type for e in store.events("p1")]
                 assert store.verify("p1").ok
+                stopped = cut_out.line("engine.superseded")
+                jobs = _advance_jobs(local, "p1")
+                # The job that stopped is the attempt the recovery pass closed, and its
+                # late `finish` did not reopen or end anything: the new attempt succeeded.
+                assert re.search(rf"job_id={first_job}\b", stopped), stopped
+                assert jobs[first_job] == "failed"
+                assert "succeeded" in [s for j, s in jobs.items() if j != first_job], jobs
+                assert cut_out.has("run.superseded")
+                assert cut_off.poll() is None  # the worker goes on serving
         finally:
             netns.heal()
             for proc in (cut_off, other):
@@ -372,23 +428,3 @@ def test_a_partitioned_worker_is_replaced_and_its_late_append_refused(
     assert [(tool, calls) for tool, _, calls in rows.values()] == [("send_email", 1)]
     assert took < engine.settings.stalled_after + 10
     print(f"\npartitioned worker replaced in {took:.2f} s (run completed elsewhere)")
-
-
-_OUTPUT: dict[int, str] = {}
-
-
-def _superseded(proc: Any) -> bool:
-    """Whether the worker logged that it stopped driving a run another attempt owns."""
-    import selectors
-
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    while sel.select(timeout=0):
-        line = proc.stdout.readline()
-        if not line:
-            break
-        _OUTPUT[proc.pid] = _OUTPUT.get(proc.pid, "") + line
-    sel.close()
-    # The Runner's own word that its append was refused because another attempt drove
-    # the run (`expected_version`): it stops there instead of forking the run.
-    return "run.superseded" in _OUTPUT.get(proc.pid, "")
