@@ -9,33 +9,35 @@ If another process appends at the same moment, the function reloads and tries ag
 as its event is still legal; an event the run's lifecycle refuses raises the reducer's
 `LifecycleError` (e.g. approving a call that is not waiting for approval), with nothing
 written. The `a*` variants do the same over an `AsyncEventStore`: every verb is one
-generator of store ops (`_steer`, `_decide`), which `_run` and `_arun` perform.
+generator of store ops (`_steering.py`), which a sync or an async performer runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
-import attrs
-
 from agentfsm.errors import (
-    ActionError,
-    ConcurrencyConflictError,
     EventFormatError,
-    LifecycleError,
     MigrationError,
-    StoreError,
 )
 from agentfsm.events import models as m
 from agentfsm.events.codec import parse_event
-from agentfsm.events.models import Event, Limits
+from agentfsm.events.models import Limits
 from agentfsm.fsm.diff import diff_tables
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.stores._rows import RunInfo
+from agentfsm.runtime._steering import (
+    Clock,
+    Want,
+    decide,
+    event_of,
+    now,
+    run_async,
+    run_sync,
+    steer,
+)
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = [
@@ -55,134 +57,6 @@ __all__ = [
     "unpause",
 ]
 
-Clock = Callable[[], datetime]
-_TRIES = 20
-#: How many waiting subagent runs a refused decision looks through for the call.
-_SCAN = 1000
-#: What an event to append is made of: its class and fields, or None for "nothing to do".
-_Want = tuple[type[Any], dict[str, Any]] | None
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _event(record: RunRecord, want: tuple[type[Any], dict[str, Any]], clock: Clock) -> Event:
-    cls, fields = want
-    event: Event = cls(
-        run_id=record.run_id,
-        sequence=record.version + 1,
-        occurred_at=clock().isoformat(),
-        **{k: v for k, v in fields.items() if v is not None},
-    )
-    return event
-
-
-@attrs.frozen
-class _Load:
-    run_id: str
-
-
-@attrs.frozen
-class _Put:
-    """Append `event` after the version it was built on; sent the record after it, `_CONFLICT`
-    after a lost race, or the store's `LifecycleError` (a value, so `_decide` can explain it)."""
-
-    event: Event
-
-
-@attrs.frozen
-class _Waiting:
-    """The runs below `prefix` that wait for approval."""
-
-    prefix: str
-
-
-_CONFLICT: Any = object()
-_Op = _Load | _Put | _Waiting
-_Steps = Generator[_Op, Any, RunRecord]
-
-
-def _steer(run_id: str, what: Callable[[RunRecord], _Want], clock: Clock) -> _Steps:
-    """Load, decide, append; again after a lost race. The one loop every verb runs."""
-    for _ in range(_TRIES):
-        record: RunRecord = yield _Load(run_id)
-        want = what(record)
-        if want is None:
-            return record
-        got = yield _Put(_event(record, want, clock))
-        if isinstance(got, LifecycleError):
-            raise got  # the run's lifecycle refused it: nothing was written
-        if got is not _CONFLICT:
-            appended: RunRecord = got
-            return appended
-    raise StoreError(f"run '{run_id}': {_TRIES} tries in a row lost a race")
-
-
-def _decide(
-    run_id: str, action_id: str, what: Callable[[RunRecord], _Want], clock: Clock
-) -> _Steps:
-    """Append a decision; a call that waits in a subagent run instead is named in the error."""
-    try:
-        return (yield from _steer(run_id, what, clock))
-    except ActionError as exc:
-        waiting: Sequence[RunInfo] = yield _Waiting(f"{run_id}/")
-        for info in waiting:
-            if not info.run_id.startswith(f"{run_id}/"):
-                continue
-            below: RunRecord = yield _Load(info.run_id)
-            if action_id in below.pending_approvals:
-                exc.add_note(
-                    f"call '{action_id}' waits for a decision in subagent run '{info.run_id}' "
-                    f"of '{run_id}': decide it there"
-                )
-                break
-        raise exc
-
-
-def _run(store: EventStore, steps: _Steps) -> RunRecord:
-    """Perform a verb's store ops with a sync store."""
-    got: Any = None
-    while True:
-        try:
-            op = steps.send(got)
-        except StopIteration as done:
-            record: RunRecord = done.value
-            return record
-        if isinstance(op, _Load):
-            got = store.load(op.run_id)
-        elif isinstance(op, _Waiting):
-            got = store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
-        else:
-            try:
-                got = store.append(op.event.run_id, [op.event], op.event.sequence - 1)
-            except ConcurrencyConflictError:
-                got = _CONFLICT
-            except LifecycleError as exc:
-                got = exc
-
-
-async def _arun(store: AsyncEventStore, steps: _Steps) -> RunRecord:
-    """Perform a verb's store ops with an async store."""
-    got: Any = None
-    while True:
-        try:
-            op = steps.send(got)
-        except StopIteration as done:
-            record: RunRecord = done.value
-            return record
-        if isinstance(op, _Load):
-            got = await store.load(op.run_id)
-        elif isinstance(op, _Waiting):
-            got = await store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
-        else:
-            try:
-                got = await store.append(op.event.run_id, [op.event], op.event.sequence - 1)
-            except ConcurrencyConflictError:
-                got = _CONFLICT
-            except LifecycleError as exc:
-                got = exc
-
 
 def _bound(record: RunRecord, action_id: str, digest: str | None) -> str | None:
     """The digest a decision carries: the one the approver reviewed, else the call's own."""
@@ -194,7 +68,7 @@ def _bound(record: RunRecord, action_id: str, digest: str | None) -> str | None:
 
 def _approve(
     action_id: str, approver: str | None, digest: str | None
-) -> Callable[[RunRecord], _Want]:
+) -> Callable[[RunRecord], Want]:
     return lambda r: (
         m.ApprovalAccepted,
         {
@@ -207,7 +81,7 @@ def _approve(
 
 def _reject(
     action_id: str, approver: str | None, reason: str | None, digest: str | None
-) -> Callable[[RunRecord], _Want]:
+) -> Callable[[RunRecord], Want]:
     return lambda r: (
         m.ApprovalRejected,
         {
@@ -219,8 +93,8 @@ def _reject(
     )
 
 
-def _cancel(reason: str | None, requested_by: str | None) -> Callable[[RunRecord], _Want]:
-    def what(record: RunRecord) -> _Want:
+def _cancel(reason: str | None, requested_by: str | None) -> Callable[[RunRecord], Want]:
+    def what(record: RunRecord) -> Want:
         # Asking twice is one request: the first reason stands.
         if record.status == RunStatus.CANCEL_REQUESTED:
             return None
@@ -229,20 +103,20 @@ def _cancel(reason: str | None, requested_by: str | None) -> Callable[[RunRecord
     return what
 
 
-def _pause(reason: str) -> Callable[[RunRecord], _Want]:
+def _pause(reason: str) -> Callable[[RunRecord], Want]:
     return lambda r: (m.RunPaused, {"reason": reason})
 
 
-def _unpause(record: RunRecord) -> _Want:
+def _unpause(record: RunRecord) -> Want:
     return None if record.status == RunStatus.RUNNING else (m.RunResumed, {})
 
 
 def _migrate(
     old: TransitionTable, new: TransitionTable, by: str, reason: str
-) -> Callable[[RunRecord], _Want]:
+) -> Callable[[RunRecord], Want]:
     diff = diff_tables(old, new)
 
-    def what(record: RunRecord) -> _Want:
+    def what(record: RunRecord) -> Want:
         problems = diff.cannot_migrate(record.status)
         if problems:
             raise MigrationError(
@@ -279,7 +153,7 @@ def approve(
     approver: str | None = None,
     *,
     digest: str | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """Approve the exact call `action_id` is waiting with (`approval.accepted`).
 
@@ -292,7 +166,7 @@ def approve(
             not the call `digest` names.
         RunNotFoundError: no such run.
     """
-    return _run(store, _decide(run_id, action_id, _approve(action_id, approver, digest), clock))
+    return run_sync(store, decide(run_id, action_id, _approve(action_id, approver, digest), clock))
 
 
 def reject(
@@ -303,7 +177,7 @@ def reject(
     reason: str | None = None,
     *,
     digest: str | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """Refuse the call (`approval.rejected`); the model sees the reason as its result.
 
@@ -314,8 +188,8 @@ def reject(
             names.
         RunNotFoundError: no such run.
     """
-    steps = _decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
-    return _run(store, steps)
+    steps = decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
+    return run_sync(store, steps)
 
 
 def cancel(
@@ -324,7 +198,7 @@ def cancel(
     *,
     reason: str | None = None,
     requested_by: str | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """Ask for the run to stop (`run.cancel_requested`); a no-op if already asked.
 
@@ -336,10 +210,10 @@ def cancel(
         IllegalTransitionError: the run already ended.
         RunNotFoundError: no such run.
     """
-    return _run(store, _steer(run_id, _cancel(reason, requested_by), clock))
+    return run_sync(store, steer(run_id, _cancel(reason, requested_by), clock))
 
 
-def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = _now) -> RunRecord:
+def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = now) -> RunRecord:
     """Pause a run between steps (`run.paused`): waiting for input or a callback.
 
     Raises:
@@ -347,10 +221,10 @@ def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = _now) -
             flight, or it waits for approval).
         RunNotFoundError: no such run.
     """
-    return _run(store, _steer(run_id, _pause(reason), clock))
+    return run_sync(store, steer(run_id, _pause(reason), clock))
 
 
-def unpause(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
+def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
     """Un-pause a run (`run.resumed`); a no-op if it is already running.
 
     Named apart from `Runner.resume`, which drives a run: this only makes it runnable, and
@@ -360,7 +234,7 @@ def unpause(store: EventStore, run_id: str, *, clock: Clock = _now) -> RunRecord
         IllegalTransitionError: the run is neither paused nor running.
         RunNotFoundError: no such run.
     """
-    return _run(store, _steer(run_id, _unpause, clock))
+    return run_sync(store, steer(run_id, _unpause, clock))
 
 
 def append_event(
@@ -369,7 +243,7 @@ def append_event(
     event_type: str,
     /,
     *,
-    clock: Clock = _now,
+    clock: Clock = now,
     **fields: Any,
 ) -> RunRecord:
     """Append one event of the run's table, given its type and fields.
@@ -396,7 +270,7 @@ def append_event(
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
     cls = types.classes[event_type]
-    return _run(store, _steer(run_id, lambda _record: (cls, fields), clock))
+    return run_sync(store, steer(run_id, lambda _record: (cls, fields), clock))
 
 
 def migrate(
@@ -406,7 +280,7 @@ def migrate(
     to: TransitionTable,
     by: str,
     reason: str,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """Move a run in flight to another version of its table (`run.migrated`).
 
@@ -438,7 +312,7 @@ def migrate(
         )  # fmt: skip
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
-    return _run(store, _steer(run_id, _migrate(old, to, by, reason), clock))
+    return run_sync(store, steer(run_id, _migrate(old, to, by, reason), clock))
 
 
 def submit(
@@ -448,7 +322,7 @@ def submit(
     *,
     agent: str | None = None,
     limits: Limits | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """Create a run (`run.started`) for a `Worker` to drive.
 
@@ -461,7 +335,7 @@ def submit(
         "limits": limits,
         "table": store.reducer.table.ref,
     }
-    event = _event(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
+    event = event_of(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
     return store.append(run_id, [event], 0)
 
 
@@ -472,11 +346,11 @@ async def aapprove(
     approver: str | None = None,
     *,
     digest: str | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """`approve` over an `AsyncEventStore`."""
-    steps = _decide(run_id, action_id, _approve(action_id, approver, digest), clock)
-    return await _arun(store, steps)
+    steps = decide(run_id, action_id, _approve(action_id, approver, digest), clock)
+    return await run_async(store, steps)
 
 
 async def areject(
@@ -487,11 +361,11 @@ async def areject(
     reason: str | None = None,
     *,
     digest: str | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """`reject` over an `AsyncEventStore`."""
-    steps = _decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
-    return await _arun(store, steps)
+    steps = decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
+    return await run_async(store, steps)
 
 
 async def acancel(
@@ -500,22 +374,22 @@ async def acancel(
     *,
     reason: str | None = None,
     requested_by: str | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """`cancel` over an `AsyncEventStore`."""
-    return await _arun(store, _steer(run_id, _cancel(reason, requested_by), clock))
+    return await run_async(store, steer(run_id, _cancel(reason, requested_by), clock))
 
 
 async def apause(
-    store: AsyncEventStore, run_id: str, reason: str, *, clock: Clock = _now
+    store: AsyncEventStore, run_id: str, reason: str, *, clock: Clock = now
 ) -> RunRecord:
     """`pause` over an `AsyncEventStore`."""
-    return await _arun(store, _steer(run_id, _pause(reason), clock))
+    return await run_async(store, steer(run_id, _pause(reason), clock))
 
 
-async def aunpause(store: AsyncEventStore, run_id: str, *, clock: Clock = _now) -> RunRecord:
+async def aunpause(store: AsyncEventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
     """`unpause` over an `AsyncEventStore`."""
-    return await _arun(store, _steer(run_id, _unpause, clock))
+    return await run_async(store, steer(run_id, _unpause, clock))
 
 
 async def asubmit(
@@ -525,7 +399,7 @@ async def asubmit(
     *,
     agent: str | None = None,
     limits: Limits | None = None,
-    clock: Clock = _now,
+    clock: Clock = now,
 ) -> RunRecord:
     """`submit` over an `AsyncEventStore`."""
     fields = {
@@ -534,5 +408,5 @@ async def asubmit(
         "limits": limits,
         "table": store.reducer.table.ref,
     }
-    event = _event(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
+    event = event_of(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
     return await store.append(run_id, [event], 0)

@@ -1,0 +1,150 @@
+"""The steering verbs' one loop, as a generator of store ops, and its two performers.
+
+Every verb of `agentfsm.runtime.control` is a generator (`steer`, `decide`) that yields what
+it needs of the store: load a run, append an event after the version it was built on, list
+the runs waiting below a prefix. `run_sync` performs those ops on an `EventStore`,
+`run_async` on an `AsyncEventStore`; the deciding is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from agentfsm.errors import ActionError, ConcurrencyConflictError, LifecycleError, StoreError
+from agentfsm.events.models import Event
+from agentfsm.names import RunStatus
+from agentfsm.record import RunRecord
+from agentfsm.stores._rows import RunInfo
+from agentfsm.stores.base import AsyncEventStore, EventStore
+
+__all__ = ["Clock", "Steps", "Want", "decide", "event_of", "now", "run_async", "run_sync", "steer"]
+
+Clock = Callable[[], datetime]
+_TRIES = 20
+#: How many waiting subagent runs a refused decision looks through for the call.
+_SCAN = 1000
+#: What an event to append is made of: its class and fields, or None for "nothing to do".
+Want = tuple[type[Any], dict[str, Any]] | None
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def event_of(record: RunRecord, want: tuple[type[Any], dict[str, Any]], clock: Clock) -> Event:
+    cls, fields = want
+    event: Event = cls(
+        run_id=record.run_id,
+        sequence=record.version + 1,
+        occurred_at=clock().isoformat(),
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+    return event
+
+
+@attrs.frozen
+class _Load:
+    run_id: str
+
+
+@attrs.frozen
+class _Put:
+    """Append `event` after the version it was built on; sent the record after it, `_CONFLICT`
+    after a lost race, or the store's `LifecycleError` (a value, so `_decide` can explain it)."""
+
+    event: Event
+
+
+@attrs.frozen
+class _Waiting:
+    """The runs below `prefix` that wait for approval."""
+
+    prefix: str
+
+
+_CONFLICT: Any = object()
+_Op = _Load | _Put | _Waiting
+Steps = Generator[_Op, Any, RunRecord]
+
+
+def steer(run_id: str, what: Callable[[RunRecord], Want], clock: Clock) -> Steps:
+    """Load, decide, append; again after a lost race. The one loop every verb runs."""
+    for _ in range(_TRIES):
+        record: RunRecord = yield _Load(run_id)
+        want = what(record)
+        if want is None:
+            return record
+        got = yield _Put(event_of(record, want, clock))
+        if isinstance(got, LifecycleError):
+            raise got  # the run's lifecycle refused it: nothing was written
+        if got is not _CONFLICT:
+            appended: RunRecord = got
+            return appended
+    raise StoreError(f"run '{run_id}': {_TRIES} tries in a row lost a race")
+
+
+def decide(run_id: str, action_id: str, what: Callable[[RunRecord], Want], clock: Clock) -> Steps:
+    """Append a decision; a call that waits in a subagent run instead is named in the error."""
+    try:
+        return (yield from steer(run_id, what, clock))
+    except ActionError as exc:
+        waiting: Sequence[RunInfo] = yield _Waiting(f"{run_id}/")
+        for info in waiting:
+            if not info.run_id.startswith(f"{run_id}/"):
+                continue
+            below: RunRecord = yield _Load(info.run_id)
+            if action_id in below.pending_approvals:
+                exc.add_note(
+                    f"call '{action_id}' waits for a decision in subagent run '{info.run_id}' "
+                    f"of '{run_id}': decide it there"
+                )
+                break
+        raise exc
+
+
+def run_sync(store: EventStore, steps: Steps) -> RunRecord:
+    """Perform a verb's store ops with a sync store."""
+    got: Any = None
+    while True:
+        try:
+            op = steps.send(got)
+        except StopIteration as done:
+            record: RunRecord = done.value
+            return record
+        if isinstance(op, _Load):
+            got = store.load(op.run_id)
+        elif isinstance(op, _Waiting):
+            got = store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+        else:
+            try:
+                got = store.append(op.event.run_id, [op.event], op.event.sequence - 1)
+            except ConcurrencyConflictError:
+                got = _CONFLICT
+            except LifecycleError as exc:
+                got = exc
+
+
+async def run_async(store: AsyncEventStore, steps: Steps) -> RunRecord:
+    """Perform a verb's store ops with an async store."""
+    got: Any = None
+    while True:
+        try:
+            op = steps.send(got)
+        except StopIteration as done:
+            record: RunRecord = done.value
+            return record
+        if isinstance(op, _Load):
+            got = await store.load(op.run_id)
+        elif isinstance(op, _Waiting):
+            got = await store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+        else:
+            try:
+                got = await store.append(op.event.run_id, [op.event], op.event.sequence - 1)
+            except ConcurrencyConflictError:
+                got = _CONFLICT
+            except LifecycleError as exc:
+                got = exc
