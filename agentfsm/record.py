@@ -90,7 +90,8 @@ class Action(_ActionSlots):
         error: the last failure, once failed.
         cost: the cost the tool reported, once succeeded.
         approver: who accepted or rejected it, when someone did.
-        reason: why it was rejected, or why its outcome is unknown.
+        reason: why it was approved or rejected (as the approver said), or why its outcome
+            is unknown.
         expires_at: when its approval stops being valid, if it has one.
     """
 

@@ -51,6 +51,20 @@ class TestApprove:
         )
         assert (code, _version(store)) == (0, 5)
 
+    def test_the_approvers_reason_is_kept(
+        self, capsys: pytest.CaptureFixture[str], store: Path
+    ) -> None:
+        """`--reason` is recorded on `approval.accepted` and on the approved action."""
+        code, _, _ = run_main(
+            capsys, "approve", "r1", "a1", "--approver", "ann", "--reason", "refund checked",
+            "--store", str(store),
+        )  # fmt: skip
+        with SQLiteEventStore(store) as opened:
+            accepted = next(iter(opened.events("r1", after=4)))
+            action = opened.load("r1").actions["a1"]
+        assert (code, accepted.type, accepted.reason) == (0, "approval.accepted", "refund checked")
+        assert (action.status, action.approver, action.reason) == ("approved", "ann", "refund checked")
+
     def test_another_digest_is_refused(
         self, capsys: pytest.CaptureFixture[str], store: Path
     ) -> None:

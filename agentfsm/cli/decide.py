@@ -42,6 +42,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "--store runs.db",
     )  # fmt: skip
     _arguments(p, "who approved")
+    p.add_argument("--reason", type=_args.text, help="why (kept on the action)")
     p.set_defaults(handler=steer("approve", lambda s, a: _decide(s, a, "approve")))
 
     p = command(
@@ -95,8 +96,9 @@ def _append(store: EventStore, args: argparse.Namespace, verb: str) -> RunRecord
     call change in between)."""
     if verb == "approve":
         return control.approve(
-            store, args.run_id, args.action_id, args.approver, digest=args.digest
-        )
+            store, args.run_id, args.action_id, args.approver, digest=args.digest,
+            reason=args.reason,
+        )  # fmt: skip
     return control.reject(
         store, args.run_id, args.action_id, args.approver, args.reason, digest=args.digest
     )

@@ -284,13 +284,15 @@ class ApprovalAccepted(_Envelope):
 
     `arguments_digest` (`call_digest` of the tool and arguments the approver saw) binds the
     decision to that call: the reducer refuses it for any other. Optional on the wire, so
-    older logs stay valid; agentfsm's own writers always set it.
+    older logs stay valid; agentfsm's own writers always set it. `reason` is why the approver
+    let the call run, kept on the action for whoever audits it.
     """
 
     type: Literal["approval.accepted"] = "approval.accepted"
     action_id: NonEmpty
     approver: NonEmpty | None = None
     arguments_digest: Digest | None = None
+    reason: Text | None = None
 
 
 class ApprovalRejected(_Envelope):

@@ -116,7 +116,9 @@ def new_action(
 
 
 @evolves(Action)
-def action_approved(a: Action, /, *, status: str, approver: str | None) -> Action: ...
+def action_approved(
+    a: Action, /, *, status: str, approver: str | None, reason: str | None
+) -> Action: ...
 
 
 @evolves(Action)

@@ -274,7 +274,7 @@ def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted, move:
         # Too late to approve; a rejection still settles the call.
         raise _action_error(rec, ev, ev.action_id, f"its approval expired at {action.expires_at}")
     target = _to(r, rec, ev, move)
-    action = action_approved(action, status=A.APPROVED, approver=ev.approver)
+    action = action_approved(action, status=A.APPROVED, approver=ev.approver, reason=ev.reason)
     return set_actions(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
         actions=_with(rec.actions, action),

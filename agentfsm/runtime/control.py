@@ -67,7 +67,7 @@ def _bound(record: RunRecord, action_id: str, digest: str | None) -> str | None:
 
 
 def _approve(
-    action_id: str, approver: str | None, digest: str | None
+    action_id: str, approver: str | None, digest: str | None, reason: str | None = None
 ) -> Callable[[RunRecord], Want]:
     return lambda r: (
         m.ApprovalAccepted,
@@ -75,6 +75,7 @@ def _approve(
             "action_id": action_id,
             "approver": approver,
             "arguments_digest": _bound(r, action_id, digest),
+            "reason": reason,
         },
     )
 
@@ -153,6 +154,7 @@ def approve(
     approver: str | None = None,
     *,
     digest: str | None = None,
+    reason: str | None = None,
     clock: Clock = now,
 ) -> RunRecord:
     """Approve the exact call `action_id` is waiting with (`approval.accepted`).
@@ -166,7 +168,8 @@ def approve(
             not the call `digest` names.
         RunNotFoundError: no such run.
     """
-    return run_sync(store, decide(run_id, action_id, _approve(action_id, approver, digest), clock))
+    steps = decide(run_id, action_id, _approve(action_id, approver, digest, reason), clock)
+    return run_sync(store, steps)
 
 
 def reject(
@@ -346,10 +349,11 @@ async def aapprove(
     approver: str | None = None,
     *,
     digest: str | None = None,
+    reason: str | None = None,
     clock: Clock = now,
 ) -> RunRecord:
     """`approve` over an `AsyncEventStore`."""
-    steps = decide(run_id, action_id, _approve(action_id, approver, digest), clock)
+    steps = decide(run_id, action_id, _approve(action_id, approver, digest, reason), clock)
     return await run_async(store, steps)
 
 

@@ -215,10 +215,11 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     async def approve(request: Request, fields: dict[str, str]) -> Response:
         action_id, digest = _field(fields, "action_id"), _field(fields, "digest")
         approver = _field(fields, "approver")
+        reason = _field(fields, "reason", required=False)
 
         def do(store: EventStore, run_id: str) -> RunRecord:
             _check_call(store, run_id, action_id, digest, approving=True)
-            return control.approve(store, run_id, action_id, approver, digest=digest)
+            return control.approve(store, run_id, action_id, approver, digest=digest, reason=reason)
 
         return await steer(request, fields, f"approve call '{action_id}'", do)
 

@@ -260,6 +260,13 @@ class TestSteering:
         with SQLiteEventStore(runs_db) as store, pytest.raises(ActionError, match=r"the decision is for call sha256:0+, but the call waiting is"):
             control.approve(store, "pay-1", "t1.1", "ann", digest="sha256:" + "0" * 64)
 
+    def test_approve_records_approver_and_reason(self, signed_in: TestClient, runs_db: Path) -> None:
+        """An approval from the page carries who and, when given, why."""
+        assert _approve(signed_in, runs_db, reason="order checked").status_code == 200  # type: ignore[attr-defined]
+        with SQLiteEventStore(runs_db) as store:
+            action = store.load("pay-1").actions["t1.1"]
+        assert (action.status, action.approver, action.reason) == ("approved", "ann", "order checked")
+
     def test_reject_records_approver_and_reason(self, signed_in: TestClient, runs_db: Path) -> None:
         """A rejection carries who and why; the run goes on without the call."""
         form = {"csrf": CSRF, "run_id": "pay-1", "action_id": "t1.1", "digest": _digest(runs_db),
