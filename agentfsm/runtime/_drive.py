@@ -5,7 +5,14 @@
 generators that yield effects (`_effects`: append these specs, ask the model, call this
 tool, sleep, load or start a run, run a batch) and are sent back what happened. `Runner`
 performs the effects with direct calls, `AsyncRunner` with awaits (a batch's calls
-concurrently). So the two cannot drift: every decision, retry and recovery rule is here.
+concurrently). So the two cannot drift: every decision, retry and recovery rule is in the
+core.
+
+The core is two modules, split where the loop hands a batch over. Here: a run's start and
+resume, the loop, a model turn (asking, retrying a model error, admitting the answer, an
+answer that comes back after a cancel) and the run's result. In `_calls` (`_Calls`, which
+`Driver` inherits): how each call of a batch goes, retries and subagents' child runs with
+it. The loop reads a batch's end (`settle`); it never sees how a call got there.
 
 A subclass supplies two constructors and nothing else: `_writer` (its own writer over its
 store, for one run) and `_child` (a runner like itself, for a subagent's run).
@@ -14,29 +21,27 @@ store, for one run) and `_child` (a runner like itself, for a subagent's run).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from agentfsm._log import get_logger
 from agentfsm.errors import GuardRejectedError, LifecycleError
 from agentfsm.events import models as m
-from agentfsm.events.models import Limits, parse_timestamp
+from agentfsm.events.models import Limits
 from agentfsm.guards.base import Guard, Verdict
-from agentfsm.guards.budget import SharedBudget
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _outcomes as o
 from agentfsm.runtime import _plan as p
+from agentfsm.runtime._calls import _Calls, new_tree
 from agentfsm.runtime._effects import (
     Append,
     Ask,
     Batch,
     Beat,
-    Call,
     Cancel,
     End,
-    Job,
     Largest,
     Later,
     Load,
@@ -46,37 +51,21 @@ from agentfsm.runtime._effects import (
     Start,
     Steps,
     Waiting,
+    appended,
     settle,
 )
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
 from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged
 
-__all__ = ["Driver", "child_budget", "new_tree", "utc_now"]
+__all__ = ["Driver", "utc_now"]
 
 
 def utc_now() -> datetime:
     """The default clock: the current time in UTC."""
     return datetime.now(UTC)
-
-
-class _RetryLater(Exception):  # noqa: N818  (a signal inside the core, a `Later` outside)
-    """A failed call's retry is due at `at`, and the drive defers retries to its driver."""
-
-    def __init__(self, at: datetime) -> None:
-        super().__init__(at.isoformat())
-        self.at = at
-
-
-class _ChildWaiting(Exception):  # noqa: N818  (a signal inside the core, a `Waiting` outside)
-    """A subagent's run waits for a person: the parent's call stays in flight."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__(result.run_id)
-        self.result = result
 
 
 def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
@@ -90,39 +79,7 @@ def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
     return found
 
 
-def new_tree(record: RunRecord) -> BudgetTree | None:
-    """A budget tree rooted at `record`'s run, if it has token or cost limits."""
-    limits = record.limits
-    if limits is None or (limits.max_tokens is None and limits.max_cost is None):
-        return None
-    tree = BudgetTree(SharedBudget(record.run_id, limits.max_tokens, limits.max_cost))
-    tree.charge(record)
-    return tree
-
-
-def child_budget(writer: Any, record: RunRecord, aid: str) -> tuple[str, BudgetTree | None]:
-    """A subagent call's child run id, and the budget tree it is charged to.
-
-    The tree is the writer's, made on first use (the SDK adapters charge children alike).
-    """
-    child_id = f"{record.run_id}/{aid}"
-    tree = writer.budget
-    if tree is None:
-        tree = writer.budget = new_tree(record)
-    if tree is not None:
-        tree.spawn(child_id, parent=record.run_id)
-    return child_id, tree
-
-
-def _appended(got: Any) -> RunRecord:
-    """The record an `Append` led to; a refusal is raised again inside the core."""
-    if isinstance(got, Refused):
-        raise got.error
-    record: RunRecord = got
-    return record
-
-
-class Driver:
+class Driver(_Calls):
     """What both runners are configured with, and the drive loop they share."""
 
     def __init__(
@@ -221,7 +178,7 @@ class Driver:
         self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]:
         if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
-            _appended((yield Append(writer, [(m.RunResumed, {})])))
+            appended((yield Append(writer, [(m.RunResumed, {})])))
         return (yield from self._drive(writer, beat, defer))
 
     # -- the loop ---------------------------------------------------------------------------
@@ -241,7 +198,7 @@ class Driver:
                     yield from self._end_children(record)
                     return self._result(record, children)
                 if isinstance(step, p.Append):
-                    _appended((yield Append(writer, step.specs)))
+                    appended((yield Append(writer, step.specs)))
                     continue
                 if isinstance(step, p.Turn):
                     yield from self._turn(writer, step)
@@ -318,7 +275,7 @@ class Driver:
         if not step.reopen:
             default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
             largest = (yield Largest(writer)) if default else None
-            _appended((yield Append(writer, [self.planner.model_started(largest)])))
+            appended((yield Append(writer, [self.planner.model_started(largest)])))
         record = writer.record
         decided = self._admit(record, (yield from self._ask(step, record)), step)
         got = yield Append(writer, decided)
@@ -330,7 +287,7 @@ class Driver:
             kept = o.stopped_after(decided, exc)
             if kept is None:
                 raise exc
-            _appended((yield Append(writer, kept)))
+            appended((yield Append(writer, kept)))
             return
         if not isinstance(exc, StateChanged):
             raise exc
@@ -413,133 +370,3 @@ class Driver:
                 f"the model call failed after {attempt} attempt(s): {exc.message}"
             )
         return self.config.backoff(attempt)
-
-    # -- a batch's calls ----------------------------------------------------------------------
-
-    def _job_for(
-        self, writer: Any, children: dict[str, RunResult], defer: bool = False
-    ) -> Callable[[p.Work, Callable[[], bool]], Job]:
-        return lambda work, stopping: self._job(writer, work, children, stopping, defer)
-
-    def _job(
-        self,
-        writer: Any,
-        work: p.Work,
-        children: dict[str, RunResult],
-        stopping: Callable[[], bool],
-        defer: bool = False,
-    ) -> Job:
-        """One call of a batch, to its end: what stops the batch is returned, not raised."""
-        if stopping() or not p.working(self.reducer.table, writer.record.status):
-            return None
-        try:
-            yield from self._work(writer, work, children, stopping, defer)
-        except (GuardRejectedError, StateChanged, RunSupersededError) as exc:
-            return exc
-        except _ChildWaiting as waiting:
-            return Waiting(waiting.result)
-        except _RetryLater as later:
-            return Later(later.at)
-        return None
-
-    def _work(
-        self,
-        writer: Any,
-        work: p.Work,
-        children: dict[str, RunResult],
-        stopping: Callable[[], bool],
-        defer: bool = False,
-    ) -> Steps[None]:
-        aid = work.action_id
-        mode = work.mode
-        tool = work.tool
-        while True:
-            action = writer.record.actions[aid]
-            if mode == "retry":
-                delay = self.config.backoff(action.attempts)
-                if defer:
-                    # The backoff runs from the run's last event (the failure, unless
-                    # something happened since): the same due time after any restart.
-                    due = self._retry_due(writer.record, delay)
-                    if self.clock() < due:
-                        self._retry_scheduled(writer.run_id, aid, action.attempts, delay, due)
-                        raise _RetryLater(due)
-                else:
-                    self._retry_scheduled(writer.run_id, aid, action.attempts, delay)
-                    yield Sleep(delay)
-                    if stopping():
-                        return
-            if mode != "reexecute":
-                started = (m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
-                _appended((yield Append(writer, [started])))
-            spec = yield from self._invoke(writer, writer.record, tool, aid, children)
-            record = _appended((yield Append(writer, [spec])))
-            if (
-                not p.retry_allowed(record, record.actions[aid], tool, self.reducer.table)
-                or stopping()
-            ):
-                return
-            mode = "retry"
-
-    @staticmethod
-    def _retry_due(record: RunRecord, delay: float) -> datetime:
-        last = record.updated_at
-        assert last is not None  # a failed call is in the log
-        return parse_timestamp(last) + timedelta(seconds=delay)
-
-    def _retry_scheduled(
-        self, run_id: str, aid: str, attempts: int, delay: float, due: datetime | None = None
-    ) -> None:
-        self.log.info(
-            "tool.retry_scheduled",
-            run_id=run_id,
-            action_id=aid,
-            attempt=attempts + 1,
-            delay=delay,
-            **({"due": due.isoformat()} if due is not None else {}),
-        )
-
-    def _invoke(
-        self,
-        writer: Any,
-        record: RunRecord,
-        tool: Tool,
-        aid: str,
-        children: dict[str, RunResult],
-    ) -> Steps[Spec]:
-        remaining = self.reducer.guards.remaining(record, self.clock())
-        ctx = o.tool_context(record, record.actions[aid], tool, remaining)
-        if isinstance(ctx, InvalidCall):
-            return o.invalid_now(aid, ctx)
-        assert isinstance(ctx, ToolContext)
-        if isinstance(tool, SubagentTool):
-            sub = tool.subagent
-            return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
-        got = yield Call(tool, ctx)
-        if not isinstance(got, Raised):
-            return o.outcome(aid, got.value)
-        if isinstance(got.error, TimeoutError):
-            return o.timed_out(aid, tool, ctx.timeout or 0.0)
-        return o.failure(aid, got.error)
-
-    def _subagent(
-        self,
-        writer: Any,
-        record: RunRecord,
-        sub: Subagent,
-        args: Any,
-        aid: str,
-        children: dict[str, RunResult],
-    ) -> Steps[Spec]:
-        """Run (or resume) a subagent call's child run; its end is the call's outcome."""
-        child_id, tree = child_budget(writer, record, aid)
-        runner = self._child(sub)
-        child = yield Load(child_id)
-        if child is None:
-            objective = sub.objective(args)
-            child = yield from runner._start(child_id, objective, sub.agent.name, sub.limits)
-        if tree is not None:
-            tree.charge(child)
-        result = yield from runner._proceed(runner._writer(child, tree))
-        children[child_id] = result
-        return o.child_outcome(aid, result, _ChildWaiting, self.reducer.table)

@@ -60,6 +60,7 @@ __all__ = [
     "Start",
     "Steps",
     "Waiting",
+    "appended",
     "settle",
     "stops",
 ]
@@ -220,3 +221,11 @@ def settle(ends: Sequence[End]) -> End:
         return waiting[-1]
     later = [e for e in ends if isinstance(e, Later)]
     return min(later, key=lambda e: e.at) if later else None
+
+
+def appended(got: Any) -> RunRecord:
+    """The record an `Append` led to; a refusal is raised again inside the core."""
+    if isinstance(got, Refused):
+        raise got.error
+    record: RunRecord = got
+    return record

@@ -30,7 +30,8 @@ from agentfsm.guards.base import Guard
 from agentfsm.record import RunRecord
 from agentfsm.runtime import _effects as fx
 from agentfsm.runtime import _plan as p
-from agentfsm.runtime._drive import Driver, child_budget, new_tree, utc_now
+from agentfsm.runtime._calls import child_budget, new_tree
+from agentfsm.runtime._drive import Driver, utc_now
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
 from agentfsm.runtime.control import cancel
 from agentfsm.runtime.errors import RunSupersededError

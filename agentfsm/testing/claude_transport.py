@@ -40,6 +40,11 @@ are not applied: the script is the model.
 It sends no `session_state_changed` frames: the SDK then treats it as a CLI from before them
 and ends the run on the `result` frame. The protocol is the SDK's and undocumented; this
 transport follows `claude-agent-sdk` 0.2.18x (the `claude` extra's pinned range).
+
+This module is the CLI's flow: when it sends what, the hooks, the calls, the session.
+What each frame looks like is `_claude_frames` (pure builders, checked against the
+recording); how a call reaches an in-process SDK MCP server (JSON-RPC inside the control
+protocol) is `_claude_mcp`.
 """
 
 from __future__ import annotations
@@ -62,13 +67,15 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
     raise missing_extra("agentfsm.testing.claude_transport", "claude", exc) from exc
 
+from agentfsm.testing import _claude_frames as frames
+from agentfsm.testing._claude_frames import MODEL
+from agentfsm.testing._claude_mcp import SdkServers
+
 __all__ = ["COST_PER_ANSWER", "MODEL", "Answer", "ScriptedCLI", "Use", "scripted_cli"]
 
 #: The CLI's cost per answer of 10 input and 5 output tokens (its price list: $4 / $20 per
 #: million tokens), as `total_cost_usd` adds it up.
 COST_PER_ANSWER = 0.00014
-#: The model name the scripted CLI reports.
-MODEL = "claude-scripted"
 #: Where `scripted_cli` keeps sessions by default (a resume in another process finds them).
 SESSIONS = Path(tempfile.gettempdir()) / "agentfsm-scripted-claude"
 
@@ -128,7 +135,7 @@ class ScriptedCLI(Transport):
         self._usage = [0, 0]
         self._turns = 0
         self._last_text = ""
-        self._mcp_ready: set[str] = set()
+        self._mcp = SdkServers(options, self._ask, self._ids)
         #: Every frame both ways, in order (`("cli" | "sdk", frame)`), for checks.
         self.frames: list[tuple[str, dict[str, Any]]] = []  # both ways, for the frame checks
 
@@ -188,12 +195,7 @@ class ScriptedCLI(Transport):
             if self._tool is not None:
                 self._tool.cancel()
             response = {"still_queued": []}
-        self._send(
-            {
-                "type": "control_response",
-                "response": {"subtype": "success", "request_id": request_id, "response": response},
-            }
-        )
+        self._send(frames.control_response(request_id, response))
         if subtype == "initialize" and self.options.resume and self._turn is None:
             self._turn = asyncio.ensure_future(self._run(replay=True))
 
@@ -201,29 +203,17 @@ class ScriptedCLI(Transport):
         request_id = str(uuid.uuid4())
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        self._send({"type": "control_request", "request_id": request_id, "request": request})
+        self._send(frames.control_request(request_id, request))
         return await future
 
     async def _hook(self, event: str, about: str | None, **data: Any) -> dict[str, Any]:
         """Ask every hook callback of `event`; the last non-empty answer counts."""
         answer: dict[str, Any] = {}
-        payload = {
-            "session_id": self.session_id,
-            "transcript_path": str(self._file()),
-            "cwd": str(self.sessions),
-            "permission_mode": "default",
-            "hook_event_name": event,
-            **data,
-        }
+        payload = frames.hook_input(
+            self.session_id, str(self._file()), str(self.sessions), event, **data
+        )
         for callback_id in self._hooks.get(event, []):
-            got = await self._ask(
-                {
-                    "subtype": "hook_callback",
-                    "callback_id": callback_id,
-                    "input": payload,
-                    "tool_use_id": about,
-                }
-            )
+            got = await self._ask(frames.hook_callback(callback_id, payload, about))
             if got:
                 answer = got
         return answer
@@ -268,24 +258,10 @@ class ScriptedCLI(Transport):
             ended = await self._uses([Use(deferred["id"], deferred["name"], deferred["input"])], {})
             if ended:
                 return
-        servers = self.options.mcp_servers if isinstance(self.options.mcp_servers, dict) else None
-        self._send(
-            {
-                "type": "system",
-                "subtype": "init",
-                "session_id": self.session_id,
-                "cwd": str(self.sessions),
-                "tools": sorted(self.tools),
-                "mcp_servers": [
-                    {"name": name, "status": "connected", "source": "sdk"}
-                    for name, config in (servers or {}).items()
-                    if isinstance(config, dict) and config.get("type") == "sdk"
-                ],
-                "model": MODEL,
-                "permissionMode": "default",
-                "apiKeySource": "none",
-            }
+        init = frames.init(
+            self.session_id, str(self.sessions), sorted(self.tools), self.options.mcp_servers
         )
+        self._send(init)
         while not self._interrupted:
             if not self.steps:
                 self._result(
@@ -306,20 +282,7 @@ class ScriptedCLI(Transport):
                 return
             if await self._uses(list(answer.uses), pre):
                 return
-        self._send(
-            {
-                "type": "user",
-                "message": {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "[Request interrupted by user for tool use]"}
-                    ],
-                },
-                "parent_tool_use_id": None,
-                "session_id": self.session_id,
-                "uuid": str(uuid.uuid4()),
-            }
-        )
+        self._send(frames.interrupted(self.session_id))
         self._result(
             "error_during_execution",
             is_error=True,
@@ -327,102 +290,39 @@ class ScriptedCLI(Transport):
             terminal_reason="aborted_tools",
         )
 
-    def _event(self, event: dict[str, Any]) -> None:
-        self._send(
-            {
-                "type": "stream_event",
-                "uuid": str(uuid.uuid4()),
-                "session_id": self.session_id,
-                "event": event,
-                "parent_tool_use_id": None,
-            }
-        )
+    def _event(self, event: frames.Event) -> None:
+        self._send(frames.stream_event(self.session_id, event))
 
     def _assistant(self, message_id: str, block: dict[str, Any]) -> None:
-        message = {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": MODEL,
-            "content": [block],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 1},
-        }
-        self._send(
-            {
-                "type": "assistant",
-                "message": message,
-                "parent_tool_use_id": None,
-                "session_id": self.session_id,
-                "uuid": str(uuid.uuid4()),
-            }
-        )
+        self._send(frames.assistant(self.session_id, message_id, block))
 
     async def _stream(self, answer: Answer) -> dict[str, asyncio.Future[dict[str, Any]]]:
         """Stream one answer; the first call's `PreToolUse` is asked while it streams."""
         message_id = f"msg_{next(self._ids)}"
-        start: dict[str, Any] = {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": MODEL,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": answer.input_tokens, "output_tokens": 1},
-        }
-        self._event({"type": "message_start", "message": start})
+        self._event(frames.message_start(message_id, answer.input_tokens))
         await asyncio.sleep(0)
         pre: dict[str, asyncio.Future[dict[str, Any]]] = {}
         index = 0
         if answer.text:
-            self._event(
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "text", "text": ""},
-                }
-            )
-            self._event(
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "text_delta", "text": answer.text},
-                }
-            )
+            self._event(frames.block_start(index, {"type": "text", "text": ""}))
+            self._event(frames.text_delta(index, answer.text))
             self._assistant(message_id, {"type": "text", "text": answer.text})
-            self._event({"type": "content_block_stop", "index": index})
+            self._event(frames.block_stop(index))
             index += 1
         for use in answer.uses:
             block = {"type": "tool_use", "id": use.id, "name": use.name, "input": {}}
-            self._event({"type": "content_block_start", "index": index, "content_block": block})
-            self._event(
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(use.input)},
-                }
-            )
+            self._event(frames.block_start(index, block))
+            self._event(frames.input_delta(index, use.input))
             self._assistant(message_id, {**block, "input": use.input})
             if not pre:
                 pre[use.id] = asyncio.ensure_future(self._pre(use))
                 await asyncio.sleep(0)
-            self._event({"type": "content_block_stop", "index": index})
+            self._event(frames.block_stop(index))
             index += 1
             await asyncio.sleep(0)
         stop = "tool_use" if answer.uses else "end_turn"
-        self._event(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {
-                    "input_tokens": answer.input_tokens,
-                    "output_tokens": answer.output_tokens,
-                },
-            }
-        )
-        self._event({"type": "message_stop"})
+        self._event(frames.message_delta(stop, answer.input_tokens, answer.output_tokens))
+        self._event(frames.message_stop())
         self._turns += 1
         self._usage[0] += answer.input_tokens
         self._usage[1] += answer.output_tokens
@@ -435,19 +335,7 @@ class ScriptedCLI(Transport):
         )
 
     def _tool_result(self, use: Use, content: Any, *, is_error: bool = False) -> None:
-        block = {"tool_use_id": use.id, "type": "tool_result", "content": content}
-        if is_error:
-            block["is_error"] = True
-        self._send(
-            {
-                "type": "user",
-                "message": {"role": "user", "content": [block]},
-                "parent_tool_use_id": None,
-                "session_id": self.session_id,
-                "uuid": str(uuid.uuid4()),
-                "tool_use_result": content,
-            }
-        )
+        self._send(frames.tool_result(self.session_id, use.id, content, is_error=is_error))
 
     async def _uses(self, uses: list[Use], pre: dict[str, asyncio.Future[dict[str, Any]]]) -> bool:
         """Run an answer's calls in order; True when the turn ended (deferred, interrupted)."""
@@ -472,15 +360,7 @@ class ScriptedCLI(Transport):
                     use, out.get("permissionDecisionReason") or "denied", is_error=True
                 )
                 continue
-            permission = await self._ask(
-                {
-                    "subtype": "can_use_tool",
-                    "tool_name": use.name,
-                    "input": use.input,
-                    "tool_use_id": use.id,
-                    "permission_suggestions": [],
-                }
-            )
+            permission = await self._ask(frames.can_use_tool(use.name, use.input, use.id))
             if permission.get("behavior") != "allow":
                 self._tool_result(use, permission.get("message") or "denied", is_error=True)
                 if permission.get("interrupt"):
@@ -491,55 +371,11 @@ class ScriptedCLI(Transport):
                 return False
         return False
 
-    def _sdk_server(self, name: str) -> tuple[str, str] | None:
-        """(server, tool) of an in-process SDK MCP server's tool `mcp__<server>__<tool>`."""
-        if not name.startswith("mcp__"):
-            return None
-        server, _, tool = name[len("mcp__") :].partition("__")
-        servers = self.options.mcp_servers
-        config = servers.get(server) if isinstance(servers, dict) else None
-        if not tool or not isinstance(config, dict) or config.get("type") != "sdk":
-            return None
-        return server, tool
-
-    async def _mcp(self, server: str, method: str, params: dict[str, Any] | None) -> Any:
-        """One JSON-RPC message to an SDK MCP server, through the SDK; its `result`."""
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        if not method.startswith("notifications/"):
-            message["id"] = next(self._ids)
-        got = await self._ask({"subtype": "mcp_message", "server_name": server, "message": message})
-        response = got.get("mcp_response") or {}
-        if "error" in response:
-            raise ValueError(str(response["error"].get("message")))
-        return response.get("result")
-
-    async def _mcp_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call an SDK MCP server's tool as the CLI does (initializing the server first)."""
-        if server not in self._mcp_ready:
-            await self._mcp(
-                server,
-                "initialize",
-                {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "claude-code", "version": "scripted"},
-                },
-            )
-            await self._mcp(server, "notifications/initialized", None)
-            self._mcp_ready.add(server)
-        result = await self._mcp(server, "tools/call", {"name": tool, "arguments": arguments})
-        content = (result or {}).get("content") or []
-        if (result or {}).get("isError"):
-            raise ValueError("".join(str(b.get("text", "")) for b in content))
-        return content
-
     async def _call(self, use: Use, arguments: dict[str, Any]) -> bool:
         """Run one tool; True when an interrupt cancelled it."""
-        sdk = self._sdk_server(use.name)
+        sdk = self._mcp.tool_of(use.name)
         if sdk is not None:
-            self._tool = asyncio.ensure_future(self._mcp_tool(*sdk, arguments))
+            self._tool = asyncio.ensure_future(self._mcp.call(*sdk, arguments))
         else:
             fn = self.tools[use.name]
             if inspect.iscoroutinefunction(fn):
@@ -583,26 +419,17 @@ class ScriptedCLI(Transport):
 
     def _result(self, subtype: str, *, is_error: bool = False, **fields: Any) -> None:
         self._save()
-        usage = {
-            "input_tokens": self._usage[0],
-            "output_tokens": self._usage[1],
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        }
         self._send(
-            {
-                "type": "result",
-                "subtype": subtype,
-                "duration_ms": 1,
-                "duration_api_ms": 1,
-                "is_error": is_error,
-                "num_turns": self._turns,
-                "session_id": self.session_id,
-                "total_cost_usd": round(self._session.get("cost", 0.0), 10),
-                "usage": usage,
-                "uuid": str(uuid.uuid4()),
+            frames.result(
+                self.session_id,
+                subtype,
+                is_error=is_error,
+                num_turns=self._turns,
+                cost=self._session.get("cost", 0.0),
+                input_tokens=self._usage[0],
+                output_tokens=self._usage[1],
                 **fields,
-            }
+            )
         )
 
 

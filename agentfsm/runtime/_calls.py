@@ -1,0 +1,242 @@
+"""A batch's calls, for the drive core: each call to its end, retries and subagents included.
+
+Split from `_drive` where the loop hands a batch over: `Driver._drive` decides *that* a batch
+runs and what its end means for the run; this module decides how each call of it goes (its
+`tool.started`, the tool or a subagent's child run, the outcome, a retry now or deferred to a
+`Later`). The two meet at `_job_for`, the job factory a shell's `Batch` effect is given, and
+at the signals a call's end is turned into (`Waiting`, `Later`, or the error that stops the
+batch).
+
+`_Calls` is a mixin of `Driver` only: it declares the driver's attributes it reads, and
+`_child`, the subagent runner a shell supplies (typed by what a call does with it, so this
+module does not import the driver back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from agentfsm.errors import GuardRejectedError
+from agentfsm.events import models as m
+from agentfsm.events.models import Limits, parse_timestamp
+from agentfsm.guards.budget import SharedBudget
+from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _outcomes as o
+from agentfsm.runtime import _plan as p
+from agentfsm.runtime._effects import (
+    Append,
+    Call,
+    Job,
+    Later,
+    Load,
+    Raised,
+    Sleep,
+    Steps,
+    Waiting,
+    appended,
+)
+from agentfsm.runtime.agent import RunnerConfig, RunResult, Subagent, SubagentTool
+from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
+from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged
+
+__all__ = ["child_budget", "new_tree"]
+
+
+class _RetryLater(Exception):  # noqa: N818  (a signal inside the core, a `Later` outside)
+    """A failed call's retry is due at `at`, and the drive defers retries to its driver."""
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(at.isoformat())
+        self.at = at
+
+
+class _ChildWaiting(Exception):  # noqa: N818  (a signal inside the core, a `Waiting` outside)
+    """A subagent's run waits for a person: the parent's call stays in flight."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(result.run_id)
+        self.result = result
+
+
+def new_tree(record: RunRecord) -> BudgetTree | None:
+    """A budget tree rooted at `record`'s run, if it has token or cost limits."""
+    limits = record.limits
+    if limits is None or (limits.max_tokens is None and limits.max_cost is None):
+        return None
+    tree = BudgetTree(SharedBudget(record.run_id, limits.max_tokens, limits.max_cost))
+    tree.charge(record)
+    return tree
+
+
+def child_budget(writer: Any, record: RunRecord, aid: str) -> tuple[str, BudgetTree | None]:
+    """A subagent call's child run id, and the budget tree it is charged to.
+
+    The tree is the writer's, made on first use (the SDK adapters charge children alike).
+    """
+    child_id = f"{record.run_id}/{aid}"
+    tree = writer.budget
+    if tree is None:
+        tree = writer.budget = new_tree(record)
+    if tree is not None:
+        tree.spawn(child_id, parent=record.run_id)
+    return child_id, tree
+
+
+class _ChildRunner(Protocol):
+    """What a subagent call does with the runner of its child run (a `Driver` is one)."""
+
+    def _start(
+        self, run_id: str, objective: str | None, agent: str | None, limits: Limits | None
+    ) -> Steps[RunRecord]: ...
+
+    def _proceed(
+        self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
+    ) -> Steps[RunResult]: ...
+
+    def _writer(self, record: RunRecord, budget: BudgetTree | None) -> Any: ...
+
+
+class _Calls:
+    """The drive core's part that runs a batch's calls (`Driver` inherits it)."""
+
+    # What it reads of the driver (set in `Driver.__init__`).
+    reducer: Reducer
+    clock: Callable[[], datetime]
+    config: RunnerConfig
+    log: Any
+
+    def _child(self, sub: Subagent) -> _ChildRunner:
+        """A runner like this one (same store and settings) for a subagent's run."""
+        raise NotImplementedError
+
+    def _job_for(
+        self, writer: Any, children: dict[str, RunResult], defer: bool = False
+    ) -> Callable[[p.Work, Callable[[], bool]], Job]:
+        return lambda work, stopping: self._job(writer, work, children, stopping, defer)
+
+    def _job(
+        self,
+        writer: Any,
+        work: p.Work,
+        children: dict[str, RunResult],
+        stopping: Callable[[], bool],
+        defer: bool = False,
+    ) -> Job:
+        """One call of a batch, to its end: what stops the batch is returned, not raised."""
+        if stopping() or not p.working(self.reducer.table, writer.record.status):
+            return None
+        try:
+            yield from self._work(writer, work, children, stopping, defer)
+        except (GuardRejectedError, StateChanged, RunSupersededError) as exc:
+            return exc
+        except _ChildWaiting as waiting:
+            return Waiting(waiting.result)
+        except _RetryLater as later:
+            return Later(later.at)
+        return None
+
+    def _work(
+        self,
+        writer: Any,
+        work: p.Work,
+        children: dict[str, RunResult],
+        stopping: Callable[[], bool],
+        defer: bool = False,
+    ) -> Steps[None]:
+        aid = work.action_id
+        mode = work.mode
+        tool = work.tool
+        while True:
+            action = writer.record.actions[aid]
+            if mode == "retry":
+                delay = self.config.backoff(action.attempts)
+                if defer:
+                    # The backoff runs from the run's last event (the failure, unless
+                    # something happened since): the same due time after any restart.
+                    due = self._retry_due(writer.record, delay)
+                    if self.clock() < due:
+                        self._retry_scheduled(writer.run_id, aid, action.attempts, delay, due)
+                        raise _RetryLater(due)
+                else:
+                    self._retry_scheduled(writer.run_id, aid, action.attempts, delay)
+                    yield Sleep(delay)
+                    if stopping():
+                        return
+            if mode != "reexecute":
+                started = (m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
+                appended((yield Append(writer, [started])))
+            spec = yield from self._invoke(writer, writer.record, tool, aid, children)
+            record = appended((yield Append(writer, [spec])))
+            if (
+                not p.retry_allowed(record, record.actions[aid], tool, self.reducer.table)
+                or stopping()
+            ):
+                return
+            mode = "retry"
+
+    @staticmethod
+    def _retry_due(record: RunRecord, delay: float) -> datetime:
+        last = record.updated_at
+        assert last is not None  # a failed call is in the log
+        return parse_timestamp(last) + timedelta(seconds=delay)
+
+    def _retry_scheduled(
+        self, run_id: str, aid: str, attempts: int, delay: float, due: datetime | None = None
+    ) -> None:
+        self.log.info(
+            "tool.retry_scheduled",
+            run_id=run_id,
+            action_id=aid,
+            attempt=attempts + 1,
+            delay=delay,
+            **({"due": due.isoformat()} if due is not None else {}),
+        )
+
+    def _invoke(
+        self,
+        writer: Any,
+        record: RunRecord,
+        tool: Tool,
+        aid: str,
+        children: dict[str, RunResult],
+    ) -> Steps[Spec]:
+        remaining = self.reducer.guards.remaining(record, self.clock())
+        ctx = o.tool_context(record, record.actions[aid], tool, remaining)
+        if isinstance(ctx, InvalidCall):
+            return o.invalid_now(aid, ctx)
+        assert isinstance(ctx, ToolContext)
+        if isinstance(tool, SubagentTool):
+            sub = tool.subagent
+            return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
+        got = yield Call(tool, ctx)
+        if not isinstance(got, Raised):
+            return o.outcome(aid, got.value)
+        if isinstance(got.error, TimeoutError):
+            return o.timed_out(aid, tool, ctx.timeout or 0.0)
+        return o.failure(aid, got.error)
+
+    def _subagent(
+        self,
+        writer: Any,
+        record: RunRecord,
+        sub: Subagent,
+        args: Any,
+        aid: str,
+        children: dict[str, RunResult],
+    ) -> Steps[Spec]:
+        """Run (or resume) a subagent call's child run; its end is the call's outcome."""
+        child_id, tree = child_budget(writer, record, aid)
+        runner = self._child(sub)
+        child = yield Load(child_id)
+        if child is None:
+            objective = sub.objective(args)
+            child = yield from runner._start(child_id, objective, sub.agent.name, sub.limits)
+        if tree is not None:
+            tree.charge(child)
+        result = yield from runner._proceed(runner._writer(child, tree))
+        children[child_id] = result
+        return o.child_outcome(aid, result, _ChildWaiting, self.reducer.table)
