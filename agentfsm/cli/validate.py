@@ -20,6 +20,7 @@ from agentfsm.cli._common import PROG, Parser, UsageError, load_table
 from agentfsm.cli._io import LineCounter, Style, stream_lines
 from agentfsm.cli._log_table import table_of_log
 from agentfsm.cli._output import print_json, shown
+from agentfsm.cli._parallel import auto_jobs, validate_in_parallel
 from agentfsm.events.models import Limits
 from agentfsm.guards.base import Guard
 from agentfsm.guards.limits import guards_from_limits
@@ -116,6 +117,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     add_log_arguments(p)
     p.add_argument("--all", action="store_true", help="report every run's first error")
     p.add_argument("--run-id", type=_args.run_id, help="check only this run")
+    p.add_argument(
+        "--jobs", type=_jobs, default="auto", metavar="N|auto",
+        help="processes to check a large log with, runs split among them (auto: every core, "
+        "up to 4, for a file of 16 MiB or more; a log with a finding is checked again in one "
+        "process, so its report is the same)",
+    )  # fmt: skip
     add_allow_empty(p)
     limits = p.add_argument_group("limits (audit a log as if these guards had been on)")
     limits.add_argument("--max-turns", type=int, metavar="N", help="model calls per run")
@@ -158,12 +165,48 @@ def guards_from_args(args: argparse.Namespace, command: str) -> list[Guard]:
 
 def _validate(args: argparse.Namespace) -> int:
     guards = guards_from_args(args, "validate")
-    report, reducer = read_log(args, "validate", guards, keep_going=args.all)
+    found = _in_parallel(args, guards)
+    report, reducer = found or read_log(args, "validate", guards, keep_going=args.all)
     if args.format == "json":
         print_json(lambda: _as_json(report), "validate")
     else:
         _print_text(report, reducer)
     return report.exit_code
+
+
+def _in_parallel(
+    args: argparse.Namespace, guards: list[Guard]
+) -> tuple[ValidationReport, Reducer] | None:
+    """The report of a clean log checked by several processes (`--jobs`), else None: then
+    the log is read again in one process, which gives every report with a finding."""
+    if args.all or args.run_id is not None or str(args.file) == "-":
+        return None
+    jobs = args.jobs
+    if jobs == "auto":
+        try:
+            jobs = auto_jobs(args.file.stat().st_size if args.file.is_file() else None)
+        except OSError:
+            return None  # the one-process read says what is wrong with the file
+    if jobs <= 1:
+        return None
+    lines, reducer, counter = opened_log(args, "validate", guards)
+    with counter.checking():
+        report = validate_in_parallel(lines, reducer, jobs)
+    if report is None or not report.runs:
+        return None
+    return report, reducer
+
+
+def _jobs(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
 
 
 def _as_json(report: ValidationReport) -> dict[str, Any]:
