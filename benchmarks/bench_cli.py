@@ -12,6 +12,7 @@ events a call), where a run's ledger holds thousands of actions while it is live
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -26,13 +27,15 @@ from benchmarks.corpus import build_corpus
 from benchmarks.growth import long_run
 
 # The child reports its own high-water mark from /proc (VmHWM starts afresh at exec, unlike
-# ru_maxrss, which would still count the pages of this process that the fork copied).
+# ru_maxrss, which would still count the pages of this process that the fork copied), and the
+# largest of its worker processes' (`--jobs`: each holds the live runs hashed to it).
 _CHILD = """
-import sys
+import resource, sys
 from agentfsm.cli import main
-code = main(["validate", sys.argv[1], "--quiet", "--format", "json"])
+code = main(["validate", sys.argv[1], "--quiet", "--format", "json", *sys.argv[2:]])
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
-print(hwm, file=sys.stderr)
+workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(hwm, workers, file=sys.stderr)
 sys.exit(code)
 """
 
@@ -79,24 +82,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"writing {args.events:,} events ...", file=sys.stderr)
         lines = write_log(log, args.events, args.live, args.calls)
         size = log.stat().st_size
-        start = time.perf_counter()
-        result = subprocess.run(  # noqa: S603 - our own interpreter and script
-            [sys.executable, "-c", _CHILD, str(log)], capture_output=True, text=True, check=False
-        )
-        elapsed = time.perf_counter() - start
-        peak_kib = int(result.stderr.strip().splitlines()[-1])
-    ok = result.returncode == 0
+        rows = [(jobs, *_validate(log, jobs)) for jobs in ("1", "auto")]
     shape = "corpus runs" if args.calls is None else f"runs of {args.calls:,} tool calls"
-    print(f"`agentfsm validate` on {shape}")
-    print("| log | lines | validate wall time | events/s | peak RSS | exit |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
-    print(
-        f"| {size / 2**20:,.0f} MiB, {args.live} live runs | {lines:,} | {elapsed:.1f} s | "
-        f"{lines / elapsed:,.0f} | {peak_kib / 1024:,.0f} MiB | {result.returncode} |"
-    )
-    if not ok:
-        print(result.stdout[:500], result.stderr[:500], file=sys.stderr)
+    print(f"`agentfsm validate` on {shape}, one process and `--jobs auto` ({os.cpu_count()} cores)")
+    print("| log | lines | --jobs | wall time | events/s | peak RSS: reader / a worker | exit |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | --- |")
+    ok = True
+    for jobs, elapsed, reader, worker, result in rows:
+        ok = ok and result.returncode == 0
+        workers = f"{worker / 1024:,.0f} MiB" if jobs != "1" else "-"
+        print(
+            f"| {size / 2**20:,.0f} MiB, {args.live} live runs | {lines:,} | {jobs} | "
+            f"{elapsed:.1f} s | {lines / elapsed:,.0f} | {reader / 1024:,.0f} MiB / {workers} | "
+            f"{result.returncode} |"
+        )
+        if result.returncode != 0:
+            print(result.stdout[:500], result.stderr[:500], file=sys.stderr)
     return 0 if ok else 1
+
+
+def _validate(log: Path, jobs: str) -> tuple[float, int, int, subprocess.CompletedProcess[str]]:
+    """Wall seconds, the reader's and the largest worker's peak KiB, and the child."""
+    start = time.perf_counter()
+    result = subprocess.run(  # noqa: S603 - our own interpreter and script
+        [sys.executable, "-c", _CHILD, str(log), "--jobs", jobs],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    elapsed = time.perf_counter() - start
+    reader, worker = map(int, result.stderr.strip().splitlines()[-1].split())
+    return elapsed, reader, worker, result
 
 
 if __name__ == "__main__":
