@@ -9,7 +9,7 @@ got and what broke it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -25,10 +25,13 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 
 __all__ = [
+    "OnStep",
     "Overlay",
     "Refusal",
     "Step",
     "Trajectory",
+    "chosen_condition",
+    "fold_trajectory",
     "format_sequences",
     "sequenced",
     "trajectory_from_events",
@@ -241,7 +244,27 @@ def _walk(
         # The very first line of the run is unreadable: the run never left its start.
         record = reducer.initial(bad_line.run_id or "?")
         return _ended(record, table, (), _unreadable(record.status, bad_line))
-    record = reducer.initial(events[0].run_id)
+    return fold_trajectory(events[0].run_id, events, table, reducer, bad_line=bad_line)[0]
+
+
+#: Told each step as it is folded: the step, the record before and after, and the event.
+OnStep = Callable[[Step, RunRecord, RunRecord, Event], None]
+
+
+def fold_trajectory(
+    run_id: str,
+    events: Iterable[Event],
+    table: TransitionTable,
+    reducer: Reducer,
+    *,
+    bad_line: EventFormatError | None = None,
+    on_step: OnStep | None = None,
+) -> tuple[Trajectory, RunRecord]:
+    """A run's path, folding its `events` up to the first one the reducer refuses, and its
+    record there. `on_step` hears every step (what a page or report keeps besides the path);
+    `bad_line` is an unreadable line of the run after its last event, shown as its end.
+    """
+    record = reducer.initial(run_id)
     steps: list[Step] = []
     for event in events:
         before = record
@@ -251,21 +274,19 @@ def _walk(
             # A lifecycle error's reason leaves out the run/state/event the picture shows.
             message = exc.reason if isinstance(exc, LifecycleError) else str(exc)
             refused = Refusal(before.status, message, event.sequence, event.type)
-            return _ended(before, table, tuple(steps), refused)
-        steps.append(
-            Step(
-                event.sequence,
-                event.type,
-                before.status,
-                record.status,
-                _chosen(table, before, event),
-            )
-        )
+            return _ended(before, table, tuple(steps), refused), before
+        step = Step(
+            event.sequence, event.type, before.status, record.status,
+            chosen_condition(table, before, event),
+        )  # fmt: skip
+        steps.append(step)
+        if on_step is not None:
+            on_step(step, before, record, event)
     refusal = None if bad_line is None else _unreadable(record.status, bad_line)
-    return _ended(record, table, tuple(steps), refusal)
+    return _ended(record, table, tuple(steps), refusal), record
 
 
-def _chosen(table: TransitionTable, before: RunRecord, event: Any) -> str | None:
+def chosen_condition(table: TransitionTable, before: RunRecord, event: Any) -> str | None:
     """The name of the condition that picked the edge (conditions are pure: safe to re-ask)."""
     for t in table.edges(before.status, event.type):
         if t.condition is None:

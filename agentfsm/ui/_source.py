@@ -20,11 +20,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory
+from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
 from agentfsm.errors import (
     AgentFSMError,
     CorruptLogError,
-    LifecycleError,
     RunNotFoundError,
     TableMismatchError,
 )
@@ -47,7 +46,6 @@ __all__ = [
     "Source",
     "StoreOpener",
     "UnknownRunTableError",
-    "chosen_condition",
 ]
 
 #: Opens a handle on the store whose runs are folded with the given table.
@@ -420,54 +418,15 @@ def _close(events: Iterable[Any]) -> None:
 def _fold_path(
     reducer: Reducer, table: TransitionTable, run_id: str, events: Iterator[Event]
 ) -> RunPath:
-    record = reducer.initial(run_id)
-    steps: list[Step] = []
     checkpoints: dict[int, RunRecord] = {}
-    refusal: Refusal | None = None
+
+    def keep(step: Step, before: RunRecord, after: RunRecord, event: Event) -> None:
+        if step.sequence % _CHECKPOINT_EVERY == 0:
+            checkpoints[step.sequence] = after
+
     try:
-        for event in events:
-            before = record
-            try:
-                record = reducer.reduce(before, event)
-            except AgentFSMError as exc:  # a stored log the reducer refuses now (a bug)
-                message = exc.reason if isinstance(exc, LifecycleError) else str(exc)
-                refusal = Refusal(before.status, message, event.sequence, event.type)
-                break
-            steps.append(
-                Step(
-                    event.sequence,
-                    event.type,
-                    before.status,
-                    record.status,
-                    chosen_condition(table, before, event),
-                )
-            )
-            if event.sequence % _CHECKPOINT_EVERY == 0:
-                checkpoints[event.sequence] = record
+        # A stored log the reducer refuses now (a bug) ends the path at the refusal.
+        trajectory, record = fold_trajectory(run_id, events, table, reducer, on_step=keep)
     finally:
         _close(events)
-    error = f"{record.error.kind}: {record.error.message}" if record.error else None
-    trajectory = Trajectory(
-        run_id=run_id,
-        initial=table.initial,
-        steps=tuple(steps),
-        final_state=record.status,
-        terminal=table.is_terminal(record.status),
-        stop_reason=record.stop_reason,
-        stop_detail=record.stop_detail,
-        error=error,
-        cancel_reason=record.cancel_reason,
-        pause_reason=record.pause_reason,
-        refusal=refusal,
-    )
     return RunPath(record.version, trajectory, checkpoints)
-
-
-def chosen_condition(table: TransitionTable, before: RunRecord, event: Event) -> str | None:
-    """The condition that picked the edge (conditions are pure: safe to ask again)."""
-    for t in table.edges(before.status, event.type):
-        if t.condition is None:
-            return None
-        if t.condition(before, event):
-            return t.condition.name
-    return None

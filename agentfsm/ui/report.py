@@ -25,15 +25,15 @@ import attrs
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
-from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory
-from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
+from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
+from agentfsm.errors import EventFormatError
 from agentfsm.events.codec import event_to_dict, parse_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.ui._pages import table_page
-from agentfsm.ui._source import chosen_condition
 from agentfsm.ui._svg import diagram_svg
 from agentfsm.ui._words import pretty_json, stop_words
 
@@ -157,42 +157,26 @@ def _recorded(
 def _walk(
     run_id: str, events: list[Event], bad_line: EventFormatError | None, table: TransitionTable
 ) -> _RecordedRun:
-    reducer = Reducer(table)
-    record = reducer.initial(run_id)
     steps: list[dict[str, Any]] = []
-    path: list[Step] = []
-    refusal: Refusal | None = None
-    for event in events:
-        before = record
-        try:
-            record = reducer.reduce(before, event)
-        except AgentFSMError as exc:
-            message = exc.reason if isinstance(exc, LifecycleError) else str(exc)
-            refusal = Refusal(before.status, message, event.sequence, event.type)
-            break
-        condition = chosen_condition(table, before, event)
-        path.append(Step(event.sequence, event.type, before.status, record.status, condition))
-        step: dict[str, Any] = {
+
+    def shown(step: Step, before: RunRecord, record: RunRecord, event: Event) -> None:
+        row: dict[str, Any] = {
             "seq": event.sequence,
             "type": event.type,
             "from": before.status,
             "to": record.status,
-            "condition": condition,
+            "condition": step.condition,
             "at": event.occurred_at,
             "fields": {k: v for k, v in event_to_dict(event).items() if k not in _ENVELOPE},
         }
         if len(steps) < MAX_EVENTS:
-            step["record"] = _trimmed(record.to_json(), record)
-        steps.append(step)
-    if refusal is None and bad_line is not None:
-        refusal = Refusal(record.status, str(bad_line), bad_line.sequence, None, bad_line.line)
-    error = f"{record.error.kind}: {record.error.message}" if record.error else None
-    trajectory = Trajectory(
-        run_id=run_id, initial=table.initial, steps=tuple(path), final_state=record.status,
-        terminal=table.is_terminal(record.status), stop_reason=record.stop_reason,
-        stop_detail=record.stop_detail, error=error, cancel_reason=record.cancel_reason,
-        pause_reason=record.pause_reason, refusal=refusal,
-    )  # fmt: skip
+            row["record"] = _trimmed(record.to_json(), record)
+        steps.append(row)
+
+    trajectory, record = fold_trajectory(
+        run_id, events, table, Reducer(table), bad_line=bad_line, on_step=shown
+    )
+    refusal = trajectory.refusal
     allowed = table.allowed(refusal.state) if refusal is not None else ()
     return _RecordedRun(run_id, steps, trajectory, stop_words(record, table), refusal, allowed)
 
