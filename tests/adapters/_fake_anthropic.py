@@ -18,14 +18,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agentfsm.testing.claude_transport import Use
 
-@dataclass(frozen=True)
-class ToolUse:
-    """A `tool_use` block: the model asks for `name` with `input`, under id `id`."""
-
-    id: str
-    name: str
-    input: dict[str, Any]
+#: A `tool_use` block: the model asks for `name` with `input`, under id `id` (the scripted
+#: CLI's own, so a test can script either side with the same value).
+ToolUse = Use
 
 
 @dataclass(frozen=True)
