@@ -261,7 +261,9 @@ def _overspent(
 
 
 #: The event types `spends` can say yes to: a reducer asks no guard about any other.
-SPENDING_TYPES = frozenset({"model.completed", "tool.completed"})
+SPENDING_TYPES = frozenset(
+    cls.model_fields["type"].default for cls in (ModelCompleted, ToolCompleted)
+)
 
 
 def spends(event: Event) -> bool:
