@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,33 @@ class LogOfTwoRuns:
             log.add("model.completed", decision="final", output="ok")
             logs.append([dump_event(e) for e in log.events])
         self.lines = [line for pair in zip(*logs, strict=True) for line in pair]
+
+
+class DyingReducer(type(DEFAULT_REDUCER)):  # type: ignore[misc]
+    """The default reducer, whose process dies (as if killed) at run `IDS[1]`'s third event."""
+
+    def reduce(self, record: Any, event: Any, ctx: Any = None) -> Any:
+        if event.run_id == IDS[1] and event.sequence == 3:
+            os._exit(9)
+        return super().reduce(record, event, ctx)
+
+
+def test_a_worker_that_dies_leaves_the_log_to_one_process() -> None:
+    """No answer from a killed worker is no verdict: the caller checks the log itself."""
+    lines = LogOfTwoRuns().lines  # both runs, one per worker
+    assert validate_in_parallel(iter(lines), DyingReducer(), 2) is None
+    assert validate_in_parallel(iter(lines), DEFAULT_REDUCER, 2) is not None  # the same, alive
+
+
+def test_an_input_that_fails_midway_stops_every_worker() -> None:
+    """The reader's error comes out as it is, at once, and no worker is left behind (each
+    closes the pipe ends it inherited, so none waits on another's input)."""
+    import multiprocessing
+
+    def failing() -> Any:
+        yield from LogOfTwoRuns().lines
+        raise ValueError("the disk went away")
+
+    with pytest.raises(ValueError, match=r"^the disk went away$"):
+        validate_in_parallel(failing(), DEFAULT_REDUCER, 2)
+    assert multiprocessing.active_children() == []

@@ -54,25 +54,44 @@ def validate_in_parallel(
     one process (a finding, an unreadable run id, a worker's failure)."""
     context = multiprocessing.get_context("fork")
     ends = [context.Pipe() for _ in range(jobs)]
-    workers = [context.Process(target=_work, args=(theirs, reducer)) for _, theirs in ends]
+    every = [conn for pair in ends for conn in pair]
+    workers = [
+        context.Process(target=_work, args=(theirs, reducer, [c for c in every if c is not theirs]))
+        for _, theirs in ends
+    ]
     for worker in workers:
         worker.daemon = True
         worker.start()
     for _, theirs in ends:
         theirs.close()
     ours = [mine for mine, _ in ends]
+    finished = False
     try:
-        routed = _route(lines, ours)
-        answers = [conn.recv() for conn in ours]
+        try:
+            routed = _route(lines, ours)
+        except OSError:  # a worker died and its pipe broke: one process will say it all
+            routed = None
+        answers = [_answer(conn) for conn in ours]
+        finished = True
     finally:
         for conn in ours:
-            conn.close()
+            conn.close()  # a worker still reading sees the end of its input
         for worker in workers:
+            if not finished:  # interrupted (Ctrl-C, a failing input): nothing to wait for
+                worker.kill()
             worker.join()
     if routed is None or any(answer is None for answer in answers):
         return None
     order, count = routed
     return _merged(order, count, answers)
+
+
+def _answer(conn: Connection) -> Any:
+    """A worker's answer; None when it died without one (killed, out of memory)."""
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None
 
 
 def _route(lines: Iterable[str], conns: list[Connection]) -> tuple[dict[str, int], int] | None:
@@ -105,12 +124,16 @@ def _route(lines: Iterable[str], conns: list[Connection]) -> tuple[dict[str, int
     return (order, count) if readable else None
 
 
-def _work(conn: Connection, reducer: Reducer) -> None:
+def _work(conn: Connection, reducer: Reducer, inherited: list[Connection]) -> None:
     """A worker: fold the lines sent until None; answer the clean report's parts, or None.
 
     It never raises (a forked worker's traceback would land on the user's terminal): what it
-    cannot answer is None, and the one-process check then says what was wrong.
+    cannot answer is None, and the one-process check then says what was wrong. It first
+    closes the other pipe ends the fork gave it: holding another worker's writing end would
+    keep that worker from ever seeing the end of its input.
     """
+    for other in inherited:
+        other.close()
     inbox = _Inbox(conn)
     answer: Any = None
     try:
