@@ -30,10 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentfsm.events import dump_event, event_to_dict
+from agentfsm.events import dump_event
+from agentfsm.events.canonical import canonical_text
 from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.stores import GENESIS_HASH, SQLiteEventStore, chain_hash
-from agentfsm.stores._append import canonical_event_json
 from agentfsm.stores._rows import PreparedAppend
 from benchmarks.growth import long_run
 from benchmarks.raw import raw_sqlite, rows_of, sqlite_raw_conn
@@ -93,12 +93,13 @@ def measure(calls: int, rounds: int) -> dict[str, float]:
         for text in texts:
             previous = chain_hash(previous, text)
 
-    texts = [canonical_event_json(event_to_dict(e)) for e in events]
+    lines = [dump_event(e) for e in events]
+    texts = [canonical_text(line) for line in lines]
     parts = {
         "the fold (reduce)": fold,
         "the stored line (dump_event)": lambda: [dump_event(e) for e in events],
-        "the hashed canonical JSON": lambda: [
-            canonical_event_json(event_to_dict(e)) for e in events
+        "the hashed canonical JSON (from the line)": lambda: [
+            canonical_text(line) for line in lines
         ],
         "the chain link (sha256)": link,
     }

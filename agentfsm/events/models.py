@@ -115,7 +115,10 @@ Arguments = Annotated[dict[str, JsonValue], BeforeValidator(check_json_value)]
 #: `sha256:` and 64 lower-case hex digits (`agentfsm.events.call_digest`).
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
-_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+# ser_json_inf_nan: an event built without validation may hold NaN or Infinity; written as
+# JSON's `null` (pydantic's default) it would be stored as another value without a word.
+# Written as `NaN`, no reader takes the line, and a store refuses the event.
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, ser_json_inf_nan="constants")
 
 
 class _Part(BaseModel):

@@ -11,12 +11,12 @@ from collections.abc import Iterable
 
 from agentfsm._log import get_logger
 from agentfsm.errors import CorruptLogError, EventFormatError, LifecycleError, TableMismatchError
-from agentfsm.events.codec import event_to_dict, parse_event
+from agentfsm.events.canonical import canonical_text
+from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
-from agentfsm.stores._append import canonical_event_json
 from agentfsm.stores._integrity import PLAIN, Integrity
 from agentfsm.stores._rows import GENESIS_HASH, Head, StoredEvent, StoredSnapshot
 
@@ -154,7 +154,7 @@ def fold_rows(
         event = parse_row(run_id, row, types)
         if (
             keyed
-            and integrity.link(last_hash, canonical_event_json(event_to_dict(event))) != row.hash
+            and integrity.link(last_hash, canonical_text(row.data)) != row.hash
         ):
             raise CorruptLogError(BAD_LINK, run_id=run_id, sequence=row.sequence)
         try:

@@ -6,17 +6,15 @@ first problem in a `VerifyReport`, so an operator reads where a log went wrong.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
 
 import attrs
 
 from agentfsm.errors import LifecycleError, TableMismatchError
+from agentfsm.events.canonical import canonical_text
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
-from agentfsm.stores._append import canonical_event_json
 from agentfsm.stores._integrity import PLAIN, Integrity
 from agentfsm.stores._load import BAD_LINK, TABLE_EVENTS, check_row, distrust
 from agentfsm.stores._rows import GENESIS_HASH, RunInfo, StoredEvent, StoredSnapshot, VerifyReport
@@ -58,8 +56,7 @@ def verify_rows(
         if row.sequence != expected:
             return broken(expected, f"the log has no event at sequence {expected}")
         try:
-            data: Any = json.loads(row.data)
-            canonical = canonical_event_json(data)
+            canonical = canonical_text(row.data)
         except (ValueError, TypeError, RecursionError) as exc:
             return broken(row.sequence, f"the stored line is not JSON ({exc})")
         if integrity.link(previous, canonical) != row.hash:

@@ -10,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.events import canonical_json
+from agentfsm.errors import EventFormatError
+from agentfsm.events import canonical_json, dump_event, event_to_dict, make_event
+from agentfsm.events.canonical import canonical_text
+from agentfsm.events.models import Event
 from agentfsm.stores import (
     GENESIS_HASH,
     MemoryEventStore,
@@ -20,7 +23,7 @@ from agentfsm.stores import (
     VerifyReport,
     chain_hash,
 )
-from agentfsm.stores._append import canonical_event_json
+from agentfsm.testing import legal_runs
 from agentfsm.testing.postgres_server import unavailable_reason
 from agentfsm.testing.store_checks import scripted_run
 
@@ -111,13 +114,35 @@ json_values = st.recursive(
 
 
 @settings(max_examples=300, deadline=None)
+@given(legal_runs(max_events=20))
+def test_the_chain_covers_the_canonical_form_of_each_event(events: list[Event]) -> None:
+    """What an append hashes, read from the line it stores, is `canonical_json` of the
+    event as a dict (the documented chain), for every event of any legal run."""
+    for event in events:
+        assert canonical_text(dump_event(event)) == canonical_json(event_to_dict(event))
+
+
+@settings(max_examples=300, deadline=None)
 @given(json_values)
-def test_the_fast_canonical_form_is_the_canonical_form(value: object) -> None:
-    """The stores' fast path writes exactly what `canonical_json` writes, for any JSON value."""
-    assert canonical_event_json(value) == canonical_json(value)
+def test_any_tool_result_is_hashed_in_its_canonical_form(value: object) -> None:
+    """The same for a result holding any JSON value (floats of every spelling included)."""
+    event = make_event(
+        "tool.completed", run_id="r", sequence=5, occurred_at="2026-09-01T10:00:05Z",
+        action_id="c1", result=value,
+    )  # fmt: skip
+    assert canonical_text(dump_event(event)) == canonical_json(event_to_dict(event))
 
 
-def test_the_fast_canonical_form_normalises_integral_floats() -> None:
-    """Integral floats anywhere, even beside look-alike strings, come out as integers."""
-    value = {"cost": 2.0, "note": "v1.0 and 1e5", "nested": [{"x": -0.0}, 1.25]}
-    assert canonical_event_json(value) == '{"cost":2,"nested":[{"x":0},1.25],"note":"v1.0 and 1e5"}'
+@pytest.mark.parametrize("bad", [float("nan"), float("-inf")])
+def test_an_unvalidated_event_json_cannot_hold_is_refused_whole(bad: float) -> None:
+    """An event built without validation holding NaN or Infinity is refused with the
+    run and sequence, never stored as `null`; nothing of its batch is written."""
+    store = MemoryEventStore()
+    *before, completed = scripted_run("r", 1)
+    assert completed.type == "tool.completed"
+    store.append("r", before[:-1], 0)
+    spoiled = completed.model_copy(update={"result": {"score": [1, bad]}})
+    last = len(before)
+    with pytest.raises(EventFormatError, match=rf"sequence {last + 1}: .*cannot be written"):
+        store.append("r", [before[-1], spoiled], last - 1)
+    assert store.load("r").version == last - 1
