@@ -152,10 +152,7 @@ def fold_rows(
     types = reducer.event_types_for(record)
     for row in rows:
         event = parse_row(run_id, row, types)
-        if (
-            keyed
-            and integrity.link(last_hash, canonical_text(row.data)) != row.hash
-        ):
+        if keyed and integrity.link(last_hash, canonical_text(row.data)) != row.hash:
             raise CorruptLogError(BAD_LINK, run_id=run_id, sequence=row.sequence)
         try:
             record = reduce(record, event)
