@@ -85,9 +85,11 @@ bench-import: $(STAMP)
 	$(PY) benchmarks/bench_import.py
 
 # Starts its own throwaway PostgreSQL server; needs the bench extra (LangGraph checkpointers).
+# Then where one append's CPU goes, next to the raw insert (SQLite, no fsync).
 bench-stores: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	$(PY) benchmarks/bench_stores.py
+	$(PY) benchmarks/store_costs.py
 
 # The Runner's cost per turn next to the OpenAI Agents SDK and LangGraph (the bench extra).
 bench-runtime: $(STAMP)
