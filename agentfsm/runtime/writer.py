@@ -41,7 +41,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm._log import get_logger, log_applied, log_guard_rejected
+from agentfsm._log import get_logger, info_enabled, log_applied, log_guard_rejected
 from agentfsm.errors import (
     ConcurrencyConflictError,
     GuardRejectedError,
@@ -303,13 +303,16 @@ class _Base:
 
     def _applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
         log = self._log
-        previous = before.status
-        guarded = self._guarded
-        for event, record in zip(events, after, strict=True):
-            log_applied(log, event, previous, record.status, guarded=event.type in guarded)
-            previous = record.status
-            if self._largest is not None and isinstance(event, m.ModelCompleted):
-                self._largest = largest_call(self._largest, event)
+        if info_enabled(log):  # asked once per append: no per-event work when filtered out
+            previous = before.status
+            guarded = self._guarded
+            for event, record in zip(events, after, strict=True):
+                log_applied(log, event, previous, record.status, guarded=event.type in guarded)
+                previous = record.status
+        if self._largest is not None:
+            for event in events:
+                if isinstance(event, m.ModelCompleted):
+                    self._largest = largest_call(self._largest, event)
         if self.budget is not None:
             self.budget.charge(after[-1])
 

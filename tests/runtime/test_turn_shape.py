@@ -15,6 +15,7 @@ SIGKILL on SQLite in `test_fault_injection`), and so do logs written in the old 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -298,3 +299,30 @@ class TestOldShape:
             }[upto]
         )
         assert validate(store, ["r1"]).ok
+
+
+class _Filtered:
+    """A logger that takes warnings only, and remembers every line it is given."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def bind(self, **values: Any) -> _Filtered:
+        return self
+
+    def is_enabled_for(self, level: int) -> bool:
+        return level >= logging.WARNING
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.lines.append(event)
+
+    warning = info
+
+
+def test_transition_lines_are_not_built_for_a_logger_that_filters_them_out() -> None:
+    """Info filtered out: no `transition.applied` line is made, per event, to be dropped."""
+    log = _Filtered()
+    model = ScriptedModel([Decision.call_tools(call("lookup", n=1)), Decision.answer("ok")])
+    result = runner_for(Batches(), model, [_lookup(Calls())], logger=log).run("r1")
+    assert result.status == "completed"
+    assert "transition.applied" not in log.lines
