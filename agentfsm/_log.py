@@ -39,6 +39,7 @@ __all__ = [
     "TRANSITION_REJECTED",
     "AgentFSMLogger",
     "get_logger",
+    "info_enabled",
     "log_applied",
     "log_guard_rejected",
     "log_rejected",
@@ -107,6 +108,17 @@ class AgentFSMLogger:
             ).bind(**self._context)
         return self._stdlib
 
+    def is_enabled_for(self, level: int) -> bool:
+        """Whether a line at `level` (a `logging` level) would go anywhere, decided as each
+        line is: a caller with many lines to build skips them all when it would not."""
+        route = self._route()
+        check = getattr(route, "is_enabled_for", None)
+        if check is not None:
+            return bool(check(level))
+        if route is self._stdlib:
+            return logging.getLogger(self.name).isEnabledFor(level)
+        return True
+
     def debug(self, event: str, **fields: Any) -> None:
         """Log `event` at debug level."""
         self._route().debug(event, **fields)
@@ -127,6 +139,12 @@ class AgentFSMLogger:
 def get_logger(name: str = ROOT_LOGGER) -> AgentFSMLogger:
     """The logger agentfsm uses when the caller passed none (see the module docstring)."""
     return AgentFSMLogger(name)
+
+
+def info_enabled(log: Any) -> bool:
+    """Whether `log` would take an info line (True when it cannot say: any logger)."""
+    check = getattr(log, "is_enabled_for", None)
+    return True if check is None else bool(check(logging.INFO))
 
 
 TRANSITION_APPLIED = "transition.applied"

@@ -97,9 +97,7 @@ def _pq_worker(dsn: str, wait: bool) -> None:
 def _lease_worker(dsn: str, name: str, wait: bool) -> None:
     _quiet()
     store = PostgresEventStore(dsn)
-    worker = Worker(
-        _runner(store), PostgresLeases(dsn), worker_id=name, ttl=2.0, renew_every=0.5
-    )
+    worker = Worker(_runner(store), PostgresLeases(dsn), worker_id=name, ttl=2.0, renew_every=0.5)
     if wait:
         worker.serve(idle=0.2)
     else:
@@ -198,8 +196,7 @@ def wake_latency(admin: str, engine: str, samples: int) -> list[float]:
                 nxt = _next_after(store, run_id, after.version, 30)
                 out.append(
                     (
-                        parse_timestamp(nxt.occurred_at)
-                        - parse_timestamp(accepted.occurred_at)
+                        parse_timestamp(nxt.occurred_at) - parse_timestamp(accepted.occurred_at)
                     ).total_seconds()
                 )
         finally:

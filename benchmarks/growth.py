@@ -84,6 +84,7 @@ def store_costs(events: list[Event], directory: Path) -> tuple[float, float, flo
     with closing(sqlite_raw_conn(directory / f"raw-{len(events)}.db", "NORMAL")) as conn:
         raw = _cpu(lambda: raw_sqlite(conn, rows, 1))
     path = directory / f"growth-{len(events)}.db"
+
     def append_each(store: SQLiteEventStore) -> None:
         for e in events:  # keeping every returned record alive would measure the GC
             store.append(e.run_id, [e], e.sequence - 1)

@@ -28,9 +28,7 @@ RUN = textwrap.dedent(
 def _run(setup: str, after: str = "") -> subprocess.CompletedProcess[str]:
     """Run `setup`, the guarded run, then `after` in a fresh interpreter; output captured."""
     code = textwrap.dedent(setup) + RUN + textwrap.dedent(after)
-    return subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True
-    )
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
 
 
 def test_a_run_prints_nothing_by_default() -> None:
@@ -125,3 +123,19 @@ def test_bind_adds_context_and_leaves_the_original_alone() -> None:
         {"event": "x", "n": 1, "run_id": "r1", "log_level": "info"},
         {"event": "y", "log_level": "info"},
     ]
+
+
+def test_the_default_logger_says_whether_a_level_would_go_anywhere() -> None:
+    """Through structlog's configuration when there is one, else the `logging` level."""
+    import logging as _logging
+
+    from agentfsm._log import get_logger, info_enabled
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(_logging.CRITICAL))
+    try:
+        assert not info_enabled(get_logger().bind(run_id="r1"))
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(_logging.INFO))
+        assert info_enabled(get_logger().bind(run_id="r1"))
+    finally:
+        structlog.reset_defaults()
+    assert info_enabled(object())  # a logger that cannot say takes every line

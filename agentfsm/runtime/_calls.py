@@ -41,7 +41,7 @@ from agentfsm.runtime._effects import (
 from agentfsm.runtime.agent import RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
-from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged
+from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Then
 
 __all__ = ["child_budget", "new_tree"]
 
@@ -104,6 +104,7 @@ class _Calls:
     """The drive core's part that runs a batch's calls (`Driver` inherits it)."""
 
     # What it reads of the driver (set in `Driver.__init__`).
+    planner: p.Planner
     reducer: Reducer
     clock: Callable[[], datetime]
     config: RunnerConfig
@@ -166,17 +167,37 @@ class _Calls:
                     yield Sleep(delay)
                     if stopping():
                         return
-            if mode != "reexecute":
+            if mode == "started":
+                writer.fresh.discard(aid)  # its `tool.started` rode along with the decision
+            elif mode != "reexecute":
                 started = (m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
                 appended((yield Append(writer, [started])))
             spec = yield from self._invoke(writer, writer.record, tool, aid, children)
-            record = appended((yield Append(writer, [spec])))
+            then = None if stopping() else self._turn_opening(writer)
+            record = appended((yield Append(writer, [spec], then)))
             if (
                 not p.retry_allowed(record, record.actions[aid], tool, self.reducer.table)
                 or stopping()
             ):
                 return
             mode = "retry"
+
+    def _turn_opening(self, writer: Any) -> Then:
+        """What may ride along with a call's outcome: the next model turn's `model.started`,
+        when that turn is what the run does next (the batch's last call ended, nothing to
+        retry) and its reservation is known without reading the log."""
+
+        def then(after: RunRecord, now: datetime) -> tuple[Spec, ...]:
+            planner = self.planner
+            step = planner.next(after, now)
+            if not isinstance(step, p.Turn) or step.reopen:
+                return ()
+            if not planner.reserves_by_default(after, writer.budget is not None):
+                return (planner.model_started(),)
+            largest = writer.known_largest
+            return () if largest is None else (planner.model_started(largest),)
+
+        return then
 
     @staticmethod
     def _retry_due(record: RunRecord, delay: float) -> datetime:

@@ -14,6 +14,15 @@ answer that comes back after a cancel) and the run's result. In `_calls` (`_Call
 `Driver` inherits): how each call of a batch goes, retries and subagents' child runs with
 it. The loop reads a batch's end (`settle`); it never sees how a call got there.
 
+A step's append may take the next step's opening event along (`Append.then`, see
+`Writer.append`): the first call's `tool.started` goes in with the decision that requested it
+(`Planner.opening`; the writer's `fresh` then tells the planner to call it, `Work` mode
+`started`, where a started call it did not start itself is a dead worker's), and a call's
+result with the next turn's `model.started` (`_Calls._turn_opening`, the turn then reopens).
+So a one-tool turn is two appends. Whatever would make the ride-along differ from the step
+on its own (an approval, a guard's refusal, another process's events, a heartbeat between
+the decision and the call) leaves it out, and the step goes its own way.
+
 A subclass supplies two constructors and nothing else: `_writer` (its own writer over its
 store, for one run) and `_child` (a runner like itself, for a subagent's run).
 """
@@ -193,7 +202,7 @@ class Driver(_Calls):
                 yield Beat(record)
             writer.begin_step()
             try:
-                step = self.planner.next(record, self.clock())
+                step = self.planner.next(record, self.clock(), writer.fresh)
                 if isinstance(step, p.Finish):
                     yield from self._end_children(record)
                     return self._result(record, children)
@@ -201,7 +210,7 @@ class Driver(_Calls):
                     appended((yield Append(writer, step.specs)))
                     continue
                 if isinstance(step, p.Turn):
-                    yield from self._turn(writer, step)
+                    yield from self._turn(writer, step, beat)
                     continue
                 job = self._job_for(writer, children, defer)
                 end: End = settle((yield Batch(writer, step.work, job)))
@@ -271,15 +280,23 @@ class Driver(_Calls):
 
     # -- a model turn -----------------------------------------------------------------------
 
-    def _turn(self, writer: Any, step: p.Turn) -> Steps[None]:
+    def _turn(self, writer: Any, step: p.Turn, beat: bool = False) -> Steps[None]:
         if not step.reopen:
             default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
             largest = (yield Largest(writer)) if default else None
             appended((yield Append(writer, [self.planner.model_started(largest)])))
         record = writer.record
         decided = self._admit(record, (yield from self._ask(step, record)), step)
-        got = yield Append(writer, decided)
+        # A heartbeat (a lease) is checked between the decision and the first call: the
+        # call's `tool.started` rides along only where there is none.
+        then = self.planner.ending if beat else self.planner.opening
+        got = yield Append(writer, decided, then)
         if not isinstance(got, Refused):
+            if writer.rode:
+                # The first call's `tool.started` went in with it (or the run completed).
+                writer.fresh.update(
+                    a for a in got.batch if got.actions[a].status == ActionStatus.STARTED
+                )
             return
         exc = got.error
         if isinstance(exc, GuardRejectedError):

@@ -9,7 +9,7 @@ the whole drive (a store outage, a bug, a `BaseException`) travel up as exceptio
 | effect    | the shell                                     | sends back                     |
 |-----------|-----------------------------------------------|--------------------------------|
 | `Beat`    | calls the caller's heartbeat (a lease renewal) | None                           |
-| `Append`  | `writer.append(specs)`                         | the record after, or `Refused` |
+| `Append`  | `writer.append(specs, then)`                   | the record after, or `Refused` |
 | `Largest` | `writer.largest_call()`                        | (tokens, cost)                 |
 | `Ask`     | calls the agent's model, assembles a stream    | a `Decision`, or `Raised`      |
 | `Sleep`   | waits                                          | None                           |
@@ -35,7 +35,7 @@ from agentfsm.runtime.agent import Agent, RunResult
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import Spec, StateChanged
+from agentfsm.runtime.writer import Spec, StateChanged, Then
 
 # Effects and outcomes are `attrs.define` (slotted, not frozen) because a frozen instance
 # costs twice as much to build, and a turn builds a dozen: nothing mutates them.
@@ -75,10 +75,12 @@ class Beat:
 
 @attrs.define
 class Append:
-    """Append `specs` through `writer` (a `Writer` or `AsyncWriter`, the shell's own)."""
+    """Append `specs` through `writer` (a `Writer` or `AsyncWriter`, the shell's own), with
+    the next step's opening events riding along if `then` gives any (`Writer.append`)."""
 
     writer: Any
     specs: Sequence[Spec]
+    then: Then | None = None
 
 
 @attrs.define

@@ -12,6 +12,7 @@ that record what a performed step came to are `_outcomes`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any, Literal
 
@@ -75,11 +76,12 @@ class Turn:
 @attrs.frozen
 class Work:
     """Run one action: `start` (a requested action), `retry` (after a retryable failure),
-    `reexecute` (started by a worker that died, and safe to repeat)."""
+    `reexecute` (started by a worker that died, and safe to repeat), `started` (its
+    `tool.started` rode along with the batch that requested it, in this process: call it)."""
 
     action_id: str
     tool: Tool
-    mode: Literal["start", "retry", "reexecute"]
+    mode: Literal["start", "retry", "reexecute", "started"]
 
 
 @attrs.frozen
@@ -161,8 +163,9 @@ class Planner:
             )
         return agent
 
-    def next(self, record: RunRecord, now: datetime) -> Step:
-        """The next step for `record`."""
+    def next(self, record: RunRecord, now: datetime, fresh: AbstractSet[str] = frozenset()) -> Step:
+        """The next step for `record`; `fresh` are the started calls this process has yet
+        to make (`Work.mode` `started`): any other started call was left by a dead worker."""
         status = record.status
         table = self.reducer.table
         # By the kinds the table declares, never by the default table's names: a state of
@@ -193,7 +196,9 @@ class Planner:
                 else:
                     work.append(Work(action.action_id, tool, "start"))
             elif action.status == A.STARTED:
-                if tool is not None and tool.safe_to_repeat:
+                if tool is not None and action.action_id in fresh:
+                    work.append(Work(action.action_id, tool, "started"))
+                elif tool is not None and tool.safe_to_repeat:
                     work.append(Work(action.action_id, tool, "reexecute"))
                 else:
                     orphans.append(_unknown_orphan(action, tool))
@@ -330,6 +335,38 @@ class Planner:
         else:
             return (m.ModelStarted, {})
         return (m.ModelStarted, {"reserved_tokens": tokens or None, "reserved_cost": cost or None})
+
+    def opening(self, after: RunRecord, now: datetime) -> tuple[Spec, ...]:
+        """What may ride along with a model's decision (`Writer.append`'s `then`).
+
+        The `tool.started` of the batch's first call when it is what the run does next (no
+        approval to wait for): the driver then calls it at once. Only the first: a crash
+        while it runs must not make a later call look as if it may have run. Or the
+        `run.completed` of a final answer that no `accept` check has to judge.
+        """
+        step = self.next(after, now)
+        if isinstance(step, Execute):
+            first = step.work[0]
+            if first.mode != "start":
+                return ()
+            attempt = after.actions[first.action_id].attempts + 1
+            return ((m.ToolStarted, {"action_id": first.action_id, "attempt": attempt}),)
+        return self._completed(step, after)
+
+    def ending(self, after: RunRecord, now: datetime) -> tuple[Spec, ...]:
+        """`opening` without a call's start: only a final answer's `run.completed`."""
+        if after.last_decision != DecisionKind.FINAL:
+            return ()
+        return self._completed(self.next(after, now), after)
+
+    def _completed(self, step: Step, after: RunRecord) -> tuple[Spec, ...]:
+        if (
+            isinstance(step, Append)
+            and self.config.accept is None
+            and after.last_decision == DecisionKind.FINAL
+        ):
+            return step.specs
+        return ()
 
     def decided_and_admitted(
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool, agent: Agent, now: datetime

@@ -164,7 +164,7 @@ class AsyncRunner(Driver):
     async def _perform(self, effect: fx.Effect, heartbeat: Heartbeat | None) -> Any:
         if isinstance(effect, fx.Append):
             try:
-                return await effect.writer.append(effect.specs)
+                return await effect.writer.append(effect.specs, effect.then)
             except REFUSALS as exc:
                 return fx.Refused(exc)
         if isinstance(effect, fx.Batch):

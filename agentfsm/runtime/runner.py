@@ -210,14 +210,14 @@ class Runner(Driver):
                 return result
             if effect.__class__ is fx.Append:  # inline: half of a turn's effects are appends
                 try:
-                    got = effect.writer.append(effect.specs)
+                    got = effect.writer.append(effect.specs, effect.then)
                 except REFUSALS as exc:
                     got = fx.Refused(exc)
             else:
                 got = self._perform(effect, heartbeat)
 
     def _perform(self, effect: fx.Effect, heartbeat: Callable[[RunRecord], None] | None) -> Any:
-        # Most frequent first: a turn is four appends (inlined in `_run`), a model call, a
+        # Most frequent first: a turn is two appends (inlined in `_run`), a model call, a
         # batch and its tool calls.
         if isinstance(effect, fx.Batch):
             # One call after another; the first that stops the batch ends it.
@@ -239,7 +239,7 @@ class Runner(Driver):
             return None
         if isinstance(effect, fx.Append):
             try:
-                return effect.writer.append(effect.specs)
+                return effect.writer.append(effect.specs, effect.then)
             except REFUSALS as exc:
                 return fx.Refused(exc)
         if isinstance(effect, fx.Largest):

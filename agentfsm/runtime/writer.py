@@ -16,6 +16,12 @@ events and folds them in:
 - driving events (a model or tool event, an approval request) mean another worker is
   driving the run: `RunSupersededError`, and this Runner stops instead of forking the work.
 
+A batch may take the next step's opening event along (`then`: a `tool.started` with the
+decision that requested the call, a `model.started` with the result the model will see):
+one append instead of two. The ride-along is checked like the batch, and left out, never
+refused, when it does not pass, or when the batch must be re-stamped after another
+process's events (the step it opens was decided from a record that is no longer the run's).
+
 An event that records spending past a budget (a model call's usage, a tool's cost: see
 `Reducer.overrun`) is appended, since the call happened, but nothing of the batch after it:
 the append then raises the `OverrunError` (a `GuardRejectedError`), so the caller stops the
@@ -35,7 +41,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm._log import get_logger, log_applied, log_guard_rejected
+from agentfsm._log import get_logger, info_enabled, log_applied, log_guard_rejected
 from agentfsm.errors import (
     ConcurrencyConflictError,
     GuardRejectedError,
@@ -59,6 +65,7 @@ __all__ = [
     "BudgetTree",
     "Spec",
     "StateChanged",
+    "Then",
     "Writer",
     "approval_asked",
     "call_started",
@@ -70,6 +77,10 @@ __all__ = [
 #: One event to append: its class and its own fields (None values are left out), or a
 #: function of (record before it, occurred_at) that builds it (`Verdict.terminated_event`).
 Spec = tuple[type[Any], dict[str, Any]] | Callable[[RunRecord, str], Event]
+
+#: What may ride along with a batch (`Writer.append`'s `then`): given the record after the
+#: batch and the append's `now`, the specs of the step that would come next, or none.
+Then = Callable[[RunRecord, datetime], Sequence[Spec]]
 
 
 # The specs the Runner and the SDK adapters both write, built in one place.
@@ -140,6 +151,8 @@ class _Put:
     events: list[Event]
     after: list[RunRecord]
     over: OverrunError | None
+    #: How many events at the end of `events` rode along (`then`).
+    tail: int = 0
 
 
 class BudgetTree:
@@ -201,6 +214,11 @@ class _Base:
         self._guarded = reducer.guards.events
         self._epoch = 0
         self._step_epoch = 0
+        #: Calls whose `tool.started` rode along with the batch that requested them: the
+        #: driver calls them next without appending it again (and only then).
+        self.fresh: set[str] = set()
+        #: How many events rode along with the last append (`then`).
+        self.rode = 0
         # The largest model call's tokens and cost so far (the default reservation): known
         # from the start for a new run, read from the log once for a run that had turns.
         self._largest: tuple[int, float] | None = (0, 0.0) if record.turn == 0 else None
@@ -213,6 +231,11 @@ class _Base:
     def changed_since_step(self) -> bool:
         """Another process's events were folded in since `begin_step`."""
         return self._epoch != self._step_epoch
+
+    @property
+    def known_largest(self) -> tuple[int, float] | None:
+        """`largest_call()` if it is known without reading the log, else None."""
+        return self._largest
 
     def now(self) -> datetime:
         """The injected clock's reading."""
@@ -237,7 +260,7 @@ class _Base:
         return events
 
     def _check(
-        self, record: RunRecord, events: list[Event], now: datetime
+        self, record: RunRecord, events: list[Event], now: datetime, quiet: bool = False
     ) -> tuple[list[Event], list[RunRecord], OverrunError | None]:
         """The events to append and the records after each, under the Runner's reducer.
 
@@ -253,7 +276,8 @@ class _Base:
             try:
                 new = reduce(record, event, ctx)
             except GuardRejectedError as exc:
-                log_guard_rejected(self._log, event, record.status, exc)
+                if not quiet:
+                    log_guard_rejected(self._log, event, record.status, exc)
                 raise
             except LifecycleError:
                 if self.changed_since_step:
@@ -279,13 +303,16 @@ class _Base:
 
     def _applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
         log = self._log
-        previous = before.status
-        guarded = self._guarded
-        for event, record in zip(events, after, strict=True):
-            log_applied(log, event, previous, record.status, guarded=event.type in guarded)
-            previous = record.status
-            if self._largest is not None and isinstance(event, m.ModelCompleted):
-                self._largest = largest_call(self._largest, event)
+        if info_enabled(log):  # asked once per append: no per-event work when filtered out
+            previous = before.status
+            guarded = self._guarded
+            for event, record in zip(events, after, strict=True):
+                log_applied(log, event, previous, record.status, guarded=event.type in guarded)
+                previous = record.status
+        if self._largest is not None:
+            for event in events:
+                if isinstance(event, m.ModelCompleted):
+                    self._largest = largest_call(self._largest, event)
         if self.budget is not None:
             self.budget.charge(after[-1])
 
@@ -305,17 +332,32 @@ class _Base:
             if self.budget is not None:
                 self.budget.charge(record)
 
-    def _prepare(self, specs: Sequence[Spec]) -> _Put:
+    def _prepare(self, specs: Sequence[Spec], then: Then | None = None) -> _Put:
         """The batch to append on the writer's record: stamped, and checked by our reducer.
 
         With `_settle`, the whole append but the store call: both writers' loops are
         `_prepare`, the store's append (a lost race: `catch_up` and again), `_settle`.
+        `then`'s specs ride along when they pass (see the module docstring).
         """
         record = self.record
         now = self._clock()
-        events = self._build(specs, record, now.isoformat())
+        at = now.isoformat()
+        events = self._build(specs, record, at)
         events, after, over = self._check(record, events, now)
-        return _Put(record, events, after, over)
+        if then is None or over is not None or self.changed_since_step:
+            return _Put(record, events, after, over)
+        last = after[-1] if after else record
+        tail = then(last, now)
+        if not tail:
+            return _Put(record, events, after, over)
+        try:
+            more, more_after, over = self._check(last, self._build(tail, last, at), now, True)
+        except (GuardRejectedError, LifecycleError, StateChanged):
+            over = more = None
+        if more is None or over is not None:
+            # Refused, or it would stop the run: it goes its own way, as the next step.
+            return _Put(record, events, after, None)
+        return _Put(record, events + more, after + more_after, None, len(more))
 
     def _settle(self, put: _Put, got: RunRecord | LifecycleError) -> RunRecord:
         """Take the store's answer to `put`: the record after it, or its refusal."""
@@ -325,6 +367,7 @@ class _Base:
                 raise StateChanged(self.record) from None
             raise got
         self.record = got
+        self.rode = put.tail
         self._applied(put.record, put.events, put.after)
         if put.over is not None:
             raise self._overran(put.over)
@@ -389,8 +432,11 @@ class Writer(_Base):
         )
         self.store = store
 
-    def append(self, specs: Sequence[Spec]) -> RunRecord:
+    def append(self, specs: Sequence[Spec], then: Then | None = None) -> RunRecord:
         """Append a batch atomically and return the record after it.
+
+        `then` may add the next step's opening events to the batch (see the module
+        docstring): on the first try only, and only if they pass.
 
         Raises:
             GuardRejectedError: a guard refused an event (nothing was written).
@@ -401,13 +447,16 @@ class Writer(_Base):
             LifecycleError: the batch is illegal on the record the Runner decided from.
         """
         for _ in range(self._max_conflicts):
-            put = self._prepare(specs)
+            put = self._prepare(specs, then)
+            then = None
             try:
                 got = self.store.append(self.run_id, put.events, put.record.version)
             except ConcurrencyConflictError:
                 self.catch_up()
                 continue
             except LifecycleError as exc:
+                if put.tail:
+                    continue  # the store's own reducer refused the ride-along: without it
                 return self._settle(put, exc)
             return self._settle(put, got)
         raise self._give_up()
@@ -456,20 +505,23 @@ class AsyncWriter(_Base):
         # Concurrent calls of one batch append through one writer, one batch at a time.
         self._lock = asyncio.Lock()
 
-    async def append(self, specs: Sequence[Spec]) -> RunRecord:
+    async def append(self, specs: Sequence[Spec], then: Then | None = None) -> RunRecord:
         """Append a batch atomically (see `Writer.append`); concurrent callers queue."""
         async with self._lock:
-            return await self._append(specs)
+            return await self._append(specs, then)
 
-    async def _append(self, specs: Sequence[Spec]) -> RunRecord:
+    async def _append(self, specs: Sequence[Spec], then: Then | None) -> RunRecord:
         for _ in range(self._max_conflicts):
-            put = self._prepare(specs)
+            put = self._prepare(specs, then)
+            then = None
             try:
                 got = await self.store.append(self.run_id, put.events, put.record.version)
             except ConcurrencyConflictError:
                 await self.catch_up()
                 continue
             except LifecycleError as exc:
+                if put.tail:
+                    continue  # the store's own reducer refused the ride-along: without it
                 return self._settle(put, exc)
             return self._settle(put, got)
         raise self._give_up()

@@ -276,18 +276,25 @@ def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> Non
     """AsyncRunner, two calls at once: the first's cost overruns `max_cost`; the second, still
     running, is recorded when it returns, and then the run is terminated for `budget`."""
     first_done = asyncio.Event()
+    second_started = asyncio.Event()
 
     async def pricey(ctx: ToolContext) -> Any:
+        # The first call starts with the decision, the second in its own append: it returns
+        # once the second is in flight.
+        await second_started.wait()
         first_done.set()
         return ToolResult("quote", cost=2.0)
 
     async def slow(ctx: ToolContext) -> Any:
+        second_started.set()
         await first_done.wait()
         await asyncio.sleep(0.05)
         return "late"
 
     tools = [Tool("pricey", pricey, side_effects=False), Tool("slow", slow, side_effects=False)]
-    model = ScriptedModel([Decision.call_tools(call("pricey"), call("slow")), Decision.answer("no")])
+    model = ScriptedModel(
+        [Decision.call_tools(call("pricey"), call("slow")), Decision.answer("no")]
+    )
     result, store = _drive(
         "async", model, tools, limits=Limits(max_cost=1.0), config=RunnerConfig(cancel_poll=0.01)
     )

@@ -35,8 +35,8 @@ import cancel_order_approval
 import order_ticket
 from kit import EffectLedger
 
-ORDER_APPENDS = 12
-APPROVAL_APPENDS = (7, 6)  # before the approval, after it
+ORDER_APPENDS = 7
+APPROVAL_APPENDS = (5, 4)  # before the approval, after it
 
 
 class DyingStore(SQLiteEventStore):
