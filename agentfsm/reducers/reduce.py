@@ -145,6 +145,36 @@ class Reducer:
                 raise verdict.error(record, event)
         return new
 
+    def admit(self, record: RunRecord, event: Event, after: RunRecord) -> RunRecord:
+        """`reduce(record, event)` when `after` is what a reducer of this very table made of
+        it: the event is judged again (envelope, edge, the guards on the edge) but the
+        handler's work, which is all a fold costs, is not done twice.
+
+        For a store handed the fold its writer already made (`EventStore.append(folded=)`):
+        the record after an event depends only on the table, never on the guards, so a
+        reducer of the same table and class makes the same one. `after` is trusted to be
+        that fold, not checked: the ledger rules the handler applies are not run again. A
+        run under another version of the table, or an `after` that cannot be this event's
+        record, is folded again, plainly.
+        """
+        under = record.table
+        if (
+            (under is not self._ref and (under is not None or record.version == 0))
+            or after.table is not under
+            or after.version != event.sequence
+            or event.run_id != record.run_id
+            or event.sequence != record.version + 1
+        ):
+            return self.reduce(record, event)  # another version's rules, or not its fold
+        move = self._moves[record.status].get(event.type)
+        if move is None:
+            return self.reduce(record, event)  # refused, in reduce's words
+        if event.type in self._guarded and (self._always or record.limits is not None):
+            verdict = self.guards.check(record, event, after.status, None)
+            if verdict is not None:
+                raise verdict.error(record, event)
+        return after
+
     def overrun(
         self, before: RunRecord, event: Event, after: RunRecord, ctx: GuardContext | None = None
     ) -> OverrunError | None:

@@ -58,6 +58,8 @@ from agentfsm.names import EventType
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.stores._append import hands_fold
+from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = [
@@ -212,6 +214,8 @@ class _Base:
         self._log = base.bind(run_id=record.run_id)
         self._max_conflicts = max_conflicts
         self._guarded = reducer.guards.events
+        # Set by a subclass that knows its store: whether it is handed our fold (see `_fold`).
+        self._hands_fold = False
         self._epoch = 0
         self._step_epoch = 0
         #: Calls whose `tool.started` rode along with the batch that requested them: the
@@ -359,6 +363,14 @@ class _Base:
             return _Put(record, events, after, None)
         return _Put(record, events + more, after + more_after, None, len(more))
 
+    def _fold(self, put: _Put) -> dict[str, Folded]:
+        """The store's `folded=`: our fold of the batch, so the store need not fold it again
+        (it still judges each event: `Reducer.admit`). Empty for a store that does not take
+        one (a subclass's `append` that may not pass it on, a third-party store)."""
+        if not self._hands_fold:
+            return {}
+        return {"folded": Folded(self.reducer, put.record, tuple(put.events), tuple(put.after))}
+
     def _settle(self, put: _Put, got: RunRecord | LifecycleError) -> RunRecord:
         """Take the store's answer to `put`: the record after it, or its refusal."""
         if isinstance(got, LifecycleError):
@@ -431,6 +443,7 @@ class Writer(_Base):
             max_conflicts=max_conflicts,
         )
         self.store = store
+        self._hands_fold = hands_fold(store)
 
     def append(self, specs: Sequence[Spec], then: Then | None = None) -> RunRecord:
         """Append a batch atomically and return the record after it.
@@ -450,7 +463,9 @@ class Writer(_Base):
             put = self._prepare(specs, then)
             then = None
             try:
-                got = self.store.append(self.run_id, put.events, put.record.version)
+                got = self.store.append(
+                    self.run_id, put.events, put.record.version, **self._fold(put)
+                )
             except ConcurrencyConflictError:
                 self.catch_up()
                 continue
@@ -502,6 +517,7 @@ class AsyncWriter(_Base):
             max_conflicts=max_conflicts,
         )
         self.store = store
+        self._hands_fold = hands_fold(store)
         # Concurrent calls of one batch append through one writer, one batch at a time.
         self._lock = asyncio.Lock()
 
@@ -515,7 +531,9 @@ class AsyncWriter(_Base):
             put = self._prepare(specs, then)
             then = None
             try:
-                got = await self.store.append(self.run_id, put.events, put.record.version)
+                got = await self.store.append(
+                    self.run_id, put.events, put.record.version, **self._fold(put)
+                )
             except ConcurrencyConflictError:
                 await self.catch_up()
                 continue

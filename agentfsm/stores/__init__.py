@@ -9,6 +9,7 @@ from agentfsm.stores._integrity import chain_hash
 from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
+    Folded,
     RunInfo,
     StoredEvent,
     StoredSnapshot,
@@ -30,6 +31,7 @@ __all__ = [
     "AsyncEventStore",
     "Attachment",
     "EventStore",
+    "Folded",
     "MemoryEventStore",
     "MemoryStorage",
     "RunInfo",

@@ -6,20 +6,22 @@ Backends only move rows; this decides what the rows are, so the sync and async s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from agentfsm.errors import EventFormatError
 from agentfsm.events.bounds import MAX_EVENT_BYTES
 from agentfsm.events.canonical import canonical_text
 from agentfsm.events.codec import dump_event
 from agentfsm.events.models import Event
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._cadence import snapshot_due
 from agentfsm.stores._integrity import PLAIN, Integrity
-from agentfsm.stores._rows import Head, PreparedAppend, StoredEvent, StoredSnapshot
+from agentfsm.stores._rows import Folded, Head, PreparedAppend, StoredEvent, StoredSnapshot
 
-__all__ = ["prepare_append"]
+__all__ = ["hands_fold", "prepare_append", "takes_fold"]
 
 
 def prepare_append(
@@ -28,8 +30,12 @@ def prepare_append(
     events: Sequence[Event],
     snapshot_every: int | None,
     integrity: Integrity = PLAIN,
+    folded: Folded | None = None,
 ) -> PreparedAppend:
     """Validate `events` on top of `head` and build the rows to write.
+
+    With `folded` (the writer's own fold of the batch, see `Folded`) each event is still
+    judged, but its record is taken from the fold when it can be trusted.
 
     Raises:
         LifecycleError: the first event the reducer refuses; nothing is to be written.
@@ -41,8 +47,9 @@ def prepare_append(
     rows: list[StoredEvent] = []
     reduce = reducer.reduce
     link = integrity.link
-    for event in events:
-        record = reduce(record, event)
+    known = _trusted(folded, reducer, head, events)
+    for i, event in enumerate(events):
+        record = reduce(record, event) if known is None else reducer.admit(record, event, known[i])
         try:
             line = dump_event(event)
             # The hash covers the canonical form of the event, read from its line: the
@@ -78,3 +85,37 @@ def _check_line_size(event: Event, line: str) -> None:
             run_id=event.run_id,
             sequence=event.sequence,
         )
+
+
+def _trusted(
+    folded: Folded | None, reducer: Reducer, head: Head, events: Sequence[Event]
+) -> tuple[RunRecord, ...] | None:
+    if folded is None:
+        return None
+    by = folded.reducer
+    if (
+        folded.before is not head.record
+        or by.table is not reducer.table
+        or type(by) is not type(reducer)
+        or len(folded.after) != len(events)
+        or len(folded.events) != len(events)
+        or any(a is not b for a, b in zip(folded.events, events, strict=True))
+    ):
+        return None
+    return folded.after
+
+
+_FOLD_MARK = "__agentfsm_takes_fold__"
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def takes_fold(append: _Fn) -> _Fn:
+    """Mark a store's `append` as taking `folded=` (an override without the mark does not)."""
+    setattr(append, _FOLD_MARK, True)
+    return append
+
+
+def hands_fold(store: object) -> bool:
+    """Whether `store.append` takes `folded=`: its class's `append` is one marked so, not a
+    subclass's override (a wrapper that counts appends, say) that may not pass it on."""
+    return bool(getattr(getattr(type(store), "append", None), _FOLD_MARK, False))

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import attrs
 
+from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
 
 __all__ = [
     "GENESIS_HASH",
     "Attachment",
+    "Folded",
     "Head",
     "PreparedAppend",
     "RunInfo",
@@ -106,6 +109,30 @@ class Head:
 
     record: RunRecord
     hash: str
+
+
+@attrs.frozen(slots=True)
+class Folded:
+    """A batch's fold, made by its writer, that a store may take instead of folding again.
+
+    Only used when `before` is the very record the store holds as the run's head, `events`
+    are the very event objects appended, and `reducer` is of the store reducer's table and
+    class (the record after an event depends on nothing else). The store still judges every
+    event's envelope, edge and guards (`Reducer.admit`), but trusts `after` to be the fold:
+    pass only what a `Reducer` made (the Runner's writer does). Otherwise the store folds
+    the batch itself, as without it.
+
+    Attributes:
+        reducer: the reducer that made `after`.
+        before: the record the batch was folded onto.
+        events: the batch that was folded.
+        after: the record after each event of the batch, in order.
+    """
+
+    reducer: Reducer
+    before: RunRecord
+    events: tuple[Event, ...]
+    after: tuple[RunRecord, ...]
 
 
 @attrs.frozen(slots=True)

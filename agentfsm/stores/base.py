@@ -3,7 +3,9 @@
 What a store promises, whatever keeps its rows:
 
 - `append(run_id, events, expected_version)` validates the whole batch with the reducer
-  *before* writing (an illegal event refuses the batch; nothing of it is written), then, in
+  *before* writing (an illegal event refuses the batch; nothing of it is written); handed
+  its writer's fold (`folded=`, see `Folded`), it judges each event without redoing the
+  fold's work, the one place the Runner's events would otherwise be folded twice. Then, in
   one transaction, checks that the stored version is `expected_version` and writes the
   events, the runs row and, every `snapshot_every` events, a snapshot. A lost race raises
   `ConcurrencyConflictError` naming both versions; nothing is overwritten. `(run_id,
@@ -48,7 +50,7 @@ from agentfsm.errors import (
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._append import prepare_append
+from agentfsm.stores._append import prepare_append, takes_fold
 from agentfsm.stores._async_store import AsyncEventStore
 from agentfsm.stores._checks import (
     check_append_args,
@@ -67,6 +69,7 @@ from agentfsm.stores._options import DEFAULT_SNAPSHOT_EVERY, StoreOptions
 from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
+    Folded,
     Head,
     PreparedAppend,
     RunInfo,
@@ -100,7 +103,15 @@ class EventStore(abc.ABC):
 
     # -- the public API ------------------------------------------------------------------
 
-    def append(self, run_id: str, events: Sequence[Event], expected_version: int) -> RunRecord:
+    @takes_fold
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        expected_version: int,
+        *,
+        folded: Folded | None = None,
+    ) -> RunRecord:
         """Validate and append a batch atomically; return the run's record after it.
 
         Args:
@@ -108,6 +119,8 @@ class EventStore(abc.ABC):
             events: the batch, in sequence order, starting at `expected_version + 1`.
             expected_version: the version the caller's view of the run is at (0 for a run
                 that does not exist yet).
+            folded: the caller's own fold of the batch, which spares the store folding it
+                again when it can be trusted (see `Folded`; the Runner's writer passes it).
 
         Raises:
             ConcurrencyConflictError: the stored version is not `expected_version` (this
@@ -122,7 +135,7 @@ class EventStore(abc.ABC):
         options = self.options
         try:
             prepared = prepare_append(
-                self.reducer, head, batch, options.snapshot_every, options.integrity
+                self.reducer, head, batch, options.snapshot_every, options.integrity, folded
             )
         except LifecycleError:
             # Judged against a view the store has moved past, a refusal says nothing about

@@ -53,7 +53,7 @@ from agentfsm.errors import (
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._append import prepare_append
+from agentfsm.stores._append import prepare_append, takes_fold
 from agentfsm.stores._checks import (
     check_append_args,
     check_attachment,
@@ -70,6 +70,7 @@ from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schem
 from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
+    Folded,
     Head,
     PreparedAppend,
     RunInfo,
@@ -347,8 +348,14 @@ class AsyncPostgresEventStore(AsyncEventStore):
             raise conflict(run_id, expected_version, head.record.version)
         return head
 
+    @takes_fold
     async def append(
-        self, run_id: str, events: Sequence[Event], expected_version: int
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        expected_version: int,
+        *,
+        folded: Folded | None = None,
     ) -> RunRecord:
         """Validate and append a batch atomically (see `EventStore.append`)."""
         check_run_id(run_id)
@@ -358,7 +365,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         options = self.options
         try:
             prepared = prepare_append(
-                options.reducer, head, batch, options.snapshot_every, options.integrity
+                options.reducer, head, batch, options.snapshot_every, options.integrity, folded
             )
         except LifecycleError:
             # As in `EventStore.append`: a refusal judged against a stale view is a conflict.

@@ -17,7 +17,8 @@ from typing import TypeVar
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
+from agentfsm.stores._append import hands_fold, takes_fold
+from agentfsm.stores._rows import Attachment, Folded, RunInfo, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = ["ThreadedAsyncEventStore"]
@@ -57,10 +58,20 @@ class ThreadedAsyncEventStore(AsyncEventStore):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
 
+    @takes_fold
     async def append(
-        self, run_id: str, events: Sequence[Event], expected_version: int
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        expected_version: int,
+        *,
+        folded: Folded | None = None,
     ) -> RunRecord:
         """Validate and append a batch atomically (see `EventStore.append`)."""
+        if folded is not None and hands_fold(self.store):
+            return await self._call(
+                self.store.append, run_id, events, expected_version, folded=folded
+            )
         return await self._call(self.store.append, run_id, events, expected_version)
 
     @property
