@@ -6,6 +6,7 @@ Backends only move rows; this decides what the rows are, so the sync and async s
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -99,7 +100,7 @@ def _trusted(
         or type(by) is not type(reducer)
         or len(folded.after) != len(events)
         or len(folded.events) != len(events)
-        or any(a is not b for a, b in zip(folded.events, events, strict=True))
+        or not all(map(operator.is_, folded.events, events))
     ):
         return None
     return folded.after
