@@ -81,7 +81,9 @@ def make_event(type: str, /, **fields: Any) -> Event:
 
 def dump_event(event: Event) -> str:
     """One compact JSON line with exactly the fields the event was given, so it round-trips."""
-    return _tagged(event).model_dump_json(exclude_unset=True)
+    # The model's own serializer, called directly: `model_dump_json` is a Python wrapper
+    # around it that costs a quarter of the call (every store append dumps every event).
+    return event.__pydantic_serializer__.to_json(_tagged(event), exclude_unset=True).decode()
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
