@@ -3,6 +3,7 @@ and judges every event of the batch all the same."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
@@ -16,8 +17,14 @@ from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer
-from agentfsm.runtime import Agent, Decision, Runner, Tool, call
-from agentfsm.stores import Folded, MemoryEventStore, StoreOptions
+from agentfsm.runtime import Agent, AsyncRunner, Decision, Runner, Tool, call
+from agentfsm.stores import (
+    AsyncEventStore,
+    Folded,
+    MemoryEventStore,
+    StoreOptions,
+    ThreadedAsyncEventStore,
+)
 from agentfsm.stores._append import hands_fold
 from agentfsm.testing import legal_runs
 from agentfsm.testing.store_checks import run_started, tool_turn
@@ -184,3 +191,46 @@ def test_any_run_appended_with_its_fold_is_stored_as_without(
         start += len(batch)
     assert handed.storage.events == plain.storage.events
     assert handed.run_info("r") == plain.run_info("r")
+
+
+async def _async_run(store: AsyncEventStore) -> str:
+    decisions = iter([Decision.call_tools(call("lookup", n=1)), Decision.answer("done")])
+    agent = Agent("a", lambda ctx: next(decisions), [Tool("lookup", lambda ctx: "ok")])
+    return (await AsyncRunner(store, agent).run("r1")).status
+
+
+def test_the_async_runner_hands_its_fold_through_the_threaded_store() -> None:
+    """`ThreadedAsyncEventStore` passes the fold on to the sync store it wraps."""
+    reducer = Reducer(DEFAULT_TABLE)
+    calls = counting(reducer)
+    inner = MemoryEventStore(options=StoreOptions(reducer=reducer))
+    assert asyncio.run(_async_run(ThreadedAsyncEventStore(inner))) == "completed"
+    assert calls == Counter({"run.started": 1})
+    assert Reducer(DEFAULT_TABLE).replay(inner.events("r1")) == inner.load("r1")
+
+
+def test_the_async_runner_hands_its_fold_to_async_postgres(
+    postgres_dsn: str, pg_prefix: str
+) -> None:
+    """The natively async PostgreSQL store takes the fold too, and stores the same run."""
+    from agentfsm.stores.postgres import AsyncPostgresEventStore
+
+    reducer = Reducer(DEFAULT_TABLE)
+    calls = counting(reducer)
+
+    async def scenario() -> tuple[str, Counter[str], list[Event], RunRecord]:
+        store = await AsyncPostgresEventStore.connect(
+            postgres_dsn, table_prefix=pg_prefix, migrate=True,
+            options=StoreOptions(reducer=reducer),
+        )  # fmt: skip
+        try:
+            status = await _async_run(store)
+            folds = calls.copy()  # before `load`, which folds the log again
+            return status, folds, [e async for e in store.events("r1")], await store.load("r1")
+        finally:
+            await store.close()
+
+    status, folds, events, record = asyncio.run(scenario())
+    assert status == "completed"
+    assert folds == Counter({"run.started": 1})
+    assert Reducer(DEFAULT_TABLE).replay(events) == record
