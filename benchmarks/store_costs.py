@@ -7,6 +7,8 @@ commit to SQLite with `synchronous=NORMAL` (no fsync: CPU only), three ways, int
 round by round, median reported, CPU µs per event:
 
 - ours: `SQLiteEventStore.append`, all of it;
+- ours, handed the writer's fold (`append(folded=)`, what the Runner's appends pay: the
+  store judges each event but does not fold it again);
 - ours without the runs row: the same, but the transaction writes only the events (the
   runs row is what listing by status reads, and what the optimistic check moves);
 - raw: `sqlite3` inserting the very rows ours writes (`benchmarks/raw.py`), prepared ahead.
@@ -32,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm.events import dump_event
 from agentfsm.events.canonical import canonical_text
-from agentfsm.reducers import DEFAULT_REDUCER
-from agentfsm.stores import GENESIS_HASH, SQLiteEventStore, chain_hash
+from agentfsm.reducers import DEFAULT_REDUCER, Reducer
+from agentfsm.stores import GENESIS_HASH, Folded, SQLiteEventStore, chain_hash
 from agentfsm.stores._rows import PreparedAppend
 from benchmarks.growth import long_run
 from benchmarks.raw import raw_sqlite, rows_of, sqlite_raw_conn
@@ -70,6 +72,22 @@ def _appends(store: SQLiteEventStore, events: list[Any]) -> Callable[[], None]:
     return run
 
 
+def _handed_appends(store: SQLiteEventStore, events: list[Any]) -> Callable[[], None]:
+    """Appends handed their writer's fold, made ahead (as the Runner's writer makes it)."""
+    by = Reducer(store.reducer.table)
+    records = [by.initial(events[0].run_id)]
+    for e in events:
+        records.append(by.reduce(records[-1], e))
+
+    def run() -> None:
+        head = store.append(events[0].run_id, events[:1], 0)
+        for i, e in enumerate(events[1:], start=1):
+            fold = Folded(by, head, (e,), (records[i + 1],))
+            head = store.append(e.run_id, [e], e.sequence - 1, folded=fold)
+
+    return run
+
+
 def measure(calls: int, rounds: int) -> dict[str, float]:
     events = long_run(calls)
     n = len(events)
@@ -80,6 +98,9 @@ def measure(calls: int, rounds: int) -> dict[str, float]:
             for name, cls in (("ours", SQLiteEventStore), ("without runs row", WithoutRunsRow)):
                 with cls(Path(tmp) / f"{name}-{r}.db", synchronous="NORMAL") as store:
                     figures.setdefault(name, []).append(_cpu(_appends(store, events), n))
+            with SQLiteEventStore(Path(tmp) / f"handed-{r}.db", synchronous="NORMAL") as store:
+                handed = _handed_appends(store, events)
+                figures.setdefault("ours, handed the writer's fold", []).append(_cpu(handed, n))
             with closing(sqlite_raw_conn(Path(tmp) / f"raw-{r}.db", "NORMAL")) as conn:
                 figures.setdefault("raw", []).append(_cpu(lambda: raw_sqlite(conn, rows, 1), n))
 

@@ -19,6 +19,7 @@ def test_store_costs_prints_every_part_next_to_the_raw_insert(
     out = capsys.readouterr().out
     for row in (
         "| ours |",
+        "| ours, handed the writer's fold |",
         "| without runs row |",
         "| raw | ",
         "| the fold (reduce) |",
