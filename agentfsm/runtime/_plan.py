@@ -33,7 +33,7 @@ from agentfsm.runtime.errors import UnknownAgentError
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime.writer import Spec, built
 
 A = ActionStatus
 
@@ -381,16 +381,11 @@ class Planner:
             return specs
         spec = specs[0]
         assert not callable(spec)
-        cls, fields = spec
-        event = cls(
-            run_id=record.run_id,
-            sequence=record.version + 1,
-            occurred_at=now.isoformat(),
-            **{k: v for k, v in fields.items() if v is not None},
-        )
-        after = self.reducer.reduce(record, event)
+        # Built once: the writer appends this event (restamped), not a second build of it.
+        first = built(spec, record, now.isoformat())
+        after = self.reducer.reduce(record, first.event)
         batch = [after.actions[a] for a in after.batch]
-        return (*specs, *admit(after, agent, batch, now))
+        return (first, *admit(after, agent, batch, now))
 
     def decided(
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool
