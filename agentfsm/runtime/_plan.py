@@ -157,6 +157,7 @@ class Planner:
         # What `next` reads on every step, looked up once.
         self._table = reducer.table
         self._guards = reducer.guards
+        self._budget_guard = any(isinstance(g, Budget) for g in _flat(reducer.guards.guards))
 
     def agent_of(self, record: RunRecord) -> Agent:
         """The agent in charge of the run."""
@@ -326,7 +327,7 @@ class Planner:
         limits = record.limits
         if limits is not None and (limits.max_tokens is not None or limits.max_cost is not None):
             return True
-        return shared or any(isinstance(g, Budget) for g in _flat(self.reducer.guards.guards))
+        return shared or self._budget_guard
 
     def model_started(self, largest: tuple[int, float] | None = None) -> Spec:
         """`model.started`, reserving the configured `reserve`, or else `largest`.
@@ -403,14 +404,16 @@ class Planner:
         usage = decision.usage.model_dump() if decision.usage is not None else None
         fields: dict[str, Any] = {"decision": decision.kind, "output": output, "usage": usage}
         if decision.kind == "tool_calls":
-            used = set(record.actions)
+            # The run's ids are looked up, not copied: a long run has many.
+            actions = record.actions
+            used: set[str] = set()
             calls = []
             for i, proposed in enumerate(decision.tool_calls):
                 aid = proposed.action_id
-                if not aid or aid in used:
+                if not aid or aid in used or aid in actions:
                     aid = self.action_ids(record, i)
                     n = 1
-                    while aid in used:
+                    while aid in used or aid in actions:
                         n += 1
                         aid = f"{self.action_ids(record, i)}.{n}"
                 used.add(aid)
