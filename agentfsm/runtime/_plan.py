@@ -158,6 +158,13 @@ class Planner:
         self._table = reducer.table
         self._guards = reducer.guards
         self._budget_guard = any(isinstance(g, Budget) for g in _flat(reducer.guards.guards))
+        table = reducer.table
+        #: The states where a Runner neither returns nor settles a cancel: most steps.
+        self._driving = frozenset(
+            s.name
+            for s in table.states
+            if not table.stops_driving(s.name) and not table.settles_cancel(s.name)
+        )
 
     def agent_of(self, record: RunRecord) -> Agent:
         """The agent in charge of the run."""
@@ -176,11 +183,12 @@ class Planner:
         table = self._table
         # By the kinds the table declares, never by the default table's names: a state of
         # a user's own (a ticket escalated to a person) stops the Runner like one of ours.
-        if table.stops_driving(status):
-            overdue = self.overdue(record, now)
-            return Append(overdue) if overdue else Finish()
-        if table.settles_cancel(status):
-            return Append(self.settle_cancel(record))
+        if status not in self._driving:
+            if table.stops_driving(status):
+                overdue = self.overdue(record, now)
+                return Append(overdue) if overdue else Finish()
+            if table.settles_cancel(status):
+                return Append(self.settle_cancel(record))
         overspent = self._guards.overspent(record)
         if overspent is not None:
             # Only after a crash between a call that overran and the stop it calls for.
