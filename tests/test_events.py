@@ -96,6 +96,14 @@ class TestStrictness:
             "offset (like 2026-09-01T10:02:11+08:00 or 2026-09-01T02:02:11Z)",
         )
 
+    def test_every_timestamp_is_checked_whatever_came_before(self) -> None:
+        """A timestamp accepted once is not parsed again, but every other one still is."""
+        good = "2026-09-01T10:02:11+08:00"
+        for bad in ("", "2026-09-01T10:02:11", good + " "):
+            assert parse_event(json.dumps({**BASE, "type": "run.resumed", "occurred_at": good}))
+            err = _fails({**BASE, "type": "run.resumed", "occurred_at": bad})
+            assert err.problems[0].startswith(f"field 'occurred_at': {bad!r} is not an RFC 3339")
+
     def test_empty_run_id_and_zero_sequence(self) -> None:
         """Run ids are non-empty and sequences start at 1."""
         err = _fails({**BASE, "type": "run.resumed", "run_id": "", "sequence": 0})

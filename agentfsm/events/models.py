@@ -82,8 +82,17 @@ def parse_timestamp(value: str) -> datetime:
     return datetime.fromisoformat(value.upper())
 
 
+#: The last timestamp `_check_timestamp` accepted: the events of one append share one, so
+#: it is parsed once. One reference, replaced whole: a thread may read another's, and every
+#: string it ever holds passed.
+_last_timestamp: str | None = None
+
+
 def _check_timestamp(value: str) -> str:
-    parse_timestamp(value)
+    global _last_timestamp
+    if value != _last_timestamp:
+        parse_timestamp(value)
+        _last_timestamp = value
     return value
 
 

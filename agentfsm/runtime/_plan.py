@@ -33,7 +33,7 @@ from agentfsm.runtime.errors import UnknownAgentError
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime.writer import Spec, built
 
 A = ActionStatus
 
@@ -50,21 +50,23 @@ def turn_action_ids(record: RunRecord, index: int) -> str:
 
 
 # -- steps ------------------------------------------------------------------------------------
+# `attrs.define` (slotted, not frozen), as the effects are: a frozen instance costs twice as
+# much to build, a turn builds several, and nothing mutates them.
 
 
-@attrs.frozen
+@attrs.define
 class Finish:
     """Return to the caller: the run is terminal, or waits for a person."""
 
 
-@attrs.frozen
+@attrs.define
 class Append:
     """Append these events (one atomic batch)."""
 
     specs: tuple[Spec, ...]
 
 
-@attrs.frozen
+@attrs.define
 class Turn:
     """Call the model: append `model.started` first unless a model call is already open."""
 
@@ -73,7 +75,7 @@ class Turn:
     wrap_up: bool
 
 
-@attrs.frozen
+@attrs.define
 class Work:
     """Run one action: `start` (a requested action), `retry` (after a retryable failure),
     `reexecute` (started by a worker that died, and safe to repeat), `started` (its
@@ -84,7 +86,7 @@ class Work:
     mode: Literal["start", "retry", "reexecute", "started"]
 
 
-@attrs.frozen
+@attrs.define
 class Execute:
     """Run these actions (sequentially, or concurrently by concurrency key)."""
 
@@ -152,6 +154,17 @@ class Planner:
         self.reducer = reducer
         self.config = config
         self.action_ids = action_ids
+        # What `next` reads on every step, looked up once.
+        self._table = reducer.table
+        self._guards = reducer.guards
+        self._budget_guard = any(isinstance(g, Budget) for g in _flat(reducer.guards.guards))
+        table = reducer.table
+        #: The states where a Runner neither returns nor settles a cancel: most steps.
+        self._driving = frozenset(
+            s.name
+            for s in table.states
+            if not table.stops_driving(s.name) and not table.settles_cancel(s.name)
+        )
 
     def agent_of(self, record: RunRecord) -> Agent:
         """The agent in charge of the run."""
@@ -167,15 +180,16 @@ class Planner:
         """The next step for `record`; `fresh` are the started calls this process has yet
         to make (`Work.mode` `started`): any other started call was left by a dead worker."""
         status = record.status
-        table = self.reducer.table
+        table = self._table
         # By the kinds the table declares, never by the default table's names: a state of
         # a user's own (a ticket escalated to a person) stops the Runner like one of ours.
-        if table.stops_driving(status):
-            overdue = self.overdue(record, now)
-            return Append(overdue) if overdue else Finish()
-        if table.settles_cancel(status):
-            return Append(self.settle_cancel(record))
-        overspent = self.reducer.guards.overspent(record)
+        if status not in self._driving:
+            if table.stops_driving(status):
+                overdue = self.overdue(record, now)
+                return Append(overdue) if overdue else Finish()
+            if table.settles_cancel(status):
+                return Append(self.settle_cancel(record))
+        overspent = self._guards.overspent(record)
         if overspent is not None:
             # Only after a crash between a call that overran and the stop it calls for.
             stop = {"stop_reason": overspent.stop_reason, "detail": overspent.detail}
@@ -183,13 +197,16 @@ class Planner:
         agent = self.agent_of(record)
         if record.model_call_open:
             return Turn(agent, reopen=True, wrap_up=self._wrap_up(record, record.turn))
-        batch = [record.actions[a] for a in record.batch]
-        if any(a.status in (A.PROPOSED, A.APPROVED) for a in batch):
-            return Append(admit(record, agent, batch, now))
+        actions = record.actions
+        batch = [actions[a] for a in record.batch]
+        for action in batch:
+            if action.status == A.PROPOSED or action.status == A.APPROVED:
+                return Append(admit(record, agent, batch, now))
         work: list[Work] = []
         orphans: list[Spec] = []
+        tools = agent.tools
         for action in batch:
-            tool = agent.tools.get(action.tool)
+            tool = tools.get(action.tool)
             if action.status == A.REQUESTED:
                 if tool is None:
                     orphans.append(_gone(action))
@@ -202,7 +219,7 @@ class Planner:
                     work.append(Work(action.action_id, tool, "reexecute"))
                 else:
                     orphans.append(_unknown_orphan(action, tool))
-            elif retry_allowed(record, action, tool, self.reducer.table):
+            elif retry_allowed(record, action, tool, table):
                 assert tool is not None
                 work.append(Work(action.action_id, tool, "retry"))
         if orphans:
@@ -318,7 +335,7 @@ class Planner:
         limits = record.limits
         if limits is not None and (limits.max_tokens is not None or limits.max_cost is not None):
             return True
-        return shared or any(isinstance(g, Budget) for g in _flat(self.reducer.guards.guards))
+        return shared or self._budget_guard
 
     def model_started(self, largest: tuple[int, float] | None = None) -> Spec:
         """`model.started`, reserving the configured `reserve`, or else `largest`.
@@ -381,16 +398,11 @@ class Planner:
             return specs
         spec = specs[0]
         assert not callable(spec)
-        cls, fields = spec
-        event = cls(
-            run_id=record.run_id,
-            sequence=record.version + 1,
-            occurred_at=now.isoformat(),
-            **{k: v for k, v in fields.items() if v is not None},
-        )
-        after = self.reducer.reduce(record, event)
+        # Built once: the writer appends this event (restamped), not a second build of it.
+        first = built(spec, record, now.isoformat())
+        after = self.reducer.reduce(record, first.event)
         batch = [after.actions[a] for a in after.batch]
-        return (*specs, *admit(after, agent, batch, now))
+        return (first, *admit(after, agent, batch, now))
 
     def decided(
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool
@@ -400,14 +412,16 @@ class Planner:
         usage = decision.usage.model_dump() if decision.usage is not None else None
         fields: dict[str, Any] = {"decision": decision.kind, "output": output, "usage": usage}
         if decision.kind == "tool_calls":
-            used = set(record.actions)
+            # The run's ids are looked up, not copied: a long run has many.
+            actions = record.actions
+            used: set[str] = set()
             calls = []
             for i, proposed in enumerate(decision.tool_calls):
                 aid = proposed.action_id
-                if not aid or aid in used:
+                if not aid or aid in used or aid in actions:
                     aid = self.action_ids(record, i)
                     n = 1
-                    while aid in used:
+                    while aid in used or aid in actions:
                         n += 1
                         aid = f"{self.action_ids(record, i)}.{n}"
                 used.add(aid)

@@ -65,11 +65,13 @@ from agentfsm.stores.base import AsyncEventStore, EventStore
 __all__ = [
     "AsyncWriter",
     "BudgetTree",
+    "Built",
     "Spec",
     "StateChanged",
     "Then",
     "Writer",
     "approval_asked",
+    "built",
     "call_started",
     "declined",
     "largest_call",
@@ -79,6 +81,28 @@ __all__ = [
 #: One event to append: its class and its own fields (None values are left out), or a
 #: function of (record before it, occurred_at) that builds it (`Verdict.terminated_event`).
 Spec = tuple[type[Any], dict[str, Any]] | Callable[[RunRecord, str], Event]
+
+
+class Built(tuple[type[Any], dict[str, Any]]):
+    """A spec whose event was already built, and so validated, on the record it follows
+    (`built`): the writer takes that event, restamped with its own sequence and time, instead
+    of validating the same fields again. Read as a spec, it is its `(class, fields)`."""
+
+    event: Event
+
+
+def built(spec: tuple[type[Any], dict[str, Any]], record: RunRecord, at: str) -> Built:
+    """`spec`'s event, built (and validated) as the next event of `record` at `at`."""
+    cls, fields = spec
+    done = Built(spec)
+    done.event = cls(
+        run_id=record.run_id,
+        sequence=record.version + 1,
+        occurred_at=at,
+        **{k: v for k, v in fields.items() if v is not None},
+    )
+    return done
+
 
 #: What may ride along with a batch (`Writer.append`'s `then`): given the record after the
 #: batch and the append's `now`, the specs of the step that would come next, or none.
@@ -252,6 +276,13 @@ class _Base:
             sequence += 1
             if callable(spec):
                 event = spec(_at_version(record, sequence - 1), at)
+            elif isinstance(spec, Built) and spec.event.run_id == self.run_id and _stamp(at):
+                # The only fields that may differ are the writer's: the next sequence, and
+                # the time, checked as every event's is (the clock is the caller's; one that
+                # fails is built in full below, to be refused as for any other event).
+                event = spec.event
+                if event.sequence != sequence or event.occurred_at != at:
+                    event = event.model_copy(update={"sequence": sequence, "occurred_at": at})
             else:
                 cls, fields = spec
                 event = cls(
@@ -399,6 +430,15 @@ def largest_call(largest: tuple[int, float], event: Event) -> tuple[int, float]:
         return largest
     tokens = usage.input_tokens + usage.output_tokens
     return max(largest[0], tokens), max(largest[1], usage.cost)
+
+
+def _stamp(at: str) -> bool:
+    """Whether `at` is a timestamp an event may carry (see `_build`)."""
+    try:
+        m._check_timestamp(at)
+    except ValueError:
+        return False
+    return True
 
 
 def _at_version(record: RunRecord, version: int) -> RunRecord:

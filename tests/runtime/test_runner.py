@@ -543,6 +543,26 @@ def test_the_models_call_ids_are_kept_when_unused(with_id: bool) -> None:
     assert list(result.record.actions) == (["call_abc"] if with_id else ["t1.1"])
 
 
+def test_a_used_call_id_is_replaced_by_a_fresh_one() -> None:
+    """An id the run (or the batch) already has is replaced: by the generated one, else by
+    the generated one with a suffix."""
+
+    def with_id(order: str, call_id: str = "") -> Any:
+        proposed = call("get_order", order_id=order)
+        return type(proposed)(proposed.tool, proposed.arguments, call_id)
+
+    model = ScriptedModel(
+        [
+            Decision.call_tools(with_id("O-1", "t2.1"), with_id("O-2", "t2.1")),
+            Decision.call_tools(with_id("O-3"), with_id("O-4", "call_x")),
+            Decision.answer("done"),
+        ]
+    )
+    result = runner_for(MemoryEventStore(), model, order_tools(Calls())).run("r1")
+    assert result.status == "completed"
+    assert list(result.record.actions) == ["t2.1", "t1.2", "t2.1.2", "call_x"]
+
+
 def test_a_polling_tool_may_repeat_while_its_result_changes() -> None:
     """With the registry's poll limits, a status that moves is progress, not a loop."""
     states = iter(["queued", "packing", "shipped", "shipped", "shipped", "shipped"])
