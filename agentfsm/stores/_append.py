@@ -75,7 +75,8 @@ def prepare_append(
     if snapshot_due(record, expected_version, snapshot_every):
         data = Snapshot(record).dumps()
         snapshot = StoredSnapshot(record.version, previous, data, integrity.seal(previous, data))
-    return PreparedAppend(record.run_id, expected_version, tuple(rows), record, snapshot)
+    moved = record.status != head.record.status
+    return PreparedAppend(record.run_id, expected_version, tuple(rows), record, snapshot, moved)
 
 
 def _check_line_size(event: Event, line: str) -> None:

@@ -146,6 +146,8 @@ class PreparedAppend:
         record: the run's record after the batch.
         snapshot: the snapshot to write with the batch, if the batch crosses a snapshot
             point (a multiple of `snapshot_every`, spaced out for long runs: `_cadence.py`).
+        moved: whether the batch changes the run's status (when it does not, a backend may
+            leave the status column, and the index listing by status, untouched).
     """
 
     run_id: str
@@ -153,6 +155,7 @@ class PreparedAppend:
     rows: tuple[StoredEvent, ...]
     record: RunRecord
     snapshot: StoredSnapshot | None
+    moved: bool = True
 
     @property
     def info(self) -> RunInfo:

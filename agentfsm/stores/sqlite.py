@@ -133,6 +133,11 @@ class SQLiteEventStore(EventStore):
             f"UPDATE {self._runs} SET status = ?, version = ?, updated_at = ? "
             "WHERE run_id = ? AND version = ?"
         )
+        # The same without the status, when the batch leaves it: the by-status index is
+        # then not rewritten, which is half the cost of moving the row.
+        self._sql_advance_run = (
+            f"UPDATE {self._runs} SET version = ?, updated_at = ? WHERE run_id = ? AND version = ?"
+        )
         self._sql_snapshot = (
             f"INSERT INTO {self._snapshots} (run_id, sequence, event_hash, data, digest) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
@@ -277,7 +282,7 @@ class SQLiteEventStore(EventStore):
                     cursor = c.execute(
                         self._sql_new_run, (run_id, info.status, info.version, info.updated_at)
                     )
-                else:
+                elif prepared.moved:
                     cursor = c.execute(
                         self._sql_move_run,
                         (
@@ -287,6 +292,11 @@ class SQLiteEventStore(EventStore):
                             run_id,
                             prepared.expected_version,
                         ),
+                    )
+                else:
+                    cursor = c.execute(
+                        self._sql_advance_run,
+                        (info.version, info.updated_at, run_id, prepared.expected_version),
                     )
                 if cursor.rowcount != 1:
                     raise conflict(run_id, prepared.expected_version, self._stored_version(run_id))

@@ -14,6 +14,7 @@ from agentfsm.errors import EventFormatError
 from agentfsm.events import canonical_json, dump_event, event_to_dict, make_event
 from agentfsm.events.canonical import canonical_text
 from agentfsm.events.models import Event
+from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.stores import (
     GENESIS_HASH,
     MemoryEventStore,
@@ -23,6 +24,8 @@ from agentfsm.stores import (
     VerifyReport,
     chain_hash,
 )
+from agentfsm.stores._append import prepare_append
+from agentfsm.stores._rows import Head
 from agentfsm.testing import legal_runs
 from agentfsm.testing.postgres_server import unavailable_reason
 from agentfsm.testing.store_checks import scripted_run
@@ -146,3 +149,28 @@ def test_an_unvalidated_event_json_cannot_hold_is_refused_whole(bad: float) -> N
     with pytest.raises(EventFormatError, match=rf"sequence {last + 1}: .*cannot be written"):
         store.append("r", [before[-1], spoiled], last - 1)
     assert store.load("r").version == last - 1
+
+
+def test_a_batch_says_whether_it_moves_the_runs_status() -> None:
+    """`PreparedAppend.moved`: False for events that leave the status (a backend then
+    leaves the status index alone), True for those that change it; the runs row follows
+    either way."""
+    events = scripted_run("r", 1)
+    store = SQLiteEventStore(":memory:", synchronous="NORMAL")
+    head = Head(DEFAULT_REDUCER.initial("r"), GENESIS_HASH)
+    moved = []
+    for event in events:
+        prepared = prepare_append(DEFAULT_REDUCER, head, [event], None)
+        moved.append((event.type, prepared.moved))
+        head = Head(prepared.record, prepared.rows[-1].hash)
+        store.append("r", [event], event.sequence - 1)
+        info = store.run_info("r")
+        assert (info.status, info.version, info.updated_at) == (
+            prepared.record.status, event.sequence, prepared.record.updated_at,
+        )  # fmt: skip
+        assert [i.run_id for i in store.runs(status=info.status)] == ["r"]
+    assert moved == [
+        ("run.started", True), ("model.started", False), ("model.completed", False),
+        ("tool.requested", True), ("tool.started", False), ("tool.completed", True),
+    ]  # fmt: skip
+    assert store.verify("r").ok
