@@ -194,9 +194,13 @@ class TransitionTable:
         }
         return digest(described)
 
-    @property
+    @functools.cached_property
     def ref(self) -> TableRef:
-        """The reference a run records on `run.started`: this table's name and digest."""
+        """The reference a run records on `run.started`: this table's name and digest.
+
+        One object per table (it is immutable): every reducer of the table then knows a run
+        under it by identity, without comparing digests.
+        """
         return TableRef(name=self.name, digest=self.digest)
 
     def __repr__(self) -> str:

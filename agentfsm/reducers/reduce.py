@@ -159,8 +159,10 @@ class Reducer:
         """
         under = record.table
         if (
-            (under is not self._ref and (under is not None or record.version == 0))
-            or after.table is not under
+            under is not self._ref
+            and (under.digest != self._digest if under is not None else record.version == 0)
+        ) or (
+            after.table is not under
             or after.version != event.sequence
             or event.run_id != record.run_id
             or event.sequence != record.version + 1

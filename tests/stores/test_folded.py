@@ -17,6 +17,7 @@ from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer
+from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.runtime import Agent, AsyncRunner, Decision, Runner, Tool, call
 from agentfsm.stores import (
     AsyncEventStore,
@@ -234,3 +235,21 @@ def test_the_async_runner_hands_its_fold_to_async_postgres(
     assert status == "completed"
     assert folds == Counter({"run.started": 1})
     assert Reducer(DEFAULT_TABLE).replay(events) == record
+
+
+def test_a_run_read_back_from_a_snapshot_is_still_handed_over() -> None:
+    """A record whose table reference was read back from a snapshot (equal, not the same
+    object) is under the reducer's table all the same: its fold is admitted, not redone."""
+    first = make_event(
+        "run.started", run_id="r1", sequence=1, occurred_at="2026-09-01T10:00:01Z", agent="a",
+        table=DEFAULT_TABLE.ref.model_dump(),
+    )  # fmt: skip
+    reducer = Reducer(DEFAULT_TABLE)
+    head = Snapshot.loads(Snapshot(reducer.replay([first])).dumps()).record
+    assert head.table == DEFAULT_TABLE.ref
+    assert head.table is not DEFAULT_TABLE.ref
+    calls = counting(reducer)
+    event = tool_turn("r1", 2, "a1")[0]
+    after = Reducer(DEFAULT_TABLE).reduce(head, event)
+    assert reducer.admit(head, event, after) is after
+    assert sum(calls.values()) == 0
