@@ -48,7 +48,7 @@ from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest
-from agentfsm.runtime.writer import approval_asked, call_started, declined
+from agentfsm.runtime.specs import approval_asked, call_started, declined
 
 __all__ = ["SDK", "Signals", "defer", "deny", "tool_result"]
 

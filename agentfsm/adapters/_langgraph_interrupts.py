@@ -32,7 +32,7 @@ from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.writer import approval_asked
+from agentfsm.runtime.specs import approval_asked
 
 __all__ = ["approval_calls", "ended", "finish", "resume_command", "settle"]
 

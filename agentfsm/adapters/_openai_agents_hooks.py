@@ -40,7 +40,7 @@ from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.writer import call_started
+from agentfsm.runtime.specs import call_started
 
 SDK = "openai-agents"
 

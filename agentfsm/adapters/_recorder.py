@@ -48,9 +48,11 @@ from agentfsm.guards.base import Guard, Verdict
 from agentfsm.names import EventType, RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
-from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Writer
+from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.writer import StateChanged, Writer
 from agentfsm.stores.base import EventStore
 
 __all__ = ["Recorder", "RecorderOptions"]

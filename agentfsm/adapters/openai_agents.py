@@ -101,7 +101,7 @@ from agentfsm.adapters._subagents import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.writer import approval_asked
+from agentfsm.runtime.specs import approval_asked
 
 __all__ = [
     "AgentsRun",

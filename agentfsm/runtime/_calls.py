@@ -39,9 +39,11 @@ from agentfsm.runtime._effects import (
     appended,
 )
 from agentfsm.runtime.agent import RunnerConfig, RunResult, Subagent, SubagentTool
+from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.specs import Spec, Then
 from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
-from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged, Then
+from agentfsm.runtime.writer import StateChanged
 
 __all__ = ["child_budget", "new_tree"]
 

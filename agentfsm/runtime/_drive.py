@@ -64,10 +64,12 @@ from agentfsm.runtime._effects import (
     settle,
 )
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
+from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.writer import BudgetTree, Spec, StateChanged
+from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.writer import StateChanged
 
 __all__ = ["Driver", "utc_now"]
 

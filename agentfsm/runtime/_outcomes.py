@@ -20,6 +20,7 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import Action, RunRecord
 from agentfsm.runtime.model import Decision as ModelDecision
+from agentfsm.runtime.specs import Spec
 from agentfsm.runtime.tools import (
     InvalidCall,
     OutcomeUnknownError,
@@ -28,7 +29,6 @@ from agentfsm.runtime.tools import (
     ToolError,
     ToolResult,
 )
-from agentfsm.runtime.writer import Spec
 
 __all__ = [
     "child_outcome",

@@ -32,8 +32,8 @@ from agentfsm.runtime.agent import Agent, RunnerConfig
 from agentfsm.runtime.errors import UnknownAgentError
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
+from agentfsm.runtime.specs import Spec, built
 from agentfsm.runtime.tools import Tool
-from agentfsm.runtime.writer import Spec, built
 
 A = ActionStatus
 

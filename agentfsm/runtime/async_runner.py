@@ -32,12 +32,13 @@ from agentfsm.runtime import _effects as fx
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime._drive import Driver, utc_now
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
+from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.control import acancel
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import REFUSALS
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import AsyncWriter, BudgetTree
+from agentfsm.runtime.writer import AsyncWriter
 from agentfsm.stores.base import AsyncEventStore
 
 __all__ = ["AsyncRunner"]

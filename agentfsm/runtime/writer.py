@@ -34,7 +34,6 @@ to_state, and `guard_verdict="passed"` on guarded edges); a refusal as `guard.re
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -50,94 +49,19 @@ from agentfsm.errors import (
     StoreError,
 )
 from agentfsm.events import models as m
-from agentfsm.events.canonical import call_digest
 from agentfsm.events.models import Event
 from agentfsm.guards.base import GuardContext
-from agentfsm.guards.budget import SharedBudget
 from agentfsm.names import EventType
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.specs import Built, Spec, Then
 from agentfsm.stores._append import hands_fold
 from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
-__all__ = [
-    "AsyncWriter",
-    "BudgetTree",
-    "Built",
-    "Spec",
-    "StateChanged",
-    "Then",
-    "Writer",
-    "approval_asked",
-    "built",
-    "call_started",
-    "declined",
-    "largest_call",
-    "requested",
-]
-
-#: One event to append: its class and its own fields (None values are left out), or a
-#: function of (record before it, occurred_at) that builds it (`Verdict.terminated_event`).
-Spec = tuple[type[Any], dict[str, Any]] | Callable[[RunRecord, str], Event]
-
-
-class Built(tuple[type[Any], dict[str, Any]]):
-    """A spec whose event was already built, and so validated, on the record it follows
-    (`built`): the writer takes that event, restamped with its own sequence and time, instead
-    of validating the same fields again. Read as a spec, it is its `(class, fields)`."""
-
-    event: Event
-
-
-def built(spec: tuple[type[Any], dict[str, Any]], record: RunRecord, at: str) -> Built:
-    """`spec`'s event, built (and validated) as the next event of `record` at `at`."""
-    cls, fields = spec
-    done = Built(spec)
-    done.event = cls(
-        run_id=record.run_id,
-        sequence=record.version + 1,
-        occurred_at=at,
-        **{k: v for k, v in fields.items() if v is not None},
-    )
-    return done
-
-
-#: What may ride along with a batch (`Writer.append`'s `then`): given the record after the
-#: batch and the append's `now`, the specs of the step that would come next, or none.
-Then = Callable[[RunRecord, datetime], Sequence[Spec]]
-
-
-# The specs the Runner and the SDK adapters both write, built in one place.
-def requested(action_id: str, tool: str, arguments: Any) -> Spec:
-    """`tool.requested` for a call."""
-    return (m.ToolRequested, {"action_id": action_id, "tool": tool, "arguments": arguments})
-
-
-def call_started(action_id: str, tool: str, arguments: Any) -> list[Spec]:
-    """`tool.requested` + `tool.started`: a call that is about to run, as an SDK reports it."""
-    return [requested(action_id, tool, arguments), (m.ToolStarted, {"action_id": action_id})]
-
-
-def approval_asked(
-    action_id: str, tool: str, arguments: Any, expires_at: str | None = None
-) -> Spec:
-    """`approval.requested` for a call (valid until `expires_at`, if given)."""
-    fields = {"action_id": action_id, "tool": tool, "arguments": arguments}
-    return (m.ApprovalRequested, {**fields, "expires_at": expires_at})
-
-
-def declined(action_id: str, tool: str, arguments: Any, approver: str, reason: str) -> list[Spec]:
-    """A call that will not run, recorded as asked and rejected by `approver` (a policy, an SDK)."""
-    rejected = {
-        "action_id": action_id,
-        "approver": approver,
-        "reason": reason,
-        "arguments_digest": call_digest(tool, arguments),
-    }
-    return [approval_asked(action_id, tool, arguments), (m.ApprovalRejected, rejected)]
-
+__all__ = ["AsyncWriter", "StateChanged", "Writer", "largest_call"]
 
 E = EventType
 #: Events only the process driving a run appends. Seeing one from someone else means the
@@ -179,38 +103,6 @@ class _Put:
     over: OverrunError | None
     #: How many events at the end of `events` rode along (`then`).
     tail: int = 0
-
-
-class BudgetTree:
-    """The shared budget of a root run and its subagent runs, updated as they append.
-
-    `SharedBudget` is an immutable value; this holder is what the writers of one tree share
-    (they may run on several threads), each replacing it with its run's latest charge.
-
-    Args:
-        budget: the root's limits (and any children already known).
-    """
-
-    def __init__(self, budget: SharedBudget) -> None:
-        self._budget = budget
-        self._lock = threading.Lock()
-
-    @property
-    def current(self) -> SharedBudget:
-        """The budget as of the last append of any run of the tree."""
-        return self._budget
-
-    def charge(self, record: RunRecord) -> None:
-        """Record `record`'s spending as its run's share."""
-        with self._lock:
-            if self._budget.covers(record.run_id):
-                self._budget = self._budget.charge(record)
-
-    def spawn(self, child: str, *, parent: str) -> None:
-        """Add `child` to the tree under `parent` (no-op when it is already there)."""
-        with self._lock:
-            if not self._budget.covers(child):
-                self._budget = self._budget.spawn(child, parent=parent)
 
 
 class _Base:

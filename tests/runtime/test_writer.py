@@ -13,7 +13,8 @@ from agentfsm.events import step_clock
 from agentfsm.events.codec import dump_event
 from agentfsm.record import RunRecord
 from agentfsm.runtime import cancel
-from agentfsm.runtime.writer import Writer, built
+from agentfsm.runtime.specs import built
+from agentfsm.runtime.writer import Writer
 from agentfsm.stores import MemoryEventStore
 
 CALLS = {
