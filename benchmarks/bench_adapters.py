@@ -12,14 +12,20 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
 import structlog
+
+# This checkout's agentfsm, not the one the venv has installed (an old checkout's benchmark
+# must measure that checkout).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 

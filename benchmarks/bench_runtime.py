@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+
+# This checkout's agentfsm, not the one the venv has installed (an old checkout's benchmark
+# must measure that checkout).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm.runtime import Agent, Decision, Runner, Tool, ToolContext, call
 from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
