@@ -56,10 +56,11 @@ def verify_rows(
         if row.sequence != expected:
             return broken(expected, f"the log has no event at sequence {expected}")
         try:
-            canonical = canonical_text(row.data)
+            # Linked inside: a line may spell a lone surrogate, which no UTF-8 text holds.
+            link = integrity.link(previous, canonical_text(row.data))
         except (ValueError, TypeError, RecursionError) as exc:
             return broken(row.sequence, f"the stored line is not JSON ({exc})")
-        if integrity.link(previous, canonical) != row.hash:
+        if link != row.hash:
             return broken(row.sequence, BAD_LINK)
         event = check_row(run_id, row, types)
         if isinstance(event, str):

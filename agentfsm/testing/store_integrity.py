@@ -113,6 +113,22 @@ class IntegrityChecks(SnapshotIntegrityChecks):
         assert streamed.value.sequence == 3
         assert reader.load("r2").dumps() == replay(scripted_run("r2", 1)).dumps()
 
+    def test_a_row_holding_a_lone_surrogate_is_reported_not_raised(
+        self, store: EventStore, tamper: Tamper
+    ) -> None:
+        """A stored line edited to spell a lone surrogate (`\\ud800`, which no UTF-8 text
+        holds): verify names the row, it does not raise."""
+        events = scripted_run("r1", 1)
+        store.append("r1", events, 0)
+        edited = dump_event(events[5]).replace('"found":"act-1"', '"found":"\\ud800"')
+        assert "\\ud800" in edited
+        tamper.set_event_data("r1", 6, edited)
+        report = store.verify("r1")
+        assert (report.ok, report.sequence, report.checked) == (False, 6, 5)
+        problem = report.problem or ""
+        assert problem.startswith("the stored line is not JSON (")
+        assert "surrogates not allowed" in problem
+
     def test_a_row_of_another_place_is_corrupt(self, open_store: OpenStore, tamper: Tamper) -> None:
         """A valid event stored under the wrong sequence is reported, not folded."""
         store = open_store(snapshot_every=None)
