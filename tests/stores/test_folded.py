@@ -54,6 +54,12 @@ def folded(by: Reducer, before: RunRecord, events: Sequence[Event]) -> Folded:
     return Folded(by, before, tuple(events), tuple(after))
 
 
+def one_tool_agent() -> Agent:
+    """An agent whose model asks for one lookup, then answers."""
+    decisions = iter([Decision.call_tools(call("lookup", n=1)), Decision.answer("done")])
+    return Agent("a", lambda ctx: next(decisions), [Tool("lookup", lambda ctx: "ok")])
+
+
 Started = tuple[MemoryEventStore, Counter[str], RunRecord]
 
 
@@ -148,8 +154,7 @@ def test_the_runner_hands_its_fold_so_the_store_folds_only_the_first_append() ->
     reducer = Reducer(DEFAULT_TABLE)
     calls = counting(reducer)
     store = MemoryEventStore(options=StoreOptions(reducer=reducer))
-    decisions = iter([Decision.call_tools(call("lookup", n=1)), Decision.answer("done")])
-    agent = Agent("a", lambda ctx: next(decisions), [Tool("lookup", lambda ctx: "ok")])
+    agent = one_tool_agent()
     result = Runner(store, agent).run("r1")
     assert result.status == "completed"
     assert calls == Counter({"run.started": 1})
@@ -166,8 +171,7 @@ def test_an_append_override_without_the_mark_is_not_handed_a_fold() -> None:
     assert hands_fold(MemoryEventStore())
     assert not hands_fold(Counting())
     assert not hands_fold(object())
-    decisions = iter([Decision.call_tools(call("lookup", n=1)), Decision.answer("done")])
-    agent = Agent("a", lambda ctx: next(decisions), [Tool("lookup", lambda ctx: "ok")])
+    agent = one_tool_agent()
     assert Runner(Counting(), agent).run("r1").status == "completed"
 
 
@@ -195,8 +199,7 @@ def test_any_run_appended_with_its_fold_is_stored_as_without(
 
 
 async def _async_run(store: AsyncEventStore) -> str:
-    decisions = iter([Decision.call_tools(call("lookup", n=1)), Decision.answer("done")])
-    agent = Agent("a", lambda ctx: next(decisions), [Tool("lookup", lambda ctx: "ok")])
+    agent = one_tool_agent()
     return (await AsyncRunner(store, agent).run("r1")).status
 
 
