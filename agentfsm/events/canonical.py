@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 import orjson
@@ -39,19 +38,37 @@ def canonical_json(value: Any) -> str:
 
 
 _SORTED = orjson.OPT_SORT_KEYS
-# Where orjson may spell a number otherwise than Python, whose spelling canonical JSON is:
-# an exponent ("1e-7" for "1e-07"), a small float written out ("0.00001" for "1e-05"), an
-# integral float ("1.0", which canonical JSON writes as "1"). orjson reads an integer past 64
-# bits as a float, which it then writes with an exponent; its exponents always carry a sign.
-# A string that merely looks like one of these costs the slow path, never a wrong text, and
-# the substring tests spare most events the regex (which tries every position).
-_MAY_DIFFER = re.compile(rb"[0-9](?:\.0(?![0-9])|e[-+])|\.0000")
+_DIGITS = frozenset(b"0123456789")
 
 
 def _may_differ(text: bytes) -> bool:
-    return (b".0" in text or b"e+" in text or b"e-" in text) and (
-        _MAY_DIFFER.search(text) is not None
-    )
+    """Whether orjson may have spelt a number of `text` otherwise than Python, whose
+    spelling canonical JSON is: an exponent ("1e-7" for "1e-07"; orjson's always carry a
+    sign), a small float written out ("0.00001" for "1e-05"), an integral float ("1.0",
+    which canonical JSON writes as "1"; orjson reads an integer past 64 bits as a float,
+    which it writes with an exponent).
+
+    A string that merely looks like one of these costs the slow path, never a wrong text.
+    Searched with `bytes.find`, which skips ahead in C: a regex tried at every position
+    cost 2.6 µs on a 250-byte event holding any decimal (a model call's cost).
+    """
+    digits = _DIGITS
+    end = len(text) - 2
+    find = text.find
+    at = find(b".0")
+    if at != -1 and find(b".0000", at) != -1:
+        return True
+    while at != -1:  # "<digit>.0" not followed by a digit: an integral float
+        if at > 0 and text[at - 1] in digits and (at == end or text[at + 2] not in digits):
+            return True
+        at = find(b".0", at + 2)
+    for sign in (b"e-", b"e+"):
+        at = find(sign)
+        while at != -1:  # "<digit>e-" or "<digit>e+": an exponent
+            if at > 0 and text[at - 1] in digits:
+                return True
+            at = find(sign, at + 2)
+    return False
 
 
 def canonical_text(line: str | bytes) -> str:
