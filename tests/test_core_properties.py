@@ -17,9 +17,12 @@ from agentfsm import (
     parse_event,
     replay,
 )
+from agentfsm import record as record_module
 from agentfsm.events import EVENT_CLASSES, make_event
 from agentfsm.names import EventType
+from agentfsm.record import dumps_record_json
 from agentfsm.reducers import DEFAULT_REDUCER, Snapshot
+from agentfsm.testing.store_checks import scripted_run
 from agentfsm.testing.strategies import illegal_steps, legal_runs
 
 SETTINGS = settings(max_examples=150, deadline=None)
@@ -62,6 +65,33 @@ def test_events_and_records_round_trip_through_json(events: list) -> None:
         assert parse_event(dump_event(event)) == event
         record = DEFAULT_REDUCER.reduce(record, event)
         assert RunRecord.loads(record.dumps()) == record
+
+
+@SETTINGS
+@given(legal_runs())
+def test_a_records_text_is_its_dicts_text_with_every_earlier_record_alive(events: list) -> None:
+    """`dumps` reuses each action's text while the action lives: with every record of the
+    run kept (old and new versions of an action alive at once), dumping each in any order
+    still gives the text of its own `to_json()`."""
+    records = [DEFAULT_REDUCER.initial(events[0].run_id)]
+    for event in events:
+        records.append(DEFAULT_REDUCER.reduce(records[-1], event))
+        records[-2].dumps()
+    for record in [*records[::2], *records[1::2]]:
+        assert record.dumps() == dumps_record_json(record.to_json())
+
+
+def test_the_ledger_texts_kept_for_dumps_go_with_their_actions() -> None:
+    """What `dumps` keeps per action is dropped with the action: memory stays bounded by
+    the records alive, however many runs a process folds and snapshots."""
+    kept = record_module._action_texts
+    before = len(kept)
+    for n in range(20):
+        record = replay(scripted_run(f"r{n}", 30))
+        record.dumps()
+        assert len(kept) > before
+    del record
+    assert len(kept) == before
 
 
 @SETTINGS
