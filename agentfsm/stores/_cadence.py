@@ -2,7 +2,9 @@
 
 A snapshot holds the whole record, so writing one costs what the run's action ledger holds.
 At a fixed interval the cost of snapshots per event grows with the run (a run of 40,000
-calls would write 40,000 actions' worth of JSON, 12 µs each, every 1,000 events). So the
+calls would write 40,000 actions' worth of JSON, 7 µs each, every 1,000 events; a handle
+that wrote the last snapshot reuses the text of each action settled since, `record.py`, but
+a fresh process, or one that loaded the run from its log, dumps them all). So the
 interval is `snapshot_every` times the smallest power of two that makes it at least
 `EVENTS_PER_ACTION` times the number of actions: never shorter than asked, and long enough
 that a snapshot's cost spread over the events until the next is at most a quarter of an
