@@ -8,6 +8,10 @@ shows the price of that, per store:
 
 - agentfsm `Runner` on the memory, SQLite (`synchronous=NORMAL` and `FULL`) and PostgreSQL
   (a throwaway local server, fsync off) stores;
+- agentfsm `Runner` on a store that writes nothing (it hands back the Runner's own fold of
+  each batch): not a store anyone should use, but what the Runner's machinery costs without
+  persistence (events built and checked, guards, planning), so the store's share is the
+  difference;
 - the OpenAI Agents SDK's `Runner.run` with a custom offline `Model`, tracing disabled;
 - a LangGraph `StateGraph` (agent node + `ToolNode`) driving the same fake model, no
   checkpointer.
@@ -40,8 +44,10 @@ import structlog
 # must measure that checkout).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentfsm.record import RunRecord
 from agentfsm.runtime import Agent, Decision, Runner, Tool, ToolContext, call
-from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
+from agentfsm.stores import EventStore, Folded, MemoryEventStore, SQLiteEventStore
+from agentfsm.stores._append import takes_fold
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
@@ -79,6 +85,23 @@ def bench_agentfsm(make_store: Callable[[], EventStore], turns: int, runs: int) 
         times.append(elapsed / turns)
     store.close()
     return times
+
+
+class WritesNothing(MemoryEventStore):
+    """Hands back the writer's fold of a batch, writing nothing: the Runner without a store."""
+
+    @takes_fold
+    def append(
+        self,
+        run_id: str,
+        events: Any,
+        expected_version: int,
+        *,
+        folded: Folded | None = None,
+    ) -> RunRecord:
+        if folded is None:  # the run's first event: no fold is handed with it
+            return super().append(run_id, events, expected_version)
+        return folded.after[-1]
 
 
 # -- OpenAI Agents SDK ------------------------------------------------------------------------
@@ -224,6 +247,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows.append(
             ("agentfsm Runner, memory store", bench_agentfsm(MemoryEventStore, turns, runs))
+        )
+        rows.append(
+            (
+                "agentfsm Runner, a store that writes nothing (the Runner's own share)",
+                bench_agentfsm(WritesNothing, turns, runs),
+            )
         )
         for sync in ("NORMAL", "FULL"):
             path = Path(tmp) / f"bench-{sync}.db"

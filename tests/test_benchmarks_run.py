@@ -1,4 +1,5 @@
-"""The benchmarks that `make bench` and `make bench-stores` end with still run (tiny sizes).
+"""The benchmarks that `make bench` and `make bench-stores` end with, and `make bench-runtime`'s
+floor row, still run (tiny sizes).
 
 Nothing here is timed: a figure is only measured by the benchmarks themselves. This keeps
 a refactor from breaking them unseen, and checks they print every row they promise.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import store_costs
+from benchmarks import bench_runtime, store_costs
 
 
 def test_store_costs_prints_every_part_next_to_the_raw_insert(
@@ -29,3 +30,24 @@ def test_store_costs_prints_every_part_next_to_the_raw_insert(
     ):
         assert row in out, row
     assert "| 1.00x |" in out
+
+
+def test_the_runner_on_a_store_that_writes_nothing_completes_its_runs() -> None:
+    """`make bench-runtime`'s floor row: the Runner completes its runs on `WritesNothing`
+    (handed each batch's fold, it keeps only the run's first event), so the row measures
+    whole turns, not a run that stopped early."""
+    assert len(bench_runtime.bench_agentfsm(bench_runtime.WritesNothing, 3, 2)) == 2
+    store = bench_runtime.WritesNothing()
+    record = bench_runtime.Runner(store, _agent()).run("r").record
+    assert record.status == "completed"
+    assert record.version > 1
+    assert [e.type for e in store.events("r")] == ["run.started"]
+
+
+def _agent() -> bench_runtime.Agent:
+    decide = bench_runtime._fake_decisions(2)
+    return bench_runtime.Agent(
+        "bench",
+        lambda ctx: decide(ctx.turn),
+        [bench_runtime.Tool("lookup", lambda ctx: "ok", side_effects=False)],
+    )
