@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentfsm import EventFormatError, LogBuilder, dump_event, parse_event, read_events
-from agentfsm.events import EVENT_CLASSES, event_json_schema, event_to_dict
+from agentfsm.events import EVENT_CLASSES, event_json_schema, event_to_dict, models
 from tests.conftest import EXAMPLES
 
+# Fixed offsets of whole minutes, of seconds (as old local mean times had), naive readings.
+_zones = st.one_of(
+    st.none(),
+    st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23)).map(
+        lambda d: timezone(d)
+    ),
+    st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
+)
 SCHEMA = Path(__file__).resolve().parent.parent / "agentfsm" / "events" / "schema.json"
 BASE = {"run_id": "run_1", "sequence": 1, "occurred_at": "2026-09-01T10:02:11+08:00"}
 
@@ -103,6 +114,42 @@ class TestStrictness:
             assert parse_event(json.dumps({**BASE, "type": "run.resumed", "occurred_at": good}))
             err = _fails({**BASE, "type": "run.resumed", "occurred_at": bad})
             assert err.problems[0].startswith(f"field 'occurred_at': {bad!r} is not an RFC 3339")
+
+    @settings(max_examples=500, deadline=None)
+    @given(
+        st.datetimes(
+            min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=_zones
+        )
+    )
+    def test_a_clocks_reading_is_trusted_only_when_it_is_a_valid_timestamp(
+        self, moment: datetime
+    ) -> None:
+        """`stamp` spares the Runner parsing its own clock's text back, and only for text the
+        check accepts: an event stamped with any reading (naive, an offset with seconds, any
+        year) is refused exactly when the timestamp parser refuses the text."""
+        text = models.stamp(moment)
+        try:
+            models.parse_timestamp(text)
+        except ValueError:
+            valid = False
+        else:
+            valid = True
+        event = {**BASE, "type": "run.resumed", "occurred_at": text}
+        if valid:
+            assert parse_event(json.dumps(event)).occurred_at == text
+        else:
+            assert _fails(event).problems[0].startswith(f"field 'occurred_at': {text!r}")
+
+    def test_a_datetime_subclass_is_not_trusted_to_write_its_own_text(self) -> None:
+        """Only a plain `datetime`'s `isoformat` is known: a subclass may write anything."""
+
+        class Spelled(datetime):
+            def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+                return "yesterday"
+
+        text = models.stamp(Spelled(2026, 9, 1, tzinfo=UTC))
+        err = _fails({**BASE, "type": "run.resumed", "occurred_at": text})
+        assert err.problems[0].startswith("field 'occurred_at': 'yesterday' is not an RFC 3339")
 
     def test_empty_run_id_and_zero_sequence(self) -> None:
         """Run ids are non-empty and sequences start at 1."""

@@ -399,7 +399,7 @@ class Planner:
         spec = specs[0]
         assert not callable(spec)
         # Built once: the writer appends this event (restamped), not a second build of it.
-        first = built(spec, record, now.isoformat())
+        first = built(spec, record, m.stamp(now))
         after = self.reducer.reduce(record, first.event)
         batch = [after.actions[a] for a in after.batch]
         return (first, *admit(after, agent, batch, now))

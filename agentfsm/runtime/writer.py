@@ -268,7 +268,7 @@ class _Base:
         """
         record = self.record
         now = self._clock()
-        at = now.isoformat()
+        at = m.stamp(now)
         events = self._build(specs, record, at)
         events, after, over = self._check(record, events, now)
         if then is None or over is not None or self.changed_since_step:
