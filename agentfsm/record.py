@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -275,10 +275,17 @@ class RunRecord(_RunRecordSlots):
         }
 
     def dumps(self) -> str:
-        """Deterministic JSON text: same record, same bytes (see `dumps_record_json`)."""
+        """Deterministic JSON text: same record, same bytes. Keys are sorted, except the
+        ledger's: `actions` keeps the order actions joined the run, which
+        `pending_approvals` and `in_flight` follow (sorted ids would put 'act_10' before
+        'act_9', and a reloaded record would list its pending approvals in another order).
+        """
         rest = self._json(None)
         del rest["actions"]
-        return _record_text(rest, ",".join(map(_action_text, self.actions.values())))
+        ledger = ",".join(map(_action_text, self.actions.values()))
+        text = _dump(rest)
+        # "actions" sorts before every other field of a record, so it opens the object.
+        return '{"actions":{' + ledger + "}" + ("," + text[1:] if text != "{}" else "}")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
@@ -319,28 +326,7 @@ _RECORD_KEYS = frozenset(attrs.fields_dict(RunRecord))
 # One encoder, made once: `json.dumps` with these arguments builds a new one per call,
 # which was a third of a snapshot's cost (two calls per action of the ledger).
 _dump = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-_dump_key: Any = json.encoder.encode_basestring  # what `_dump` does with a str, in C
-
-
-def dumps_record_json(data: Mapping[str, Any]) -> str:
-    """A record's `to_json()` as JSON text: keys sorted, except the ledger's.
-
-    `actions` keeps the order actions joined the run, which `pending_approvals` and
-    `in_flight` follow; sorted ids would put 'act_10' before 'act_9' and a reloaded record
-    would list its pending approvals in another order.
-    """
-    rest = {k: v for k, v in data.items() if k != "actions"}
-    return _record_text(rest, ",".join(_member(k, a) for k, a in data["actions"].items()))
-
-
-def _record_text(rest: Mapping[str, Any], ledger: str) -> str:
-    text = _dump(rest)
-    # "actions" sorts before every other field of a record, so it opens the object.
-    return '{"actions":{' + ledger + "}" + ("," + text[1:] if text != "{}" else "}")
-
-
-def _member(key: str, action: Mapping[str, Any]) -> str:
-    return f"{_dump_key(key)}:{_dump(action)}"
+_dump_key: Callable[[str], str] = json.encoder.encode_basestring  # `_dump` of a str, in C
 
 
 # The ledger's JSON text, per action object, for the snapshots. An action never changes
@@ -356,7 +342,7 @@ def _action_text(action: Action) -> str:
     known = _action_texts.get(key)
     if known is not None and known[0]() is action:
         return known[1]
-    text = _member(action.action_id, action.to_json())
+    text = f"{_dump_key(action.action_id)}:{_dump(action.to_json())}"
     _action_texts[key] = (weakref.ref(action, functools.partial(_forget, key)), text)
     return text
 

@@ -42,7 +42,7 @@ class Snapshot:
         return {"sequence": self.sequence, "record": self.record.to_json()}
 
     def dumps(self) -> str:
-        """Deterministic JSON text (the record's ledger in its order: `dumps_record_json`)."""
+        """Deterministic JSON text (the record's ledger in its order: `RunRecord.dumps`)."""
         return f'{{"record":{self.record.dumps()},"sequence":{self.sequence}}}'
 
     @classmethod
