@@ -157,13 +157,24 @@ class Driver(_Calls):
         event = m.RunStarted(
             run_id=run_id,
             sequence=1,
-            occurred_at=self.clock().isoformat(),
+            occurred_at=m.stamp(self._aware_now()),
             **{k: v for k, v in fields.items() if v is not None},
         )
         record: RunRecord = yield Start(event)
         writer = self._writer(self.reducer.initial(run_id), None)
         writer._applied(writer.record, [event], [record])  # logs it like any append
         return record
+
+    def _aware_now(self) -> datetime:
+        """The clock's reading, refused by name when it has no timezone: checked as a drive
+        starts (not each turn), where a new user's `clock=datetime.now` first shows."""
+        now = self.clock()
+        if not isinstance(now, datetime) or now.utcoffset() is None:
+            raise TypeError(
+                "the Runner's clock must return aware datetimes (with a timezone, like "
+                f"datetime.now(UTC)); it returned {now!r}"
+            )
+        return now
 
     def _run_new(
         self, run_id: str, objective: str | None, agent: str | None, limits: Limits | None
@@ -198,6 +209,7 @@ class Driver(_Calls):
         """Step the run until it ends or waits for a person (or someone else drives it, or,
         with `defer`, a failed call's retry is due later: `RunResult.wake_at`)."""
         children: dict[str, RunResult] = {}
+        self._aware_now()
         while True:
             record = writer.record
             if beat:

@@ -632,3 +632,33 @@ def test_a_timed_call_that_raises_is_a_failure_as_without_a_timeout() -> None:
     error = result.record.actions["t1.1"].error
     assert error is not None
     assert (error.kind, error.message) == ("exception", "ValueError: no such order")
+
+
+@pytest.mark.parametrize("clock", [datetime.now, lambda: "2026-09-01T10:00:00Z"])
+def test_a_clock_without_a_timezone_is_refused_by_name_before_anything_is_stored(
+    clock: Any,
+) -> None:
+    """`datetime.now` (naive) is the clock a new user passes first: the Runner says what
+    its clock must return, and the store is left as it was."""
+    store = MemoryEventStore()
+    runner = runner_for(store, order_script(), order_tools(Calls()), clock=clock)
+    with pytest.raises(TypeError, match="the Runner's clock must return aware datetimes"):
+        runner.run("r1")
+    assert store.runs() == []
+
+
+def test_resuming_with_a_clock_without_a_timezone_is_refused_by_name() -> None:
+    """A run started right and resumed by a process whose clock is naive: the same
+    sentence, and nothing more is appended."""
+    store = MemoryEventStore()
+    waiting = runner_for(store, order_script(), order_tools(Calls()), policy=_ask).run("r1")
+    assert waiting.status == "waiting_approval"
+    before = store.run_info("r1").version
+    naive = runner_for(store, order_script(), order_tools(Calls()), clock=datetime.now)
+    with pytest.raises(TypeError, match="the Runner's clock must return aware datetimes"):
+        naive.resume("r1")
+    assert store.run_info("r1").version == before
+
+
+def _ask(action: Any, record: Any) -> Any:
+    return needs_approval()
