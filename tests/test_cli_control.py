@@ -115,3 +115,37 @@ def test_pause_then_unpause(store_path: Path) -> None:
     )
     result = run("unpause", "r1", "--store", store)
     assert (result.returncode, result.stdout.strip()) == (0, "run r1: running (version 7)")
+
+
+@pytest.mark.parametrize(
+    ("field", "what"),
+    [
+        ("occurred_at=2026-09-01T10:00:00Z", "'occurred_at' is set by the append (its time)"),
+        ("run_id=r2", "'run_id' is set by the append (the run it appends to)"),
+        ("sequence:=9", "'sequence' is set by the append (the run's next sequence)"),
+        ("type=run.failed", "'type' is set by the append (the event type it is given)"),
+    ],
+)
+def test_append_refuses_a_field_it_sets_itself(store_path: Path, field: str, what: str) -> None:
+    """A field of the envelope the command stamps is named in one line (exit 2), not a
+    `TypeError` about keyword arguments; nothing is written."""
+    args = ("append", "r1", "run.cancel_requested", "reason=left", field)
+    result = run(*args, "--store", str(store_path))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"agentfsm append: error: run 'r1': not a valid event: field {what}; leave it out\n",
+    )
+    with SQLiteEventStore(store_path) as store:
+        assert store.load("r1").version == 4
+
+
+def test_append_takes_a_field_named_like_a_keyword_of_the_verb(store_path: Path) -> None:
+    """`clock=` is a field like any other (here one the type lacks), not the verb's clock."""
+    args = ("append", "r1", "run.cancel_requested", "clock=noon", "--store", str(store_path))
+    result = run(*args)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "agentfsm append: error: run 'r1': not a valid event: field 'clock' is not part of "
+        "'run.cancel_requested'\n",
+    )

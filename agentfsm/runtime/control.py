@@ -14,7 +14,7 @@ generator of store ops (`_steering.py`), which a sync or an async performer runs
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentfsm.errors import (
@@ -240,40 +240,63 @@ def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
     return run_sync(store, steer(run_id, _unpause, clock))
 
 
+#: The envelope fields `append_event` stamps itself, each with what it stamps, in wire order.
+_STAMPED = {
+    "run_id": "the run it appends to",
+    "sequence": "the run's next sequence",
+    "type": "the event type it is given",
+    "occurred_at": "its time",
+}
+
+
 def append_event(
     store: EventStore,
     run_id: str,
     event_type: str,
+    fields: Mapping[str, Any] | None = None,
     /,
     *,
     clock: Clock = now,
-    **fields: Any,
+    **more: Any,
 ) -> RunRecord:
     """Append one event of the run's table, given its type and fields.
 
     The steering verb for a lifecycle's own events (`ticket.escalated`, `ticket.handed_back`).
+    The fields are `fields` and `more` together (as `dict(fields, **more)`): a mapping holds
+    any name, `clock` too, where keywords are the verb's own.
 
     Validated like any event (against the table's own types, then its lifecycle), and
-    retried after a lost race like every steering verb.
+    retried after a lost race like every steering verb. The envelope is the verb's to
+    stamp: `run_id`, `sequence`, `type` and `occurred_at` given as fields are refused by
+    name (`event_id` is the caller's to give).
 
     Raises:
-        EventFormatError: the table has no such event type, or a field is wrong.
+        EventFormatError: the table has no such event type, a field is wrong, or it is one
+            the verb stamps itself.
         LifecycleError: the run's lifecycle refuses it now (nothing was written).
         RunNotFoundError: no such run.
     """
+    given = {**(fields or {}), **more}
+    stamped = [
+        f"field '{name}' is set by the append ({what}); leave it out"
+        for name, what in _STAMPED.items()
+        if name in given
+    ]
+    if stamped:
+        raise EventFormatError(stamped, run_id=run_id)
     types = store.reducer.table.event_types
     # Checked once before any I/O, with the parser's own messages (the sequence is not known
     # yet: the error names the run only).
     try:
         parse_event(
-            {**fields, "type": event_type, "run_id": run_id, "sequence": 1,
+            {**given, "type": event_type, "run_id": run_id, "sequence": 1,
              "occurred_at": clock().isoformat()},
             events=types,
         )  # fmt: skip
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
     cls = types.classes[event_type]
-    return run_sync(store, steer(run_id, lambda _record: (cls, fields), clock))
+    return run_sync(store, steer(run_id, lambda _record: (cls, given), clock))
 
 
 def migrate(
