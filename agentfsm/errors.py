@@ -11,6 +11,7 @@
     │   ├── SequenceError                     a gap, repeat or wrong start in `sequence`
     │   ├── RunMismatchError                  the event belongs to another run
     │   ├── ActionError                       the ledger refuses it (unknown id, changed call)
+    │   │   └── AlreadyDecidedError           a decision on a call someone already decided
     │   ├── TableMismatchError                the run is under another table than the fold's
     │   ├── MigrationError                    a `run.migrated` the run cannot take
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
@@ -34,6 +35,7 @@ from typing import Any
 __all__ = [
     "ActionError",
     "AgentFSMError",
+    "AlreadyDecidedError",
     "ConcurrencyConflictError",
     "CorruptLogError",
     "EventFormatError",
@@ -304,6 +306,56 @@ class ActionError(LifecycleError):
             state=state,
             event=event,
         )
+
+
+class AlreadyDecidedError(ActionError):
+    """A decision on a call that someone already decided: the first decision stands.
+
+    A second approver (another tab, another person, a retried request) is told who decided,
+    when and why, instead of the table's "not allowed" for the state the run has moved on to.
+    Nothing was written.
+
+    Attributes:
+        decision: `approved` or `rejected`.
+        decided_by: who decided it, if they were named.
+        decided_at: when (the deciding event's `occurred_at`).
+        decided_sequence: the deciding event's sequence.
+        decided_reason: the reason given with the decision, if any.
+    """
+
+    def __init__(
+        self,
+        *,
+        action_id: str,
+        decision: str,
+        decided_by: str | None,
+        decided_at: str,
+        decided_sequence: int,
+        decided_reason: str | None,
+        run_id: str,
+        sequence: int,
+        state: str,
+        event: str,
+    ) -> None:
+        self.decision = decision
+        self.decided_by = decided_by
+        self.decided_at = decided_at
+        self.decided_sequence = decided_sequence
+        self.decided_reason = decided_reason
+        by = f" by '{decided_by}'" if decided_by is not None else ""
+        why = f", with the reason '{decided_reason}'" if decided_reason is not None else ""
+        # Past ActionError's "for action ... is refused" wording: the call, not the event, is
+        # what the person asked about.
+        self.action_id = action_id
+        LifecycleError.__init__(
+            self,
+            f"call '{action_id}' was already {decision}{by} at {decided_at} "
+            f"(sequence {decided_sequence}){why}",
+            run_id=run_id, sequence=sequence, state=state, event=event,
+        )  # fmt: skip
+
+    def _render(self) -> str:
+        return f"run '{self.run_id}': {self.reason}"
 
 
 class TableMismatchError(LifecycleError):

@@ -47,16 +47,22 @@ def test_approve_appends_the_decision(store_path: Path) -> None:
 
 
 def test_approving_twice_is_refused_with_exit_one(store_path: Path) -> None:
-    """A call that is no longer waiting cannot be approved again; nothing is written."""
-    run("approve", "r1", "a1", "--store", str(store_path))
-    result = run("approve", "r1", "a1", "--store", str(store_path))
-    assert result.returncode == 1
-    assert result.stderr.startswith(
-        "agentfsm approve: refused: run 'r1' is 'running': event 'approval.accepted' "
-        "(sequence 6) is not allowed; allowed: "
-    )
-    with SQLiteEventStore(store_path) as store:
-        assert store.load("r1").version == 5
+    """A call already decided cannot be decided again: the refusal names who decided it,
+    when and why (not that the event is not allowed in `running`); nothing is written."""
+    store = str(store_path)
+    run("reject", "r1", "a1", "--approver", "ann", "--reason", "not yours", "--store", store)
+    with SQLiteEventStore(store_path) as opened:
+        decided = list(opened.events("r1"))[-1]
+    for verb in ("approve", "reject"):
+        result = run(verb, "r1", "a1", "--approver", "bob", "--store", store)
+        assert (result.returncode, result.stdout, result.stderr) == (
+            1,
+            "",
+            f"agentfsm {verb}: refused: run 'r1': call 'a1' was already rejected by 'ann' at "
+            f"{decided.occurred_at} (sequence 5), with the reason 'not yours'\n",
+        )
+    with SQLiteEventStore(store_path) as opened:
+        assert opened.load("r1").version == 5
 
 
 def test_reject_cancel_runs_and_export(store_path: Path) -> None:

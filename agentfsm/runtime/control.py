@@ -7,9 +7,10 @@ someone else wrote), and a `Worker` picks up runs that became runnable.
 
 If another process appends at the same moment, the function reloads and tries again as long
 as its event is still legal; an event the run's lifecycle refuses raises the reducer's
-`LifecycleError` (e.g. approving a call that is not waiting for approval), with nothing
-written. The `a*` variants do the same over an `AsyncEventStore`: every verb is one
-generator of store ops (`_steering.py`), which a sync or an async performer runs.
+`LifecycleError` (e.g. approving a call that is not waiting for approval; one already
+decided is an `AlreadyDecidedError` naming that decision), with nothing written. The `a*`
+variants do the same over an `AsyncEventStore`: every verb is one generator of store ops
+(`_steering.py`), which a sync or an async performer runs.
 """
 
 from __future__ import annotations
@@ -164,6 +165,8 @@ def approve(
     waiting is not that one, nothing is approved.
 
     Raises:
+        AlreadyDecidedError: someone already approved or rejected the call; the error says
+            who, when and why.
         ActionError: the action is not waiting for approval, its approval expired, or it is
             not the call `digest` names.
         RunNotFoundError: no such run.
@@ -187,6 +190,8 @@ def reject(
     Bound to the call's digest like `approve` (pin it with `digest`).
 
     Raises:
+        AlreadyDecidedError: someone already approved or rejected the call; the error says
+            who, when and why.
         ActionError: the action is not waiting for approval, or it is not the call `digest`
             names.
         RunNotFoundError: no such run.
