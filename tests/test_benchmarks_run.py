@@ -1,5 +1,5 @@
-"""The benchmarks that `make bench` and `make bench-stores` end with, and `make bench-runtime`'s
-floor row, still run (tiny sizes).
+"""The benchmarks that `make bench`, `make bench-stores` and `make bench-cli` end with, and
+`make bench-runtime`'s floor row, still run (tiny sizes).
 
 Nothing here is timed: a figure is only measured by the benchmarks themselves. This keeps
 a refactor from breaking them unseen, and checks they print every row they promise.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_runtime, store_costs
+from benchmarks import bench_cli, bench_runtime, store_costs
 
 
 def test_store_costs_prints_every_part_next_to_the_raw_insert(
@@ -51,3 +51,18 @@ def _agent() -> bench_runtime.Agent:
         lambda ctx: decide(ctx.turn),
         [bench_runtime.Tool("lookup", lambda ctx: "ok", side_effects=False)],
     )
+
+
+def test_the_cli_growth_check_times_every_verb_on_both_shapes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`make bench-cli`'s table has a row per verb and input shape (`runs` on many runs
+    only), each verb having run to exit 0 on the inputs it built."""
+    assert bench_cli.main(["--growth", "--sizes", "8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if line.startswith(("| runs", "| events"))]
+    verbs = ["validate", "replay", "inspect", "diagram --run", "report", "export"]
+    assert [row.split(" | ")[:2] for row in rows] == [
+        *(["| runs", verb] for verb in [*verbs, "runs"]),
+        *(["| events", verb] for verb in verbs),
+    ]

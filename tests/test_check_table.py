@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentfsm import DEFAULT_TABLE
+from agentfsm.events.vocabulary import BUILTIN_EVENTS
 from agentfsm.fsm.check import check_parts, check_table, table_from_spec, transition_matrix
+from agentfsm.fsm.table import State, Transition
 from tests.fixtures.tables import NO_PAUSE
 
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
@@ -91,3 +95,24 @@ def test_cli_json_with_the_matrix(tmp_path: Path) -> None:
     )
     assert (doc["ok"], len(doc["warnings"]), doc["name"]) == (True, 2, "no_pause")
     assert {"state": "running", "event": "run.paused", "moves": []} in doc["matrix"]
+
+
+class _CountedEdges(list[Transition]):
+    """A table's edges that count how often they are read through."""
+
+    reads = 0
+
+    def __iter__(self) -> Iterator[Transition]:
+        self.reads += 1
+        return super().__iter__()
+
+
+def test_the_check_reads_the_edges_a_fixed_number_of_times() -> None:
+    """A chain of 200 states is checked reading its edges a few times, not once per state
+    (which made `check-table` on a large spec cost states x edges)."""
+    states = [State(f"s{i}") for i in range(200)] + [State("done", terminal=True)]
+    names = [s.name for s in states]
+    edges = _CountedEdges(Transition(a, "step", b) for a, b in itertools.pairwise(names))
+    report = check_parts("chain", states, "s0", edges, BUILTIN_EVENTS.extend("step"))
+    assert (report.errors, report.states, report.edges) == ((), 201, 200)
+    assert edges.reads <= 4, edges.reads

@@ -115,13 +115,17 @@ def check_parts(
         for e in sorted(set(event_types.names) - used)
     ]
     by_pair: dict[tuple[str, str], list[Transition]] = {}
+    # Whether each state's ways out are all conditional, from one pass over the edges (a
+    # scan of every edge per state made a large spec cost states x edges).
+    only_conditional: dict[str, bool] = {}
     for t in transitions:
         by_pair.setdefault((t.source, t.event), []).append(t)
+        if t.target != t.source:
+            only_conditional[t.source] = (
+                only_conditional.get(t.source, True) and t.condition is not None
+            )
     for s in states:
-        if s.terminal:
-            continue
-        exits = [t for t in transitions if t.source == s.name and t.target != s.name]
-        if exits and all(t.condition is not None for t in exits):
+        if not s.terminal and only_conditional.get(s.name, False):
             warnings.append(f"state '{s.name}' can only be left through conditional edges")
     notes = []
     for (source, event), edges in sorted(by_pair.items()):

@@ -124,12 +124,31 @@ def _embedded(value: Any) -> Markup:
 def _recorded(
     log: Iterable[str | bytes], table: TransitionTable, wanted: set[str]
 ) -> tuple[list[_RecordedRun], list[str], list[str]]:
-    """The log's runs (up to `MAX_RUNS`), the ids left out, and lines that name no run."""
-    events: dict[str, list[Event]] = {}
+    """The log's runs (up to `MAX_RUNS`), the ids left out, and lines that name no run.
+
+    One pass that holds the events of the runs shown only: whether a run is shown is known
+    when it first appears (the first `MAX_RUNS` wanted), so a log of many runs costs their
+    ids, not their events.
+    """
+    events: dict[str, list[Event]] = {}  # the runs shown, in order of first appearance
+    left_out: dict[str, None] = {}
     broken: dict[str, EventFormatError] = {}
     problems: list[str] = []
     any_event = False
     first_problem: EventFormatError | None = None
+
+    def kept_of(run_id: str) -> list[Event] | None:
+        """The events kept of run `run_id`, or None when it is not shown."""
+        if wanted and run_id not in wanted:
+            return None
+        kept = events.get(run_id)
+        if kept is None and run_id not in left_out:
+            if len(events) < MAX_RUNS:
+                kept = events[run_id] = []
+            else:
+                left_out[run_id] = None
+        return kept
+
     for number, raw in enumerate(log, start=1):
         if not raw.strip():
             continue
@@ -139,19 +158,17 @@ def _recorded(
             first_problem = first_problem or exc
             if exc.run_id is None:
                 problems.append(str(exc))
-            elif exc.run_id not in broken:
-                broken[exc.run_id] = exc
-                events.setdefault(exc.run_id, [])
+            elif kept_of(exc.run_id) is not None:
+                broken.setdefault(exc.run_id, exc)
             continue
         any_event = True
-        if event.run_id not in broken:
-            events.setdefault(event.run_id, []).append(event)
+        kept = kept_of(event.run_id)
+        if kept is not None and event.run_id not in broken:
+            kept.append(event)
     if not any_event and first_problem is not None:
         raise first_problem
-    ids = [r for r in events if not wanted or r in wanted]
-    shown, left_out = ids[:MAX_RUNS], ids[MAX_RUNS:]
-    runs = [_walk(run_id, events[run_id], broken.get(run_id), table) for run_id in shown]
-    return runs, left_out, problems
+    runs = [_walk(run_id, kept, broken.get(run_id), table) for run_id, kept in events.items()]
+    return runs, list(left_out), problems
 
 
 def _walk(

@@ -10,6 +10,7 @@ import string
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from urllib.parse import quote
 
@@ -19,9 +20,10 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from agentfsm.cli import main
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.ui import LogSource, UIConfig, create_app, render_report
 from agentfsm.ui._security import make_token, token_problem
-from agentfsm.ui.report import _embedded
+from agentfsm.ui.report import MAX_RUNS, _embedded, _recorded
 from agentfsm.ui.server import allowed_hosts, is_loopback
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -93,6 +95,26 @@ class TestReport:
         """--run-id without a log is a usage error, one line, exit 2."""
         assert main(["report", "--run-id", "r1"]) == 2
         assert capsys.readouterr().err == "agentfsm report: --run-id needs a log\n"
+
+
+class TestALargeLog:
+    def test_only_the_runs_shown_are_held(self) -> None:
+        """A log of 5,000 runs: the first `MAX_RUNS` are folded for the page and the rest
+        named; their events are never all held (memory goes with the runs shown)."""
+        log = (
+            f'{{"run_id":"run_{i:05d}","sequence":1,"type":"run.started",'
+            '"occurred_at":"2026-09-01T10:00:00+00:00"}'
+            for i in range(5000)
+        )
+        tracemalloc.start()
+        try:
+            runs, left_out, problems = _recorded(log, DEFAULT_TABLE, set())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert [r.run_id for r in runs] == [f"run_{i:05d}" for i in range(MAX_RUNS)]
+        assert (left_out[0], len(left_out), problems) == ("run_00020", 5000 - MAX_RUNS, [])
+        assert peak < 2 * 2**20, f"{peak:,} bytes"
 
 
 class TestLogSource:
