@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentfsm._log import get_logger
-from agentfsm.errors import GuardRejectedError, LifecycleError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError, LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.guards.base import Guard, Verdict
@@ -88,6 +88,16 @@ def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
     if dup:
         raise ValueError(f"agent names must be unique; repeated: {', '.join(dup)}")
     return found
+
+
+def _strands(error: Exception, writer: Any) -> bool:
+    """Whether `error` is the table having no edge at all for the Runner's own next move in
+    `writer`'s run (not a condition that failed, not another run's refusal)."""
+    return (
+        isinstance(error, IllegalTransitionError)
+        and not error.failed_conditions
+        and error.run_id == writer.run_id
+    )
 
 
 class Driver(_Calls):
@@ -200,8 +210,31 @@ class Driver(_Calls):
         self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]:
         if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
-            appended((yield Append(writer, [(m.RunResumed, {})])))
+            got = yield Append(writer, [(m.RunResumed, {})])
+            if isinstance(got, Refused) and _strands(got.error, writer):
+                assert isinstance(got.error, IllegalTransitionError)
+                yield from self._stranded(writer, got.error)
+            else:
+                appended(got)
         return (yield from self._drive(writer, beat, defer))
+
+    def _stranded(self, writer: Any, refused: IllegalTransitionError) -> Steps[None]:
+        """Fail the run its table leaves no move for the Runner's next step (`refused`).
+
+        The refusal would come back on every resume, the run standing still: failing it
+        once, with the state and the move named, ends that (a table whose migration would
+        do this is refused up front: `agentfsm.fsm.needs`).
+        """
+        self.log.warning(
+            "run.stranded", run_id=writer.run_id, state=refused.state, event_type=refused.event
+        )
+        got = yield Append(writer, [o.stranded(refused, self.reducer.table)])
+        if isinstance(got, Refused) and not isinstance(got.error, StateChanged):
+            refused.add_note(
+                f"the table has no 'run.failed' from '{refused.state}' either: the run could "
+                "not be failed"
+            )
+            raise refused
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -241,6 +274,10 @@ class Driver(_Calls):
                     raise got.error from None  # (a run that already ended some other way)
             except StateChanged:
                 continue
+            except IllegalTransitionError as exc:
+                if not _strands(exc, writer):
+                    raise
+                yield from self._stranded(writer, exc)
             except RunSupersededError as exc:
                 self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
                 record = yield Load(writer.run_id, required=True)
