@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from agentfsm._log import get_logger
 from agentfsm.errors import GuardRejectedError, IllegalTransitionError, LifecycleError
@@ -90,7 +90,7 @@ def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
     return found
 
 
-def _strands(error: Exception, writer: Any) -> bool:
+def _strands(error: Exception, writer: Any) -> TypeGuard[IllegalTransitionError]:
     """Whether `error` is the table having no edge at all for the Runner's own next move in
     `writer`'s run (not a condition that failed, not another run's refusal)."""
     return (
@@ -212,7 +212,6 @@ class Driver(_Calls):
         if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
             got = yield Append(writer, [(m.RunResumed, {})])
             if isinstance(got, Refused) and _strands(got.error, writer):
-                assert isinstance(got.error, IllegalTransitionError)
                 yield from self._stranded(writer, got.error)
             else:
                 appended(got)
