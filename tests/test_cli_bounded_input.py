@@ -210,3 +210,28 @@ def test_a_line_exactly_at_the_limit_still_parses(
     assert (code, out.splitlines()[-1], err) == (0, "ok: 1 events in 1 run(s), 1 lines", "")
     log.write_bytes((line_of_size(MAX_EVENT_BYTES + 1) + end).encode())
     assert run_main(capsys, "validate", str(log)) == (2, "", _over("validate", f"'{log}'", 1))
+
+
+@pytest.fixture(scope="module")
+def long_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 lines of 5 MB, each under the limit (120 MB): more than a reader may hold at once,
+    though it may hold any one of them."""
+    path = tmp_path_factory.mktemp("long") / "long.jsonl"
+    filler = "x" * 5_000_000
+    with path.open("w", encoding="utf-8") as out:
+        for n in range(24):
+            out.write(f'{{"run_id": "r{n}", "objective": "{filler}"}}\n')
+    return path
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_lines_under_the_limit_are_not_gathered(long_lines: Path, jobs: str) -> None:
+    """Neither the look-ahead for the log's table nor the batches sent to `--jobs` workers
+    hold lines by the thousand whatever their length: bounded in bytes too."""
+    result = run_capped("validate", str(long_lines), "--jobs", jobs)
+    first = (
+        "error (format): line 1, run 'r0': not a valid event: field 'type' is missing; "
+        "expected one of "
+    )
+    assert (result.code, result.err, result.out.startswith(first)) == (2, "", True)
+    assert 0 < result.peak < PEAK, f"peak RSS {result.peak / 2**20:.0f} MiB"
