@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, AnyStr
+from typing import IO, Any
 
 from agentfsm.errors import EventFormatError
 from agentfsm.events.bounds import MAX_EVENT_BYTES, utf8_size
@@ -41,32 +41,28 @@ def iter_lines(file: IO[bytes] | IO[str], limit: int = MAX_EVENT_BYTES) -> Itera
             UTF-8; naming the line. The lines before it are given first.
     """
     # read1 returns what one read of the stream gives: a pipe's lines come as they are sent.
-    read: Callable[[int], bytes | str] = getattr(file, "read1", None) or file.read
-    first = read(CHUNK)
-    if isinstance(first, str):
-        yield from _lines(read, first, limit, "\n", "\r", str, utf8_size, 4)  # type: ignore[arg-type]
-    else:
-        yield from _lines(read, first, limit, b"\n", b"\r", _utf8, len, 1)  # type: ignore[arg-type]
+    # Not a generator itself: every line would pass through one more frame.
+    return _lines(getattr(file, "read1", None) or file.read, limit)
 
 
 def _utf8(raw: bytes) -> str:
     return raw.decode("utf-8")
 
 
-def _lines(
-    read: Callable[[int], AnyStr],
-    chunk: AnyStr,
-    limit: int,
-    lf: AnyStr,
-    cr: AnyStr,
-    decode: Callable[[AnyStr], str],
-    size: Callable[[AnyStr], int],
-    widest: int,
-) -> Iterator[str]:
-    """The lines of the chunks `read` gives, `chunk` the first; `widest` is the most bytes a
-    unit of a chunk (a byte, a character) may take."""
+def _lines(read: Callable[[int], Any], limit: int) -> Iterator[str]:
+    """The lines of the chunks `read` gives, bytes or text (as the first one is)."""
+    lf: Any
+    cr: Any
+    decode: Callable[[Any], str]
+    size: Callable[[Any], int]
+    chunk = read(CHUNK)
+    if isinstance(chunk, str):
+        lf, cr, decode, size, widest = "\n", "\r", str, utf8_size, 4
+    else:
+        lf, cr, decode, size, widest = b"\n", b"\r", _utf8, len, 1
+    # `widest`: the most bytes a unit of a chunk (a byte, a character) may take.
     number = 0  # the lines handed on (or refused)
-    pieces: list[AnyStr] = []  # the start of a line whose end is not read yet
+    pieces: list[Any] = []  # the start of a line whose end is not read yet
     held = 0  # its bytes
     while chunk:
         first = chunk.find(lf)
@@ -112,13 +108,13 @@ def _lines(
 
 
 def _line(
-    raw: AnyStr,
+    raw: Any,
     ended: bool,
     limit: int,
     number: int,
-    cr: AnyStr,
-    decode: Callable[[AnyStr], str],
-    size: Callable[[AnyStr], int],
+    cr: Any,
+    decode: Callable[[Any], str],
+    size: Callable[[Any], int],
 ) -> str:
     """One line, its `\\n` cut off already (`ended`): its `\\r` cut too, measured, decoded."""
     if ended and raw[-1:] == cr:
