@@ -235,3 +235,33 @@ def test_lines_under_the_limit_are_not_gathered(long_lines: Path, jobs: str) -> 
     )
     assert (result.code, result.err, result.out.startswith(first)) == (2, "", True)
     assert 0 < result.peak < PEAK, f"peak RSS {result.peak / 2**20:.0f} MiB"
+
+
+def test_the_progress_bar_is_cleared_before_the_refusal(tmp_path: Path) -> None:
+    """With stderr a terminal the bar is drawn as lines are read; a line refused after it
+    still ends as one clean line on the terminal: the bar is wiped first."""
+    log = _sparse(tmp_path / "late.jsonl", MAX_EVENT_BYTES + 10, before=[""] * 5000)
+    leader, follower = os.openpty()
+    try:
+        child = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "validate", str(log)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower, check=False,
+            env={**os.environ, "NO_COLOR": "1"}, timeout=DEADLINE,
+        )  # fmt: skip
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the terminal's other end is closed: all is read
+                break
+            if not data:
+                break
+            shown += data
+    finally:
+        os.close(leader)
+    assert (child.returncode, child.stdout) == (2, b"")
+    text = shown.decode()  # the terminal ends each line with \r\n
+    assert text.startswith(f"\r[{'.' * 30}]   0% 4,096 lines\r")  # the bar was drawn
+    message = _over("validate", f"'{log}'", 5001).removesuffix("\n")
+    assert text.endswith(f"\r{message}\r\n")  # and wiped: the message starts its line

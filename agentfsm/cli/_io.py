@@ -112,21 +112,22 @@ def _size(handle: IO[bytes]) -> int | None:
 def _with_progress(lines: Iterable[str], total: int, out: TextIO) -> Iterator[str]:
     done = 0
     drawn = -1
-    for number, line in enumerate(lines, start=1):
-        done += len(line)  # characters, close enough to bytes for a progress bar
-        yield line
-        if number % 4096 == 0:
-            percent = min(100, done * 100 // total)
-            if percent != drawn:
-                drawn = percent
-                filled = _BAR * percent // 100
-                out.write(
-                    f"\r[{'#' * filled}{'.' * (_BAR - filled)}] {percent:3d}% {number:,} lines"
-                )
-                out.flush()
-    if drawn >= 0:
-        out.write("\r" + " " * (_BAR + 30) + "\r")
-        out.flush()
+    try:
+        for number, line in enumerate(lines, start=1):
+            done += len(line)  # characters, close enough to bytes for a progress bar
+            yield line
+            if number % 4096 == 0:
+                percent = min(100, done * 100 // total)
+                if percent != drawn:
+                    drawn = percent
+                    filled = _BAR * percent // 100
+                    bar = f"[{'#' * filled}{'.' * (_BAR - filled)}]"
+                    out.write(f"\r{bar} {percent:3d}% {number:,} lines")
+                    out.flush()
+    finally:  # however the reading ends (a line refused too): what is printed next starts clean
+        if drawn >= 0:
+            out.write("\r" + " " * (_BAR + 30) + "\r")
+            out.flush()
 
 
 class Style:
