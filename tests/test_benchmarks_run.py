@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_cli, bench_runtime, store_costs
+from benchmarks import bench_cli, bench_parse, bench_runtime, store_costs
 
 
 def test_store_costs_prints_every_part_next_to_the_raw_insert(
@@ -30,6 +30,22 @@ def test_store_costs_prints_every_part_next_to_the_raw_insert(
     ):
         assert row in out, row
     assert "| 1.00x |" in out
+
+
+def test_bench_parse_prints_the_bounded_reader_next_to_the_path_it_replaced(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Both readers, alone and then parsing, each with its ratio to the unbounded one."""
+    assert bench_parse.main(["--events", "50", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    for row in (
+        "| file iteration + decode (unbounded, before) | nothing |",
+        "| iter_lines (bounded) | nothing |",
+        "| file iteration + decode (unbounded, before) | parse_event |",
+        "| iter_lines (bounded) | parse_event |",
+    ):
+        assert row in out, row
+    assert out.count("| 1.00x |") >= 3  # validate_json's row and both unbounded ones
 
 
 def test_the_runner_on_a_store_that_writes_nothing_completes_its_runs() -> None:

@@ -28,6 +28,7 @@ from markupsafe import Markup
 from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
 from agentfsm.errors import EventFormatError
 from agentfsm.events.codec import event_to_dict, parse_event
+from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
@@ -67,12 +68,14 @@ def render_report(
 
     Args:
         table: the table to show (and the runs' table).
-        log: JSON Lines of recorded runs to step through (optional).
+        log: JSON Lines of recorded runs to step through (optional), or an open file
+            (read one bounded line at a time).
         run_ids: only these runs of the log (default: every run, up to `MAX_RUNS`).
         title: the page's title (default: the table's name).
 
     Raises:
-        EventFormatError: not one line of `log` is an event.
+        EventFormatError: not one line of `log` is an event, or a line of a file is too
+            long or not UTF-8.
     """
     runs, left_out, problems = (
         _recorded(log, table, set(run_ids)) if log is not None else ([], [], [])
@@ -149,8 +152,8 @@ def _recorded(
                 left_out[run_id] = None
         return kept
 
-    for number, raw in enumerate(log, start=1):
-        if not raw.strip():
+    for number, raw in enumerate(lines_of(log), start=1):
+        if is_blank(raw):
             continue
         try:
             event = parse_event(raw, line=number, events=table.event_types)
