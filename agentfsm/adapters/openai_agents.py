@@ -161,6 +161,8 @@ class AgentsRun(SdkRun):
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
         pricing: the cost of a model call from its tokens (see `SdkRun`).
+        max_calls_per_decision: the calls one model answer may propose (64 by default; see
+            `SdkRun`): the calls of an answer with more are refused, the model reads why.
     """
 
     sdk = SDK
