@@ -63,13 +63,21 @@ def test_a_spec_round_trips_and_broken_specs_report_every_problem() -> None:
 
 
 def test_cli_on_the_default_table() -> None:
-    """Exit 0 and the report."""
+    """Exit 0 and the report, which lists every limit guard and the events it checks."""
     result = check()
     assert result.returncode == 0
-    assert result.stdout.splitlines()[0] == (
-        "table 'agent_run': 10 states (4 terminal), 53 edges, 44 legal (state, event) pairs"
-    )
+    assert result.stdout.splitlines()[:7] == [
+        "table 'agent_run': 10 states (4 terminal), 53 edges, 44 legal (state, event) pairs",
+        "guard: 'budget' on 'model.started', 'tool.started'",
+        "guard: 'deadline' on 'model.started', 'tool.started'",
+        "guard: 'loop_detected' on 'tool.requested'",
+        "guard: 'max_attempts' on 'tool.started'",
+        "guard: 'max_calls_per_decision' on 'model.completed'",
+        "guard: 'max_turns' on 'model.started'",
+    ]
     assert result.stdout.splitlines()[-1] == "ok: 0 error(s), 0 warning(s)"
+    doc = json.loads(check("--format", "json").stdout)
+    assert doc["guards"]["max_calls_per_decision"] == ["model.completed"]
 
 
 def test_cli_on_a_deliberately_broken_table() -> None:

@@ -126,6 +126,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     add_allow_empty(p)
     limits = p.add_argument_group("limits (audit a log as if these guards had been on)")
     limits.add_argument("--max-turns", type=int, metavar="N", help="model calls per run")
+    limits.add_argument(
+        "--max-calls-per-decision", type=int, metavar="N", help="calls one model answer proposes"
+    )
     limits.add_argument("--max-tokens", type=int, metavar="N", help="tokens per run")
     limits.add_argument("--max-cost", type=float, metavar="X", help="cost per run")
     limits.add_argument("--deadline", metavar="ISO", help="an RFC 3339 time with an offset")
@@ -143,7 +146,8 @@ def guards_from_args(args: argparse.Namespace, command: str) -> list[Guard]:
     """
     guards: list[Guard] = []
     given = {
-        key: getattr(args, key, None) for key in ("max_turns", "max_tokens", "max_cost", "deadline")
+        key: getattr(args, key, None)
+        for key in ("max_turns", "max_calls_per_decision", "max_tokens", "max_cost", "deadline")
     }
     chosen = {k: v for k, v in given.items() if v is not None}
     if chosen:
