@@ -52,6 +52,21 @@ def refund_agent() -> Agent:
     return Agent("payments", model, [refund], policy=ToolPolicy(approval={"refund"}))
 
 
+def batch_agent(calls: int, tool: str = "refund") -> Agent:
+    """An agent whose one decision proposes `calls` calls of `tool`, each needing approval."""
+    batch = [call(tool, order=f"O-{i}", amount=i) for i in range(calls)]
+    model = ScriptedModel([Decision.call_tools(*batch)], by_turn=True)
+    refund = Tool(tool, lambda ctx: {"status": "done"}, idempotent=True)
+    return Agent("payments", model, [refund], policy=ToolPolicy(approval={tool}))
+
+
+def make_batch(path: Path, calls: int, run_id: str = "batch") -> None:
+    """A run, made by a Runner on the SQLite store at `path`, waiting on `calls` calls of
+    one decision that each need approval (issue 25's attack on the inbox)."""
+    with structlog.testing.capture_logs(), SQLiteEventStore(path) as store:
+        Runner(store, batch_agent(calls)).run(run_id, "Refund every order")
+
+
 def answer_agent(text: str) -> Agent:
     """An agent that answers at once."""
     return Agent("helper", ScriptedModel([Decision.answer(text)], by_turn=True), [])
