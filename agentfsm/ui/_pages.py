@@ -22,7 +22,7 @@ from agentfsm.events.codec import event_to_dict
 from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import Action, RunRecord
-from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, PendingCall, Source
+from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
 from agentfsm.ui._svg import Diagram, diagram_svg
 from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
 
@@ -213,6 +213,7 @@ def approvals_page(
         "next_call": inbox.next_call,
         "first_page": after is None,
         "per_page": CALLS_PER_PAGE,
+        "runs_read": INBOX_RUNS,
     }
 
 

@@ -40,6 +40,7 @@ from agentfsm.stores.base import EventStore
 __all__ = [
     "CALLS_PER_PAGE",
     "EVENTS_PER_PAGE",
+    "INBOX_RUNS",
     "InboxPage",
     "PendingCall",
     "RunPath",
@@ -63,7 +64,7 @@ _SCAN_PAGES = 20
 #: Waiting calls per page of the approvals inbox: a run waiting on 1,000 calls is 20 pages.
 CALLS_PER_PAGE = 50
 #: How many waiting runs the approvals inbox reads at most to fill one page.
-_INBOX_RUNS = 200
+INBOX_RUNS = 200
 
 _T = TypeVar("_T")
 
@@ -441,12 +442,12 @@ class Source:
             if first is not None and full(first, rest):
                 return next_after_last()
         with self._store(self._default) as store:
-            infos = store.runs(statuses, limit=_INBOX_RUNS, after=after)
+            infos = store.runs(statuses, limit=INBOX_RUNS, after=after)
         for info in infos:
             row = self._row(info)
             if row.record is not None and full(row, row.record.pending_approvals):
                 return next_after_last()
-        if len(infos) == _INBOX_RUNS:  # runs not read yet: the next page reads on from there
+        if len(infos) == INBOX_RUNS:  # runs not read yet: the next page reads on from there
             return InboxPage(tuple(calls), infos[-1].run_id, None)
         return InboxPage(tuple(calls))
 

@@ -33,7 +33,7 @@ from agentfsm.stores.base import StoreOptions
 from agentfsm.stores.memory import MemoryEventStore, MemoryStorage
 from agentfsm.ui import LogSource, Source, UIConfig, create_app, render_report
 from agentfsm.ui._pages import ACTIONS_PER_PAGE, CHILDREN_SHOWN, LEDGER_PAGE, OTHERS_SHOWN
-from agentfsm.ui._source import CALLS_PER_PAGE
+from agentfsm.ui._source import CALLS_PER_PAGE, INBOX_RUNS
 from agentfsm.ui._words import (
     JSON_BUDGET,
     MAX_LISTED,
@@ -257,6 +257,29 @@ class TestInboxPaging:
         text = client(path).get("/approvals?after=batch&call=t1.3").text
         assert "No more calls are waiting after those of the previous page." in text
         assert '<a href="/approvals">first page</a>' in text
+
+    def test_a_page_reads_at_most_200_waiting_runs_and_says_where_to_go_on(
+        self, tmp_path: Path
+    ) -> None:
+        """200 runs waiting on a tool, then one waiting on an approval: the first page reads
+        the 200 only and says so; its `next` finds the call."""
+        path = tmp_path / "runs.db"
+        with SQLiteEventStore(path) as store:
+            for i in range(INBOX_RUNS):
+                log = LogBuilder(f"a{i:03d}")
+                log.add("run.started", objective="x", agent="a")
+                log.add("model.started")
+                calls = [{"action_id": "c1", "tool": "lookup", "arguments": {}}]
+                log.add("model.completed", decision="tool_calls", tool_calls=calls)
+                log.add("tool.requested", action_id="c1", tool="lookup", arguments={})
+                store.append(log.run_id, log.events, 0)
+        make_batch(path, 1, run_id="b-last")
+        c = client(path)
+        first = c.get("/approvals").text
+        assert _cards(first) == []
+        assert f"No call waits in the runs this page read ({INBOX_RUNS} at most)" in first
+        assert _next(first) == f"/approvals?after=a{INBOX_RUNS - 1:03d}"
+        assert _cards(c.get(_next(first) or "").text) == [("b-last", "t1.1")]
 
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(
