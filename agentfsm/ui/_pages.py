@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -234,7 +234,9 @@ def _inbox_group(source: Source, calls: Sequence[PendingCall]) -> dict[str, Any]
     }
 
 
-def record_json(record: RunRecord, after_action: str | None, next_url: Any) -> dict[str, Any]:
+def record_json(
+    record: RunRecord, after_action: str | None, next_url: Callable[[str], str]
+) -> dict[str, Any]:
     """`/run/record.json`: the record as `RunRecord.to_json()` has it while its ledger fits
     one answer (`LEDGER_PAGE` entries); past that, a page of the ledger in the order calls
     joined it, after `after_action`, with `actions_not_shown` and `actions_next` (the URL of

@@ -414,7 +414,7 @@ class Source:
     ) -> InboxPage:  # fmt: skip
         """A page of the calls waiting for a decision, keyed by (run, call): the calls of the
         runs after `after`, or, with `after_call`, those of `after` requested after that call
-        and then the later runs'. At most `limit` calls, from at most 200 waiting runs.
+        and then the later runs'. At most `limit` calls, from at most `INBOX_RUNS` waiting runs.
 
         A key, not an offset: a call decided between two pages shifts no other call off them.
         """

@@ -22,8 +22,10 @@ from agentfsm.record import RunRecord
 __all__ = [
     "JSON_BUDGET",
     "MAX_LISTED",
+    "NAMED",
     "RECORD_BUDGET",
     "RECORD_VIEW_ACTIONS",
+    "SUMMARY_ROWS",
     "TEXT_BUDGET",
     "BatchSummary",
     "Meter",
@@ -145,7 +147,7 @@ def named(ids: Sequence[str], shown: int = NAMED) -> str:
 def clip(text: Any, budget: int = TEXT_BUDGET) -> str:
     """`text` (made a string) cut to `budget` characters, ending `… (N more characters)`."""
     value = text if isinstance(text, str) else str(text)
-    return value if len(value) <= budget else str(_clip(value, [budget + 2], 0))
+    return value if len(value) <= budget else str(_clip(value, [budget + 2, 0], 0))
 
 
 def pretty_json(value: Any, budget: int = JSON_BUDGET) -> str:
@@ -164,26 +166,26 @@ def clipped(value: Any, budget: int = JSON_BUDGET) -> tuple[Any, bool]:
     serializes the megabyte it will not show. Each item is charged its indentation too, so a
     deeply nested value is cut before its indentation alone grows past the budget.
     """
-    left = [budget]
+    left = [budget, 0]  # characters left; 1 once something was cut
     shown = _clip(value, left, 0)
-    return shown, left[0] < 0
+    return shown, left[1] == 1
 
 
 def _clip(value: Any, left: list[int], depth: int) -> Any:
     if isinstance(value, str):
         room = left[0] - 2
-        if len(value) <= room:
+        if len(value) <= max(room, 0):
             left[0] -= len(value) + 2
             return value
         keep = max(room, 0)
-        left[0] = -1
+        left[:] = [-1, 1]
         return f"{value[:keep]}… ({len(value) - keep:,} more characters)"
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for done, (key, item) in enumerate(value.items()):
             if left[0] <= 0:
                 out["…"] = f"{len(value) - done:,} more keys"
-                left[0] = -1
+                left[:] = [-1, 1]
                 break
             name = str(key)
             left[0] -= len(name) + 2 * depth + 6
@@ -194,7 +196,7 @@ def _clip(value: Any, left: list[int], depth: int) -> Any:
         for done, item in enumerate(value):
             if left[0] <= 0:
                 items.append(f"… {len(value) - done:,} more items")
-                left[0] = -1
+                left[:] = [-1, 1]
                 break
             left[0] -= 2 * depth + 4
             items.append(_clip(item, left, depth + 1))
