@@ -187,13 +187,13 @@ class TestStrictness:
             line = json.dumps({**BASE, "type": "model.completed", "decision": "tool_calls",
                                "tool_calls": tool_calls})  # fmt: skip
             best = float("inf")
-            for _ in range(5):
-                start = time.perf_counter()
+            for _ in range(5):  # CPU time, the least of five: other work on the machine is not ours
+                start = time.process_time()
                 parse_event(line)
-                best = min(best, time.perf_counter() - start)
+                best = min(best, time.process_time() - start)
             return best
 
-        assert parse_ms(10_000) / parse_ms(500) < 100
+        assert parse_ms(10_000) / parse_ms(500) < 100  # ~26 counted once; ~450 with ids.count
 
     def test_nested_problems_name_their_path(self) -> None:
         """A bad field inside a nested object is named by its path."""
