@@ -328,8 +328,10 @@ class ModelCompleted(_Envelope):
         if self.decision == "tool_calls":
             if not self.tool_calls:
                 raise ValueError("decision 'tool_calls' needs a non-empty 'tool_calls' list")
-            ids = [c.action_id for c in self.tool_calls]
-            dup = sorted({i for i in ids if ids.count(i) > 1})
+            # Counted once, not `ids.count` per id: a decision of 3,000 calls took 0.2 s
+            # to parse that way, on every load of the run.
+            counts = Counter(c.action_id for c in self.tool_calls)
+            dup = sorted(i for i, n in counts.items() if n > 1)
             if dup:
                 raise ValueError(f"'tool_calls' repeats action_id {', '.join(map(repr, dup))}")
         elif self.tool_calls:
