@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from agentfsm.runtime import Agent as Agent
     from agentfsm.runtime import AsyncRunner as AsyncRunner
     from agentfsm.runtime import Decision as Decision
+    from agentfsm.runtime import Emit as Emit
     from agentfsm.runtime import Runner as Runner
     from agentfsm.runtime import RunResult as RunResult
     from agentfsm.runtime import ScriptedModel as ScriptedModel
@@ -96,6 +97,7 @@ _LAZY: dict[str, str] = {
     "Agent": "agentfsm.runtime",
     "AsyncRunner": "agentfsm.runtime",
     "Decision": "agentfsm.runtime",
+    "Emit": "agentfsm.runtime",
     "RunResult": "agentfsm.runtime",
     "Runner": "agentfsm.runtime",
     "ScriptedModel": "agentfsm.runtime",
@@ -130,6 +132,7 @@ __all__ = [
     "Condition",
     "Deadline",
     "Decision",
+    "Emit",
     "Event",
     "EventFormatError",
     "GuardRejectedError",

@@ -76,6 +76,7 @@ class EventType(StrEnum):
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
     RUN_TERMINATED = "run.terminated"
+    EMIT_REFUSED = "emit.refused"
     RUN_MIGRATED = "run.migrated"
 
 
@@ -96,15 +97,19 @@ class ActionStatus(StrEnum):
 class DecisionKind(StrEnum):
     """What a model call decided (`model.completed.decision`).
 
+    `emit` proposes one event of the run's own lifecycle (`model.completed.emit`): the table
+    decides, and the event follows in the same append when it allows it.
+
     `refused` is a decision the run did not take: a guard on `model.completed` refused what
-    the model proposed (`max_calls_per_decision`: too many calls at once). It carries a
-    `refusal` saying why and summing up what was proposed; nothing of it runs, and the
-    model sees the refusal on its next turn.
+    the model proposed (`max_calls_per_decision`: too many calls at once), or the table
+    refused the event it proposed. It carries a `refusal` saying why and summing up what was
+    proposed; nothing of it runs, and the model sees the refusal on its next turn.
     """
 
     FINAL = "final"
     TOOL_CALLS = "tool_calls"
     HANDOFF = "handoff"
+    EMIT = "emit"
     REFUSED = "refused"
 
 

@@ -13,12 +13,12 @@ import functools
 import json
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from agentfsm.events.canonical import call_digest
-from agentfsm.events.models import ErrorInfo, Limits, Refusal, TableRef
+from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal, TableRef
 from agentfsm.ledger import ledger, unsettled
 from agentfsm.names import ActionStatus, RunStatus
 
@@ -74,6 +74,9 @@ class _ActionSlots:
     approver: str | None = None
     reason: str | None = None
     expires_at: str | None = None
+    emit: ProposedEvent | None = None
+    emitted: int | None = None
+    refusal: Refusal | None = None
 
 
 @attrs.frozen(slots=True)
@@ -94,7 +97,17 @@ class Action(_ActionSlots):
         reason: why it was approved or rejected (as the approver said), or why its outcome
             is unknown.
         expires_at: when its approval stops being valid, if it has one.
+        emit: the event of the run's lifecycle its call proposed (`tool.completed.emit`).
+        emitted: the sequence of that event once applied (it names this call in
+            `emitted_by`).
+        refusal: why the event its call proposed is not applied (`emit.refused`, or the
+            run ended first).
     """
+
+    @property
+    def emit_pending(self) -> bool:
+        """Its call proposed an event that is neither applied nor refused yet."""
+        return self.emit is not None and self.emitted is None and self.refusal is None
 
     @property
     def arguments_digest(self) -> str:
@@ -121,6 +134,9 @@ class Action(_ActionSlots):
             "approver": self.approver,
             "reason": self.reason,
             "expires_at": self.expires_at,
+            "emit": _model_json(self.emit),
+            "emitted": self.emitted,
+            "refusal": _model_json(self.refusal),
         }
 
     @classmethod
@@ -132,6 +148,8 @@ class Action(_ActionSlots):
             raise ValueError(f"action status {status!r} is not one of {sorted(_ACTION_STATUSES)}")
         fields = {k: v for k, v in data.items() if k != "arguments_digest"}
         fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
+        fields["emit"] = _model_of(ProposedEvent, data["emit"])
+        fields["refusal"] = _model_of(Refusal, data["refusal"])
         action = cls(**fields)
         if action.arguments_digest != data["arguments_digest"]:
             raise ValueError(
@@ -164,6 +182,7 @@ class _RunRecordSlots:
     final_output: Any = None
     last_decision: str | None = None
     last_refusal: Refusal | None = None
+    decided_emit: ProposedEvent | None = None
     model_call_open: bool = False
     actions: Mapping[str, Action] = attrs.field(factory=dict)
     batch: tuple[str, ...] = ()
@@ -202,6 +221,8 @@ class RunRecord(_RunRecordSlots):
             `refused`).
         last_refusal: why the latest decision was refused, when it was (`refused`): what the
             model sees on its next turn; None once a decision is taken.
+        decided_emit: the event the latest decision proposed (`emit`), until it is applied
+            (in the same append, unless the run ended first).
         model_call_open: a `model.started` has no `model.completed` yet.
         actions: the action ledger, keyed by action id, in the order actions appeared.
         batch: the action ids of the current batch (since the last model decision).
@@ -231,6 +252,13 @@ class RunRecord(_RunRecordSlots):
         return tuple(a.action_id for a in unsettled(self.actions) if a.status == waiting)
 
     @property
+    def pending_emits(self) -> tuple[Action, ...]:
+        """The calls of the current batch whose proposed event waits to be judged, in batch
+        order (the order the model proposed them: the order they are judged in)."""
+        actions = self.actions
+        return tuple(a for aid in self.batch if (a := actions[aid]).emit_pending)
+
+    @property
     def in_flight(self) -> tuple[str, ...]:
         """Action ids requested or started and not yet resolved."""
         return tuple(
@@ -258,9 +286,8 @@ class RunRecord(_RunRecordSlots):
             else None,
             "final_output": self.final_output,
             "last_decision": self.last_decision,
-            "last_refusal": self.last_refusal.model_dump(mode="json")
-            if self.last_refusal
-            else None,
+            "last_refusal": _model_json(self.last_refusal),
+            "decided_emit": _model_json(self.decided_emit),
             "model_call_open": self.model_call_open,
             "actions": actions,
             "batch": list(self.batch),
@@ -312,8 +339,8 @@ class RunRecord(_RunRecordSlots):
         fields["batch"] = tuple(data["batch"])
         fields["usage"] = UsageTotals(**data["usage"])
         fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
-        refusal = data["last_refusal"]
-        fields["last_refusal"] = Refusal.model_validate(refusal) if refusal is not None else None
+        fields["last_refusal"] = _model_of(Refusal, data["last_refusal"])
+        fields["decided_emit"] = _model_of(ProposedEvent, data["decided_emit"])
         for key in ("table", "migrated_from"):
             fields[key] = TableRef.model_validate(data[key]) if data[key] is not None else None
         record = cls(**fields)
@@ -360,6 +387,17 @@ def _forget(key: int, ref: weakref.ref[Action]) -> None:
     known = _action_texts.get(key)
     if known is not None and known[0] is ref:  # not a newer action's, under a reused id
         del _action_texts[key]
+
+
+def _model_json(part: ProposedEvent | Refusal | None) -> dict[str, Any] | None:
+    return part.model_dump(mode="json") if part is not None else None
+
+
+_P = TypeVar("_P", ProposedEvent, Refusal)
+
+
+def _model_of(cls: type[_P], data: Any) -> _P | None:
+    return cls.model_validate(data) if data is not None else None
 
 
 def _ref_json(ref: TableRef | None) -> dict[str, str] | None:

@@ -19,6 +19,7 @@ from agentfsm import (
 )
 from agentfsm import record as record_module
 from agentfsm.events import EVENT_CLASSES, make_event
+from agentfsm.fsm.table import ON_NO_EDGE
 from agentfsm.names import EventType
 from agentfsm.reducers import DEFAULT_REDUCER, Snapshot
 from agentfsm.testing.store_checks import scripted_run
@@ -138,8 +139,10 @@ def test_an_event_type_the_table_does_not_allow_is_always_illegal(
     record = replay(events)
     if event_type in DEFAULT_TABLE.allowed(record.status):
         return
-    if event_type == "run.migrated" and not DEFAULT_TABLE.is_terminal(record.status):
-        return  # on no edge: the reducer judges a migration by its tables (test_migration.py)
+    if event_type in ON_NO_EDGE and not DEFAULT_TABLE.is_terminal(record.status):
+        # On no edge: the reducer judges a migration by its tables (test_migration.py), a
+        # refused emit by the ledger (test_emit_reducer.py).
+        return
     with pytest.raises(IllegalTransitionError) as info:
         DEFAULT_REDUCER.reduce(record, _any_event(event_type, record))
     assert (info.value.state, info.value.event) == (record.status, event_type)
@@ -160,6 +163,10 @@ _MINIMAL = {
     EventType.RUN_PAUSED: {"reason": "r"},
     EventType.RUN_FAILED: {"error": {"kind": "k", "message": "m"}},
     EventType.RUN_TERMINATED: {"stop_reason": "max_turns"},
+    EventType.EMIT_REFUSED: {
+        "action_id": "zz",
+        "refusal": {"kind": "not_allowed", "message": "m", "proposed": {"event": "x.y"}},
+    },
     EventType.RUN_MIGRATED: {
         "from_table": DEFAULT_TABLE.ref.model_dump(),
         "to_table": {"name": "agent_run", "digest": "sha256:" + "0" * 64},

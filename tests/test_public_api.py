@@ -26,6 +26,7 @@ TOP_LEVEL = [
     "Condition",
     "Deadline",
     "Decision",
+    "Emit",
     "Event",
     "EventFormatError",
     "GuardRejectedError",

@@ -48,7 +48,7 @@ from agentfsm.events.models import Event, parse_timestamp
 
 __all__ = ["RunSpans", "trace_run"]
 
-_FINISH = {"final": "stop", "tool_calls": "tool_calls", "handoff": "handoff"}
+_FINISH = {"final": "stop", "tool_calls": "tool_calls", "handoff": "handoff", "emit": "emit"}
 _TERMINAL = (m.RunCompleted, m.RunFailed, m.RunTerminated, m.RunCancelled)
 _KEPT_CALLS = 10_000  # tool spans a subagent run may still name as its parent
 
@@ -118,7 +118,8 @@ class RunSpans:
             )
         elif isinstance(event, m.ModelCompleted) and run.turn is not None:
             refusal = event.refusal
-            decided = refusal.proposed.decision if refusal is not None else event.decision
+            proposed = refusal.proposed.decision if refusal is not None else None
+            decided = proposed or event.decision
             run.turn.set_attribute("gen_ai.response.finish_reasons", [_FINISH[decided]])
             if refusal is not None:
                 run.turn.set_attribute("agentfsm.refusal.kind", refusal.kind)

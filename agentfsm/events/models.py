@@ -33,6 +33,8 @@ __all__ = [
     "ApprovalRejected",
     "ApprovalRequested",
     "CustomEvent",
+    "EmitRefused",
+    "EmittedBy",
     "Envelope",
     "ErrorInfo",
     "Event",
@@ -41,6 +43,7 @@ __all__ = [
     "ModelCompleted",
     "ModelStarted",
     "Proposal",
+    "ProposedEvent",
     "Refusal",
     "RunCancelRequested",
     "RunCancelled",
@@ -196,11 +199,16 @@ class ToolCall(_Part):
 #: in `Proposal.calls` only. With the bounds below, a refusal is a few kilobytes at most,
 #: whatever the model proposed.
 REFUSAL_TOOLS = 16
-#: Characters of a tool's name in a refusal's summary (a longer one is cut, ending in `…`).
+#: Characters of a tool's or an event type's name in a refusal (a longer one is cut, ending
+#: in `…`).
 REFUSAL_NAME_CHARS = 128
+#: Event types a refusal lists as allowed (`Refusal.allowed`; the first, sorted).
+REFUSAL_ALLOWED = 32
 #: Characters of a refusal's `kind` and `message`.
 REFUSAL_KIND_CHARS = 64
 REFUSAL_MESSAGE_CHARS = 2000
+
+_Name = Annotated[str, Field(min_length=1, max_length=REFUSAL_NAME_CHARS)]
 
 
 def _cut(text: str, limit: int) -> str:
@@ -208,24 +216,26 @@ def _cut(text: str, limit: int) -> str:
 
 
 class Proposal(_Part):
-    """What a refused decision proposed, summed up: never the calls themselves.
+    """What a refused proposal proposed, summed up: never the calls or fields themselves.
 
     Attributes:
-        decision: what the model decided (`final`, `tool_calls` or `handoff`).
+        decision: what the model decided (`final`, `tool_calls`, `handoff` or `emit`); None
+            for an event a tool's call proposed (`emit.refused`).
         calls: how many calls it proposed.
         tools: calls per tool, for the `REFUSAL_TOOLS` tools it proposed most (their
             names cut to `REFUSAL_NAME_CHARS`); calls to any other tool count in `calls`.
+        event: the event type it proposed (`emit`), cut to `REFUSAL_NAME_CHARS`.
     """
 
-    decision: Literal["final", "tool_calls", "handoff"]
+    decision: Literal["final", "tool_calls", "handoff", "emit"] | None = None
     calls: NonNegInt = 0
-    tools: Annotated[
-        dict[
-            Annotated[str, Field(min_length=1, max_length=REFUSAL_NAME_CHARS)],
-            Annotated[int, Field(ge=1)],
-        ],
-        Field(max_length=REFUSAL_TOOLS),
-    ] = {}
+    tools: Annotated[dict[_Name, Annotated[int, Field(ge=1)]], Field(max_length=REFUSAL_TOOLS)] = {}
+    event: _Name | None = None
+
+    def __repr_args__(self) -> Any:
+        # What was not proposed (no decision for a call's event, no event for calls) is left
+        # out of the repr, as it is out of the log line.
+        return [(k, v) for k, v in super().__repr_args__() if v is not None]
 
     @model_validator(mode="after")
     def _counted(self) -> Proposal:
@@ -235,36 +245,102 @@ class Proposal(_Part):
         return self
 
     @classmethod
-    def of(cls, decision: str, tools: Iterable[str]) -> Proposal:
+    def of(cls, decision: str | None, tools: Iterable[str], event: str | None = None) -> Proposal:
         """The summary of a decision of kind `decision` proposing calls to `tools` (one name
-        per call, repeats and all): the counts of the most proposed tools, ties by name."""
+        per call, repeats and all): the counts of the most proposed tools, ties by name; and
+        the type of the event it proposed, if it proposed one."""
         counts = Counter(_cut(tool, REFUSAL_NAME_CHARS) for tool in tools)
         top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:REFUSAL_TOOLS]
-        return cls(decision=decision, calls=sum(counts.values()), tools=dict(top))  # type: ignore[arg-type]
+        given: dict[str, Any] = {"calls": sum(counts.values()), "tools": dict(top)}
+        if decision is not None:  # only what is given is written (`exclude_unset`)
+            given["decision"] = decision
+        if event is not None:
+            given["event"] = _cut(event, REFUSAL_NAME_CHARS)
+        return cls(**given)
 
 
 class Refusal(_Part):
-    """Why a model's decision was refused, and what it proposed (`model.completed` with
-    decision `refused`): a bounded fact, whatever the model proposed.
+    """Why a proposal was refused, and what it proposed: a model's decision (`model.completed`
+    with decision `refused`) or the event a tool's call proposed (`emit.refused`). A bounded
+    fact, whatever was proposed.
 
     Attributes:
-        kind: what refused it: the guard's name (`max_calls_per_decision`).
+        kind: what refused it: the guard's name (`max_calls_per_decision`), or for a proposed
+            event `not_allowed` (the table has no move for it where the run stands),
+            `invalid_fields`, `unknown_event`, `undeclared` (the tool does not declare it) or
+            `run_ended` (the run ended before it was judged).
         message: why, in a sentence the model can act on on its next turn.
-        proposed: what the decision proposed, summed up.
+        proposed: what was proposed, summed up.
+        allowed: for a proposed event, the event types that would have been allowed
+            instead (the table's own types with a move where the run stood, sorted, the
+            first `REFUSAL_ALLOWED`); None where it does not apply.
     """
 
     kind: Annotated[str, Field(min_length=1, max_length=REFUSAL_KIND_CHARS)]
     message: Annotated[str, Field(max_length=REFUSAL_MESSAGE_CHARS)]
     proposed: Proposal
+    allowed: Annotated[list[_Name], Field(max_length=REFUSAL_ALLOWED)] | None = None
 
     @classmethod
-    def of(cls, kind: str, message: str, proposed: Proposal) -> Refusal:
-        """A refusal with `kind` and `message` cut to their bounds (`…` marks a cut)."""
-        return cls(
-            kind=_cut(kind, REFUSAL_KIND_CHARS),
-            message=_cut(message, REFUSAL_MESSAGE_CHARS),
-            proposed=proposed,
-        )
+    def of(
+        cls, kind: str, message: str, proposed: Proposal, allowed: Iterable[str] | None = None
+    ) -> Refusal:
+        """A refusal with `kind` and `message` cut to their bounds (`…` marks a cut), and at
+        most `REFUSAL_ALLOWED` of `allowed`, sorted."""
+        given: dict[str, Any] = {
+            "kind": _cut(kind, REFUSAL_KIND_CHARS),
+            "message": _cut(message, REFUSAL_MESSAGE_CHARS),
+            "proposed": proposed,
+        }
+        if allowed is not None:
+            named = {_cut(a, REFUSAL_NAME_CHARS) for a in allowed}
+            given["allowed"] = sorted(named)[:REFUSAL_ALLOWED]
+        return cls(**given)
+
+
+#: The envelope every event carries; a proposed event's fields may not name these (the
+#: writer stamps them), nor `emitted_by` (the runtime does).
+_ENVELOPE_FIELDS = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id"})
+_STAMPED_FIELDS = _ENVELOPE_FIELDS | {"emitted_by"}
+
+
+class ProposedEvent(_Part):
+    """An event of the run's own lifecycle that a tool's call or a model's decision proposes
+    (`tool.completed.emit`, `model.completed.emit`): its type and its own fields.
+
+    Durable with the step that proposed it; the runtime then judges it against the table
+    and appends it (with `emitted_by`) or records why not (`emit.refused`, or the decision
+    as `refused`).
+    """
+
+    type: NonEmpty
+    fields: Arguments = {}
+
+    @model_validator(mode="after")
+    def _own_fields(self) -> ProposedEvent:
+        stamped = sorted(_STAMPED_FIELDS.intersection(self.fields))
+        if stamped:
+            raise ValueError(
+                f"fields {', '.join(map(repr, stamped))} are stamped by the runtime, not proposed"
+            )
+        return self
+
+
+class EmittedBy(_Part):
+    """What proposed an applied event of the lifecycle: a call (`action_id`) or the model's
+    decision on turn `turn`. Exactly one is given; the reducer checks the claim."""
+
+    action_id: NonEmpty | None = None
+    turn: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> EmittedBy:
+        if (self.action_id is None) == (self.turn is None):
+            raise ValueError("'emitted_by' names exactly one of 'action_id' and 'turn'")
+        return self
+
+    def __str__(self) -> str:
+        return f"call '{self.action_id}'" if self.action_id is not None else f"turn {self.turn}"
 
 
 class ErrorInfo(_Part):
@@ -306,16 +382,18 @@ class ModelStarted(_Envelope):
 
 
 class ModelCompleted(_Envelope):
-    """A model call returned a decision: a final answer, tool calls, or a handoff; or a
-    decision the run refused (`refused`, with its `refusal`: nothing of it runs, and the
-    call's usage counts all the same)."""
+    """A model call returned a decision: a final answer, tool calls, a handoff, or an event
+    of the run's lifecycle it proposes (`emit`, with the event in `emit`); or a decision the
+    run refused (`refused`, with its `refusal`: nothing of it runs, and the call's usage
+    counts all the same)."""
 
     type: Literal["model.completed"] = "model.completed"
-    decision: Literal["final", "tool_calls", "handoff", "refused"]
+    decision: Literal["final", "tool_calls", "handoff", "emit", "refused"]
     output: Json = None
     tool_calls: list[ToolCall] | None = None
     usage: Usage | None = None
     refusal: Refusal | None = None
+    emit: ProposedEvent | None = None
 
     @model_validator(mode="after")
     def _calls_match_decision(self) -> ModelCompleted:
@@ -324,6 +402,12 @@ class ModelCompleted(_Envelope):
                 "decision 'refused' needs a 'refusal'"
                 if self.refusal is None
                 else f"decision '{self.decision}' cannot carry a 'refusal'"
+            )
+        if (self.decision == "emit") != (self.emit is not None):
+            raise ValueError(
+                "decision 'emit' needs an 'emit'"
+                if self.emit is None
+                else f"decision '{self.decision}' cannot carry an 'emit'"
             )
         if self.decision == "tool_calls":
             if not self.tool_calls:
@@ -365,12 +449,14 @@ class ToolStarted(_Envelope):
 
 
 class ToolCompleted(_Envelope):
-    """An action succeeded."""
+    """An action succeeded; it may propose an event of the run's lifecycle (`emit`), judged
+    once its batch is resolved."""
 
     type: Literal["tool.completed"] = "tool.completed"
     action_id: NonEmpty
     result: Json = None
     cost: NonNegFloat | None = None
+    emit: ProposedEvent | None = None
 
 
 class ToolFailed(_Envelope):
@@ -473,6 +559,19 @@ class RunTerminated(_Envelope):
     detail: Text | None = None
 
 
+class EmitRefused(_Envelope):
+    """The event a succeeded call proposed (or tried to) is not applied, and why.
+
+    On no table's edges: the reducer applies it in every state that has not ended, and the
+    run stays where it is (`Action.refusal` keeps it; the model reads it with the call's
+    result on its next turn).
+    """
+
+    type: Literal["emit.refused"] = "emit.refused"
+    action_id: NonEmpty
+    refusal: Refusal
+
+
 class RunMigrated(_Envelope):
     """The run moves to another version of its table; every later event is checked against it.
 
@@ -499,7 +598,12 @@ class CustomEvent(_Envelope):
     fields are strict, closed and frozen like the built-in events', and their values meet
     the same limits (`agentfsm.events.bounds`). Override `fold` to record fields on the run
     record's `custom` mapping when the event is applied.
+
+    `emitted_by` is envelope: set by the runtime on an event a call or a decision proposed
+    (see `ProposedEvent`), absent on one a person appended.
     """
+
+    emitted_by: EmittedBy | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -509,7 +613,7 @@ class CustomEvent(_Envelope):
         # under the same limits.
         if isinstance(data, dict):
             for key, value in data.items():
-                if key not in _ENVELOPE_FIELDS:
+                if key not in _STAMPED_FIELDS:
                     try:
                         check_json_value(value)
                     except ValueError as exc:
@@ -522,9 +626,6 @@ class CustomEvent(_Envelope):
         Must be pure: the same event and mapping give the same result, every time.
         """
         return custom
-
-
-_ENVELOPE_FIELDS = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id"})
 
 
 #: Any one event of a run's log: the union of the built-in models, told apart by `type`.
@@ -548,6 +649,7 @@ Event = Annotated[
     | RunCompleted
     | RunFailed
     | RunTerminated
+    | EmitRefused
     | RunMigrated,
     Field(discriminator="type"),
 ]
@@ -578,6 +680,7 @@ EVENT_CLASSES: dict[str, type[_Envelope]] = {
         RunCompleted,
         RunFailed,
         RunTerminated,
+        EmitRefused,
         RunMigrated,
     )
 }

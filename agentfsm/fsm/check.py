@@ -17,7 +17,14 @@ from typing import Any
 import attrs
 
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
-from agentfsm.fsm.table import Condition, State, Transition, TransitionTable, table_problems
+from agentfsm.fsm.table import (
+    ON_NO_EDGE,
+    Condition,
+    State,
+    Transition,
+    TransitionTable,
+    table_problems,
+)
 
 __all__ = ["TableReport", "check_parts", "check_table", "table_from_spec", "transition_matrix"]
 
@@ -86,10 +93,10 @@ class TableReport:
 def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
     """Every (state, event type) pair of the table's vocabulary, with its moves (or none).
 
-    `run.migrated` is left out: no table moves on it (the reducer applies it in every state
-    that has not ended, and the state stays).
+    `run.migrated` and `emit.refused` are left out: no table moves on them (the reducer
+    applies them in every state that has not ended, and the state stays).
     """
-    events = sorted((set(table.events) | set(table.event_types.names)) - {"run.migrated"})
+    events = sorted((set(table.events) | set(table.event_types.names)) - ON_NO_EDGE)
     return {
         (state, event): tuple(
             (t.condition.name if t.condition else None, t.target) for t in table.edges(state, event)
@@ -116,8 +123,9 @@ def check_parts(
     """The report for a declaration, whether or not it could be built."""
     errors = table_problems(states, initial, transitions, event_types)
     terminal = {s.name for s in states if s.terminal}
-    # `run.migrated` is on no edge by design: the reducer applies it in every live state.
-    used = {t.event for t in transitions} | {"run.migrated"}
+    # `run.migrated` and `emit.refused` are on no edge by design: the reducer applies them in
+    # every live state.
+    used = {t.event for t in transitions} | ON_NO_EDGE
     warnings = [
         f"event '{e}' can never fire: no edge uses it"
         for e in sorted(set(event_types.names) - used)

@@ -20,7 +20,14 @@ from agentfsm.events.models import CustomEvent, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.names import StateKind
 
-__all__ = ["Condition", "State", "Transition", "TransitionTable", "table_problems"]
+__all__ = [
+    "ON_NO_EDGE",
+    "Condition",
+    "State",
+    "Transition",
+    "TransitionTable",
+    "table_problems",
+]
 
 #: A condition looks at the context (for the reducer: the run record before the event)
 #: and the event, and says whether its edge applies.
@@ -123,6 +130,22 @@ class Transition:
 
 #: The reducer applies `run.migrated` itself, in every state that has not ended.
 _MIGRATED = "run.migrated"
+#: The event types on no table's edges: the reducer applies them in every state that has
+#: not ended, and the run stays where it is (`run.migrated`, `emit.refused`).
+ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused"})
+
+
+def _own_schema(cls: type[Any]) -> dict[str, Any]:
+    """An event type's JSON Schema without `emitted_by`: envelope the runtime stamps, added
+    after tables had digests, so the runs stored under them keep their table's digest."""
+    schema: dict[str, Any] = cls.model_json_schema()
+    schema.get("properties", {}).pop("emitted_by", None)
+    defs = schema.get("$defs", {})
+    defs.pop("EmittedBy", None)
+    if "$defs" in schema and not defs:
+        del schema["$defs"]
+    return schema
+
 
 _STOPS = frozenset({StateKind.TERMINAL, StateKind.WAITING, StateKind.PAUSED})
 
@@ -189,8 +212,7 @@ class TransitionTable:
         """
         described = dict(self.describe())
         described["event_types"] = {
-            name: self.event_types.classes[name].model_json_schema()
-            for name in self.event_types.custom
+            name: _own_schema(self.event_types.classes[name]) for name in self.event_types.custom
         }
         return digest(described)
 
@@ -445,10 +467,11 @@ def table_problems(
             problems.append(
                 f"edge {t.source} --{t.event}--> {t.target} leaves terminal state '{t.source}'"
             )
-        if t.event == _MIGRATED:
+        if t.event in ON_NO_EDGE:
+            why = "a migration" if t.event == _MIGRATED else "a refused emit"
             problems.append(
-                f"edge {t.source} --{t.event}--> {t.target}: '{_MIGRATED}' cannot be on an edge "
-                "(a migration keeps the run's state, in any state that has not ended)"
+                f"edge {t.source} --{t.event}--> {t.target}: '{t.event}' cannot be on an edge "
+                f"({why} keeps the run's state, in any state that has not ended)"
             )
         elif events is not None and t.event not in events:
             undeclared.setdefault(t.event, []).append(f"{t.source} --> {t.target}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.events.models import ErrorInfo, Limits, Refusal
+from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal
 from agentfsm.record import Action, RunRecord, UsageTotals
 from agentfsm.reducers._evolve import evolves, makes
 
@@ -41,8 +41,9 @@ def set_model_started(
 def set_model_completed(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     model_call_open: bool, reserved_tokens: int, reserved_cost: float, usage: UsageTotals,
-    last_decision: str | None, last_refusal: Refusal | None, final_output: Any,
-    actions: Mapping[str, Action], batch: tuple[str, ...],
+    last_decision: str | None, last_refusal: Refusal | None,
+    decided_emit: ProposedEvent | None, final_output: Any, actions: Mapping[str, Action],
+    batch: tuple[str, ...],
 ) -> RunRecord: ...  # fmt: skip
 
 
@@ -57,6 +58,14 @@ def set_agent(
 def set_custom(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     custom: Mapping[str, Any],
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
+def set_emitted(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    custom: Mapping[str, Any], actions: Mapping[str, Action],
+    decided_emit: ProposedEvent | None,
 ) -> RunRecord: ...  # fmt: skip
 
 
@@ -100,7 +109,7 @@ def set_ended(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     actions: Mapping[str, Action], model_call_open: bool, reserved_tokens: int,
     reserved_cost: float, pause_reason: str | None, error: ErrorInfo | None,
-    stop_reason: str | None, stop_detail: str | None,
+    stop_reason: str | None, stop_detail: str | None, decided_emit: ProposedEvent | None,
 ) -> RunRecord: ...  # fmt: skip
 
 
@@ -112,6 +121,7 @@ def new_action(
     *, action_id: str, tool: str, arguments: Mapping[str, Any], status: str, attempts: int,
     idempotency_key: str | None, result: Any, error: ErrorInfo | None, cost: float | None,
     approver: str | None, reason: str | None, expires_at: str | None,
+    emit: ProposedEvent | None, emitted: int | None, refusal: Refusal | None,
 ) -> Action: ...  # fmt: skip
 
 
@@ -138,7 +148,17 @@ def action_started(
 
 
 @evolves(Action)
-def action_succeeded(a: Action, /, *, status: str, result: Any, cost: float | None) -> Action: ...
+def action_succeeded(
+    a: Action, /, *, status: str, result: Any, cost: float | None, emit: ProposedEvent | None
+) -> Action: ...
+
+
+@evolves(Action)
+def action_emitted(a: Action, /, *, emitted: int | None) -> Action: ...
+
+
+@evolves(Action)
+def action_emit_refused(a: Action, /, *, refusal: Refusal | None) -> Action: ...
 
 
 @evolves(Action)

@@ -9,8 +9,11 @@ table before, and the guards after; this module is the rest of steps 3 and 4 and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+from pydantic import ValidationError
 
 from agentfsm.errors import ActionError, LifecycleError, TableMismatchError
 from agentfsm.events import models as m
@@ -24,6 +27,8 @@ from agentfsm.record import Action, RunRecord
 from agentfsm.reducers._changes import (
     action_approved,
     action_asked_again,
+    action_emit_refused,
+    action_emitted,
     action_failed,
     action_pending,
     action_rejected,
@@ -39,6 +44,7 @@ from agentfsm.reducers._changes import (
     set_cancel,
     set_completed,
     set_custom,
+    set_emitted,
     set_ended,
     set_model_completed,
     set_model_started,
@@ -139,12 +145,25 @@ def _model_started(r: Reducer, rec: RunRecord, ev: m.ModelStarted, move: Move) -
     _no_open_model_call(rec, ev)
     actions = rec.actions
     for aid in rec.batch:
-        status = actions[aid].status
+        action = actions[aid]
+        status = action.status
         if status not in RESOLVED:
             raise _action_error(
                 rec, ev, aid,
                 f"the model cannot be called while an action of the batch is '{status}'",
             )  # fmt: skip
+        if action.emit is not None and action.emit_pending:
+            raise _action_error(
+                rec, ev, aid,
+                f"the model cannot be called before the event its call proposed "
+                f"('{action.emit.type}') is applied or refused",
+            )  # fmt: skip
+    if rec.decided_emit is not None:
+        raise _refuse(
+            rec, ev,
+            f"the event the model's decision proposed ('{rec.decided_emit.type}') is not "
+            "applied yet",
+        )  # fmt: skip
     return set_model_started(
         rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         turn=rec.turn + 1, model_call_open=True, reserved_tokens=ev.reserved_tokens or 0,
@@ -167,7 +186,8 @@ def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Mov
             new = _with(new, new_action(
                 action_id=aid, tool=call.tool, arguments=call.arguments, status=A.PROPOSED,
                 attempts=0, idempotency_key=key_prefix + aid, result=None, error=None,
-                cost=None, approver=None, reason=None, expires_at=None,
+                cost=None, approver=None, reason=None, expires_at=None, emit=None,
+                emitted=None, refusal=None,
             ))  # fmt: skip
         actions = new
         batch = tuple(c.action_id for c in ev.tool_calls)
@@ -183,8 +203,8 @@ def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Mov
     return set_model_completed(
         rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
-        last_decision=ev.decision, last_refusal=ev.refusal, final_output=final,
-        actions=actions, batch=batch,
+        last_decision=ev.decision, last_refusal=ev.refusal, decided_emit=ev.emit,
+        final_output=final, actions=actions, batch=batch,
     )  # fmt: skip
 
 
@@ -301,7 +321,8 @@ def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move)
         action = new_action(
             action_id=ev.action_id, tool=ev.tool, arguments=ev.arguments, status=A.REQUESTED,
             attempts=0, idempotency_key=key, result=None, error=None, cost=None,
-            approver=None, reason=None, expires_at=None,
+            approver=None, reason=None, expires_at=None, emit=None, emitted=None,
+            refusal=None,
         )  # fmt: skip
         batch = (*batch, ev.action_id)
     elif action.status == A.PROPOSED or action.status == A.APPROVED:
@@ -360,7 +381,9 @@ def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted, move: Move)
         )
     facts = dict(rec.facts)
     facts[action.tool] = ev.result
-    action = action_succeeded(action, status=A.SUCCEEDED, result=ev.result, cost=ev.cost)
+    action = action_succeeded(
+        action, status=A.SUCCEEDED, result=ev.result, cost=ev.cost, emit=ev.emit
+    )
     actions = _with(rec.actions, action)
     return set_completed(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
@@ -445,9 +468,9 @@ def _end(
     target = _to(r, rec, ev, move)
     return set_ended(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
-        actions=_settled(rec.actions), model_call_open=False, reserved_tokens=0,
-        reserved_cost=0.0, pause_reason=None, error=error, stop_reason=stop_reason,
-        stop_detail=detail,
+        actions=_emits_settled(rec, _settled(rec.actions), target), model_call_open=False,
+        reserved_tokens=0, reserved_cost=0.0, pause_reason=None, error=error,
+        stop_reason=stop_reason, stop_detail=detail, decided_emit=None,
     )  # fmt: skip
 
 
@@ -468,7 +491,21 @@ def _run_terminated(r: Reducer, rec: RunRecord, ev: m.RunTerminated, move: Move)
 
 
 def custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
-    """A lifecycle's own event: the table moves the run, the event's `fold` records fields."""
+    """A lifecycle's own event: the table moves the run, the event's `fold` records fields.
+
+    One a call or a decision proposed (`emitted_by`) must be the very event proposed, and
+    the next one due to be judged (see `_claimed`); the proposal is then marked applied.
+    """
+    by = ev.emitted_by
+    actions = rec.actions
+    decided = rec.decided_emit
+    if by is not None:
+        if by.action_id is not None:
+            action = _claimed(rec, ev, by.action_id)
+            actions = _with(actions, action_emitted(action, emitted=ev.sequence))
+        else:
+            _decided_claim(rec, ev, by.turn)
+            decided = None
     target = _to(r, rec, ev, move)
     custom = ev.fold(rec.custom)
     if custom is not rec.custom:
@@ -477,9 +514,154 @@ def custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
             raise TypeError(
                 f"{type(ev).__name__}.fold returned what no run record can hold: {problem}"
             )
-    return set_custom(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
-    )
+    ended = target in r.table.terminal_states
+    if by is None and not ended:
+        return set_custom(
+            rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
+        )
+    if ended:
+        # The event ended the run: what else was proposed is never judged.
+        actions = _emits_settled(rec, actions, target)
+        decided = None
+    return set_emitted(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom,
+        actions=actions, decided_emit=decided,
+    )  # fmt: skip
+
+
+# -- events proposed by calls and decisions (`emit`) ------------------------------------------
+
+#: An event's envelope, and `emitted_by`: what a proposal's own fields are compared without.
+_STAMPED = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id", "emitted_by"})
+
+
+def _claimed(rec: RunRecord, ev: Any, action_id: str) -> Action:
+    """The call whose proposed event `ev` claims to be: it is, and it is due now.
+
+    Due: the batch is resolved and no call before it in the batch (the order they are
+    judged in) has a proposal still to judge. So a log applies a batch's proposals in one
+    order only, whatever order its calls ended in.
+    """
+    action = rec.actions.get(action_id)
+    if action is None:
+        raise _action_error(rec, ev, action_id, "no such call proposed an event")
+    if action.emitted is not None:
+        raise _action_error(
+            rec,
+            ev,
+            action_id,
+            f"the event its call proposed was applied at sequence {action.emitted}",
+        )
+    if action.refusal is not None:
+        raise _action_error(rec, ev, action_id, "the event its call proposed was refused")
+    proposal = action.emit
+    if proposal is None:
+        raise _action_error(rec, ev, action_id, "its call proposed no event")
+    _due(rec, ev, action)
+    if not _same_event(ev, proposal):
+        raise _action_error(
+            rec, ev, action_id,
+            f"the event differs from the one its call proposed ('{proposal.type}' with "
+            f"fields {_json(proposal.fields)})",
+        )  # fmt: skip
+    return action
+
+
+def _due(rec: RunRecord, ev: Any, action: Action) -> None:
+    """A call's proposal is judged only once its batch is resolved, in batch order."""
+    actions = rec.actions
+    for aid in rec.batch:
+        other = actions[aid]
+        if other.status not in RESOLVED:
+            raise _action_error(
+                rec, ev, action.action_id,
+                f"its batch is not resolved: call '{aid}' is '{other.status}'",
+            )  # fmt: skip
+    first = rec.pending_emits[0]
+    if first is not action:
+        raise _action_error(
+            rec, ev, action.action_id,
+            f"the event call '{first.action_id}' proposed comes first (batch order)",
+        )  # fmt: skip
+
+
+def _decided_claim(rec: RunRecord, ev: Any, turn: int | None) -> None:
+    proposal = rec.decided_emit
+    if proposal is None or turn != rec.turn or rec.model_call_open:
+        raise _refuse(rec, ev, f"the decision of turn {turn} proposed no event now due")
+    if not _same_event(ev, proposal):
+        raise _refuse(
+            rec, ev,
+            f"the event differs from the one the decision proposed ('{proposal.type}' with "
+            f"fields {_json(proposal.fields)})",
+        )  # fmt: skip
+
+
+def _same_event(ev: Any, proposal: m.ProposedEvent) -> bool:
+    """Whether `ev` is the event `proposal` makes (its defaults filled in, read as JSON)."""
+    if ev.type != proposal.type:
+        return False
+    envelope = {"run_id": ev.run_id, "sequence": ev.sequence, "type": ev.type}
+    text = _json({**proposal.fields, **envelope, "occurred_at": ev.occurred_at})
+    try:
+        expected = type(ev).model_validate_json(text)
+    except ValidationError:
+        return False
+    exclude = set(_STAMPED)
+    return bool(expected.model_dump(exclude=exclude) == ev.model_dump(exclude=exclude))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _emit_refused(r: Reducer, rec: RunRecord, ev: m.EmitRefused, move: Move) -> RunRecord:
+    """A succeeded call's event is not applied: `Action.refusal` says why; the run stays."""
+    action = _known_action(rec, ev)
+    if action.status != A.SUCCEEDED:
+        raise _action_error(
+            rec, ev, ev.action_id,
+            f"only a succeeded call's event can be refused; it is '{action.status}'",
+        )  # fmt: skip
+    if action.emitted is not None:
+        raise _action_error(
+            rec,
+            ev,
+            ev.action_id,
+            f"the event its call proposed was applied at sequence {action.emitted}",
+        )
+    if action.refusal is not None:
+        raise _action_error(
+            rec, ev, ev.action_id, "the event its call proposed was refused already"
+        )
+    if action.emit is not None:
+        _due(rec, ev, action)
+    action = action_emit_refused(action, refusal=ev.refusal)
+    return set_actions(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_with(rec.actions, action),
+    )  # fmt: skip
+
+
+def _emits_settled(
+    rec: RunRecord, actions: Mapping[str, Action], state: str
+) -> Mapping[str, Action]:
+    """`actions` with the batch's proposals still to judge refused: the run ended first."""
+    pending = [a for aid in rec.batch if (a := actions[aid]).emit_pending]
+    if not pending:
+        return actions
+    ended = [
+        action_emit_refused(
+            a,
+            refusal=m.Refusal.of(
+                "run_ended",
+                f"the run ended ('{state}') before the event was judged",
+                m.Proposal.of(None, (), a.emit.type if a.emit is not None else None),
+            ),
+        )
+        for a in pending
+    ]
+    return put_all(actions, ended)
 
 
 HANDLERS: dict[str, Handler] = {
@@ -502,4 +684,5 @@ HANDLERS: dict[str, Handler] = {
     "run.completed": _run_completed,
     "run.failed": _run_failed,
     "run.terminated": _run_terminated,
+    "emit.refused": _emit_refused,
 }

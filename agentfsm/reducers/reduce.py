@@ -13,8 +13,10 @@ untouched (it is immutable; a refusal simply returns nothing new):
    A verdict raises `GuardRejectedError`; `run.terminated` is never refused.
 
 A `run.migrated` is on no table's edges: the reducer applies it in any state that has not
-ended, and the run is folded under the new table from then on (`_versions.py`). A run under
-another table than the reducer's is folded with that one, as long as it can be found.
+ended, and the run is folded under the new table from then on (`_versions.py`). So is an
+`emit.refused`: it records why a call's proposed event is not applied, and the run stays.
+A run under another table than the reducer's is folded with that one, as long as it can be
+found.
 
 Then the event's effect is folded in. The per-event work is a handful of dict lookups and
 one record construction: no validation, no hashing, no `attrs.evolve`. (Steps 3 and 4 run
@@ -132,10 +134,12 @@ class Reducer:
             if event.type == "run.migrated":
                 return _versions.migrate(self, record, event, self)
             state = record.status  # the refusal path is hot too: validators probe with it
-            raise IllegalTransitionError.quick(
-                record.run_id, event.sequence, state, event.type,
-                self._allowed.get(state, ()), state in self._terminal, (),
-            )  # fmt: skip
+            if event.type != "emit.refused" or state in self._terminal:
+                raise IllegalTransitionError.quick(
+                    record.run_id, event.sequence, state, event.type,
+                    self._allowed.get(state, ()), state in self._terminal, (),
+                )  # fmt: skip
+            move = state  # on no edge: applied in every state that has not ended, in place
         new = self._handlers[event.type](self, record, event, move)
         if event.type in self._guarded and (
             self._always or record.limits is not None or ctx is not None

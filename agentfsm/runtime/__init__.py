@@ -66,6 +66,7 @@ from agentfsm.runtime.recovery import RUNNABLE, InFlight, in_flight, resumable, 
 from agentfsm.runtime.runner import Runner, utc_now
 from agentfsm.runtime.scripted import ScriptedModel
 from agentfsm.runtime.tools import (
+    Emit,
     InvalidCall,
     OutcomeUnknownError,
     Tool,
@@ -85,6 +86,7 @@ __all__ = [
     "AsyncWorker",
     "BudgetTree",
     "Decision",
+    "Emit",
     "HandoffDelta",
     "InFlight",
     "IncompleteStreamError",

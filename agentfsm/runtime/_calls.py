@@ -24,6 +24,7 @@ from agentfsm.events.models import Limits, parse_timestamp
 from agentfsm.guards.budget import SharedBudget
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _emits
 from agentfsm.runtime import _outcomes as o
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime._effects import (
@@ -179,9 +180,9 @@ class _Calls:
             elif mode != "reexecute":
                 started = (m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
                 appended((yield Append(writer, [started])))
-            spec = yield from self._invoke(writer, writer.record, tool, aid, children)
+            specs = yield from self._invoke(writer, writer.record, tool, aid, children)
             then = None if stopping() else self._turn_opening(writer)
-            record = appended((yield Append(writer, [spec], then)))
+            record = appended((yield Append(writer, specs, then)))
             if (
                 not p.retry_allowed(record, record.actions[aid], tool, self.reducer.table)
                 or stopping()
@@ -190,19 +191,28 @@ class _Calls:
             mode = "retry"
 
     def _turn_opening(self, writer: Any) -> Then:
-        """What may ride along with a call's outcome: the next model turn's `model.started`,
-        when that turn is what the run does next (the batch's last call ended, nothing to
-        retry) and its reservation is known without reading the log."""
+        """What may ride along with a call's outcome: once it resolves the batch, the events
+        its calls proposed, judged (`Planner.next`'s `Judge`: so they are in the same commit
+        as the outcome), then the next model turn's `model.started`, when that turn is what
+        the run does next (nothing to retry) and its reservation is known without reading
+        the log."""
 
         def then(after: RunRecord, now: datetime) -> tuple[Spec, ...]:
             planner = self.planner
-            step = planner.next(after, now)
+            try:
+                step = planner.next(after, now)
+            except GuardRejectedError:
+                return ()  # a guard refuses a proposed event: the step on its own stops the run
+            judged: tuple[Spec, ...] = ()
+            if isinstance(step, p.Judge):
+                judged, after = step.specs, step.after
+                step = planner.next(after, now)
             if not isinstance(step, p.Turn) or step.reopen:
-                return ()
+                return judged
             if not planner.reserves_by_default(after, writer.budget is not None):
-                return (planner.model_started(),)
+                return (*judged, planner.model_started())
             largest = writer.known_largest
-            return () if largest is None else (planner.model_started(largest),)
+            return judged if largest is None else (*judged, planner.model_started(largest))
 
         return then
 
@@ -231,21 +241,22 @@ class _Calls:
         tool: Tool,
         aid: str,
         children: dict[str, RunResult],
-    ) -> Steps[Spec]:
+    ) -> Steps[tuple[Spec, ...]]:
         remaining = self.reducer.guards.remaining(record, self.clock())
         ctx = o.tool_context(record, record.actions[aid], tool, remaining)
         if isinstance(ctx, InvalidCall):
-            return o.invalid_now(aid, ctx)
+            return (o.invalid_now(aid, ctx),)
         assert isinstance(ctx, ToolContext)
         if isinstance(tool, SubagentTool):
             sub = tool.subagent
             return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
         got = yield Call(tool, ctx)
         if not isinstance(got, Raised):
-            return o.outcome(aid, got.value)
+            types = self.reducer.event_types_for(record)
+            return o.outcome(aid, got.value, lambda emit: _emits.check(emit, types, tool.emits))
         if isinstance(got.error, TimeoutError):
-            return o.timed_out(aid, tool, ctx.timeout or 0.0)
-        return o.failure(aid, got.error)
+            return (o.timed_out(aid, tool, ctx.timeout or 0.0),)
+        return (o.failure(aid, got.error),)
 
     def _subagent(
         self,
@@ -255,7 +266,7 @@ class _Calls:
         args: Any,
         aid: str,
         children: dict[str, RunResult],
-    ) -> Steps[Spec]:
+    ) -> Steps[tuple[Spec, ...]]:
         """Run (or resume) a subagent call's child run; its end is the call's outcome."""
         child_id, tree = child_budget(writer, record, aid)
         runner = self._child(sub)

@@ -42,6 +42,7 @@ from agentfsm.guards.limits import with_calls_cap
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _emits
 from agentfsm.runtime import _outcomes as o
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime._calls import _Calls, new_tree
@@ -124,6 +125,11 @@ class Driver(_Calls):
         # The Runner's reducer: the store's table, with the Runner's guards, checked with
         # the Runner's clock (and a subagent tree's shared budget) before every append.
         self.reducer = Reducer(store_reducer.table, self.guards, tables=store_reducer.tables)
+        problems = _emits.declared_problems(
+            ((a.name, t) for a in self.agents for t in a.tools), self.reducer.table
+        )
+        if problems:
+            raise ValueError("; ".join(problems))
         by_name = {a.name: a for a in self.agents}
         #: The subagent tools any agent has, by name (a budget tree is needed only with them).
         self._subagents = {

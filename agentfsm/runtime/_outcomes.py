@@ -16,12 +16,14 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 from agentfsm.errors import GuardRejectedError, IllegalTransitionError, OverrunError
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
+from agentfsm.events.models import ProposedEvent, Refusal
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import Action, RunRecord
 from agentfsm.runtime.model import Decision as ModelDecision
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.specs import Spec, emit_refused
 from agentfsm.runtime.tools import (
+    Emit,
     InvalidCall,
     OutcomeUnknownError,
     Tool,
@@ -31,6 +33,7 @@ from agentfsm.runtime.tools import (
 )
 
 __all__ = [
+    "EmitCheck",
     "child_outcome",
     "error",
     "failure",
@@ -97,34 +100,54 @@ def tool_context(record: RunRecord, action: Action, tool: Tool, remaining: float
     )
 
 
-def outcome(action_id: str, value: Any) -> Spec:
-    """The event recording a tool's return value."""
+#: Checks a call's proposed event where its outcome is recorded (`_emits.check`, bound to
+#: the run's event types and the tool's declared ones).
+EmitCheck = Callable[[Emit], ProposedEvent | Refusal]
+
+
+def outcome(action_id: str, value: Any, emits: EmitCheck | None = None) -> tuple[Spec, ...]:
+    """The events recording a tool's return value (and the event it proposes, if any).
+
+    `tool.completed`, carrying the proposal (`emit`) once `emits` passed it, or followed by
+    its `emit.refused` when it did not: in one append, so the model reads either. A call
+    whose result cannot be recorded failed, and proposes nothing.
+    """
     cost = None
-    if isinstance(value, ToolResult):
-        cost = value.cost
-        value = value.value
+    emit: Emit | None = None
+    if isinstance(value, Emit):
+        emit, value = value, None
+    elif isinstance(value, ToolResult):
+        cost, emit, value = value.cost, value.emit, value.value
     try:
         storable(value)
     except ValidationError:
         return (
-            m.ToolFailed,
-            {
-                "action_id": action_id,
-                "error": error(
-                    "invalid_result",
-                    f"the tool returned a value that is not JSON: {type(value).__name__}",
-                ),
-            },
+            (
+                m.ToolFailed,
+                {
+                    "action_id": action_id,
+                    "error": error(
+                        "invalid_result",
+                        f"the tool returned a value that is not JSON: {type(value).__name__}",
+                    ),
+                },
+            ),
         )
     except ValueError as exc:
         # The call ran; what it returned cannot be stored. Not retryable: a retry would act
         # again for the same reason.
         message = f"the tool ran, but its result cannot be stored: {exc}"
         return (
-            m.ToolFailed,
-            {"action_id": action_id, "error": error("unstorable_result", message)},
+            (m.ToolFailed, {"action_id": action_id, "error": error("unstorable_result", message)}),
         )
-    return (m.ToolCompleted, {"action_id": action_id, "result": value, "cost": cost})
+    completed = {"action_id": action_id, "result": value, "cost": cost}
+    if emit is None:
+        return ((m.ToolCompleted, completed),)
+    assert emits is not None, "a call's proposed event is checked by its caller"
+    checked = emits(emit)
+    if isinstance(checked, Refusal):
+        return ((m.ToolCompleted, completed), emit_refused(action_id, checked))
+    return ((m.ToolCompleted, {**completed, "emit": checked}),)
 
 
 def failure(action_id: str, exc: Exception) -> Spec:
@@ -163,10 +186,11 @@ def unrecordable(decision: ModelDecision) -> Spec:
     """`model.completed` for a decision that is not JSON, keeping what the call used.
 
     The call happened, so its usage counts; its output (and calls, whose arguments cannot be
-    recorded either) are left out: a `tool_calls` decision is recorded as `final` with no
-    output, and the `run.failed` that follows says what was wrong.
+    recorded either, or the event it proposed) are left out: a `tool_calls` or `emit`
+    decision is recorded as `final` with no output, and the `run.failed` that follows says
+    what was wrong.
     """
-    kind = DecisionKind.FINAL if decision.kind == "tool_calls" else decision.kind
+    kind = DecisionKind.FINAL if decision.kind in ("tool_calls", "emit") else decision.kind
     usage = decision.usage.model_dump() if decision.usage is not None else None
     return (m.ModelCompleted, {"decision": kind, "usage": usage})
 
@@ -215,7 +239,7 @@ def model_failed(message: str, *, kind: str = "model_error") -> Spec:
 
 def child_outcome(
     action_id: str, result: Any, waiting: Callable[[Any], Exception], table: TransitionTable
-) -> Spec:
+) -> tuple[Spec, ...]:
     """The parent's record of a subagent's run: its answer, or why it has none.
 
     A child that waits (for approval, a pause, its own child) leaves the parent's call in
@@ -235,9 +259,13 @@ def child_outcome(
     else:
         return outcome(action_id, record.final_output)
     return (
-        m.ToolFailed,
-        {
-            "action_id": action_id,
-            "error": error(f"subagent_{record.status}", f"subagent run '{record.run_id}' {why}"),
-        },
+        (
+            m.ToolFailed,
+            {
+                "action_id": action_id,
+                "error": error(
+                    f"subagent_{record.status}", f"subagent run '{record.run_id}' {why}"
+                ),
+            },
+        ),
     )

@@ -20,20 +20,21 @@ import attrs
 
 from agentfsm.errors import GuardRejectedError
 from agentfsm.events import models as m
-from agentfsm.events.models import parse_timestamp
+from agentfsm.events.models import EmittedBy, Refusal, parse_timestamp
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import AnyOf, Guard
 from agentfsm.guards.limits import Budget, MaxTurns
-from agentfsm.names import ActionStatus, DecisionKind, StopReason
+from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, StopReason
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _emits
 from agentfsm.runtime._admission import admit
-from agentfsm.runtime._outcomes import error, storable
+from agentfsm.runtime._outcomes import error, stopped_after, storable
 from agentfsm.runtime.agent import Agent, RunnerConfig
 from agentfsm.runtime.errors import UnknownAgentError
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
-from agentfsm.runtime.specs import Spec, built, refused
+from agentfsm.runtime.specs import Spec, built, refused, refused_decision
 from agentfsm.runtime.tools import Tool
 
 A = ActionStatus
@@ -68,6 +69,14 @@ class Append:
 
 
 @attrs.define
+class Judge(Append):
+    """Append the events the resolved batch's calls proposed, judged (each the event, or its
+    `emit.refused`): `after` is the record they lead to (see `_emits.judge`)."""
+
+    after: RunRecord
+
+
+@attrs.define
 class Turn:
     """Call the model: append `model.started` first unless a model call is already open."""
 
@@ -94,7 +103,7 @@ class Execute:
     work: tuple[Work, ...]
 
 
-Step = Finish | Append | Turn | Execute
+Step = Finish | Append | Judge | Turn | Execute
 
 
 def max_turns_of(record: RunRecord, guards: Sequence[Guard]) -> int | None:
@@ -227,6 +236,11 @@ class Planner:
             return Append(tuple(orphans))
         if work:
             return Execute(tuple(work))
+        if record.pending_emits and all(a.status in RESOLVED for a in batch):
+            # Usually in the commit of the outcome that resolved the batch (the ride-along of
+            # `_calls`); here after a crash between the two, or a person's decision that did.
+            judged, after = _emits.judge(self.reducer, record, m.stamp(now))
+            return Judge(judged, after)
         if record.last_decision == DecisionKind.FINAL:
             return Append(self.accept(record))
         return Turn(agent, reopen=False, wrap_up=self._wrap_up(record, record.turn + 1))
@@ -398,12 +412,15 @@ class Planner:
         as `refused` instead, alone: none of its calls is admitted.
         """
         specs = self.decided(record, decision, wrap_up)
-        if len(specs) != 1 or decision.kind != "tool_calls":
+        if len(specs) != 1 or decision.kind not in ("tool_calls", "emit"):
             return specs
         spec = specs[0]
         assert not callable(spec)
+        if spec[1]["decision"] == DecisionKind.REFUSED:
+            return specs  # the event it proposed cannot be one (`_emits.check`)
         # Built once: the writer appends this event (restamped), not a second build of it.
-        first = built(spec, record, m.stamp(now))
+        at = m.stamp(now)
+        first = built(spec, record, at)
         try:
             after = self.reducer.reduce(record, first.event)
         except GuardRejectedError as exc:
@@ -411,8 +428,29 @@ class Planner:
             if instead is None:
                 raise
             return (instead,)
+        if decision.kind == "emit":
+            return self._emitted(spec, first, after, at)
         batch = [after.actions[a] for a in after.batch]
         return (first, *admit(after, agent, batch, now))
+
+    def _emitted(
+        self, spec: tuple[type[Any], dict[str, Any]], first: Spec, after: RunRecord, at: str
+    ) -> tuple[Spec, ...]:
+        """An `emit` decision and the event it proposes, judged where the decision leaves the
+        run: both in one append, or the decision recorded as refused, alone."""
+        proposal = spec[1]["emit"]
+        by = EmittedBy(turn=after.turn)
+        try:
+            judged = _emits.judge_one(self.reducer, after, proposal, by, at)
+        except GuardRejectedError as exc:
+            # A limit refuses the event: the answer stays on record, and the run stops.
+            kept = stopped_after((first,), exc)
+            if kept is None:
+                raise
+            return kept
+        if isinstance(judged, Refusal):
+            return (refused_decision(spec[1], judged),)
+        return (first, judged[0])
 
     def decided(
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool
@@ -421,6 +459,12 @@ class Planner:
         output = storable(decision.output)
         usage = decision.usage.model_dump() if decision.usage is not None else None
         fields: dict[str, Any] = {"decision": decision.kind, "output": output, "usage": usage}
+        if decision.kind == "emit":
+            types = self.reducer.event_types_for(record)
+            checked = _emits.check(decision.event, types, None, DecisionKind.EMIT)
+            if isinstance(checked, Refusal):
+                return (refused_decision(fields, checked),)
+            fields["emit"] = checked
         if decision.kind == "tool_calls":
             # The run's ids are looked up, not copied: a long run has many.
             actions = record.actions

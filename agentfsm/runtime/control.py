@@ -246,11 +246,14 @@ def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
 
 
 #: The envelope fields `append_event` stamps itself, each with what it stamps, in wire order.
+#: Fields a caller may not give, and who sets them.
 _STAMPED = {
-    "run_id": "the run it appends to",
-    "sequence": "the run's next sequence",
-    "type": "the event type it is given",
-    "occurred_at": "its time",
+    "run_id": "the append (the run it appends to)",
+    "sequence": "the append (the run's next sequence)",
+    "type": "the append (the event type it is given)",
+    "occurred_at": "the append (its time)",
+    # A person's event is nobody's proposal: only the runtime names what proposed one.
+    "emitted_by": "the runtime (what proposed the event)",
 }
 
 
@@ -273,7 +276,8 @@ def append_event(
     Validated like any event (against the table's own types, then its lifecycle), and
     retried after a lost race like every steering verb. The envelope is the verb's to
     stamp: `run_id`, `sequence`, `type` and `occurred_at` given as fields are refused by
-    name (`event_id` is the caller's to give).
+    name (`event_id` is the caller's to give), and so is `emitted_by`, which only the
+    runtime sets on an event a call or a decision proposed.
 
     Raises:
         EventFormatError: the table has no such event type, a field is wrong, or it is one
@@ -283,7 +287,7 @@ def append_event(
     """
     given = {**(fields or {}), **more}
     stamped = [
-        f"field '{name}' is set by the append ({what}); leave it out"
+        f"field '{name}' is set by {what}; leave it out"
         for name, what in _STAMPED.items()
         if name in given
     ]

@@ -3,8 +3,8 @@
 The Runner calls `agent.model(context)` once per turn. The model gets a `ModelContext` (the
 run's record, the outcomes of the previous batch, why its previous decision was refused if
 it was, whether this is the wrap-up turn, the time left) and answers with a `Decision`: a
-final answer, a batch of tool calls, or a handoff to another agent, each with the usage the
-call cost.
+final answer, a batch of tool calls, a handoff to another agent, or an event of the run's
+own lifecycle it proposes (`Decision.emit`), each with the usage the call cost.
 
 A streaming adapter may instead return an iterable of chunks (`TextDelta`, `ToolCallDelta`,
 `UsageDelta`, `HandoffDelta`); `StreamAssembler` folds them into a `Decision`. A tool call's
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from agentfsm.events.models import Refusal, Usage
+from agentfsm.runtime.tools import Emit
 
 if TYPE_CHECKING:
     from agentfsm.record import Action, RunRecord
@@ -90,20 +91,22 @@ def call(tool: str, /, **arguments: Any) -> ProposedCall:
     return ProposedCall(tool, arguments)
 
 
-DecisionKind = Literal["final", "tool_calls", "handoff"]
+DecisionKind = Literal["final", "tool_calls", "handoff", "emit"]
 
 
 @attrs.frozen
 class Decision:
     """What one model call decided (recorded as `model.completed`).
 
-    Build one with `Decision.answer`, `Decision.call_tools` or `Decision.hand_off`.
+    Build one with `Decision.answer`, `Decision.call_tools`, `Decision.hand_off` or
+    `Decision.emit`.
 
     Attributes:
-        kind: `final`, `tool_calls` or `handoff`.
+        kind: `final`, `tool_calls`, `handoff` or `emit`.
         output: the answer (final), or any text the model said beside its calls.
         tool_calls: the proposed calls (only for `tool_calls`; at least one).
         to_agent: the agent to hand off to (only for `handoff`).
+        event: the event of the run's lifecycle it proposes (only for `emit`).
         usage: tokens and cost of the call: a `Usage`, or a dict of its fields
             (`{"input_tokens": 900, "output_tokens": 80}`), validated into one.
     """
@@ -113,6 +116,7 @@ class Decision:
     tool_calls: tuple[ProposedCall, ...] = ()
     to_agent: str | None = None
     usage: Usage | None = attrs.field(default=None, converter=_usage)
+    event: Emit | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.kind == "tool_calls" and not self.tool_calls:
@@ -121,12 +125,17 @@ class Decision:
             raise ValueError(f"a '{self.kind}' decision cannot carry tool calls")
         if (self.kind == "handoff") != bool(self.to_agent):
             raise ValueError("'to_agent' is given exactly for a 'handoff' decision")
+        if (self.kind == "emit") != (self.event is not None):
+            raise ValueError("'event' is given exactly for an 'emit' decision")
+        if self.event is not None and not isinstance(self.event, Emit):
+            raise TypeError(f"an 'emit' decision's event is an Emit, got {self.event!r}")
 
     # The builders are verbs (what the model decided to do), never the name of a field or
     # of a kind: `Decision.tool_calls` is the field, so a builder of that name would shadow
     # it on the class and calling the field would fail with "'member_descriptor' object is
     # not callable". One builder per kind: answer -> `final`, call_tools -> `tool_calls`,
-    # hand_off -> `handoff`.
+    # hand_off -> `handoff`, emit -> `emit` (its field is `event`, as hand_off's is
+    # `to_agent`).
 
     @classmethod
     def answer(cls, output: Any, *, usage: UsageLike | None = None) -> Decision:
@@ -147,6 +156,14 @@ class Decision:
         """Hand the run to another agent (kind `handoff`); turns and budget carry on."""
         return cls("handoff", output=output, to_agent=to_agent, usage=usage)
 
+    @classmethod
+    def emit(cls, event: Emit, *, output: Any = None, usage: UsageLike | None = None) -> Decision:
+        """Propose one event of the run's own lifecycle (kind `emit`): the model proposes,
+        the table decides. Legal where the run stands, it is appended with the decision;
+        otherwise the decision is recorded as `refused` and the next turn reads why, with
+        the events that were allowed (`ModelContext.refusal`)."""
+        return cls("emit", output=output, usage=usage, event=event)
+
 
 @attrs.frozen
 class ModelContext:
@@ -159,7 +176,10 @@ class ModelContext:
         objective: what the run was started for.
         record: the run's record as of this call (the whole ledger, usage, facts).
         results: the previous batch's actions, resolved: succeeded (with `result`), failed
-            (with `error`), rejected (with `reason`) or unknown; empty on the first turn.
+            (with `error`), rejected (with `reason`) or unknown; empty on the first turn. A
+            call that proposed an event of the lifecycle carries it (`emit`), with the
+            sequence it was applied at (`emitted`) or why it was not (`refusal`, with the
+            events that were `allowed`).
         wrap_up: this is the last turn the limits allow: answer, do not call tools (only
             set when the Runner was configured to reserve a wrap-up turn).
         remaining: seconds before the run's deadline, or None without one.
@@ -167,7 +187,8 @@ class ModelContext:
         refusal: why the previous decision was refused, when it was (`results` is then
             empty: none of its calls ran): its `message` says what to do instead, e.g.
             `1,000 calls proposed in one decision; at most 64 are allowed: ...`, and
-            `proposed` sums up what was asked. Tell the model, and let it try again.
+            `proposed` sums up what was asked; for an event it proposed, `allowed` lists
+            the events the table allowed instead. Tell the model, and let it try again.
     """
 
     run_id: str

@@ -14,7 +14,7 @@ from typing import Any
 from agentfsm.errors import GuardRejectedError, OverrunError
 from agentfsm.events import models as m
 from agentfsm.events.canonical import call_digest
-from agentfsm.events.models import Event, Proposal, Refusal
+from agentfsm.events.models import Event, Proposal, ProposedEvent, Refusal
 from agentfsm.names import DecisionKind, EventType
 from agentfsm.record import RunRecord
 
@@ -26,7 +26,10 @@ __all__ = [
     "built",
     "call_started",
     "declined",
+    "emit_refused",
+    "proposal",
     "refused",
+    "refused_decision",
     "requested",
 ]
 
@@ -105,10 +108,21 @@ def refused(spec: Spec, error: GuardRejectedError) -> Spec | None:
         return None  # refused as a refusal: nothing is left to take back
     if error.event != EventType.MODEL_COMPLETED or isinstance(error, OverrunError):
         return None
-    fields = spec[1]
+    return refused_decision(spec[1], Refusal.of(error.guard, error.detail, proposal(spec[1])))
+
+
+def proposal(fields: dict[str, Any]) -> Proposal:
+    """What the decision of `model.completed` fields proposed, summed up (`Proposal`)."""
     calls = fields.get("tool_calls") or ()
-    proposed = Proposal.of(fields["decision"], [call["tool"] for call in calls])
-    refusal = Refusal.of(error.guard, error.detail, proposed)
+    emit = fields.get("emit")
+    event = emit.type if isinstance(emit, ProposedEvent) else None
+    return Proposal.of(fields["decision"], [call["tool"] for call in calls], event)
+
+
+def refused_decision(fields: dict[str, Any], refusal: Refusal) -> Spec:
+    """`model.completed` recording the decision of `fields` as refused, for `refusal`: the
+    one way any refused decision is recorded (a guard's refusal, or the table's refusal of
+    the event it proposed). Its usage and text stay: the call happened."""
     return (
         m.ModelCompleted,
         {
@@ -118,3 +132,8 @@ def refused(spec: Spec, error: GuardRejectedError) -> Spec | None:
             "refusal": refusal,
         },
     )
+
+
+def emit_refused(action_id: str, refusal: Refusal) -> tuple[type[Any], dict[str, Any]]:
+    """`emit.refused` for the event call `action_id` proposed (or tried to)."""
+    return (m.EmitRefused, {"action_id": action_id, "refusal": refusal})

@@ -6,6 +6,12 @@ the time left before the run's deadline. It returns any JSON value (or a `ToolRe
 report a cost), raises `ToolError` for a failure it understands (with `retryable`), or
 raises `OutcomeUnknownError` when it cannot tell whether its effect happened.
 
+A tool may also propose one event of the run's own lifecycle with its result: it returns
+`Emit("loan.documents_requested", documents=[...])`, or `ToolResult(value, emit=Emit(...))`,
+for a type it declares (`Tool(..., emits=("loan.documents_requested",))`). The proposal is
+recorded with the call's outcome; the table decides once the batch is resolved (see
+`agentfsm.runtime._emits`).
+
 What the Runner may repeat follows from two flags:
 
 - `side_effects=False`: calling it again changes nothing in the world (a lookup).
@@ -29,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from agentfsm._extras import missing_extra
 
 __all__ = [
+    "Emit",
     "InvalidCall",
     "OutcomeUnknownError",
     "Tool",
@@ -69,17 +76,47 @@ class ToolContext:
     timeout: float | None
 
 
+@attrs.frozen(init=False)
+class Emit:
+    """An event of the run's own lifecycle, proposed by a tool's call or a model's decision.
+
+    `Emit("loan.documents_requested", documents=["payslip"])`: the event type (one of the
+    table's own, never a built-in one) and its fields. A tool returns it (alone, or as
+    `ToolResult(value, emit=...)`); a model decides `Decision.emit(Emit(...))`. The table
+    decides: the event is appended when it is legal where the run stands, and otherwise
+    recorded as refused, with why and what was allowed, for the model's next turn.
+
+    Attributes:
+        type: the event type, e.g. `loan.documents_requested`.
+        fields: its own fields (JSON values), checked against the type's model.
+    """
+
+    type: str
+    fields: Mapping[str, Any]
+
+    def __init__(self, type: str, /, **fields: Any) -> None:
+        if not isinstance(type, str) or not type:
+            raise ValueError(f"an Emit needs an event type (a non-empty string), got {type!r}")
+        self.__attrs_init__(type, dict(fields))
+
+
 @attrs.frozen
 class ToolResult:
-    """A tool's result with the cost it incurred (recorded on `tool.completed`).
+    """A tool's result, with what it cost and the event it proposes (on `tool.completed`).
 
     Attributes:
         value: the result (a JSON value).
         cost: what the call cost, counted against the run's budget.
+        emit: one event the call proposes (a type the tool declares in `emits`).
     """
 
     value: Any
     cost: float | None = None
+    emit: Emit | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.emit is not None and not isinstance(self.emit, Emit):
+            raise TypeError(f"ToolResult.emit is an Emit, got {self.emit!r}")
 
 
 class ToolError(Exception):
@@ -141,6 +178,14 @@ def _check_args(_: object, __: object, value: Any) -> None:
     raise TypeError(f"args must be a pydantic model class or a JSON Schema dict, got {value!r}")
 
 
+def _emit_types(value: str | Iterable[str]) -> tuple[str, ...]:
+    types = (value,) if isinstance(value, str) else tuple(value)
+    bad = [t for t in types if not isinstance(t, str) or not t]
+    if bad:
+        raise ValueError(f"emits names event types (non-empty strings), got {bad!r}")
+    return types
+
+
 def _schema_validator(schema: Mapping[str, Any]) -> Any:
     try:
         import jsonschema
@@ -181,6 +226,9 @@ class Tool:
             overruns is recorded outcome unknown, or a retryable `timeout` for a tool
             without side effects; Python cannot stop it, so it finishes in the background.
         description: for the model's tool list.
+        emits: the event types of the run's table its calls may propose (`Emit`): a call
+            that proposes another is refused (`undeclared`), and a Runner refuses a tool
+            that declares a type its table does not have.
 
     A tool knows nothing of agents: one whose call is a child run is a `SubagentTool`
     (see `subagent(...)`), so agents can hold tools without tools importing agents.
@@ -199,6 +247,7 @@ class Tool:
     max_attempts: int = attrs.field(default=1, validator=_check_attempts)
     timeout: float | None = None
     description: str = ""
+    emits: tuple[str, ...] = attrs.field(default=(), converter=_emit_types)
     _validator: Any = attrs.field(init=False, repr=False, eq=False)
     is_async: bool = attrs.field(init=False, repr=False, eq=False)
 

@@ -6,8 +6,10 @@ the append's own transaction):
 
 - **Wake now** when a batch holds an event a driver does not append itself (a steering
   verb's: `run.started`, `approval.accepted`/`rejected`, `run.resumed`,
-  `run.cancel_requested`, a lifecycle's own event) and leaves the run with work to do
-  (a runnable state), or is in a subagent run (its parent's call is waiting on it).
+  `run.cancel_requested`, a lifecycle's own event a person appends) and leaves the run with
+  work to do (a runnable state), or is in a subagent run (its parent's call is waiting on
+  it). A lifecycle's own event that rides in a driver's batch (the event a call's outcome
+  or a decision proposed) is the driver's.
   A subagent run is driven by its parent's call, so the wake-up goes to the root run.
 - **Wake at a time** (a timer) when a batch sets a time something must happen by itself:
   the run's deadline (`run.started` with `limits.deadline`) and an approval's expiry
@@ -50,6 +52,7 @@ DRIVER_TYPES = frozenset(
         "run.failed",
         "run.terminated",
         "run.cancelled",
+        "emit.refused",
     }
 )
 
@@ -99,6 +102,10 @@ def wakeups(record: RunRecord, types: Iterable[str], table: TransitionTable) -> 
     if "approval.requested" in kinds:
         # A policy's refusal is appended with its request, by the driver.
         steering.discard("approval.rejected")
+    if steering and kinds & DRIVER_TYPES:
+        # A lifecycle's own event in a driver's batch is one a call or a decision proposed
+        # (appended with its outcome or the decision): the driver's own, not a person's.
+        steering.difference_update(table.event_types.custom)
     root = root_of(record.run_id)
     out: list[Wake] = []
     if steering and (record.status in table.runnable_states or root != record.run_id):

@@ -13,8 +13,9 @@ events and folds them in:
   how other processes steer a run: the batch is re-stamped on top and appended if it is
   still legal (a tool's result is still recorded after a cancel), and if it is not, the
   writer raises `StateChanged` so the Runner re-decides from the new record;
-- driving events (a model or tool event, an approval request) mean another worker is
-  driving the run: `RunSupersededError`, and this Runner stops instead of forking the work.
+- driving events (a model or tool event, an approval request, an event a call or a
+  decision proposed) mean another worker is driving the run: `RunSupersededError`, and this
+  Runner stops instead of forking the work.
 
 A batch may take the next step's opening event along (`then`: a `tool.started` with the
 decision that requested the call, a `model.started` with the result the model will see):
@@ -80,6 +81,7 @@ DRIVING = frozenset(
         E.APPROVAL_REQUESTED,
         E.RUN_COMPLETED,
         E.RUN_CANCELLED,
+        E.EMIT_REFUSED,
     }
 )
 
@@ -246,7 +248,8 @@ class _Base:
     def _fold_foreign(self, events: list[Event]) -> None:
         record = self.record
         for event in events:
-            if event.type in DRIVING:
+            # An event a call or a decision proposed (`emitted_by`) is a driver's too.
+            if event.type in DRIVING or getattr(event, "emitted_by", None) is not None:
                 raise RunSupersededError(
                     run_id=self.run_id, sequence=event.sequence, event=event.type
                 )

@@ -26,7 +26,9 @@ from agentfsm.events.models import Envelope
 __all__ = ["few_values", "own_fields", "payload_strategy", "variants"]
 
 #: Fields every event has; a payload never sets them.
-_ENVELOPE = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id"})
+# `emitted_by` is envelope too: set by the runtime on an event a call or a decision proposed,
+# never a payload to vary (a generated run's lifecycle events are a person's).
+_ENVELOPE = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id", "emitted_by"})
 
 #: A plain value for a required field of these types, when no strategy is given.
 _PLAIN: dict[Any, Any] = {str: "x", int: 0, float: 0.0, bool: False}

@@ -30,6 +30,7 @@ __all__ = [
     "events",
     "json_values",
     "payloads",
+    "proposed_events",
     "refusals",
     "run_ids",
     "table_refs",
@@ -131,6 +132,17 @@ def usages() -> st.SearchStrategy[dict[str, Any]]:
             "input_tokens": st.integers(0, 10_000),
             "output_tokens": st.integers(0, 2_000),
             "cost": _costs,
+        }
+    )
+
+
+@functools.cache
+def proposed_events() -> st.SearchStrategy[dict[str, Any]]:
+    """`{type, fields}`: an event of a lifecycle's own a call or a decision proposes."""
+    return st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(("ticket.escalated", "loan.documents_requested")),
+            "fields": st.dictionaries(st.sampled_from(("to", "documents", "note")), json_values(3)),
         }
     )
 
@@ -242,6 +254,8 @@ def _free_fields(
             f["output"] = draw(json_values())
         elif f["decision"] == DecisionKind.REFUSED and "refusal" not in f:
             f["refusal"] = draw(refusals())
+        elif f["decision"] == DecisionKind.EMIT and "emit" not in f:
+            f["emit"] = draw(proposed_events())
         f["usage"] = _opt(draw, usages())
     elif t == E.HANDOFF:
         f["to_agent"] = draw(_agents)
@@ -270,6 +284,8 @@ def _free_fields(
         f.setdefault("to_table", draw(table_refs()))
         f["by"] = draw(_people)
         f["reason"] = draw(_reasons)
+    elif t == E.EMIT_REFUSED:
+        f["refusal"] = draw(refusals())
     elif t == E.RUN_TERMINATED:
         f["stop_reason"] = draw(st.sampled_from(tuple(StopReason)))
         f["detail"] = _opt(draw, _text)
@@ -288,7 +304,7 @@ def payloads(event_type: str, *, max_calls: int = 3) -> st.SearchStrategy[dict[s
     @st.composite
     def fields(draw: st.DrawFn) -> dict[str, Any]:
         base: dict[str, Any] = {}
-        if event_type in ACTION_EVENTS:
+        if event_type in ACTION_EVENTS or event_type == E.EMIT_REFUSED:
             base["action_id"] = draw(action_ids())
         if event_type == E.TOOL_STARTED:
             base["attempt"] = draw(st.integers(1, 3))

@@ -51,6 +51,7 @@ def test_the_top_level_runtime_names_are_the_runtimes() -> None:
         "Agent",
         "AsyncRunner",
         "Decision",
+        "Emit",
         "RunResult",
         "Runner",
         "ScriptedModel",
