@@ -30,15 +30,19 @@ from agentfsm.stores.sqlite import SQLiteEventStore
 
 __all__ = [
     "ENV",
+    "PAGE",
     "add_store_argument",
     "opened_run_store",
     "opened_store",
+    "run_ids",
     "run_tables",
     "store_label",
     "store_opener",
 ]
 
 ENV = "AGENTFSM_STORE"
+#: Runs listed per query by a command that reads every run (`run_ids`).
+PAGE = 500
 
 
 def add_store_argument(p: argparse.ArgumentParser, *, table: bool = True) -> None:
@@ -119,6 +123,19 @@ def run_tables(store: EventStore, run_id: str) -> tuple[TableRef | None, TableRe
         if close is not None:
             close()
     return started, current
+
+
+def run_ids(store: EventStore, run_id: str | None = None) -> Iterator[str]:
+    """`run_id` alone, or every run of the store in id order, a page of `PAGE` at a time
+    (so a store of 100,000 runs is never listed at once)."""
+    if run_id is not None:
+        yield run_id
+        return
+    after: str | None = None
+    while page := store.runs(limit=PAGE, after=after):
+        for info in page:
+            yield info.run_id
+        after = page[-1].run_id
 
 
 @contextmanager
