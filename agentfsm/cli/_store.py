@@ -25,6 +25,7 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import known_tables
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores.anchor import Anchor
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.sqlite import SQLiteEventStore
 
@@ -144,9 +145,12 @@ def opened_store(
     command: str,
     table: TransitionTable | None = None,
     tables: Sequence[TransitionTable] = (),
+    *,
+    anchor: Anchor | None = None,
 ) -> Iterator[EventStore]:
     """The store named by `spec` (or `$AGENTFSM_STORE`), closed after the block; its runs
-    folded with `table` (the default table unless given), knowing the versions `tables` too.
+    folded with `table` (the default table unless given), knowing the versions `tables` too,
+    and its runs' heads anchored in `anchor` (else in `$AGENTFSM_ANCHOR`'s file, if set).
 
     Raises:
         UsageError: no store named, no SQLite file there, the PostgreSQL driver missing,
@@ -159,11 +163,10 @@ def opened_store(
         raise UsageError(f"{PROG} {command}: {ENV} must not contain NUL")
     postgres = spec.startswith(("postgresql://", "postgres://"))
     driver = _postgres_driver(command) if postgres else sqlite3.Error
-    options = (
-        StoreOptions(reducer=Reducer(table or DEFAULT_TABLE, tables=tables))
-        if table is not None or tables
-        else None
-    )
+    given: dict[str, Any] = {} if anchor is None else {"anchor": anchor}
+    if table is not None or tables:
+        given["reducer"] = Reducer(table or DEFAULT_TABLE, tables=tables)
+    options = StoreOptions(**given) if given else None
     try:
         with _postgres(spec, options) if postgres else _sqlite(spec, command, options) as store:
             yield store

@@ -7,7 +7,7 @@ to the log before it is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from agentfsm._log import get_logger
 from agentfsm.errors import CorruptLogError, EventFormatError, LifecycleError, TableMismatchError
@@ -25,6 +25,7 @@ __all__ = [
     "TABLE_EVENTS",
     "check_link",
     "check_row",
+    "close_rows",
     "distrust",
     "fold_rows",
     "parse_row",
@@ -171,6 +172,14 @@ def fold_rows(
         if row.type in TABLE_EVENTS:
             types = reducer.event_types_for(record)
     return Head(record, last_hash)
+
+
+def close_rows(rows: Iterator[StoredEvent]) -> None:
+    """Close a backend's row iterator now, if it can be closed (a half-read SQLite cursor
+    keeps its read transaction open until it is)."""
+    close = getattr(rows, "close", None)
+    if close is not None:
+        close()
 
 
 def check_link(integrity: Integrity, run_id: str, previous: str, row: StoredEvent) -> None:

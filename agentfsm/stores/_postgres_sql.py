@@ -72,6 +72,7 @@ class Sql:
             "%(hashes)s::text[]) AS n(sequence, hash) "
             "WHERE e.run_id = %(run_id)s AND e.sequence = n.sequence"
         )
+        self.delete_snapshot = f"DELETE FROM {snaps} WHERE run_id = %s"
         self.put_snapshot = (
             f"INSERT INTO {snaps} (run_id, sequence, event_hash, data, digest) "
             "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET "

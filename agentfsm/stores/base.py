@@ -78,6 +78,7 @@ from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
 from agentfsm.stores._load import (
     check_link,
+    close_rows,
     fold_rows,
     parse_row,
     trusted_snapshot,
@@ -289,7 +290,7 @@ class EventStore(abc.ABC):
                     integrity=integrity,
                 )
             finally:
-                _close(rows)
+                close_rows(rows)
             # An append that landed while the rows were read makes the runs row and the
             # log look apart; only a disagreement that stays put is reported.
             if report.ok or self._info(run_id) == info:
@@ -449,9 +450,9 @@ class EventStore(abc.ABC):
         record: str,
     ) -> bool:
         """In one transaction, if the store's key record is `record` and the run's runs row
-        is at `version`: set each `(sequence, hash)` of `hashes` on the run's rows and, when
-        `snapshot` is given, replace the run's snapshot with it. Whether it did (False: the
-        record or the version moved, and nothing was written). What `rekey` writes."""
+        is at `version`: set each `(sequence, hash)` of `hashes` on the run's rows, and
+        replace the run's snapshot with `snapshot` (None: delete it). Whether it did (False:
+        the record or the version moved, and nothing was written). What `rekey` writes."""
         raise NotImplementedError(f"{type(self).__name__} cannot be re-keyed")
 
     # -- shared machinery ----------------------------------------------------------------
@@ -489,7 +490,7 @@ class EventStore(abc.ABC):
             try:
                 row = next(rows, None)
             finally:
-                _close(rows)
+                close_rows(rows)
             row = row if row is not None and row.sequence == 1 else None
         refused = adoption_refusal(integrity, run_id, row)
         if refused is not None:
@@ -539,7 +540,7 @@ class EventStore(abc.ABC):
         try:
             row = next(rows, None)
         finally:
-            _close(rows)
+            close_rows(rows)
         return row.hash if row is not None and row.sequence == anchored.version else None
 
     def _anchored_problem(
@@ -593,13 +594,13 @@ class EventStore(abc.ABC):
                 if head is not None:
                     head = fold_rows(self.reducer, run_id, head, rows, integrity)
             finally:
-                _close(rows)
+                close_rows(rows)
         if head is None:
             rows = self._read_rows(run_id, 0)
             try:
                 head = fold_rows(self.reducer, run_id, None, rows, integrity)
             finally:
-                _close(rows)
+                close_rows(rows)
         if head.record.version == 0:
             if self.options.anchor is not None:
                 self._check_anchor(run_id, None)
@@ -616,7 +617,7 @@ class EventStore(abc.ABC):
         try:
             found = [row.sequence for _, row in zip(range(2), rows, strict=False)]
         finally:
-            _close(rows)
+            close_rows(rows)
         return inconsistency(run_id, before, found, self._read_run(run_id))
 
     def _iter_events(self, run_id: str, after: int) -> Iterator[Event]:
@@ -654,11 +655,4 @@ class EventStore(abc.ABC):
                 yield event
                 expected += 1
         finally:
-            _close(rows)
-
-
-def _close(rows: Iterator[StoredEvent]) -> None:
-    # A half-read SQLite cursor keeps its read transaction open until it is closed.
-    close = getattr(rows, "close", None)
-    if close is not None:
-        close()
+            close_rows(rows)

@@ -122,7 +122,9 @@ class MemoryEventStore(EventStore):
                 attrs.evolve(row, hash=new[row.sequence]) if row.sequence in new else row
                 for row in storage.events[run_id]
             ]
-            if snapshot is not None:
+            if snapshot is None:
+                storage.snapshots.pop(run_id, None)
+            else:
                 storage.snapshots[run_id] = snapshot
             return True
 

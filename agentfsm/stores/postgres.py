@@ -264,7 +264,9 @@ class PostgresEventStore(EventStore):
                     "hashes": [link for _, link in hashes],
                 },
             )
-            if snapshot is not None:
+            if snapshot is None:
+                self._query(self._sql.delete_snapshot, (run_id,))
+            else:
                 s = snapshot
                 self._query(
                     self._sql.put_snapshot, (run_id, s.sequence, s.event_hash, s.data, s.digest)

@@ -387,7 +387,9 @@ class SQLiteEventStore(EventStore):
                 f"UPDATE {self._events} SET hash = ? WHERE run_id = ? AND sequence = ?",
                 [(link, run_id, sequence) for sequence, link in hashes],
             )
-            if snapshot is not None:
+            if snapshot is None:
+                c.execute(f"DELETE FROM {self._snapshots} WHERE run_id = ?", (run_id,))
+            else:
                 s = snapshot
                 c.execute(self._sql_snapshot, (run_id, s.sequence, s.event_hash, s.data, s.digest))
             c.execute("COMMIT")
