@@ -8,9 +8,10 @@ snapshot digest is rewritten, one transaction per run (`agentfsm.stores.rekey`).
 the store refuses every handle, under either key; stop the processes that write to it first.
 Killed, it is resumed by running it again with the same keys.
 
-Exit status: 0 re-keyed; 1 a run's chain does not check out under the old key (the message
-says whether the store is as it was or stays half re-keyed); 2 no key change given, a key
-too short, a store under other keys, or a store that fails.
+Exit status: 0 re-keyed; 1 a run's chain does not check out under the old key, or a run
+kept changing while it was rewritten (a writer that does not check the key record): the
+message says whether the store is as it was or stays half re-keyed; 2 no key change given,
+a key too short, a store under other keys, or a store that fails.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agentfsm.cli._common import PROG, Parser, UsageError
 from agentfsm.cli._output import error_text, shown
 from agentfsm.cli._store import add_store_argument, opened_store
 from agentfsm.cli.control import command
-from agentfsm.errors import CorruptLogError
+from agentfsm.errors import ConcurrencyConflictError, CorruptLogError
 from agentfsm.stores._integrity import KEY_ENV, MIN_KEY_BYTES, key_from_env
 from agentfsm.stores.rekey import rekey
 
@@ -62,8 +63,10 @@ def _rekey(args: argparse.Namespace) -> int:
             report = rekey(store, new)
         except ValueError as exc:  # the new key is the store's
             raise UsageError(f"{PROG} rekey: {shown(str(exc))}") from None
-        except CorruptLogError as exc:
+        except (CorruptLogError, ConcurrencyConflictError) as exc:
             print(f"{PROG} rekey: refused: {error_text(exc)}", file=sys.stderr)
+            for note in getattr(exc, "__notes__", ()):
+                print(f"  {shown(note)}", file=sys.stderr)
             return 1
     print(report)
     return 0

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from agentfsm.errors import CorruptLogError, IntegrityKeyError, StoreError
+from agentfsm.errors import ConcurrencyConflictError, CorruptLogError, IntegrityKeyError
 from agentfsm.events.canonical import canonical_text
 from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._keys import META_KEY, describe, key_refusal, rekeying, rekeying_keys
@@ -38,7 +38,8 @@ from agentfsm.stores.base import EventStore
 
 __all__ = ["REKEY_TRIES", "RekeyReport", "rekey"]
 
-#: How often a run whose version moves while it is rewritten is read again.
+#: How often a run whose version moves while it is rewritten is read again before the
+#: re-key stops.
 REKEY_TRIES = 5
 _PAGE = 500
 
@@ -80,7 +81,8 @@ def rekey(store: EventStore, new_key: bytes | None) -> RekeyReport:
             run was rewritten (the message says whether the store is as it was, or stays
             half re-keyed until the run is repaired and `rekey` runs again).
         NotImplementedError: the store's backend cannot be re-keyed.
-        StoreError: a run kept changing while it was rewritten.
+        ConcurrencyConflictError: a run kept changing while it was rewritten (a writer that
+            does not check the key record); a note says where the store is left.
     """
     old = store.options.integrity
     new = Integrity(new_key)
@@ -103,20 +105,31 @@ def rekey(store: EventStore, new_key: bytes | None) -> RekeyReport:
         if _under(store, run_id, new):
             done += 1
             continue
-        problem = _rewrite(store, run_id, old, new, moving)
+        untouched = fresh and rewritten == 0 and done == 0
+        try:
+            problem = _rewrite(store, run_id, old, new, moving)
+        except ConcurrencyConflictError as exc:
+            exc.add_note(_stopped(store, untouched, old.record, moving, "stop the writer"))
+            raise
         if problem is not None:
-            if fresh and rewritten == 0 and done == 0:
-                store._put_meta(META_KEY, old.record, expected=moving)
-                raise _refused(run_id, problem, "nothing was re-keyed: the store is as it was")
             raise _refused(
-                run_id,
-                problem,
-                "the store stays half re-keyed, and no handle may use it: repair the run, "
-                "then run the re-key again with the same keys",
+                run_id, problem, _stopped(store, untouched, old.record, moving, "repair the run")
             )
         rewritten += 1
     store._put_meta(META_KEY, new.record, expected=moving)
     return RekeyReport(old.record, new.record, rewritten, done)
+
+
+def _stopped(store: EventStore, untouched: bool, old: str, moving: str, fix: str) -> str:
+    """Where a re-key that stops leaves the store: as it was, if no run was rewritten yet
+    (its record is put back), else half re-keyed."""
+    if untouched:
+        store._put_meta(META_KEY, old, expected=moving)
+        return "nothing was re-keyed: the store is as it was"
+    return (
+        f"the store stays half re-keyed, and no handle may use it: {fix}, then run the "
+        "re-key again with the same keys"
+    )
 
 
 def _run_ids(store: EventStore) -> Iterator[str]:
@@ -166,24 +179,41 @@ def _relink(
 def _rewrite(
     store: EventStore, run_id: str, old: Integrity, new: Integrity, moving: str
 ) -> Problem | None:
-    """Rewrite one run under `new` in one transaction; what stops it, if anything."""
+    """Rewrite one run under `new` in one transaction; what stops it, if anything.
+
+    Raises:
+        IntegrityKeyError: the store's key record moved away from `moving` meanwhile.
+        ConcurrencyConflictError: the run's version kept moving.
+    """
+    expected = 0
     for _ in range(REKEY_TRIES):
         info = store._read_run(run_id)
         if info is None:
             return None  # gone since it was listed: nothing left to rewrite
+        expected = info.version
         hashes, problem = _relink(store, run_id, old, new)
         if problem is not None:
             return problem
         snapshot = _resealed(store, run_id, old, new, dict(hashes))
-        if store._rewrite_run(run_id, info.version, hashes, snapshot, moving):
+        if store._rewrite_run(run_id, expected, hashes, snapshot, moving):
             anchor = store.options.anchor
             if anchor is not None and hashes:
                 version, head = hashes[-1]
                 anchor.put([AnchoredHead(run_id, version, head, new.record)])
             return None
-    raise StoreError(
-        f"run '{run_id}' kept changing while it was re-keyed (written by a process that does "
-        "not check the store's key record?); stop it, then run the re-key again"
+        found = store._read_meta(META_KEY)
+        if found != moving:
+            raise IntegrityKeyError(
+                f"the store's key record became {found!r} while it was re-keyed (another "
+                "re-key, or an edit): look at the store before running the re-key again",
+                store_key=found,
+                handle_key=old.record,
+            )
+    # Appends are refused by the key record: only a writer that skips it (an older
+    # agentfsm, a hand-made insert) moves a run now.
+    actual = store._read_run(run_id)
+    raise ConcurrencyConflictError(
+        run_id=run_id, expected_version=expected, actual_version=actual.version if actual else 0
     )
 
 

@@ -15,13 +15,14 @@ import hashlib
 import pickle
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentfsm import SQLiteEventStore, StoreOptions
-from agentfsm.errors import CorruptLogError
+from agentfsm.errors import ConcurrencyConflictError, CorruptLogError, IntegrityKeyError
 from agentfsm.events import dump_event
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
@@ -29,7 +30,7 @@ from agentfsm.stores import MemoryEventStore, MemoryStorage
 from agentfsm.stores._integrity import UNKEYED, Integrity, key_id
 from agentfsm.stores._keys import key_refusal, rekeying, rekeying_keys
 from agentfsm.stores.anchor import AnchoredHead, FileAnchor, anchor_problem
-from agentfsm.stores.rekey import rekey
+from agentfsm.stores.rekey import REKEY_TRIES, rekey
 from agentfsm.testing.store_checks import scripted_run
 from agentfsm.testing.walk import legal_runs
 from tests._cli_helpers import run_script, waiting_events
@@ -227,3 +228,78 @@ class TestAStoreFromBeforeKeyRecords:
             meta = conn.execute("SELECT key, value FROM agentfsm_meta ORDER BY key").fetchall()
         conn.close()
         assert meta == [("integrity", Integrity(KEY).record), ("schema_version", "4")]
+
+
+class WrittenBehindTheRecord(SQLiteEventStore):
+    """A store whose run `victim` is moved, before each of its rewrites, by a writer that
+    does not check the key record (an older agentfsm): its version goes up by one."""
+
+    victim = "r1"
+
+    def _rewrite_run(self, run_id: str, version: int, *args: Any) -> bool:
+        if run_id == self.victim:
+            moved = sqlite3.connect(self.path)
+            with moved:
+                moved.execute(
+                    "UPDATE agentfsm_runs SET version = version + 1 WHERE run_id = ?", (run_id,)
+                )
+            moved.close()
+        return super()._rewrite_run(run_id, version, *args)
+
+
+class TestARekeyRacingAWriterThatSkipsTheRecord:
+    """The re-key writes a run only at the version it read: a writer it cannot stop is a
+    conflict, never a run half under each key."""
+
+    def _store(self, path: Path, victim: str) -> WrittenBehindTheRecord:
+        filled = SQLiteEventStore(path)
+        for run_id in ("r0", "r1"):
+            filled.append(run_id, scripted_run(run_id, 1), 0)
+        filled.close()
+        store = WrittenBehindTheRecord(path)
+        store.victim = victim
+        return store
+
+    def test_on_the_first_run_the_store_is_left_as_it_was(self, tmp_path: Path) -> None:
+        """Nothing rewritten: the record is put back, the store works under its old key."""
+        store = self._store(tmp_path / "runs.db", "r0")
+        with pytest.raises(ConcurrencyConflictError) as info:
+            rekey(store, KEY)
+        assert (str(info.value), info.value.__notes__) == (
+            f"run 'r0': expected version {6 + REKEY_TRIES - 1}, but the store is at version "
+            f"{6 + REKEY_TRIES}; reload the run and try again",
+            ["nothing was re-keyed: the store is as it was"],
+        )
+        store.close()
+        with SQLiteEventStore(tmp_path / "runs.db") as after:
+            assert after.verify("r1").ok
+
+    def test_later_the_store_stays_refused_until_the_rekey_is_run_again(
+        self, tmp_path: Path
+    ) -> None:
+        """A run already rewritten: the store stays half re-keyed, which every handle is
+        refused; the re-key run again (the writer stopped) finishes it."""
+        store = self._store(tmp_path / "runs.db", "r1")
+        with pytest.raises(ConcurrencyConflictError) as info:
+            rekey(store, KEY)
+        assert info.value.__notes__ == [
+            "the store stays half re-keyed, and no handle may use it: stop the writer, then "
+            "run the re-key again with the same keys"
+        ]
+        store.close()
+        for key in (None, KEY):
+            with (
+                SQLiteEventStore(
+                    tmp_path / "runs.db", options=StoreOptions(integrity_key=key)
+                ) as s,
+                pytest.raises(IntegrityKeyError),
+            ):
+                s.runs()
+        with SQLiteEventStore(tmp_path / "runs.db") as again:  # the writer stopped
+            report = rekey(again, KEY)
+        assert (report.rewritten, report.done) == (1, 1)
+        with SQLiteEventStore(tmp_path / "runs.db", options=StoreOptions(integrity_key=KEY)) as s:
+            assert s.verify("r0").ok
+            assert s.verify("r1").problem == (
+                "store inconsistent: the runs table says version 11 but the log ends at 6"
+            )
