@@ -278,3 +278,27 @@ class TestAnchor:
             f"anchor '{anchor}': 2 runs recorded",
         )
         assert [h.run_id for h in _heads(anchor)] == ["r1", "r2"]
+
+
+class TestUsage:
+    def test_the_anchor_is_not_the_store(
+        self, capsys: pytest.CaptureFixture[str], store: Path
+    ) -> None:
+        """An anchor in the store's own file guards nothing: refused, exit 2."""
+        assert run_main(capsys, "verify", "--store", str(store), "--anchor", str(store)) == (
+            2,
+            "",
+            "agentfsm verify: --anchor must be another file than the store: an anchor is kept "
+            "where whoever can write the store cannot\n",
+        )
+
+    def test_a_key_too_short_is_one_line(self, store: Path) -> None:
+        """A short `AGENTFSM_INTEGRITY_KEY` is a usage error naming the rule, no traceback."""
+        result = run_script(
+            "verify", "--store", str(store), env={"AGENTFSM_INTEGRITY_KEY": "short"}
+        )
+        assert (result.returncode, result.stderr) == (
+            2,
+            "agentfsm verify: an integrity key must be at least 16 bytes, got 5 (set "
+            "AGENTFSM_INTEGRITY_KEY or StoreOptions(integrity_key=...) to a longer secret)\n",
+        )

@@ -166,7 +166,10 @@ def opened_store(
     given: dict[str, Any] = {} if anchor is None else {"anchor": anchor}
     if table is not None or tables:
         given["reducer"] = Reducer(table or DEFAULT_TABLE, tables=tables)
-    options = StoreOptions(**given) if given else None
+    try:  # here, not in the store: a key from the environment that is too short
+        options = StoreOptions(**given)
+    except ValueError as exc:
+        raise UsageError(f"{PROG} {command}: {exc}") from None
     try:
         with _postgres(spec, options) if postgres else _sqlite(spec, command, options) as store:
             yield store
@@ -187,7 +190,7 @@ def _postgres_driver(command: str) -> type[Exception]:
     return psycopg.Error
 
 
-def _postgres(spec: str, options: StoreOptions | None) -> EventStore:
+def _postgres(spec: str, options: StoreOptions) -> EventStore:
     from agentfsm.stores.postgres import PostgresEventStore
 
     store = PostgresEventStore(spec, options=options)
@@ -221,7 +224,7 @@ def _wake_engine(store: Any) -> None:
     Waker(queue).install(store)
 
 
-def _sqlite(spec: str, command: str, options: StoreOptions | None) -> SQLiteEventStore:
+def _sqlite(spec: str, command: str, options: StoreOptions) -> SQLiteEventStore:
     return SQLiteEventStore(_sqlite_path(spec, command), options=options)
 
 

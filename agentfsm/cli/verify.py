@@ -27,14 +27,23 @@ runs checked (the anchored runs the store lacks included), `events` the events f
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_table
 from agentfsm.cli._output import shown, shown_json
-from agentfsm.cli._store import PAGE, add_store_argument, opened_store, run_ids, run_tables
+from agentfsm.cli._store import (
+    ENV,
+    PAGE,
+    add_store_argument,
+    opened_store,
+    run_ids,
+    run_tables,
+)
 from agentfsm.cli.control import command
 from agentfsm.errors import RunNotFoundError
 from agentfsm.fsm.registry import UnknownTableError, known_tables, lookup
@@ -69,6 +78,11 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 def _verify(args: argparse.Namespace) -> int:
     table = load_table(args.table, "verify") if args.table else None
+    if args.anchor is not None and _same_file(args.anchor, args.store):
+        raise UsageError(
+            f"{PROG} verify: --anchor must be another file than the store: an anchor is "
+            "kept where whoever can write the store cannot"
+        )
     given = FileAnchor(args.anchor) if args.anchor is not None else None
     out = _Json(sys.stdout) if args.format == "json" else _Text(sys.stdout)
     tally = _Tally()
@@ -91,6 +105,15 @@ def _verify(args: argparse.Namespace) -> int:
             given.close()
     out.end(tally)
     return 0 if tally.findings == 0 else 1
+
+
+def _same_file(anchor: Path, spec: str | None) -> bool:
+    spec = spec or os.environ.get(ENV) or ""
+    store = Path(spec.removeprefix("sqlite:///").removeprefix("sqlite:"))
+    try:
+        return anchor.resolve() == store.resolve()
+    except OSError:
+        return False
 
 
 def _lost(store: EventStore, anchor: Anchor | None, run_id: str | None) -> AnchoredHead | None:
