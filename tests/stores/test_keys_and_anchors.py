@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,22 @@ from agentfsm.errors import ConcurrencyConflictError, CorruptLogError, Integrity
 from agentfsm.events import dump_event
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
-from agentfsm.stores import MemoryEventStore, MemoryStorage
+from agentfsm.stores import (
+    EventStore,
+    MemoryEventStore,
+    MemoryStorage,
+    RunInfo,
+    StoredEvent,
+    StoredSnapshot,
+)
+from agentfsm.stores._checks import conflict
 from agentfsm.stores._integrity import UNKEYED, Integrity, key_id
 from agentfsm.stores._keys import key_refusal, rekeying, rekeying_keys
+from agentfsm.stores._rows import PreparedAppend
 from agentfsm.stores.anchor import AnchoredHead, FileAnchor, anchor_problem
 from agentfsm.stores.rekey import REKEY_TRIES, rekey
 from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing.store_conformance import StoreConformance
 from agentfsm.testing.walk import legal_runs
 from tests._cli_helpers import run_script, waiting_events
 from tests.test_cli_keys import KEY, keyed
@@ -303,3 +314,52 @@ class TestARekeyRacingAWriterThatSkipsTheRecord:
             assert s.verify("r1").problem == (
                 "store inconsistent: the runs table says version 11 but the log ends at 6"
             )
+
+
+class RowsInADict(EventStore):
+    """A backend written before key records existed: the five required methods over a
+    shared dict, no meta. Its store records no key; everything else works."""
+
+    def __init__(self, tables: dict[str, Any], options: StoreOptions) -> None:
+        super().__init__(options)
+        self.tables = tables
+        self._open_key_check()  # a no-op: the backend keeps no meta
+
+    def _read_run(self, run_id: str) -> RunInfo | None:
+        return self.tables["runs"].get(run_id)
+
+    def _read_rows(self, run_id: str, after: int) -> Iterator[StoredEvent]:
+        return iter([r for r in self.tables["events"].get(run_id, []) if r.sequence > after])
+
+    def _read_snapshot(self, run_id: str) -> StoredSnapshot | None:
+        return self.tables["snapshots"].get(run_id)
+
+    def _write(self, prepared: PreparedAppend) -> None:
+        current = self.tables["runs"].get(prepared.run_id)
+        actual = current.version if current is not None else 0
+        if actual != prepared.expected_version:
+            raise conflict(prepared.run_id, prepared.expected_version, actual)
+        self.tables["events"].setdefault(prepared.run_id, []).extend(prepared.rows)
+        self.tables["runs"][prepared.run_id] = prepared.info
+        if prepared.snapshot is not None:
+            self.tables["snapshots"][prepared.run_id] = prepared.snapshot
+
+    def _list_runs(
+        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
+    ) -> list[RunInfo]:
+        infos = sorted(self.tables["runs"].values(), key=lambda info: info.run_id)
+        return [
+            i
+            for i in infos
+            if (statuses is None or i.status in statuses) and (after is None or i.run_id > after)
+        ][:limit]
+
+
+class TestABackendWithoutMeta(StoreConformance):
+    """The conformance suite on a backend without meta: the key record checks are skipped,
+    saying so, and every other check (anchors included) passes."""
+
+    @pytest.fixture
+    def make_store(self) -> Callable[[StoreOptions], EventStore]:
+        tables: dict[str, Any] = {"runs": {}, "events": {}, "snapshots": {}}
+        return lambda options: RowsInADict(tables, options)
