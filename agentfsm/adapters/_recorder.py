@@ -15,6 +15,12 @@ is checked against the table, the ledger and the guards before it is written, an
 - the SDK made a move the table refuses → the `LifecycleError`, re-raised with the SDK signal
   that caused it (`SignalIllegalTransitionError` for an `IllegalTransitionError`).
 
+An SDK tool may propose an event of the run's own lifecycle while it runs (`propose`, which
+each adapter's `SdkRun.emit` calls with the SDK's call id): checked at once, it rides on the
+call's `tool.completed`, is judged once the batch is resolved (in the batch's order, in the
+append of the outcome that resolved it: `agentfsm.runtime._emits`, as for the Runner), and
+an event that makes the run wait (or ends it) stops the SDK at its next signal: `WaitStop`.
+
 From asyncio code (an SDK's async hooks, an async iteration) use `aappend` and `off_loop`:
 the store is written in a worker thread, in the order the calls were made, so a slow store
 does not stall the event loop the SDK's model calls and tools share.
@@ -36,6 +42,7 @@ from agentfsm.adapters._sdk_errors import (
     GuardStop,
     SavedStateError,
     SignalIllegalTransitionError,
+    WaitStop,
 )
 from agentfsm.adapters._storable import storable
 from agentfsm.adapters._subagents import subagents, waits_for_person
@@ -46,16 +53,18 @@ from agentfsm.errors import (
     RunNotFoundError,
 )
 from agentfsm.events import models as m
-from agentfsm.events.models import Event, Limits, Refusal
+from agentfsm.events.models import Event, Limits, ProposedEvent, Refusal
 from agentfsm.guards.base import Guard, Verdict
 from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, with_calls_cap
-from agentfsm.names import DecisionKind, EventType, RunStatus
+from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, EventType, RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime import _emits
 from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
-from agentfsm.runtime.specs import Spec, refused
+from agentfsm.runtime.specs import Spec, emit_refused, refused
+from agentfsm.runtime.tools import Emit
 from agentfsm.runtime.writer import StateChanged, Writer
 from agentfsm.stores.base import EventStore
 
@@ -150,6 +159,10 @@ class Recorder:
         # Orders the writes asyncio code sends to worker threads (see `off_loop`); made
         # for the loop that first needs it, since an asyncio lock belongs to one loop.
         self._queue: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        #: What running calls proposed (`propose`), put on their outcome when it comes.
+        self._proposals: dict[str, ProposedEvent | Refusal] = {}
+        #: The state an event a call caused left the run in, where the SDK may not go on.
+        self._waits = False
 
     @property
     def record(self) -> RunRecord:
@@ -309,12 +322,86 @@ class Recorder:
             return None
         return record.last_refusal
 
+    def propose(self, call_id: str, emit: Emit) -> Refusal | None:
+        """Keep the event of the run's lifecycle the running call `call_id` proposes, for its
+        outcome to carry; or why it cannot be one (recorded with the outcome, and returned
+        now so the tool can tell the model in its own result). One per call.
+
+        Raises:
+            ValueError: `call_id` is not a call of this run that is running, or it proposed
+                an event already.
+        """
+        with self._lock:
+            record = self.record
+            action = record.actions.get(call_id)
+            if action is None or action.status not in _RUNNING:
+                known = "not a call of" if action is None else f"'{action.status}' in"
+                raise ValueError(
+                    f"call '{call_id}' is {known} run '{self.run_id}': an event is proposed "
+                    "by a call while it runs"
+                )
+            if call_id in self._proposals:
+                raise ValueError(f"call '{call_id}' proposed an event already (one per call)")
+            types = self._reducer.event_types_for(record)
+            checked = _emits.check(emit, types, None)
+            self._proposals[call_id] = checked
+            return checked if isinstance(checked, Refusal) else None
+
+    def _with_proposals(self, specs: Sequence[Spec]) -> list[Spec]:
+        """`specs` with each proposal on its call's `tool.completed` (or refused with it); a
+        call that did not succeed proposes nothing."""
+        out: list[Spec] = []
+        for spec in specs:
+            out.append(spec)
+            if callable(spec) or spec[0] not in _OUTCOMES:
+                continue
+            aid = spec[1]["action_id"]
+            proposal = self._proposals.pop(aid, None)
+            if proposal is None or spec[0] is not m.ToolCompleted:
+                continue
+            if isinstance(proposal, Refusal):
+                out.append(emit_refused(aid, proposal))
+            else:
+                out[-1] = (m.ToolCompleted, {**spec[1], "emit": proposal})
+        return out
+
+    def _judged(self, after: RunRecord, now: datetime) -> tuple[Spec, ...]:
+        """The events the resolved batch's calls proposed, judged where the batch left the
+        run (the ride-along of the outcome that resolved it, see `Writer.append`)."""
+        if not after.pending_emits or not all(
+            after.actions[a].status in RESOLVED for a in after.batch
+        ):
+            return ()
+        try:
+            judged, _ = _emits.judge(self._reducer, after, m.stamp(now))
+        except GuardRejectedError:
+            return ()  # appended on its own, next: the guard's refusal stops the run then
+        return judged
+
+    def _waited(self, record: RunRecord) -> None:
+        """After events calls caused: a run left where a Runner would return (it waits for a
+        person, is paused, or ended) lets the SDK call nothing more (`WaitStop`)."""
+        self._waits = self._reducer.table.stops_driving(record.status)
+
     def _append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
         writer = self._writer if self._writer is not None else self._open(self.record)
         writer.begin_step()
+        if self._waits:
+            raise WaitStop(writer.record)
         try:
             try:
-                return writer.append(specs)
+                # Read the clock only when there is something to judge: an injected clock
+                # steps on each reading.
+                pending = writer.record.pending_emits
+                leftover = self._judged(writer.record, writer.now()) if pending else ()
+                if leftover:  # left by a crash, or a person's decision resolved the batch
+                    self._waited(writer.append(leftover))
+                    if self._waits:
+                        raise WaitStop(writer.record)
+                record = writer.append(self._with_proposals(specs), self._judged)
+                if writer.rode:
+                    self._waited(record)
+                return record
             except GuardRejectedError as exc:
                 instead = _refused_calls(specs, exc)
                 if instead is None:
@@ -462,7 +549,10 @@ class Recorder:
         return self.append("cancel", specs)
 
     def stopped(self, stop: GuardStop | CancelStop) -> RunRecord:
-        """Record how a stop ended the run: `run.terminated` or `run.cancelled`."""
+        """Record how a stop ended the run: `run.terminated` or `run.cancelled`; nothing
+        for a run an event of its own lifecycle made wait (`WaitStop`)."""
+        if isinstance(stop, WaitStop):
+            return self.record
         return self.terminate(stop) if isinstance(stop, GuardStop) else self.cancelled()
 
     def failed(self, exc: BaseException) -> None:
@@ -477,6 +567,13 @@ class Recorder:
         self._end_subagents("that called it failed")
         error = {"kind": kind, "message": message}
         return self.append("failure", [(m.RunFailed, {"error": error})])
+
+
+#: A call's outcomes: what a proposal of the call rides on, or is dropped with.
+_OUTCOMES = frozenset({m.ToolCompleted, m.ToolFailed, m.ToolOutcomeUnknown})
+#: The statuses of a call that may propose an event: proposed (an SDK may run a call before
+#: its adapter hears of the start), or started.
+_RUNNING = frozenset({ActionStatus.PROPOSED, ActionStatus.APPROVED, ActionStatus.STARTED})
 
 
 def _refused_calls(specs: Sequence[Spec], error: GuardRejectedError) -> list[Spec] | None:

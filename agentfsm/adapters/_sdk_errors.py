@@ -9,6 +9,7 @@
     Exception
      ├── GuardStop                           a guard refused: stop the SDK, terminate the run
      └── CancelStop                          the run was asked to cancel: stop the SDK
+          └── WaitStop                       an event a call caused made the run wait: stop
 
 The stops are no `AgentFSMError`: they are signals an adapter raises through the SDK's own
 code and catches again around it, never what a user sees.
@@ -25,6 +26,7 @@ __all__ = [
     "GuardStop",
     "SavedStateError",
     "SignalIllegalTransitionError",
+    "WaitStop",
 ]
 
 
@@ -113,3 +115,17 @@ class CancelStop(Exception):  # noqa: N818  (a stop signal, carried through the 
     def __init__(self, record: RunRecord) -> None:
         super().__init__(f"run '{record.run_id}' was asked to cancel")
         self.record = record
+
+
+class WaitStop(CancelStop):
+    """An event of the run's own lifecycle that a call caused moved the run where a Runner
+    would return (a state that waits for a person, is paused, or ends the run): the SDK run
+    must stop before it calls the model again, and the run stays where its table put it.
+
+    A `CancelStop`, so every place that stops the SDK for a cancel stops it for this too;
+    only what is recorded differs: nothing (`Recorder.stopped`).
+    """
+
+    def __init__(self, record: RunRecord) -> None:
+        CancelStop.__init__(self, record)
+        self.args = (f"run '{record.run_id}' waits in '{record.status}'",)

@@ -9,11 +9,12 @@ from typing import Any, Self, TypedDict, TypeVar, overload
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing
 from agentfsm.adapters._recorder import Recorder, RecorderOptions, _utc_now
-from agentfsm.events.models import Event
+from agentfsm.events.models import Event, Refusal
 from agentfsm.guards.base import Guard
 from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
+from agentfsm.runtime.tools import Emit
 from agentfsm.stores.base import EventStore
 
 __all__ = ["RunOptions", "SdkRun"]
@@ -102,6 +103,24 @@ class SdkRun:
     def run_id(self) -> str:
         """Our id for the run."""
         return self.recorder.run_id
+
+    def emit(self, call_id: str, event: Emit) -> Refusal | None:
+        """Propose `event`, one of the run's own lifecycle, from the SDK's tool call `call_id`
+        while it runs (the SDK's call id, from the context it gives the tool).
+
+        The table decides, as under the Runner: the proposal rides on the call's
+        `tool.completed`, the event is judged once the batch is resolved (in its order) and
+        appended with the outcome that resolved it, or recorded `emit.refused`. An event that
+        makes the run wait for a person (or ends it) stops the SDK run before its next model
+        call, and the adapter returns the run waiting there. What cannot be proposed at all
+        (a type the table does not have, fields its type refuses) is refused with the
+        call's outcome, and returned here, so the tool can tell the model in its result.
+
+        Raises:
+            ValueError: `call_id` is not a call of this run that is running, or it proposed
+                an event already (one per call).
+        """
+        return self.recorder.propose(call_id, event)
 
     @overload
     def subagent(self, action_id: str) -> Self: ...

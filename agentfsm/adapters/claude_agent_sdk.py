@@ -91,11 +91,13 @@ from agentfsm.adapters._sdk_errors import (
     GuardStop,
     SavedStateError,
     SignalIllegalTransitionError,
+    WaitStop,
 )
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
 from agentfsm.events import models as m
+from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import RunRecord
@@ -171,6 +173,32 @@ class ClaudeRun(SdkRun):
             name: s if isinstance(s, Subagent) else Subagent(s.description, s)
             for name, s in (subagents or {}).items()
         }
+
+    def call_id(self, tool: str, arguments: Mapping[str, Any]) -> str:
+        """The id of this run's running call of tool `tool` with `arguments`.
+
+        The Claude Agent SDK gives an in-process tool (an SDK MCP server's) its arguments
+        and nothing else, no call id: a tool that proposes an event (`emit`) names itself
+        (`refund`, or as the SDK reports it, `mcp__shop__refund`) and the arguments it got.
+
+        Raises:
+            ValueError: no call of `tool` with `arguments` is running, or several are.
+        """
+        record = self.recorder.record
+        found = [
+            a.action_id
+            for a in record.actions.values()
+            if a.status == ActionStatus.STARTED
+            and (a.tool == tool or a.tool.endswith(f"__{tool}"))
+            and same_json(a.arguments, jsonable(dict(arguments)))
+        ]
+        if len(found) != 1:
+            what = "no call" if not found else f"{len(found)} calls"
+            raise ValueError(
+                f"{what} of '{tool}' with these arguments {'is' if not found else 'are'} "
+                f"running in run '{self.run_id}'"
+            )
+        return found[0]
 
     def _attach(self) -> None:
         # A subagent's run (`subagent`) is built without `__init__`: these are its defaults.
@@ -462,7 +490,10 @@ class ClaudeRun(SdkRun):
 
     async def _stopped(self, signals: Signals, stop: GuardStop | CancelStop) -> ObservedRun:
         recorder = self.recorder
-        if isinstance(stop, CancelStop):
+        if isinstance(stop, WaitStop):
+            # An event a call caused made the run wait: it stays where its table put it.
+            record = recorder.stopped(stop)
+        elif isinstance(stop, CancelStop):
             record = await recorder.off_loop(self._cancel)
         else:
             unknown = self._unknown("interrupted when a guard stopped the run")
