@@ -214,6 +214,7 @@ class TestReplayInspectSchema:
             "to": "running",
             "condition": None,
             "guards": ["max_turns", "deadline", "budget"],
+            "caused_by": None,
         }
         assert (doc["final_state"], doc["refused"]) == ("completed", None)
 

@@ -66,6 +66,7 @@ def _inspect(args: argparse.Namespace) -> int:
                 "to": step.target,
                 "condition": step.condition,
                 "guards": list(edge.guards) if edge else [],
+                "caused_by": step.caused_by,
             }
         )
     refusal = path.refusal
@@ -88,7 +89,10 @@ def _inspect(args: argparse.Namespace) -> int:
             cond = f" [{shown(r['condition'])}]" if r["condition"] else ""
             guards = style.dim(f"  guards passed: {', '.join(r['guards'])}") if r["guards"] else ""
             move = f"{shown(r['event']):<22} {shown(r['from'])} -> {shown(r['to'])}"
-            print(f"  {r['sequence']:>4}  {move}{cond}{guards}")
+            # An event a call or a decision proposed says which (a refused one, why).
+            why = "refused, " if r["event"] == "emit.refused" else "caused by "
+            by = style.dim(f"  {why}{shown(r['caused_by'])}") if r["caused_by"] else ""
+            print(f"  {r['sequence']:>4}  {move}{cond}{guards}{by}")
         end = style.status(shown(path.final_state), path.terminal)
         if path.stop_reason:
             end += f" ({shown(path.stop_reason)}: {shown(str(path.stop_detail))})"

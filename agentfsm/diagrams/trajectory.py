@@ -19,7 +19,7 @@ from agentfsm.diagrams.model import DiagramModel, EdgeLabel
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.events.codec import parse_event
 from agentfsm.events.lines import is_blank, lines_of
-from agentfsm.events.models import Event
+from agentfsm.events.models import EmitRefused, Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
@@ -31,6 +31,7 @@ __all__ = [
     "Refusal",
     "Step",
     "Trajectory",
+    "caused_by",
     "chosen_condition",
     "fold_trajectory",
     "format_sequences",
@@ -51,6 +52,9 @@ class Step:
         source: the state before.
         target: the state after.
         condition: the name of the condition that chose `target`, if the edge has one.
+        caused_by: what proposed the event, for one a call or a decision caused
+            (`call 't1.1' (request_documents)`, `turn 3`); for an `emit.refused`, the call
+            whose event it refuses and why.
     """
 
     sequence: int
@@ -58,6 +62,7 @@ class Step:
     source: str
     target: str
     condition: str | None
+    caused_by: str | None = None
 
 
 @attrs.frozen
@@ -285,13 +290,28 @@ def fold_trajectory(
             return _ended(before, table, tuple(steps), refused), before
         step = Step(
             event.sequence, event.type, before.status, record.status,
-            chosen_condition(table, before, event),
+            chosen_condition(table, before, event), caused_by(before, event),
         )  # fmt: skip
         steps.append(step)
         if on_step is not None:
             on_step(step, before, record, event)
     refusal = None if bad_line is None else _unreadable(record.status, bad_line)
     return _ended(record, table, tuple(steps), refusal), record
+
+
+def caused_by(before: RunRecord, event: Any) -> str | None:
+    """What proposed `event` (see `Step.caused_by`), read from the record before it."""
+    if isinstance(event, EmitRefused):
+        action = before.actions.get(event.action_id)
+        tool = f" ({action.tool})" if action is not None else ""
+        return f"call '{event.action_id}'{tool}: {event.refusal.kind}"
+    by = getattr(event, "emitted_by", None)
+    if by is None:
+        return None
+    if by.action_id is None:
+        return str(by)
+    action = before.actions.get(by.action_id)
+    return f"{by} ({action.tool})" if action is not None else str(by)
 
 
 def chosen_condition(table: TransitionTable, before: RunRecord, event: Any) -> str | None:
