@@ -359,6 +359,8 @@ class Recorder:
             proposal = self._proposals.pop(aid, None)
             if proposal is None or spec[0] is not m.ToolCompleted:
                 continue
+            if isinstance(proposal, ProposedEvent):
+                proposal = _emits.beside(spec[1].get("result"), proposal)
             if isinstance(proposal, Refusal):
                 out.append(emit_refused(aid, proposal))
             else:

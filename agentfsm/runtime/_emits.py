@@ -38,7 +38,7 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.specs import Built, Spec, built, emit_refused
 from agentfsm.runtime.tools import Emit, Tool
 
-__all__ = ["check", "declared_problems", "judge", "judge_one", "undeclared"]
+__all__ = ["beside", "check", "declared_problems", "judge", "judge_one", "undeclared"]
 
 #: A stand-in envelope to validate a proposal's fields before the event's place is known.
 _PLACE = {"run_id": "r", "sequence": 1, "occurred_at": "2026-01-01T00:00:00+00:00"}
@@ -71,7 +71,9 @@ def check(
     fields = dict(emit.fields)
     problem = unstorable(fields)
     if problem is not None:
-        return _refusal("invalid_fields", f"'{name}': its fields {problem}", name, decision)
+        return _refusal(
+            "invalid_fields", f"the fields of '{name}' cannot be stored: {problem}", name, decision
+        )
     try:
         proposal = ProposedEvent(type=name, fields=fields)
         _validated(types.classes[name], proposal, _PLACE, None)
@@ -97,6 +99,22 @@ def declared_problems(tools: Iterable[tuple[str, Tool]], table: TransitionTable)
             )
             problems.append(f"tool '{tool.name}' of agent '{agent}' declares '{name}': {why}")
     return problems
+
+
+def beside(result: Any, proposal: ProposedEvent) -> ProposedEvent | Refusal:
+    """`proposal`, if the outcome carrying it can hold it beside the call's `result` (each
+    fits an event alone; together they may not)."""
+    problem = unstorable({"result": result, "emit": proposal.fields})
+    if problem is None:
+        return proposal
+    size = problem.removeprefix("the value is ")
+    return _refusal(
+        "invalid_fields",
+        f"the fields of '{proposal.type}' cannot be stored beside the call's result: "
+        f"together they are {size}",
+        proposal.type,
+        None,
+    )
 
 
 def undeclared(name: str, declared: Sequence[str]) -> Refusal:

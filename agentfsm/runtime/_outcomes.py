@@ -20,6 +20,7 @@ from agentfsm.events.models import ProposedEvent, Refusal
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import Action, RunRecord
+from agentfsm.runtime import _emits
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.specs import Spec, emit_refused
 from agentfsm.runtime.tools import (
@@ -145,6 +146,8 @@ def outcome(action_id: str, value: Any, emits: EmitCheck | None = None) -> tuple
         return ((m.ToolCompleted, completed),)
     assert emits is not None, "a call's proposed event is checked by its caller"
     checked = emits(emit)
+    if isinstance(checked, ProposedEvent):
+        checked = _emits.beside(value, checked)
     if isinstance(checked, Refusal):
         return ((m.ToolCompleted, completed), emit_refused(action_id, checked))
     return ((m.ToolCompleted, {**completed, "emit": checked}),)

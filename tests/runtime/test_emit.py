@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.events import Event, LogBuilder, step_clock
+from agentfsm.events import Event, LogBuilder, dump_event, step_clock
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer
 from agentfsm.runtime import (
@@ -249,6 +249,46 @@ class TestRefusals:
             "the fields of 'loan.documents_requested' are invalid: at documents: Input "
             "should be a valid array",
         )
+
+    def test_a_proposal_is_bounded_like_any_event(self, runner: str) -> None:
+        """Fields too large for an event, or a result and fields too large together for the
+        outcome that carries them: refused, with a sentence that says so; the result is
+        kept, the log stays small beside it."""
+        store = Batches()
+        big = "x" * (5 * 1024 * 1024)
+
+        def huge(ctx: ToolContext) -> ToolResult:
+            documents = [big, big] if ctx.args["alone"] else [big]
+            result = None if ctx.args["alone"] else big
+            return ToolResult(result, emit=Emit("loan.documents_requested", documents=documents))
+
+        tools = [Tool("huge", huge, emits=("loan.documents_requested",))]
+        model = ScriptedModel(
+            [
+                Decision.call_tools(call("huge", alone=True)),
+                Decision.call_tools(call("huge", alone=False)),
+                Decision.answer("ok"),
+            ]
+        )
+        result = drive(runner, store, model, tools)
+        assert result.status == "completed"
+        alone, together = (model.contexts[i].results[0].refusal for i in (1, 2))
+        assert alone is not None
+        assert together is not None
+        assert (alone.kind, alone.message) == (
+            "invalid_fields",
+            "the fields of 'loan.documents_requested' cannot be stored: the value is "
+            "10,485,783 bytes of JSON; an event holds at most 8,388,608",
+        )
+        assert (together.kind, together.message) == (
+            "invalid_fields",
+            "the fields of 'loan.documents_requested' cannot be stored beside the call's "
+            "result: together they are 10,485,803 bytes of JSON; an event holds at most "
+            "8,388,608",
+        )
+        assert result.record.actions["t2.1"].result == big
+        refusals = [e for e in store.events("L-1") if e.type == "emit.refused"]
+        assert [len(dump_event(e)) < 1_000 for e in refusals] == [True, True]
 
     def test_a_type_the_tool_does_not_declare_is_refused(self, runner: str) -> None:
         """A tool that declares no events proposes one: `undeclared`, and nothing moves."""
