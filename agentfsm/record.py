@@ -255,8 +255,14 @@ class RunRecord(_RunRecordSlots):
     def pending_emits(self) -> tuple[Action, ...]:
         """The calls of the current batch whose proposed event waits to be judged, in batch
         order (the order the model proposed them: the order they are judged in)."""
+        # A plain loop: the planner asks on every step, and the usual answer is none.
         actions = self.actions
-        return tuple(a for aid in self.batch if (a := actions[aid]).emit_pending)
+        found: list[Action] = []
+        for aid in self.batch:
+            action = actions[aid]
+            if action.emit is not None and action.emitted is None and action.refusal is None:
+                found.append(action)
+        return tuple(found)
 
     @property
     def in_flight(self) -> tuple[str, ...]:

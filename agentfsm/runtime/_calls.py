@@ -252,8 +252,10 @@ class _Calls:
             return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
         got = yield Call(tool, ctx)
         if not isinstance(got, Raised):
-            types = self.reducer.event_types_for(record)
-            return o.outcome(aid, got.value, lambda emit: _emits.check(emit, types, tool.emits))
+            types = self.reducer.event_types_for
+            return o.outcome(
+                aid, got.value, lambda emit: _emits.check(emit, types(record), tool.emits)
+            )
         if isinstance(got.error, TimeoutError):
             return (o.timed_out(aid, tool, ctx.timeout or 0.0),)
         return (o.failure(aid, got.error),)
