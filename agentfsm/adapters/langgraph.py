@@ -102,7 +102,7 @@ from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     SignalIllegalTransitionError,
 )
-from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased, leased
 from agentfsm.adapters._subagents import (
     stopped_line,
 )
@@ -181,6 +181,7 @@ class GraphRun(SdkRun):
     def _attach(self) -> None:
         self.handler = _Handler(self.recorder, self.agents)
 
+    @leased
     def run(
         self,
         graph: Any,
@@ -204,6 +205,7 @@ class GraphRun(SdkRun):
         self.recorder.start(objective=objective, agent=agent, limits=limits)
         return self._drive(graph, input, config)
 
+    @leased
     def resume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
         """Continue a paused run from the graph's checkpointer (any process).
 
@@ -304,6 +306,7 @@ class GraphRun(SdkRun):
                     )
         return tool_call_id
 
+    @aleased
     async def arun(
         self,
         graph: Any,
@@ -324,6 +327,7 @@ class GraphRun(SdkRun):
         await recorder.off_loop(recorder.start, objective=objective, agent=agent, limits=limits)
         return await self._adrive(graph, input, config)
 
+    @aleased
     async def aresume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
         """`resume` for async graphs and checkpointers (`graph.aget_state`, `astream`)."""
         state = await graph.aget_state(config)

@@ -90,7 +90,7 @@ from agentfsm.adapters._sdk_errors import (
     SavedStateError,
     SignalIllegalTransitionError,
 )
-from agentfsm.adapters._sdk_run import SdkRun
+from agentfsm.adapters._sdk_run import SdkRun, aleased
 from agentfsm.adapters._storable import parse_arguments
 from agentfsm.adapters._subagents import (
     approved_call,
@@ -229,6 +229,7 @@ class AgentsRun(SdkRun):
         tool.on_invoke_tool = invoke
         return tool
 
+    @aleased
     async def run(
         self,
         agent: Agent[Any],
@@ -268,6 +269,7 @@ class AgentsRun(SdkRun):
         """`resume` for code without an event loop (same arguments)."""
         return asyncio.run(self.resume(agent, state, **kwargs))
 
+    @aleased
     async def resume(
         self,
         agent: Agent[Any],

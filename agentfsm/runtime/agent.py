@@ -20,6 +20,7 @@ from agentfsm.names import ActionStatus, RunStatus, StateKind
 from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
 from agentfsm.runtime.policy import Policy, allow_all
 from agentfsm.runtime.tools import Tool, ToolContext, ToolRegistry
+from agentfsm.stores._lease import LEASE_TTL
 
 if TYPE_CHECKING:
     from agentfsm.record import Action, RunRecord
@@ -186,6 +187,10 @@ class RunnerConfig:
             a reason, which ends the run `failed` (kind `output_rejected`).
         max_conflicts: how many times in a row one append may lose a race (reload, re-check,
             append again) before the Runner gives up.
+        lease_ttl: seconds the run's lease lasts past its last heartbeat (renewed every
+            third of it while the Runner drives, on its own clock): how long a run whose
+            driver froze or was cut off waits before another may take it over. A driver
+            whose process is gone on the same host is taken over at once.
     """
 
     wrap_up_turn: bool = False
@@ -196,6 +201,7 @@ class RunnerConfig:
     reserve: Usage | None = None
     accept: Callable[[Any, RunRecord], str | None] | None = None
     max_conflicts: int = 20
+    lease_ttl: float = LEASE_TTL
 
 
 _WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})

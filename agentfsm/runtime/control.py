@@ -5,6 +5,12 @@ can reach it, and returns the run's record after it. None of them drives the run
 process running it notices at its next append (the store's optimistic concurrency tells it
 someone else wrote), and a `Worker` picks up runs that became runnable.
 
+What a driven run expects from outside goes in while a driver holds its lease: `approve`,
+`reject`, `cancel` (and `unpause`, which only a paused run takes, and no driver drives).
+What would change the run under its driver (`pause`, `append_event`, `migrate`) is refused
+while a live driver holds it, with `RunHeldError` naming the holder, or waits `wait=`
+seconds for it to let go.
+
 If another process appends at the same moment, the function reloads and tries again as long
 as its event is still legal; an event the run's lifecycle refuses raises the reducer's
 `LifecycleError` (e.g. approving a call that is not waiting for approval), with nothing
@@ -216,15 +222,26 @@ def cancel(
     return run_sync(store, steer(run_id, _cancel(reason, requested_by), clock))
 
 
-def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = now) -> RunRecord:
+def pause(
+    store: EventStore,
+    run_id: str,
+    reason: str,
+    *,
+    wait: float | None = None,
+    clock: Clock = now,
+) -> RunRecord:
     """Pause a run between steps (`run.paused`): waiting for input or a callback.
+
+    Refused while a live driver holds the run (its model's answer would be lost under it),
+    unless `wait` seconds are given for it to let go.
 
     Raises:
         LifecycleError: the run is not `running` between steps (a call or the model is in
             flight, or it waits for approval).
+        RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _pause(reason), clock))
+    return run_sync(store, steer(run_id, _pause(reason), clock, unless_held=True, wait=wait))
 
 
 def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
@@ -246,6 +263,7 @@ def append_event(
     event_type: str,
     /,
     *,
+    wait: float | None = None,
     clock: Clock = now,
     **fields: Any,
 ) -> RunRecord:
@@ -254,11 +272,14 @@ def append_event(
     The steering verb for a lifecycle's own events (`ticket.escalated`, `ticket.handed_back`).
 
     Validated like any event (against the table's own types, then its lifecycle), and
-    retried after a lost race like every steering verb.
+    retried after a lost race like every steering verb. Refused while a live driver holds
+    the run, unless `wait` seconds are given for it to let go (`wait` and `clock` are this
+    function's, not fields).
 
     Raises:
         EventFormatError: the table has no such event type, or a field is wrong.
         LifecycleError: the run's lifecycle refuses it now (nothing was written).
+        RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
     """
     types = store.reducer.table.event_types
@@ -273,7 +294,8 @@ def append_event(
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
     cls = types.classes[event_type]
-    return run_sync(store, steer(run_id, lambda _record: (cls, fields), clock))
+    steps = steer(run_id, lambda _record: (cls, fields), clock, unless_held=True, wait=wait)
+    return run_sync(store, steps)
 
 
 def migrate(
@@ -283,6 +305,7 @@ def migrate(
     to: TransitionTable,
     by: str,
     reason: str,
+    wait: float | None = None,
     clock: Clock = now,
 ) -> RunRecord:
     """Move a run in flight to another version of its table (`run.migrated`).
@@ -294,11 +317,14 @@ def migrate(
 
     Refused, with nothing written, when the run's state is not in `to` or is of another
     kind there (`TableDiff.cannot_migrate`), as `agentfsm check-table NEW --against OLD`
-    would list it; moves that changed are what a migration is for.
+    would list it; moves that changed are what a migration is for. Refused while a live
+    driver holds the run (it would find its table changed under a call in flight), unless
+    `wait` seconds are given for it to let go.
 
     Raises:
         MigrationError: the run's state is not in `to`, is of another kind there, or the
             run names no table.
+        RunHeldError: a live driver holds the run (still, after `wait` seconds).
         IllegalTransitionError: the run has ended.
         TableMismatchError: the store is not opened with the run's table.
         EventFormatError: `by` or `reason` is empty.
@@ -315,7 +341,8 @@ def migrate(
         )  # fmt: skip
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
-    return run_sync(store, steer(run_id, _migrate(old, to, by, reason), clock))
+    steps = steer(run_id, _migrate(old, to, by, reason), clock, unless_held=True, wait=wait)
+    return run_sync(store, steps)
 
 
 def submit(
@@ -385,10 +412,16 @@ async def acancel(
 
 
 async def apause(
-    store: AsyncEventStore, run_id: str, reason: str, *, clock: Clock = now
+    store: AsyncEventStore,
+    run_id: str,
+    reason: str,
+    *,
+    wait: float | None = None,
+    clock: Clock = now,
 ) -> RunRecord:
     """`pause` over an `AsyncEventStore`."""
-    return await run_async(store, steer(run_id, _pause(reason), clock))
+    steps = steer(run_id, _pause(reason), clock, unless_held=True, wait=wait)
+    return await run_async(store, steps)
 
 
 async def aunpause(store: AsyncEventStore, run_id: str, *, clock: Clock = now) -> RunRecord:

@@ -25,11 +25,17 @@ store alone. `put_attachment(run_id, name, data, version=)` replaces the value u
 absent); `delete_attachment(run_id, name)` drops it. They never touch the log, the runs row,
 snapshots or the head cache, so `load`, `events`, `run_info` and `verify` are unaffected.
 
+And a store keeps each run's *lease* (`hold(run_id)`, `holder(run_id)`): who drives the run
+now, so a second driver is refused (`RunHeldError`) while the first's heartbeat goes on (see
+`agentfsm.stores._lease`). The memory, SQLite and PostgreSQL stores keep them, each on a
+connection of its own (`_lease_rows`); a backend without them drives its runs unleased.
+
 Writing a backend: subclass `EventStore` and implement the five *required* methods below
 (`_read_run`, `_read_rows`, `_read_snapshot`, `_write`, `_list_runs`); `migrate` and `close`
 are *optional* (no-ops by default), and so are the attachment hooks (`_write_attachment`,
 `_read_attachment`, `_delete_attachment`: without them the attachment methods raise
-`NotImplementedError`). Validation, hashing, snapshots and folding stay here, so a backend
+`NotImplementedError`), and so is `_lease_rows` (without it `hold` raises it too, and
+`holder` answers None). Validation, hashing, snapshots and folding stay here, so a backend
 only moves rows. Then run `agentfsm.testing.store_conformance` against it.
 """
 
@@ -61,9 +67,12 @@ from agentfsm.stores._checks import (
     conflict,
     inconsistency,
     no_attachments,
+    no_leases,
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
+from agentfsm.stores._lease import LEASE_TTL, Holder, Lease, LeaseRows, live_holder, root_of
+from agentfsm.stores._lease import take_lease as _take_lease
 from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._options import DEFAULT_SNAPSHOT_EVERY, StoreOptions
 from agentfsm.stores._rows import (
@@ -294,6 +303,50 @@ class EventStore(abc.ABC):
         check_attachment_name(run_id, name)
         return self._delete_attachment(run_id, name)
 
+    # -- leases: one driver per run ----------------------------------------------------
+
+    def hold(
+        self,
+        run_id: str,
+        *,
+        ttl: float = LEASE_TTL,
+        wait: float | None = None,
+        holder: str | None = None,
+        renew_every: float | None = None,
+    ) -> Lease:
+        """Take the run's lease for a driver of this process (a subagent run's is its
+        root's): refused at once while a live driver holds it, unless `wait` is given.
+
+        The lease is free, or its holder's heartbeat stopped (it lapsed, or its process is
+        gone on this host: see `agentfsm.stores._lease`); `Lease.takeover` then names the
+        holder it replaced. Keep it alive while driving (`with lease.kept():`) and
+        `release()` it after. The run need not exist yet (a new run is held before it
+        starts).
+
+        Args:
+            run_id: the run.
+            ttl: seconds the lease lasts past its last renewal.
+            wait: seconds to wait for a live holder to let go (None: refuse at once).
+            holder: the holder's id (a fresh `driver-...` unless given).
+            renew_every: seconds between renewals (`ttl / 3` unless given).
+
+        Raises:
+            RunHeldError: a live driver holds it (still, after `wait` seconds).
+            NotImplementedError: this backend keeps no leases.
+        """
+        check_run_id(run_id)
+        rows = self._lease_rows()
+        if rows is None:
+            raise no_leases(self)
+        return _take_lease(rows, run_id, ttl=ttl, wait=wait, holder=holder, every=renew_every)
+
+    def holder(self, run_id: str) -> Holder | None:
+        """Who drives the run now (its root, for a subagent run): the lease's live holder,
+        or None (also for a backend that keeps no leases)."""
+        check_run_id(run_id)
+        rows = self._lease_rows()
+        return None if rows is None else live_holder(rows.read(root_of(run_id)))
+
     def migrate(self) -> None:  # noqa: B027  (optional: a no-op unless a backend needs it)
         """Create or upgrade the store's schema; safe to call any number of times."""
 
@@ -354,6 +407,13 @@ class EventStore(abc.ABC):
     def _delete_attachment(self, run_id: str, name: str) -> bool:
         """Delete the row under `(run_id, name)`; whether there was one."""
         raise no_attachments(self)
+
+    # -- optional for a backend: leases ---------------------------------------------------
+
+    def _lease_rows(self) -> LeaseRows | None:
+        """The backend's lease table, on a connection of its own (made on first use, closed
+        with the store; a heartbeat renews through it from its own thread), or None."""
+        return None
 
     # -- shared machinery ----------------------------------------------------------------
 

@@ -30,6 +30,7 @@ otherwise the append is a short transaction of a few round trips.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ from agentfsm._extras import missing_extra
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg.conninfo import make_conninfo
 except ImportError as exc:
     raise missing_extra("PostgresEventStore", "postgres", exc) from exc
 
@@ -65,6 +67,7 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
+from agentfsm.stores._lease import AsyncLeaseRows, LeaseRows
 from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schema, stored_event
 from agentfsm.stores._rows import (
@@ -80,6 +83,7 @@ from agentfsm.stores._rows import (
 )
 from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.postgres_leases import AsyncPostgresLeases, PostgresLeases
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["AfterAppend", "AsyncAfterAppend", "AsyncPostgresEventStore", "PostgresEventStore"]
@@ -126,7 +130,10 @@ class PostgresEventStore(EventStore):
     ) -> None:
         super().__init__(options)
         self._sql = Sql(table_prefix)
+        self._prefix = table_prefix
         self.after_append = after_append
+        self._conninfo = conninfo
+        self._leases: PostgresLeases | None = None
         self._conn = psycopg.connect(conninfo, autocommit=True)
         if migrate:
             try:
@@ -148,8 +155,20 @@ class PostgresEventStore(EventStore):
                 self._conn.execute(statement)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the leases' own)."""
+        if self._leases is not None:
+            self._leases.close()
         self._conn.close()
+
+    def _lease_rows(self) -> LeaseRows:
+        # The `leases` table the `Worker`s' `PostgresLeases` claim from, on its own connection.
+        if self._leases is None:
+            self._leases = PostgresLeases(
+                self._conninfo,
+                table_prefix=self._prefix,
+                runnable=sorted(self.reducer.table.runnable_states),
+            )
+        return self._leases
 
     def meta(self, key: str) -> str | None:
         """A value of the store's `meta` table (e.g. `engine`: what serves the database's
@@ -246,7 +265,10 @@ class AsyncPostgresEventStore(AsyncEventStore):
         self.after_append = after_append
         self._conn = conn
         self._sql = Sql(table_prefix)
+        self._prefix = table_prefix
         self._cache = HeadCache(self.options.cache_size)
+        self._leases: AsyncPostgresLeases | None = None
+        self._leasing = asyncio.Lock()  # drives that start together connect once
 
     @classmethod
     async def connect(
@@ -285,8 +307,24 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 await self._conn.execute(statement)
 
     async def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the leases' own)."""
+        if self._leases is not None:
+            await self._leases.close()
         await self._conn.close()
+
+    async def _lease_rows(self) -> AsyncLeaseRows:
+        # On a connection of its own, to the same database: a heartbeat's renewal must not
+        # land inside an append's transaction on the store's.
+        async with self._leasing:
+            if self._leases is None:
+                info = self._conn.info
+                conninfo = make_conninfo(info.dsn, password=info.password or None)
+                self._leases = await AsyncPostgresLeases.connect(
+                    conninfo,
+                    table_prefix=self._prefix,
+                    runnable=sorted(self.options.reducer.table.runnable_states),
+                )
+            return self._leases
 
     async def _fetch(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> list[Any]:
         try:

@@ -18,6 +18,7 @@ from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._append import hands_fold, takes_fold
+from agentfsm.stores._lease import AsyncLeaseRows, Holder, LeaseRows, Process
 from agentfsm.stores._rows import Attachment, Folded, RunInfo, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
@@ -127,9 +128,35 @@ class ThreadedAsyncEventStore(AsyncEventStore):
         """Create or upgrade the store's schema (see `EventStore.migrate`)."""
         await self._call(self.store.migrate)
 
+    async def _lease_rows(self) -> AsyncLeaseRows | None:
+        rows = await self._call(self.store._lease_rows)
+        return None if rows is None else _Threaded(rows)
+
     async def close(self) -> None:
         """Close the sync store on its thread, then stop the thread."""
         try:
             await self._call(self.store.close)
         finally:
             self._worker.shutdown(wait=True)
+
+
+class _Threaded:
+    """A sync store's lease table for asyncio code: each call on a thread of its own (not
+    the store's: a renewal must not queue behind a long read of events)."""
+
+    def __init__(self, rows: LeaseRows) -> None:
+        self.rows = rows
+
+    async def take(
+        self, run_id: str, holder: str, process: Process, ttl: float
+    ) -> tuple[bool, Holder | None]:
+        return await asyncio.to_thread(self.rows.take, run_id, holder, process, ttl)
+
+    async def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
+        return await asyncio.to_thread(self.rows.renew, run_id, worker_id, ttl)
+
+    async def free(self, run_id: str, holder: str) -> None:
+        await asyncio.to_thread(self.rows.free, run_id, holder)
+
+    async def read(self, run_id: str) -> Holder | None:
+        return await asyncio.to_thread(self.rows.read, run_id)
