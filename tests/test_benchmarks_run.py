@@ -8,8 +8,9 @@ a refactor from breaking them unseen, and checks they print every row they promi
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
-from benchmarks import bench_runtime, store_costs
+from benchmarks import bench_runtime, lease_costs, store_costs
 
 
 def test_store_costs_prints_every_part_next_to_the_raw_insert(
@@ -30,6 +31,18 @@ def test_store_costs_prints_every_part_next_to_the_raw_insert(
     ):
         assert row in out, row
     assert "| 1.00x |" in out
+
+
+def test_lease_costs_prints_a_row_per_store_and_the_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The leased and unleased turn of each store, and the append's check, are printed."""
+    with capture_logs():
+        assert lease_costs.main(["--rounds", "1", "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| memory | " in out
+    assert "| SQLite (NORMAL) | " in out
+    assert "the writer's check of its lease, per append: " in out
 
 
 def test_the_runner_on_a_store_that_writes_nothing_completes_its_runs() -> None:

@@ -44,7 +44,7 @@ from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import next_wake, resume_paused
-from agentfsm.stores._lease import AsyncLease, Lease
+from agentfsm.stores._lease import AsyncLease, Holder, Lease
 from agentfsm.stores.leases import LeaseStore
 
 __all__ = ["AsyncWorker", "Worker"]
@@ -89,7 +89,13 @@ class _Leasing:
             renew=lambda: leases.renew(run_id, worker, ttl),
             every=self.renew_every,
             clock=self.clock,
+            takeover=self._taken_over(run_id),
         )
+
+    def _taken_over(self, run_id: str) -> Holder | None:
+        """Whose lapsed lease the claim took (lease stores that tell it only)."""
+        taken = getattr(self.leases, "taken_over", None)
+        return None if taken is None else taken(run_id)
 
     def _lost(self, run_id: str, result: RunResult) -> RunResult:
         self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
@@ -325,9 +331,11 @@ class AsyncWorker(_Leasing):
             ok: bool = await self._lease(self.leases.renew, run_id, worker, ttl)
             return ok
 
+        taken = await self._lease(self._taken_over, run_id)
         lease = AsyncLease(
-            run_id, worker, ttl, renew=renew, every=self.renew_every, clock=self.clock
-        )
+            run_id, worker, ttl, renew=renew, every=self.renew_every, clock=self.clock,
+            takeover=taken,
+        )  # fmt: skip
         result: RunResult | None = None
         try:
             version = await self._lease(self._resume_due, run_id)

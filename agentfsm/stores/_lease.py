@@ -307,9 +307,9 @@ _DRIVING: contextvars.ContextVar[tuple[HeldLease, ...]] = contextvars.ContextVar
 class HeldLease:
     """A held lease, sync (`Lease`) or async (`AsyncLease`): what a writer checks.
 
-    What a held lease knows of itself, sync or async: when it was last renewed, whether
-    it is lost. Renewals are timed from when they were *sent*, so the holder thinks its
-    lease lost no later than the store lets another take it.
+    It knows when it was last renewed and so whether it is `lost`. Renewals are timed from
+    when they were *sent*, so the holder thinks its lease lost no later than the store lets
+    another take it.
 
     A lease *within* another (`within`) is the one a drive started inside another drive of
     the same run tree holds: no row of its own, no renewals; it is lost when the outer one

@@ -42,7 +42,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.stores._checks import check_prefix
@@ -91,9 +91,12 @@ def _in(statuses: Iterable[str]) -> str:
 class SQLiteLeases:
     """Leases in the SQLite file of a `SQLiteEventStore` (a `leases` table beside its runs).
 
-    Opens its own connection; every process's workers open their own `SQLiteLeases` (a
-    store opens one for its drivers' leases). Safe to share between threads: one call at a
-    time (a driver's heartbeat renews from its own thread).
+    Opens its own connection; every process's workers open their own `SQLiteLeases`. Safe
+    to share between threads: one call at a time. A store's own lease rows are given the
+    store's connection (`connection=`) for everything its driver does in its own thread
+    (taking, giving up, reading): a second connection's commits would make the store's
+    connection drop its page cache at every drive. Only the heartbeat, which renews from its
+    own thread, opens a connection of its own, the first time it renews.
 
     A lease row also keeps the run's timers: `wake_at` (drive the run then, whatever its
     status) and `resume_at` / `resume_version` (un-pause the pause made at that version,
@@ -112,6 +115,9 @@ class SQLiteLeases:
         busy_timeout: seconds a claim waits for another process's write lock.
         runnable: the statuses a worker may claim (the store's table's `runnable_states`;
             the default table's unless given).
+        synchronous: `"FULL"` or `"NORMAL"`, as for the store (a store opens its lease rows
+            with its own: a lease is as durable as the events it guards).
+        connection: the store's connection, to use from the store's thread (see above).
     """
 
     def __init__(
@@ -122,17 +128,23 @@ class SQLiteLeases:
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 30.0,
         runnable: Sequence[str] = RUNNABLE_STATUSES,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        connection: sqlite3.Connection | None = None,
     ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._beat: sqlite3.Connection | None = None
         p = check_prefix(table_prefix)
         self.path = os.fspath(path)
         self.clock = clock
         self._runs = f"{p}runs"
         self._leases = leases = f"{p}leases"
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._taken: dict[str, Holder | None] = {}
+        self._owned = connection is None
+        self._conn = self._connect() if connection is None else connection
         self._migrate()
         due = "(l.wake_at <= :now OR l.resume_at <= :now)"
         self._claim_sql = (
@@ -176,6 +188,14 @@ class SQLiteLeases:
             "VALUES (?, NULL, 0, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
             "resume_at = excluded.resume_at, resume_version = excluded.resume_version"
         )
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        return conn
 
     def _migrate(self) -> None:
         c = self._conn
@@ -226,12 +246,22 @@ class SQLiteLeases:
 
         def work(c: sqlite3.Connection, now: float) -> str | None:
             row = c.execute(self._claim_sql, {"now": now}).fetchone()
-            if row is not None:
-                c.execute(self._hold_sql, _held(row[0], worker_id, this_process(), now, ttl))
-            return None if row is None else str(row[0])
+            if row is None:
+                return None
+            run_id = str(row[0])
+            before = c.execute(self._read_sql, (run_id,)).fetchone()
+            self._taken[run_id] = self._holder(run_id, before, now)
+            c.execute(self._hold_sql, _held(run_id, worker_id, this_process(), now, ttl))
+            return run_id
 
         run_id: str | None = self._transaction(work)
         return run_id
+
+    def taken_over(self, run_id: str) -> Holder | None:
+        """The holder whose lapsed lease this handle's last claim of `run_id` took (None: it
+        was free); asked once, by the claiming worker (the reason of a call it left)."""
+        with self._lock:
+            return self._taken.pop(run_id, None)
 
     def take(
         self, run_id: str, holder: str, process: Process, ttl: float
@@ -283,10 +313,19 @@ class SQLiteLeases:
         return None if row is None or row[0] is None else int(row[0])
 
     def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
-        """Extend the lease (see `LeaseStore.renew`)."""
+        """Extend the lease (see `LeaseStore.renew`); with a store's connection, on one of
+        its own (a private in-memory database has no other driver: nothing to renew)."""
         with self._lock:
+            if self._owned:
+                conn = self._conn
+            elif self.path in ("", ":memory:"):
+                return True
+            else:
+                if self._beat is None:
+                    self._beat = self._connect()
+                conn = self._beat
             now = self.clock()
-            cursor = self._conn.execute(
+            cursor = conn.execute(
                 f"UPDATE {self._leases} SET expires_at = ?, heartbeat_at = ? "
                 "WHERE run_id = ? AND worker_id = ? AND expires_at > ?",
                 (now + ttl, now, run_id, worker_id, now),
@@ -339,9 +378,12 @@ class SQLiteLeases:
         return (None, None, None) if row is None else (row[0], row[1], row[2])
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections it opened (a store's own stays the store's to close)."""
         with self._lock:
-            self._conn.close()
+            if self._owned:
+                self._conn.close()
+            if self._beat is not None:
+                self._beat.close()
 
 
 def _held(run_id: str, holder: str, p: Process, now: float, ttl: float) -> dict[str, Any]:

@@ -175,6 +175,7 @@ class MemoryLeases:
             table = store.storage.leases if isinstance(store, MemoryEventStore) else None
         self.table = table if table is not None else MemoryLeaseTable()
         self.clock = clock if clock is not None else self.table.clock
+        self._taken: dict[str, Holder | None] = {}
 
     def claim(self, worker_id: str, ttl: float) -> str | None:
         """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
@@ -183,6 +184,7 @@ class MemoryLeases:
             for run_id, held in sorted(self.table.leases.items()):
                 if held.wake_at is not None and held.wake_at <= now and _free(held, now):
                     # The time stays until the release: a worker that dies loses nothing.
+                    self._taken[run_id] = self._holder(run_id, now)
                     self._held_by(run_id, worker_id, now, ttl, held.wake_at)
                     return run_id
             for info in self.store.runs(self.store.reducer.table.runnable_states):
@@ -190,6 +192,7 @@ class MemoryLeases:
                     continue
                 lease = self.table.leases.get(info.run_id)
                 if lease is None or lease.expires_at <= now:
+                    self._taken[info.run_id] = self._holder(info.run_id, now)
                     self._held_by(
                         info.run_id, worker_id, now, ttl, None if lease is None else lease.wake_at
                     )
@@ -209,6 +212,12 @@ class MemoryLeases:
         self.table.leases[run_id] = _Lease(
             holder, now + ttl, wake_at, p.host, p.pid, p.key, now, now
         )
+
+    def taken_over(self, run_id: str) -> Holder | None:
+        """The holder whose lapsed lease this object's last claim of `run_id` took (see
+        `SQLiteLeases.taken_over`)."""
+        with self.table.lock:
+            return self._taken.pop(run_id, None)
 
     def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
         """Extend the lease (see `LeaseStore.renew`)."""

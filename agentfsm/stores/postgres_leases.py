@@ -76,11 +76,17 @@ class _LeaseSql:
             "host = EXCLUDED.host, pid = EXCLUDED.pid, process = EXCLUDED.process, "
             "claimed_at = EXCLUDED.claimed_at, heartbeat_at = EXCLUDED.heartbeat_at"
         )
+        # The candidate's row as it was, read in the statement's snapshot: who is taken over.
+        was = ", ".join(
+            f"(SELECT {c} FROM was)"
+            for c in ("worker_id", "expires_at", "host", "pid", "process", "claimed_at")
+        )
         self.claim = (
-            f"WITH candidate AS ({free} FOR UPDATE OF r SKIP LOCKED) "
+            f"WITH candidate AS ({free} FOR UPDATE OF r SKIP LOCKED), "
+            f"was AS (SELECT l.* FROM {leases} l JOIN candidate c ON c.run_id = l.run_id) "
             f"INSERT INTO {leases} (run_id, worker_id, expires_at, {held} FROM candidate "
             f"ON CONFLICT (run_id) DO UPDATE SET {taken} WHERE {leases}.expires_at <= now() "
-            "RETURNING run_id"
+            f"RETURNING run_id, {was}, (SELECT heartbeat_at FROM was), now()"
         )
         self.insert = (
             f"INSERT INTO {leases} (run_id, worker_id, expires_at, {held} "
@@ -182,6 +188,7 @@ class PostgresLeases:
     ):
         self._sql = _LeaseSql(table_prefix, runnable)
         self._lock = threading.RLock()
+        self._taken: dict[str, Holder | None] = {}
         self._conn: psycopg.Connection[Any] = psycopg.connect(conninfo, autocommit=True)
         if migrate:
             try:
@@ -208,6 +215,7 @@ class PostgresLeases:
                 row = self._conn.execute(self._sql.claim, params).fetchone()
                 if row is not None:
                     run_id: str = row[0]
+                    self._taken[run_id] = _holder(run_id, row[1:])
                     return run_id
                 # Nothing taken: either nothing is runnable, or a racing claim took our
                 # candidate between our snapshot and our insert. Only the second is worth
@@ -215,6 +223,12 @@ class PostgresLeases:
                 if not self._claimable():
                     return None
         return None
+
+    def taken_over(self, run_id: str) -> Holder | None:
+        """The holder whose lapsed lease this handle's last claim of `run_id` took (see
+        `SQLiteLeases.taken_over`)."""
+        with self._lock:
+            return self._taken.pop(run_id, None)
 
     def _claimable(self) -> bool:
         params = {"statuses": self._sql.runnable}

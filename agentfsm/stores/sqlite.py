@@ -225,13 +225,16 @@ class SQLiteEventStore(EventStore):
         self._conn.close()
 
     def _lease_rows(self) -> LeaseRows:
-        # The `leases` table the `Worker`s' `SQLiteLeases` claim from, on its own connection.
+        # The `leases` table the `Worker`s' `SQLiteLeases` claim from, on this store's
+        # connection (the heartbeat renews on one of its own).
         if self._leases is None:
             self._leases = SQLiteLeases(
                 self.path,
                 table_prefix=self._prefix,
                 busy_timeout=self._busy_timeout,
                 runnable=sorted(self.reducer.table.runnable_states),
+                synchronous=self.synchronous,
+                connection=self._conn,
             )
         return self._leases
 

@@ -318,6 +318,31 @@ class TestSteering:
         assert unpause(store, "r2").status == "running"
 
 
+def _left_in_flight(store: EventStore) -> None:
+    """What a driver of `r1` left in the log before it froze or died: `send_email` started."""
+    from agentfsm.events import make_event
+
+    record = store.load("r1")
+    at = "2026-09-01T10:00:05+00:00"
+    n = record.version
+    call_ = {"action_id": "t1.1", "tool": "send_email", "arguments": {"to": "a"}}
+    store.append(
+        "r1",
+        [
+            make_event("model.started", run_id="r1", sequence=n + 1, occurred_at=at),
+            make_event(
+                "model.completed", run_id="r1", sequence=n + 2, occurred_at=at,
+                decision="tool_calls", tool_calls=[call_],
+            ),
+            make_event("tool.requested", run_id="r1", sequence=n + 3, occurred_at=at, **call_),
+            make_event(
+                "tool.started", run_id="r1", sequence=n + 4, occurred_at=at, action_id="t1.1"
+            ),
+        ],
+        n,
+    )  # fmt: skip
+
+
 class TestTakeover:
     """Only a lease whose heartbeat stopped is taken over; only then is a call unknown."""
 
@@ -330,30 +355,7 @@ class TestTakeover:
         model = ScriptedModel([Decision.call_tools(call("send_email", to="a"))])
         runner_for(store, model, [Gate().tool()]).start("r1", limits=Limits(max_turns=3))
         frozen = store.hold("r1", ttl=0.3, holder="frozen-runner")
-        # What it left in the log before it froze: the call started.
-        from agentfsm.events import make_event
-
-        record = store.load("r1")
-        at = "2026-09-01T10:00:05+00:00"
-        store.append(
-            "r1",
-            [
-                make_event("model.started", run_id="r1", sequence=2, occurred_at=at),
-                make_event(
-                    "model.completed", run_id="r1", sequence=3, occurred_at=at,
-                    decision="tool_calls",
-                    tool_calls=[{"action_id": "t1.1", "tool": "send_email",
-                                 "arguments": {"to": "a"}}],
-                ),
-                make_event(
-                    "tool.requested", run_id="r1", sequence=4, occurred_at=at,
-                    action_id="t1.1", tool="send_email", arguments={"to": "a"},
-                ),
-                make_event("tool.started", run_id="r1", sequence=5, occurred_at=at,
-                           action_id="t1.1"),
-            ],
-            record.version,
-        )  # fmt: skip
+        _left_in_flight(store)
         gate = Gate()
         answer = ScriptedModel([lambda ctx: Decision.answer(ctx.results[0].status)])
         other = handles()
@@ -553,6 +555,62 @@ class TestWorkersAndRunners:
         thread.join(TOOL_WAIT)
         assert (done[0].status, done[0].superseded) == ("completed", False)
         for handle in (store, other, leases):
+            handle.close()
+
+    @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+    def test_a_worker_taking_over_a_dead_workers_run_names_it(
+        self, kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        """A worker's lease lapsed with its call in flight: the next worker's claim takes it
+        over, and the unknown call's reason names the dead worker and its last heartbeat."""
+        from agentfsm.runtime import Worker, submit
+        from agentfsm.stores.leases import MemoryLeases, SQLiteLeases
+
+        store: EventStore
+        if kind == "memory":
+            store = MemoryEventStore()
+        elif kind == "sqlite":
+            store = SQLiteEventStore(tmp_path / "runs.db")
+        else:
+            from agentfsm.stores.postgres import PostgresEventStore
+            from agentfsm.stores.postgres_leases import PostgresLeases
+
+            dsn = request.getfixturevalue("postgres_dsn")
+            prefix = request.getfixturevalue("pg_prefix")
+            store = PostgresEventStore(dsn, table_prefix=prefix, migrate=True)
+
+        opened: list[Any] = []
+
+        def leases() -> Any:
+            if isinstance(store, MemoryEventStore):
+                return MemoryLeases(store)
+            made: Any = (
+                SQLiteLeases(tmp_path / "runs.db")
+                if isinstance(store, SQLiteEventStore)
+                else PostgresLeases(dsn, table_prefix=prefix)
+            )
+            opened.append(made)
+            return made
+
+        submit(store, "r1", "mail ann")
+        assert leases().claim("w-dead", 0.2) == "r1"
+        _left_in_flight(store)
+        dead = store.holder("r1")
+        assert dead is not None
+        assert dead.heartbeat is not None
+        time.sleep(0.3)
+        answer = ScriptedModel([lambda ctx: Decision.answer(ctx.results[0].status)])
+        worker = Worker(runner_for(store, answer, [Gate().tool()]), leases(), worker_id="w2")
+        done = worker.run_once()
+        assert done is not None
+        (unknown,) = done.unknown_outcomes
+        assert unknown.reason == (
+            "the worker stopped while attempt 1 was in flight (its lease was held by "
+            f"'w-dead' (pid {os.getpid()} on {socket.gethostname()}), whose last heartbeat "
+            f"was at {dead.heartbeat.isoformat()}); 'send_email' has side effects and is not "
+            "idempotent, so it was not run again"
+        )
+        for handle in (*opened, store):
             handle.close()
 
     def test_a_worker_never_claims_a_run_a_runner_drives(self, tmp_path: Path) -> None:
