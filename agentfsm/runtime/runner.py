@@ -202,6 +202,7 @@ class Runner(Driver):
         Raises:
             RunNotFoundError: the store has no such run.
             RunHeldError: another driver holds the run (still, after `wait` seconds).
+            ValueError: `lease` is another run's, or comes with a `wait`.
         """
         with self._held(run_id, lease, wait) as held:
             steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries, held)

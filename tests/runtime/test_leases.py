@@ -700,3 +700,54 @@ class TestAsync:
         refused, done = asyncio.run(scenario())
         assert refused == [True] * 5
         assert (done.status, done.superseded) == ("completed", False)
+
+
+class TestTheDrivesOwnLease:
+    """How a drive takes, hands over and gives up its lease."""
+
+    def test_a_drive_that_raises_gives_its_lease_up(self) -> None:
+        """An exception out of a tool (the process's own crash) releases the lease on its
+        way out: the run is resumed at once, not after the ttl."""
+        from .helpers import Crash
+
+        store = MemoryEventStore()
+
+        def crash(ctx: ToolContext) -> Any:
+            raise Crash
+
+        model = ScriptedModel([Decision.call_tools(call("charge")), Decision.answer("ok")])
+        with pytest.raises(Crash):
+            runner_for(store, model, [Tool("charge", crash, idempotent=True)]).run("r1")
+        assert store.holder("r1") is None
+
+    def test_a_run_driven_inside_its_own_drive_is_refused(self) -> None:
+        """A tool that resumes its own run is a second driver of it, however near."""
+        store = MemoryEventStore()
+        refused: list[str] = []
+
+        def again(ctx: ToolContext) -> Any:
+            try:
+                runner_for(store, _mail_model(), []).resume(ctx.run_id)
+            except RunHeldError as exc:
+                refused.append(exc.holder.id)
+            return "tried"
+
+        model = ScriptedModel([Decision.call_tools(call("again")), Decision.answer("ok")])
+        done = runner_for(store, model, [Tool("again", again)]).run("r1")
+        assert done.status == "completed"
+        assert len(refused) == 1
+        assert refused[0].startswith("runner-")
+
+    def test_a_lease_handed_over_must_be_the_runs_and_alone(self) -> None:
+        """A lease of another run, or a lease and a wait together, are refused by name."""
+        store = MemoryEventStore()
+        runner_for(store, _mail_model(), []).start("r1")
+        lease = store.hold("r2")
+        runner = runner_for(store, _mail_model(), [])
+        with pytest.raises(ValueError, match=r"^the lease given is of run 'r2', not of run 'r1'$"):
+            runner.resume("r1", lease=lease)
+        mine = store.hold("r1")
+        with pytest.raises(
+            ValueError, match=r"^give a held lease or a time to wait for one, not both$"
+        ):
+            runner.resume("r1", lease=mine, wait=1)
