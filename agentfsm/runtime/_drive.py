@@ -70,7 +70,7 @@ from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
 from agentfsm.runtime.specs import Spec
 from agentfsm.runtime.writer import StateChanged
-from agentfsm.stores._lease import AsyncLease, Lease
+from agentfsm.stores._lease import HeldLease
 
 __all__ = ["Driver", "utc_now"]
 
@@ -183,7 +183,7 @@ class Driver(_Calls):
         objective: str | None,
         agent: str | None,
         limits: Limits | None,
-        lease: Lease | AsyncLease | None = None,
+        lease: HeldLease | None = None,
     ) -> Steps[RunResult]:
         """Start a new run and drive it (under `lease`, if given)."""
         record = yield from self._start(run_id, objective, agent, limits)
@@ -196,7 +196,7 @@ class Driver(_Calls):
         beat: bool = False,
         unpause: bool = True,
         defer: bool = False,
-        lease: Lease | AsyncLease | None = None,
+        lease: HeldLease | None = None,
     ) -> Steps[RunResult]:
         """Load a run, put its budget tree back, un-pause it (unless not to), and drive it
         (returning at a retry's backoff instead of sleeping, with `defer`; under `lease`, if
@@ -210,7 +210,7 @@ class Driver(_Calls):
         return (yield from self._proceed(writer, beat, unpause, defer))
 
     @staticmethod
-    def _leased(writer: Any, lease: Lease | AsyncLease | None) -> Any:
+    def _leased(writer: Any, lease: HeldLease | None) -> Any:
         """`writer`, checking `lease` before every write (see `Writer.check_lease`)."""
         writer.lease = lease
         return writer
@@ -229,7 +229,8 @@ class Driver(_Calls):
         with `defer`, a failed call's retry is due later: `RunResult.wake_at`)."""
         children: dict[str, RunResult] = {}
         self._aware_now()
-        # Whose calls a started call not started here was (None: the lease was free).
+        # Whose lapsed lease this drive took over: a started call it did not start is that
+        # holder's (None: the lease was free, or the drive is unleased).
         stopped = writer.lease.takeover if writer.lease is not None else None
         while True:
             record = writer.record

@@ -34,7 +34,7 @@ from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.specs import Spec, built
 from agentfsm.runtime.tools import Tool
-from agentfsm.stores._lease import Holder
+from agentfsm.stores._holder import Holder
 
 A = ActionStatus
 

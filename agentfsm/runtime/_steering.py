@@ -27,7 +27,8 @@ from agentfsm.errors import (
 from agentfsm.events.models import Event
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.stores._lease import Holder, Patience
+from agentfsm.stores._holder import Holder
+from agentfsm.stores._lease import Patience
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore
 

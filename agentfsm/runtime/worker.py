@@ -44,7 +44,8 @@ from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import next_wake, resume_paused
-from agentfsm.stores._lease import AsyncLease, Holder, Lease
+from agentfsm.stores._holder import Holder
+from agentfsm.stores._lease import AsyncLease, Lease
 from agentfsm.stores.leases import LeaseStore
 
 __all__ = ["AsyncWorker", "Worker"]
@@ -137,8 +138,8 @@ class Worker(_Leasing):
         runner: the Runner (its store, agents and settings) runs are driven with.
         leases: the lease store shared with the other workers.
         worker_id: this worker's name (unique among the workers).
-        ttl: seconds a lease lasts without renewal (a dead worker's runs wait this long,
-            unless its process is gone on the host of the one that takes them over).
+        ttl: seconds a lease lasts without renewal (a dead worker's runs wait this long for
+            another worker; a `Runner.resume` on its host takes them at once).
         renew_every: seconds between renewals while driving (a third of `ttl` by default;
             the Runner's heartbeat renews on its own clock, tools running or not).
         retry_after: seconds before a run released while still runnable (e.g. superseded,

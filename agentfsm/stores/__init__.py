@@ -7,8 +7,9 @@ Each keeps its runs' leases too (`EventStore.hold`, `EventStore.holder`): one dr
 """
 
 from agentfsm.errors import RunNotFoundError
+from agentfsm.stores._holder import Holder
 from agentfsm.stores._integrity import chain_hash
-from agentfsm.stores._lease import LEASE_TTL, AsyncLease, HeldLease, Holder, Lease
+from agentfsm.stores._lease import LEASE_TTL, AsyncLease, HeldLease, Lease
 from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,

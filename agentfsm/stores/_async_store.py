@@ -15,15 +15,8 @@ from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._checks import check_run_id, no_attachments, no_leases
-from agentfsm.stores._lease import (
-    LEASE_TTL,
-    AsyncLease,
-    AsyncLeaseRows,
-    Holder,
-    atake_lease,
-    live_holder,
-    root_of,
-)
+from agentfsm.stores._holder import AsyncLeaseRows, Holder, live_holder
+from agentfsm.stores._lease import LEASE_TTL, AsyncLease, atake_lease, root_of
 from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
 
 __all__ = ["AsyncEventStore"]

@@ -25,6 +25,12 @@ anyone can take it over, and stops before its next write (`LeaseLostError`); a l
 would be refused by `expected_version` anyway.
 
 Subagent runs (`parent/action`) are driven by their parent's call: their lease is their root's.
+A drive started inside another drive, in its context (a subagent's run started from a tool of
+its caller), of a run of the same tree holds the caller's lease (`within` it); a second drive
+of the very run being driven is refused, however near.
+
+Who holds a lease, as the store reads it: `_holder`; whether a process is gone: `_process`;
+the sync heartbeat: `_heartbeat`.
 """
 
 from __future__ import annotations
@@ -32,51 +38,32 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import heapq
-import itertools
-import os
 import secrets
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
-from datetime import UTC, datetime
-from typing import Protocol
-
-import attrs
 
 from agentfsm._log import get_logger
 from agentfsm.errors import RunHeldError
+from agentfsm.stores._heartbeat import FASTEST, keeper
+from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
+from agentfsm.stores._process import this_process
 
 __all__ = [
     "LEASE_TTL",
     "AsyncLease",
-    "AsyncLeaseRows",
     "HeldLease",
-    "Holder",
     "Lease",
-    "LeaseRows",
     "Patience",
-    "Process",
     "atake_lease",
     "enclosing",
-    "gone",
-    "live_holder",
     "new_holder",
     "root_of",
-    "stamp",
     "take_lease",
-    "takeable",
-    "this_process",
 ]
 
 #: Seconds a lease lasts past its last renewal unless told otherwise.
 LEASE_TTL = 30.0
-#: The shortest pace a heartbeat keeps (a `renew_every=0` must not spin).
-_FASTEST = 0.01
-#: How much of a holder's id or host a message shows (both are free text).
-_SHOWN = 80
 
 
 def root_of(run_id: str) -> str:
@@ -87,212 +74,6 @@ def root_of(run_id: str) -> str:
 def new_holder(kind: str) -> str:
     """A fresh holder id for one drive: `kind` and 8 random hex digits (`runner-1a2b3c4d`)."""
     return f"{kind}-{secrets.token_hex(4)}"
-
-
-def _shown(text: str) -> str:
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
-
-
-# -- processes ----------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Process:
-    """A process as a lease row names it: enough to tell, on its own host, that it is gone.
-
-    Attributes:
-        host: the host's name.
-        pid: the process id.
-        key: `boot id/pid namespace/start time` where `/proc` tells them (Linux), else None:
-            then only the heartbeat says whether the holder is alive.
-    """
-
-    host: str
-    pid: int
-    key: str | None
-
-
-_THIS: Process | None = None
-
-
-def this_process() -> Process:
-    """This process (read once per process: a forked child reads its own)."""
-    global _THIS
-    found = _THIS
-    if found is None or found.pid != os.getpid():
-        pid = os.getpid()
-        machine, stat = _machine(), _stat(pid)
-        key = None if machine is None or stat is None else f"{machine}/{stat[1]}"
-        found = _THIS = Process(socket.gethostname(), pid, key)
-    return found
-
-
-def _machine() -> str | None:
-    """This boot and pid namespace: where a pid means the same process as here."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-        space = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-    return f"{boot}/{space}"
-
-
-def _stat(pid: int) -> tuple[str, str] | None:
-    """A process's state letter and start time (clock ticks since boot), or None if none runs."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()  # after the command, which may hold spaces
-    if len(fields) < 20:
-        return None
-    return fields[0], fields[19]
-
-
-def gone(host: str | None, pid: int | None, key: str | None) -> bool:
-    """Whether the process a lease row names is known to be gone (see the module docstring).
-
-    Only a process of this host, boot and pid namespace can be known gone; of any other,
-    nothing is known, and only its heartbeat counts.
-    """
-    if key is None or pid is None or host is None:
-        return False
-    me = this_process()
-    machine, _, started = key.rpartition("/")
-    if host != me.host or me.key is None or not me.key.startswith(machine + "/"):
-        return False
-    stat = _stat(pid)
-    if stat is None:
-        return True
-    state, start = stat
-    return state in ("Z", "X") or start != started
-
-
-# -- who holds a lease ---------------------------------------------------------------------
-
-
-def stamp(seconds: float) -> datetime:
-    """A lease row's time (seconds since the epoch) as an aware datetime."""
-    return datetime.fromtimestamp(seconds, UTC)
-
-
-@attrs.frozen
-class Holder:
-    """Who holds a run's lease, as the store last saw it (`EventStore.holder`).
-
-    Attributes:
-        run_id: the run the lease is on (a root: a subagent run is held with it).
-        id: the holder's id: a `Worker`'s `worker_id`, or a drive's (`runner-1a2b3c4d`).
-        host: the host of the holder's process (None if unknown).
-        pid: its process id (None if unknown).
-        process: the key that tells, on that host, whether the process is gone (`Process`).
-        since: when it took the lease (None for a row written before this was kept).
-        heartbeat: its last renewal (None likewise).
-        expires: when the lease lapses unless it is renewed.
-        read_at: the store's clock when this was read: ages are measured to it, so no other
-            machine's clock enters.
-    """
-
-    run_id: str
-    id: str
-    host: str | None
-    pid: int | None
-    process: str | None
-    since: datetime | None
-    heartbeat: datetime | None
-    expires: datetime
-    read_at: datetime
-
-    @property
-    def heartbeat_age(self) -> float | None:
-        """Seconds since the last heartbeat, when the store read the row."""
-        if self.heartbeat is None:
-            return None
-        return max(0.0, (self.read_at - self.heartbeat).total_seconds())
-
-    @property
-    def live(self) -> bool:
-        """Whether its heartbeat goes on: the lease has not lapsed, and its process is not
-        known to be gone (`gone`)."""
-        return self.expires > self.read_at and not gone(self.host, self.pid, self.process)
-
-    def _where(self) -> list[str]:
-        return [f"pid {self.pid} on {_shown(self.host)}"] if self.pid and self.host else []
-
-    def describe(self) -> str:
-        """`'w1' (pid 4242 on box, heartbeat 2 s ago)`: who, where, and how alive."""
-        age = self.heartbeat_age
-        beat = (
-            f"heartbeat {age:.0f} s ago"
-            if age is not None
-            else f"lease until {self.expires.isoformat(timespec='seconds')}"
-        )
-        return f"'{_shown(self.id)}' ({', '.join([*self._where(), beat])})"
-
-    def stopped(self) -> str:
-        """Who held the lease and when its heartbeat stopped (why its calls are unknown)."""
-        where = "".join(f" ({w})" for w in self._where())
-        if self.heartbeat is None:
-            return f"'{_shown(self.id)}'{where}, whose lease lapsed at {self.expires.isoformat()}"
-        return (
-            f"'{_shown(self.id)}'{where}, whose last heartbeat was at {self.heartbeat.isoformat()}"
-        )
-
-
-def takeable(found: Holder | None) -> bool:
-    """Whether a lease row may be taken: free (None), lapsed, or its process gone."""
-    return found is None or not found.live
-
-
-class LeaseRows(Protocol):
-    """A store's lease table, on a connection of its own (a heartbeat renews from its thread).
-
-    The `Worker`'s lease stores (`MemoryLeases`, `SQLiteLeases`, `PostgresLeases`) are this,
-    over the same rows their claims write: a `Worker`'s claim *is* a driver's lease.
-    """
-
-    def take(
-        self, run_id: str, holder: str, process: Process, ttl: float
-    ) -> tuple[bool, Holder | None]:
-        """Take the lease of `run_id` for `ttl` seconds if `takeable` (in one transaction):
-        `(True, the lapsed holder it replaced or None)`, or `(False, the live holder)`."""
-        ...
-
-    def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
-        """Extend the holder's lease by `ttl` seconds from now; False if it no longer has it."""
-        ...
-
-    def free(self, run_id: str, holder: str) -> None:
-        """Give a lease `take` took up (the run's timers, a `Worker`'s, stay as they are)."""
-        ...
-
-    def read(self, run_id: str) -> Holder | None:
-        """The lease's holder, live or lapsed; None when nobody holds it."""
-        ...
-
-
-class AsyncLeaseRows(Protocol):
-    """`LeaseRows` for asyncio code (the same table)."""
-
-    async def take(
-        self, run_id: str, holder: str, process: Process, ttl: float
-    ) -> tuple[bool, Holder | None]:
-        """See `LeaseRows.take`."""
-        ...
-
-    async def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
-        """See `LeaseRows.renew`."""
-        ...
-
-    async def free(self, run_id: str, holder: str) -> None:
-        """See `LeaseRows.free`."""
-        ...
-
-    async def read(self, run_id: str) -> Holder | None:
-        """See `LeaseRows.read`."""
-        ...
 
 
 # -- a held lease --------------------------------------------------------------------------
@@ -440,8 +221,6 @@ class Lease(HeldLease):
         )
         self._renew = renew
         self._release = release
-        self._kept = 0
-        self._generation = 0
 
     def renew(self) -> bool:
         """Renew it now (the heartbeat does, every `every` seconds); False once lost."""
@@ -467,12 +246,12 @@ class Lease(HeldLease):
             with self._framed():
                 yield self
             return
-        _keeper().keep(self)
+        keeper().keep(self)
         try:
             with self._framed():
                 yield self
         finally:
-            _keeper().drop(self)
+            keeper().drop(self)
 
 
 class AsyncLease(HeldLease):
@@ -554,7 +333,7 @@ class AsyncLease(HeldLease):
     async def _beat(self) -> None:
         log = get_logger()
         while True:
-            await asyncio.sleep(max(self.every, _FASTEST))
+            await asyncio.sleep(max(self.every, FASTEST))
             try:
                 if not await self.renew():
                     log.warning("lease.lost", run_id=self.run_id, holder=self.holder)
@@ -565,93 +344,6 @@ class AsyncLease(HeldLease):
 
 async def _still(outer: HeldLease) -> bool:
     return not outer.lost
-
-
-# -- the heartbeat of the sync leases ------------------------------------------------------
-
-
-class _Keeper:
-    """One thread renews every kept sync `Lease` of the process when it is due.
-
-    A thread per drive would cost its start (~50 µs of CPU) on every drive; this costs a heap
-    push. Renewals run one after another on the keeper's thread: a store that hangs holds
-    back the leases renewed after it (which, on one store, would be lost alike).
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._due: list[tuple[float, int, int, Lease]] = []
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def keep(self, lease: Lease) -> None:
-        with self._cond:
-            lease._kept += 1
-            if lease._kept == 1:
-                lease._generation += 1
-                self._push(lease)
-
-    def drop(self, lease: Lease) -> None:
-        with self._cond:
-            lease._kept -= 1  # its heap entry is skipped when it comes up
-
-    def _push(self, lease: Lease) -> None:
-        when = time.monotonic() + max(lease.every, _FASTEST)
-        sooner = not self._due or when < self._due[0][0]
-        heapq.heappush(self._due, (when, next(self._order), lease._generation, lease))
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="agentfsm-lease-heartbeat", daemon=True
-            )
-            self._thread.start()
-        elif sooner:
-            self._cond.notify()
-
-    def _run(self) -> None:
-        log = get_logger()
-        while True:
-            with self._cond:
-                while True:
-                    now = time.monotonic()
-                    if self._due and self._due[0][0] <= now:
-                        break
-                    self._cond.wait(self._due[0][0] - now if self._due else None)
-                _, _, generation, lease = heapq.heappop(self._due)
-                if lease._kept <= 0 or generation != lease._generation:
-                    continue
-            again = True
-            try:
-                if not lease.renew():
-                    log.warning("lease.lost", run_id=lease.run_id, holder=lease.holder)
-                    again = False
-            except Exception as exc:  # noqa: BLE001  (a failed renewal is tried again next beat)
-                log.warning("lease.renew_failed", run_id=lease.run_id, error=repr(exc))
-            with self._cond:
-                if again and lease._kept > 0 and generation == lease._generation:
-                    self._push(lease)
-
-
-_KEEPER: _Keeper | None = None
-_KEEPER_LOCK = threading.Lock()
-
-
-def _keeper() -> _Keeper:
-    global _KEEPER
-    if _KEEPER is None:
-        with _KEEPER_LOCK:
-            if _KEEPER is None:
-                _KEEPER = _Keeper()
-    return _KEEPER
-
-
-def _forget_keeper() -> None:
-    # A forked child has none of the parent's threads, and none of its leases to renew.
-    global _KEEPER, _KEEPER_LOCK
-    _KEEPER = None
-    _KEEPER_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_keeper)
 
 
 # -- taking a lease ------------------------------------------------------------------------
@@ -781,8 +473,3 @@ def _held_here(found: Holder | None, run_id: str) -> RunHeldError | RuntimeError
     if found is None:  # the row is gone from under a live lease: the store was changed
         return RuntimeError(f"run '{run_id}' is being driven here, but its lease row is gone")
     return RunHeldError(run_id, found)
-
-
-def live_holder(found: Holder | None) -> Holder | None:
-    """`found` if its heartbeat goes on, else None (what `EventStore.holder` answers)."""
-    return found if found is not None and found.live else None

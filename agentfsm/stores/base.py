@@ -71,7 +71,8 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
-from agentfsm.stores._lease import LEASE_TTL, Holder, Lease, LeaseRows, live_holder, root_of
+from agentfsm.stores._holder import Holder, LeaseRows, live_holder
+from agentfsm.stores._lease import LEASE_TTL, Lease, root_of
 from agentfsm.stores._lease import take_lease as _take_lease
 from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._options import DEFAULT_SNAPSHOT_EVERY, StoreOptions

@@ -13,7 +13,8 @@ refused while a worker drives the run, a worker never claims a run a `Runner` dr
 worker hands its claim to the Runner it drives with (`Runner.resume(run_id, lease=...)`).
 Each class is both: a `LeaseStore` for workers (`claim`, `renew`, `release`) and the store's
 `LeaseRows` for drivers (`take`, `renew`, `free`, `read`). A claim records the claiming
-process (host, pid) like a `take`, so a dead worker's run is taken over at once on its host.
+process (host, pid) like a `take`, so a `Runner.resume` on its host takes a dead worker's run
+at once (another worker's claim waits for the lease to lapse).
 
 Subagent runs (`parent/action`) are never claimed: their parent's call drives them.
 
@@ -46,7 +47,8 @@ from typing import Any, Literal, Protocol
 
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.stores._checks import check_prefix
-from agentfsm.stores._lease import Holder, Process, stamp, takeable, this_process
+from agentfsm.stores._holder import Holder, from_epoch, takeable
+from agentfsm.stores._process import Process, this_process
 from agentfsm.stores.memory import MemoryLeases, MemoryLeaseTable
 
 __all__ = [
@@ -295,10 +297,10 @@ class SQLiteLeases:
             host=host,
             pid=pid,
             process=process,
-            since=None if since is None else stamp(since),
-            heartbeat=None if beat is None else stamp(beat),
-            expires=stamp(expires),
-            read_at=stamp(now),
+            since=None if since is None else from_epoch(since),
+            heartbeat=None if beat is None else from_epoch(beat),
+            expires=from_epoch(expires),
+            read_at=from_epoch(now),
         )
 
     def resume_due(self, run_id: str) -> int | None:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 import attrs
 
 from agentfsm.stores._checks import conflict
-from agentfsm.stores._lease import Holder, LeaseRows, Process, stamp, takeable, this_process
+from agentfsm.stores._holder import Holder, LeaseRows, from_epoch, takeable
+from agentfsm.stores._process import Process, this_process
 from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 
@@ -273,10 +274,10 @@ class MemoryLeases:
             host=lease.host,
             pid=lease.pid,
             process=lease.process,
-            since=None if lease.claimed_at is None else stamp(lease.claimed_at),
-            heartbeat=None if lease.heartbeat_at is None else stamp(lease.heartbeat_at),
-            expires=stamp(lease.expires_at),
-            read_at=stamp(now),
+            since=None if lease.claimed_at is None else from_epoch(lease.claimed_at),
+            heartbeat=None if lease.heartbeat_at is None else from_epoch(lease.heartbeat_at),
+            expires=from_epoch(lease.expires_at),
+            read_at=from_epoch(now),
         )
 
 

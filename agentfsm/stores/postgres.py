@@ -67,7 +67,7 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
-from agentfsm.stores._lease import AsyncLeaseRows, LeaseRows
+from agentfsm.stores._holder import AsyncLeaseRows, LeaseRows
 from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schema, stored_event
 from agentfsm.stores._rows import (

@@ -28,7 +28,8 @@ except ImportError as exc:
 
 from agentfsm.errors import StoreError
 from agentfsm.stores._checks import check_prefix
-from agentfsm.stores._lease import Holder, Process, takeable, this_process
+from agentfsm.stores._holder import Holder, takeable
+from agentfsm.stores._process import Process, this_process
 from agentfsm.stores.leases import RUNNABLE_STATUSES
 
 __all__ = ["AsyncPostgresLeases", "PostgresLeases"]

@@ -35,7 +35,7 @@ from typing import Literal
 from agentfsm.errors import CorruptLogError, StoreError
 from agentfsm.record import RunRecord
 from agentfsm.stores._checks import check_prefix, conflict
-from agentfsm.stores._lease import LeaseRows
+from agentfsm.stores._holder import LeaseRows
 from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.leases import SQLiteLeases

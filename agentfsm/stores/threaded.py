@@ -18,7 +18,8 @@ from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._append import hands_fold, takes_fold
-from agentfsm.stores._lease import AsyncLeaseRows, Holder, LeaseRows, Process
+from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
+from agentfsm.stores._process import Process
 from agentfsm.stores._rows import Attachment, Folded, RunInfo, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
 

@@ -513,7 +513,7 @@ class TestProcesses:
     def test_across_hosts_only_the_heartbeat_counts(self, tmp_path: Path) -> None:
         """A holder on another host whose pid runs nowhere here: waited for until its lease
         lapses, not taken over at once."""
-        from agentfsm.stores._lease import Process
+        from agentfsm.stores._process import Process
 
         store = SQLiteEventStore(tmp_path / "runs.db")
         rows = store._lease_rows()

@@ -28,7 +28,7 @@ from agentfsm.stores import (
     SQLiteEventStore,
     ThreadedAsyncEventStore,
 )
-from agentfsm.stores._lease import Process, gone, this_process
+from agentfsm.stores._process import Process, gone, this_process
 from agentfsm.stores.leases import MemoryLeases, SQLiteLeases
 
 
