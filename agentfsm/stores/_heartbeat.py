@@ -101,15 +101,17 @@ class Keeper:
                 _, _, generation, lease = heapq.heappop(self._due)
                 if not self._current(lease, generation):
                     continue
-            again = True
             try:
-                if not lease.renew():
-                    log.warning("lease.lost", run_id=lease.run_id, holder=lease.holder)
-                    again = False
+                renewed: bool | None = lease.renew()
             except Exception as exc:  # noqa: BLE001  (a failed renewal is tried again next beat)
                 log.warning("lease.renew_failed", run_id=lease.run_id, error=repr(exc))
+                renewed = None
             with self._cond:
-                if again and self._current(lease, generation):
+                if not self._current(lease, generation):
+                    continue  # dropped meanwhile (and maybe released): nothing to say
+                if renewed is False:
+                    log.warning("lease.lost", run_id=lease.run_id, holder=lease.holder)
+                else:
                     self._push(lease, generation)
 
 

@@ -268,3 +268,55 @@ class TestAsyncStores:
             await astore.close()
 
         asyncio.run(scenario())
+
+
+class TestTheHeartbeat:
+    """The process's one heartbeat thread renews each kept lease at its pace."""
+
+    def test_a_lease_kept_twice_is_renewed_once_a_beat_until_dropped_as_often(self) -> None:
+        """Nested keeps are one; renewals stop once both blocks are done."""
+        from agentfsm.stores._heartbeat import Keeper
+
+        class Counted:
+            run_id, holder, every = "r1", "me", 0.05
+
+            def __init__(self) -> None:
+                self.renewals = 0
+
+            def renew(self) -> bool:
+                self.renewals += 1
+                return True
+
+        lease, keeper = Counted(), Keeper()
+        keeper.keep(lease)
+        keeper.keep(lease)
+        time.sleep(0.5)
+        twice = lease.renewals
+        assert 3 <= twice <= 11  # ten beats in 0.5 s at most: one renewal a beat, not two
+        keeper.drop(lease)
+        time.sleep(0.2)
+        assert lease.renewals > twice  # still kept by the outer block
+        keeper.drop(lease)
+        time.sleep(0.1)
+        stopped = lease.renewals
+        time.sleep(0.3)
+        assert lease.renewals == stopped
+
+    def test_a_refused_renewal_stops_the_beat(self) -> None:
+        """A lease whose renewal is refused is not renewed again."""
+        from agentfsm.stores._heartbeat import Keeper
+
+        class Refused:
+            run_id, holder, every = "r1", "me", 0.02
+
+            def __init__(self) -> None:
+                self.renewals = 0
+
+            def renew(self) -> bool:
+                self.renewals += 1
+                return False
+
+        lease = Refused()
+        Keeper().keep(lease)
+        time.sleep(0.3)
+        assert lease.renewals == 1
