@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-import bench-stores bench-runtime bench-ui bench-engine clean
+.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_guards.py
 	$(PY) benchmarks/growth.py --check
+
+# Every command that reads a log or a store, at 10,000 to 200,000 runs (and events): flat or fail.
+bench-cli: $(STAMP)
+	$(PY) benchmarks/bench_cli.py --growth --check
 
 # `import agentfsm` today (lazy) next to the eager import it replaced, in fresh processes.
 bench-import: $(STAMP)

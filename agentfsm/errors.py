@@ -11,6 +11,7 @@
     │   ├── SequenceError                     a gap, repeat or wrong start in `sequence`
     │   ├── RunMismatchError                  the event belongs to another run
     │   ├── ActionError                       the ledger refuses it (unknown id, changed call)
+    │   │   └── AlreadyDecidedError           a decision on a call someone already decided
     │   ├── TableMismatchError                the run is under another table than the fold's
     │   ├── MigrationError                    a `run.migrated` the run cannot take
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
@@ -18,7 +19,10 @@
     └── StoreError
         ├── ConcurrencyConflictError          someone else appended first
         ├── CorruptLogError                   stored data that does not read back
-        │   └── StoreInconsistentError        the runs row and the log disagree
+        │   ├── StoreInconsistentError        the runs row and the log disagree
+        │   └── TruncatedLogError             the log is shorter than its external anchor
+        ├── IntegrityKeyError                 the handle's key is not the one the store records
+        ├── AnchorError                       the external anchor cannot be read or written
         ├── RunHeldError                      a live driver holds the run's lease
         └── RunNotFoundError (LookupError)    the store has no such run
 
@@ -35,11 +39,14 @@ from typing import Any, Protocol
 __all__ = [
     "ActionError",
     "AgentFSMError",
+    "AlreadyDecidedError",
+    "AnchorError",
     "ConcurrencyConflictError",
     "CorruptLogError",
     "EventFormatError",
     "GuardRejectedError",
     "IllegalTransitionError",
+    "IntegrityKeyError",
     "InvalidRunIdError",
     "InvalidTableError",
     "LifecycleError",
@@ -52,6 +59,7 @@ __all__ = [
     "StoreError",
     "StoreInconsistentError",
     "TableMismatchError",
+    "TruncatedLogError",
 ]
 
 
@@ -308,6 +316,56 @@ class ActionError(LifecycleError):
         )
 
 
+class AlreadyDecidedError(ActionError):
+    """A decision on a call that someone already decided: the first decision stands.
+
+    A second approver (another tab, another person, a retried request) is told who decided,
+    when and why, instead of the table's "not allowed" for the state the run has moved on to.
+    Nothing was written.
+
+    Attributes:
+        decision: `approved` or `rejected`.
+        decided_by: who decided it, if they were named.
+        decided_at: when (the deciding event's `occurred_at`).
+        decided_sequence: the deciding event's sequence.
+        decided_reason: the reason given with the decision, if any.
+    """
+
+    def __init__(
+        self,
+        *,
+        action_id: str,
+        decision: str,
+        decided_by: str | None,
+        decided_at: str,
+        decided_sequence: int,
+        decided_reason: str | None,
+        run_id: str,
+        sequence: int,
+        state: str,
+        event: str,
+    ) -> None:
+        self.decision = decision
+        self.decided_by = decided_by
+        self.decided_at = decided_at
+        self.decided_sequence = decided_sequence
+        self.decided_reason = decided_reason
+        by = f" by '{decided_by}'" if decided_by is not None else ""
+        why = f", with the reason '{decided_reason}'" if decided_reason is not None else ""
+        # Past ActionError's "for action ... is refused" wording: the call, not the event, is
+        # what the person asked about.
+        self.action_id = action_id
+        LifecycleError.__init__(
+            self,
+            f"call '{action_id}' was already {decision}{by} at {decided_at} "
+            f"(sequence {decided_sequence}){why}",
+            run_id=run_id, sequence=sequence, state=state, event=event,
+        )  # fmt: skip
+
+    def _render(self) -> str:
+        return f"run '{self.run_id}': {self.reason}"
+
+
 class TableMismatchError(LifecycleError):
     """A run is folded with a table other than the one it is under.
 
@@ -502,6 +560,54 @@ class StoreInconsistentError(CorruptLogError):
             "(see `verify`)",
             run_id=run_id,
         )
+
+
+class TruncatedLogError(CorruptLogError):
+    """A run's log ends before the head its external anchor records: rows were removed.
+
+    A hash chain proves each row it holds, not that none is missing from its end; an anchor
+    kept outside the store (`StoreOptions(anchor=...)`, `agentfsm verify --anchor`) does.
+    A run in this state is not driven: its missing events may be calls already made.
+
+    Attributes:
+        run_id: the run.
+        sequence: the first sequence that should be there (or the anchored one that changed).
+        log_version: where the stored log ends (0: the run is gone).
+        anchored_version: the version the anchor records.
+    """
+
+    def __init__(
+        self, message: str, *, run_id: str, sequence: int, log_version: int, anchored_version: int
+    ) -> None:
+        self.log_version = log_version
+        self.anchored_version = anchored_version
+        super().__init__(message, run_id=run_id, sequence=sequence)
+
+
+class IntegrityKeyError(StoreError):
+    """A handle whose integrity key is not the one the store records, or a store being
+    re-keyed: refused before it reads or writes a run, since every link it judged or wrote
+    would be under the wrong key.
+
+    Attributes:
+        store_key: what the store records: `unkeyed`, `hmac-sha256:<key id>`, or
+            `rekeying <from> -> <to>` (None: it records nothing yet).
+        handle_key: the handle's own: `unkeyed` or `hmac-sha256:<key id>`.
+    """
+
+    def __init__(self, message: str, *, store_key: str | None, handle_key: str) -> None:
+        self.store_key = store_key
+        self.handle_key = handle_key
+        super().__init__(message)
+
+
+class AnchorError(StoreError):
+    """A store's external anchor could not be read or written.
+
+    Raised after a commit whose head the anchor did not take: the events are stored, but
+    the run is not to be driven on until the anchor records them (else a truncation of
+    them would go unnoticed).
+    """
 
 
 class InvalidRunIdError(AgentFSMError, ValueError):

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentfsm import DEFAULT_TABLE
+from agentfsm.events.vocabulary import BUILTIN_EVENTS
 from agentfsm.fsm.check import check_parts, check_table, table_from_spec, transition_matrix
+from agentfsm.fsm.table import State, Transition
 from tests.fixtures.tables import NO_PAUSE
 
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
@@ -59,13 +63,21 @@ def test_a_spec_round_trips_and_broken_specs_report_every_problem() -> None:
 
 
 def test_cli_on_the_default_table() -> None:
-    """Exit 0 and the report."""
+    """Exit 0 and the report, which lists every limit guard and the events it checks."""
     result = check()
     assert result.returncode == 0
-    assert result.stdout.splitlines()[0] == (
-        "table 'agent_run': 10 states (4 terminal), 53 edges, 44 legal (state, event) pairs"
-    )
+    assert result.stdout.splitlines()[:7] == [
+        "table 'agent_run': 10 states (4 terminal), 53 edges, 44 legal (state, event) pairs",
+        "guard: 'budget' on 'model.started', 'tool.started'",
+        "guard: 'deadline' on 'model.started', 'tool.started'",
+        "guard: 'loop_detected' on 'tool.requested'",
+        "guard: 'max_attempts' on 'tool.started'",
+        "guard: 'max_calls_per_decision' on 'model.completed'",
+        "guard: 'max_turns' on 'model.started'",
+    ]
     assert result.stdout.splitlines()[-1] == "ok: 0 error(s), 0 warning(s)"
+    doc = json.loads(check("--format", "json").stdout)
+    assert doc["guards"]["max_calls_per_decision"] == ["model.completed"]
 
 
 def test_cli_on_a_deliberately_broken_table() -> None:
@@ -91,3 +103,29 @@ def test_cli_json_with_the_matrix(tmp_path: Path) -> None:
     )
     assert (doc["ok"], len(doc["warnings"]), doc["name"]) == (True, 2, "no_pause")
     assert {"state": "running", "event": "run.paused", "moves": []} in doc["matrix"]
+
+
+class _CountedEdges(list[Transition]):
+    """A table's edges that count how often they are read through."""
+
+    reads = 0
+
+    def __iter__(self) -> Iterator[Transition]:
+        self.reads += 1
+        return super().__iter__()
+
+
+def test_the_check_reads_the_edges_a_fixed_number_of_times() -> None:
+    """A chain of states is checked reading its edges the same few times whatever its
+    length, not once per state (which made `check-table` on a large spec cost states x
+    edges)."""
+
+    def reads(n: int) -> int:
+        states = [State(f"s{i}") for i in range(n)] + [State("done", terminal=True)]
+        names = [s.name for s in states]
+        edges = _CountedEdges(Transition(a, "step", b) for a, b in itertools.pairwise(names))
+        report = check_parts("chain", states, "s0", edges, BUILTIN_EVENTS.extend("step"))
+        assert (report.errors, report.states, report.edges) == ((), n + 1, n)
+        return edges.reads
+
+    assert reads(200) == reads(20) <= 8, (reads(20), reads(200))

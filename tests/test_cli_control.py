@@ -47,16 +47,22 @@ def test_approve_appends_the_decision(store_path: Path) -> None:
 
 
 def test_approving_twice_is_refused_with_exit_one(store_path: Path) -> None:
-    """A call that is no longer waiting cannot be approved again; nothing is written."""
-    run("approve", "r1", "a1", "--store", str(store_path))
-    result = run("approve", "r1", "a1", "--store", str(store_path))
-    assert result.returncode == 1
-    assert result.stderr.startswith(
-        "agentfsm approve: refused: run 'r1' is 'running': event 'approval.accepted' "
-        "(sequence 6) is not allowed; allowed: "
-    )
-    with SQLiteEventStore(store_path) as store:
-        assert store.load("r1").version == 5
+    """A call already decided cannot be decided again: the refusal names who decided it,
+    when and why (not that the event is not allowed in `running`); nothing is written."""
+    store = str(store_path)
+    run("reject", "r1", "a1", "--approver", "ann", "--reason", "not yours", "--store", store)
+    with SQLiteEventStore(store_path) as opened:
+        decided = list(opened.events("r1"))[-1]
+    for verb in ("approve", "reject"):
+        result = run(verb, "r1", "a1", "--approver", "bob", "--store", store)
+        assert (result.returncode, result.stdout, result.stderr) == (
+            1,
+            "",
+            f"agentfsm {verb}: refused: run 'r1': call 'a1' was already rejected by 'ann' at "
+            f"{decided.occurred_at} (sequence 5), with the reason 'not yours'\n",
+        )
+    with SQLiteEventStore(store_path) as opened:
+        assert opened.load("r1").version == 5
 
 
 def test_reject_cancel_runs_and_export(store_path: Path) -> None:
@@ -115,3 +121,37 @@ def test_pause_then_unpause(store_path: Path) -> None:
     )
     result = run("unpause", "r1", "--store", store)
     assert (result.returncode, result.stdout.strip()) == (0, "run r1: running (version 7)")
+
+
+@pytest.mark.parametrize(
+    ("field", "what"),
+    [
+        ("occurred_at=2026-09-01T10:00:00Z", "'occurred_at' is set by the append (its time)"),
+        ("run_id=r2", "'run_id' is set by the append (the run it appends to)"),
+        ("sequence:=9", "'sequence' is set by the append (the run's next sequence)"),
+        ("type=run.failed", "'type' is set by the append (the event type it is given)"),
+    ],
+)
+def test_append_refuses_a_field_it_sets_itself(store_path: Path, field: str, what: str) -> None:
+    """A field of the envelope the command stamps is named in one line (exit 2), not a
+    `TypeError` about keyword arguments; nothing is written."""
+    args = ("append", "r1", "run.cancel_requested", "reason=left", field)
+    result = run(*args, "--store", str(store_path))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"agentfsm append: error: run 'r1': not a valid event: field {what}; leave it out\n",
+    )
+    with SQLiteEventStore(store_path) as store:
+        assert store.load("r1").version == 4
+
+
+def test_append_takes_a_field_named_like_a_keyword_of_the_verb(store_path: Path) -> None:
+    """`clock=` is a field like any other (here one the type lacks), not the verb's clock."""
+    args = ("append", "r1", "run.cancel_requested", "clock=noon", "--store", str(store_path))
+    result = run(*args)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "agentfsm append: error: run 'r1': not a valid event: field 'clock' is not part of "
+        "'run.cancel_requested'\n",
+    )

@@ -388,6 +388,43 @@ def test_append_names_a_field_the_type_does_not_take(tmp_path: Path) -> None:
         assert store.load("t-1").version == 1
 
 
+def test_append_names_every_field_it_sets_itself(tmp_path: Path) -> None:
+    """The envelope `append_event` stamps is refused by name, field by field, before any
+    I/O: not a `TypeError` about keyword arguments, nor a type check on `type`."""
+    from agentfsm.runtime import append_event, submit
+
+    with SQLiteEventStore(
+        tmp_path / "t.db", options=StoreOptions(reducer=Reducer(TICKET_TABLE))
+    ) as store:
+        submit(store, "t-1", "refund")
+        stamped = {"type": "x", "occurred_at": "2026-09-01T10:00:00Z", "sequence": 2}
+        with pytest.raises(EventFormatError) as info:
+            append_event(store, "t-1", "ticket.escalated", {"run_id": "t-2"}, **stamped)
+        assert info.value.problems == (
+            "field 'run_id' is set by the append (the run it appends to); leave it out",
+            "field 'sequence' is set by the append (the run's next sequence); leave it out",
+            "field 'type' is set by the append (the event type it is given); leave it out",
+            "field 'occurred_at' is set by the append (its time); leave it out",
+        )
+        assert info.value.run_id == "t-1"
+        assert store.load("t-1").version == 1
+
+
+def test_append_takes_its_fields_as_a_mapping_too(tmp_path: Path) -> None:
+    """Fields given as a mapping cannot collide with the verb's own keywords (`clock`)."""
+    from agentfsm.runtime import append_event, submit
+
+    with SQLiteEventStore(
+        tmp_path / "t.db", options=StoreOptions(reducer=Reducer(TICKET_TABLE))
+    ) as store:
+        submit(store, "t-1", "refund")
+        with pytest.raises(EventFormatError) as info:
+            append_event(store, "t-1", "ticket.escalated", {"escalated_to": "x", "clock": 1})
+        assert info.value.problems == ("field 'clock' is not part of 'ticket.escalated'",)
+        record = append_event(store, "t-1", "ticket.escalated", {"escalated_to": "tier-2"})
+        assert (record.version, record.status) == (2, "escalated")
+
+
 class TestLogCommandsFindTheTable:
     """`validate`, `replay` and `inspect` read a log with the table its runs were started
     under, found from the first `run.started` in the log, as the steering commands do."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agentfsm import DEFAULT_TABLE, EventFormatError, read_events
+from agentfsm import DEFAULT_TABLE, Event, EventFormatError, parse_event, read_events
 from agentfsm.diagrams import (
     Overlay,
     Refusal,
@@ -258,3 +262,130 @@ def _tiny_path() -> Trajectory:
         final_state="broken",
         terminal=True,
     )
+
+
+def _runs_log(runs: int) -> Iterator[str]:
+    """A log of `runs` runs of two events each, made line by line (never held whole)."""
+    for i in range(runs):
+        for sequence, fields in ((1, '"type":"run.started"'), (2, '"type":"model.started"')):
+            yield (
+                f'{{"run_id":"run_{i:05d}","sequence":{sequence},{fields},'
+                f'"occurred_at":"2026-09-01T10:00:0{sequence}+00:00"}}'
+            )
+
+
+class TestLargeLogs:
+    """A log of many runs is read in one pass, holding the drawn run's events only, and
+    what is said about its runs is bounded however many it holds."""
+
+    def test_several_runs_are_named_up_to_ten(self) -> None:
+        """Without a run id, a log of 5,000 runs names its first ten and counts the rest;
+        `available` still holds every one."""
+        with pytest.raises(RunNotInLogError) as info:
+            trajectory_from_jsonl(_runs_log(5000))
+        first = ", ".join(f"'run_{i:05d}'" for i in range(10))
+        assert str(info.value) == (
+            f"the log holds 5,000 runs ({first}, and 4,990 more); name one with a run id"
+        )
+        assert len(info.value.available) == 5000
+
+    def test_an_unknown_run_id_names_ten_runs_too(self) -> None:
+        """A run id not in a large log: the message stays one short line."""
+        with pytest.raises(RunNotInLogError) as info:
+            trajectory_from_jsonl(_runs_log(5000), run_id="run_9")
+        first = ", ".join(f"'run_{i:05d}'" for i in range(10))
+        assert str(info.value) == f"the log has no run 'run_9'; it has: {first}, and 4,990 more"
+
+    def test_only_the_drawn_run_is_held(self) -> None:
+        """Drawing the last of 5,000 runs keeps its events, not the log's 10,000: memory is
+        bounded by the run and the runs' ids, not by every event read."""
+        tracemalloc.start()
+        try:
+            path = trajectory_from_jsonl(_runs_log(5000), run_id="run_04999")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert (path.run_id, [s.event for s in path.steps]) == (
+            "run_04999", ["run.started", "model.started"],
+        )  # fmt: skip
+        assert peak < 2 * 2**20, f"{peak:,} bytes"
+
+    def test_a_path_is_read_a_fixed_number_of_times(self) -> None:
+        """Drawing a path on a diagram reads its steps a fixed number of times, not once
+        per state of the table (which made drawing a long run cost states x steps)."""
+        model = diagram_model(TINY)
+        ticks = tuple(Step(i, "job.tick", "busy", "busy", None) for i in range(2, 50))
+        for render in (render_mermaid, render_dot, render_plantuml):
+            steps = _CountedSteps((Step(1, "job.start", "idle", "busy", None), *ticks))
+            path = Trajectory(
+                run_id="r", initial="idle", steps=steps, final_state="busy", terminal=False
+            )
+            render(model, path)
+            assert steps.reads <= 2, (render.__name__, steps.reads)
+
+
+#: Lines that are not events: one names no run, one names the cancel run, one another run.
+_BROKEN = (
+    "hello",
+    '{"run_id": "run_cancel_123", "sequence": "x", "type": "run.started"}',
+    '{"run_id": "other", "sequence": 1, "type": "run.started"}',
+)
+
+
+@st.composite
+def _mixed_logs(draw: st.DrawFn) -> list[str]:
+    """One or two runs' lines interleaved (each in its own order), broken lines among them."""
+    runs = [list(CANCEL)] + ([list(TICKET)] if draw(st.booleans()) else [])
+    log: list[str] = []
+    while any(runs):
+        run = draw(st.sampled_from([r for r in runs if r]))
+        log.append(run.pop(0))
+    for broken in draw(st.lists(st.sampled_from(_BROKEN), max_size=3)):
+        log.insert(draw(st.integers(0, len(log))), broken)
+    return log
+
+
+def _two_pass(lines: list[str], run_id: str | None) -> tuple[list[int], int | None]:
+    """What the path must be, the plain way: every line parsed and held, the run picked
+    after, its events up to the first unreadable line that may be its own."""
+    items: list[Event | EventFormatError] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            items.append(parse_event(raw, line=number))
+        except EventFormatError as exc:
+            items.append(exc)
+    chosen = run_id or next(i.run_id for i in items if not isinstance(i, EventFormatError))
+    sequences: list[int] = []
+    for item in items:
+        if isinstance(item, EventFormatError):
+            if item.run_id in (None, chosen):
+                return sequences, item.line
+        elif item.run_id == chosen:
+            sequences.append(item.sequence)
+    return sequences, None
+
+
+@given(log=_mixed_logs(), pick=st.sampled_from([None, "run_cancel_123", "run_order_O-1001"]))
+def test_one_pass_draws_what_reading_every_line_first_would(
+    log: list[str], pick: str | None
+) -> None:
+    """Holding only the drawn run's lines changes nothing: the same steps, ended by the same
+    unreadable line, as parsing the whole log first and picking the run after."""
+    held = {e.run_id for _, e in read_events(line for line in log if line not in _BROKEN)}
+    if (pick is None and len(held) > 1) or (pick is not None and pick not in held):
+        with pytest.raises(RunNotInLogError):
+            trajectory_from_jsonl(log, run_id=pick)
+        return
+    path = trajectory_from_jsonl(log, run_id=pick)
+    refused_at = path.refusal.line if path.refusal is not None else None
+    assert ([s.sequence for s in path.steps], refused_at) == _two_pass(log, pick)
+
+
+class _CountedSteps(tuple[Step, ...]):
+    """A path's steps that count how often they are read through."""
+
+    reads = 0
+
+    def __iter__(self) -> Iterator[Step]:
+        self.reads += 1
+        return super().__iter__()

@@ -114,7 +114,8 @@ def _field(text: str) -> tuple[str, Any]:
 
 
 def _append(store: EventStore, a: argparse.Namespace) -> RunRecord:
-    return control.append_event(store, a.run_id, a.event_type, wait=a.wait, **dict(a.fields))
+    # One mapping, not keywords: a field named `clock` is the event's, not the verb's clock.
+    return control.append_event(store, a.run_id, a.event_type, dict(a.fields), wait=a.wait)
 
 
 def _pause(store: EventStore, a: argparse.Namespace) -> RunRecord:

@@ -10,7 +10,8 @@ decided (stdout stays what a script reads).
 command print): a call with another digest is refused, exit 1, naming both. An approval
 past its `expires_at` is refused too (the runtime would ask again rather than run it);
 a rejection never is. A call the record does not hold, or that no longer waits, is left to
-the library, whose refusal knows more (it names a subagent run where the call waits).
+the library, whose refusal knows more (who already decided it, and when; or a subagent run
+where the call waits).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_table
 from agentfsm.cli._output import shown
 from agentfsm.cli._store import add_store_argument, store_label, store_opener
+from agentfsm.errors import EventFormatError
 
 __all__ = ["add_parser"]
 
@@ -47,7 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--port", type=int, default=8765, help="default: 8765 (0: any free port)")
     p.add_argument(
         "--token", type=_args.text,
-        help="the token changes need (default: $AGENTFSM_UI_TOKEN, else a fresh random one)",
+        help="the token changes need: 22 to 256 characters of A-Z a-z 0-9 - _ (default: "
+        "$AGENTFSM_UI_TOKEN, else a fresh random one)",
     )  # fmt: skip
     p.add_argument("--read-only", action="store_true", help="serve no changes at all")
     p.set_defaults(handler=_ui)
@@ -56,26 +58,39 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 def _ui(args: argparse.Namespace) -> int:
     try:
         from agentfsm.ui import LogSource, Source, UIConfig, create_app
-        from agentfsm.ui._security import TOKEN_ENV, make_token
+        from agentfsm.ui._security import TOKEN_ENV, TOKEN_RULE, make_token, token_problem
         from agentfsm.ui.server import allowed_hosts, bind, is_loopback, serve
     except ImportError as exc:
         raise UsageError(
             f"{PROG} ui: the UI needs `pip install 'agentfsm[ui]'` ({exc.name} is missing)"
         ) from None
+    # Checked before anything is opened. An empty variable is no token, as an empty
+    # AGENTFSM_STORE is no store; an empty --token is a token given, and too short.
+    token: str | None = args.token
+    where = "--token"
+    if token is None:
+        where, token = f"${TOKEN_ENV}", os.environ.get(TOKEN_ENV) or None
+    if token is not None and (problem := token_problem(token)) is not None:
+        raise UsageError(
+            f"{PROG} ui: {where} {problem}; {TOKEN_RULE}, or leave it out for a fresh one"
+        )
     tables = [load_table(spec, "ui") for spec in args.table]
     if args.log is not None:
         if args.store is not None:
             raise UsageError(f"{PROG} ui: give --store or --log, not both")
         if not args.log.is_file():
             raise UsageError(f"{PROG} ui: no log file at '{shown(str(args.log))}'")
-        source: Source = LogSource(args.log, *tables[:1])
+        try:
+            source: Source = LogSource(args.log, *tables[:1])
+        except EventFormatError as exc:  # a line the reader refused: the log is unreadable
+            raise UsageError(f"{PROG} ui: '{shown(str(args.log))}': {exc}") from None
         read_only = True
     else:
         source = Source(
             store_opener(args.store, "ui"), tables=tables, label=store_label(args.store)
         )
         read_only = args.read_only
-    token = args.token or os.environ.get(TOKEN_ENV) or make_token()
+    token = token or make_token()
     if not is_loopback(args.host):
         print(
             f"{PROG} ui: warning: listening on {shown(args.host)}, not only on this machine: "

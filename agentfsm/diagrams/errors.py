@@ -61,19 +61,31 @@ class RunNotInLogError(DiagramError, ValueError):
 
     Attributes:
         run_id: the run asked for, or None when none was named.
-        available: the runs the log holds, in order of first appearance.
+        available: the runs the log holds, in order of first appearance (the message
+            names the first ten).
     """
 
     def __init__(self, run_id: str | None, available: Sequence[str]) -> None:
         self.run_id = run_id
         self.available: tuple[str, ...] = tuple(available)
         if run_id is not None:
-            msg = f"the log has no run '{run_id}'; it has: {quote_list(self.available)}"
+            msg = f"the log has no run '{run_id}'; it has: {_some(self.available)}"
         elif not self.available:
             msg = "the log has no events"
         else:
             msg = (
-                f"the log holds {len(self.available)} runs ({quote_list(self.available)}); "
+                f"the log holds {len(self.available):,} runs ({_some(self.available)}); "
                 "name one with a run id"
             )
         super().__init__(msg)
+
+
+#: Runs a message names at most: a log may hold a million.
+_NAMED = 10
+
+
+def _some(names: Sequence[str]) -> str:
+    """`'a', 'b'`, or the first `_NAMED` and how many more."""
+    if len(names) <= _NAMED:
+        return quote_list(names)
+    return f"{quote_list(names[:_NAMED])}, and {len(names) - _NAMED:,} more"

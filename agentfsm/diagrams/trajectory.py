@@ -18,6 +18,7 @@ from agentfsm.diagrams.errors import RunNotInLogError
 from agentfsm.diagrams.model import DiagramModel, EdgeLabel
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.events.codec import parse_event
+from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
@@ -118,12 +119,8 @@ class Trajectory:
     @property
     def visited(self) -> tuple[str, ...]:
         """The states the run was in, in order of first visit (the initial state first)."""
-        seen = [self.initial]
-        for step in self.steps:
-            if step.target not in seen:
-                seen.append(step.target)
-        if self.final_state not in seen:
-            seen.append(self.final_state)
+        seen = dict.fromkeys((self.initial, *(step.target for step in self.steps)))
+        seen.setdefault(self.final_state)
         return tuple(seen)
 
     def sequences(self, source: str, event: str, target: str) -> tuple[int, ...]:
@@ -179,47 +176,58 @@ def trajectory_from_jsonl(
     unless it clearly belongs to another run.
 
     Args:
-        lines: the log's lines.
+        lines: the log's lines, or an open file (read one bounded line at a time).
         table: the table the run was recorded under.
         run_id: the run to draw; may be left out when the log holds only one run.
 
     Raises:
         RunNotInLogError: `run_id` is not in the log, or it was left out and the log holds
             no run or several.
-        EventFormatError: not one line of the log is an event (the first line's problem).
+        EventFormatError: not one line of the log is an event (the first line's problem),
+            or a line of a file is too long or not UTF-8.
     """
-    items: list[Event | EventFormatError] = []
-    runs: list[str] = []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+    # One pass. The runs are a dict (an ordered set): a list's `in` made a log of many runs
+    # quadratic. Only the drawn run's lines are kept (without a run id, the first run's):
+    # its events, up to a line that is not an event and may be its own.
+    runs: dict[str, None] = {}
+    wanted = run_id
+    kept: list[Event | EventFormatError] = []
+    ended = False  # such a line surely ended the kept run: nothing after it is drawn
+    first_problem: EventFormatError | None = None
+    for number, raw in enumerate(lines_of(lines), start=1):
+        if is_blank(raw):
             continue
         try:
             event = parse_event(raw, line=number, events=table.event_types)
         except EventFormatError as exc:
-            items.append(exc)
+            first_problem = first_problem or exc
+            if not ended and (exc.run_id is None or exc.run_id == wanted or wanted is None):
+                kept.append(exc)
+                ended = exc.run_id is None or exc.run_id == wanted
             continue
-        items.append(event)
-        if event.run_id not in runs:
-            runs.append(event.run_id)
-    if not runs and items:
+        runs.setdefault(event.run_id)
+        if wanted is None:
+            wanted = event.run_id
+        if event.run_id == wanted and not ended:
+            kept.append(event)
+    if not runs and first_problem is not None:
         # Not one line is an event: the first complaint says more than "no runs".
-        raise next(i for i in items if isinstance(i, EventFormatError))
+        raise first_problem
     if run_id is None:
         if len(runs) != 1:
-            raise RunNotInLogError(None, runs)
-        run_id = runs[0]
+            raise RunNotInLogError(None, list(runs))
+        run_id = next(iter(runs))
     elif run_id not in runs:
-        raise RunNotInLogError(run_id, runs)
+        raise RunNotInLogError(run_id, list(runs))
 
     events: list[Event] = []
     bad_line: EventFormatError | None = None
-    for item in items:
-        if isinstance(item, EventFormatError):
-            if item.run_id in (None, run_id):
-                bad_line = item
-                break
-        elif item.run_id == run_id:
+    for item in kept:
+        if not isinstance(item, EventFormatError):
             events.append(item)
+        elif item.run_id in (None, run_id):  # (one kept before the first event may not be)
+            bad_line = item
+            break
     return _walk(events, table, Reducer(table), bad_line)
 
 
@@ -346,11 +354,14 @@ class Overlay:
         extra: taken moves that the model draws only as part of an `any active state` edge,
             as `(source, label, target, sequences)`; renderers draw them as their own
             highlighted edges, so the path stays continuous.
+        visited: the states the run was in (`Trajectory.visited`, read once: renderers ask
+            state by state).
     """
 
     trajectory: Trajectory
     label_sequences: dict[tuple[int, int], tuple[int, ...]]
     extra: tuple[tuple[str, EdgeLabel, str, tuple[int, ...]], ...]
+    visited: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, model: DiagramModel, trajectory: Trajectory) -> Overlay:
@@ -378,6 +389,7 @@ class Overlay:
             trajectory=trajectory,
             label_sequences={k: tuple(v) for k, v in found.items()},
             extra=tuple((s, lab, t, tuple(v)) for (s, lab, t), v in extra.items()),
+            visited=frozenset(trajectory.visited),
         )
 
     def edge_taken(self, index: int) -> bool:
@@ -386,4 +398,4 @@ class Overlay:
 
     def state_visited(self, name: str) -> bool:
         """Whether the run was ever in state `name`."""
-        return name in self.trajectory.visited
+        return name in self.visited

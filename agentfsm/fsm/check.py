@@ -4,7 +4,8 @@ Building a `TransitionTable` already refuses the hard errors (undeclared states,
 nondeterminism, edges out of terminal states, unreachable states, traps). `check_table` reports
 those as data — also for a declaration that cannot be built — and adds what is legal but
 worth a look: event types no edge uses, states or events whose only ways out are
-conditional, and conditions that leave an event without a fallback.
+conditional, and conditions that leave an event without a fallback. It also lists the limit
+guards the table's edges check, and on which events, so a review sees every limit at once.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class TableReport:
         edges: how many transitions.
         legal_pairs: how many (state, event) pairs have at least one edge.
         built: False when only the builder's errors are known (it raised before counting).
+        guards: each limit guard an edge lists, by name, with the event types it is
+            checked on (`max_calls_per_decision` on `model.completed`, ...).
     """
 
     name: str
@@ -50,6 +53,7 @@ class TableReport:
     edges: int
     legal_pairs: int
     built: bool = True
+    guards: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -63,6 +67,10 @@ class TableReport:
             f"{self.edges} edges, {self.legal_pairs} legal (state, event) pairs"
         )
         lines = [head if self.built else f"table '{self.name}' could not be built"]
+        lines += [
+            f"guard: '{name}' on {', '.join(repr(e) for e in events)}"
+            for name, events in self.guards.items()
+        ]
         lines += [f"error: {e}" for e in self.errors]
         lines += [f"warning: {w}" for w in self.warnings]
         lines += [f"note: {n}" for n in self.notes]
@@ -115,13 +123,17 @@ def check_parts(
         for e in sorted(set(event_types.names) - used)
     ]
     by_pair: dict[tuple[str, str], list[Transition]] = {}
+    # Whether each state's ways out are all conditional, from one pass over the edges (a
+    # scan of every edge per state made a large spec cost states x edges).
+    only_conditional: dict[str, bool] = {}
     for t in transitions:
         by_pair.setdefault((t.source, t.event), []).append(t)
+        if t.target != t.source:
+            only_conditional[t.source] = (
+                only_conditional.get(t.source, True) and t.condition is not None
+            )
     for s in states:
-        if s.terminal:
-            continue
-        exits = [t for t in transitions if t.source == s.name and t.target != s.name]
-        if exits and all(t.condition is not None for t in exits):
+        if not s.terminal and only_conditional.get(s.name, False):
             warnings.append(f"state '{s.name}' can only be left through conditional edges")
     notes = []
     for (source, event), edges in sorted(by_pair.items()):
@@ -130,6 +142,10 @@ def check_parts(
                 f"'{source}' on '{event}' is refused whenever condition "
                 f"'{edges[0].condition.name if edges[0].condition else ''}' does not hold"
             )
+    guarded: dict[str, set[str]] = {}
+    for t in transitions:
+        for guard in t.guards:
+            guarded.setdefault(guard, set()).add(t.event)
     return TableReport(
         name=name,
         errors=tuple(errors),
@@ -139,6 +155,7 @@ def check_parts(
         terminal=len(terminal),
         edges=len(transitions),
         legal_pairs=len(by_pair),
+        guards={g: tuple(sorted(guarded[g])) for g in sorted(guarded)},
     )
 
 

@@ -10,7 +10,9 @@ sorted within each), so a review or a test can pin the whole text.
 `TableDiff.affects(state)` says why a run standing in `state` under the old table would
 move differently under the new one: what `agentfsm check-table NEW --against OLD --store`
 reports for the runs in flight. `TableDiff.cannot_migrate(state)` says why such a run
-cannot be moved to the new version (`agentfsm migrate`).
+cannot be moved to the new version (`agentfsm migrate`): its state is gone or of another
+kind, or the run can come to a state where the new version takes away a move a Runner makes
+there (`TableDiff.stranded`, by `agentfsm.fsm.needs`): the run would be stuck there.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any, Literal
 import attrs
 
 from agentfsm.events.models import TableRef
+from agentfsm.fsm.needs import runner_needs
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import StateKind
 
-__all__ = ["Edge", "KindChange", "MoveChange", "TableDiff", "diff_tables"]
+__all__ = ["Edge", "KindChange", "MoveChange", "Stranded", "TableDiff", "diff_tables"]
 
 
 @attrs.frozen
@@ -100,6 +103,48 @@ class KindChange:
     new: StateKind
 
 
+@attrs.frozen
+class Stranded:
+    """A state of both tables where the new one takes away a move a Runner makes there.
+
+    Attributes:
+        state: its name.
+        moves: what a Runner appends there (`agentfsm.fsm.needs.runner_needs`) that the old
+            table allowed and the new one does not.
+        where: why a Runner makes those moves there (`in every 'paused' state`).
+        reached_from: the states of the new table a run can come to it from, itself
+            included, in declaration order: a run in any of them must not move there.
+    """
+
+    state: str
+    moves: tuple[str, ...]
+    where: str
+    reached_from: tuple[str, ...]
+
+    def text(self) -> str:
+        """`state 'paused' has no 'run.resumed' in the new table (a Runner needs it ...)`."""
+        return f"state '{self.state}' has no {self._loss()}"
+
+    def reason(self, state: str) -> str:
+        """Why a run in `state` cannot be migrated: it is here, or can come here."""
+        if state == self.state:
+            return self.text()
+        return f"the run can come to state '{self.state}', which has no {self._loss()}"
+
+    def _loss(self) -> str:
+        it = "it" if len(self.moves) == 1 else "them"
+        return f"{_quoted(self.moves)} in the new table (a Runner needs {it} {self.where})"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return {
+            "state": self.state,
+            "moves": list(self.moves),
+            "where": self.where,
+            "reached_from": list(self.reached_from),
+        }
+
+
 _ORDER = {"removed": 0, "changed": 1, "added": 2}
 
 
@@ -120,6 +165,8 @@ class TableDiff:
         events_changed: own event types of both whose fields (JSON Schema) differ, sorted.
         moves: the (state, event) pairs that move differently: removed, then changed, then
             added, each sorted by state and event.
+        stranded: states of both where the new table takes away a move a Runner makes
+            there, in the old table's declaration order.
         reordered: the digests differ only because edges are declared in another order
             (every move is the same).
     """
@@ -135,6 +182,7 @@ class TableDiff:
     events_added: tuple[str, ...] = ()
     events_changed: tuple[str, ...] = ()
     moves: tuple[MoveChange, ...] = ()
+    stranded: tuple[Stranded, ...] = ()
     reordered: bool = False
 
     @property
@@ -150,11 +198,12 @@ class TableDiff:
     def takes_away(self) -> bool:
         """Whether the change removes or alters anything a run of the old table may rely on:
         a move removed or changed, a state removed or of another kind, an event type removed
-        or with other fields, another initial state. False when it only adds (or only
-        renames, redescribes or reorders)."""
+        or with other fields, another initial state, a move a Runner makes taken away. False
+        when it only adds (or only renames, redescribes or reorders)."""
         return bool(
             self.states_removed
             or self.kinds_changed
+            or self.stranded
             or self.initial
             or self.events_removed
             or self.events_changed
@@ -174,20 +223,25 @@ class TableDiff:
         moves = ", ".join(f"'{m.event}' {m.change}" for m in self.moves if m.source == state)
         if moves:
             reasons.append(f"its moves changed: {moves}")
-        return tuple(reasons)
+        return (*reasons, *self._strands(state))
 
     def cannot_migrate(self, state: str) -> tuple[str, ...]:
         """Why a run in `state` under the old table cannot be migrated to the new one: its
         state is not in the new table, or is of another kind there (the run would be doing
-        something else, or be ended, without an event saying so). Empty when it can; moves
-        that changed (`affects`) are what a migration is for."""
+        something else, or be ended, without an event saying so), or the run can come to a
+        state where a Runner could not go on (`stranded`). Empty when it can; moves that
+        changed otherwise (`affects`) are what a migration is for."""
         if state in self.states_removed:
             return (f"state '{state}' is not in the new table",)
-        return tuple(
+        kinds = tuple(
             f"state '{k.state}' is '{k.new}' in the new table, was '{k.old}'"
             for k in self.kinds_changed
             if k.state == state
         )
+        return (*kinds, *self._strands(state))
+
+    def _strands(self, state: str) -> tuple[str, ...]:
+        return tuple(s.reason(state) for s in self.stranded if state in s.reached_from)
 
     def sentences(self) -> tuple[str, ...]:
         """Every change, one sentence each, in the diff's stable order."""
@@ -199,6 +253,7 @@ class TableDiff:
         if self.initial is not None:
             out.append(f"the initial state is '{self.initial[1]}', was '{self.initial[0]}'")
         out += [f"state '{k.state}' is '{k.new}', was '{k.old}'" for k in self.kinds_changed]
+        out += [s.text() for s in self.stranded]
         out += [f"event type '{e}' has other fields" for e in self.events_changed]
         out += [f"state '{s}' has another description" for s in self.descriptions_changed]
         for move in self.moves:
@@ -239,6 +294,7 @@ class TableDiff:
                 "changed": list(self.events_changed),
             },
             "moves": [m.to_json() for m in self.moves],
+            "stranded": [s.to_json() for s in self.stranded],
             "reordered": self.reordered,
             "sentences": list(self.sentences()),
         }
@@ -275,12 +331,43 @@ def diff_tables(old: TransitionTable, new: TransitionTable) -> TableDiff:
             e for e in sorted(old_events & new_events) if _schema(old, e) != _schema(new, e)
         ),
         moves=moves,
+        stranded=_stranded(old, new, both),
     )
     # Anything else the digest sees is the declaration order of edges of different pairs:
     # say so, rather than print an empty diff between two versions.
     if not diff.identical and not diff.sentences():
         diff = attrs.evolve(diff, reordered=True)
     return diff
+
+
+def _stranded(old: TransitionTable, new: TransitionTable, both: list[str]) -> tuple[Stranded, ...]:
+    """The states of both tables where `new` takes away a move a Runner makes there (one
+    `old` allowed: a need it never met is not the new version's doing)."""
+    found: list[Stranded] = []
+    before: dict[str, set[str]] = {}  # the new table's edges backwards, built on first need
+    for state in both:
+        needs = runner_needs(old, state)
+        kept, had = new.allowed(state), old.allowed(state)
+        lost = tuple(e for e in needs.moves if e in had and e not in kept)
+        if not lost:
+            continue
+        if not before:
+            for t in new.transitions:
+                before.setdefault(t.target, set()).add(t.source)
+        found.append(Stranded(state, lost, needs.where, _coming_to(new, state, before)))
+    return tuple(found)
+
+
+def _coming_to(table: TransitionTable, state: str, before: dict[str, set[str]]) -> tuple[str, ...]:
+    """The states of `table` a run can come to `state` from (itself included)."""
+    seen = {state}
+    todo = [state]
+    while todo:
+        for source in before.get(todo.pop(), ()):
+            if source not in seen:
+                seen.add(source)
+                todo.append(source)
+    return tuple(s for s in table.state_names if s in seen)
 
 
 def _schema(table: TransitionTable, event: str) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agentfsm.errors import GuardRejectedError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits, parse_timestamp
 from agentfsm.guards.budget import SharedBudget
@@ -134,7 +134,12 @@ class _Calls:
             return None
         try:
             yield from self._work(writer, work, children, stopping, defer)
-        except (GuardRejectedError, StateChanged, RunSupersededError) as exc:
+        except (
+            GuardRejectedError,
+            IllegalTransitionError,
+            StateChanged,
+            RunSupersededError,
+        ) as exc:
             return exc
         except _ChildWaiting as waiting:
             return Waiting(waiting.result)

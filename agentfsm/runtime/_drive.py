@@ -31,13 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from agentfsm._log import get_logger
-from agentfsm.errors import GuardRejectedError, LifecycleError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError, LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.guards.base import Guard, Verdict
+from agentfsm.guards.limits import with_calls_cap
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -68,7 +69,7 @@ from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.specs import Spec, refused
 from agentfsm.runtime.writer import StateChanged
 from agentfsm.stores._lease import HeldLease
 
@@ -89,6 +90,16 @@ def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
     if dup:
         raise ValueError(f"agent names must be unique; repeated: {', '.join(dup)}")
     return found
+
+
+def _strands(error: Exception, writer: Any) -> TypeGuard[IllegalTransitionError]:
+    """Whether `error` is the table having no edge at all for the Runner's own next move in
+    `writer`'s run (not a condition that failed, not another run's refusal)."""
+    return (
+        isinstance(error, IllegalTransitionError)
+        and not error.failed_conditions
+        and error.run_id == writer.run_id
+    )
 
 
 class Driver(_Calls):
@@ -152,7 +163,8 @@ class Driver(_Calls):
         fields: dict[str, Any] = {
             "objective": objective,
             "agent": agent or self.agents[0].name,
-            "limits": limits,
+            # The log says the cap its decisions were under: any reader checks it.
+            "limits": with_calls_cap(limits, self.config.max_calls_per_decision),
             "table": self.reducer.table.ref,  # the run is folded with this table, always
         }
         event = m.RunStarted(
@@ -219,8 +231,30 @@ class Driver(_Calls):
         self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]:
         if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
-            appended((yield Append(writer, [(m.RunResumed, {})])))
+            got = yield Append(writer, [(m.RunResumed, {})])
+            if isinstance(got, Refused) and _strands(got.error, writer):
+                yield from self._stranded(writer, got.error)
+            else:
+                appended(got)
         return (yield from self._drive(writer, beat, defer))
+
+    def _stranded(self, writer: Any, refused: IllegalTransitionError) -> Steps[None]:
+        """Fail the run its table leaves no move for the Runner's next step (`refused`).
+
+        The refusal would come back on every resume, the run standing still: failing it
+        once, with the state and the move named, ends that (a table whose migration would
+        do this is refused up front: `agentfsm.fsm.needs`).
+        """
+        self.log.warning(
+            "run.stranded", run_id=writer.run_id, state=refused.state, event_type=refused.event
+        )
+        got = yield Append(writer, [o.stranded(refused, self.reducer.table)])
+        if isinstance(got, Refused) and not isinstance(got.error, StateChanged):
+            refused.add_note(
+                f"the table has no 'run.failed' from '{refused.state}' either: the run could "
+                "not be failed"
+            )
+            raise refused
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -263,6 +297,10 @@ class Driver(_Calls):
                     raise got.error from None  # (a run that already ended some other way)
             except StateChanged:
                 continue
+            except IllegalTransitionError as exc:
+                if not _strands(exc, writer):
+                    raise
+                yield from self._stranded(writer, exc)
             except RunSupersededError as exc:
                 if isinstance(exc, LeaseLostError):
                     # Nothing more is read or written: the run may be someone else's now.
@@ -342,6 +380,12 @@ class Driver(_Calls):
             return
         exc = got.error
         if isinstance(exc, GuardRejectedError):
+            # A guard refused the decision itself (too many calls): it is recorded as refused,
+            # alone, and the run goes on; the model's next turn sees why.
+            instead = refused(decided[0], exc) if decided else None
+            if instead is not None:
+                appended((yield Append(writer, [instead])))
+                return
             # The model was called: its answer and usage go in the log before the stop.
             kept = o.stopped_after(decided, exc)
             if kept is None:
@@ -356,6 +400,10 @@ class Driver(_Calls):
         recorded = False
         if late is not None:
             again = yield Append(writer, late)
+            if isinstance(again, Refused) and isinstance(again.error, GuardRejectedError):
+                instead = refused(late[0], again.error)  # too many calls: summed up instead
+                if instead is not None:
+                    again = yield Append(writer, [instead])
             recorded = not isinstance(again, Refused)
             if isinstance(again, Refused) and not isinstance(
                 again.error, StateChanged | LifecycleError

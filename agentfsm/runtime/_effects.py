@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentfsm.errors import GuardRejectedError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError
 from agentfsm.events import models as m
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import Agent, RunResult
@@ -191,8 +191,12 @@ Effect = Beat | Append | Largest | Ask | Sleep | Call | Load | Start | Cancel | 
 T = TypeVar("T")
 #: A generator of effects returning `T`: `Steps[RunResult]` is a drive.
 Steps = Generator[Effect, Any, T]
-#: How one call of a batch ended: None (done), or why the batch must stop or return.
-End = GuardRejectedError | StateChanged | RunSupersededError | Waiting | Later | None
+#: How one call of a batch ended: None (done), or why the batch must stop or return (an
+#: `IllegalTransitionError`: the table has no move for the call's next event, see `_drive`).
+End = (
+    GuardRejectedError | IllegalTransitionError | StateChanged | RunSupersededError | Waiting
+    | Later | None
+)  # fmt: skip
 #: One call of a batch, as the core runs it.
 Job = Generator[Effect, Any, End]
 
@@ -206,10 +210,10 @@ def stops(end: End) -> bool:
 def settle(ends: Sequence[End]) -> End:
     """The one end a batch's ends add up to, for the drive loop to act on.
 
-    Superseded beats a guard's refusal (the run is someone else's: nothing more is
-    written), which beats a waiting child, which beats a retry due later (the earliest);
-    the first refusal counts, the last supersede or wait. A run that changed needs nothing
-    more than a new decision (None).
+    Superseded beats a refusal, a guard's or the table's (the run is someone else's:
+    nothing more is written), which beats a waiting child, which beats a retry due later
+    (the earliest); the first refusal counts, the last supersede or wait. A run that changed
+    needs nothing more than a new decision (None).
     """
     if not ends:  # the usual batch: every call done
         return None
@@ -217,7 +221,7 @@ def settle(ends: Sequence[End]) -> End:
     if superseded:
         return superseded[-1]
     for end in ends:
-        if isinstance(end, GuardRejectedError):
+        if isinstance(end, GuardRejectedError | IllegalTransitionError):
             return end
     waiting = [e for e in ends if isinstance(e, Waiting)]
     if waiting:

@@ -1,9 +1,9 @@
 """What performing a step came to, as the events that record it.
 
 A tool's return value or exception, a call that timed out or no longer validates, a model
-answer no log can hold, a guard's refusal of what an answer led to, a subagent run's end:
-each becomes a spec here, so the drive core only performs effects and hands back what
-happened.
+answer no log can hold, a guard's refusal of what an answer led to, a subagent run's end, a
+table with no move for what the Runner does next: each becomes a spec here, so the drive
+core only performs effects and hands back what happened.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from agentfsm.errors import GuardRejectedError, OverrunError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError, OverrunError
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
 from agentfsm.fsm.table import TransitionTable
@@ -40,6 +40,7 @@ __all__ = [
     "outcome",
     "stopped_after",
     "storable",
+    "stranded",
     "timed_out",
     "tool_context",
     "unrecordable",
@@ -194,6 +195,17 @@ def stopped_after(decided: Sequence[Spec], error: GuardRejectedError) -> tuple[S
         return None
     stop = {"stop_reason": error.stop_reason, "detail": error.detail}
     return (first, (m.RunTerminated, stop))
+
+
+def stranded(refused: IllegalTransitionError, table: TransitionTable) -> Spec:
+    """`run.failed` for a run whose table has no edge for the Runner's next move where the
+    run stands: every resume would be refused the same way, so the run fails, once."""
+    message = (
+        f"state '{refused.state}' ('{table.kind(refused.state)}') of table '{table.name}' "
+        f"has no '{refused.event}', which the Runner appends next: the run cannot go on "
+        "under this table"
+    )
+    return (m.RunFailed, {"error": error("stranded", message)})
 
 
 def model_failed(message: str, *, kind: str = "model_error") -> Spec:

@@ -19,13 +19,14 @@ import attrs
 
 from agentfsm.errors import (
     ActionError,
+    AlreadyDecidedError,
     ConcurrencyConflictError,
     LifecycleError,
     RunHeldError,
     StoreError,
 )
-from agentfsm.events.models import Event
-from agentfsm.names import RunStatus
+from agentfsm.events.models import ApprovalAccepted, ApprovalRejected, ApprovalRequested, Event
+from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.stores._holder import Holder
 from agentfsm.stores._lease import Patience
@@ -51,6 +52,7 @@ _TRIES = 20
 _SCAN = 1000
 #: What an event to append is made of: its class and fields, or None for "nothing to do".
 Want = tuple[type[Any], dict[str, Any]] | None
+_Decision = ApprovalAccepted | ApprovalRejected
 
 
 def now() -> datetime:
@@ -100,8 +102,33 @@ class _Sleep:
     seconds: float
 
 
+@attrs.frozen
+class _Decided:
+    """The decision on call `action_id` that stands in the run's log (see `_Standing`)."""
+
+    run_id: str
+    action_id: str
+
+
+@attrs.define
+class _Standing:
+    """Reads a run's log for the decision on one call that stands: the last
+    `approval.accepted` or `approval.rejected` naming it, with no `approval.requested` of it
+    after (a call asked again waits anew). Fed event by event, so the log is never held."""
+
+    action_id: str
+    decision: _Decision | None = None
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, ApprovalAccepted | ApprovalRejected):
+            if event.action_id == self.action_id:
+                self.decision = event
+        elif isinstance(event, ApprovalRequested) and event.action_id == self.action_id:
+            self.decision = None
+
+
 _CONFLICT: Any = object()
-_Op = _Load | _Put | _Waiting | _Holder | _Sleep
+_Op = _Load | _Put | _Waiting | _Decided | _Holder | _Sleep
 Steps = Generator[_Op, Any, RunRecord]
 
 
@@ -155,22 +182,52 @@ def steer(
 
 
 def decide(run_id: str, action_id: str, what: Callable[[RunRecord], Want], clock: Clock) -> Steps:
-    """Append a decision; a call that waits in a subagent run instead is named in the error."""
+    """Append a decision on call `action_id`.
+
+    A refused decision on a call someone already decided raises `AlreadyDecidedError` naming
+    that decision (read from the log: the record keeps who and why, not when); a call that
+    waits in a subagent run instead is named in a note on the ledger's refusal.
+    """
     try:
         return (yield from steer(run_id, what, clock))
-    except ActionError as exc:
-        waiting: Sequence[RunInfo] = yield _Waiting(f"{run_id}/")
-        for info in waiting:
-            if not info.run_id.startswith(f"{run_id}/"):
-                continue
-            below: RunRecord = yield _Load(info.run_id)
-            if action_id in below.pending_approvals:
-                exc.add_note(
-                    f"call '{action_id}' waits for a decision in subagent run '{info.run_id}' "
-                    f"of '{run_id}': decide it there"
-                )
-                break
-        raise exc
+    except LifecycleError as exc:
+        record: RunRecord = yield _Load(run_id)
+        action = record.actions.get(action_id)
+        # Only a call past its approval can have a decision that stands: the log is read on
+        # this refusal alone, and not for a call that never waited or waits again.
+        if action is not None and action.status != ActionStatus.APPROVAL_PENDING:
+            standing: _Decision | None = yield _Decided(run_id, action_id)
+            if standing is not None:
+                raise _already_decided(exc, standing) from exc
+        if isinstance(exc, ActionError):
+            yield from _note_subagent(exc, run_id, action_id)
+        raise
+
+
+def _already_decided(refused: LifecycleError, standing: _Decision) -> AlreadyDecidedError:
+    return AlreadyDecidedError(
+        action_id=standing.action_id,
+        decision="approved" if isinstance(standing, ApprovalAccepted) else "rejected",
+        decided_by=standing.approver, decided_at=standing.occurred_at,
+        decided_sequence=standing.sequence, decided_reason=standing.reason,
+        run_id=refused.run_id, sequence=refused.sequence, state=refused.state,
+        event=refused.event,
+    )  # fmt: skip
+
+
+def _note_subagent(exc: ActionError, run_id: str, action_id: str) -> Generator[_Op, Any, None]:
+    """Note on `exc` the subagent run of `run_id` where call `action_id` waits, if any."""
+    waiting: Sequence[RunInfo] = yield _Waiting(f"{run_id}/")
+    for info in waiting:
+        if not info.run_id.startswith(f"{run_id}/"):
+            continue
+        below: RunRecord = yield _Load(info.run_id)
+        if action_id in below.pending_approvals:
+            exc.add_note(
+                f"call '{action_id}' waits for a decision in subagent run '{info.run_id}' "
+                f"of '{run_id}': decide it there"
+            )
+            return
 
 
 def run_sync(store: EventStore, steps: Steps) -> RunRecord:
@@ -186,6 +243,11 @@ def run_sync(store: EventStore, steps: Steps) -> RunRecord:
             got = store.load(op.run_id)
         elif isinstance(op, _Waiting):
             got = store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+        elif isinstance(op, _Decided):
+            standing = _Standing(op.action_id)
+            for event in store.events(op.run_id):
+                standing.see(event)
+            got = standing.decision
         elif isinstance(op, _Holder):
             got = store.holder(op.run_id)
         elif isinstance(op, _Sleep):
@@ -213,6 +275,11 @@ async def run_async(store: AsyncEventStore, steps: Steps) -> RunRecord:
             got = await store.load(op.run_id)
         elif isinstance(op, _Waiting):
             got = await store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+        elif isinstance(op, _Decided):
+            standing = _Standing(op.action_id)
+            async for event in store.events(op.run_id):
+                standing.see(event)
+            got = standing.decision
         elif isinstance(op, _Holder):
             got = await store.holder(op.run_id)
         elif isinstance(op, _Sleep):

@@ -13,14 +13,15 @@ seconds for it to let go.
 
 If another process appends at the same moment, the function reloads and tries again as long
 as its event is still legal; an event the run's lifecycle refuses raises the reducer's
-`LifecycleError` (e.g. approving a call that is not waiting for approval), with nothing
-written. The `a*` variants do the same over an `AsyncEventStore`: every verb is one
-generator of store ops (`_steering.py`), which a sync or an async performer runs.
+`LifecycleError` (e.g. approving a call that is not waiting for approval; one already
+decided is an `AlreadyDecidedError` naming that decision), with nothing written. The `a*`
+variants do the same over an `AsyncEventStore`: every verb is one generator of store ops
+(`_steering.py`), which a sync or an async performer runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentfsm.errors import (
@@ -170,6 +171,8 @@ def approve(
     waiting is not that one, nothing is approved.
 
     Raises:
+        AlreadyDecidedError: someone already approved or rejected the call; the error says
+            who, when and why.
         ActionError: the action is not waiting for approval, its approval expired, or it is
             not the call `digest` names.
         RunNotFoundError: no such run.
@@ -193,6 +196,8 @@ def reject(
     Bound to the call's digest like `approve` (pin it with `digest`).
 
     Raises:
+        AlreadyDecidedError: someone already approved or rejected the call; the error says
+            who, when and why.
         ActionError: the action is not waiting for approval, or it is not the call `digest`
             names.
         RunNotFoundError: no such run.
@@ -257,44 +262,66 @@ def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
     return run_sync(store, steer(run_id, _unpause, clock))
 
 
+#: The envelope fields `append_event` stamps itself, each with what it stamps, in wire order.
+_STAMPED = {
+    "run_id": "the run it appends to",
+    "sequence": "the run's next sequence",
+    "type": "the event type it is given",
+    "occurred_at": "its time",
+}
+
+
 def append_event(
     store: EventStore,
     run_id: str,
     event_type: str,
+    fields: Mapping[str, Any] | None = None,
     /,
     *,
     wait: float | None = None,
     clock: Clock = now,
-    **fields: Any,
+    **more: Any,
 ) -> RunRecord:
     """Append one event of the run's table, given its type and fields.
 
     The steering verb for a lifecycle's own events (`ticket.escalated`, `ticket.handed_back`).
+    The fields are `fields` and `more` together (as `dict(fields, **more)`): a mapping holds
+    any name, `clock` too, where keywords are the verb's own.
 
     Validated like any event (against the table's own types, then its lifecycle), and
-    retried after a lost race like every steering verb. Refused while a live driver holds
-    the run, unless `wait` seconds are given for it to let go (`wait` and `clock` are this
-    function's, not fields).
+    retried after a lost race like every steering verb. The envelope is the verb's to
+    stamp: `run_id`, `sequence`, `type` and `occurred_at` given as fields are refused by
+    name (`event_id` is the caller's to give). Refused while a live driver holds the run,
+    unless `wait` seconds are given for it to let go.
 
     Raises:
-        EventFormatError: the table has no such event type, or a field is wrong.
+        EventFormatError: the table has no such event type, a field is wrong, or it is one
+            the verb stamps itself.
         LifecycleError: the run's lifecycle refuses it now (nothing was written).
         RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
     """
+    given = {**(fields or {}), **more}
+    stamped = [
+        f"field '{name}' is set by the append ({what}); leave it out"
+        for name, what in _STAMPED.items()
+        if name in given
+    ]
+    if stamped:
+        raise EventFormatError(stamped, run_id=run_id)
     types = store.reducer.table.event_types
     # Checked once before any I/O, with the parser's own messages (the sequence is not known
     # yet: the error names the run only).
     try:
         parse_event(
-            {**fields, "type": event_type, "run_id": run_id, "sequence": 1,
+            {**given, "type": event_type, "run_id": run_id, "sequence": 1,
              "occurred_at": clock().isoformat()},
             events=types,
         )  # fmt: skip
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
     cls = types.classes[event_type]
-    steps = steer(run_id, lambda _record: (cls, fields), clock, unless_held=True, wait=wait)
+    steps = steer(run_id, lambda _record: (cls, given), clock, unless_held=True, wait=wait)
     return run_sync(store, steps)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -245,12 +246,20 @@ class TestSteering:
     def test_a_call_decided_since_the_page_loaded_is_refused(
         self, signed_in: TestClient, runs_db: Path
     ) -> None:
-        """Approved elsewhere after the page loaded: the page's approval is refused."""
+        """Approved elsewhere after the page loaded: the page's approval is refused, saying
+        who approved it and when."""
         with SQLiteEventStore(runs_db) as store:
             control.approve(store, "pay-1", "t1.1", "bob")
             version = store.load("pay-1").version
+            decided = list(store.events("pay-1"))[-1]
         answer = _approve(signed_in, runs_db)
         assert answer.status_code == 409  # type: ignore[attr-defined]
+        message = re.search(r'<p class="message">(.*?)</p>', answer.text)  # type: ignore[attr-defined]
+        assert message is not None
+        assert html.unescape(message.group(1)) == (
+            f"run 'pay-1': call 't1.1' was already approved by 'bob' at {decided.occurred_at} "
+            f"(sequence {version})"
+        )
         assert "Nothing was written" in answer.text  # type: ignore[attr-defined]
         with SQLiteEventStore(runs_db) as store:
             assert store.load("pay-1").version == version

@@ -6,17 +6,24 @@ from __future__ import annotations
 import html as html_text
 import json
 import re
+import string
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from agentfsm.cli import main
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.ui import LogSource, UIConfig, create_app, render_report
-from agentfsm.ui.report import _embedded
+from agentfsm.ui._security import make_token, token_problem
+from agentfsm.ui.report import MAX_RUNS, _embedded, _recorded
 from agentfsm.ui.server import allowed_hosts, is_loopback
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -90,6 +97,27 @@ class TestReport:
         assert capsys.readouterr().err == "agentfsm report: --run-id needs a log\n"
 
 
+class TestALargeLog:
+    def test_only_the_runs_shown_are_held(self) -> None:
+        """A log of 5,000 runs: the first `MAX_RUNS` are folded for the page and the rest
+        named; their events are never all held (memory goes with the runs shown)."""
+        log = (
+            f'{{"run_id":"run_{i:05d}","sequence":1,"type":"run.started",'
+            '"occurred_at":"2026-09-01T10:00:00+00:00"}'
+            for i in range(5000)
+        )
+        tracemalloc.start()
+        try:
+            runs, left_out, problems = _recorded(log, DEFAULT_TABLE, set())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert [r.run_id for r in runs] == [f"run_{i:05d}" for i in range(MAX_RUNS)]
+        assert (left_out.names[0], left_out.count) == ("run_00020", 5000 - MAX_RUNS)
+        assert (problems.names, problems.count) == ([], 0)
+        assert peak < 2 * 2**20, f"{peak:,} bytes"
+
+
 class TestLogSource:
     def test_a_refused_event_is_shown_where_it_broke(self, tmp_path: Path) -> None:
         """`agentfsm ui --log`: the run is its log up to the refusal; the page says where
@@ -119,7 +147,7 @@ class TestServe:
         make_runs(tmp_path / "runs.db")
         with subprocess.Popen(
             [sys.executable, "-m", "agentfsm", "ui", "--store", str(tmp_path / "runs.db"),
-             "--port", "0", "--token", "secret-token-for-test"],
+             "--port", "0", "--token", "secret-token-for-this-test"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         ) as proc:  # fmt: skip
             try:
@@ -128,7 +156,7 @@ class TestServe:
                 second = proc.stdout.readline()
                 match = re.match(r"agentfsm ui: serving .* at (http://127\.0\.0\.1:\d+/)\n", first)
                 assert match is not None, first
-                assert second == f"agentfsm ui: open {match.group(1)}login?token=secret-token-for-test to sign in (changes need it)\n"
+                assert second == f"agentfsm ui: open {match.group(1)}login?token=secret-token-for-this-test to sign in (changes need it)\n"
                 import urllib.request
 
                 deadline = time.monotonic() + 10
@@ -172,3 +200,67 @@ class TestServe:
         """No SQLite file there: one line, exit 2, nothing served."""
         assert main(["ui", "--store", str(tmp_path / "none.db")]) == 2
         assert "no SQLite store at" in capsys.readouterr().err
+
+
+class TestTheToken:
+    """A token given to `agentfsm ui` must be as strong as the one it makes: 16 random bytes
+    written URL-safe (22 characters) or more, so that it can be neither guessed nor mangled
+    in the printed sign-in URL."""
+
+    RULE = (
+        "a token must be 22 to 256 characters of A-Z, a-z, 0-9, '-' and '_' (16 random bytes "
+        "or more, as `secrets.token_urlsafe(16)` writes them), or leave it out for a fresh one"
+    )
+
+    @pytest.mark.parametrize(
+        ("token", "problem"),
+        [
+            ("s3cre", "is 5 characters"),
+            ("", "is 0 characters"),
+            ("secret-token-for-test", "is 21 characters"),
+            ("x" * 257, "is 257 characters"),
+            ("correct horse battery staple", "holds other characters"),
+            ("a&b=c" + "d" * 20, "holds other characters"),
+        ],
+    )
+    def test_a_weak_token_is_refused_before_anything_is_opened(
+        self, token: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """One line, exit 2, naming the flag, what is wrong and what is required, without
+        echoing the secret; no store is opened (a missing one would be another message)."""
+        code = main(["ui", "--store", str(tmp_path / "none.db"), "--token", token])
+        assert (code, capsys.readouterr()) == (2, ("", f"agentfsm ui: --token {problem}; {self.RULE}\n"))
+
+    def test_the_environment_token_is_held_to_the_same_rule(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`$AGENTFSM_UI_TOKEN` is named as where the weak token came from."""
+        monkeypatch.setenv("AGENTFSM_UI_TOKEN", "hunter2")
+        assert main(["ui", "--store", str(tmp_path / "none.db")]) == 2
+        assert capsys.readouterr().err == f"agentfsm ui: $AGENTFSM_UI_TOKEN is 7 characters; {self.RULE}\n"
+
+    def test_an_empty_environment_token_is_unset(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`AGENTFSM_UI_TOKEN=` is no token (a fresh one is made), as an empty AGENTFSM_STORE
+        is no store: here the next problem is the missing store."""
+        monkeypatch.setenv("AGENTFSM_UI_TOKEN", "")
+        assert main(["ui", "--store", str(tmp_path / "none.db")]) == 2
+        assert "no SQLite store at" in capsys.readouterr().err
+
+    @given(st.text(alphabet=string.ascii_letters + string.digits + "-_", min_size=22, max_size=256))
+    def test_every_url_safe_token_of_the_length_passes(self, token: str) -> None:
+        """The rule is exactly length and alphabet."""
+        assert token_problem(token) is None
+
+    @given(st.text(max_size=300))
+    def test_whatever_passes_is_url_safe_and_long_enough(self, token: str) -> None:
+        """A token that passes stands in a URL as it is, and has room for 128 bits."""
+        if token_problem(token) is None:
+            assert 22 <= len(token) <= 256
+            assert quote(token, safe="") == token
+
+    def test_the_token_it_makes_passes_its_own_rule(self) -> None:
+        """`make_token` writes 32 random bytes: 43 characters of the alphabet."""
+        token = make_token()
+        assert (len(token), token_problem(token)) == (43, None)
