@@ -23,6 +23,7 @@
         │   └── TruncatedLogError             the log is shorter than its external anchor
         ├── IntegrityKeyError                 the handle's key is not the one the store records
         ├── AnchorError                       the external anchor cannot be read or written
+        ├── RunHeldError                      a live driver holds the run's lease
         └── RunNotFoundError (LookupError)    the store has no such run
 
 "Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
@@ -33,7 +34,7 @@ the machine doing its job.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "ActionError",
@@ -51,6 +52,7 @@ __all__ = [
     "LifecycleError",
     "MigrationError",
     "OverrunError",
+    "RunHeldError",
     "RunMismatchError",
     "RunNotFoundError",
     "SequenceError",
@@ -633,3 +635,45 @@ class RunNotFoundError(StoreError, LookupError):
             f"run '{run_id}' is not in the store; start it by appending 'run.started' "
             "with expected_version 0"
         )
+
+
+class _Described(Protocol):
+    """Who holds a run's lease, as an error names it (`agentfsm.stores.Holder`)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+    def describe(self) -> str: ...
+
+
+class RunHeldError(StoreError):
+    """A live driver holds the run's lease: a second driver, or a verb that would change
+    the run under it, is refused (nothing was written).
+
+    Attributes:
+        run_id: the run asked for (a subagent run is held with its root).
+        holder: who holds it (`agentfsm.stores.Holder`: its id, process, last heartbeat).
+        waited: the seconds waited for it in vain, if the caller waited.
+    """
+
+    def __init__(self, run_id: str, holder: _Described, *, waited: float | None = None) -> None:
+        self.run_id = run_id
+        self.holder = holder
+        self.waited = waited
+        under = f" (with its root '{holder.run_id}')" if holder.run_id != run_id else ""
+        after = f", still after waiting {waited:g} s" if waited else ""
+        super().__init__(
+            f"run '{run_id}'{under} is being driven by {holder.describe()}{after}; "
+            "wait for it or stop it"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword arguments do not survive the default pickling of exceptions.
+        return (_held, (self.run_id, self.holder, self.waited))
+
+
+def _held(run_id: str, holder: _Described, waited: float | None) -> RunHeldError:
+    return RunHeldError(run_id, holder, waited=waited)

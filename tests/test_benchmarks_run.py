@@ -8,8 +8,17 @@ a refactor from breaking them unseen, and checks they print every row they promi
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
-from benchmarks import bench_cli, bench_parse, bench_runtime, bench_ui, store_costs, ui_batch
+from benchmarks import (
+    bench_cli,
+    bench_parse,
+    bench_runtime,
+    bench_ui,
+    lease_costs,
+    store_costs,
+    ui_batch,
+)
 
 
 def test_store_costs_prints_every_part_next_to_the_raw_insert(
@@ -30,6 +39,18 @@ def test_store_costs_prints_every_part_next_to_the_raw_insert(
     ):
         assert row in out, row
     assert "| 1.00x |" in out
+
+
+def test_lease_costs_prints_a_row_per_store_and_the_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The leased and unleased turn of each store, and the append's check, are printed."""
+    with capture_logs():
+        assert lease_costs.main(["--rounds", "1", "--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| memory | " in out
+    assert "| SQLite (NORMAL) | " in out
+    assert "the writer's check of its lease, per append: " in out
 
 
 def test_bench_parse_prints_the_bounded_reader_next_to_the_path_it_replaced(

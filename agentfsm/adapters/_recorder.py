@@ -24,6 +24,13 @@ an event that makes the run wait (or ends it) stops the SDK at its next signal: 
 From asyncio code (an SDK's async hooks, an async iteration) use `aappend` and `off_loop`:
 the store is written in a worker thread, in the order the calls were made, so a slow store
 does not stall the event loop the SDK's model calls and tools share.
+
+An adapter's `run` or `resume` holds the run's lease for the whole call (`held`, `aheld`), as
+every driver does: a second driver of the run is refused at once (`RunHeldError`), and this
+process's heartbeat thread renews the lease while the SDK's tools run. A subagent's run is
+driven inside its caller's call, under the caller's lease (it is of the same run tree, and
+started in the caller's context: see `agentfsm.stores._lease`). A lost lease stops the
+recording before its next write (`LeaseLostError`).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
@@ -61,11 +68,13 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
 from agentfsm.runtime.budget_tree import BudgetTree
+from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
 from agentfsm.runtime.specs import Spec, emit_refused, refused
 from agentfsm.runtime.tools import Emit
 from agentfsm.runtime.writer import StateChanged, Writer
+from agentfsm.stores._lease import Lease, enclosing, new_holder
 from agentfsm.stores.base import EventStore
 
 __all__ = ["Recorder", "RecorderOptions"]
@@ -149,6 +158,8 @@ class Recorder:
         self.sdk = sdk
         self.options = options if options is not None else RecorderOptions()
         self.budget = budget
+        #: The lease of the `run`/`resume` call recording now (see `held`).
+        self._lease: Lease | None = None
         self._delivered = 0
         self._reducer = Reducer(
             store.reducer.table, self.options.guards, tables=store.reducer.tables
@@ -180,7 +191,63 @@ class Recorder:
             logger=self.options.logger,
             budget=self.budget,
         )
+        # Appended to by a call that holds none (a caller ending its subagents' runs): under
+        # the lease of the drive it is made in.
+        self._writer.lease = self._lease if self._lease is not None else enclosing(self.run_id)
         return self._writer
+
+    # -- the run's lease --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _under(self, lease: Lease | None) -> Iterator[None]:
+        before, self._lease = self._lease, lease
+        if self._writer is not None:
+            self._writer.lease = lease
+        try:
+            yield
+        finally:
+            self._lease = before
+            if self._writer is not None:
+                self._writer.lease = before
+
+    def _take(self) -> Lease | None:
+        """The run's lease, taken for this recorder's call (within its caller's, for a
+        subagent's run started from a call of its caller; None: the store keeps none)."""
+        try:
+            return self.store.hold(self.run_id, holder=new_holder(self.sdk or "sdk"))
+        except NotImplementedError:  # a store of someone else's, without leases
+            return None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the run's lease for the block (an adapter's `run` or `resume`), renewed by
+        this process's heartbeat thread; a subagent's run is held with its caller's.
+
+        Raises:
+            RunHeldError: another driver holds the run.
+        """
+        lease = self._take()
+        if lease is None:
+            yield
+            return
+        try:
+            with lease.kept(), self._under(lease):
+                yield
+        finally:
+            lease.release()
+
+    @contextlib.asynccontextmanager
+    async def aheld(self) -> AsyncIterator[None]:
+        """`held` for asyncio code: the lease taken and released off the loop."""
+        lease = await self.off_loop(self._take)
+        if lease is None:
+            yield
+            return
+        try:
+            with lease.kept(), self._under(lease):
+                yield
+        finally:
+            await self.off_loop(lease.release)
 
     def child(self, action_id: str, sdk: str) -> Recorder:
         """The recorder of a subagent run started by this run's call `action_id`.
@@ -560,8 +627,9 @@ class Recorder:
     def failed(self, exc: BaseException) -> None:
         """Record `run.failed` for what the SDK raised, unless the run cannot take it."""
         kind = "illegal_transition" if isinstance(exc, LifecycleError) else type(exc).__name__
-        # Already ended (or never started): the original error says what happened.
-        with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
+        # Already ended (or never started), or the run is someone else's now (a lost
+        # lease): the original error says what happened.
+        with contextlib.suppress(LifecycleError, GuardStop, CancelStop, RunSupersededError):
             self.fail(kind, str(exc))
 
     def fail(self, kind: str, message: str) -> RunRecord:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Self, TypedDict, TypeVar, overload
+from typing import Any, Self, TypedDict, TypeVar, cast, overload
 
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing
@@ -17,9 +18,33 @@ from agentfsm.record import RunRecord
 from agentfsm.runtime.tools import Emit
 from agentfsm.stores.base import EventStore
 
-__all__ = ["RunOptions", "SdkRun"]
+__all__ = ["RunOptions", "SdkRun", "aleased", "leased"]
 
 _R = TypeVar("_R", bound="SdkRun")
+#: An adapter's `run` or `resume` (its signature kept as it is by the decorators).
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def leased(method: _F) -> _F:
+    """An adapter's `run`/`resume`, holding the run's lease for the call (`Recorder.held`)."""
+
+    @functools.wraps(method)
+    def drive(self: SdkRun, *args: Any, **kwargs: Any) -> Any:
+        with self.recorder.held():
+            return method(self, *args, **kwargs)
+
+    return cast("_F", drive)
+
+
+def aleased(method: _F) -> _F:
+    """`leased` for an async `run`/`resume` (`Recorder.aheld`)."""
+
+    @functools.wraps(method)
+    async def drive(self: SdkRun, *args: Any, **kwargs: Any) -> Any:
+        async with self.recorder.aheld():
+            return await method(self, *args, **kwargs)
+
+    return cast("_F", drive)
 
 
 class RunOptions(TypedDict, total=False):

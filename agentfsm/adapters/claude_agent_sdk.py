@@ -93,7 +93,7 @@ from agentfsm.adapters._sdk_errors import (
     SignalIllegalTransitionError,
     WaitStop,
 )
-from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
 from agentfsm.events import models as m
@@ -208,6 +208,7 @@ class ClaudeRun(SdkRun):
         self.subagents = {}
         self._answers = Answers()
 
+    @aleased
     async def run(
         self,
         prompt: str,
@@ -245,6 +246,7 @@ class ClaudeRun(SdkRun):
         """`resume` for code without an event loop (same arguments)."""
         return asyncio.run(self.resume(options, **kw))
 
+    @aleased
     async def resume(
         self,
         options: ClaudeAgentOptions | None = None,

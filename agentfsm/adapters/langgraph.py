@@ -106,7 +106,7 @@ from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     SignalIllegalTransitionError,
 )
-from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased, leased
 from agentfsm.adapters._subagents import (
     stopped_line,
 )
@@ -188,6 +188,7 @@ class GraphRun(SdkRun):
     def _attach(self) -> None:
         self.handler = _Handler(self.recorder, self.agents)
 
+    @leased
     def run(
         self,
         graph: Any,
@@ -211,6 +212,7 @@ class GraphRun(SdkRun):
         self.recorder.start(objective=objective, agent=agent, limits=limits)
         return self._drive(graph, input, config)
 
+    @leased
     def resume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
         """Continue a paused run from the graph's checkpointer (any process).
 
@@ -311,6 +313,7 @@ class GraphRun(SdkRun):
                     )
         return tool_call_id
 
+    @aleased
     async def arun(
         self,
         graph: Any,
@@ -331,6 +334,7 @@ class GraphRun(SdkRun):
         await recorder.off_loop(recorder.start, objective=objective, agent=agent, limits=limits)
         return await self._adrive(graph, input, config)
 
+    @aleased
     async def aresume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
         """`resume` for async graphs and checkpointers (`graph.aget_state`, `astream`)."""
         state = await graph.aget_state(config)

@@ -93,7 +93,7 @@ from agentfsm.adapters._sdk_errors import (
     SavedStateError,
     SignalIllegalTransitionError,
 )
-from agentfsm.adapters._sdk_run import SdkRun
+from agentfsm.adapters._sdk_run import SdkRun, aleased
 from agentfsm.adapters._storable import parse_arguments
 from agentfsm.adapters._subagents import (
     approved_call,
@@ -234,6 +234,7 @@ class AgentsRun(SdkRun):
         tool.on_invoke_tool = invoke
         return tool
 
+    @aleased
     async def run(
         self,
         agent: Agent[Any],
@@ -273,6 +274,7 @@ class AgentsRun(SdkRun):
         """`resume` for code without an event loop (same arguments)."""
         return asyncio.run(self.resume(agent, state, **kwargs))
 
+    @aleased
     async def resume(
         self,
         agent: Agent[Any],

@@ -86,7 +86,7 @@ from agentfsm.adapters._sdk_errors import (
     SavedStateError,
     SignalIllegalTransitionError,
 )
-from agentfsm.adapters._sdk_run import RunOptions, SdkRun
+from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
 from agentfsm.errors import LifecycleError
@@ -171,6 +171,7 @@ class AgentIterRun(SdkRun):
             if inspect.isawaitable(done):
                 await done
 
+    @aleased
     async def run(
         self,
         agent: Agent[Any, Any],
@@ -233,6 +234,7 @@ class AgentIterRun(SdkRun):
             raise ApprovalRequired({"agentfsm_subagent": child.run_id})
         return stopped_line(agent.name, done.record, done.partial_output)
 
+    @aleased
     async def resume(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **iter_kwargs: Any
     ) -> ObservedRun:

@@ -9,12 +9,16 @@ approver would fail the event's own validation with a traceback's worth of pydan
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from pathlib import Path
 
 from agentfsm.cli._output import shown
 
-__all__ = ["digest", "identity", "path", "reason", "run_id", "text"]
+__all__ = ["digest", "identity", "path", "reason", "run_id", "seconds", "text"]
+
+#: The longest a command waits for anything (a day): a typo must not hang it for ever.
+MAX_WAIT = 86_400.0
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
@@ -75,3 +79,16 @@ def digest(value: str) -> str:
             f"a digest is 'sha256:' and 64 lower-case hex digits, got '{shown(value)}'"
         )
     return value
+
+
+def seconds(value: str) -> float:
+    """A time to wait, in seconds: a number from 0 to `MAX_WAIT` (a day)."""
+    try:
+        found = float(value)
+    except ValueError:
+        found = math.nan
+    if not 0 <= found <= MAX_WAIT:  # NaN fails both
+        raise argparse.ArgumentTypeError(
+            f"want seconds from 0 to {MAX_WAIT:g}, got '{shown(value)}'"
+        )
+    return found

@@ -4,6 +4,11 @@ Each steering command appends one event and prints the run's status after it; th
 driving the run notices at its next step. `steer` is the frame every steering command
 (`approve` and `reject` too) runs in: the store opened and closed, a run the store lacks a
 usage error (exit 2), a refusal one line with its notes (exit 1).
+
+`pause` and `append` (and `migrate`) would change a run under the driver that holds it: while
+one does they are refused, exit 1, naming it ("run 'r1' is being driven by 'w1' (pid 4242 on
+box, heartbeat 2 s ago); wait for it or stop it"), unless `--wait S` gives it S seconds to let
+go. `cancel`, `unpause`, `approve` and `reject` go in whoever drives the run.
 """
 
 from __future__ import annotations
@@ -18,12 +23,19 @@ from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import print_json, shown
 from agentfsm.cli._store import add_store_argument, opened_run_store, opened_store
-from agentfsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.errors import LifecycleError, RunHeldError, RunNotFoundError
 from agentfsm.record import RunRecord
 from agentfsm.runtime import control
 from agentfsm.stores.base import EventStore
 
-__all__ = ["DecisionRefusedError", "add_parsers", "command", "run_argument", "steer"]
+__all__ = [
+    "DecisionRefusedError",
+    "add_parsers",
+    "command",
+    "run_argument",
+    "steer",
+    "wait_argument",
+]
 
 
 class DecisionRefusedError(Exception):
@@ -39,7 +51,7 @@ def steer(name: str, act: Callable[[EventStore, argparse.Namespace], RunRecord])
                 record = act(store, args)
             except RunNotFoundError as exc:
                 raise UsageError(f"{PROG} {name}: {exc}") from None
-            except (LifecycleError, DecisionRefusedError) as exc:
+            except (LifecycleError, RunHeldError, DecisionRefusedError) as exc:
                 print(f"{PROG} {name}: refused: {shown(str(exc))}", file=sys.stderr)
                 for note in getattr(exc, "__notes__", ()):  # e.g. where the call waits
                     print(f"  {shown(note)}", file=sys.stderr)
@@ -74,6 +86,15 @@ def run_argument(p: argparse.ArgumentParser) -> None:
     add_store_argument(p)
 
 
+def wait_argument(p: argparse.ArgumentParser) -> None:
+    """`--wait S`, for a command refused while a driver holds the run."""
+    p.add_argument(
+        "--wait", type=_args.seconds, metavar="S",
+        help="while a driver holds the run, wait up to S seconds for it to let go "
+        "(refused at once without)",
+    )  # fmt: skip
+
+
 def _cancel(store: EventStore, a: argparse.Namespace) -> RunRecord:
     return control.cancel(store, a.run_id, reason=a.reason, requested_by=a.requested_by)
 
@@ -94,7 +115,11 @@ def _field(text: str) -> tuple[str, Any]:
 
 def _append(store: EventStore, a: argparse.Namespace) -> RunRecord:
     # One mapping, not keywords: a field named `clock` is the event's, not the verb's clock.
-    return control.append_event(store, a.run_id, a.event_type, dict(a.fields))
+    return control.append_event(store, a.run_id, a.event_type, dict(a.fields), wait=a.wait)
+
+
+def _pause(store: EventStore, a: argparse.Namespace) -> RunRecord:
+    return control.pause(store, a.run_id, a.reason, wait=a.wait)
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
@@ -114,7 +139,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     )  # fmt: skip
     run_argument(p)
     p.add_argument("--reason", type=_args.text, required=True, help="what the run waits for")
-    p.set_defaults(handler=steer("pause", lambda s, a: control.pause(s, a.run_id, a.reason)))
+    wait_argument(p)
+    p.set_defaults(handler=steer("pause", _pause))
 
     p = command(
         subparsers, "unpause", "un-pause a run; a worker or Runner.resume then drives it",
@@ -135,6 +161,7 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "fields", nargs="*", metavar="FIELD=TEXT|FIELD:=JSON", type=_field,
         help="the event's own fields: text as given, or a JSON value after :=",
     )  # fmt: skip
+    wait_argument(p)
     p.set_defaults(handler=steer("append", _append))
 
     p = command(

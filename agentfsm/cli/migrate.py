@@ -6,6 +6,10 @@ found in the registry), and the new version is checked against it for that run a
 another kind, is refused with the reasons (exit 1) and nothing is written. Otherwise the
 migration is appended with who made it and why, and the command prints the run, both
 versions, and how the run's moves change (what the migration is for).
+
+While a driver holds the run (a Runner in a tool, a worker) it is refused, exit 1, naming the
+driver, unless `--wait S` gives it S seconds to let go: the driver would find the run's table
+changed under a call in flight.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_table
 from agentfsm.cli._output import shown
 from agentfsm.cli._store import opened_run_store
-from agentfsm.cli.control import command, run_argument
-from agentfsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.cli.control import command, run_argument, wait_argument
+from agentfsm.errors import LifecycleError, RunHeldError, RunNotFoundError
 from agentfsm.fsm.diff import diff_tables
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.runtime import control
@@ -42,6 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "--by", required=True, type=_args.identity, metavar="NAME", help="who moves the run"
     )
     p.add_argument("--reason", required=True, type=_args.reason, metavar="TEXT", help="why")
+    wait_argument(p)
     p.set_defaults(handler=_migrate)
 
 
@@ -50,10 +55,12 @@ def _migrate(args: argparse.Namespace) -> int:
     with opened_run_store(args.store, "migrate", args.run_id, args.table, [new]) as store:
         old = store.reducer.table
         try:
-            record = control.migrate(store, args.run_id, to=new, by=args.by, reason=args.reason)
+            record = control.migrate(
+                store, args.run_id, to=new, by=args.by, reason=args.reason, wait=args.wait
+            )
         except RunNotFoundError as exc:
             raise UsageError(f"{PROG} migrate: {exc}") from None
-        except LifecycleError as exc:
+        except (LifecycleError, RunHeldError) as exc:
             print(f"{PROG} migrate: refused: {shown(str(exc))}", file=sys.stderr)
             return 1
     print(

@@ -275,9 +275,12 @@ class _Calls:
         child = yield Load(child_id)
         if child is None:
             objective = sub.objective(args)
+            writer.check_lease()  # the child is driven under its root's lease
             child = yield from runner._start(child_id, objective, sub.agent.name, sub.limits)
         if tree is not None:
             tree.charge(child)
-        result = yield from runner._proceed(runner._writer(child, tree))
+        child_writer = runner._writer(child, tree)
+        child_writer.lease = writer.lease
+        result = yield from runner._proceed(child_writer)
         children[child_id] = result
         return o.child_outcome(aid, result, _ChildWaiting, self.reducer.table)

@@ -67,11 +67,12 @@ from agentfsm.runtime._effects import (
 )
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.budget_tree import BudgetTree
-from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
 from agentfsm.runtime.specs import Spec, refused
 from agentfsm.runtime.writer import StateChanged
+from agentfsm.stores._lease import HeldLease
 
 __all__ = ["Driver", "utc_now"]
 
@@ -195,24 +196,42 @@ class Driver(_Calls):
         return now
 
     def _run_new(
-        self, run_id: str, objective: str | None, agent: str | None, limits: Limits | None
+        self,
+        run_id: str,
+        objective: str | None,
+        agent: str | None,
+        limits: Limits | None,
+        lease: HeldLease | None = None,
     ) -> Steps[RunResult]:
-        """Start a new run and drive it."""
+        """Start a new run and drive it (under `lease`, if given)."""
         record = yield from self._start(run_id, objective, agent, limits)
         tree = new_tree(record) if self._subagent_tools else None
-        return (yield from self._drive(self._writer(record, tree)))
+        return (yield from self._drive(self._leased(self._writer(record, tree), lease)))
 
     def _resume(
-        self, run_id: str, beat: bool = False, unpause: bool = True, defer: bool = False
+        self,
+        run_id: str,
+        beat: bool = False,
+        unpause: bool = True,
+        defer: bool = False,
+        lease: HeldLease | None = None,
     ) -> Steps[RunResult]:
         """Load a run, put its budget tree back, un-pause it (unless not to), and drive it
-        (returning at a retry's backoff instead of sleeping, with `defer`)."""
+        (returning at a retry's backoff instead of sleeping, with `defer`; under `lease`, if
+        given)."""
         record: RunRecord = yield Load(run_id, required=True)
         tree = None
         if self._subagent_tools:
             is_sub = self._subagent_tools.__contains__
             tree = yield from rebuild_steps(record, new_tree(record), is_sub)
-        return (yield from self._proceed(self._writer(record, tree), beat, unpause, defer))
+        writer = self._leased(self._writer(record, tree), lease)
+        return (yield from self._proceed(writer, beat, unpause, defer))
+
+    @staticmethod
+    def _leased(writer: Any, lease: HeldLease | None) -> Any:
+        """`writer`, checking `lease` before every write (see `Writer.check_lease`)."""
+        writer.lease = lease
+        return writer
 
     def _proceed(
         self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
@@ -250,15 +269,18 @@ class Driver(_Calls):
         with `defer`, a failed call's retry is due later: `RunResult.wake_at`)."""
         children: dict[str, RunResult] = {}
         self._aware_now()
+        # Whose lapsed lease this drive took over: a started call it did not start is that
+        # holder's (None: the lease was free, or the drive is unleased).
+        stopped = writer.lease.takeover if writer.lease is not None else None
         while True:
             record = writer.record
             if beat:
                 yield Beat(record)
             writer.begin_step()
             try:
-                step = self.planner.next(record, self.clock(), writer.fresh)
+                step = self.planner.next(record, self.clock(), writer.fresh, stopped)
                 if isinstance(step, p.Finish):
-                    yield from self._end_children(record)
+                    yield from self._end_children(record, writer)
                     return self._result(record, children)
                 if isinstance(step, p.Append):
                     appended((yield Append(writer, step.specs)))
@@ -286,8 +308,13 @@ class Driver(_Calls):
                     raise
                 yield from self._stranded(writer, exc)
             except RunSupersededError as exc:
-                self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
-                record = yield Load(writer.run_id, required=True)
+                if isinstance(exc, LeaseLostError):
+                    # Nothing more is read or written: the run may be someone else's now.
+                    self.log.warning("run.superseded", run_id=exc.run_id, lease_lost=exc.worker_id)
+                    record = writer.record
+                else:
+                    self.log.warning("run.superseded", run_id=exc.run_id, by_event=exc.event)
+                    record = yield Load(writer.run_id, required=True)
                 return RunResult(
                     record,
                     superseded=True,
@@ -295,7 +322,7 @@ class Driver(_Calls):
                     kind=self.reducer.table.kind(record.status),
                 )
 
-    def _end_children(self, record: RunRecord) -> Steps[None]:
+    def _end_children(self, record: RunRecord, writer: Any) -> Steps[None]:
         """Cancel the subagent runs an ended run leaves open, and settle each.
 
         A child waiting for a person when its caller was cancelled or stopped would wait
@@ -312,9 +339,10 @@ class Driver(_Calls):
             if child is None or child.status in self.reducer.table.terminal_states:
                 continue
             reason = f"the run '{record.run_id}' that called it ended ({record.status})"
+            writer.check_lease()
             yield Cancel(child_id, reason)
             # Resuming settles the cancel, and ends the child's own children.
-            yield from self._child(sub)._resume(child_id)
+            yield from self._child(sub)._resume(child_id, lease=writer.lease)
 
     def _result(
         self,

@@ -36,6 +36,7 @@ from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.specs import Spec, built, refused, refused_decision
 from agentfsm.runtime.tools import Tool
+from agentfsm.stores._holder import Holder
 
 A = ActionStatus
 
@@ -186,9 +187,18 @@ class Planner:
             )
         return agent
 
-    def next(self, record: RunRecord, now: datetime, fresh: AbstractSet[str] = frozenset()) -> Step:
+    def next(
+        self,
+        record: RunRecord,
+        now: datetime,
+        fresh: AbstractSet[str] = frozenset(),
+        stopped: Holder | None = None,
+    ) -> Step:
         """The next step for `record`; `fresh` are the started calls this process has yet
-        to make (`Work.mode` `started`): any other started call was left by a dead worker."""
+        to make (`Work.mode` `started`): any other started call was left by a driver that
+        stopped. A driver under a lease finds one only when no live driver holds the run:
+        it took the lease over from `stopped` (whose heartbeat stopped, named in the
+        reason of a call it left in flight), or the lease was free."""
         status = record.status
         table = self._table
         # By the kinds the table declares, never by the default table's names: a state of
@@ -228,7 +238,7 @@ class Planner:
                 elif tool is not None and tool.safe_to_repeat:
                     work.append(Work(action.action_id, tool, "reexecute"))
                 else:
-                    orphans.append(_unknown_orphan(action, tool))
+                    orphans.append(_unknown_orphan(action, tool, stopped))
             elif retry_allowed(record, action, tool, table):
                 assert tool is not None
                 work.append(Work(action.action_id, tool, "retry"))
@@ -508,16 +518,18 @@ def _gone(action: Action) -> Spec:
     return (m.ToolFailed, {"action_id": action.action_id, "error": error("unknown_tool", message)})
 
 
-def _unknown_orphan(action: Action, tool: Tool | None) -> Spec:
+def _unknown_orphan(action: Action, tool: Tool | None, stopped: Holder | None) -> Spec:
     why = (
         f"'{action.tool}' has side effects and is not idempotent, so it was not run again"
         if tool is not None
         else f"'{action.tool}' is no longer registered"
     )
+    held = f" (its lease was held by {stopped.stopped()})" if stopped is not None else ""
     return (
         m.ToolOutcomeUnknown,
         {
             "action_id": action.action_id,
-            "reason": f"the worker stopped while attempt {action.attempts} was in flight; {why}",
+            "reason": f"the worker stopped while attempt {action.attempts} was in flight"
+            f"{held}; {why}",
         },
     )

@@ -2,12 +2,15 @@
 
 Every verb of `agentfsm.runtime.control` is a generator (`steer`, `decide`) that yields what
 it needs of the store: load a run, append an event after the version it was built on, list
-the runs waiting below a prefix. `run_sync` performs those ops on an `EventStore`,
-`run_async` on an `AsyncEventStore`; the deciding is written once.
+the runs waiting below a prefix, ask who holds the run's lease (`unheld`), sleep.
+`run_sync` performs those ops on an `EventStore`, `run_async` on an `AsyncEventStore`; the
+deciding is written once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -19,15 +22,29 @@ from agentfsm.errors import (
     AlreadyDecidedError,
     ConcurrencyConflictError,
     LifecycleError,
+    RunHeldError,
     StoreError,
 )
 from agentfsm.events.models import ApprovalAccepted, ApprovalRejected, ApprovalRequested, Event
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
+from agentfsm.stores._holder import Holder
+from agentfsm.stores._lease import Patience
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
-__all__ = ["Clock", "Steps", "Want", "decide", "event_of", "now", "run_async", "run_sync", "steer"]
+__all__ = [
+    "Clock",
+    "Steps",
+    "Want",
+    "decide",
+    "event_of",
+    "now",
+    "run_async",
+    "run_sync",
+    "steer",
+    "unheld",
+]
 
 Clock = Callable[[], datetime]
 _TRIES = 20
@@ -74,6 +91,18 @@ class _Waiting:
 
 
 @attrs.frozen
+class _Holder:
+    """Who holds the run's lease (`EventStore.holder`): a live holder, or None."""
+
+    run_id: str
+
+
+@attrs.frozen
+class _Sleep:
+    seconds: float
+
+
+@attrs.frozen
 class _Decided:
     """The decision on call `action_id` that stands in the run's log (see `_Standing`)."""
 
@@ -99,12 +128,45 @@ class _Standing:
 
 
 _CONFLICT: Any = object()
-_Op = _Load | _Put | _Waiting | _Decided
+_Op = _Load | _Put | _Waiting | _Decided | _Holder | _Sleep
 Steps = Generator[_Op, Any, RunRecord]
 
 
-def steer(run_id: str, what: Callable[[RunRecord], Want], clock: Clock) -> Steps:
-    """Load, decide, append; again after a lost race. The one loop every verb runs."""
+def unheld(run_id: str, wait: float | None) -> Generator[_Op, Any, None]:
+    """Return once no live driver holds the run (waiting up to `wait` seconds for it).
+
+    For the verbs that would change a run under its driver (a pause, a lifecycle's own
+    event, a migration). Checked before their append: a driver that takes the run in the
+    instant between finds the change when it first appends, before it runs anything.
+
+    Raises:
+        RunHeldError: a live driver holds it (still, after `wait` seconds).
+    """
+    patience = Patience(wait)
+    while True:
+        holder: Holder | None = yield _Holder(run_id)
+        if holder is None:
+            return
+        delay = patience.next()
+        if delay is None:
+            raise RunHeldError(run_id, holder, waited=wait)
+        yield _Sleep(delay)
+
+
+def steer(
+    run_id: str,
+    what: Callable[[RunRecord], Want],
+    clock: Clock,
+    *,
+    unless_held: bool = False,
+    wait: float | None = None,
+) -> Steps:
+    """Load, decide, append; again after a lost race. The one loop every verb runs.
+
+    With `unless_held`, refused while a live driver holds the run (see `unheld`).
+    """
+    if unless_held:
+        yield from unheld(run_id, wait)
     for _ in range(_TRIES):
         record: RunRecord = yield _Load(run_id)
         want = what(record)
@@ -186,6 +248,11 @@ def run_sync(store: EventStore, steps: Steps) -> RunRecord:
             for event in store.events(op.run_id):
                 standing.see(event)
             got = standing.decision
+        elif isinstance(op, _Holder):
+            got = store.holder(op.run_id)
+        elif isinstance(op, _Sleep):
+            time.sleep(op.seconds)
+            got = None
         else:
             try:
                 got = store.append(op.event.run_id, [op.event], op.event.sequence - 1)
@@ -213,6 +280,11 @@ async def run_async(store: AsyncEventStore, steps: Steps) -> RunRecord:
             async for event in store.events(op.run_id):
                 standing.see(event)
             got = standing.decision
+        elif isinstance(op, _Holder):
+            got = await store.holder(op.run_id)
+        elif isinstance(op, _Sleep):
+            await asyncio.sleep(op.seconds)
+            got = None
         else:
             try:
                 got = await store.append(op.event.run_id, [op.event], op.event.sequence - 1)

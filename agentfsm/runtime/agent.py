@@ -21,6 +21,7 @@ from agentfsm.names import ActionStatus, RunStatus, StateKind
 from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
 from agentfsm.runtime.policy import Policy, allow_all
 from agentfsm.runtime.tools import Tool, ToolContext, ToolRegistry
+from agentfsm.stores._lease import LEASE_TTL
 
 if TYPE_CHECKING:
     from agentfsm.record import Action, RunRecord
@@ -198,6 +199,10 @@ class RunnerConfig:
             run). A decision with more is recorded as `refused`: none of its calls run, the
             model's next turn sees why (`ModelContext.refusal`), and the run goes on. None
             lifts the cap for every run the Runner starts.
+        lease_ttl: seconds the run's lease lasts past its last heartbeat (renewed every
+            third of it while the Runner drives, on its own clock): how long a run whose
+            driver froze or was cut off waits before another may take it over. A driver
+            whose process is gone on the same host is taken over at once.
     """
 
     wrap_up_turn: bool = False
@@ -211,6 +216,7 @@ class RunnerConfig:
     max_calls_per_decision: int | None = attrs.field(
         default=DEFAULT_MAX_CALLS_PER_DECISION, validator=_cap
     )
+    lease_ttl: float = LEASE_TTL
 
 
 _WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})

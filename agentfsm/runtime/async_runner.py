@@ -13,13 +13,18 @@ which this one performs with awaits. Two differences are the shell's own:
 A tool's `timeout` (capped to the run's deadline) is enforced: a call that overruns is
 recorded `outcome_unknown` if the tool has side effects, else as a retryable `timeout`
 failure. Plain (non-async) tools run on worker threads; plain models run on the loop.
+
+The drive holds the run's lease as the `Runner`'s does, renewed by a task of the loop; a
+batch whose lease is lost while its calls run stops as it does for a cancel (nothing of it
+is recorded).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -36,9 +41,10 @@ from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.control import acancel
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
-from agentfsm.runtime.runner import REFUSALS
+from agentfsm.runtime.runner import REFUSALS, check_given
 from agentfsm.runtime.tools import Tool, ToolContext
 from agentfsm.runtime.writer import AsyncWriter
+from agentfsm.stores._lease import AsyncLease, new_holder
 from agentfsm.stores.base import AsyncEventStore
 
 __all__ = ["AsyncRunner"]
@@ -119,19 +125,48 @@ class AsyncRunner(Driver):
         limits: Limits | None = None,
     ) -> RunResult:
         """Start a new run and drive it until it ends or waits (see `Runner.run`)."""
-        return await self._run(self._run_new(run_id, objective, agent, limits))
+        async with self._held(run_id, None, None) as lease:
+            return await self._run(self._run_new(run_id, objective, agent, limits, lease))
 
     async def resume(
         self,
         run_id: str,
         *,
+        wait: float | None = None,
+        lease: AsyncLease | None = None,
         heartbeat: Heartbeat | None = None,
         unpause: bool = True,
         defer_retries: bool = False,
     ) -> RunResult:
-        """Continue a run from the store (see `Runner.resume`)."""
-        steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries)
-        return await self._run(steps, heartbeat)
+        """Continue a run from the store (see `Runner.resume`; `lease` is an `AsyncLease`)."""
+        async with self._held(run_id, lease, wait) as held:
+            steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries, held)
+            return await self._run(steps, heartbeat)
+
+    @asynccontextmanager
+    async def _held(
+        self, run_id: str, given: AsyncLease | None, wait: float | None
+    ) -> AsyncIterator[AsyncLease | None]:
+        """The drive's lease, renewed by a task for the block (see `Runner._held`)."""
+        if given is not None:
+            check_given(run_id, given, wait)
+            async with given.kept():
+                yield given
+            return
+        try:
+            lease = await self.store.hold(
+                run_id, ttl=self.config.lease_ttl, wait=wait, holder=new_holder("runner")
+            )
+        except NotImplementedError:  # a store of someone else's, without leases
+            lease = None
+        if lease is None:
+            yield None
+            return
+        try:
+            async with lease.kept():
+                yield lease
+        finally:
+            await lease.release()
 
     # -- the shell: what the core's effects are, done with awaits ----------------------------
 
@@ -237,8 +272,9 @@ class AsyncRunner(Driver):
             _, pending = await asyncio.wait(pending, timeout=self.config.cancel_poll)
             if pending and not stopping:
                 try:
+                    writer.check_lease()
                     await writer.poll()
-                except RunSupersededError as exc:
+                except RunSupersededError as exc:  # a `LeaseLostError` too
                     ends.append(exc)
                     stopping = True
                 if not p.working(self.reducer.table, writer.record.status):

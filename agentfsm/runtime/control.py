@@ -5,6 +5,12 @@ can reach it, and returns the run's record after it. None of them drives the run
 process running it notices at its next append (the store's optimistic concurrency tells it
 someone else wrote), and a `Worker` picks up runs that became runnable.
 
+What a driven run expects from outside goes in while a driver holds its lease: `approve`,
+`reject`, `cancel` (and `unpause`, which only a paused run takes, and no driver drives).
+What would change the run under its driver (`pause`, `append_event`, `migrate`) is refused
+while a live driver holds it, with `RunHeldError` naming the holder, or waits `wait=`
+seconds for it to let go.
+
 If another process appends at the same moment, the function reloads and tries again as long
 as its event is still legal; an event the run's lifecycle refuses raises the reducer's
 `LifecycleError` (e.g. approving a call that is not waiting for approval; one already
@@ -221,15 +227,26 @@ def cancel(
     return run_sync(store, steer(run_id, _cancel(reason, requested_by), clock))
 
 
-def pause(store: EventStore, run_id: str, reason: str, *, clock: Clock = now) -> RunRecord:
+def pause(
+    store: EventStore,
+    run_id: str,
+    reason: str,
+    *,
+    wait: float | None = None,
+    clock: Clock = now,
+) -> RunRecord:
     """Pause a run between steps (`run.paused`): waiting for input or a callback.
+
+    Refused while a live driver holds the run (its model's answer would be lost under it),
+    unless `wait` seconds are given for it to let go.
 
     Raises:
         LifecycleError: the run is not `running` between steps (a call or the model is in
             flight, or it waits for approval).
+        RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _pause(reason), clock))
+    return run_sync(store, steer(run_id, _pause(reason), clock, unless_held=True, wait=wait))
 
 
 def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
@@ -264,6 +281,7 @@ def append_event(
     fields: Mapping[str, Any] | None = None,
     /,
     *,
+    wait: float | None = None,
     clock: Clock = now,
     **more: Any,
 ) -> RunRecord:
@@ -277,12 +295,14 @@ def append_event(
     retried after a lost race like every steering verb. The envelope is the verb's to
     stamp: `run_id`, `sequence`, `type` and `occurred_at` given as fields are refused by
     name (`event_id` is the caller's to give), and so is `emitted_by`, which only the
-    runtime sets on an event a call or a decision proposed.
+    runtime sets on an event a call or a decision proposed. Refused while a live driver
+    holds the run, unless `wait` seconds are given for it to let go.
 
     Raises:
         EventFormatError: the table has no such event type, a field is wrong, or it is one
             the verb stamps itself.
         LifecycleError: the run's lifecycle refuses it now (nothing was written).
+        RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
     """
     given = {**(fields or {}), **more}
@@ -305,7 +325,8 @@ def append_event(
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
     cls = types.classes[event_type]
-    return run_sync(store, steer(run_id, lambda _record: (cls, given), clock))
+    steps = steer(run_id, lambda _record: (cls, given), clock, unless_held=True, wait=wait)
+    return run_sync(store, steps)
 
 
 def migrate(
@@ -315,6 +336,7 @@ def migrate(
     to: TransitionTable,
     by: str,
     reason: str,
+    wait: float | None = None,
     clock: Clock = now,
 ) -> RunRecord:
     """Move a run in flight to another version of its table (`run.migrated`).
@@ -326,11 +348,14 @@ def migrate(
 
     Refused, with nothing written, when the run's state is not in `to` or is of another
     kind there (`TableDiff.cannot_migrate`), as `agentfsm check-table NEW --against OLD`
-    would list it; moves that changed are what a migration is for.
+    would list it; moves that changed are what a migration is for. Refused while a live
+    driver holds the run (it would find its table changed under a call in flight), unless
+    `wait` seconds are given for it to let go.
 
     Raises:
         MigrationError: the run's state is not in `to`, is of another kind there, or the
             run names no table.
+        RunHeldError: a live driver holds the run (still, after `wait` seconds).
         IllegalTransitionError: the run has ended.
         TableMismatchError: the store is not opened with the run's table.
         EventFormatError: `by` or `reason` is empty.
@@ -347,7 +372,8 @@ def migrate(
         )  # fmt: skip
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
-    return run_sync(store, steer(run_id, _migrate(old, to, by, reason), clock))
+    steps = steer(run_id, _migrate(old, to, by, reason), clock, unless_held=True, wait=wait)
+    return run_sync(store, steps)
 
 
 def submit(
@@ -417,10 +443,16 @@ async def acancel(
 
 
 async def apause(
-    store: AsyncEventStore, run_id: str, reason: str, *, clock: Clock = now
+    store: AsyncEventStore,
+    run_id: str,
+    reason: str,
+    *,
+    wait: float | None = None,
+    clock: Clock = now,
 ) -> RunRecord:
     """`pause` over an `AsyncEventStore`."""
-    return await run_async(store, steer(run_id, _pause(reason), clock))
+    steps = steer(run_id, _pause(reason), clock, unless_held=True, wait=wait)
+    return await run_async(store, steps)
 
 
 async def aunpause(store: AsyncEventStore, run_id: str, *, clock: Clock = now) -> RunRecord:

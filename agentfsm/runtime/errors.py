@@ -4,8 +4,11 @@
 
     AgentFSMError
     ├── RunSupersededError        another process drove the run while this one was driving it
-    ├── UnknownAgentError (LookupError)   a run names an agent the Runner was not given
-    └── LeaseLostError            a worker's lease on a run expired or was taken
+    │   └── LeaseLostError        the driver's lease on the run expired or was taken over
+    └── UnknownAgentError (LookupError)   a run names an agent the Runner was not given
+
+(`RunHeldError`, a driver refused because another holds the run, is a store's answer: it is
+in `agentfsm.errors`.)
 
 Failures of tools and models are not errors of the Runner: they are recorded as events
 (`tool.failed`, `tool.outcome_unknown`, `run.failed`) and the run goes on or ends by the table.
@@ -26,9 +29,12 @@ class RunSupersededError(AgentFSMError):
 
     Attributes:
         run_id: the run.
-        sequence: the sequence of the other writer's event.
-        event: its type.
+        sequence: the sequence of the other writer's event (None for a `LeaseLostError`).
+        event: its type (None for a `LeaseLostError`).
     """
+
+    sequence: int | None
+    event: str | None
 
     def __init__(self, *, run_id: str, sequence: int, event: str) -> None:
         self.run_id = run_id
@@ -59,15 +65,24 @@ class UnknownAgentError(AgentFSMError, LookupError):
         )
 
 
-class LeaseLostError(AgentFSMError):
-    """A worker no longer holds the lease on the run it drives (it expired or was taken).
+class LeaseLostError(RunSupersededError):
+    """A driver no longer holds the lease on the run it drives: it stops before writing.
+
+    Its heartbeat was refused (another driver took the run over), or has not got through
+    for the lease's ttl (a partition: another may take it over at any moment).
+
+    As for any `RunSupersededError`, the Runner reports it as `RunResult.superseded`.
 
     Attributes:
         run_id: the run.
-        worker_id: the worker that lost it.
+        worker_id: the lease's holder (a worker's id, or a drive's).
     """
 
     def __init__(self, *, run_id: str, worker_id: str) -> None:
         self.run_id = run_id
         self.worker_id = worker_id
-        super().__init__(f"worker '{worker_id}' lost its lease on run '{run_id}'")
+        self.sequence = None
+        self.event = None
+        AgentFSMError.__init__(
+            self, f"'{worker_id}' lost its lease on run '{run_id}' (it expired or was taken over)"
+        )

@@ -37,6 +37,13 @@ The model:
   every `fence_every` seconds that its own job is still `doing` and stops (`superseded`)
   if not, and its late `finish` cannot end the new attempt. The run resumes from its log:
   calls left in flight are re-run only if safe, else `tool.outcome_unknown`.
+- **The run's lease.** A job drives under the store's lease on the run, like any driver
+  (`EventStore.hold`), so a user's own `Runner.resume` cannot race a job, nor a job a
+  user's drive. The job's lease lasts `stalled_after` seconds past its last heartbeat
+  (renewed by the process's heartbeat thread, tools running or not), so a dead worker's
+  lease has lapsed by the time its job runs elsewhere (on its own host, at once: its
+  process is gone). A job waits that long for a live holder; then it leaves the run to
+  it and sets a timer to look again (`held`).
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -65,7 +72,7 @@ except ImportError as exc:
     raise missing_extra("ProcrastinateEngine", "procrastinate", exc) from exc
 
 from agentfsm._log import get_logger
-from agentfsm.errors import RunNotFoundError
+from agentfsm.errors import RunHeldError, RunNotFoundError
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
@@ -73,9 +80,10 @@ from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
 from agentfsm.runtime.wakeups import Wake, root_of
+from agentfsm.stores._checks import check_prefix
+from agentfsm.stores._lease import Lease
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.postgres import AfterAppend, PostgresEventStore
-from agentfsm.stores.sqlite import check_prefix
 
 __all__ = [
     "ADVANCE",
@@ -449,13 +457,21 @@ class ProcrastinateEngine:
         self._local = threading.local()
 
     def _advance(self, context: procrastinate.JobContext, run_id: str) -> str:
-        _store, runner, conn = self._thread_state()
+        store, runner, conn = self._thread_state()
         job_id = context.job.id
         assert job_id is not None
         worker = context.worker_name or "worker"
         fence = _Fence(conn, job_id, run_id, worker, self.settings.fence_every)
+        lease = self._hold(store, conn, run_id, f"{worker} job {job_id}")
+        if lease is None:
+            return "held"
         try:
-            result = runner.resume(run_id, heartbeat=fence.beat, unpause=False, defer_retries=True)
+            try:
+                result = runner.resume(
+                    run_id, lease=lease, heartbeat=fence.beat, unpause=False, defer_retries=True
+                )
+            finally:
+                self._release(lease)
         except RunNotFoundError:
             self.log.warning("engine.run_missing", run_id=run_id, job_id=job_id)
             return "missing"
@@ -467,10 +483,40 @@ class ProcrastinateEngine:
             raise
         if result.superseded:  # another attempt appended first: its run now
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
+            if lease.lost:
+                # The lease lapsed under a job nobody closed: the run may have no job left.
+                self._later(conn, run_id)
             return "superseded"
         self._rearm(conn, result)
         self.log.info("engine.advanced", run_id=run_id, job_id=job_id, status=result.status)
         return result.status
+
+    def _hold(
+        self, store: PostgresEventStore, conn: psycopg.Connection[Any], run_id: str, holder: str
+    ) -> Lease | None:
+        """The run's lease for this job, lasting `stalled_after` (a job whose worker dies
+        is run elsewhere about then, and its lease has lapsed by then too): waited for that
+        long, else the run is left to its driver and looked at again later (None)."""
+        settings = self.settings
+        try:
+            return store.hold(
+                run_id, ttl=settings.stalled_after, wait=settings.stalled_after, holder=holder
+            )
+        except RunHeldError as exc:
+            self.log.warning("engine.held", run_id=run_id, holder=exc.holder.id)
+            self._later(conn, run_id)
+            return None
+
+    def _release(self, lease: Lease) -> None:
+        try:
+            lease.release()
+        except Exception as exc:  # noqa: BLE001  (a lease not released lapses by its ttl)
+            self.log.warning("engine.release_failed", run_id=lease.run_id, error=repr(exc))
+
+    def _later(self, conn: psycopg.Connection[Any], run_id: str) -> None:
+        """A timer to advance the run once its other driver is done with it."""
+        at = datetime.now(UTC) + timedelta(seconds=self.settings.stalled_after)
+        self.waker.timer(conn, root_of(run_id), at)
 
     def _rearm(self, conn: psycopg.Connection[Any], result: RunResult) -> None:
         """Set the timer for the next time the run needs driving by itself: its clock (it

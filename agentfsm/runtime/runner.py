@@ -11,6 +11,13 @@ at any point leaves a log that `resume(run_id)` continues from:
   `tool.outcome_unknown` and surfaced in `RunResult.unknown_outcomes`, never repeated;
 - a model call started with no decision is made again (within the same turn).
 
+One driver per run: `run` and `resume` hold the run's lease for the whole drive (taken from
+the store once, renewed by this process's heartbeat thread while tools and models run,
+released at the end, also when the drive raises). A second driver is refused at once with
+`RunHeldError` naming the holder, or waits `wait=` seconds; a `Worker` hands its claim over
+(`lease=`). So a call in flight is declared `tool.outcome_unknown` only by a driver that took
+the lease over from one whose heartbeat stopped (see `agentfsm.stores._lease`).
+
 The decisions are all in the sans-IO core (`_drive.Driver`); the Runner performs its effects
 with direct calls, a batch's calls one after another (`AsyncRunner` runs them concurrently).
 """
@@ -20,7 +27,8 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -39,9 +47,10 @@ from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.tools import ToolContext
 from agentfsm.runtime.writer import StateChanged, Writer
+from agentfsm.stores._lease import AsyncLease, Lease, new_holder, root_of
 from agentfsm.stores.base import EventStore
 
-__all__ = ["Runner", "call_within", "child_budget", "new_tree", "utc_now"]
+__all__ = ["Runner", "call_within", "check_given", "child_budget", "new_tree", "utc_now"]
 
 T = TypeVar("T")
 
@@ -147,13 +156,22 @@ class Runner(Driver):
         agent: str | None = None,
         limits: Limits | None = None,
     ) -> RunResult:
-        """Start a new run and drive it until it ends or waits for a person."""
-        return self._run(self._run_new(run_id, objective, agent, limits))
+        """Start a new run and drive it until it ends or waits for a person (holding its
+        lease: see the module docstring).
+
+        Raises:
+            ConcurrencyConflictError: a run with this id already exists.
+            RunHeldError: another driver holds the id's lease.
+        """
+        with self._held(run_id, None, None) as lease:
+            return self._run(self._run_new(run_id, objective, agent, limits, lease))
 
     def resume(
         self,
         run_id: str,
         *,
+        wait: float | None = None,
+        lease: Lease | None = None,
         heartbeat: Callable[[RunRecord], None] | None = None,
         unpause: bool = True,
         defer_retries: bool = False,
@@ -165,8 +183,12 @@ class Runner(Driver):
 
         Args:
             run_id: the run.
-            heartbeat: called before every step (a `Worker` renews its lease there; raise
-                to stop driving).
+            wait: seconds to wait for another driver's lease to be let go (None: refused at
+                once while a live driver holds the run).
+            lease: the run's lease, already held (a `Worker`'s claim): the Runner keeps it
+                alive while it drives and leaves releasing it to its owner.
+            heartbeat: called before every step (a job checks its fence there; raise to
+                stop driving).
             unpause: resume a paused run (`run.resumed`) first; with False a paused run
                 stays paused and only what is overdue is settled (a wake-up job uses it:
                 a timer or a late job must not undo a person's pause).
@@ -179,9 +201,36 @@ class Runner(Driver):
 
         Raises:
             RunNotFoundError: the store has no such run.
+            RunHeldError: another driver holds the run (still, after `wait` seconds).
+            ValueError: `lease` is another run's, or comes with a `wait`.
         """
-        steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries)
-        return self._run(steps, heartbeat)
+        with self._held(run_id, lease, wait) as held:
+            steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries, held)
+            return self._run(steps, heartbeat)
+
+    @contextmanager
+    def _held(self, run_id: str, given: Lease | None, wait: float | None) -> Iterator[Lease | None]:
+        """The drive's lease, kept alive for the block: `given`, or taken from the store
+        (and released after it). None for a store that keeps no leases."""
+        if given is not None:
+            check_given(run_id, given, wait)
+            with given.kept():
+                yield given
+            return
+        try:
+            lease = self.store.hold(
+                run_id, ttl=self.config.lease_ttl, wait=wait, holder=new_holder("runner")
+            )
+        except NotImplementedError:  # a store of someone else's, without leases
+            lease = None
+        if lease is None:
+            yield None
+            return
+        try:
+            with lease.kept():
+                yield lease
+        finally:
+            lease.release()
 
     # -- the shell: what the core's effects are, done with direct calls ------------------
 
@@ -263,6 +312,15 @@ class Runner(Driver):
 
 def _never() -> bool:
     return False
+
+
+def check_given(run_id: str, lease: Lease | AsyncLease, wait: float | None) -> None:
+    """A lease handed to a drive must be the run's (its root's), and leaves nothing to wait
+    for."""
+    if lease.run_id != root_of(run_id):
+        raise ValueError(f"the lease given is of run '{lease.run_id}', not of run '{run_id}'")
+    if wait is not None:
+        raise ValueError("give a held lease or a time to wait for one, not both")
 
 
 def _call(fn: Callable[[ToolContext], Any], ctx: ToolContext, name: str) -> Any:

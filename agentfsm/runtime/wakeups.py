@@ -31,6 +31,7 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
+from agentfsm.stores._lease import root_of
 
 __all__ = ["DRIVER_TYPES", "Wake", "next_due", "root_of", "wakeups"]
 
@@ -71,11 +72,6 @@ class Wake:
     run_id: str
     at: datetime | None = None
     resume: int | None = None
-
-
-def root_of(run_id: str) -> str:
-    """The root run of a subagent run id (`root/t1.1/t2.1` -> `root`); a root is its own."""
-    return run_id.split("/", 1)[0]
 
 
 def next_due(record: RunRecord) -> datetime | None:

@@ -6,6 +6,11 @@ while it drives it, and releases it when the run ends or waits for a person. A w
 dies stops renewing; once its lease expires another worker claims the run and resumes it —
 calls the dead one left in flight are re-run only if safe, else recorded `outcome_unknown`.
 
+A claim is the run's lease, the one every driver holds (`agentfsm.stores._lease`): the worker
+hands it to the Runner (`resume(run_id, lease=...)`), whose heartbeat renews it while tools
+run, so a `Runner.resume` elsewhere is refused while the worker drives, and the worker never
+claims a run someone else drives. A worker whose lease is lost stops before its next write.
+
 New runs are created with `control.submit(store, run_id, objective, ...)` (or
 `Runner.start`); approvals, rejections, resumes and cancels make runs runnable again.
 
@@ -35,48 +40,15 @@ from agentfsm.errors import ConcurrencyConflictError, LifecycleError, RunNotFoun
 from agentfsm.events import models as m
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import StateKind
-from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
-from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import next_wake, resume_paused
+from agentfsm.stores._holder import Holder
+from agentfsm.stores._lease import AsyncLease, Lease
 from agentfsm.stores.leases import LeaseStore
 
 __all__ = ["AsyncWorker", "Worker"]
-
-
-class _Lease:
-    """When a claimed run's lease is due for renewal, and what a failed renewal means.
-
-    The decisions of both workers' heartbeats; the renewal itself is the worker's I/O.
-    """
-
-    def __init__(
-        self,
-        run_id: str,
-        worker_id: str,
-        clock: Callable[[], float],
-        every: float,
-        renewed: float,
-    ) -> None:
-        self.run_id = run_id
-        self.worker_id = worker_id
-        self._clock = clock
-        self._every = every
-        self._renewed = renewed
-        self._now = renewed
-
-    def due(self) -> bool:
-        """Whether it is time to renew (reads the clock once)."""
-        self._now = self._clock()
-        return self._now - self._renewed >= self._every
-
-    def renewed(self, ok: bool) -> None:
-        """Note a renewal's answer; a refused one means another worker has the run."""
-        if not ok:
-            raise LeaseLostError(run_id=self.run_id, worker_id=self.worker_id)
-        self._renewed = self._now
 
 
 class _Leasing:
@@ -108,12 +80,27 @@ class _Leasing:
     def _claimed(self, run_id: str) -> None:
         self.log.info("worker.claimed", worker_id=self.worker_id, run_id=run_id)
 
-    def _new_lease(self, run_id: str) -> _Lease:
-        return _Lease(run_id, self.worker_id, self.clock, self.renew_every, self.clock())
+    def _new_lease(self, run_id: str) -> Lease:
+        """The claim as the lease a Runner drives under (renewed by its heartbeat)."""
+        leases, worker, ttl = self.leases, self.worker_id, self.ttl
+        return Lease(
+            run_id,
+            worker,
+            ttl,
+            renew=lambda: leases.renew(run_id, worker, ttl),
+            every=self.renew_every,
+            clock=self.clock,
+            takeover=self._taken_over(run_id),
+        )
 
-    def _lost(self, run_id: str, record: RunRecord) -> RunResult:
+    def _taken_over(self, run_id: str) -> Holder | None:
+        """Whose lapsed lease the claim took (lease stores that tell it only)."""
+        taken = getattr(self.leases, "taken_over", None)
+        return None if taken is None else taken(run_id)
+
+    def _lost(self, run_id: str, result: RunResult) -> RunResult:
         self.log.warning("worker.lease_lost", worker_id=self.worker_id, run_id=run_id)
-        return RunResult(record, superseded=True)
+        return result
 
     def _retry_after(self, result: RunResult | None) -> float:
         """How long a released run stays unclaimable: a while if it is still runnable (until
@@ -151,11 +138,13 @@ class Worker(_Leasing):
         runner: the Runner (its store, agents and settings) runs are driven with.
         leases: the lease store shared with the other workers.
         worker_id: this worker's name (unique among the workers).
-        ttl: seconds a lease lasts without renewal (a dead worker's runs wait this long).
-        renew_every: seconds between renewals while driving (a third of `ttl` by default).
+        ttl: seconds a lease lasts without renewal (a dead worker's runs wait this long for
+            another worker; a `Runner.resume` on its host takes them at once).
+        renew_every: seconds between renewals while driving (a third of `ttl` by default;
+            the Runner's heartbeat renews on its own clock, tools running or not).
         retry_after: seconds before a run released while still runnable (e.g. superseded,
             or waiting on a child) may be claimed again.
-        clock: monotonic seconds, for renewal timing.
+        clock: monotonic seconds, for renewal timing (and for telling the lease lost).
         sleep: how to wait when there is nothing to claim (`serve`).
     """
 
@@ -194,23 +183,16 @@ class Worker(_Leasing):
             return None
         self._claimed(run_id)
         lease = self._new_lease(run_id)
-
-        def heartbeat(record: RunRecord) -> None:
-            if lease.due():
-                lease.renewed(self.leases.renew(run_id, self.worker_id, self.ttl))
-
         result: RunResult | None = None
         try:
             version = self._resume_due(run_id)
             if version is not None:
                 resume_paused(self.runner.store, run_id, version, self.table, self.runner.clock)
-            result = self.runner.resume(
-                run_id, heartbeat=heartbeat, unpause=False, defer_retries=True
-            )
-        except LeaseLostError:
-            return self._lost(run_id, self.runner.store.load(run_id))
+            result = self.runner.resume(run_id, lease=lease, unpause=False, defer_retries=True)
         finally:
             self.leases.release(run_id, self.worker_id, **self._release_args(result))
+        if result.superseded and lease.lost:
+            return self._lost(run_id, result)
         return self._released(run_id, result)
 
     def drain(self, *, max_runs: int | None = None) -> list[RunResult]:
@@ -344,26 +326,30 @@ class AsyncWorker(_Leasing):
         return run_id
 
     async def _drive_claimed(self, run_id: str) -> RunResult:
-        lease = self._new_lease(run_id)
+        worker, ttl = self.worker_id, self.ttl
 
-        async def heartbeat(record: RunRecord) -> None:
-            if lease.due():
-                ok = await self._lease(self.leases.renew, run_id, self.worker_id, self.ttl)
-                lease.renewed(ok)
+        async def renew() -> bool:
+            ok: bool = await self._lease(self.leases.renew, run_id, worker, ttl)
+            return ok
 
+        taken = await self._lease(self._taken_over, run_id)
+        lease = AsyncLease(
+            run_id, worker, ttl, renew=renew, every=self.renew_every, clock=self.clock,
+            takeover=taken,
+        )  # fmt: skip
         result: RunResult | None = None
         try:
             version = await self._lease(self._resume_due, run_id)
             if version is not None:
                 await self._resume_paused(run_id, version)
             result = await self.runner.resume(
-                run_id, heartbeat=heartbeat, unpause=False, defer_retries=True
+                run_id, lease=lease, unpause=False, defer_retries=True
             )
-        except LeaseLostError:
-            return self._lost(run_id, await self.runner.store.load(run_id))
         finally:
             args = self._release_args(result)
             await self._lease(self.leases.release, run_id, self.worker_id, **args)
+        if result.superseded and lease.lost:
+            return self._lost(run_id, result)
         return self._released(run_id, result)
 
     async def _resume_paused(self, run_id: str, version: int) -> None:

@@ -17,6 +17,9 @@ events and folds them in:
   decision proposed) mean another worker is driving the run: `RunSupersededError`, and this
   Runner stops instead of forking the work.
 
+A writer driving under a lease (`lease`) checks it before every append: a lost lease (its
+heartbeat refused, or not through for its ttl) raises `LeaseLostError` and nothing is sent.
+
 A batch may take the next step's opening event along (`then`: a `tool.started` with the
 decision that requested the call, a `model.started` with the result the model will see):
 one append instead of two. The ride-along is checked like the batch, and left out, never
@@ -56,9 +59,10 @@ from agentfsm.names import EventType
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.budget_tree import BudgetTree
-from agentfsm.runtime.errors import RunSupersededError
+from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.runtime.specs import Built, Spec, Then
 from agentfsm.stores._append import hands_fold
+from agentfsm.stores._lease import HeldLease
 from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
@@ -141,6 +145,8 @@ class _Base:
         self.fresh: set[str] = set()
         #: How many events rode along with the last append (`then`).
         self.rode = 0
+        #: The lease the run is driven under, checked before every append (None: unleased).
+        self.lease: HeldLease | None = None
         # The largest model call's tokens and cost so far (the default reservation): known
         # from the start for a new run, read from the log once for a run that had turns.
         self._largest: tuple[int, float] | None = (0, 0.0) if record.turn == 0 else None
@@ -311,6 +317,16 @@ class _Base:
             raise self._overran(put.over)
         return got
 
+    def check_lease(self) -> None:
+        """Refuse to write once the run's lease is lost (see the module docstring).
+
+        Raises:
+            LeaseLostError: the lease is lost.
+        """
+        lease = self.lease
+        if lease is not None and lease.lost:
+            raise LeaseLostError(run_id=self.run_id, worker_id=lease.holder)
+
     def _give_up(self) -> StoreError:
         return StoreError(
             f"run '{self.run_id}': {self._max_conflicts} appends in a row lost a race; "
@@ -393,10 +409,13 @@ class Writer(_Base):
             StateChanged: another process changed the run and the batch no longer applies.
             RunSupersededError: another process is driving the run.
             LifecycleError: the batch is illegal on the record the Runner decided from.
+            LeaseLostError: the run's lease is lost (nothing was sent).
         """
         for _ in range(self._max_conflicts):
             put = self._prepare(specs, then)
             then = None
+            if self.lease is not None:
+                self.check_lease()
             try:
                 got = self.store.append(
                     self.run_id, put.events, put.record.version, **self._fold(put)
@@ -465,6 +484,8 @@ class AsyncWriter(_Base):
         for _ in range(self._max_conflicts):
             put = self._prepare(specs, then)
             then = None
+            if self.lease is not None:
+                self.check_lease()
             try:
                 got = await self.store.append(
                     self.run_id, put.events, put.record.version, **self._fold(put)

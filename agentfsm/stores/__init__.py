@@ -1,11 +1,15 @@
 """Durable event stores behind one contract: memory, SQLite (the embedded default), PostgreSQL.
 
+Each keeps its runs' leases too (`EventStore.hold`, `EventStore.holder`): one driver per run.
+
 `PostgresEventStore` and `AsyncPostgresEventStore` need the `postgres` extra
 (`pip install 'agentfsm[postgres]'`); import them from `agentfsm.stores.postgres`.
 """
 
 from agentfsm.errors import RunNotFoundError
+from agentfsm.stores._holder import Holder
 from agentfsm.stores._integrity import chain_hash
+from agentfsm.stores._lease import LEASE_TTL, AsyncLease, HeldLease, Lease
 from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
@@ -28,10 +32,15 @@ from agentfsm.stores.threaded import ThreadedAsyncEventStore
 __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",
     "GENESIS_HASH",
+    "LEASE_TTL",
     "AsyncEventStore",
+    "AsyncLease",
     "Attachment",
     "EventStore",
     "Folded",
+    "HeldLease",
+    "Holder",
+    "Lease",
     "MemoryEventStore",
     "MemoryStorage",
     "RunInfo",

@@ -14,7 +14,9 @@ from typing import Self
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._checks import no_attachments
+from agentfsm.stores._checks import check_run_id, no_attachments, no_leases
+from agentfsm.stores._holder import AsyncLeaseRows, Holder, live_holder
+from agentfsm.stores._lease import LEASE_TTL, AsyncLease, atake_lease, root_of
 from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
 
 __all__ = ["AsyncEventStore"]
@@ -76,6 +78,38 @@ class AsyncEventStore(abc.ABC):
     async def delete_attachment(self, run_id: str, name: str) -> bool:
         """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
         raise no_attachments(self)
+
+    async def hold(
+        self,
+        run_id: str,
+        *,
+        ttl: float = LEASE_TTL,
+        wait: float | None = None,
+        holder: str | None = None,
+        renew_every: float | None = None,
+    ) -> AsyncLease:
+        """Take the run's lease for a driver of this process (see `EventStore.hold`); keep
+        it alive with `async with lease.kept():` (a task of the event loop renews it).
+
+        Raises:
+            RunHeldError: a live driver holds it (still, after `wait` seconds).
+            NotImplementedError: this store keeps no leases.
+        """
+        check_run_id(run_id)
+        rows = await self._lease_rows()
+        if rows is None:
+            raise no_leases(self)
+        return await atake_lease(rows, run_id, ttl=ttl, wait=wait, holder=holder, every=renew_every)
+
+    async def holder(self, run_id: str) -> Holder | None:
+        """Who drives the run now (see `EventStore.holder`)."""
+        check_run_id(run_id)
+        rows = await self._lease_rows()
+        return None if rows is None else live_holder(await rows.read(root_of(run_id)))
+
+    async def _lease_rows(self) -> AsyncLeaseRows | None:
+        """The store's lease table (see `EventStore._lease_rows`), or None: optional."""
+        return None
 
     async def migrate(self) -> None:  # noqa: B027  (optional, as in `EventStore`)
         """Create or upgrade the store's schema; safe to call any number of times."""

@@ -6,6 +6,7 @@ third-party backend refuse the same inputs with the same sentences.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from agentfsm.errors import (
@@ -21,12 +22,24 @@ __all__ = [
     "check_attachment",
     "check_attachment_name",
     "check_attachment_version",
+    "check_prefix",
     "check_run_id",
     "conflict",
     "inconsistency",
     "no_attachments",
+    "no_leases",
     "statuses",
 ]
+
+
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_prefix(prefix: str) -> str:
+    """A table-name prefix, refused unless it is a plain identifier (it is spliced into SQL)."""
+    if not _PREFIX.match(prefix):
+        raise ValueError(f"table_prefix must be a plain SQL identifier, got {prefix!r}")
+    return prefix
 
 
 def check_run_id(run_id: object) -> None:
@@ -145,4 +158,11 @@ def no_attachments(store: object) -> NotImplementedError:
     return NotImplementedError(
         f"{type(store).__name__} keeps no attachments: its backend does not implement "
         "`_write_attachment`, `_read_attachment` and `_delete_attachment`"
+    )
+
+
+def no_leases(store: object) -> NotImplementedError:
+    """The error of a store whose backend keeps no leases (its runs' drivers go unleased)."""
+    return NotImplementedError(
+        f"{type(store).__name__} keeps no leases: its backend does not implement `_lease_rows`"
     )

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.errors import StoreError
+from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._keys import META_KEY
 from agentfsm.stores._rows import PreparedAppend, StoredEvent
-from agentfsm.stores.sqlite import SCHEMA_VERSION, check_prefix
+from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["PAGE", "Sql", "missing_tables", "newer_schema", "stored_event"]
 

@@ -30,11 +30,17 @@ store alone. `put_attachment(run_id, name, data, version=)` replaces the value u
 absent); `delete_attachment(run_id, name)` drops it. They never touch the log, the runs row,
 snapshots or the head cache, so `load`, `events`, `run_info` and `verify` are unaffected.
 
+And a store keeps each run's *lease* (`hold(run_id)`, `holder(run_id)`): who drives the run
+now, so a second driver is refused (`RunHeldError`) while the first's heartbeat goes on (see
+`agentfsm.stores._lease`). The memory, SQLite and PostgreSQL stores keep them, each on a
+connection of its own (`_lease_rows`); a backend without them drives its runs unleased.
+
 Writing a backend: subclass `EventStore` and implement the five *required* methods below
 (`_read_run`, `_read_rows`, `_read_snapshot`, `_write`, `_list_runs`); `migrate` and `close`
 are *optional* (no-ops by default), and so are the attachment hooks (`_write_attachment`,
 `_read_attachment`, `_delete_attachment`: without them the attachment methods raise
-`NotImplementedError`). A backend that keeps a meta table implements `_read_meta` and
+`NotImplementedError`), and so is `_lease_rows` (without it `hold` raises it too, and
+`holder` answers None). A backend that keeps a meta table implements `_read_meta` and
 `_put_meta` too, calls `_open_key_check()` when it opens, and refuses in `_write` (raising
 what `_key_refusal()` returns) when the store's key record is not the handle's; with
 `_rewrite_run` as well, `agentfsm.stores.rekey` can re-key it. Validation, hashing,
@@ -71,11 +77,15 @@ from agentfsm.stores._checks import (
     conflict,
     inconsistency,
     no_attachments,
+    no_leases,
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
+from agentfsm.stores._holder import Holder, LeaseRows, live_holder
 from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
+from agentfsm.stores._lease import LEASE_TTL, Lease, root_of
+from agentfsm.stores._lease import take_lease as _take_lease
 from agentfsm.stores._load import (
     check_link,
     close_rows,
@@ -368,6 +378,50 @@ class EventStore(abc.ABC):
         check_attachment_name(run_id, name)
         return self._delete_attachment(run_id, name)
 
+    # -- leases: one driver per run ----------------------------------------------------
+
+    def hold(
+        self,
+        run_id: str,
+        *,
+        ttl: float = LEASE_TTL,
+        wait: float | None = None,
+        holder: str | None = None,
+        renew_every: float | None = None,
+    ) -> Lease:
+        """Take the run's lease for a driver of this process (a subagent run's is its
+        root's): refused at once while a live driver holds it, unless `wait` is given.
+
+        The lease is free, or its holder's heartbeat stopped (it lapsed, or its process is
+        gone on this host: see `agentfsm.stores._lease`); `Lease.takeover` then names the
+        holder it replaced. Keep it alive while driving (`with lease.kept():`) and
+        `release()` it after. The run need not exist yet (a new run is held before it
+        starts).
+
+        Args:
+            run_id: the run.
+            ttl: seconds the lease lasts past its last renewal.
+            wait: seconds to wait for a live holder to let go (None: refuse at once).
+            holder: the holder's id (a fresh `driver-...` unless given).
+            renew_every: seconds between renewals (`ttl / 3` unless given).
+
+        Raises:
+            RunHeldError: a live driver holds it (still, after `wait` seconds).
+            NotImplementedError: this backend keeps no leases.
+        """
+        check_run_id(run_id)
+        rows = self._lease_rows()
+        if rows is None:
+            raise no_leases(self)
+        return _take_lease(rows, run_id, ttl=ttl, wait=wait, holder=holder, every=renew_every)
+
+    def holder(self, run_id: str) -> Holder | None:
+        """Who drives the run now (its root, for a subagent run): the lease's live holder,
+        or None (also for a backend that keeps no leases)."""
+        check_run_id(run_id)
+        rows = self._lease_rows()
+        return None if rows is None else live_holder(rows.read(root_of(run_id)))
+
     def migrate(self) -> None:  # noqa: B027  (optional: a no-op unless a backend needs it)
         """Create or upgrade the store's schema; safe to call any number of times."""
 
@@ -454,6 +508,13 @@ class EventStore(abc.ABC):
         replace the run's snapshot with `snapshot` (None: delete it). Whether it did (False:
         the record or the version moved, and nothing was written). What `rekey` writes."""
         raise NotImplementedError(f"{type(self).__name__} cannot be re-keyed")
+
+    # -- optional for a backend: leases ---------------------------------------------------
+
+    def _lease_rows(self) -> LeaseRows | None:
+        """The backend's lease table, on a connection of its own (made on first use, closed
+        with the store; a heartbeat renews through it from its own thread), or None."""
+        return None
 
     # -- shared machinery ----------------------------------------------------------------
 

@@ -1,12 +1,20 @@
 """Leases: how several workers share the runs of one store, each run driven by one at a time.
 
 A worker `claim`s a runnable run (one whose status is in `RUNNABLE_STATUSES` and whose lease
-is free or expired), drives it while it `renew`s the lease, and `release`s it when the run
-ends or waits. A worker that dies stops renewing; its lease expires after `ttl` seconds and
-another worker claims the run and resumes it from the store. A lease is an optimisation of
-who works on what, not the safety net: if a stale worker still writes after its lease was
-taken, the store's `expected_version` refuses its append and the Runner stops (it never
-forks a run).
+is free or expired), drives it while its heartbeat `renew`s the lease, and `release`s it when
+the run ends or waits. A worker that dies stops renewing; its lease expires after `ttl`
+seconds and another worker claims the run and resumes it from the store. If a stale worker
+still writes after its lease was taken, it finds its lease lost and stops, and the store's
+`expected_version` would refuse its append anyway (a run never forks).
+
+These are the very rows every other driver holds (`EventStore.hold`, see
+`agentfsm.stores._lease`): a claim is a driver's lease, so a `Runner.resume` elsewhere is
+refused while a worker drives the run, a worker never claims a run a `Runner` drives, and a
+worker hands its claim to the Runner it drives with (`Runner.resume(run_id, lease=...)`).
+Each class is both: a `LeaseStore` for workers (`claim`, `renew`, `release`) and the store's
+`LeaseRows` for drivers (`take`, `renew`, `free`, `read`). A claim records the claiming
+process (host, pid) like a `take`, so a `Runner.resume` on its host takes a dead worker's run
+at once (another worker's claim waits for the lease to lapse).
 
 Subagent runs (`parent/action`) are never claimed: their parent's call drives them.
 
@@ -18,9 +26,11 @@ append's own transaction (`wake`, `schedule_resume`). See `agentfsm.runtime.time
 
 Backends:
 
-- `MemoryLeases`: a table in memory, shared by the threads of one process.
+- `MemoryLeases` (in `agentfsm.stores.memory`): the `MemoryStorage`'s lease table, shared
+  by the threads of one process.
 - `SQLiteLeases`: a lease row per run in the store's file; a claim is one `BEGIN IMMEDIATE`
-  transaction (SQLite's write lock serialises claims; times from the given clock).
+  transaction (SQLite's write lock serialises claims; times from the given clock), and so
+  is a `take`.
 - `PostgresLeases` (in `agentfsm.stores.postgres_leases`): one statement that picks
   a candidate with `FOR UPDATE SKIP LOCKED` and takes its lease row if it expired, on the
   database's clock, so workers on many machines agree.
@@ -33,13 +43,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
-
-import attrs
+from typing import Any, Literal, Protocol
 
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.stores.base import EventStore
-from agentfsm.stores.sqlite import check_prefix
+from agentfsm.stores._checks import check_prefix
+from agentfsm.stores._holder import Holder, from_epoch, takeable
+from agentfsm.stores._process import Process, this_process
+from agentfsm.stores.memory import MemoryLeases, MemoryLeaseTable
 
 __all__ = [
     "RUNNABLE_STATUSES",
@@ -76,85 +86,6 @@ class LeaseStore(Protocol):
         ...
 
 
-@attrs.frozen
-class _Lease:
-    worker_id: str | None
-    expires_at: float
-    wake_at: float | None = None
-
-
-@attrs.define
-class MemoryLeaseTable:
-    """The leases of a memory store; share one between the `MemoryLeases` of all workers."""
-
-    leases: dict[str, _Lease] = attrs.field(factory=dict)
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
-
-
-class MemoryLeases:
-    """Leases over a `MemoryEventStore`'s runs (for threads of one process and tests).
-
-    Args:
-        store: the store whose runs are claimed.
-        table: the lease table the workers share (a fresh one unless given).
-        clock: seconds, monotonic (injected in tests to expire leases).
-    """
-
-    def __init__(
-        self,
-        store: EventStore,
-        table: MemoryLeaseTable | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.store = store
-        self.table = table if table is not None else MemoryLeaseTable()
-        self.clock = clock
-
-    def claim(self, worker_id: str, ttl: float) -> str | None:
-        """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
-        with self.table.lock:
-            now = self.clock()
-            for run_id, held in sorted(self.table.leases.items()):
-                if held.wake_at is not None and held.wake_at <= now and _free(held, now):
-                    # The time stays until the release: a worker that dies loses nothing.
-                    self.table.leases[run_id] = _Lease(worker_id, now + ttl, held.wake_at)
-                    return run_id
-            for info in self.store.runs(self.store.reducer.table.runnable_states):
-                if "/" in info.run_id:
-                    continue
-                lease = self.table.leases.get(info.run_id)
-                if lease is None or lease.expires_at <= now:
-                    wake = None if lease is None else lease.wake_at
-                    self.table.leases[info.run_id] = _Lease(worker_id, now + ttl, wake)
-                    return info.run_id
-        return None
-
-    def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
-        """Extend the lease (see `LeaseStore.renew`)."""
-        with self.table.lock:
-            now = self.clock()
-            lease = self.table.leases.get(run_id)
-            if lease is None or lease.worker_id != worker_id or lease.expires_at <= now:
-                return False
-            self.table.leases[run_id] = _Lease(worker_id, now + ttl)
-            return True
-
-    def release(
-        self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
-    ) -> None:
-        """Give the lease up (see `LeaseStore.release`)."""
-        with self.table.lock:
-            lease = self.table.leases.get(run_id)
-            if lease is not None and lease.worker_id == worker_id:
-                self.table.leases[run_id] = _Lease(None, self.clock() + retry_after, wake_at)
-
-
-def _free(lease: _Lease, now: float) -> bool:
-    """Nobody drives the run: released (a hold does not stop a due timer), or expired."""
-    return lease.worker_id is None or lease.expires_at <= now
-
-
 def _in(statuses: Iterable[str]) -> str:
     return ", ".join(f"'{s}'" for s in statuses)  # our own constants, never user input
 
@@ -162,7 +93,12 @@ def _in(statuses: Iterable[str]) -> str:
 class SQLiteLeases:
     """Leases in the SQLite file of a `SQLiteEventStore` (a `leases` table beside its runs).
 
-    Opens its own connection; every process's workers open their own `SQLiteLeases`.
+    Opens its own connection; every process's workers open their own `SQLiteLeases`. Safe
+    to share between threads: one call at a time. A store's own lease rows are given the
+    store's connection (`connection=`) for everything its driver does in its own thread
+    (taking, giving up, reading): a second connection's commits would make the store's
+    connection drop its page cache at every drive. Only the heartbeat, which renews from its
+    own thread, opens a connection of its own, the first time it renews.
 
     A lease row also keeps the run's timers: `wake_at` (drive the run then, whatever its
     status) and `resume_at` / `resume_version` (un-pause the pause made at that version,
@@ -172,7 +108,7 @@ class SQLiteLeases:
     saw it due (`claimed_at`), never by the claim: a worker that dies holding the run
     leaves it due, and the next claim after its lease expires sees it again. A time set
     while the run was held (a steering append's wake-up, by the store's hook) survives the
-    release.
+    release. A driver's `take` and `free` leave the timers alone.
 
     Args:
         path: the store's database file.
@@ -181,6 +117,9 @@ class SQLiteLeases:
         busy_timeout: seconds a claim waits for another process's write lock.
         runnable: the statuses a worker may claim (the store's table's `runnable_states`;
             the default table's unless given).
+        synchronous: `"FULL"` or `"NORMAL"`, as for the store (a store opens its lease rows
+            with its own: a lease is as durable as the events it guards).
+        connection: the store's connection, to use from the store's thread (see above).
     """
 
     def __init__(
@@ -191,16 +130,23 @@ class SQLiteLeases:
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 30.0,
         runnable: Sequence[str] = RUNNABLE_STATUSES,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        connection: sqlite3.Connection | None = None,
     ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._beat: sqlite3.Connection | None = None
         p = check_prefix(table_prefix)
         self.path = os.fspath(path)
         self.clock = clock
         self._runs = f"{p}runs"
         self._leases = leases = f"{p}leases"
-        self._conn = sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._lock = threading.RLock()
+        self._taken: dict[str, Holder | None] = {}
+        self._owned = connection is None
+        self._conn = self._connect() if connection is None else connection
         self._migrate()
         due = "(l.wake_at <= :now OR l.resume_at <= :now)"
         self._claim_sql = (
@@ -210,6 +156,19 @@ class SQLiteLeases:
             f"OR (l.worker_id IS NULL AND {due})) "
             f"UNION SELECT l.run_id FROM {leases} l WHERE {due} "
             "AND (l.worker_id IS NULL OR l.expires_at <= :now)) ORDER BY run_id LIMIT 1"
+        )
+        # A claim and a take write the holder alike; a take leaves `claimed_at`'s timers be.
+        self._hold_sql = (
+            f"INSERT INTO {leases} (run_id, worker_id, expires_at, claimed_at, host, pid, "
+            "process, heartbeat_at) VALUES (:run, :worker, :expires, :now, :host, :pid, "
+            ":process, :now) ON CONFLICT (run_id) DO UPDATE SET "
+            "worker_id = excluded.worker_id, expires_at = excluded.expires_at, "
+            "claimed_at = excluded.claimed_at, host = excluded.host, pid = excluded.pid, "
+            "process = excluded.process, heartbeat_at = excluded.heartbeat_at"
+        )
+        self._read_sql = (
+            "SELECT worker_id, expires_at, host, pid, process, claimed_at, heartbeat_at "
+            f"FROM {leases} WHERE run_id = ?"
         )
         # Every assignment reads the row as it was (SQL's rule, and SQLite's).
         self._release_sql = (
@@ -232,18 +191,30 @@ class SQLiteLeases:
             "resume_at = excluded.resume_at, resume_version = excluded.resume_version"
         )
 
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        return conn
+
     def _migrate(self) -> None:
         c = self._conn
+        # Read first: a file whose table is up to date takes no write lock to open.
+        if {r[1] for r in c.execute(f"PRAGMA table_info({self._leases})")} >= _COLUMNS:
+            return
         c.execute("BEGIN IMMEDIATE")
         try:
             c.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._leases} (run_id TEXT PRIMARY KEY, "
                 "worker_id TEXT, expires_at REAL NOT NULL, claimed_at REAL, wake_at REAL, "
-                "resume_at REAL, resume_version INTEGER)"
+                "resume_at REAL, resume_version INTEGER, host TEXT, pid INTEGER, "
+                "process TEXT, heartbeat_at REAL)"
             )
             have = {r[1] for r in c.execute(f"PRAGMA table_info({self._leases})")}
-            for column, kind in _TIMER_COLUMNS:
-                if column not in have:  # a file from before timers: add them in place
+            for column, kind in _ADDED_COLUMNS:
+                if column not in have:  # a file from before timers or holders: add them
                     c.execute(f"ALTER TABLE {self._leases} ADD COLUMN {column} {kind}")
             c.execute(
                 f"CREATE INDEX IF NOT EXISTS {self._leases}_by_wake ON {self._leases} (wake_at)"
@@ -257,66 +228,136 @@ class SQLiteLeases:
                 c.execute("ROLLBACK")
             raise
 
+    def _transaction(self, work: Callable[[sqlite3.Connection, float], Any]) -> Any:
+        """`work(conn, now)` in one `BEGIN IMMEDIATE` transaction, one caller at a time."""
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                done = work(c, self.clock())
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+            return done
+
     def claim(self, worker_id: str, ttl: float) -> str | None:
         """Take the lease of one runnable, unleased run, or one whose time has come (see
         `LeaseStore.claim`)."""
-        c = self._conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            now = self.clock()
+
+        def work(c: sqlite3.Connection, now: float) -> str | None:
             row = c.execute(self._claim_sql, {"now": now}).fetchone()
             if row is None:
-                c.execute("COMMIT")
                 return None
-            c.execute(
-                f"INSERT INTO {self._leases} (run_id, worker_id, expires_at, claimed_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-                "worker_id = excluded.worker_id, expires_at = excluded.expires_at, "
-                "claimed_at = excluded.claimed_at",
-                (row[0], worker_id, now + ttl, now),
-            )
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
-        run_id: str = row[0]
+            run_id = str(row[0])
+            before = c.execute(self._read_sql, (run_id,)).fetchone()
+            self._taken[run_id] = self._holder(run_id, before, now)
+            c.execute(self._hold_sql, _held(run_id, worker_id, this_process(), now, ttl))
+            return run_id
+
+        run_id: str | None = self._transaction(work)
         return run_id
+
+    def taken_over(self, run_id: str) -> Holder | None:
+        """The holder whose lapsed lease this handle's last claim of `run_id` took (None: it
+        was free); asked once, by the claiming worker (the reason of a call it left)."""
+        with self._lock:
+            return self._taken.pop(run_id, None)
+
+    def take(
+        self, run_id: str, holder: str, process: Process, ttl: float
+    ) -> tuple[bool, Holder | None]:
+        """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
+
+        def work(c: sqlite3.Connection, now: float) -> tuple[bool, Holder | None]:
+            found = self._holder(run_id, c.execute(self._read_sql, (run_id,)).fetchone(), now)
+            if not takeable(found):
+                return False, found
+            c.execute(self._hold_sql, _held(run_id, holder, process, now, ttl))
+            return True, found
+
+        taken: tuple[bool, Holder | None] = self._transaction(work)
+        return taken
+
+    def read(self, run_id: str) -> Holder | None:
+        """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
+        with self._lock:
+            row = self._conn.execute(self._read_sql, (run_id,)).fetchone()
+            return self._holder(run_id, row, self.clock())
+
+    @staticmethod
+    def _holder(run_id: str, row: Any, now: float) -> Holder | None:
+        if row is None or row[0] is None:
+            return None
+        worker, expires, host, pid, process, since, beat = row
+        return Holder(
+            run_id=run_id,
+            id=worker,
+            host=host,
+            pid=pid,
+            process=process,
+            since=None if since is None else from_epoch(since),
+            heartbeat=None if beat is None else from_epoch(beat),
+            expires=from_epoch(expires),
+            read_at=from_epoch(now),
+        )
 
     def resume_due(self, run_id: str) -> int | None:
         """The version of the pause whose scheduled resume was due when the run was last
         claimed, or None: the claiming worker un-pauses exactly that pause."""
-        row = self._conn.execute(
-            f"SELECT resume_version FROM {self._leases} WHERE run_id = ? "
-            "AND resume_at <= claimed_at",
-            (run_id,),
-        ).fetchone()
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT resume_version FROM {self._leases} WHERE run_id = ? "
+                "AND resume_at <= claimed_at",
+                (run_id,),
+            ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
-        """Extend the lease (see `LeaseStore.renew`)."""
-        now = self.clock()
-        cursor = self._conn.execute(
-            f"UPDATE {self._leases} SET expires_at = ? "
-            "WHERE run_id = ? AND worker_id = ? AND expires_at > ?",
-            (now + ttl, run_id, worker_id, now),
-        )
-        return cursor.rowcount == 1
+        """Extend the lease (see `LeaseStore.renew`); with a store's connection, on one of
+        its own (a private in-memory database has no other driver: nothing to renew)."""
+        with self._lock:
+            if self._owned:
+                conn = self._conn
+            elif self.path in ("", ":memory:"):
+                return True
+            else:
+                if self._beat is None:
+                    self._beat = self._connect()
+                conn = self._beat
+            now = self.clock()
+            cursor = conn.execute(
+                f"UPDATE {self._leases} SET expires_at = ?, heartbeat_at = ? "
+                "WHERE run_id = ? AND worker_id = ? AND expires_at > ?",
+                (now + ttl, now, run_id, worker_id, now),
+            )
+            return cursor.rowcount == 1
 
     def release(
         self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
     ) -> None:
         """Give the lease up (see `LeaseStore.release`), consuming the timers the claim saw
         due; `wake_at` is the run's next time (the earlier one set meanwhile stays)."""
-        self._conn.execute(
-            self._release_sql,
-            {
-                "hold": self.clock() + retry_after,
-                "wake": wake_at,
-                "run": run_id,
-                "worker": worker_id,
-            },
-        )
+        with self._lock:
+            self._conn.execute(
+                self._release_sql,
+                {
+                    "hold": self.clock() + retry_after,
+                    "wake": wake_at,
+                    "run": run_id,
+                    "worker": worker_id,
+                },
+            )
+
+    def free(self, run_id: str, holder: str) -> None:
+        """Give up a lease `take` took, leaving its timers (see `LeaseRows.free`)."""
+        with self._lock:
+            self._conn.execute(
+                f"UPDATE {self._leases} SET worker_id = NULL, expires_at = ? "
+                "WHERE run_id = ? AND worker_id = ?",
+                (self.clock(), run_id, holder),
+            )
 
     def wake(self, conn: sqlite3.Connection, run_id: str, at: float) -> None:
         """Have `run_id` claimed at `at` (now, for a wake-up) at the latest, on `conn` (the
@@ -331,20 +372,43 @@ class SQLiteLeases:
 
     def timers(self, run_id: str) -> tuple[float | None, float | None, int | None]:
         """The run's `(wake_at, resume_at, resume_version)` (for tests and inspection)."""
-        row = self._conn.execute(
-            f"SELECT wake_at, resume_at, resume_version FROM {self._leases} WHERE run_id = ?",
-            (run_id,),
-        ).fetchone()
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT wake_at, resume_at, resume_version FROM {self._leases} WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
         return (None, None, None) if row is None else (row[0], row[1], row[2])
 
     def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
+        """Close the connections it opened (a store's own stays the store's to close)."""
+        with self._lock:
+            if self._owned:
+                self._conn.close()
+            if self._beat is not None:
+                self._beat.close()
 
 
-_TIMER_COLUMNS = (
+def _held(run_id: str, holder: str, p: Process, now: float, ttl: float) -> dict[str, Any]:
+    """`_hold_sql`'s parameters: `holder` in process `p` holds the run for `ttl` from `now`."""
+    return {
+        "run": run_id,
+        "worker": holder,
+        "expires": now + ttl,
+        "now": now,
+        "host": p.host,
+        "pid": p.pid,
+        "process": p.key,
+    }
+
+
+_ADDED_COLUMNS = (
     ("claimed_at", "REAL"),
     ("wake_at", "REAL"),
     ("resume_at", "REAL"),
     ("resume_version", "INTEGER"),
+    ("host", "TEXT"),
+    ("pid", "INTEGER"),
+    ("process", "TEXT"),
+    ("heartbeat_at", "REAL"),
 )
+_COLUMNS = frozenset({"run_id", "worker_id", "expires_at", *(c for c, _ in _ADDED_COLUMNS)})

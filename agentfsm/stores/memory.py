@@ -1,25 +1,59 @@
 """The in-memory store: for tests and embedding. Nothing survives the process.
 
 It keeps the same rows the durable stores keep (lines, chained hashes, a runs table, one
-snapshot per run, a meta table holding the key record), so the conformance suite checks
-it exactly like the others, and several handles can share one `MemoryStorage` the way
-processes share a database file: a handle under another key than the storage's first one
-is refused like a process opening a keyed SQLite file without its key.
+snapshot per run, a meta table holding the key record, a lease per run), so the
+conformance suite checks it exactly like the others, and several handles can share one
+`MemoryStorage` the way processes share a database file: a handle under another key than
+the storage's first one is refused like a process opening a keyed SQLite file without its
+key. Its lease table (`MemoryLeaseTable`) is what `MemoryLeases` claims runs from for the
+threads of one process (`Worker`s) and what its handles' drivers hold (`EventStore.hold`):
+one table, so a claim is a driver's lease.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
 from agentfsm.stores._checks import conflict
+from agentfsm.stores._holder import Holder, LeaseRows, from_epoch, takeable
 from agentfsm.stores._keys import META_KEY, key_refusal
+from agentfsm.stores._process import Process, this_process
 from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 
-__all__ = ["MemoryEventStore", "MemoryStorage"]
+__all__ = ["MemoryEventStore", "MemoryLeaseTable", "MemoryLeases", "MemoryStorage"]
+
+
+@attrs.frozen
+class _Lease:
+    worker_id: str | None
+    expires_at: float
+    wake_at: float | None = None
+    host: str | None = None
+    pid: int | None = None
+    process: str | None = None
+    claimed_at: float | None = None
+    heartbeat_at: float | None = None
+
+
+@attrs.define
+class MemoryLeaseTable:
+    """The leases of a memory store's runs: its `MemoryStorage`'s, shared by every handle
+    and every `MemoryLeases` on it.
+
+    Attributes:
+        leases: each run's lease row.
+        lock: held for every read and write of a lease.
+        clock: seconds (the wall clock; tests inject one to expire leases).
+    """
+
+    leases: dict[str, _Lease] = attrs.field(factory=dict)
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    clock: Callable[[], float] = time.time
 
 
 @attrs.define
@@ -33,6 +67,7 @@ class MemoryStorage:
         attachments: each attachment, by `(run_id, name)`.
         meta: the store's meta (its key record, under `integrity`).
         lock: held for every write and read, so handles on several threads agree.
+        leases: the runs' leases (their own lock: a heartbeat never waits on an append).
     """
 
     runs: dict[str, RunInfo] = attrs.field(factory=dict)
@@ -41,6 +76,7 @@ class MemoryStorage:
     attachments: dict[tuple[str, str], Attachment] = attrs.field(factory=dict)
     meta: dict[str, str] = attrs.field(factory=dict)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
+    leases: MemoryLeaseTable = attrs.field(factory=MemoryLeaseTable)
 
 
 class MemoryEventStore(EventStore):
@@ -56,7 +92,13 @@ class MemoryEventStore(EventStore):
     ) -> None:
         super().__init__(options)
         self.storage = storage if storage is not None else MemoryStorage()
+        self._leases: MemoryLeases | None = None
         self._open_key_check()
+
+    def _lease_rows(self) -> LeaseRows:
+        if self._leases is None:
+            self._leases = MemoryLeases(self, self.storage.leases)
+        return self._leases
 
     def _read_run(self, run_id: str) -> RunInfo | None:
         with self.storage.lock:
@@ -151,3 +193,138 @@ class MemoryEventStore(EventStore):
             if (statuses is None or info.status in statuses)
             and (after is None or info.run_id > after)
         ][:limit]
+
+
+class MemoryLeases:
+    """Leases over a `MemoryEventStore`'s runs (for threads of one process and tests).
+
+    A `Worker`'s lease store (`claim`, `renew`, `release`: see `agentfsm.stores.leases`) and
+    the store's own lease table for its drivers (`take`, `free`, `read`: see `LeaseRows`),
+    over the same rows.
+
+    Args:
+        store: the store whose runs are claimed.
+        table: the lease table (the store's own, for a `MemoryEventStore`, unless given).
+        clock: seconds (the table's clock unless given; tests inject one to expire leases).
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        table: MemoryLeaseTable | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.store = store
+        if table is None:
+            table = store.storage.leases if isinstance(store, MemoryEventStore) else None
+        self.table = table if table is not None else MemoryLeaseTable()
+        self.clock = clock if clock is not None else self.table.clock
+        self._taken: dict[str, Holder | None] = {}
+
+    def claim(self, worker_id: str, ttl: float) -> str | None:
+        """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
+        with self.table.lock:
+            now = self.clock()
+            for run_id, held in sorted(self.table.leases.items()):
+                if held.wake_at is not None and held.wake_at <= now and _free(held, now):
+                    # The time stays until the release: a worker that dies loses nothing.
+                    self._taken[run_id] = self._holder(run_id, now)
+                    self._held_by(run_id, worker_id, now, ttl, held.wake_at)
+                    return run_id
+            for info in self.store.runs(self.store.reducer.table.runnable_states):
+                if "/" in info.run_id:
+                    continue
+                lease = self.table.leases.get(info.run_id)
+                if lease is None or lease.expires_at <= now:
+                    self._taken[info.run_id] = self._holder(info.run_id, now)
+                    self._held_by(
+                        info.run_id, worker_id, now, ttl, None if lease is None else lease.wake_at
+                    )
+                    return info.run_id
+        return None
+
+    def _held_by(
+        self,
+        run_id: str,
+        holder: str,
+        now: float,
+        ttl: float,
+        wake_at: float | None,
+        process: Process | None = None,
+    ) -> None:
+        p = process if process is not None else this_process()
+        self.table.leases[run_id] = _Lease(
+            holder, now + ttl, wake_at, p.host, p.pid, p.key, now, now
+        )
+
+    def taken_over(self, run_id: str) -> Holder | None:
+        """The holder whose lapsed lease this object's last claim of `run_id` took (see
+        `SQLiteLeases.taken_over`)."""
+        with self.table.lock:
+            return self._taken.pop(run_id, None)
+
+    def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
+        """Extend the lease (see `LeaseStore.renew`)."""
+        with self.table.lock:
+            now = self.clock()
+            lease = self.table.leases.get(run_id)
+            if lease is None or lease.worker_id != worker_id or lease.expires_at <= now:
+                return False
+            self.table.leases[run_id] = attrs.evolve(lease, expires_at=now + ttl, heartbeat_at=now)
+            return True
+
+    def release(
+        self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
+    ) -> None:
+        """Give the lease up (see `LeaseStore.release`)."""
+        with self.table.lock:
+            lease = self.table.leases.get(run_id)
+            if lease is not None and lease.worker_id == worker_id:
+                self.table.leases[run_id] = _Lease(None, self.clock() + retry_after, wake_at)
+
+    def take(
+        self, run_id: str, holder: str, process: Process, ttl: float
+    ) -> tuple[bool, Holder | None]:
+        """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
+        with self.table.lock:
+            now = self.clock()
+            found = self._holder(run_id, now)
+            if not takeable(found):
+                return False, found
+            kept = self.table.leases.get(run_id)
+            self._held_by(run_id, holder, now, ttl, None if kept is None else kept.wake_at, process)
+            return True, found
+
+    def free(self, run_id: str, holder: str) -> None:
+        """Give up a lease `take` took (see `LeaseRows.free`)."""
+        with self.table.lock:
+            lease = self.table.leases.get(run_id)
+            if lease is not None and lease.worker_id == holder:
+                self.table.leases[run_id] = _Lease(None, self.clock(), lease.wake_at)
+
+    def read(self, run_id: str) -> Holder | None:
+        """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
+        with self.table.lock:
+            return self._holder(run_id, self.clock())
+
+    def _holder(self, run_id: str, now: float) -> Holder | None:
+        lease = self.table.leases.get(run_id)
+        if lease is None or lease.worker_id is None:
+            return None
+        return Holder(
+            run_id=run_id,
+            id=lease.worker_id,
+            host=lease.host,
+            pid=lease.pid,
+            process=lease.process,
+            since=None if lease.claimed_at is None else from_epoch(lease.claimed_at),
+            heartbeat=None if lease.heartbeat_at is None else from_epoch(lease.heartbeat_at),
+            expires=from_epoch(lease.expires_at),
+            read_at=from_epoch(now),
+        )
+
+
+def _free(lease: _Lease, now: float) -> bool:
+    """Nobody drives the run: released (a hold does not stop a due timer), or expired."""
+    return lease.worker_id is None or lease.expires_at <= now

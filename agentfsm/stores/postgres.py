@@ -44,6 +44,7 @@ from agentfsm._extras import missing_extra
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg.conninfo import make_conninfo
 except ImportError as exc:
     raise missing_extra("PostgresEventStore", "postgres", exc) from exc
 
@@ -71,6 +72,7 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
+from agentfsm.stores._holder import AsyncLeaseRows, LeaseRows
 from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
 from agentfsm.stores._load import check_link, fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schema, stored_event
@@ -94,6 +96,7 @@ from agentfsm.stores.anchor import (
     anchor_problem,
 )
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.postgres_leases import AsyncPostgresLeases, PostgresLeases
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["AfterAppend", "AsyncAfterAppend", "AsyncPostgresEventStore", "PostgresEventStore"]
@@ -140,7 +143,10 @@ class PostgresEventStore(EventStore):
     ) -> None:
         super().__init__(options)
         self._sql = Sql(table_prefix)
+        self._prefix = table_prefix
         self.after_append = after_append
+        self._conninfo = conninfo
+        self._leases: PostgresLeases | None = None
         self._conn = psycopg.connect(conninfo, autocommit=True)
         try:
             if migrate:
@@ -169,8 +175,20 @@ class PostgresEventStore(EventStore):
         return found is not None and found[0] is not None
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the leases' own)."""
+        if self._leases is not None:
+            self._leases.close()
         self._conn.close()
+
+    def _lease_rows(self) -> LeaseRows:
+        # The `leases` table the `Worker`s' `PostgresLeases` claim from, on its own connection.
+        if self._leases is None:
+            self._leases = PostgresLeases(
+                self._conninfo,
+                table_prefix=self._prefix,
+                runnable=sorted(self.reducer.table.runnable_states),
+            )
+        return self._leases
 
     def meta(self, key: str) -> str | None:
         """A value of the store's `meta` table (e.g. `engine`: what serves the database's
@@ -312,7 +330,10 @@ class AsyncPostgresEventStore(AsyncEventStore):
         self.after_append = after_append
         self._conn = conn
         self._sql = Sql(table_prefix)
+        self._prefix = table_prefix
         self._cache = HeadCache(self.options.cache_size)
+        self._leases: AsyncPostgresLeases | None = None
+        self._leasing = asyncio.Lock()  # drives that start together connect once
         self._refused: IntegrityKeyError | None = None
 
     @classmethod
@@ -423,8 +444,24 @@ class AsyncPostgresEventStore(AsyncEventStore):
             raise refused
 
     async def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the leases' own)."""
+        if self._leases is not None:
+            await self._leases.close()
         await self._conn.close()
+
+    async def _lease_rows(self) -> AsyncLeaseRows:
+        # On a connection of its own, to the same database: a heartbeat's renewal must not
+        # land inside an append's transaction on the store's.
+        async with self._leasing:
+            if self._leases is None:
+                info = self._conn.info
+                conninfo = make_conninfo(info.dsn, password=info.password or None)
+                self._leases = await AsyncPostgresLeases.connect(
+                    conninfo,
+                    table_prefix=self._prefix,
+                    runnable=sorted(self.options.reducer.table.runnable_states),
+                )
+            return self._leases
 
     async def _fetch(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> list[Any]:
         try:

@@ -1,14 +1,20 @@
-"""Leases in PostgreSQL, for workers on many machines (needs the `postgres` extra).
+"""Leases in PostgreSQL, for workers and drivers on many machines (needs the `postgres` extra).
 
 A claim is one statement: pick the first runnable run whose lease row is missing or expired,
 locking its runs row with `FOR UPDATE SKIP LOCKED` (so concurrent claims pass over each
 other's candidates instead of queueing on them), and insert or take over its lease row only
 if that row is still expired when the insert lands. Expiry is on the database's clock
 (`now()`), so the workers' clocks need not agree.
+
+The same rows are every driver's lease (`EventStore.hold`, see `agentfsm.stores._lease`): a
+`take` reads the row, decides (free, lapsed, or its holder's process gone on this host), and
+writes it only if it is still the row it read (a compare-and-set: two round trips, no
+transaction). `AsyncPostgresLeases` is the same for `AsyncPostgresEventStore`.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,21 +26,155 @@ try:
 except ImportError as exc:
     raise missing_extra("PostgresLeases", "postgres", exc) from exc
 
+from agentfsm.errors import StoreError
+from agentfsm.stores._checks import check_prefix
+from agentfsm.stores._holder import Holder, takeable
+from agentfsm.stores._process import Process, this_process
 from agentfsm.stores.leases import RUNNABLE_STATUSES
-from agentfsm.stores.sqlite import check_prefix
 
-__all__ = ["PostgresLeases"]
+__all__ = ["AsyncPostgresLeases", "PostgresLeases"]
 
 _CLAIM_TRIES = 3  # a claim can lose a candidate to a racing one; try the next candidate
+_TAKE_TRIES = 20  # a take that loses its compare-and-set reads the row again
+
+
+class _LeaseSql:
+    """The lease table's statements, with its name spliced in once (sync and async alike)."""
+
+    def __init__(self, prefix: str, runnable: Sequence[str]) -> None:
+        p = check_prefix(prefix)
+        runs, leases = f"{p}runs", f"{p}leases"
+        self.runnable = list(runnable)
+        self.create = [
+            f"CREATE TABLE IF NOT EXISTS {leases} (run_id text PRIMARY KEY, worker_id text, "
+            "expires_at timestamptz NOT NULL)",
+            # Who holds it (since the leases were every driver's): added in place.
+            *(
+                f"ALTER TABLE {leases} ADD COLUMN IF NOT EXISTS {column} {kind}"
+                for column, kind in (
+                    ("host", "text"),
+                    ("pid", "integer"),
+                    ("process", "text"),
+                    ("claimed_at", "timestamptz"),
+                    ("heartbeat_at", "timestamptz"),
+                )
+            ),
+        ]
+        free = (
+            f"SELECT r.run_id FROM {runs} r LEFT JOIN {leases} l "
+            "ON l.run_id = r.run_id WHERE r.status = ANY(%(statuses)s) "
+            "AND strpos(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= now()) "
+            "ORDER BY r.run_id LIMIT 1"
+        )
+        self.free = free
+        held = (
+            "host, pid, process, claimed_at, heartbeat_at) "
+            "SELECT run_id, %(worker)s, now() + make_interval(secs => %(ttl)s), %(host)s, "
+            "%(pid)s, %(process)s, now(), now()"
+        )
+        taken = (
+            "worker_id = EXCLUDED.worker_id, expires_at = EXCLUDED.expires_at, "
+            "host = EXCLUDED.host, pid = EXCLUDED.pid, process = EXCLUDED.process, "
+            "claimed_at = EXCLUDED.claimed_at, heartbeat_at = EXCLUDED.heartbeat_at"
+        )
+        # The candidate's row as it was, read in the statement's snapshot: who is taken over.
+        was = ", ".join(
+            f"(SELECT {c} FROM was)"
+            for c in ("worker_id", "expires_at", "host", "pid", "process", "claimed_at")
+        )
+        self.claim = (
+            f"WITH candidate AS ({free} FOR UPDATE OF r SKIP LOCKED), "
+            f"was AS (SELECT l.* FROM {leases} l JOIN candidate c ON c.run_id = l.run_id) "
+            f"INSERT INTO {leases} (run_id, worker_id, expires_at, {held} FROM candidate "
+            f"ON CONFLICT (run_id) DO UPDATE SET {taken} WHERE {leases}.expires_at <= now() "
+            f"RETURNING run_id, {was}, (SELECT heartbeat_at FROM was), now()"
+        )
+        self.insert = (
+            f"INSERT INTO {leases} (run_id, worker_id, expires_at, {held} "
+            "FROM (SELECT %(run)s::text AS run_id) AS r ON CONFLICT (run_id) DO NOTHING"
+        )
+        self.take_over = (
+            f"UPDATE {leases} SET worker_id = %(worker)s, "
+            "expires_at = now() + make_interval(secs => %(ttl)s), host = %(host)s, "
+            "pid = %(pid)s, process = %(process)s, claimed_at = now(), heartbeat_at = now() "
+            "WHERE run_id = %(run)s AND worker_id IS NOT DISTINCT FROM %(old)s "
+            "AND expires_at = %(old_expires)s"
+        )
+        self.read = (
+            "SELECT worker_id, expires_at, host, pid, process, claimed_at, heartbeat_at, now() "
+            f"FROM {leases} WHERE run_id = %s"
+        )
+        self.renew = (
+            f"UPDATE {leases} SET expires_at = now() + make_interval(secs => %s), "
+            "heartbeat_at = now() WHERE run_id = %s AND worker_id = %s AND expires_at > now()"
+        )
+        self.release = (
+            f"UPDATE {leases} SET worker_id = NULL, "
+            "expires_at = now() + make_interval(secs => %s) WHERE run_id = %s AND worker_id = %s"
+        )
+        self.let_go = (
+            f"UPDATE {leases} SET worker_id = NULL, expires_at = now() "
+            "WHERE run_id = %s AND worker_id = %s"
+        )
+
+    @staticmethod
+    def params(run_id: str, holder: str, p: Process, ttl: float) -> dict[str, Any]:
+        return {
+            "run": run_id,
+            "worker": holder,
+            "ttl": float(ttl),
+            "host": p.host,
+            "pid": p.pid,
+            "process": p.key,
+        }
+
+
+def _holder(run_id: str, row: Any) -> Holder | None:
+    if row is None or row[0] is None:
+        return None
+    worker, expires, host, pid, process, since, beat, now = row
+    return Holder(
+        run_id=run_id,
+        id=worker,
+        host=host,
+        pid=pid,
+        process=process,
+        since=since,
+        heartbeat=beat,
+        expires=expires,
+        read_at=now,
+    )
+
+
+def _decide(row: Any, params: dict[str, Any]) -> tuple[str, Holder | None]:
+    """What a take does after reading `row`: `insert` (no row), `update` (a takeable row,
+    compare-and-set on what was read), or `refuse` (a live holder)."""
+    if row is None:
+        return "insert", None
+    found = _holder(params["run"], row)
+    if not takeable(found):
+        return "refuse", found
+    params["old"], params["old_expires"] = row[0], row[1]
+    return "update", found
+
+
+def _raced(run_id: str) -> StoreError:
+    return StoreError(
+        f"run '{run_id}': {_TAKE_TRIES} tries in a row to take its lease lost a race; "
+        "is something taking it in a loop?"
+    )
 
 
 class PostgresLeases:
     """Leases beside a `PostgresEventStore`'s tables (a `leases` table with its prefix).
 
+    A `Worker`'s lease store and the store's own lease table for its drivers (see
+    `agentfsm.stores.leases`). Safe to share between threads: one call at a time.
+
     Args:
         conninfo: a libpq connection string (its own autocommit connection).
         table_prefix: the store's table prefix.
-        migrate: create the leases table now (idempotent).
+        migrate: create the leases table now, or add what an older one lacks (idempotent).
         runnable: the statuses a worker may claim (the store's table's `runnable_states`;
             the default table's unless given).
     """
@@ -47,67 +187,80 @@ class PostgresLeases:
         migrate: bool = True,
         runnable: Sequence[str] = RUNNABLE_STATUSES,
     ):
-        p = check_prefix(table_prefix)
-        runs, leases = f"{p}runs", f"{p}leases"
-        self._runnable = list(runnable)
+        self._sql = _LeaseSql(table_prefix, runnable)
+        self._lock = threading.RLock()
+        self._taken: dict[str, Holder | None] = {}
         self._conn: psycopg.Connection[Any] = psycopg.connect(conninfo, autocommit=True)
-        self._create = (
-            f"CREATE TABLE IF NOT EXISTS {leases} (run_id text PRIMARY KEY, worker_id text, "
-            "expires_at timestamptz NOT NULL)"
-        )
-        free = (
-            f"SELECT r.run_id FROM {runs} r LEFT JOIN {leases} l "
-            "ON l.run_id = r.run_id WHERE r.status = ANY(%(statuses)s) "
-            "AND strpos(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= now()) "
-            "ORDER BY r.run_id LIMIT 1"
-        )
-        self._free = free
-        self._claim = (
-            f"WITH candidate AS ({free} FOR UPDATE OF r SKIP LOCKED) "
-            f"INSERT INTO {leases} (run_id, worker_id, expires_at) "
-            "SELECT run_id, %(worker)s, now() + make_interval(secs => %(ttl)s) FROM candidate "
-            "ON CONFLICT (run_id) DO UPDATE SET worker_id = EXCLUDED.worker_id, "
-            f"expires_at = EXCLUDED.expires_at WHERE {leases}.expires_at <= now() "
-            "RETURNING run_id"
-        )
-        self._renew = (
-            f"UPDATE {leases} SET expires_at = now() + make_interval(secs => %s) "
-            "WHERE run_id = %s AND worker_id = %s AND expires_at > now()"
-        )
-        self._release = (
-            f"UPDATE {leases} SET worker_id = NULL, "
-            "expires_at = now() + make_interval(secs => %s) WHERE run_id = %s AND worker_id = %s"
-        )
         if migrate:
-            self.migrate()
+            try:
+                self.migrate()
+            except BaseException:
+                self._conn.close()
+                raise
 
     def migrate(self) -> None:
-        """Create the leases table if missing."""
-        with self._conn.transaction():
+        """Create the leases table if missing, or add the columns an older one lacks."""
+        with self._lock, self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentfsm:leases'))")
-            self._conn.execute(self._create)
+            for statement in self._sql.create:
+                self._conn.execute(statement)
 
     def claim(self, worker_id: str, ttl: float) -> str | None:
         """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
-        params = {"statuses": self._runnable, "worker": worker_id, "ttl": float(ttl)}
-        for _ in range(_CLAIM_TRIES):
-            row = self._conn.execute(self._claim, params).fetchone()
-            if row is not None:
-                run_id: str = row[0]
-                return run_id
-            # Nothing taken: either nothing is runnable, or a racing claim took our candidate
-            # between our snapshot and our insert. Only the second is worth another try.
-            if not self._claimable():
-                return None
+        params = {
+            "statuses": self._sql.runnable,
+            **self._sql.params("", worker_id, this_process(), ttl),
+        }
+        with self._lock:
+            for _ in range(_CLAIM_TRIES):
+                row = self._conn.execute(self._sql.claim, params).fetchone()
+                if row is not None:
+                    run_id: str = row[0]
+                    self._taken[run_id] = _holder(run_id, row[1:])
+                    return run_id
+                # Nothing taken: either nothing is runnable, or a racing claim took our
+                # candidate between our snapshot and our insert. Only the second is worth
+                # another try.
+                if not self._claimable():
+                    return None
         return None
 
+    def taken_over(self, run_id: str) -> Holder | None:
+        """The holder whose lapsed lease this handle's last claim of `run_id` took (see
+        `SQLiteLeases.taken_over`)."""
+        with self._lock:
+            return self._taken.pop(run_id, None)
+
     def _claimable(self) -> bool:
-        params = {"statuses": self._runnable}
-        return self._conn.execute(self._free, params).fetchone() is not None
+        params = {"statuses": self._sql.runnable}
+        return self._conn.execute(self._sql.free, params).fetchone() is not None
+
+    def take(
+        self, run_id: str, holder: str, process: Process, ttl: float
+    ) -> tuple[bool, Holder | None]:
+        """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
+        params = self._sql.params(run_id, holder, process, ttl)
+        with self._lock:
+            for _ in range(_TAKE_TRIES):
+                row = self._conn.execute(self._sql.read, (run_id,)).fetchone()
+                action, found = _decide(row, params)
+                if action == "refuse":
+                    return False, found
+                sql = self._sql.insert if action == "insert" else self._sql.take_over
+                if self._conn.execute(sql, params).rowcount == 1:
+                    return True, found
+        raise _raced(run_id)
+
+    def read(self, run_id: str) -> Holder | None:
+        """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
+        with self._lock:
+            return _holder(run_id, self._conn.execute(self._sql.read, (run_id,)).fetchone())
 
     def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
         """Extend the lease (see `LeaseStore.renew`)."""
-        return self._conn.execute(self._renew, (float(ttl), run_id, worker_id)).rowcount == 1
+        with self._lock:
+            cursor = self._conn.execute(self._sql.renew, (float(ttl), run_id, worker_id))
+            return cursor.rowcount == 1
 
     def release(
         self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
@@ -119,8 +272,91 @@ class PostgresLeases:
         (the run stays runnable); a waiting run's deadline or expiry is settled when it is
         next driven.
         """
-        self._conn.execute(self._release, (float(retry_after), run_id, worker_id))
+        with self._lock:
+            self._conn.execute(self._sql.release, (float(retry_after), run_id, worker_id))
+
+    def free(self, run_id: str, holder: str) -> None:
+        """Give up a lease `take` took (see `LeaseRows.free`)."""
+        with self._lock:
+            self._conn.execute(self._sql.let_go, (run_id, holder))
 
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
+
+
+class AsyncPostgresLeases:
+    """The lease table of an `AsyncPostgresEventStore`, on an async connection of its own.
+
+    Open it with `await AsyncPostgresLeases.connect(conninfo)`.
+
+    Args:
+        conn: an autocommit `psycopg.AsyncConnection`; the leases own it from now on.
+        table_prefix: the store's table prefix.
+        runnable: the statuses a worker may claim (kept for symmetry with `PostgresLeases`).
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        *,
+        table_prefix: str = "agentfsm_",
+        runnable: Sequence[str] = RUNNABLE_STATUSES,
+    ) -> None:
+        self._sql = _LeaseSql(table_prefix, runnable)
+        self._conn = conn
+
+    @classmethod
+    async def connect(
+        cls,
+        conninfo: str,
+        *,
+        table_prefix: str = "agentfsm_",
+        runnable: Sequence[str] = RUNNABLE_STATUSES,
+    ) -> AsyncPostgresLeases:
+        """Open a connection, and create (or upgrade) the leases table on it."""
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        leases = cls(conn, table_prefix=table_prefix, runnable=runnable)
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentfsm:leases'))")
+                for statement in leases._sql.create:
+                    await conn.execute(statement)
+        except BaseException:
+            await conn.close()
+            raise
+        return leases
+
+    async def _row(self, run_id: str) -> Any:
+        return await (await self._conn.execute(self._sql.read, (run_id,))).fetchone()
+
+    async def take(
+        self, run_id: str, holder: str, process: Process, ttl: float
+    ) -> tuple[bool, Holder | None]:
+        """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
+        params = self._sql.params(run_id, holder, process, ttl)
+        for _ in range(_TAKE_TRIES):
+            action, found = _decide(await self._row(run_id), params)
+            if action == "refuse":
+                return False, found
+            sql = self._sql.insert if action == "insert" else self._sql.take_over
+            if (await self._conn.execute(sql, params)).rowcount == 1:
+                return True, found
+        raise _raced(run_id)
+
+    async def read(self, run_id: str) -> Holder | None:
+        """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
+        return _holder(run_id, await self._row(run_id))
+
+    async def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
+        """Extend the lease (see `LeaseStore.renew`)."""
+        cursor = await self._conn.execute(self._sql.renew, (float(ttl), run_id, worker_id))
+        return cursor.rowcount == 1
+
+    async def free(self, run_id: str, holder: str) -> None:
+        """Give up a lease `take` took (see `LeaseRows.free`)."""
+        await self._conn.execute(self._sql.let_go, (run_id, holder))
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._conn.close()

@@ -32,17 +32,18 @@ filesystem: WAL needs shared memory between the processes of one machine.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 from agentfsm.errors import CorruptLogError, IntegrityKeyError, StoreError
 from agentfsm.record import RunRecord
-from agentfsm.stores._checks import conflict
+from agentfsm.stores._checks import check_prefix, conflict
+from agentfsm.stores._holder import LeaseRows
 from agentfsm.stores._keys import META_KEY
 from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.leases import SQLiteLeases
 
 __all__ = ["SCHEMA_VERSION", "SQLiteAfterAppend", "SQLiteEventStore"]
 
@@ -56,15 +57,7 @@ SQLiteAfterAppend = Callable[[sqlite3.Connection, RunRecord, tuple[str, ...]], N
 #: check it, refuses the file rather than write links under another key).
 SCHEMA_VERSION = 4
 
-_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
-
-
-def check_prefix(prefix: str) -> str:
-    """A table-name prefix, refused unless it is a plain identifier (it is spliced into SQL)."""
-    if not _PREFIX.match(prefix):
-        raise ValueError(f"table_prefix must be a plain SQL identifier, got {prefix!r}")
-    return prefix
 
 
 def _damaged(exc: sqlite3.DatabaseError) -> bool:
@@ -105,6 +98,9 @@ class SQLiteEventStore(EventStore):
         self.path = os.fspath(path)
         self.synchronous = synchronous
         p = check_prefix(table_prefix)
+        self._prefix = p
+        self._busy_timeout = busy_timeout
+        self._leases: SQLiteLeases | None = None
         self._runs, self._events, self._snapshots, self._meta, self._attachments = (
             f"{p}runs",
             f"{p}events",
@@ -241,7 +237,23 @@ class SQLiteEventStore(EventStore):
 
     def close(self) -> None:
         """Close the connection (the last one to close checkpoints the WAL into the file)."""
+        if self._leases is not None:
+            self._leases.close()
         self._conn.close()
+
+    def _lease_rows(self) -> LeaseRows:
+        # The `leases` table the `Worker`s' `SQLiteLeases` claim from, on this store's
+        # connection (the heartbeat renews on one of its own).
+        if self._leases is None:
+            self._leases = SQLiteLeases(
+                self.path,
+                table_prefix=self._prefix,
+                busy_timeout=self._busy_timeout,
+                runnable=sorted(self.reducer.table.runnable_states),
+                synchronous=self.synchronous,
+                connection=self._conn,
+            )
+        return self._leases
 
     # -- the backend primitives ------------------------------------------------------------
 

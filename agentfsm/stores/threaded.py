@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._append import hands_fold, takes_fold
+from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
+from agentfsm.stores._process import Process
 from agentfsm.stores._rows import Attachment, Folded, RunInfo, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
@@ -127,9 +129,41 @@ class ThreadedAsyncEventStore(AsyncEventStore):
         """Create or upgrade the store's schema (see `EventStore.migrate`)."""
         await self._call(self.store.migrate)
 
+    async def _lease_rows(self) -> AsyncLeaseRows | None:
+        rows = await self._call(self.store._lease_rows)
+        return None if rows is None else _Threaded(rows, self._call)
+
     async def close(self) -> None:
         """Close the sync store on its thread, then stop the thread."""
         try:
             await self._call(self.store.close)
         finally:
             self._worker.shutdown(wait=True)
+
+
+class _Threaded:
+    """A sync store's lease table for asyncio code: taken, given up and read on the store's
+    thread (they may use its connection), renewed on a thread of its own (the heartbeat's
+    connection: a renewal must not queue behind a long read of events)."""
+
+    def __init__(self, rows: LeaseRows, on_store: Callable[..., Awaitable[Any]]) -> None:
+        self.rows = rows
+        self._on_store = on_store
+
+    async def take(
+        self, run_id: str, holder: str, process: Process, ttl: float
+    ) -> tuple[bool, Holder | None]:
+        taken: tuple[bool, Holder | None] = await self._on_store(
+            self.rows.take, run_id, holder, process, ttl
+        )
+        return taken
+
+    async def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
+        return await asyncio.to_thread(self.rows.renew, run_id, worker_id, ttl)
+
+    async def free(self, run_id: str, holder: str) -> None:
+        await self._on_store(self.rows.free, run_id, holder)
+
+    async def read(self, run_id: str) -> Holder | None:
+        found: Holder | None = await self._on_store(self.rows.read, run_id)
+        return found

@@ -33,7 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentfsm.errors import AgentFSMError, LifecycleError, RunNotFoundError
+from agentfsm.errors import AgentFSMError, LifecycleError, RunHeldError, RunNotFoundError
 from agentfsm.events.codec import event_to_dict
 from agentfsm.events.models import parse_timestamp
 from agentfsm.names import ActionStatus
@@ -248,7 +248,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
 
         try:
             record = await run_in_threadpool(perform)
-        except (LifecycleError, _RefusedError) as exc:
+        except (LifecycleError, RunHeldError, _RefusedError) as exc:  # held: a live driver
             notes = list(getattr(exc, "__notes__", ()))
             return render(request, "done.html", 409, ok=False, what=what, run_id=run_id,
                           message=str(exc), notes=notes)  # fmt: skip

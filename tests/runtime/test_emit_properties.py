@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentfsm.errors import RunNotFoundError
 from agentfsm.events import step_clock
 from agentfsm.record import RunRecord
 from agentfsm.runtime import (
@@ -99,7 +100,11 @@ def async_run(kinds: list[str], order: list[int]) -> MemoryEventStore:
 
 
 def _done(store: MemoryEventStore, aid: str) -> bool:
-    action = store.load("r").actions.get(aid)
+    try:
+        record = store.load("r")
+    except RunNotFoundError:  # not started yet
+        return False
+    action = record.actions.get(aid)
     return action is not None and action.status == "succeeded"
 
 

@@ -41,6 +41,14 @@ def test_the_attachments_example_prints_its_output(
     _prints_its_output(DOC.read_text().split("## Attachments", 1)[1], tmp_path, monkeypatch)
 
 
+def test_the_leases_example_prints_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leases section's block: a second driver is refused, naming the first."""
+    text = DOC.read_text().split("## Leases", 1)[1]
+    _prints_its_output(text, tmp_path, monkeypatch)
+
+
 def test_the_keys_and_anchors_example_prints_its_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,6 +30,7 @@ from agentfsm.runtime import (
     call,
     cancel,
     needs_approval,
+    pause,
     subagent,
 )
 from agentfsm.stores import MemoryEventStore, ThreadedAsyncEventStore
@@ -77,6 +78,11 @@ result: RunResult = runner.run("r1", "look it up", limits=Limits(max_tokens=10_0
 status: str = result.status
 approve(store, "r1", "t1.1", "alice")
 cancel(store, "r1", reason="done", requested_by="ops")
+again: RunResult = runner.resume("r1", wait=5.0)
+held_lease = store.hold("r1")
+handed: RunResult = runner.resume("r1", lease=held_lease)
+held_lease.release()
+pause(store, "r1", "lunch", wait=1.0)
 worker = Worker(runner, MemoryLeases(store), worker_id="w1", ttl=10)
 drained: list[RunResult] = worker.drain(max_runs=1)
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-from agentfsm.errors import ConcurrencyConflictError
+from agentfsm.errors import ConcurrencyConflictError, RunHeldError
 from agentfsm.events import Event, parse_event
 from agentfsm.reducers import RunRecord
 from agentfsm.stores import (
     AsyncEventStore,
+    AsyncLease,
     Attachment,
     EventStore,
+    Holder,
+    Lease,
     MemoryEventStore,
     RunInfo,
     RunNotFoundError,
@@ -46,6 +49,18 @@ try:
     MemoryEventStore().load("missing")
 except RunNotFoundError as missing:
     name: str = missing.run_id
+lease: Lease = store.hold("run_1", ttl=10.0, wait=None, holder="me")
+with lease.kept():
+    still: bool = not lease.lost
+lease.release()
+holder: Holder | None = store.holder("run_1")
+if holder is not None:
+    said: str = holder.describe()
+    age: float | None = holder.heartbeat_age
+try:
+    store.hold("run_1")
+except RunHeldError as held:
+    who: str = held.holder.describe()
 
 
 async def use_async(dsn: str) -> RunRecord:
@@ -55,6 +70,10 @@ async def use_async(dsn: str) -> RunRecord:
     kept: Attachment | None = await threaded.attachment("run_1", "sdk.state")
     removed: bool = await threaded.delete_attachment("run_1", "sdk.state")
     print(kept, removed)
+    alease: AsyncLease = await threaded.hold("run_1")
+    async with alease.kept():
+        print(await threaded.holder("run_1"))
+    await alease.release()
     native: AsyncEventStore = await AsyncPostgresEventStore.connect(dsn, migrate=True)
     async for event in native.events("run_1"):
         print(event.type)

@@ -302,6 +302,18 @@ class TestSteering:
         with SQLiteEventStore(runs_db) as store:
             assert store.load("pay-1").status in ("cancel_requested", "cancelled")
 
+    def test_a_pause_while_a_driver_holds_the_run_is_refused_naming_it(
+        self, signed_in: TestClient, runs_db: Path
+    ) -> None:
+        """A pause would change the run under its driver: refused (409), the driver named."""
+        with SQLiteEventStore(runs_db) as store:
+            lease = store.hold("pay-1", holder="w1")
+            answer = signed_in.post("/act/pause", data={"csrf": CSRF, "run_id": "pay-1",
+                                                        "reason": "lunch"})  # fmt: skip
+            lease.release()
+        assert answer.status_code == 409
+        assert "is being driven by &#39;w1&#39; (pid " in answer.text
+
     def test_an_ended_run_refuses_steering(self, signed_in: TestClient) -> None:
         """Cancelling a completed run is refused by the lifecycle, said in words."""
         answer = signed_in.post("/act/cancel", data={"csrf": CSRF, "run_id": "done-1"})
