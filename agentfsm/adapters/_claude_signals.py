@@ -51,7 +51,7 @@ from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest
-from agentfsm.runtime.specs import approval_asked, call_started, declined
+from agentfsm.runtime.specs import Spec, approval_asked, call_started, declined
 
 __all__ = ["SDK", "Signals", "defer", "deny", "tool_result"]
 
@@ -247,7 +247,7 @@ class Signals:
             self.last = text
         recorded = await self._append(
             f"StreamEvent message_stop (message '{answer.message_id}')",
-            [(m.ModelCompleted, fields)],
+            [Spec(m.ModelCompleted, fields)],
         )
         refusal = self.recorder.record.last_refusal
         if recorded and refusal is not None:  # too many calls: each is denied, saying why
@@ -270,7 +270,9 @@ class Signals:
             usage["cost"] = max(0.0, sdk_cost - self.recorder.record.usage.cost)
         output = "".join(answer.text)
         return [
-            (m.ModelCompleted, {"decision": DecisionKind.FINAL, "output": output, "usage": usage})
+            Spec(
+                m.ModelCompleted, {"decision": DecisionKind.FINAL, "output": output, "usage": usage}
+            )
         ]
 
     async def _proposed(self, tool_use_id: str) -> bool:
@@ -362,7 +364,7 @@ class Signals:
             # Approval needed, but the CLI would not defer the call (it defers a call only
             # alone in its answer): refused, so it never runs without a decision.
             reason = "a call waiting for approval must be asked for alone in its answer"
-            specs = [(m.ApprovalRejected, _rejected(aid or "", name, arguments, reason))]
+            specs = [Spec(m.ApprovalRejected, _rejected(aid or "", name, arguments, reason))]
             await self._append(f"can_use_tool (call '{aid}')", specs)
             return PermissionResultDeny(message=reason)
         if action.status == ActionStatus.REJECTED:
@@ -380,7 +382,7 @@ class Signals:
         """Hook `PostToolUse`: `tool.completed` with the tool's response."""
         if self._started(tool_use_id, data):
             self.last = tool_result(data.get("tool_response"))
-            spec = (m.ToolCompleted, {"action_id": tool_use_id, "result": self.last})
+            spec = Spec(m.ToolCompleted, {"action_id": tool_use_id, "result": self.last})
             await self._append(f"hook PostToolUse (call '{tool_use_id}')", [spec])
         return {}
 
@@ -390,7 +392,7 @@ class Signals:
             if data.get("is_interrupt"):
                 return {}  # cancelled while it ran: outcome unknown, settled with the run's end
             error = {"kind": "tool_error", "message": str(data.get("error") or "")}
-            spec = (m.ToolFailed, {"action_id": tool_use_id, "error": error})
+            spec = Spec(m.ToolFailed, {"action_id": tool_use_id, "error": error})
             await self._append(f"hook PostToolUseFailure (call '{tool_use_id}')", [spec])
         return {}
 
@@ -446,4 +448,4 @@ def _deny(reason: str) -> dict[str, Any]:
 
 
 def _rejected(aid: str, name: str, arguments: Any, reason: str) -> dict[str, Any]:
-    return declined(aid, name, jsonable(arguments), SDK, reason)[1][1]  # type: ignore[index]
+    return declined(aid, name, jsonable(arguments), SDK, reason)[1].fields

@@ -32,7 +32,7 @@ from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.specs import approval_asked
+from agentfsm.runtime.specs import Spec, approval_asked
 
 __all__ = ["approval_calls", "ended", "finish", "resume_command", "settle"]
 
@@ -67,7 +67,7 @@ def resume_command(
             resumed = recorder if run is record else recorder.like(run.run_id, SDK)
             if resumed is not recorder:
                 resumed.load()
-            resumed.append("resume", [(m.RunResumed, {})])
+            resumed.append("resume", [Spec(m.RunResumed, {})])
     if len(answers) <= 1:
         return Command(resume=answers[0][1] if answers else value)
     return Command(resume={it.id: answer for it, answer in answers})
@@ -86,7 +86,7 @@ def ended(recorder: Recorder, handler: _Handler, exc: Exception) -> ObservedRun:
         detail = str(exc).split(".")[0]
         record = recorder.append(
             "GraphRecursionError",
-            [(m.RunTerminated, {"stop_reason": "max_turns", "detail": detail})],
+            [Spec(m.RunTerminated, {"stop_reason": "max_turns", "detail": detail})],
         )
     else:
         recorder.failed(exc)
@@ -128,7 +128,7 @@ def settle(recorder: Recorder, interrupts: list[Any]) -> ObservedRun:
         else:
             value = interrupts[0].value
             reason = value if isinstance(value, str) else canonical_json(jsonable(value))
-            specs = [(m.RunPaused, {"reason": reason})]
+            specs = [Spec(m.RunPaused, {"reason": reason})]
         try:
             record = recorder.append("__interrupt__", specs) if specs else recorder.waiting()
         except LifecycleError as exc:
@@ -137,7 +137,7 @@ def settle(recorder: Recorder, interrupts: list[Any]) -> ObservedRun:
             raise
         return observed(recorder.store, record, state=[i.value for i in interrupts])
     try:
-        record = recorder.append("stream ended", [(m.RunCompleted, {})])
+        record = recorder.append("stream ended", [Spec(m.RunCompleted, {})])
     except LifecycleError as exc:
         recorder.failed(exc)
         raise

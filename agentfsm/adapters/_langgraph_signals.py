@@ -30,7 +30,7 @@ from agentfsm.adapters._subagents import approved_call, waits_for_person
 from agentfsm.errors import LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.specs import call_started, declined
+from agentfsm.runtime.specs import Spec, call_started, declined
 
 SDK = "langgraph"
 #: Calls that are decided or waiting to run but have not run (see `_Handler._passed_over`).
@@ -233,7 +233,7 @@ class _Handler(BaseCallbackHandler):
         if node not in self.agents or node == self.agent:
             return
         if self.agent is not None:
-            self._append(f"on_chain_start (node '{node}')", [(m.Handoff, {"to_agent": node})])
+            self._append(f"on_chain_start (node '{node}')", [Spec(m.Handoff, {"to_agent": node})])
         self.agent = node
 
     def _model_started(self, name: str) -> None:
@@ -319,7 +319,7 @@ class _Handler(BaseCallbackHandler):
         else:
             fields = {"decision": DecisionKind.FINAL, "output": jsonable(text)}
             self.last_output = fields["output"]
-        self._append("on_llm_end", [(m.ModelCompleted, {**fields, "usage": usage})])
+        self._append("on_llm_end", [Spec(m.ModelCompleted, {**fields, "usage": usage})])
 
     def on_tool_start(
         self,
@@ -354,7 +354,7 @@ class _Handler(BaseCallbackHandler):
             # A tool that called interrupt() runs again from its start on resume: its next
             # attempt (the interrupt was recorded as a retryable failure).
             attempt = {"action_id": aid, "attempt": action.attempts + 1}
-            self._append(f"on_tool_start (call '{aid}', again)", [(m.ToolStarted, attempt)])
+            self._append(f"on_tool_start (call '{aid}', again)", [Spec(m.ToolStarted, attempt)])
             return
         name = str((serialized or {}).get("name") or kwargs.get("name"))
         args = jsonable(inputs) if inputs is not None else parse_arguments(input_str)
@@ -370,7 +370,7 @@ class _Handler(BaseCallbackHandler):
         self.last_output = _tool_result(output, aid)
         self._append(
             f"on_tool_end (call '{aid}')",
-            [(m.ToolCompleted, {"action_id": aid, "result": self.last_output})],
+            [Spec(m.ToolCompleted, {"action_id": aid, "result": self.last_output})],
         )
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
@@ -394,7 +394,7 @@ class _Handler(BaseCallbackHandler):
             failure = {"kind": type(error).__name__, "message": str(error)}
         self._append(
             f"on_tool_error (call '{aid}')",
-            [(m.ToolFailed, {"action_id": aid, "error": failure})],
+            [Spec(m.ToolFailed, {"action_id": aid, "error": failure})],
         )
 
     def decided(self, calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:

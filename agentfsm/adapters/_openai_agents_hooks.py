@@ -41,7 +41,7 @@ from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.specs import call_started
+from agentfsm.runtime.specs import Spec, call_started
 
 SDK = "openai-agents"
 
@@ -91,7 +91,7 @@ def _tool_failed(call_id: str, error: Exception) -> tuple[str, list[Any]]:
     failed = {"kind": type(error).__name__, "message": str(error)}
     return (
         f"failure_error_function (call '{call_id}')",
-        [(m.ToolFailed, {"action_id": call_id, "error": failed})],
+        [Spec(m.ToolFailed, {"action_id": call_id, "error": failed})],
     )
 
 
@@ -211,7 +211,7 @@ class _Hooks(RunHooks[Any]):
             fields = {"decision": DecisionKind.FINAL, "output": "".join(texts)}
         await self._append(
             f"RunHooks.on_llm_end (agent '{agent.name}')",
-            [(m.ModelCompleted, {**fields, "usage": usage})],
+            [Spec(m.ModelCompleted, {**fields, "usage": usage})],
         )
         refusal = self.recorder.record.last_refusal
         if refusal is not None:
@@ -252,7 +252,7 @@ class _Hooks(RunHooks[Any]):
             if action is None or action.status != ActionStatus.FAILED:
                 await self._append(
                     f"RunHooks.on_tool_end (call '{aid}')",
-                    [(m.ToolCompleted, {"action_id": aid, "result": jsonable(result)})],
+                    [Spec(m.ToolCompleted, {"action_id": aid, "result": jsonable(result)})],
                 )
         if self.theirs is not None:
             await self.theirs.on_tool_end(context, agent, tool, result)
@@ -263,7 +263,7 @@ class _Hooks(RunHooks[Any]):
         """The SDK handed the run to another agent: `handoff`."""
         await self._append(
             f"RunHooks.on_handoff ('{from_agent.name}' → '{to_agent.name}')",
-            [(m.Handoff, {"to_agent": to_agent.name})],
+            [Spec(m.Handoff, {"to_agent": to_agent.name})],
         )
         if self.theirs is not None:
             await self.theirs.on_handoff(context, from_agent=from_agent, to_agent=to_agent)
@@ -338,7 +338,7 @@ def _cancel_now(recorder: Recorder) -> None:
     with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
         recorder.append(
             "asyncio cancellation",
-            [(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
+            [Spec(m.RunCancelRequested, {"reason": "the asyncio task was cancelled"})],
         )
     # Asked already (the calling run ends its subagents so too): end it all the same.
     with contextlib.suppress(LifecycleError, GuardStop, CancelStop):

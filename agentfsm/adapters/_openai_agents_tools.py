@@ -29,7 +29,7 @@ from agentfsm.adapters._storable import parse_arguments
 from agentfsm.adapters._subagents import stopped_line
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus
-from agentfsm.runtime.specs import approval_asked
+from agentfsm.runtime.specs import Spec, approval_asked
 
 __all__ = ["drive_agent_tool"]
 
@@ -65,7 +65,7 @@ async def drive_agent_tool(
         items = list(exc.run_data.new_items) if exc.run_data else []
         record = await recorder.aappend(
             "MaxTurnsExceeded",
-            [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
+            [Spec(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
         )
         return stopped_line(agent.name, record, partial_output(items))
     except Exception as exc:  # noqa: BLE001  (any tool's failure: the model reads it)
@@ -87,5 +87,5 @@ async def drive_agent_tool(
         await recorder.aappend("Agent.as_tool interruptions", specs)
     elif not any(a.status == ActionStatus.STARTED for a in actions):
         # Not waiting on a subagent of its own either: it ended (the table says if not).
-        await recorder.aappend("Agent.as_tool returned", [(m.RunCompleted, {})])
+        await recorder.aappend("Agent.as_tool returned", [Spec(m.RunCompleted, {})])
     return output

@@ -71,7 +71,7 @@ from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
-from agentfsm.runtime.specs import Spec, emit_refused, refused
+from agentfsm.runtime.specs import Spec, emit_refused, refused, terminated
 from agentfsm.runtime.tools import Emit
 from agentfsm.runtime.writer import StateChanged, Writer
 from agentfsm.stores._lease import Lease, enclosing, new_holder
@@ -272,7 +272,7 @@ class Recorder:
         self.append(
             "run start",
             [
-                (
+                Spec(
                     m.RunStarted,
                     {
                         "objective": objective,
@@ -420,18 +420,18 @@ class Recorder:
         out: list[Spec] = []
         for spec in specs:
             out.append(spec)
-            if callable(spec) or spec[0] not in _OUTCOMES:
+            if spec.cls not in _OUTCOMES:
                 continue
-            aid = spec[1]["action_id"]
+            aid = spec.fields["action_id"]
             proposal = self._proposals.pop(aid, None)
-            if proposal is None or spec[0] is not m.ToolCompleted:
+            if proposal is None or spec.cls is not m.ToolCompleted:
                 continue
             if isinstance(proposal, ProposedEvent):
-                proposal = _emits.beside(spec[1].get("result"), proposal)
+                proposal = _emits.beside(spec.fields.get("result"), proposal)
             if isinstance(proposal, Refusal):
                 out.append(emit_refused(aid, proposal))
             else:
-                out[-1] = (m.ToolCompleted, {**spec[1], "emit": proposal})
+                out[-1] = Spec(m.ToolCompleted, {**spec.fields, "emit": proposal})
         return out
 
     def _judged(self, after: RunRecord, now: datetime) -> tuple[Spec, ...]:
@@ -509,7 +509,7 @@ class Recorder:
         With a reservation the budget guard refuses a call that *could* overspend before
         the SDK makes it, instead of noticing the overspend after it was made.
         """
-        return (
+        return Spec(
             m.ModelStarted,
             {
                 "reserved_tokens": self.options.reserve_tokens,
@@ -595,7 +595,9 @@ class Recorder:
             # It may have ended meanwhile, in another process: then it has its own ending.
             with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
                 if not asked:
-                    cancel = (m.RunCancelRequested, {"reason": f"the run '{self.run_id}' {why}"})
+                    cancel = Spec(
+                        m.RunCancelRequested, {"reason": f"the run '{self.run_id}' {why}"}
+                    )
                     recorder.append("the calling run ended", [cancel])
                 recorder.cancelled()
 
@@ -603,18 +605,20 @@ class Recorder:
         """Record `run.terminated` with the guard's verdict."""
         verdict = Verdict.of(stop.error)
         self._end_subagents(f"that called it was stopped ({verdict.stop_reason})")
-        return self.append("stop", [verdict.terminated_event])
+        return self.append("stop", [terminated(stop.error)])
 
     def cancelled(self) -> RunRecord:
         """Record `run.cancelled` (calls left in flight are recorded as outcome unknown)."""
         self._end_subagents("that called it was cancelled")
         record = self.record
         specs: list[Spec] = [
-            (m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": "the run was cancelled"})
+            Spec(
+                m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": "the run was cancelled"}
+            )
             for a in record.actions.values()
             if a.status in ("requested", "started")
         ]
-        specs.append((m.RunCancelled, {}))
+        specs.append(Spec(m.RunCancelled, {}))
         return self.append("cancel", specs)
 
     def stopped(self, stop: GuardStop | CancelStop) -> RunRecord:
@@ -636,7 +640,7 @@ class Recorder:
         """Record `run.failed` with an error the SDK raised."""
         self._end_subagents("that called it failed")
         error = {"kind": kind, "message": message}
-        return self.append("failure", [(m.RunFailed, {"error": error})])
+        return self.append("failure", [Spec(m.RunFailed, {"error": error})])
 
 
 #: A call's outcomes: what a proposal of the call rides on, or is dropped with.
@@ -654,9 +658,9 @@ def _refused_calls(specs: Sequence[Spec], error: GuardRejectedError) -> list[Spe
     turn without another model call to tell, so a guard refusing one stops the run.
     """
     for i, spec in enumerate(specs):
-        if callable(spec) or spec[0] is not m.ModelCompleted:
+        if spec.cls is not m.ModelCompleted:
             continue
-        if spec[1].get("decision") != DecisionKind.TOOL_CALLS:
+        if spec.fields.get("decision") != DecisionKind.TOOL_CALLS:
             return None
         instead = refused(spec, error)
         return None if instead is None else [*specs[:i], instead]

@@ -46,15 +46,13 @@ def storable(spec: Spec) -> Spec:
     be stored are replaced, the same way wherever the call appears (so its digest still
     binds the proposal, the approval and the request), by `{"_unstorable": reason}`.
     """
-    if callable(spec):
-        return spec
-    cls, fields = spec
+    cls, fields = spec.cls, spec.fields
     if cls is m.ToolCompleted:
         reason = unstorable(fields.get("result"))
         if reason is not None:
             message = f"the tool ran, but its result cannot be stored: {reason}"
             error = {"kind": "unstorable_result", "message": message, "retryable": False}
-            return (m.ToolFailed, {"action_id": fields["action_id"], "error": error})
+            return Spec(m.ToolFailed, {"action_id": fields["action_id"], "error": error})
     elif cls is m.ModelCompleted:
         fields = dict(fields)
         reason = unstorable(fields.get("output"))
@@ -66,9 +64,9 @@ def storable(spec: Spec) -> Spec:
                 {**c, "arguments": _storable_arguments(c["arguments"])}
                 for c in fields["tool_calls"]
             ]
-        return (cls, fields)
+        return Spec(cls, fields)
     elif cls is m.ToolRequested or cls is m.ApprovalRequested:
-        return (cls, {**fields, "arguments": _storable_arguments(fields["arguments"])})
+        return Spec(cls, {**fields, "arguments": _storable_arguments(fields["arguments"])})
     return spec
 
 

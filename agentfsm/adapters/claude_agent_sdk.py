@@ -101,6 +101,7 @@ from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import RunRecord
+from agentfsm.runtime.specs import Spec
 
 __all__ = [
     "ApprovalMismatchError",
@@ -421,7 +422,7 @@ class ClaudeRun(SdkRun):
     async def _subagent_failed(self, signals: Signals, action_id: str, why: str) -> dict[str, Any]:
         """`tool.failed` for a subagent call that will not run; the model reads why."""
         error = {"kind": "subagent_failed", "message": why}
-        spec = (m.ToolFailed, {"action_id": action_id, "error": error})
+        spec = Spec(m.ToolFailed, {"action_id": action_id, "error": error})
         await signals.append(f"subagent run of call '{action_id}'", [spec])
         return deny(why)
 
@@ -461,15 +462,15 @@ class ClaudeRun(SdkRun):
         specs = signals.final_answer(result.total_cost_usd)
         signal = f"ResultMessage ({result.subtype})"
         if result.subtype == "success" and not result.is_error:
-            specs.append((m.RunCompleted, {}))
+            specs.append(Spec(m.RunCompleted, {}))
         elif result.subtype in ("error_max_turns", "error_max_budget_usd"):
             reason = "max_turns" if result.subtype == "error_max_turns" else "budget"
             detail = f"the SDK's {result.subtype} after {result.num_turns} turns"
-            end: Any = (m.RunTerminated, {"stop_reason": reason, "detail": detail})
+            end: Any = Spec(m.RunTerminated, {"stop_reason": reason, "detail": detail})
             specs += [*self._unknown("the SDK stopped the run"), end]
         else:
             message = "; ".join(result.errors or []) or result.result or result.subtype
-            end = (m.RunFailed, {"error": {"kind": result.subtype, "message": message}})
+            end = Spec(m.RunFailed, {"error": {"kind": result.subtype, "message": message}})
             specs += [*self._unknown("the SDK run ended in an error"), end]
         record = await recorder.aappend(signal, specs)
         await recorder.off_loop(recorder.forget_state, STATE)
@@ -485,7 +486,7 @@ class ClaudeRun(SdkRun):
     def _unknown(self, reason: str) -> list[Any]:
         """`tool.outcome_unknown` for the calls left running: nobody knows their effect."""
         return [
-            (m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": reason})
+            Spec(m.ToolOutcomeUnknown, {"action_id": a.action_id, "reason": reason})
             for a in self.recorder.record.actions.values()
             if a.status in (ActionStatus.REQUESTED, ActionStatus.STARTED)
         ]
@@ -546,5 +547,5 @@ class ClaudeRun(SdkRun):
 
 def _cancel_waiting(recorder: Any, why: str) -> RunRecord:
     """End a subagent run left waiting for approval that its caller cannot wait on."""
-    recorder.append("the calling run could not wait", [(m.RunCancelRequested, {"reason": why})])
+    recorder.append("the calling run could not wait", [Spec(m.RunCancelRequested, {"reason": why})])
     return recorder.cancelled()  # type: ignore[no-any-return]

@@ -104,7 +104,7 @@ from agentfsm.adapters._subagents import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.specs import approval_asked
+from agentfsm.runtime.specs import Spec, approval_asked
 
 __all__ = [
     "AgentsRun",
@@ -389,7 +389,7 @@ class AgentsRun(SdkRun):
             items = list(exc.run_data.new_items) if exc.run_data else []
             record = await recorder.aappend(
                 "MaxTurnsExceeded",
-                [(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
+                [Spec(m.RunTerminated, {"stop_reason": "max_turns", "detail": exc.message})],
             )
             return observed(
                 recorder.store, record, partial_output=partial_output(items), items=items
@@ -431,7 +431,7 @@ class AgentsRun(SdkRun):
                 state=state,
                 pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
             )
-        record = await recorder.aappend("Runner.run returned", [(m.RunCompleted, {})])
+        record = await recorder.aappend("Runner.run returned", [Spec(m.RunCompleted, {})])
         return observed(
             recorder.store, record, final_output=result.final_output, items=items, sdk_result=result
         )

@@ -93,7 +93,7 @@ from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
-from agentfsm.runtime.specs import approval_asked, call_started
+from agentfsm.runtime.specs import Spec, approval_asked, call_started
 from agentfsm.stores.base import EventStore
 
 __all__ = [
@@ -303,7 +303,7 @@ class AgentIterRun(SdkRun):
             return observed(recorder.store, record, partial_output=self._last)
         except UsageLimitExceeded as exc:
             reason = "max_turns" if "request_limit" in str(exc) else "budget"
-            end = (m.RunTerminated, {"stop_reason": reason, "detail": str(exc).split(". ")[0]})
+            end = Spec(m.RunTerminated, {"stop_reason": reason, "detail": str(exc).split(". ")[0]})
             try:
                 record = await recorder.aappend("UsageLimitExceeded", [*self._unseen_answer(), end])
             except GuardStop as ours:  # the unseen answer overran our own limits too
@@ -311,7 +311,8 @@ class AgentIterRun(SdkRun):
             return observed(recorder.store, record, partial_output=self._last)
         except RunCancelled:
             await recorder.aappend(
-                "RunCancelled", [(m.RunCancelRequested, {"reason": "the agent run was cancelled"})]
+                "RunCancelled",
+                [Spec(m.RunCancelRequested, {"reason": "the agent run was cancelled"})],
             )
             record = await recorder.off_loop(recorder.cancelled)
             return observed(recorder.store, record, partial_output=self._last)
@@ -339,7 +340,7 @@ class AgentIterRun(SdkRun):
             "decision": DecisionKind.FINAL,
             "usage": self.recorder.usage(tokens_in, tokens_out),
         }
-        return [(m.ModelCompleted, fields)]
+        return [Spec(m.ModelCompleted, fields)]
 
     async def _tool_raised(self, exc: Exception) -> None:
         """Record `tool.failed` for the call whose exception ended the run, when it is plain.
@@ -358,7 +359,7 @@ class AgentIterRun(SdkRun):
             with contextlib.suppress(LifecycleError, GuardStop, CancelStop):
                 await self.recorder.aappend(
                     f"tool exception (call '{running[0]}')",
-                    [(m.ToolFailed, {"action_id": running[0], "error": error})],
+                    [Spec(m.ToolFailed, {"action_id": running[0], "error": error})],
                 )
 
     async def _iterate(
@@ -408,7 +409,7 @@ class AgentIterRun(SdkRun):
                 state=history.decode(),
                 pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
             )
-        record = await recorder.aappend("End", [(m.RunCompleted, {})])
+        record = await recorder.aappend("End", [Spec(m.RunCompleted, {})])
         await recorder.off_loop(recorder.forget_state, STATE)
         return observed(recorder.store, record, final_output=output, sdk_result=result)
 
@@ -449,7 +450,7 @@ class AgentIterRun(SdkRun):
                 seen_out + (response.usage.output_tokens or 0),
             )
             await self.recorder.aappend(
-                "CallToolsNode.model_response", [(m.ModelCompleted, {**fields, "usage": usage})]
+                "CallToolsNode.model_response", [Spec(m.ModelCompleted, {**fields, "usage": usage})]
             )
 
     async def _refuse(self, ctx: RunContext[Any], /, *, call: ToolCallPart, **rest: Any) -> Any:
@@ -497,12 +498,12 @@ class AgentIterRun(SdkRun):
             signal = f"FunctionToolResultEvent (call '{aid}', {outcome})"
             if outcome == "success":
                 self._last = jsonable(result.content)
-                spec: Any = (m.ToolCompleted, {"action_id": aid, "result": self._last})
+                spec: Any = Spec(m.ToolCompleted, {"action_id": aid, "result": self._last})
             elif outcome == "interrupted":
-                spec = (m.ToolOutcomeUnknown, {"action_id": aid, "reason": "interrupted"})
+                spec = Spec(m.ToolOutcomeUnknown, {"action_id": aid, "reason": "interrupted"})
             else:
                 error = {"kind": outcome, "message": str(result.content)}
-                spec = (m.ToolFailed, {"action_id": aid, "error": error})
+                spec = Spec(m.ToolFailed, {"action_id": aid, "error": error})
             await recorder.aappend(signal, [spec])
 
 

@@ -95,7 +95,7 @@ def _approval_requested(action: Action, expires_at: str | None) -> Spec:
 
 
 def _failed(action: Action, kind: str, message: str, retryable: bool = False) -> Spec:
-    return (
+    return Spec(
         m.ToolFailed,
         {"action_id": action.action_id, "error": error(kind, message, retryable=retryable)},
     )

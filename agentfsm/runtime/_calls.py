@@ -178,7 +178,7 @@ class _Calls:
             if mode == "started":
                 writer.fresh.discard(aid)  # its `tool.started` rode along with the decision
             elif mode != "reexecute":
-                started = (m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
+                started = Spec(m.ToolStarted, {"action_id": aid, "attempt": action.attempts + 1})
                 appended((yield Append(writer, [started])))
             specs = yield from self._invoke(writer, writer.record, tool, aid, children)
             then = None if stopping() else self._turn_opening(writer)

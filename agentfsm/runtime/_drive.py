@@ -37,7 +37,7 @@ from agentfsm._log import get_logger
 from agentfsm.errors import GuardRejectedError, IllegalTransitionError, LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
-from agentfsm.guards.base import Guard, Verdict
+from agentfsm.guards.base import Guard
 from agentfsm.guards.limits import with_calls_cap
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
@@ -70,7 +70,7 @@ from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.specs import Spec, refused
+from agentfsm.runtime.specs import Spec, refused, terminated
 from agentfsm.runtime.writer import StateChanged
 from agentfsm.stores._lease import HeldLease
 
@@ -237,7 +237,7 @@ class Driver(_Calls):
         self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]:
         if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
-            got = yield Append(writer, [(m.RunResumed, {})])
+            got = yield Append(writer, [Spec(m.RunResumed, {})])
             if isinstance(got, Refused) and _strands(got.error, writer):
                 yield from self._stranded(writer, got.error)
             else:
@@ -298,7 +298,7 @@ class Driver(_Calls):
                 if end is not None:
                     raise end
             except GuardRejectedError as exc:
-                got = yield Append(writer, [Verdict.of(exc).terminated_event])
+                got = yield Append(writer, [terminated(exc)])
                 if isinstance(got, Refused) and not isinstance(got.error, StateChanged):
                     raise got.error from None  # (a run that already ended some other way)
             except StateChanged:
@@ -453,14 +453,14 @@ class Driver(_Calls):
         returns after a cancel cannot be recorded; its usage is logged, not lost silently.
         """
         first = decided[0] if decided else None
-        if first is None or callable(first) or first[0] is not m.ModelCompleted:
+        if first is None or first.cls is not m.ModelCompleted:
             return
         self.log.warning(
             "model.unrecorded",
             run_id=record.run_id,
             status=record.status,
-            decision=first[1].get("decision"),
-            usage=first[1].get("usage"),
+            decision=first.fields.get("decision"),
+            usage=first.fields.get("usage"),
         )
 
     def _model_error(

@@ -35,7 +35,7 @@ from agentfsm.events.vocabulary import EventTypes
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.runtime.specs import Built, Spec, built, emit_refused
+from agentfsm.runtime.specs import Spec, built, emit_refused
 from agentfsm.runtime.tools import Emit, Tool
 
 __all__ = ["beside", "check", "declared_problems", "judge", "judge_one", "undeclared"]
@@ -129,7 +129,7 @@ def undeclared(name: str, declared: Sequence[str]) -> Refusal:
 
 def judge_one(
     reducer: Reducer, record: RunRecord, proposal: ProposedEvent, by: EmittedBy, at: str
-) -> tuple[Built, RunRecord] | Refusal:
+) -> tuple[Spec, RunRecord] | Refusal:
     """The event `proposal` makes, built as the next of `record` at `at` and folded (the
     spec to append, and the record after it), or why the table refuses it there.
 
@@ -165,9 +165,7 @@ def judge_one(
         return _refusal("not_allowed", message, proposal.type, decision, allowed)
     except (TypeError, ValueError) as exc:  # the type's own `fold` refused it
         return _refusal("invalid_fields", f"'{proposal.type}': {exc}", proposal.type, decision)
-    spec = Built((cls, {**proposal.fields, "emitted_by": by}))
-    spec.event = event
-    return spec, after
+    return Spec(cls, {**proposal.fields, "emitted_by": by}, event), after
 
 
 def judge(reducer: Reducer, record: RunRecord, at: str) -> tuple[tuple[Spec, ...], RunRecord]:
@@ -192,8 +190,8 @@ def judge(reducer: Reducer, record: RunRecord, at: str) -> tuple[tuple[Spec, ...
         by = EmittedBy(action_id=action.action_id)
         judged = judge_one(reducer, record, action.emit, by, at)
         if isinstance(judged, Refusal):
-            refused = built(emit_refused(action.action_id, judged), record, at)
-            record = reducer.reduce(record, refused.event)
+            refused = emit_refused(action.action_id, judged)
+            record = reducer.reduce(record, built(refused, record, at))
             specs.append(refused)
         else:
             spec, record = judged

@@ -22,7 +22,7 @@ from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import Action, RunRecord
 from agentfsm.runtime import _emits
 from agentfsm.runtime.model import Decision as ModelDecision
-from agentfsm.runtime.specs import Spec, emit_refused
+from agentfsm.runtime.specs import Spec, emit_refused, terminated
 from agentfsm.runtime.tools import (
     Emit,
     InvalidCall,
@@ -123,7 +123,7 @@ def outcome(action_id: str, value: Any, emits: EmitCheck | None = None) -> tuple
         storable(value)
     except ValidationError:
         return (
-            (
+            Spec(
                 m.ToolFailed,
                 {
                     "action_id": action_id,
@@ -139,44 +139,46 @@ def outcome(action_id: str, value: Any, emits: EmitCheck | None = None) -> tuple
         # again for the same reason.
         message = f"the tool ran, but its result cannot be stored: {exc}"
         return (
-            (m.ToolFailed, {"action_id": action_id, "error": error("unstorable_result", message)}),
+            Spec(
+                m.ToolFailed, {"action_id": action_id, "error": error("unstorable_result", message)}
+            ),
         )
     completed = {"action_id": action_id, "result": value, "cost": cost}
     if emit is None:
-        return ((m.ToolCompleted, completed),)
+        return (Spec(m.ToolCompleted, completed),)
     assert emits is not None, "a call's proposed event is checked by its caller"
     checked = emits(emit)
     if isinstance(checked, ProposedEvent):
         checked = _emits.beside(value, checked)
     if isinstance(checked, Refusal):
-        return ((m.ToolCompleted, completed), emit_refused(action_id, checked))
-    return ((m.ToolCompleted, {**completed, "emit": checked}),)
+        return (Spec(m.ToolCompleted, completed), emit_refused(action_id, checked))
+    return (Spec(m.ToolCompleted, {**completed, "emit": checked}),)
 
 
 def failure(action_id: str, exc: Exception) -> Spec:
     """The event recording an exception a tool raised."""
     if isinstance(exc, OutcomeUnknownError):
-        return (m.ToolOutcomeUnknown, {"action_id": action_id, "reason": exc.reason})
+        return Spec(m.ToolOutcomeUnknown, {"action_id": action_id, "reason": exc.reason})
     if isinstance(exc, ToolError):
         info = error(exc.kind, exc.message, retryable=exc.retryable)
     else:
         info = error("exception", f"{type(exc).__name__}: {exc}")
-    return (m.ToolFailed, {"action_id": action_id, "error": info})
+    return Spec(m.ToolFailed, {"action_id": action_id, "error": info})
 
 
 def invalid_now(action_id: str, why: InvalidCall) -> Spec:
     """A call whose arguments no longer validate when it is about to run."""
-    return (m.ToolFailed, {"action_id": action_id, "error": error(why.kind, why.message)})
+    return Spec(m.ToolFailed, {"action_id": action_id, "error": error(why.kind, why.message)})
 
 
 def timed_out(action_id: str, tool: Tool, seconds: float) -> Spec:
     """A call that did not return in time: unknown if it acts on the world, else retryable."""
     if tool.side_effects:
-        return (
+        return Spec(
             m.ToolOutcomeUnknown,
             {"action_id": action_id, "reason": f"no answer within {seconds:g} s"},
         )
-    return (
+    return Spec(
         m.ToolFailed,
         {
             "action_id": action_id,
@@ -195,14 +197,14 @@ def unrecordable(decision: ModelDecision) -> Spec:
     """
     kind = DecisionKind.FINAL if decision.kind in ("tool_calls", "emit") else decision.kind
     usage = decision.usage.model_dump() if decision.usage is not None else None
-    return (m.ModelCompleted, {"decision": kind, "usage": usage})
+    return Spec(m.ModelCompleted, {"decision": kind, "usage": usage})
 
 
 def late_answer(decided: Sequence[Spec], record: RunRecord) -> tuple[Spec, ...] | None:
     """The model's answer alone, when the run changed under the call (a cancel was asked)
     and still has the call open: it happened, so it is recorded, without what it led to."""
     first = decided[0] if decided else None
-    if first is None or callable(first) or first[0] is not m.ModelCompleted:
+    if first is None or first.cls is not m.ModelCompleted:
         return None
     return (first,) if record.model_call_open else None
 
@@ -216,12 +218,11 @@ def stopped_after(decided: Sequence[Spec], error: GuardRejectedError) -> tuple[S
     else (then the usual stop records it).
     """
     first = decided[0] if decided else None
-    if first is None or callable(first) or first[0] is not m.ModelCompleted:
+    if first is None or first.cls is not m.ModelCompleted:
         return None
     if error.event == EventType.MODEL_COMPLETED or isinstance(error, OverrunError):
         return None
-    stop = {"stop_reason": error.stop_reason, "detail": error.detail}
-    return (first, (m.RunTerminated, stop))
+    return (first, terminated(error))
 
 
 def stranded(refused: IllegalTransitionError, table: TransitionTable) -> Spec:
@@ -232,12 +233,12 @@ def stranded(refused: IllegalTransitionError, table: TransitionTable) -> Spec:
         f"has no '{refused.event}', which the Runner appends next: the run cannot go on "
         "under this table"
     )
-    return (m.RunFailed, {"error": error("stranded", message)})
+    return Spec(m.RunFailed, {"error": error("stranded", message)})
 
 
 def model_failed(message: str, *, kind: str = "model_error") -> Spec:
     """`run.failed` for a model call that could not be made to answer."""
-    return (m.RunFailed, {"error": error(kind, message)})
+    return Spec(m.RunFailed, {"error": error(kind, message)})
 
 
 def child_outcome(
@@ -262,7 +263,7 @@ def child_outcome(
     else:
         return outcome(action_id, record.final_output)
     return (
-        (
+        Spec(
             m.ToolFailed,
             {
                 "action_id": action_id,

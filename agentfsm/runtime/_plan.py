@@ -213,7 +213,7 @@ class Planner:
         if overspent is not None:
             # Only after a crash between a call that overran and the stop it calls for.
             stop = {"stop_reason": overspent.stop_reason, "detail": overspent.detail}
-            return Append(((m.RunTerminated, stop),))
+            return Append((Spec(m.RunTerminated, stop),))
         agent = self.agent_of(record)
         if record.model_call_open:
             return Turn(agent, reopen=True, wrap_up=self._wrap_up(record, record.turn))
@@ -274,11 +274,11 @@ class Planner:
         left = self.reducer.guards.remaining(record, now)
         if left is not None and left <= 0 and "run.terminated" in allowed:
             detail = f"the deadline passed while the run was '{record.status}'"
-            return ((m.RunTerminated, {"stop_reason": StopReason.DEADLINE, "detail": detail}),)
+            return (Spec(m.RunTerminated, {"stop_reason": StopReason.DEADLINE, "detail": detail}),)
         if "approval.rejected" not in allowed:
             return ()
         return tuple(
-            (
+            Spec(
                 m.ApprovalRejected,
                 {
                     "action_id": aid,
@@ -304,7 +304,7 @@ class Planner:
         for action in record.actions.values():
             if action.status == A.REQUESTED:
                 specs.append(
-                    (
+                    Spec(
                         m.ToolFailed,
                         {
                             "action_id": action.action_id,
@@ -314,7 +314,7 @@ class Planner:
                 )
             elif action.status == A.STARTED:
                 specs.append(
-                    (
+                    Spec(
                         m.ToolOutcomeUnknown,
                         {
                             "action_id": action.action_id,
@@ -322,7 +322,7 @@ class Planner:
                         },
                     )
                 )
-        specs.append((m.RunCancelled, {}))
+        specs.append(Spec(m.RunCancelled, {}))
         return tuple(specs)
 
     def accept(self, record: RunRecord) -> tuple[Spec, ...]:
@@ -330,8 +330,8 @@ class Planner:
         check = self.config.accept
         reason = check(record.final_output, record) if check is not None else None
         if reason is None:
-            return ((m.RunCompleted, {}),)
-        return ((m.RunFailed, {"error": error("output_rejected", reason)}),)
+            return (Spec(m.RunCompleted, {}),)
+        return (Spec(m.RunFailed, {"error": error("output_rejected", reason)}),)
 
     def context(
         self, record: RunRecord, agent: Agent, wrap_up: bool, now: datetime
@@ -376,8 +376,10 @@ class Planner:
         elif largest is not None:
             tokens, cost = largest
         else:
-            return (m.ModelStarted, {})
-        return (m.ModelStarted, {"reserved_tokens": tokens or None, "reserved_cost": cost or None})
+            return Spec(m.ModelStarted, {})
+        return Spec(
+            m.ModelStarted, {"reserved_tokens": tokens or None, "reserved_cost": cost or None}
+        )
 
     def opening(self, after: RunRecord, now: datetime) -> tuple[Spec, ...]:
         """What may ride along with a model's decision (`Writer.append`'s `then`).
@@ -393,7 +395,7 @@ class Planner:
             if first.mode != "start":
                 return ()
             attempt = after.actions[first.action_id].attempts + 1
-            return ((m.ToolStarted, {"action_id": first.action_id, "attempt": attempt}),)
+            return (Spec(m.ToolStarted, {"action_id": first.action_id, "attempt": attempt}),)
         return self._completed(step, after)
 
     def ending(self, after: RunRecord, now: datetime) -> tuple[Spec, ...]:
@@ -425,42 +427,38 @@ class Planner:
         if len(specs) != 1 or decision.kind not in ("tool_calls", "emit"):
             return specs
         spec = specs[0]
-        assert not callable(spec)
-        if spec[1]["decision"] == DecisionKind.REFUSED:
+        if spec.fields["decision"] == DecisionKind.REFUSED:
             return specs  # the event it proposed cannot be one (`_emits.check`)
         # Built once: the writer appends this event (restamped), not a second build of it.
         at = m.stamp(now)
-        first = built(spec, record, at)
         try:
-            after = self.reducer.reduce(record, first.event)
+            after = self.reducer.reduce(record, built(spec, record, at))
         except GuardRejectedError as exc:
             instead = refused(spec, exc)
             if instead is None:
                 raise
             return (instead,)
         if decision.kind == "emit":
-            return self._emitted(spec, first, after, at)
+            return self._emitted(spec, after, at)
         batch = [after.actions[a] for a in after.batch]
-        return (first, *admit(after, agent, batch, now))
+        return (spec, *admit(after, agent, batch, now))
 
-    def _emitted(
-        self, spec: tuple[type[Any], dict[str, Any]], first: Spec, after: RunRecord, at: str
-    ) -> tuple[Spec, ...]:
-        """An `emit` decision and the event it proposes, judged where the decision leaves the
-        run: both in one append, or the decision recorded as refused, alone."""
-        proposal = spec[1]["emit"]
+    def _emitted(self, spec: Spec, after: RunRecord, at: str) -> tuple[Spec, ...]:
+        """An `emit` decision (`spec`) and the event it proposes, judged where the decision
+        leaves the run: both in one append, or the decision recorded as refused, alone."""
+        proposal = spec.fields["emit"]
         by = EmittedBy(turn=after.turn)
         try:
             judged = _emits.judge_one(self.reducer, after, proposal, by, at)
         except GuardRejectedError as exc:
             # A limit refuses the event: the answer stays on record, and the run stops.
-            kept = stopped_after((first,), exc)
+            kept = stopped_after((spec,), exc)
             if kept is None:
                 raise
             return kept
         if isinstance(judged, Refusal):
-            return (refused_decision(spec[1], judged),)
-        return (first, judged[0])
+            return (refused_decision(spec.fields, judged),)
+        return (spec, judged[0])
 
     def decided(
         self, record: RunRecord, decision: ModelDecision, wrap_up: bool
@@ -493,7 +491,7 @@ class Planner:
                     {"action_id": aid, "tool": proposed.tool, "arguments": proposed.arguments}
                 )
             fields["tool_calls"] = storable(calls)
-        completed: Spec = (m.ModelCompleted, fields)
+        completed: Spec = Spec(m.ModelCompleted, fields)
         if decision.kind == "tool_calls" and wrap_up:
             detail = (
                 f"turn {record.turn} was the wrap-up turn, reserved for an answer, and the "
@@ -501,21 +499,23 @@ class Planner:
             )
             return (
                 completed,
-                (m.RunTerminated, {"stop_reason": StopReason.MAX_TURNS, "detail": detail}),
+                Spec(m.RunTerminated, {"stop_reason": StopReason.MAX_TURNS, "detail": detail}),
             )
         if decision.kind == "handoff":
             assert decision.to_agent is not None
             if decision.to_agent not in self.agents:
                 known = ", ".join(f"'{n}'" for n in sorted(self.agents))
                 message = f"the model handed off to '{decision.to_agent}', unknown here: {known}"
-                return (completed, (m.RunFailed, {"error": error("unknown_agent", message)}))
-            return (completed, (m.Handoff, {"to_agent": decision.to_agent}))
+                return (completed, Spec(m.RunFailed, {"error": error("unknown_agent", message)}))
+            return (completed, Spec(m.Handoff, {"to_agent": decision.to_agent}))
         return (completed,)
 
 
 def _gone(action: Action) -> Spec:
     message = f"tool '{action.tool}' is no longer registered; it was not run"
-    return (m.ToolFailed, {"action_id": action.action_id, "error": error("unknown_tool", message)})
+    return Spec(
+        m.ToolFailed, {"action_id": action.action_id, "error": error("unknown_tool", message)}
+    )
 
 
 def _unknown_orphan(action: Action, tool: Tool | None, stopped: Holder | None) -> Spec:
@@ -525,7 +525,7 @@ def _unknown_orphan(action: Action, tool: Tool | None, stopped: Holder | None) -
         else f"'{action.tool}' is no longer registered"
     )
     held = f" (its lease was held by {stopped.stopped()})" if stopped is not None else ""
-    return (
+    return Spec(
         m.ToolOutcomeUnknown,
         {
             "action_id": action.action_id,

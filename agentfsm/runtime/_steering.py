@@ -28,6 +28,7 @@ from agentfsm.errors import (
 from agentfsm.events.models import ApprovalAccepted, ApprovalRejected, ApprovalRequested, Event
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
+from agentfsm.runtime.specs import Spec
 from agentfsm.stores._holder import Holder
 from agentfsm.stores._lease import Patience
 from agentfsm.stores._rows import RunInfo
@@ -50,8 +51,8 @@ Clock = Callable[[], datetime]
 _TRIES = 20
 #: How many waiting subagent runs a refused decision looks through for the call.
 _SCAN = 1000
-#: What an event to append is made of: its class and fields, or None for "nothing to do".
-Want = tuple[type[Any], dict[str, Any]] | None
+#: The event a verb appends (its spec), or None for "nothing to do".
+Want = Spec | None
 _Decision = ApprovalAccepted | ApprovalRejected
 
 
@@ -59,8 +60,8 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def event_of(record: RunRecord, want: tuple[type[Any], dict[str, Any]], clock: Clock) -> Event:
-    cls, fields = want
+def event_of(record: RunRecord, want: Spec, clock: Clock) -> Event:
+    cls, fields = want.cls, want.fields
     event: Event = cls(
         run_id=record.run_id,
         sequence=record.version + 1,

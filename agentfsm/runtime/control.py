@@ -45,6 +45,7 @@ from agentfsm.runtime._steering import (
     run_sync,
     steer,
 )
+from agentfsm.runtime.specs import Spec
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = [
@@ -76,7 +77,7 @@ def _bound(record: RunRecord, action_id: str, digest: str | None) -> str | None:
 def _approve(
     action_id: str, approver: str | None, digest: str | None, reason: str | None = None
 ) -> Callable[[RunRecord], Want]:
-    return lambda r: (
+    return lambda r: Spec(
         m.ApprovalAccepted,
         {
             "action_id": action_id,
@@ -90,7 +91,7 @@ def _approve(
 def _reject(
     action_id: str, approver: str | None, reason: str | None, digest: str | None
 ) -> Callable[[RunRecord], Want]:
-    return lambda r: (
+    return lambda r: Spec(
         m.ApprovalRejected,
         {
             "action_id": action_id,
@@ -106,17 +107,17 @@ def _cancel(reason: str | None, requested_by: str | None) -> Callable[[RunRecord
         # Asking twice is one request: the first reason stands.
         if record.status == RunStatus.CANCEL_REQUESTED:
             return None
-        return (m.RunCancelRequested, {"reason": reason, "requested_by": requested_by})
+        return Spec(m.RunCancelRequested, {"reason": reason, "requested_by": requested_by})
 
     return what
 
 
 def _pause(reason: str) -> Callable[[RunRecord], Want]:
-    return lambda r: (m.RunPaused, {"reason": reason})
+    return lambda r: Spec(m.RunPaused, {"reason": reason})
 
 
 def _unpause(record: RunRecord) -> Want:
-    return None if record.status == RunStatus.RUNNING else (m.RunResumed, {})
+    return None if record.status == RunStatus.RUNNING else Spec(m.RunResumed, {})
 
 
 def _migrate(
@@ -132,7 +133,7 @@ def _migrate(
                 from_table=_named(old), to_table=_named(new), problems=problems,
             )  # fmt: skip
         fields = {"from_table": old.ref, "to_table": new.ref, "by": by, "reason": reason}
-        return (m.RunMigrated, fields)
+        return Spec(m.RunMigrated, fields)
 
     return what
 
@@ -325,7 +326,7 @@ def append_event(
     except EventFormatError as exc:
         raise EventFormatError(exc.problems, run_id=run_id) from None
     cls = types.classes[event_type]
-    steps = steer(run_id, lambda _record: (cls, given), clock, unless_held=True, wait=wait)
+    steps = steer(run_id, lambda _record: Spec(cls, given), clock, unless_held=True, wait=wait)
     return run_sync(store, steps)
 
 
@@ -396,7 +397,7 @@ def submit(
         "limits": limits,
         "table": store.reducer.table.ref,
     }
-    event = event_of(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
+    event = event_of(RunRecord(run_id=run_id), Spec(m.RunStarted, fields), clock)
     return store.append(run_id, [event], 0)
 
 
@@ -476,5 +477,5 @@ async def asubmit(
         "limits": limits,
         "table": store.reducer.table.ref,
     }
-    event = event_of(RunRecord(run_id=run_id), (m.RunStarted, fields), clock)
+    event = event_of(RunRecord(run_id=run_id), Spec(m.RunStarted, fields), clock)
     return await store.append(run_id, [event], 0)

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from agentfsm.errors import GuardRejectedError, OverrunError
 from agentfsm.events import models as m
 from agentfsm.events.canonical import call_digest
@@ -19,7 +21,6 @@ from agentfsm.names import DecisionKind, EventType
 from agentfsm.record import RunRecord
 
 __all__ = [
-    "Built",
     "Spec",
     "Then",
     "approval_asked",
@@ -31,32 +32,38 @@ __all__ = [
     "refused",
     "refused_decision",
     "requested",
+    "terminated",
 ]
 
-#: One event to append: its class and its own fields (None values are left out), or a
-#: function of (record before it, occurred_at) that builds it (`Verdict.terminated_event`).
-Spec = tuple[type[Any], dict[str, Any]] | Callable[[RunRecord, str], Event]
+
+@attrs.define  # not frozen: a turn builds several, and a frozen one costs twice as much
+class Spec:
+    """One event to append: its model and its own fields; the writer stamps the envelope.
+
+    Attributes:
+        cls: the event's model (a built-in one, or a lifecycle's own `CustomEvent`).
+        fields: its own fields (a field that is None is left out).
+        event: the event already built, and so validated, as the next of the record it
+            follows (`built`): the writer takes it, restamped with its own sequence and
+            time, instead of validating the same fields again.
+    """
+
+    cls: type[Any]
+    fields: dict[str, Any]
+    event: Event | None = None
 
 
-class Built(tuple[type[Any], dict[str, Any]]):
-    """A spec whose event was already built, and so validated, on the record it follows
-    (`built`): the writer takes that event, restamped with its own sequence and time, instead
-    of validating the same fields again. Read as a spec, it is its `(class, fields)`."""
-
-    event: Event
-
-
-def built(spec: tuple[type[Any], dict[str, Any]], record: RunRecord, at: str) -> Built:
-    """`spec`'s event, built (and validated) as the next event of `record` at `at`."""
-    cls, fields = spec
-    done = Built(spec)
-    done.event = cls(
+def built(spec: Spec, record: RunRecord, at: str) -> Event:
+    """`spec`'s event, built (and so validated) as the next event of `record` at `at`, and
+    kept on the spec (`Spec.event`) for the writer to take."""
+    event: Event = spec.cls(
         run_id=record.run_id,
         sequence=record.version + 1,
         occurred_at=at,
-        **{k: v for k, v in fields.items() if v is not None},
+        **{k: v for k, v in spec.fields.items() if v is not None},
     )
-    return done
+    spec.event = event
+    return event
 
 
 #: What may ride along with a batch (`Writer.append`'s `then`): given the record after the
@@ -67,12 +74,12 @@ Then = Callable[[RunRecord, datetime], Sequence[Spec]]
 # The specs the Runner and the SDK adapters both write, built in one place.
 def requested(action_id: str, tool: str, arguments: Any) -> Spec:
     """`tool.requested` for a call."""
-    return (m.ToolRequested, {"action_id": action_id, "tool": tool, "arguments": arguments})
+    return Spec(m.ToolRequested, {"action_id": action_id, "tool": tool, "arguments": arguments})
 
 
 def call_started(action_id: str, tool: str, arguments: Any) -> list[Spec]:
     """`tool.requested` + `tool.started`: a call that is about to run, as an SDK reports it."""
-    return [requested(action_id, tool, arguments), (m.ToolStarted, {"action_id": action_id})]
+    return [requested(action_id, tool, arguments), Spec(m.ToolStarted, {"action_id": action_id})]
 
 
 def approval_asked(
@@ -80,7 +87,7 @@ def approval_asked(
 ) -> Spec:
     """`approval.requested` for a call (valid until `expires_at`, if given)."""
     fields = {"action_id": action_id, "tool": tool, "arguments": arguments}
-    return (m.ApprovalRequested, {**fields, "expires_at": expires_at})
+    return Spec(m.ApprovalRequested, {**fields, "expires_at": expires_at})
 
 
 def declined(action_id: str, tool: str, arguments: Any, approver: str, reason: str) -> list[Spec]:
@@ -91,7 +98,7 @@ def declined(action_id: str, tool: str, arguments: Any, approver: str, reason: s
         "reason": reason,
         "arguments_digest": call_digest(tool, arguments),
     }
-    return [approval_asked(action_id, tool, arguments), (m.ApprovalRejected, rejected)]
+    return [approval_asked(action_id, tool, arguments), Spec(m.ApprovalRejected, rejected)]
 
 
 def refused(spec: Spec, error: GuardRejectedError) -> Spec | None:
@@ -102,13 +109,14 @@ def refused(spec: Spec, error: GuardRejectedError) -> Spec | None:
     1,000 calls is recorded in a few hundred bytes. Its usage and text stay (the call
     happened: budgets count it). The refusal's message is the guard's sentence.
     """
-    if callable(spec) or spec[0] is not m.ModelCompleted:
+    if spec.cls is not m.ModelCompleted:
         return None
-    if spec[1]["decision"] == DecisionKind.REFUSED:
+    if spec.fields["decision"] == DecisionKind.REFUSED:
         return None  # refused as a refusal: nothing is left to take back
     if error.event != EventType.MODEL_COMPLETED or isinstance(error, OverrunError):
         return None
-    return refused_decision(spec[1], Refusal.of(error.guard, error.detail, proposal(spec[1])))
+    why = Refusal.of(error.guard, error.detail, proposal(spec.fields))
+    return refused_decision(spec.fields, why)
 
 
 def proposal(fields: dict[str, Any]) -> Proposal:
@@ -123,7 +131,7 @@ def refused_decision(fields: dict[str, Any], refusal: Refusal) -> Spec:
     """`model.completed` recording the decision of `fields` as refused, for `refusal`: the
     one way any refused decision is recorded (a guard's refusal, or the table's refusal of
     the event it proposed). Its usage and text stay: the call happened."""
-    return (
+    return Spec(
         m.ModelCompleted,
         {
             "decision": DecisionKind.REFUSED,
@@ -134,6 +142,11 @@ def refused_decision(fields: dict[str, Any], refusal: Refusal) -> Spec:
     )
 
 
-def emit_refused(action_id: str, refusal: Refusal) -> tuple[type[Any], dict[str, Any]]:
+def emit_refused(action_id: str, refusal: Refusal) -> Spec:
     """`emit.refused` for the event call `action_id` proposed (or tried to)."""
-    return (m.EmitRefused, {"action_id": action_id, "refusal": refusal})
+    return Spec(m.EmitRefused, {"action_id": action_id, "refusal": refusal})
+
+
+def terminated(error: GuardRejectedError) -> Spec:
+    """`run.terminated` recording the stop a guard's refusal calls for."""
+    return Spec(m.RunTerminated, {"stop_reason": error.stop_reason, "detail": error.detail})

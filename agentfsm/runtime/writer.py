@@ -60,7 +60,7 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
-from agentfsm.runtime.specs import Built, Spec, Then
+from agentfsm.runtime.specs import Spec, Then
 from agentfsm.stores._append import hands_fold
 from agentfsm.stores._lease import HeldLease
 from agentfsm.stores._rows import Folded
@@ -174,22 +174,20 @@ class _Base:
         sequence = record.version
         for spec in specs:
             sequence += 1
-            if callable(spec):
-                event = spec(_at_version(record, sequence - 1), at)
-            elif isinstance(spec, Built) and spec.event.run_id == self.run_id and _stamp(at):
+            built = spec.event
+            if built is not None and built.run_id == self.run_id and _stamp(at):
                 # The only fields that may differ are the writer's: the next sequence, and
                 # the time, checked as every event's is (the clock is the caller's; one that
                 # fails is built in full below, to be refused as for any other event).
-                event = spec.event
+                event = built
                 if event.sequence != sequence or event.occurred_at != at:
                     event = event.model_copy(update={"sequence": sequence, "occurred_at": at})
             else:
-                cls, fields = spec
-                event = cls(
+                event = spec.cls(
                     run_id=self.run_id,
                     sequence=sequence,
                     occurred_at=at,
-                    **{k: v for k, v in fields.items() if v is not None},
+                    **{k: v for k, v in spec.fields.items() if v is not None},
                 )
             events.append(event)
         return events
@@ -350,14 +348,6 @@ def _stamp(at: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _at_version(record: RunRecord, version: int) -> RunRecord:
-    # A builder spec sees the record it follows; only its version matters to the builders
-    # we use (`Verdict.terminated_event`), and it is only ever first in its batch.
-    if version == record.version:
-        return record
-    raise ValueError("an event builder must come first in its batch")
 
 
 class Writer(_Base):

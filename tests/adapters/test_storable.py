@@ -9,14 +9,15 @@ from typing import Any
 from agentfsm.adapters._storable import jsonable, storable
 from agentfsm.events import call_digest
 from agentfsm.events import models as m
+from agentfsm.runtime.specs import Spec
 
 NAN = "the value at 'x' is nan, which JSON cannot hold (numbers must be finite)"
 
 
 def test_a_result_that_cannot_be_stored_makes_the_call_failed() -> None:
     """`tool.completed` with NaN inside becomes `tool.failed` `unstorable_result`."""
-    spec = storable((m.ToolCompleted, {"action_id": "c1", "result": {"x": float("nan")}}))
-    assert spec == (
+    spec = storable(Spec(m.ToolCompleted, {"action_id": "c1", "result": {"x": float("nan")}}))
+    assert spec == Spec(
         m.ToolFailed,
         {
             "action_id": "c1",
@@ -36,7 +37,7 @@ def test_an_answer_that_cannot_be_stored_is_left_out() -> None:
         "output": "a\ud800",
         "usage": {"input_tokens": 3},
     }
-    assert storable((m.ModelCompleted, fields)) == (
+    assert storable(Spec(m.ModelCompleted, fields)) == Spec(
         m.ModelCompleted,
         {"decision": "final", "output": None, "usage": {"input_tokens": 3}},
     )
@@ -47,7 +48,7 @@ def test_arguments_are_replaced_alike_wherever_the_call_appears() -> None:
     binds all three."""
     bad = {"x": float("inf")}
     proposed = storable(
-        (
+        Spec(
             m.ModelCompleted,
             {
                 "decision": "tool_calls",
@@ -55,22 +56,19 @@ def test_arguments_are_replaced_alike_wherever_the_call_appears() -> None:
             },
         )
     )
-    asked = storable((m.ApprovalRequested, {"action_id": "c1", "tool": "t", "arguments": bad}))
-    requested = storable((m.ToolRequested, {"action_id": "c1", "tool": "t", "arguments": bad}))
+    asked = storable(Spec(m.ApprovalRequested, {"action_id": "c1", "tool": "t", "arguments": bad}))
+    requested = storable(Spec(m.ToolRequested, {"action_id": "c1", "tool": "t", "arguments": bad}))
     replaced = {
         "_unstorable": "the value at 'x' is inf, which JSON cannot hold (numbers must be finite)"
     }
-    assert not callable(proposed)
-    assert not callable(asked)
-    assert not callable(requested)
-    assert proposed[1]["tool_calls"][0]["arguments"] == replaced
-    assert asked[1]["arguments"] == requested[1]["arguments"] == replaced
-    assert call_digest("t", asked[1]["arguments"]) == call_digest("t", replaced)
+    assert proposed.fields["tool_calls"][0]["arguments"] == replaced
+    assert asked.fields["arguments"] == requested.fields["arguments"] == replaced
+    assert call_digest("t", asked.fields["arguments"]) == call_digest("t", replaced)
 
 
 def test_storable_values_pass_unchanged() -> None:
     """Ordinary JSON goes through as it is."""
-    spec = (m.ToolCompleted, {"action_id": "c1", "result": {"x": [1, "two", None]}})
+    spec = Spec(m.ToolCompleted, {"action_id": "c1", "result": {"x": [1, "two", None]}})
     assert storable(spec) == spec
 
 

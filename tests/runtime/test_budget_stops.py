@@ -30,6 +30,7 @@ from agentfsm.runtime import (
     call,
     cancel,
 )
+from agentfsm.runtime.specs import Spec
 from agentfsm.stores import MemoryEventStore, StoreOptions
 
 from .helpers import RUNNERS, Calls, Sleeps, drive_r1, order_tools, runner_for, types
@@ -236,9 +237,9 @@ def test_a_run_resumed_after_a_crash_past_its_crossing_call_is_stopped() -> None
     runner = runner_for(store, ScriptedModel([Decision.answer("never asked")]), [])
     record = runner.start("r1", limits=Limits(max_tokens=1500))
     writer = runner._writer(record, None)
-    writer.append([(m.ModelStarted, {})])
+    writer.append([Spec(m.ModelStarted, {})])
     with pytest.raises(OverrunError):
-        writer.append([(m.ModelCompleted, {"decision": "final", "output": "draft",
+        writer.append([Spec(m.ModelCompleted, {"decision": "final", "output": "draft",
                                            "usage": BIG.model_dump()})])  # fmt: skip
     result = runner.resume("r1")
     assert (result.status, result.record.stop_detail, result.final_output) == (

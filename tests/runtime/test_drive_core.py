@@ -153,7 +153,7 @@ class TestDrive:
         seen: dict[str, RunRecord] = {}
 
         def answer(effect: Any) -> Any:
-            if isinstance(effect, fx.Append) and effect.specs[0][0].__name__ == "ModelStarted":
+            if isinstance(effect, fx.Append) and effect.specs[0].cls.__name__ == "ModelStarted":
                 seen["r"] = effect.writer.record
                 return fx.Refused(RunSupersededError(run_id="r", sequence=2, event="x"))
             if isinstance(effect, fx.Load):

@@ -13,7 +13,7 @@ from agentfsm.events import step_clock
 from agentfsm.events.codec import dump_event
 from agentfsm.record import RunRecord
 from agentfsm.runtime import cancel
-from agentfsm.runtime.specs import built
+from agentfsm.runtime.specs import Spec, built
 from agentfsm.runtime.writer import Writer
 from agentfsm.stores import MemoryEventStore
 
@@ -27,13 +27,13 @@ def _thinking(clock: Callable[[], datetime]) -> tuple[MemoryEventStore, Writer]:
     """A run with a model call open, and a writer on it."""
     store = MemoryEventStore()
     writer = Writer(store, store.reducer.initial("r"), reducer=store.reducer, clock=clock)
-    writer.append([(m.RunStarted, {}), (m.ModelStarted, {})])
+    writer.append([Spec(m.RunStarted, {}), Spec(m.ModelStarted, {})])
     return store, writer
 
 
 def _as_built_by(writer: Writer, record: RunRecord, event: m.ModelCompleted) -> str:
     """`event`'s line as the writer builds it from its spec, on `record`."""
-    spec = (m.ModelCompleted, CALLS)
+    spec = Spec(m.ModelCompleted, CALLS)
     fresh = writer._build([spec], record, event.occurred_at)[0]
     return dump_event(fresh)
 
@@ -43,7 +43,8 @@ class TestBuilt:
         """The event built ahead (to admit its calls) is the one appended, restamped."""
         store, writer = _thinking(step_clock())
         before = writer.record
-        spec = built((m.ModelCompleted, CALLS), before, "2020-01-01T00:00:00+00:00")
+        spec = Spec(m.ModelCompleted, CALLS)
+        built(spec, before, "2020-01-01T00:00:00+00:00")
         writer.append([spec])
         event = list(store.events("r"))[-1]
         assert isinstance(event, m.ModelCompleted)
@@ -55,7 +56,8 @@ class TestBuilt:
         """A cancel asked while the model was called moves the answer one sequence on."""
         store, writer = _thinking(step_clock())
         before = writer.record
-        spec = built((m.ModelCompleted, CALLS), before, "2026-09-01T10:00:01+00:00")
+        spec = Spec(m.ModelCompleted, CALLS)
+        built(spec, before, "2026-09-01T10:00:01+00:00")
         cancel(store, "r", reason="enough")
         writer.append([spec])
         event = list(store.events("r"))[-1]
@@ -68,7 +70,8 @@ class TestBuilt:
         good = step_clock()
         naive = iter([good(), datetime(2026, 9, 1, 10, 5)])
         store, writer = _thinking(lambda: next(naive))
-        spec = built((m.ModelCompleted, CALLS), writer.record, datetime.now(UTC).isoformat())
+        spec = Spec(m.ModelCompleted, CALLS)
+        built(spec, writer.record, datetime.now(UTC).isoformat())
         with pytest.raises(ValidationError, match="not an RFC 3339 timestamp"):
             writer.append([spec])
         assert store.run_info("r").version == 2
