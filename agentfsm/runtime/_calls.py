@@ -1,15 +1,15 @@
 """A batch's calls, for the drive core: each call to its end, retries and subagents included.
 
-Split from `_drive` where the loop hands a batch over: `Driver._drive` decides *that* a batch
-runs and what its end means for the run; this module decides how each call of it goes (its
-`tool.started`, the tool or a subagent's child run, the outcome, a retry now or deferred to a
-`Later`). The two meet at `_job_for`, the job factory a shell's `Batch` effect is given, and
-at the signals a call's end is turned into (`Waiting`, `Later`, or the error that stops the
-batch).
+Apart from `_drive` where the loop hands a batch over: `Driver._drive` decides *that* a batch
+runs and what its end means for the run; `Calls` decides how each call of it goes (its
+`tool.started`, the tool or a subagent's child run, the outcome and the events it proposed, a
+retry now or deferred to a `Later`). The two meet at `Calls.job_for`, the job factory a
+shell's `Batch` effect is given, and at the signals a call's end is turned into (`Waiting`,
+`Later`, or the error that stops the batch).
 
-`_Calls` is a mixin of `Driver` only: it declares the driver's attributes it reads, and
-`_child`, the subagent runner a shell supplies (typed by what a call does with it, so this
-module does not import the driver back).
+A `Driver` holds one `Calls`, made with what it reads (the planner, the reducer, the clock,
+the settings, the logger) and the subagent runner factory its shell supplies (typed by what
+a call does with it, `ChildRunner`, so this module does not import the driver back).
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.specs import Spec, Then
 from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
-from agentfsm.runtime.writer import StateChanged
+from agentfsm.runtime.writer import RunWriter, StateChanged
 
-__all__ = ["child_budget", "new_tree"]
+__all__ = ["Calls", "ChildRunner", "child_budget", "new_tree"]
 
 
 class _RetryLater(Exception):  # noqa: N818  (a signal inside the core, a `Later` outside)
@@ -75,7 +75,7 @@ def new_tree(record: RunRecord) -> BudgetTree | None:
     return tree
 
 
-def child_budget(writer: Any, record: RunRecord, aid: str) -> tuple[str, BudgetTree | None]:
+def child_budget(writer: RunWriter, record: RunRecord, aid: str) -> tuple[str, BudgetTree | None]:
     """A subagent call's child run id, and the budget tree it is charged to.
 
     The tree is the writer's, made on first use (the SDK adapters charge children alike).
@@ -89,7 +89,7 @@ def child_budget(writer: Any, record: RunRecord, aid: str) -> tuple[str, BudgetT
     return child_id, tree
 
 
-class _ChildRunner(Protocol):
+class ChildRunner(Protocol):
     """What a subagent call does with the runner of its child run (a `Driver` is one)."""
 
     def _start(
@@ -97,34 +97,49 @@ class _ChildRunner(Protocol):
     ) -> Steps[RunRecord]: ...
 
     def _proceed(
-        self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
+        self, writer: RunWriter, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]: ...
 
-    def _writer(self, record: RunRecord, budget: BudgetTree | None) -> Any: ...
+    def _writer(self, record: RunRecord, budget: BudgetTree | None) -> RunWriter: ...
 
 
-class _Calls:
-    """The drive core's part that runs a batch's calls (`Driver` inherits it)."""
+class Calls:
+    """The drive core's part that runs a batch's calls (see the module docstring).
 
-    # What it reads of the driver (set in `Driver.__init__`).
-    planner: p.Planner
-    reducer: Reducer
-    clock: Callable[[], datetime]
-    config: RunnerConfig
-    log: Any
+    Args:
+        planner: decides what a call's outcome lets ride along (the next turn's opening).
+        reducer: the Runner's reducer (its table, guards and event types).
+        clock: the Runner's clock.
+        config: the Runner's settings (backoff).
+        log: the Runner's logger.
+        child: the runner of a subagent's child run, like the one running its parent.
+    """
 
-    def _child(self, sub: Subagent) -> _ChildRunner:
-        """A runner like this one (same store and settings) for a subagent's run."""
-        raise NotImplementedError
+    def __init__(
+        self,
+        planner: p.Planner,
+        reducer: Reducer,
+        clock: Callable[[], datetime],
+        config: RunnerConfig,
+        log: Any,
+        child: Callable[[Subagent], ChildRunner],
+    ) -> None:
+        self.planner = planner
+        self.reducer = reducer
+        self.clock = clock
+        self.config = config
+        self.log = log
+        self._child = child
 
-    def _job_for(
-        self, writer: Any, children: dict[str, RunResult], defer: bool = False
+    def job_for(
+        self, writer: RunWriter, children: dict[str, RunResult], defer: bool = False
     ) -> Callable[[p.Work, Callable[[], bool]], Job]:
+        """The job of each call of a batch of `writer`'s run (a shell's `Batch.job`)."""
         return lambda work, stopping: self._job(writer, work, children, stopping, defer)
 
     def _job(
         self,
-        writer: Any,
+        writer: RunWriter,
         work: p.Work,
         children: dict[str, RunResult],
         stopping: Callable[[], bool],
@@ -150,7 +165,7 @@ class _Calls:
 
     def _work(
         self,
-        writer: Any,
+        writer: RunWriter,
         work: p.Work,
         children: dict[str, RunResult],
         stopping: Callable[[], bool],
@@ -190,7 +205,7 @@ class _Calls:
                 return
             mode = "retry"
 
-    def _turn_opening(self, writer: Any) -> Then:
+    def _turn_opening(self, writer: RunWriter) -> Then:
         """What may ride along with a call's outcome: once it resolves the batch, the events
         its calls proposed, judged (`Planner.next`'s `Judge`: so they are in the same commit
         as the outcome), then the next model turn's `model.started`, when that turn is what
@@ -236,7 +251,7 @@ class _Calls:
 
     def _invoke(
         self,
-        writer: Any,
+        writer: RunWriter,
         record: RunRecord,
         tool: Tool,
         aid: str,
@@ -262,7 +277,7 @@ class _Calls:
 
     def _subagent(
         self,
-        writer: Any,
+        writer: RunWriter,
         record: RunRecord,
         sub: Subagent,
         args: Any,

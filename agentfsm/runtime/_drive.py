@@ -8,17 +8,17 @@ performs the effects with direct calls, `AsyncRunner` with awaits (a batch's cal
 concurrently). So the two cannot drift: every decision, retry and recovery rule is in the
 core.
 
-The core is two modules, split where the loop hands a batch over. Here: a run's start and
-resume, the loop, a model turn (asking, retrying a model error, admitting the answer, an
-answer that comes back after a cancel) and the run's result. In `_calls` (`_Calls`, which
-`Driver` inherits): how each call of a batch goes, retries and subagents' child runs with
-it. The loop reads a batch's end (`settle`); it never sees how a call got there.
+The core is two classes, split where the loop hands a batch over. Here, `Driver`: a run's
+start and resume, the loop, a model turn (asking, retrying a model error, admitting the
+answer, an answer that comes back after a cancel) and the run's result. In `_calls`, the
+`Calls` a driver holds: how each call of a batch goes, retries and subagents' child runs
+with it. The loop reads a batch's end (`settle`); it never sees how a call got there.
 
 A step's append may take the next step's opening event along (`Append.then`, see
 `Writer.append`): the first call's `tool.started` goes in with the decision that requested it
 (`Planner.opening`; the writer's `fresh` then tells the planner to call it, `Work` mode
 `started`, where a started call it did not start itself is a dead worker's), and a call's
-result with the next turn's `model.started` (`_Calls._turn_opening`, the turn then reopens).
+result with the next turn's `model.started` (`Calls._turn_opening`, the turn then reopens).
 So a one-tool turn is two appends. Whatever would make the ride-along differ from the step
 on its own (an approval, a guard's refusal, another process's events, a heartbeat between
 the decision and the call) leaves it out, and the step goes its own way.
@@ -45,7 +45,7 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
 from agentfsm.runtime import _outcomes as o
 from agentfsm.runtime import _plan as p
-from agentfsm.runtime._calls import _Calls, new_tree
+from agentfsm.runtime._calls import Calls, new_tree
 from agentfsm.runtime._effects import (
     Append,
     Ask,
@@ -71,7 +71,7 @@ from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
 from agentfsm.runtime.specs import Spec, refused, terminated
-from agentfsm.runtime.writer import StateChanged
+from agentfsm.runtime.writer import RunWriter, StateChanged
 from agentfsm.stores._lease import HeldLease
 
 __all__ = ["Driver", "utc_now"]
@@ -93,7 +93,7 @@ def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
     return found
 
 
-def _strands(error: Exception, writer: Any) -> TypeGuard[IllegalTransitionError]:
+def _strands(error: Exception, writer: RunWriter) -> TypeGuard[IllegalTransitionError]:
     """Whether `error` is the table having no edge at all for the Runner's own next move in
     `writer`'s run (not a condition that failed, not another run's refusal)."""
     return (
@@ -103,7 +103,7 @@ def _strands(error: Exception, writer: Any) -> TypeGuard[IllegalTransitionError]
     )
 
 
-class Driver(_Calls):
+class Driver:
     """What both runners are configured with, and the drive loop they share."""
 
     def __init__(
@@ -140,10 +140,14 @@ class Driver(_Calls):
         self.planner = p.Planner(
             by_name, self.agents[0].name, self.reducer, self.config, action_ids
         )
+        #: How each call of a batch goes (`_calls`); a subagent's with a runner like this one.
+        self.calls = Calls(
+            self.planner, self.reducer, self.clock, self.config, self.log, self._child
+        )
 
     # -- what a shell supplies ----------------------------------------------------------
 
-    def _writer(self, record: RunRecord, budget: BudgetTree | None) -> Any:
+    def _writer(self, record: RunRecord, budget: BudgetTree | None) -> RunWriter:
         """The shell's writer for one run (a `Writer` or an `AsyncWriter`)."""
         raise NotImplementedError
 
@@ -181,7 +185,7 @@ class Driver(_Calls):
         )
         record: RunRecord = yield Start(event)
         writer = self._writer(self.reducer.initial(run_id), None)
-        writer._applied(writer.record, [event], [record])  # logs it like any append
+        writer.applied(writer.record, [event], [record])  # logs it like any append
         return record
 
     def _aware_now(self) -> datetime:
@@ -228,13 +232,13 @@ class Driver(_Calls):
         return (yield from self._proceed(writer, beat, unpause, defer))
 
     @staticmethod
-    def _leased(writer: Any, lease: HeldLease | None) -> Any:
+    def _leased(writer: RunWriter, lease: HeldLease | None) -> RunWriter:
         """`writer`, checking `lease` before every write (see `Writer.check_lease`)."""
         writer.lease = lease
         return writer
 
     def _proceed(
-        self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
+        self, writer: RunWriter, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]:
         if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
             got = yield Append(writer, [Spec(m.RunResumed, {})])
@@ -244,7 +248,7 @@ class Driver(_Calls):
                 appended(got)
         return (yield from self._drive(writer, beat, defer))
 
-    def _stranded(self, writer: Any, refused: IllegalTransitionError) -> Steps[None]:
+    def _stranded(self, writer: RunWriter, refused: IllegalTransitionError) -> Steps[None]:
         """Fail the run its table leaves no move for the Runner's next step (`refused`).
 
         The refusal would come back on every resume, the run standing still: failing it
@@ -264,7 +268,9 @@ class Driver(_Calls):
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _drive(self, writer: Any, beat: bool = False, defer: bool = False) -> Steps[RunResult]:
+    def _drive(
+        self, writer: RunWriter, beat: bool = False, defer: bool = False
+    ) -> Steps[RunResult]:
         """Step the run until it ends or waits for a person (or someone else drives it, or,
         with `defer`, a failed call's retry is due later: `RunResult.wake_at`)."""
         children: dict[str, RunResult] = {}
@@ -288,7 +294,7 @@ class Driver(_Calls):
                 if isinstance(step, p.Turn):
                     yield from self._turn(writer, step, beat)
                     continue
-                job = self._job_for(writer, children, defer)
+                job = self.calls.job_for(writer, children, defer)
                 end: End = settle((yield Batch(writer, step.work, job)))
                 if isinstance(end, Waiting):
                     children[end.result.run_id] = end.result
@@ -322,7 +328,7 @@ class Driver(_Calls):
                     kind=self.reducer.table.kind(record.status),
                 )
 
-    def _end_children(self, record: RunRecord, writer: Any) -> Steps[None]:
+    def _end_children(self, record: RunRecord, writer: RunWriter) -> Steps[None]:
         """Cancel the subagent runs an ended run leaves open, and settle each.
 
         A child waiting for a person when its caller was cancelled or stopped would wait
@@ -366,7 +372,7 @@ class Driver(_Calls):
 
     # -- a model turn -----------------------------------------------------------------------
 
-    def _turn(self, writer: Any, step: p.Turn, beat: bool = False) -> Steps[None]:
+    def _turn(self, writer: RunWriter, step: p.Turn, beat: bool = False) -> Steps[None]:
         if not step.reopen:
             default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
             largest = (yield Largest(writer)) if default else None

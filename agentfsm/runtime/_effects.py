@@ -31,12 +31,13 @@ import attrs
 from agentfsm.errors import GuardRejectedError, IllegalTransitionError
 from agentfsm.events import models as m
 from agentfsm.record import RunRecord
+from agentfsm.runtime._plan import Work
 from agentfsm.runtime.agent import Agent, RunResult
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.specs import Spec, Then
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import StateChanged
+from agentfsm.runtime.writer import RunWriter, StateChanged
 
 # Effects and outcomes are `attrs.define` (slotted, not frozen) because a frozen instance
 # costs twice as much to build, and a turn builds a dozen: nothing mutates them.
@@ -79,7 +80,7 @@ class Append:
     """Append `specs` through `writer` (a `Writer` or `AsyncWriter`, the shell's own), with
     the next step's opening events riding along if `then` gives any (`Writer.append`)."""
 
-    writer: Any
+    writer: RunWriter
     specs: Sequence[Spec]
     then: Then | None = None
 
@@ -88,7 +89,7 @@ class Append:
 class Largest:
     """The largest model call so far of `writer`'s run (may read the log once)."""
 
-    writer: Any
+    writer: RunWriter
 
 
 @attrs.define
@@ -145,9 +146,9 @@ class Batch:
     which runs the calls in turn and stops at the first end that is not None, never is).
     """
 
-    writer: Any
-    works: tuple[Any, ...]
-    job: Callable[[Any, Callable[[], bool]], Job]
+    writer: RunWriter
+    works: tuple[Work, ...]
+    job: Callable[[Work, Callable[[], bool]], Job]
 
 
 @attrs.define

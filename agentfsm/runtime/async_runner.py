@@ -43,7 +43,7 @@ from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import REFUSALS, check_given
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import AsyncWriter
+from agentfsm.runtime.writer import AsyncWriter, RunWriter
 from agentfsm.stores._lease import AsyncLease, new_holder
 from agentfsm.stores.base import AsyncEventStore
 
@@ -200,7 +200,7 @@ class AsyncRunner(Driver):
     async def _perform(self, effect: fx.Effect, heartbeat: Heartbeat | None) -> Any:
         if isinstance(effect, fx.Append):
             try:
-                return await effect.writer.append(effect.specs, effect.then)
+                return await _own(effect.writer).append(effect.specs, effect.then)
             except REFUSALS as exc:
                 return fx.Refused(exc)
         if isinstance(effect, fx.Batch):
@@ -218,7 +218,7 @@ class AsyncRunner(Driver):
                 await beat
             return None
         if isinstance(effect, fx.Largest):
-            return await effect.writer.largest_call()
+            return await _own(effect.writer).largest_call()
         if isinstance(effect, fx.Sleep):
             await self.sleep(effect.seconds)
             return None
@@ -266,7 +266,7 @@ class AsyncRunner(Driver):
                     stopping = stopping or fx.stops(end)
 
         tasks = [asyncio.create_task(group(g)) for g in (*groups.values(), *solo)]
-        writer: AsyncWriter = batch.writer
+        writer = _own(batch.writer)
         pending: set[asyncio.Task[None]] = set(tasks)
         while pending:
             _, pending = await asyncio.wait(pending, timeout=self.config.cancel_poll)
@@ -298,6 +298,12 @@ class AsyncRunner(Driver):
         if crashed:
             raise crashed[-1]
         return ends
+
+
+def _own(writer: RunWriter) -> AsyncWriter:
+    """The AsyncRunner's own writer: every one the core hands back is one `_writer` made."""
+    assert isinstance(writer, AsyncWriter)
+    return writer
 
 
 async def _call(tool: Tool, ctx: ToolContext) -> Any:

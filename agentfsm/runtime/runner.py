@@ -46,7 +46,7 @@ from agentfsm.runtime.control import cancel
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.tools import ToolContext
-from agentfsm.runtime.writer import StateChanged, Writer
+from agentfsm.runtime.writer import RunWriter, StateChanged, Writer
 from agentfsm.stores._lease import AsyncLease, Lease, new_holder, root_of
 from agentfsm.stores.base import EventStore
 
@@ -260,7 +260,7 @@ class Runner(Driver):
                 return result
             if effect.__class__ is fx.Append:  # inline: half of a turn's effects are appends
                 try:
-                    got = effect.writer.append(effect.specs, effect.then)
+                    got = _own(effect.writer).append(effect.specs, effect.then)
                 except REFUSALS as exc:
                     got = fx.Refused(exc)
             else:
@@ -289,11 +289,11 @@ class Runner(Driver):
             return None
         if isinstance(effect, fx.Append):
             try:
-                return effect.writer.append(effect.specs, effect.then)
+                return _own(effect.writer).append(effect.specs, effect.then)
             except REFUSALS as exc:
                 return fx.Refused(exc)
         if isinstance(effect, fx.Largest):
-            return effect.writer.largest_call()
+            return _own(effect.writer).largest_call()
         if isinstance(effect, fx.Sleep):
             self.sleep(effect.seconds)
             return None
@@ -308,6 +308,12 @@ class Runner(Driver):
             return self.store.append(effect.event.run_id, [effect.event], 0)
         cancel(self.store, effect.run_id, reason=effect.reason, clock=self.clock)
         return None
+
+
+def _own(writer: RunWriter) -> Writer:
+    """The Runner's own writer: every one the core hands back is one `_writer` made."""
+    assert isinstance(writer, Writer)
+    return writer
 
 
 def _never() -> bool:

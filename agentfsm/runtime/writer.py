@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -66,7 +66,7 @@ from agentfsm.stores._lease import HeldLease
 from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
-__all__ = ["AsyncWriter", "StateChanged", "Writer", "largest_call"]
+__all__ = ["AsyncWriter", "RunWriter", "StateChanged", "Writer", "largest_call"]
 
 E = EventType
 #: Events only the process driving a run appends. Seeing one from someone else means the
@@ -96,6 +96,37 @@ class StateChanged(Exception):  # noqa: N818  (a signal to re-decide, not a fail
     def __init__(self, record: RunRecord) -> None:
         super().__init__(f"run '{record.run_id}' changed (now '{record.status}')")
         self.record = record
+
+
+class RunWriter(Protocol):
+    """A run's writer as the drive core sees it (`Writer` and `AsyncWriter` are both one).
+
+    The core decides from the writer's record and leaves what it decides in it (the calls
+    it is to make, the lease it drives under); appending is its shell's, which holds the
+    writer's own class (`Append`, `Largest` and `Batch` carry it back to the shell).
+    """
+
+    run_id: str
+    record: RunRecord
+    budget: BudgetTree | None
+    #: Calls whose `tool.started` rode along with the batch that requested them.
+    fresh: set[str]
+    #: How many events rode along with the last append (`then`).
+    rode: int
+    lease: HeldLease | None
+
+    @property
+    def known_largest(self) -> tuple[int, float] | None:
+        """The largest model call so far, if known without reading the log."""
+
+    def begin_step(self) -> None:
+        """Mark the record the next step is decided from."""
+
+    def check_lease(self) -> None:
+        """Refuse to go on once the run's lease is lost."""
+
+    def applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
+        """Log what a store appended directly, as after an append of the writer's."""
 
 
 @attrs.define  # not frozen: built on every append, and a frozen one costs twice as much
@@ -234,7 +265,10 @@ class _Base:
         )
         return over
 
-    def _applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
+    def applied(self, before: RunRecord, events: list[Event], after: list[RunRecord]) -> None:
+        """Log (and charge to the budget tree) `events`, appended after `before` and leading
+        to `after`: what the writer does after each of its appends, for the one a store
+        made directly (a run's `run.started`)."""
         log = self._log
         if info_enabled(log):  # asked once per append: no per-event work when filtered out
             previous = before.status
@@ -310,7 +344,7 @@ class _Base:
             raise got
         self.record = got
         self.rode = put.tail
-        self._applied(put.record, put.events, put.after)
+        self.applied(put.record, put.events, put.after)
         if put.over is not None:
             raise self._overran(put.over)
         return got
