@@ -12,16 +12,14 @@ version strands a run, which is the question there.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError
+from agentfsm.cli._common import PROG, Parser, UsageError, import_tables
 from agentfsm.cli._output import print_json, shown, why
 from agentfsm.cli._store import opened_store, run_tables
 from agentfsm.errors import InvalidTableError
@@ -129,11 +127,11 @@ def _from_spec(path: Path) -> tuple[TransitionTable | None, TableReport]:
         raise UsageError(f"{PROG} check-table: cannot read '{path}': {exc.strerror}") from None
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"{PROG} check-table: '{path}': {why(exc)}") from None
-    report = check_parts(*parts)
-    if not report.ok:
-        return None, report
-    name, states, initial, transitions, event_types = parts
-    return TransitionTable(name, states, initial, transitions, event_types), report
+    try:
+        table = TransitionTable(*parts)
+    except InvalidTableError:
+        return None, check_parts(*parts)  # every problem, as data
+    return table, check_table(table)
 
 
 def _print_report(
@@ -290,33 +288,18 @@ def _named(ref: TableRef) -> str:
 
 
 def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"{PROG} check-table: --table wants MODULE:ATTR, got '{spec}'")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    """The one table `MODULE:ATTR` names (or builds), and its report; a table that cannot
+    be built is its builder's problems."""
     try:
-        value = getattr(importlib.import_module(module_name), attr)
+        tables = import_tables(spec, "check-table")
     except InvalidTableError as exc:
         return None, _broken(exc)
-    except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported alike
+    if len(tables) > 1:
         raise UsageError(
-            f"{PROG} check-table: cannot load '{spec}': {type(exc).__name__}: {exc}"
-        ) from None
-    if not isinstance(value, TransitionTable) and callable(value):
-        try:
-            value = value()
-        except InvalidTableError as exc:
-            return None, _broken(exc)
-        except Exception as exc:  # noqa: BLE001 - the user's factory failing, reported alike
-            raise UsageError(
-                f"{PROG} check-table: building '{spec}' raised {type(exc).__name__}: {exc}"
-            ) from None
-    if not isinstance(value, TransitionTable):
-        raise UsageError(
-            f"{PROG} check-table: '{spec}' is a {type(value).__name__}, not a TransitionTable"
+            f"{PROG} check-table: '{spec}' names {len(tables)} tables; check one version at a "
+            "time (or compare two with --against)"
         )
-    return value, check_table(value)
+    return tables[0], check_table(tables[0])
 
 
 def _broken(exc: InvalidTableError) -> TableReport:

@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    report, _ = read_log(args, "replay", keep_records=True)
+    report, reducer = read_log(args, "replay", keep_records=True)
     if not report.ok:
         finding = report.findings[0]
         print(f"{PROG} replay: cannot fold the log: {shown(finding.message)}", file=sys.stderr)
@@ -51,7 +51,8 @@ def _replay(args: argparse.Namespace) -> int:
         print_json(lambda: [r.to_json() for r in records], "replay")
     else:
         style = Style(sys.stdout)
-        print("\n\n".join(summary(r, style) for r in records))
+        ended = reducer.table.terminal_states
+        print("\n\n".join(summary(r, style, r.status in ended) for r in records))
     return 0
 
 
@@ -67,12 +68,13 @@ def _json_or_why(value: Any) -> str:
         return f"({why(exc)})"
 
 
-def summary(record: RunRecord, style: Style | None = None) -> str:
-    """A person's view of a record: status, stop reason, turns, usage, each action."""
+def summary(record: RunRecord, style: Style | None = None, ended: bool = False) -> str:
+    """A person's view of a record: status (`ended`: in a terminal state of its table),
+    stop reason, turns, usage, what the lifecycle's own events recorded, each action."""
     s = style or Style(sys.stdout)
     u = record.usage
     lines = [
-        f"run {shown(record.run_id)}: {s.status(shown(record.status), False)} "
+        f"run {shown(record.run_id)}: {s.status(shown(record.status), ended)} "
         f"(version {record.version}, {record.turn} turn{'s' if record.turn != 1 else ''})",
     ]
     if record.stop_reason:
@@ -96,6 +98,10 @@ def summary(record: RunRecord, style: Style | None = None) -> str:
         lines.append(f"  final output: {_short(record.final_output)}")
     if record.pending_approvals:
         lines.append(f"  waiting for approval: {', '.join(map(shown, record.pending_approvals))}")
+    if record.custom:
+        # What the lifecycle's own events recorded (`CustomEvent.fold`): a key a line.
+        lines.append("  custom:")
+        lines += [f"    {shown(key)}: {_short(value)}" for key, value in record.custom.items()]
     if record.actions:
         lines.append("  actions:")
         ids = {a: shown(a) for a in record.actions}
