@@ -180,3 +180,54 @@ class TestWhatATableSpecNames:
         assert main([*args, "--format", "markdown"]) == 0
         out = capsys.readouterr().out
         assert "| `underwriting` | `loan.documents_received` |  | `underwriting` |  |" in out
+
+
+class TestAnAdditiveChangeAgainstTheStore:
+    """`check-table NEW --against OLD --store`: a version that only adds a move where runs
+    wait breaks none of them (exit 0); they are listed as extended."""
+
+    def test_a_run_that_gains_a_move_is_extended_not_affected(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """v2 records a late document during underwriting: `loan-uw` waits there, and it
+        exited 1 as if deploying v2 stranded it."""
+        db = tmp_path / "runs.db"
+        options = StoreOptions(reducer=Reducer(LOAN_TABLE))
+        with structlog.testing.capture_logs(), SQLiteEventStore(db, options=options) as store:
+            loan_runs(store)
+        assert main(["check-table", V2, "--against", V1, "--store", str(db)]) == 0
+        assert capsys.readouterr().out.splitlines()[-3:] == [
+            "moves: 0 removed, 0 changed, 1 added",
+            "runs in flight: 3 checked, 0 affected, 1 extended, 0 migrated, 0 not compared",
+            "extended: run 'loan-uw' in 'underwriting': it gains moves: "
+            "'loan.documents_received'",
+        ]
+        args = ["check-table", V2, "--against", V1, "--store", str(db), "--format", "json"]
+        assert main(args) == 0
+        runs = json.loads(capsys.readouterr().out)["runs"]
+        assert (runs["affected"], runs["extended"]) == (
+            [],
+            [
+                {
+                    "run_id": "loan-uw",
+                    "status": "underwriting",
+                    "reasons": ["it gains moves: 'loan.documents_received'"],
+                }
+            ],
+        )
+
+    def test_taking_the_move_away_again_affects_it(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The other way round (v2's runs, v1 as the new version), the run loses a move:
+        affected, exit 1."""
+        db = tmp_path / "runs.db"
+        options = StoreOptions(reducer=Reducer(LOAN_TABLE_V2))
+        with structlog.testing.capture_logs(), SQLiteEventStore(db, options=options) as store:
+            loan_runs(store)
+        assert main(["check-table", V1, "--against", V2, "--store", str(db)]) == 1
+        assert capsys.readouterr().out.splitlines()[-2:] == [
+            "runs in flight: 3 checked, 1 affected, 0 extended, 0 migrated, 0 not compared",
+            "affected: run 'loan-uw' in 'underwriting': its moves changed: "
+            "'loan.documents_received' removed",
+        ]
