@@ -19,7 +19,10 @@
     └── StoreError
         ├── ConcurrencyConflictError          someone else appended first
         ├── CorruptLogError                   stored data that does not read back
-        │   └── StoreInconsistentError        the runs row and the log disagree
+        │   ├── StoreInconsistentError        the runs row and the log disagree
+        │   └── TruncatedLogError             the log is shorter than its external anchor
+        ├── IntegrityKeyError                 the handle's key is not the one the store records
+        ├── AnchorError                       the external anchor cannot be read or written
         └── RunNotFoundError (LookupError)    the store has no such run
 
 "Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
@@ -36,11 +39,13 @@ __all__ = [
     "ActionError",
     "AgentFSMError",
     "AlreadyDecidedError",
+    "AnchorError",
     "ConcurrencyConflictError",
     "CorruptLogError",
     "EventFormatError",
     "GuardRejectedError",
     "IllegalTransitionError",
+    "IntegrityKeyError",
     "InvalidRunIdError",
     "InvalidTableError",
     "LifecycleError",
@@ -52,6 +57,7 @@ __all__ = [
     "StoreError",
     "StoreInconsistentError",
     "TableMismatchError",
+    "TruncatedLogError",
 ]
 
 
@@ -552,6 +558,54 @@ class StoreInconsistentError(CorruptLogError):
             "(see `verify`)",
             run_id=run_id,
         )
+
+
+class TruncatedLogError(CorruptLogError):
+    """A run's log ends before the head its external anchor records: rows were removed.
+
+    A hash chain proves each row it holds, not that none is missing from its end; an anchor
+    kept outside the store (`StoreOptions(anchor=...)`, `agentfsm verify --anchor`) does.
+    A run in this state is not driven: its missing events may be calls already made.
+
+    Attributes:
+        run_id: the run.
+        sequence: the first sequence that should be there (or the anchored one that changed).
+        log_version: where the stored log ends (0: the run is gone).
+        anchored_version: the version the anchor records.
+    """
+
+    def __init__(
+        self, message: str, *, run_id: str, sequence: int, log_version: int, anchored_version: int
+    ) -> None:
+        self.log_version = log_version
+        self.anchored_version = anchored_version
+        super().__init__(message, run_id=run_id, sequence=sequence)
+
+
+class IntegrityKeyError(StoreError):
+    """A handle whose integrity key is not the one the store records, or a store being
+    re-keyed: refused before it reads or writes a run, since every link it judged or wrote
+    would be under the wrong key.
+
+    Attributes:
+        store_key: what the store records: `unkeyed`, `hmac-sha256:<key id>`, or
+            `rekeying <from> -> <to>` (None: it records nothing yet).
+        handle_key: the handle's own: `unkeyed` or `hmac-sha256:<key id>`.
+    """
+
+    def __init__(self, message: str, *, store_key: str | None, handle_key: str) -> None:
+        self.store_key = store_key
+        self.handle_key = handle_key
+        super().__init__(message)
+
+
+class AnchorError(StoreError):
+    """A store's external anchor could not be read or written.
+
+    Raised after a commit whose head the anchor did not take: the events are stored, but
+    the run is not to be driven on until the anchor records them (else a truncation of
+    them would go unnoticed).
+    """
 
 
 class InvalidRunIdError(AgentFSMError, ValueError):

@@ -94,17 +94,27 @@ class ActionStatus(StrEnum):
 
 
 class DecisionKind(StrEnum):
-    """What a model call decided (`model.completed.decision`)."""
+    """What a model call decided (`model.completed.decision`).
+
+    `refused` is a decision the run did not take: a guard on `model.completed` refused what
+    the model proposed (`max_calls_per_decision`: too many calls at once). It carries a
+    `refusal` saying why and summing up what was proposed; nothing of it runs, and the
+    model sees the refusal on its next turn.
+    """
 
     FINAL = "final"
     TOOL_CALLS = "tool_calls"
     HANDOFF = "handoff"
+    REFUSED = "refused"
 
 
 class StopReason(StrEnum):
     """The stop reasons of the built-in guards (`run.terminated.stop_reason`).
 
     Each built-in guard's name is its stop reason; table edges list these names.
+    `max_calls_per_decision` is the one that refuses a decision instead of stopping the
+    run (its verdict is recorded as a `refused` decision, and the run goes on); it is a
+    stop reason only for a log whose writer stopped the run on it.
     """
 
     MAX_TURNS = "max_turns"
@@ -112,6 +122,7 @@ class StopReason(StrEnum):
     BUDGET = "budget"
     LOOP_DETECTED = "loop_detected"
     MAX_ATTEMPTS = "max_attempts"
+    MAX_CALLS_PER_DECISION = "max_calls_per_decision"
 
 
 #: Statuses after which nothing more will happen to an action (a failed one may be retried,

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from agentfsm.events.canonical import call_digest
-from agentfsm.events.models import ErrorInfo, Limits, TableRef
+from agentfsm.events.models import ErrorInfo, Limits, Refusal, TableRef
 from agentfsm.ledger import ledger, unsettled
 from agentfsm.names import ActionStatus, RunStatus
 
@@ -163,6 +163,7 @@ class _RunRecordSlots:
     limits: Limits | None = None
     final_output: Any = None
     last_decision: str | None = None
+    last_refusal: Refusal | None = None
     model_call_open: bool = False
     actions: Mapping[str, Action] = attrs.field(factory=dict)
     batch: tuple[str, ...] = ()
@@ -197,7 +198,10 @@ class RunRecord(_RunRecordSlots):
         objective: what the run was started for.
         limits: the limits given on `run.started`.
         final_output: the latest final answer the model proposed.
-        last_decision: the latest model decision (`final`, `tool_calls`, `handoff`).
+        last_decision: the latest model decision (`final`, `tool_calls`, `handoff`,
+            `refused`).
+        last_refusal: why the latest decision was refused, when it was (`refused`): what the
+            model sees on its next turn; None once a decision is taken.
         model_call_open: a `model.started` has no `model.completed` yet.
         actions: the action ledger, keyed by action id, in the order actions appeared.
         batch: the action ids of the current batch (since the last model decision).
@@ -254,6 +258,9 @@ class RunRecord(_RunRecordSlots):
             else None,
             "final_output": self.final_output,
             "last_decision": self.last_decision,
+            "last_refusal": self.last_refusal.model_dump(mode="json")
+            if self.last_refusal
+            else None,
             "model_call_open": self.model_call_open,
             "actions": actions,
             "batch": list(self.batch),
@@ -305,6 +312,8 @@ class RunRecord(_RunRecordSlots):
         fields["batch"] = tuple(data["batch"])
         fields["usage"] = UsageTotals(**data["usage"])
         fields["error"] = ErrorInfo.model_validate(data["error"]) if data["error"] else None
+        refusal = data["last_refusal"]
+        fields["last_refusal"] = Refusal.model_validate(refusal) if refusal is not None else None
         for key in ("table", "migrated_from"):
             fields[key] = TableRef.model_validate(data[key]) if data[key] is not None else None
         record = cls(**fields)

@@ -1,6 +1,8 @@
-"""The web UI at scale: the runs list over 100,000 runs, a run page of a 10,000-event run.
+"""The web UI at scale: the runs list over 100,000 runs, a run page of a 10,000-event run,
+the inbox and run page of a run waiting on a 1,000-call batch.
 
-    .venv/bin/python benchmarks/bench_ui.py [--runs 100000] [--events 10000] [--rounds 5]
+    .venv/bin/python benchmarks/bench_ui.py [--runs 100000] [--events 10000] [--batch 1000]
+        [--rounds 5]
 
 What is measured (medians over rounds, through Starlette's TestClient, so a figure is the
 whole request: routing, store reads, folds, Graphviz, template):
@@ -10,7 +12,10 @@ whole request: routing, store reads, folds, Graphviz, template):
   yet cached by the server) and warm (what a polling page costs while runs stand still);
 - a run page of a `--events`-event run, next to `store.load` of that run: the first view
   (one fold of the log for its path, the diagram drawn by Graphviz) and a later page of its
-  timeline (served from the cached path), and one step of the step-through (`at=`).
+  timeline (served from the cached path), and one step of the step-through (`at=`);
+- the approvals inbox and the run page of a run whose one decision proposed `--batch` calls
+  that each wait for approval (issue 25: this once drew every call with every other), cold,
+  with the bytes of each answer.
 
 The store is built once in a temporary directory on /dev/shm when there is one (building
 100,000 runs with fsync per commit would measure the disk), with SQLite synchronous=NORMAL.
@@ -67,14 +72,29 @@ def long_run(run_id: str, events: int) -> list[Event]:
     return log.events
 
 
-def build(path: Path, runs: int, events: int) -> None:
+def batch_run(run_id: str, calls: int) -> list[Event]:
+    """A run whose one decision proposed `calls` calls, each now waiting for approval."""
+    log = LogBuilder(run_id)
+    log.add("run.started", objective="refund every order", agent="bench")
+    log.add("model.started")
+    batch = [{"action_id": f"b{i}", "tool": "refund", "arguments": {"order": f"O-{i}"}}
+             for i in range(calls)]  # fmt: skip
+    log.add("model.completed", decision="tool_calls", tool_calls=batch)
+    for c in batch:
+        log.add("approval.requested", action_id=c["action_id"], tool=c["tool"],
+                arguments=c["arguments"])  # fmt: skip
+    return log.events
+
+
+def build(path: Path, runs: int, events: int, batch: int) -> None:
     with SQLiteEventStore(path, synchronous="NORMAL") as store:
         for i in range(runs):
             run_id = f"run-{i:06d}"
             store.append(run_id, short_run(run_id, i), 0)
-        big = long_run("long-run", events)
-        for start in range(0, len(big), 1000):
-            store.append("long-run", big[start : start + 1000], start)
+        for run_id, big in (("long-run", long_run("long-run", events)),
+                            ("batch", batch_run("batch", batch))):  # fmt: skip
+            for start in range(0, len(big), 1000):
+                store.append(run_id, big[start : start + 1000], start)
 
 
 def median_ms(fn: Callable[[], object], rounds: int) -> float:
@@ -86,20 +106,22 @@ def median_ms(fn: Callable[[], object], rounds: int) -> float:
     return statistics.median(times) * 1000
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     shm = Path("/dev/shm")  # noqa: S108 - a private TemporaryDirectory is made inside it
     base = shm if shm.is_dir() else None
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         path = Path(tmp) / "ui.db"
         started = time.perf_counter()
-        build(path, args.runs, args.events)
-        print(f"store: {args.runs:,} runs + one run of {args.events:,} events, "
-              f"built in {time.perf_counter() - started:.0f} s")  # fmt: skip
+        build(path, args.runs, args.events, args.batch)
+        took = time.perf_counter() - started
+        print(f"store: {args.runs:,} runs + one run of {args.events:,} events + one run "
+              f"waiting on {args.batch:,} calls, built in {took:.0f} s")  # fmt: skip
 
         def opener(table: TransitionTable) -> EventStore:
             return SQLiteEventStore(path, options=StoreOptions(reducer=Reducer(table)))
@@ -113,12 +135,14 @@ def main() -> None:
             client.get("/run?id=none")
             return client
 
+        sizes: dict[str, int] = {}
+
         def cold(url: str) -> float:
             times = []
             for _ in range(rounds):
                 client = fresh()
                 start = time.perf_counter()
-                client.get(url)
+                sizes[url] = len(client.get(url).content)
                 times.append(time.perf_counter() - start)
             return statistics.median(times) * 1000
 
@@ -138,6 +162,9 @@ def main() -> None:
         later_page = median_ms(lambda: client.get("/run?id=long-run&page=37"), rounds)
         step = median_ms(lambda: client.get("/run?id=long-run&at=5000"), rounds)
         page_bytes = len(client.get("/run?id=long-run&page=37").content)
+        load_batch = median_ms(lambda: store.load("batch"), rounds)
+        inbox = cold("/approvals")
+        batch_page = cold("/run?id=batch")
 
         rows = [
             ("runs list, page 1 (cold: 50 records read)", cold_first, query),
@@ -146,13 +173,19 @@ def main() -> None:
             (f"run page, {args.events:,} events, first view", first_view, load),
             ("run page, timeline page 37 (path cached)", later_page, load),
             ("run page, step-through at=5000", step, load),
+            (f"inbox, a {args.batch:,}-call batch waiting (cold)", inbox, load_batch),
+            (f"run page, a {args.batch:,}-call batch (cold)", batch_page, load_batch),
         ]
         print(f"{'what':<48} {'ms':>9} {'bare ms':>9} {'ratio':>7}")
         for what, ms, bare in rows:
             print(f"{what:<48} {ms:>9.1f} {bare:>9.2f} {ms / bare:>6.1f}x")
-        print("bare: store.runs(limit=50) for the runs list, store.load('long-run') for the run")
+        print("bare: store.runs(limit=50) for the runs list, store.load('long-run') for the run, "
+              "store.load('batch') for the batch")  # fmt: skip
         print(f"a timeline page of the long run is {page_bytes / 1024:.0f} KiB of HTML "
               f"(100 events of {args.events:,})")  # fmt: skip
+        print(f"the inbox with the {args.batch:,}-call batch is "
+              f"{sizes['/approvals'] / 1024:.0f} KiB, its run page "
+              f"{sizes['/run?id=batch'] / 1024:.0f} KiB")  # fmt: skip
         store.close()
 
 

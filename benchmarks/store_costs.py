@@ -49,7 +49,8 @@ class WithoutRunsRow(SQLiteEventStore):
         c.execute("BEGIN IMMEDIATE")
         if prepared.expected_version == 0:
             info = prepared.info
-            c.execute(self._sql_new_run, (prepared.run_id, info.status, info.version, None))
+            key = self.options.integrity.record
+            c.execute(self._sql_new_run, (prepared.run_id, info.status, info.version, None, key))
         c.executemany(
             self._sql_insert_event,
             [(prepared.run_id, r.sequence, r.type, r.data, r.hash) for r in prepared.rows],

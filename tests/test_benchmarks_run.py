@@ -1,5 +1,5 @@
-"""The benchmarks that `make bench`, `make bench-stores` and `make bench-cli` end with, and
-`make bench-runtime`'s floor row, still run (tiny sizes).
+"""The benchmarks that `make bench`, `make bench-stores` and `make bench-cli` end with,
+`make bench-runtime`'s floor row, and `make bench-ui`'s batch rows still run (tiny sizes).
 
 Nothing here is timed: a figure is only measured by the benchmarks themselves. This keeps
 a refactor from breaking them unseen, and checks they print every row they promise.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_cli, bench_runtime, store_costs
+from benchmarks import bench_cli, bench_parse, bench_runtime, bench_ui, store_costs, ui_batch
 
 
 def test_store_costs_prints_every_part_next_to_the_raw_insert(
@@ -30,6 +30,22 @@ def test_store_costs_prints_every_part_next_to_the_raw_insert(
     ):
         assert row in out, row
     assert "| 1.00x |" in out
+
+
+def test_bench_parse_prints_the_bounded_reader_next_to_the_path_it_replaced(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Both readers, alone and then parsing, each with its ratio to the unbounded one."""
+    assert bench_parse.main(["--events", "50", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    for row in (
+        "| file iteration + decode (unbounded, before) | nothing |",
+        "| iter_lines (bounded) | nothing |",
+        "| file iteration + decode (unbounded, before) | parse_event |",
+        "| iter_lines (bounded) | parse_event |",
+    ):
+        assert row in out, row
+    assert out.count("| 1.00x |") >= 3  # validate_json's row and both unbounded ones
 
 
 def test_the_runner_on_a_store_that_writes_nothing_completes_its_runs() -> None:
@@ -66,3 +82,22 @@ def test_the_cli_growth_check_times_every_verb_on_both_shapes(
         *(["| runs", verb] for verb in [*verbs, "runs"]),
         *(["| events", verb] for verb in verbs),
     ]
+
+
+def test_bench_ui_prints_the_inbox_and_run_page_of_a_big_batch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`make bench-ui` ends with the inbox and the run page of a run waiting on a batch, and
+    the bytes of each."""
+    bench_ui.main(["--runs", "3", "--events", "40", "--batch", "60", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "inbox, a 60-call batch waiting (cold)" in out
+    assert "run page, a 60-call batch (cold)" in out
+    assert "the inbox with the 60-call batch is " in out
+
+
+def test_ui_batch_measures_each_page_of_the_attack(capsys: pytest.CaptureFixture[str]) -> None:
+    """`benchmarks/ui_batch.py` prints a row for the inbox, the run page and the report."""
+    assert ui_batch.main(["--calls", "3", "--timeout", "60"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [r.split(" | ")[:2] for r in rows] == [["| 3", w] for w in ui_batch.WHAT]

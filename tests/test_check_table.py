@@ -63,13 +63,21 @@ def test_a_spec_round_trips_and_broken_specs_report_every_problem() -> None:
 
 
 def test_cli_on_the_default_table() -> None:
-    """Exit 0 and the report."""
+    """Exit 0 and the report, which lists every limit guard and the events it checks."""
     result = check()
     assert result.returncode == 0
-    assert result.stdout.splitlines()[0] == (
-        "table 'agent_run': 10 states (4 terminal), 53 edges, 44 legal (state, event) pairs"
-    )
+    assert result.stdout.splitlines()[:7] == [
+        "table 'agent_run': 10 states (4 terminal), 53 edges, 44 legal (state, event) pairs",
+        "guard: 'budget' on 'model.started', 'tool.started'",
+        "guard: 'deadline' on 'model.started', 'tool.started'",
+        "guard: 'loop_detected' on 'tool.requested'",
+        "guard: 'max_attempts' on 'tool.started'",
+        "guard: 'max_calls_per_decision' on 'model.completed'",
+        "guard: 'max_turns' on 'model.started'",
+    ]
     assert result.stdout.splitlines()[-1] == "ok: 0 error(s), 0 warning(s)"
+    doc = json.loads(check("--format", "json").stdout)
+    assert doc["guards"]["max_calls_per_decision"] == ["model.completed"]
 
 
 def test_cli_on_a_deliberately_broken_table() -> None:
@@ -108,16 +116,20 @@ class _CountedEdges(list[Transition]):
 
 
 def test_the_check_reads_the_edges_a_fixed_number_of_times() -> None:
-    """A chain of 200 states is checked reading its edges a few times, not once per state
-    (which made `check-table` on a large spec cost states x edges). Each waits for a person
-    (a Runner starts the run and stops there)."""
-    states = [State("s0"), *(State(f"s{i}", kind="waiting") for i in range(1, 200))]
-    states.append(State("done", terminal=True))
-    names = [s.name for s in states]
-    edges = _CountedEdges(
-        Transition(a, "step" if a != "s0" else "run.started", b)
-        for a, b in itertools.pairwise(names)
-    )
-    report = check_parts("chain", states, "s0", edges, BUILTIN_EVENTS.extend("step"))
-    assert (report.errors, report.states, report.edges) == ((), 201, 200)
-    assert edges.reads <= 4, edges.reads
+    """A chain of states is checked reading its edges the same few times whatever its
+    length, not once per state (which made `check-table` on a large spec cost states x
+    edges). Each waits for a person (a Runner starts the run and stops there)."""
+
+    def reads(n: int) -> int:
+        states = [State("s0"), *(State(f"s{i}", kind="waiting") for i in range(1, n))]
+        states.append(State("done", terminal=True))
+        names = [s.name for s in states]
+        edges = _CountedEdges(
+            Transition(a, "step" if a != "s0" else "run.started", b)
+            for a, b in itertools.pairwise(names)
+        )
+        report = check_parts("chain", states, "s0", edges, BUILTIN_EVENTS.extend("step"))
+        assert (report.errors, report.states, report.edges) == ((), n + 1, n)
+        return edges.reads
+
+    assert reads(200) == reads(20) <= 8, (reads(20), reads(200))

@@ -43,10 +43,11 @@ class TestToStandardOutput:
     def test_a_run_that_does_not_read_back_says_the_output_is_incomplete(
         self, capsys: pytest.CaptureFixture[str], broken_store: Path
     ) -> None:
-        """What was printed cannot be taken back; the exit status and stderr disown it."""
+        """What was printed cannot be taken back; the exit status (1: a stored event does
+        not check out) and stderr disown it."""
         code, out, err = run_main(capsys, "export", "--store", str(broken_store))
         assert (code, len(out.splitlines()), err) == (
-            2, 5, "agentfsm export: error: run 'r2', sequence 2: the stored event names run "
+            1, 5, "agentfsm export: error: run 'r2', sequence 2: the stored event names run "
             "'r1', sequence 2; the output is incomplete\n",
         )  # fmt: skip
 
@@ -69,7 +70,7 @@ class TestToAFile:
         target = tmp_path / "out" / "runs.jsonl"
         target.parent.mkdir()
         assert run_main(capsys, "export", "--store", str(broken_store), "-o", str(target)) == (
-            2, "", "agentfsm export: error: run 'r2', sequence 2: the stored event names run "
+            1, "", "agentfsm export: error: run 'r2', sequence 2: the stored event names run "
             f"'r1', sequence 2; '{target}' was not written\n",
         )  # fmt: skip
         assert list(target.parent.iterdir()) == []
@@ -81,7 +82,7 @@ class TestToAFile:
         target = tmp_path / "runs.jsonl"
         target.write_text("earlier\n", encoding="utf-8")
         code, _, _ = run_main(capsys, "export", "--store", str(broken_store), "-o", str(target))
-        assert (code, target.read_text(encoding="utf-8")) == (2, "earlier\n")
+        assert (code, target.read_text(encoding="utf-8")) == (1, "earlier\n")
 
     def test_replacing_keeps_who_may_read_it(
         self, capsys: pytest.CaptureFixture[str], store: Path, tmp_path: Path

@@ -123,16 +123,16 @@ class TestHostileLogs:
         log = tmp_path / "latin1.jsonl"
         log.write_bytes(waiting_log()[0].encode() + b'\n{"run_id": "caf\xe9"}\n')
         assert run_main(capsys, "validate", str(log)) == (
-            2, "", f"agentfsm validate: '{log}' is not UTF-8 text: line 2, byte 16: "
-            "invalid continuation byte\n",
+            2, "", f"agentfsm validate: '{log}': line 2: not a valid event: not UTF-8 text "
+            "(byte 16: invalid continuation byte)\n",
         )  # fmt: skip
 
     def test_standard_input_that_is_not_utf8(self) -> None:
         """Standard input is decoded strictly too, whatever the locale."""
         result = run_script("validate", "-", stdin=b"\xff\n", env={"LC_ALL": "C"})
         assert (result.returncode, result.stderr) == (
-            2, "agentfsm validate: standard input is not UTF-8 text: line 1, byte 1: "
-            "invalid start byte\n",
+            2, "agentfsm validate: standard input: line 1: not a valid event: not UTF-8 text "
+            "(byte 1: invalid start byte)\n",
         )  # fmt: skip
 
     def test_a_json_string_with_a_line_separator_stays_on_its_line(

@@ -33,7 +33,11 @@ class TestExtraction:
             (
                 "running",
                 "running",
-                ["model.started {max_turns, deadline, budget}", "model.completed / handoff"],
+                [
+                    "model.started {max_turns, deadline, budget}",
+                    "model.completed {max_calls_per_decision}",
+                    "handoff",
+                ],
             ),
             ("running", "waiting_approval", ["approval.requested"]),
             (
@@ -87,7 +91,10 @@ class TestExtraction:
             (
                 "cancel_requested",
                 "cancel_requested",
-                ["tool.completed / tool.failed / tool.outcome_unknown / model.completed"],
+                [
+                    "tool.completed / tool.failed / tool.outcome_unknown",
+                    "model.completed {max_calls_per_decision}",
+                ],
             ),
             ("cancel_requested", "cancelled", ["run.cancelled [nothing in flight]"]),
             (None, "cancel_requested", ["run.cancel_requested"]),

@@ -72,12 +72,15 @@ class Spy:
 
 class TestDefaultTableNames:
     def test_edges_list_the_built_in_guards(self) -> None:
-        """Model calls, tool calls and tool requests carry the guard names diagrams show."""
+        """Model calls, model decisions, tool calls and tool requests carry the guard names
+        diagrams show."""
         listed = {(t.source, t.event): t.guards for t in DEFAULT_TABLE.transitions if t.guards}
         model = ("max_turns", "deadline", "budget")
         tool = ("deadline", "budget", "max_attempts")
         assert listed == {
             ("running", "model.started"): model,
+            ("running", "model.completed"): ("max_calls_per_decision",),
+            ("cancel_requested", "model.completed"): ("max_calls_per_decision",),
             ("running", "tool.requested"): ("loop_detected",),
             ("waiting_tool", "tool.requested"): ("loop_detected",),
             ("waiting_tool", "tool.started"): tool,
@@ -89,11 +92,13 @@ class TestDefaultTableNames:
         names = {n for t in DEFAULT_TABLE.transitions for n in t.guards}
         assert names == {r.value for r in StopReason}
 
-    def test_the_plain_reducer_guards_only_model_and_tool_starts(self) -> None:
-        """Without guard objects only the run-limit guards are wired (turns, time, budget)."""
-        assert DEFAULT_REDUCER.guards.events == {"model.started", "tool.started"}
+    def test_the_plain_reducer_guards_only_model_calls_decisions_and_tool_starts(self) -> None:
+        """Without guard objects only the run-limit guards are wired (turns, calls per
+        decision, time, budget)."""
+        limited = {"model.started", "model.completed", "tool.started"}
+        assert DEFAULT_REDUCER.guards.events == limited
         with_loops = Reducer(guards=[LoopDetector()])
-        assert with_loops.guards.events == {"model.started", "tool.started", "tool.requested"}
+        assert with_loops.guards.events == {*limited, "tool.requested"}
 
 
 class TestWiring:

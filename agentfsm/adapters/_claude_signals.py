@@ -10,9 +10,12 @@ the model's answers (`StreamEvent`s, with `include_partial_messages=True`, and t
   (`ToolUseBlock.id` is the action id) and its usage (`message_start`'s input tokens,
   `message_delta`'s output tokens); a final answer is recorded with the run's end, when the
   `ResultMessage` gives the SDK's own cost;
-- hook `PreToolUse`: a call that needs approval and is undecided is `approval.requested` and
-  deferred (`permissionDecision: "defer"`: the CLI ends the leg keeping the call, and replays
-  it on a resume); a rejected one is denied (never runs); otherwise `tool.requested` +
+- hook `PreToolUse`: a call of an answer the run refused (more calls than
+  `max_calls_per_decision`: recorded as `refused`) is denied with the refusal's message, the
+  error the model reads, before it runs or waits for a person; a call that needs approval
+  and is undecided is `approval.requested` and deferred (`permissionDecision: "defer"`: the
+  CLI ends the leg keeping the call, and replays it on a resume); a rejected one is denied
+  (never runs); otherwise `tool.requested` +
   `tool.started`. The CLI sends it while the answer still streams, so the hook waits for the
   answer's `model.completed` first;
 - `can_use_tool`: the SDK's permission request, answered from our store's decision;
@@ -118,6 +121,9 @@ class Signals:
         self.delegate = delegate
         #: How many calls each call's answer asked for (the CLI defers only a lone call).
         self.batch: dict[str, int] = {}
+        #: The calls of this leg's refused answers, with the refusal's message. Kept here,
+        #: not read off the record: a hook may come before the next answer's `model.started`.
+        self.refused: dict[str, str] = {}
         self.stop: GuardStop | CancelStop | None = None
         self.mismatch: ApprovalMismatchError | None = None
         #: A move the table or the ledger refused (raised by the adapter after the leg).
@@ -239,10 +245,13 @@ class Signals:
         fields = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls, "usage": usage}
         if text:
             self.last = text
-        await self._append(
+        recorded = await self._append(
             f"StreamEvent message_stop (message '{answer.message_id}')",
             [(m.ModelCompleted, fields)],
         )
+        refusal = self.recorder.record.last_refusal
+        if recorded and refusal is not None:  # too many calls: each is denied, saying why
+            self.refused.update(dict.fromkeys(answer.calls, refusal.message))
         async with self._completed:
             self._completed.notify_all()
 
@@ -268,7 +277,11 @@ class Signals:
         """Wait until the answer holding the call is recorded; False if the run stops first."""
 
         def ready() -> bool:
-            return self.halted or tool_use_id in self.recorder.record.actions
+            return (
+                self.halted
+                or tool_use_id in self.recorder.record.actions
+                or tool_use_id in self.refused
+            )
 
         async with self._completed:
             try:
@@ -288,6 +301,8 @@ class Signals:
             return self._inside_cli_subagent(name, arguments)
         if not await self._proposed(tool_use_id):
             return _deny("the run was stopped")
+        if tool_use_id in self.refused:
+            return _deny(self.refused[tool_use_id])
         action = self.recorder.record.actions[tool_use_id]
         if action.arguments_digest not in (None, call_digest(name, arguments)):
             # The SDK's call is not the one our log holds (a kept session changed): fail closed.
@@ -338,6 +353,8 @@ class Signals:
             return PermissionResultDeny(message="the run was stopped", interrupt=True)
         if context.agent_id and self.needs_approval(name, jsonable(arguments)):
             return PermissionResultDeny(message=CLI_SUBAGENT_APPROVAL)
+        if aid in self.refused:
+            return PermissionResultDeny(message=self.refused[aid])
         action = self.recorder.record.actions.get(aid) if aid else None
         if context.agent_id or action is None:
             return await self._theirs(name, arguments, context)

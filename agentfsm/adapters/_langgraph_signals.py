@@ -18,7 +18,9 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import LLMResult
+from langchain_core.tools import ToolException
 from langgraph.errors import GraphInterrupt
+from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command, interrupt
 
 from agentfsm.adapters._recorder import Recorder
@@ -62,6 +64,27 @@ class FinishedCallError(RuntimeError):
         self.action_id = action_id
 
 
+class RefusedCallError(ToolInvocationError):
+    """A call of a model answer the run refused (more calls than `max_calls_per_decision`).
+
+    Raised before the tool runs; its message is the refusal's, which the model reads. It is
+    a `ToolInvocationError` because that is what `ToolNode` hands to the model by default (a
+    call it may not make, as one with invalid arguments); a `ToolNode` told not to handle
+    tool errors fails the run instead.
+    """
+
+    def __init__(self, run_id: str, action_id: str, message: str) -> None:
+        # Not ToolInvocationError's own __init__: it wraps a ValidationError, and there is none
+        # (so no `source` either).
+        ToolException.__init__(self, message)
+        self.message = message
+        self.run_id = run_id
+        self.action_id = action_id
+        self.tool_name = ""
+        self.tool_kwargs: dict[str, Any] = {}
+        self.filtered_errors = None
+
+
 def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Pause the graph for approval of `tool_calls` (an AIMessage's); returns the decisions.
 
@@ -71,7 +94,9 @@ def approval_request(tool_calls: Sequence[dict[str, Any]]) -> dict[str, dict[str
     Our store is where the decisions are: in a graph a `GraphRun` streams, calls its run has
     decided get their decisions from its ledger (checked against the call's arguments
     digest) without another interrupt — so they hold however LangGraph routes resume values
-    (a subagent whose interrupt a parallel tool call's hid, say).
+    (a subagent whose interrupt a parallel tool call's hid, say). The calls of an answer the
+    run refused (more than `max_calls_per_decision`) are rejected at once, the refusal's
+    message their reason: no person is asked about them.
 
     Raises:
         ApprovalMismatchError: a decided call's arguments are not the ones decided on.
@@ -106,15 +131,17 @@ class _IntendedStop(logging.Filter):
         """False (drop) for "Error in <our handler>.<event> callback: <its stop>"."""
         stop, args = self.handler.stop, record.args
         # The manager logs `(handler class name, event name, repr(error))`: the stop object
-        # itself is not on the record, so its repr identifies it; any other error from our
-        # handler (a bug) still gets its warning.
-        return not (
-            stop is not None
-            and isinstance(args, tuple)
-            and len(args) == 3
-            and args[0] == type(self.handler).__name__
-            and args[2] == repr(stop)
-        )
+        # itself is not on the record, so its repr identifies it; a refused call's error by
+        # its class (one per call of a refused answer, each handed to the model); any other
+        # error from our handler (a bug) still gets its warning.
+        if not (
+            isinstance(args, tuple) and len(args) == 3 and args[0] == type(self.handler).__name__
+        ):
+            return True
+        error = str(args[2])
+        if error.startswith(f"{RefusedCallError.__name__}("):
+            return False
+        return not (stop is not None and error == repr(stop))
 
 
 @contextlib.contextmanager
@@ -309,6 +336,9 @@ class _Handler(BaseCallbackHandler):
         aid = kwargs.get("tool_call_id")
         if not aid:
             return  # a tool invoked outside a model's tool call: not an action of the run
+        refusal = self.recorder.refusal(aid)
+        if refusal is not None:  # a call of a refused answer: it never runs, the model reads why
+            raise RefusedCallError(self.recorder.run_id, aid, refusal.message)
         self.tool_runs[run_id] = aid
         action = self.recorder.record.actions.get(aid)
         if action is not None and action.status == ActionStatus.STARTED:
@@ -372,6 +402,10 @@ class _Handler(BaseCallbackHandler):
         record = self.recorder.record
         decisions: dict[str, dict[str, Any]] = {}
         for call in calls:
+            refusal = self.recorder.refusal(call["id"])
+            if refusal is not None:  # of a refused answer: never put to a person
+                decisions[call["id"]] = {"approved": False, "reason": refusal.message}
+                continue
             action = record.actions.get(call["id"])
             if action is None or action.status not in _DECIDED:
                 return None

@@ -26,6 +26,7 @@ from agents import (
     ModelResponse,
     RunContextWrapper,
     RunHooks,
+    ToolApprovalItem,
     ToolCallOutputItem,
 )
 from agents.exceptions import AgentsException
@@ -180,6 +181,7 @@ class _Hooks(RunHooks[Any]):
         """The model answered: `model.completed` with its decision and usage."""
         handoffs = _handoff_names(agent)
         calls: list[dict[str, Any]] = []
+        items: list[ResponseFunctionToolCall] = []
         handoff = False
         texts: list[str] = []
         for item in response.output:
@@ -187,6 +189,7 @@ class _Hooks(RunHooks[Any]):
                 if item.name in handoffs:
                     handoff = True
                 else:
+                    items.append(item)
                     calls.append(
                         {
                             "action_id": item.call_id,
@@ -210,6 +213,13 @@ class _Hooks(RunHooks[Any]):
             f"RunHooks.on_llm_end (agent '{agent.name}')",
             [(m.ModelCompleted, {**fields, "usage": usage})],
         )
+        refusal = self.recorder.record.last_refusal
+        if refusal is not None:
+            # Recorded as refused (too many calls): the SDK's approval record answers each
+            # call with the refusal's message, before it would run or wait for a person.
+            for item in items:
+                approval = ToolApprovalItem(agent=agent, raw_item=item, tool_name=item.name)
+                context.reject_tool(approval, rejection_message=refusal.message)
         if self.theirs is not None:
             await self.theirs.on_llm_end(context, agent, response)
 

@@ -6,7 +6,10 @@ is checked against the table, the ledger and the guards before it is written, an
 (`transition.applied` / `guard.rejected`). What can happen on an append:
 
 - a guard refuses → `GuardStop` (the adapter stops the SDK run, then `terminate()` records
-  `run.terminated` with the verdict);
+  `run.terminated` with the verdict) — except a guard refusing a model's tool calls (more
+  than `max_calls_per_decision`): the decision is recorded as `refused` instead, and the
+  SDK goes on; the adapter refuses each of those calls through the SDK's own tool or
+  permission hooks (`refusal`), with the refusal's message as the error the model reads;
 - another process asked to cancel the run and the event no longer applies → `CancelStop`
   (the adapter stops the SDK run, then `cancelled()` records `run.cancelled`);
 - the SDK made a move the table refuses → the `LifecycleError`, re-raised with the SDK signal
@@ -43,15 +46,16 @@ from agentfsm.errors import (
     RunNotFoundError,
 )
 from agentfsm.events import models as m
-from agentfsm.events.models import Event, Limits
+from agentfsm.events.models import Event, Limits, Refusal
 from agentfsm.guards.base import Guard, Verdict
-from agentfsm.names import EventType, RunStatus
+from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, with_calls_cap
+from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.specs import Spec, refused
 from agentfsm.runtime.writer import StateChanged, Writer
 from agentfsm.stores.base import EventStore
 
@@ -83,6 +87,8 @@ class RecorderOptions:
         reserve_tokens: tokens each model call reserves (`Recorder.model_call`).
         reserve_cost: cost each model call reserves.
         pricing: the cost of a model call from its tokens (`Recorder.usage`).
+        max_calls_per_decision: the calls one model answer may propose, written into each
+            run's `limits` unless they set it (see `with_calls_cap`); None lifts it.
     """
 
     guards: Sequence[Guard] = ()
@@ -92,8 +98,12 @@ class RecorderOptions:
     reserve_tokens: int | None = None
     reserve_cost: float | None = None
     pricing: Pricing | None = None
+    max_calls_per_decision: int | None = DEFAULT_MAX_CALLS_PER_DECISION
 
     def __post_init__(self) -> None:
+        cap = self.max_calls_per_decision
+        if cap is not None and (cap.__class__ is not int or cap < 1):
+            raise ValueError(f"max_calls_per_decision must be an integer >= 1 or None, got {cap!r}")
         for value, what in (
             (self.reserve_tokens, "reserve_tokens"),
             (self.reserve_cost, "reserve_cost"),
@@ -187,7 +197,8 @@ class Recorder:
                     {
                         "objective": objective,
                         "agent": agent,
-                        "limits": limits,
+                        # The log says the cap its decisions were under: any reader checks it.
+                        "limits": with_calls_cap(limits, self.options.max_calls_per_decision),
                         # The run is folded with this table from now on, by anyone.
                         "table": self._reducer.table.ref,
                     },
@@ -286,11 +297,30 @@ class Recorder:
                 listener(event)
             self._delivered = event.sequence
 
+    def refusal(self, call_id: str) -> Refusal | None:
+        """Why the SDK's call `call_id` must not run, when it belongs to a refused answer.
+
+        A refused decision's calls never enter the ledger, yet the SDK holds them and will
+        try to run them (or ask for their approval): a call the ledger does not know, once
+        the latest decision was refused and before the next model call, is one of them.
+        """
+        record = self.record
+        if record.model_call_open or call_id in record.actions:
+            return None
+        return record.last_refusal
+
     def _append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
         writer = self._writer if self._writer is not None else self._open(self.record)
         writer.begin_step()
         try:
-            return writer.append(specs)
+            try:
+                return writer.append(specs)
+            except GuardRejectedError as exc:
+                instead = _refused_calls(specs, exc)
+                if instead is None:
+                    raise
+                # The answer is kept as refused; the SDK goes on, and its calls are refused.
+                return writer.append(instead)
         except GuardRejectedError as exc:
             raise GuardStop(exc) from exc
         except StateChanged as changed:
@@ -447,3 +477,20 @@ class Recorder:
         self._end_subagents("that called it failed")
         error = {"kind": kind, "message": message}
         return self.append("failure", [(m.RunFailed, {"error": error})])
+
+
+def _refused_calls(specs: Sequence[Spec], error: GuardRejectedError) -> list[Spec] | None:
+    """`specs` with the model's tool calls they record refused by `error`, or None.
+
+    Only a `tool_calls` decision: the SDK then runs its calls (each refused by the adapter)
+    and asks the model again, who reads why. A final answer or a handoff ends the SDK's
+    turn without another model call to tell, so a guard refusing one stops the run.
+    """
+    for i, spec in enumerate(specs):
+        if callable(spec) or spec[0] is not m.ModelCompleted:
+            continue
+        if spec[1].get("decision") != DecisionKind.TOOL_CALLS:
+            return None
+        instead = refused(spec, error)
+        return None if instead is None else [*specs[:i], instead]
+    return None

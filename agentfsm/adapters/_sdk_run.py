@@ -11,6 +11,7 @@ from agentfsm.adapters._pricing import Pricing
 from agentfsm.adapters._recorder import Recorder, RecorderOptions, _utc_now
 from agentfsm.events.models import Event
 from agentfsm.guards.base import Guard
+from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.stores.base import EventStore
@@ -30,6 +31,7 @@ class RunOptions(TypedDict, total=False):
     reserve_tokens: int | None
     reserve_cost: float | None
     pricing: Pricing | None
+    max_calls_per_decision: int | None
 
 
 class SdkRun:
@@ -51,6 +53,13 @@ class SdkRun:
         reserve_cost: the same for cost.
         pricing: `pricing(model, input_tokens, output_tokens)` -> the cost of a model call;
             the SDKs report only tokens, so without it a `max_cost` limit cannot trip.
+        max_calls_per_decision: the calls one model answer may propose (64 by default),
+            written into the run's `limits` unless they set it (a number, or None to lift
+            it for the run; None here lifts it for every run). An answer with more is
+            recorded as `refused`: the adapter refuses each of its calls through the SDK's
+            tool or permission hooks, with the refusal's message as the error the model
+            reads, nothing waits for approval, and the run goes on with the model's next
+            answer.
     """
 
     sdk: str = ""
@@ -67,6 +76,7 @@ class SdkRun:
         reserve_tokens: int | None = None,
         reserve_cost: float | None = None,
         pricing: Pricing | None = None,
+        max_calls_per_decision: int | None = DEFAULT_MAX_CALLS_PER_DECISION,
     ) -> None:
         options = RecorderOptions(
             guards=guards,
@@ -76,6 +86,7 @@ class SdkRun:
             reserve_tokens=reserve_tokens,
             reserve_cost=reserve_cost,
             pricing=pricing,
+            max_calls_per_decision=max_calls_per_decision,
         )
         self.recorder = Recorder(store, run_id, sdk=self.sdk, options=options)
         self._attach()

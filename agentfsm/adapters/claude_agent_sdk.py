@@ -7,7 +7,9 @@ appends our events before the CLI goes on (see `_claude_signals` for each signal
 
 - before the run: `run.started`;
 - an answer's `message_start` / `message_stop`: `model.started` / `model.completed` (its
-  `ToolUseBlock`s as tool calls, `ToolUseBlock.id` the action id; usage per answer);
+  `ToolUseBlock`s as tool calls, `ToolUseBlock.id` the action id; usage per answer); an
+  answer with more calls than `max_calls_per_decision` is `refused`, and `PreToolUse` and
+  `can_use_tool` deny each of its calls with the refusal's message, the model's to read;
 - hooks `PreToolUse`, `PostToolUse`, `PostToolUseFailure`: `tool.requested` +
   `tool.started`, `tool.completed`, `tool.failed`; `Stop`: a cancel asked meanwhile stops;
 - the `ResultMessage`: the run's end — `run.completed` after the final answer's
@@ -143,8 +145,9 @@ class ClaudeRun(SdkRun):
             process while the CLI works (a slow tool); the signals look at every step anyway.
         subagents: the subagents the model may ask, by tool name (`Subagent`, or an
             `AgentDefinition` with the caller's options): each call a child run.
-        guards, clock, logger, listeners, reserve_tokens, reserve_cost, pricing: as every
-            adapter takes them (see `SdkRun`); without `pricing` the cost is the SDK's own.
+        guards, clock, logger, listeners, reserve_tokens, reserve_cost, pricing,
+            max_calls_per_decision: as every adapter takes them (see `SdkRun`); without
+            `pricing` the cost is the SDK's own.
     """
 
     sdk = SDK

@@ -9,6 +9,9 @@ chat models and tools inside it into our events, appended through the store as t
 - `on_llm_end`: `model.completed` with the message's `usage_metadata`; its `tool_calls`
   become our tool calls with the model's call ids as `action_id`s (a `with_structured_output`
   call's tool call is the answer instead: a `final` decision with the arguments as output);
+  a message with more calls than `max_calls_per_decision` is `refused`: `approval_request`
+  rejects its calls at once and `on_tool_start` raises `RefusedCallError` for each before
+  it runs, the refusal's message what the model reads (`ToolNode` hands it over);
 - `on_tool_start`: `tool.requested` + `tool.started`; `on_tool_end`: `tool.completed`;
   `on_tool_error`: `tool.failed` (whether or not `ToolNode` hands the error to the model; an
   `interrupt()` inside the tool is a retryable failure of that attempt: LangGraph runs the
@@ -92,6 +95,7 @@ from agentfsm.adapters._langgraph_signals import (
     APPROVAL,
     SDK,
     FinishedCallError,
+    RefusedCallError,
     _Handler,
     approval_request,
     quiet_intended_stops,
@@ -117,6 +121,7 @@ __all__ = [
     "GraphRun",
     "ObservedRun",
     "Pricing",
+    "RefusedCallError",
     "SignalIllegalTransitionError",
     "approval_request",
     "per_million_tokens",
@@ -136,6 +141,8 @@ class GraphRun(SdkRun):
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
         pricing: the cost of a model call from its tokens (see `SdkRun`).
+        max_calls_per_decision: the calls one model answer may propose (64 by default; see
+            `SdkRun`): the calls of an answer with more are refused, the model reads why.
         agents: the names of the graph's nodes that are agents: entering one that is not
             the run's current agent records `handoff` (none given: no handoffs).
         stream_mode: what to stream to `on_chunk`, as LangGraph's own `stream_mode`

@@ -7,7 +7,10 @@ store *before* the SDK goes on (a hook is awaited before the model or tool call 
 - before `Runner.run`: `run.started`;
 - `on_llm_start`: `model.started` (turn guards: max turns, budget, deadline);
 - `on_llm_end`: `model.completed` with the response's usage; each `function_call` is a tool
-  call whose `action_id` is the SDK's `call_id`; a handoff tool's call makes it `handoff`;
+  call whose `action_id` is the SDK's `call_id`; a handoff tool's call makes it `handoff`; a
+  response with more calls than `max_calls_per_decision` is `refused`, and each of its calls
+  is rejected in the run context with the refusal's message (`RunContextWrapper.reject_tool`)
+  before it runs or waits for approval: the model reads why in its next input;
 - `on_tool_start`: `tool.requested` + `tool.started` (loop, budget and deadline guards);
 - `on_tool_end`: `tool.completed`; a tool's exception (`RunConfig.tool_error_formatter`,
   or `tool_failure` from a tool's own `failure_error_function`): `tool.failed`;
@@ -161,6 +164,8 @@ class AgentsRun(SdkRun):
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
         pricing: the cost of a model call from its tokens (see `SdkRun`).
+        max_calls_per_decision: the calls one model answer may propose (64 by default; see
+            `SdkRun`): the calls of an answer with more are refused, the model reads why.
     """
 
     sdk = SDK

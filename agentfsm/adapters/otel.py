@@ -12,7 +12,9 @@
   cancel requests are span events on it.
 - **turn** span `chat` (`gen_ai.operation.name="chat"`, `agentfsm.turn`): from
   `model.started` to the next `model.started` or the end, with `gen_ai.usage.input_tokens`
-  / `output_tokens` and `gen_ai.response.finish_reasons` from `model.completed`.
+  / `output_tokens` and `gen_ai.response.finish_reasons` from `model.completed` (for a
+  decision the run refused, the model's own reason, and `agentfsm.refusal.kind` /
+  `agentfsm.refusal.message` saying why it was refused).
 - **tool** span `execute_tool {tool}` (`gen_ai.operation.name="execute_tool"`,
   `gen_ai.tool.name`, `gen_ai.tool.call.id` = action id), a child of the turn that proposed
   it: from `tool.started` to its result; ERROR with `error.type` for `tool.failed`.
@@ -115,7 +117,12 @@ class RunSpans:
                 attributes={"gen_ai.operation.name": "chat", "agentfsm.turn": run.turns},
             )
         elif isinstance(event, m.ModelCompleted) and run.turn is not None:
-            run.turn.set_attribute("gen_ai.response.finish_reasons", [_FINISH[event.decision]])
+            refusal = event.refusal
+            decided = refusal.proposed.decision if refusal is not None else event.decision
+            run.turn.set_attribute("gen_ai.response.finish_reasons", [_FINISH[decided]])
+            if refusal is not None:
+                run.turn.set_attribute("agentfsm.refusal.kind", refusal.kind)
+                run.turn.set_attribute("agentfsm.refusal.message", refusal.message)
             if event.usage is not None:
                 run.turn.set_attribute("gen_ai.usage.input_tokens", event.usage.input_tokens)
                 run.turn.set_attribute("gen_ai.usage.output_tokens", event.usage.output_tokens)

@@ -7,7 +7,10 @@ node and appends our events before the agent takes the next step:
 - a `ModelRequestNode`: `model.started` (max turns, budget, deadline);
 - a `CallToolsNode`: `model.completed` with the response's usage; its `ToolCallPart`s are the
   tool calls, with pydantic-ai's `tool_call_id`s as `action_id`s — except an output tool's
-  call (structured output), which is the final answer (`decision: final`);
+  call (structured output), which is the final answer (`decision: final`); a response with
+  more calls than `max_calls_per_decision` is `refused`, and each of its calls fails with the
+  refusal's message (`ToolFailed` from a `before_tool_validate` hook the run adds: none
+  runs or waits for approval, and the model reads why in the next request);
 - `FunctionToolCallEvent`: `tool.requested` + `tool.started` (loop, budget, deadline), except
   for a call that waits for approval;
 - `FunctionToolResultEvent`: `tool.completed` (`outcome="success"`), `tool.failed`
@@ -56,7 +59,13 @@ try:
         ToolApproved,
         ToolDenied,
     )
-    from pydantic_ai.exceptions import ApprovalRequired, RunCancelled, UsageLimitExceeded
+    from pydantic_ai.capabilities import Hooks
+    from pydantic_ai.exceptions import (
+        ApprovalRequired,
+        RunCancelled,
+        ToolFailed,
+        UsageLimitExceeded,
+    )
     from pydantic_ai.messages import (
         FunctionToolCallEvent,
         FunctionToolResultEvent,
@@ -125,6 +134,8 @@ class AgentIterRun(SdkRun):
         reserve_tokens: tokens each model call reserves before it is made (see `SdkRun`).
         reserve_cost: cost each model call reserves before it is made.
         pricing: the cost of a model call from its tokens (see `SdkRun`).
+        max_calls_per_decision: the calls one model answer may propose (64 by default; see
+            `SdkRun`): the calls of an answer with more are refused, the model reads why.
         on_event: called (and awaited, if it returns an awaitable) with every event of
             the run's streams, as `agent.iter()`'s node streams yield them: the model's
             `PartStartEvent`/`PartDeltaEvent`s (a UI's tokens; the model is then asked to
@@ -353,6 +364,8 @@ class AgentIterRun(SdkRun):
     ) -> ObservedRun:
         recorder = self.recorder
         approval = _needing_approval(agent)
+        refusing = Hooks[Any](before_tool_validate=self._refuse)
+        kwargs = {**kwargs, "capabilities": [*(kwargs.get("capabilities") or ()), refusing]}
         async with agent.iter(prompt, **kwargs) as run:
             self._sdk_run, self._recorded = run, (0, 0, 0)
             async for node in run:
@@ -436,6 +449,14 @@ class AgentIterRun(SdkRun):
             await self.recorder.aappend(
                 "CallToolsNode.model_response", [(m.ModelCompleted, {**fields, "usage": usage})]
             )
+
+    async def _refuse(self, ctx: RunContext[Any], /, *, call: ToolCallPart, **rest: Any) -> Any:
+        """Hook `before_tool_validate`: a call of a refused response fails before it runs or
+        is deferred for approval, the refusal's message what the model reads."""
+        refusal = self.recorder.refusal(call.tool_call_id)
+        if refusal is not None:
+            raise ToolFailed(refusal.message)
+        return rest["args"]
 
     async def _request(self, aid: str, part: ToolCallPart) -> None:
         """`tool.requested` + `tool.started`: the call is about to run."""

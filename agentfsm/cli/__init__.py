@@ -29,11 +29,13 @@ from agentfsm.cli import (
     export,
     inspect_run,
     migrate,
+    rekey,
     replay,
     report,
     schema,
     ui,
     validate,
+    verify,
 )
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import error_text, shown
@@ -55,6 +57,8 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     control.add_parsers,
     migrate.add_parser,
     export.add_parser,
+    verify.add_parser,
+    rekey.add_parser,
     report.add_parser,
     ui.add_parser,
 )

@@ -11,7 +11,8 @@ from typing import IO, TextIO
 
 from agentfsm.cli._common import PROG, UsageError
 from agentfsm.cli._output import shown, why
-from agentfsm.errors import AgentFSMError
+from agentfsm.errors import AgentFSMError, EventFormatError
+from agentfsm.events.lines import iter_lines
 
 __all__ = ["LineCounter", "Style", "stream_lines"]
 
@@ -19,27 +20,28 @@ _BAR = 30
 
 
 def stream_lines(path: Path, command: str, *, quiet: bool = False) -> Iterator[str]:
-    """The lines of `path` (or of standard input for `-`), read lazily.
+    """The lines of `path` (or of standard input for `-`), read lazily and bounded.
 
-    Lines are split on `\\n` only and decoded one by one, so a JSON string holding U+2028
-    stays on its line and bytes that are not UTF-8 are named by line, whatever the locale
-    (a C locale would otherwise turn them into lone surrogates on standard input).
+    Every log-reading command reads here, through the one bounded reader
+    (`agentfsm.events.lines.iter_lines`): lines are split on `\\n` only and decoded one by
+    one, so a JSON string holding U+2028 stays on its line and bytes that are not UTF-8 are
+    named by line, whatever the locale (a C locale would otherwise turn them into lone
+    surrogates on standard input); a line is refused the moment it is longer than one event
+    may be, so `/dev/zero` or a pipe that never sends a newline costs one line of memory.
 
     A progress bar goes to stderr when stderr is a terminal, the input is a regular file
     and `quiet` is off: it advances by bytes read, so it costs nothing per line.
 
     Raises:
         UsageError: the file cannot be opened (missing, unreadable, a directory), or a line
-            is not UTF-8.
+            is too long or not UTF-8 (naming the input and the line).
     """
     if str(path) == "-":
         if sys.stdin is None:  # started with standard input closed (`<&-`)
             raise UsageError(f"{PROG} {command}: standard input is closed")
-        source = getattr(sys.stdin, "buffer", None)
-        if source is None:  # a text stream put in place of stdin (a test, an embedding)
-            yield from sys.stdin
-        else:
-            yield from _decoded(source, "standard input", command)
+        # A text stream put in place of stdin (a test, an embedding) has no buffer.
+        source: IO[bytes] | IO[str] = getattr(sys.stdin, "buffer", sys.stdin)
+        yield from _bounded(source, "standard input", command)
         return
     try:
         handle = path.open("rb")
@@ -49,23 +51,18 @@ def stream_lines(path: Path, command: str, *, quiet: bool = False) -> Iterator[s
         ) from None
     with handle:
         total = _size(handle)
-        lines = _decoded(handle, f"'{shown(str(path))}'", command)
+        lines = _bounded(handle, f"'{shown(str(path))}'", command)
         if quiet or total is None or not sys.stderr.isatty():
             yield from lines
         else:
             yield from _with_progress(lines, total, sys.stderr)
 
 
-def _decoded(handle: Iterable[bytes], name: str, command: str) -> Iterator[str]:
-    for number, raw in enumerate(handle, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(
-                f"{PROG} {command}: {name} is not UTF-8 text: line {number}, "
-                f"byte {exc.start + 1}: {exc.reason}"
-            ) from None
-        yield line
+def _bounded(source: IO[bytes] | IO[str], name: str, command: str) -> Iterator[str]:
+    try:
+        yield from iter_lines(source)
+    except EventFormatError as exc:  # the input cannot be read as lines: nothing is checked
+        raise UsageError(f"{PROG} {command}: {name}: {exc}") from None
 
 
 class LineCounter:
@@ -115,21 +112,22 @@ def _size(handle: IO[bytes]) -> int | None:
 def _with_progress(lines: Iterable[str], total: int, out: TextIO) -> Iterator[str]:
     done = 0
     drawn = -1
-    for number, line in enumerate(lines, start=1):
-        done += len(line)  # characters, close enough to bytes for a progress bar
-        yield line
-        if number % 4096 == 0:
-            percent = min(100, done * 100 // total)
-            if percent != drawn:
-                drawn = percent
-                filled = _BAR * percent // 100
-                out.write(
-                    f"\r[{'#' * filled}{'.' * (_BAR - filled)}] {percent:3d}% {number:,} lines"
-                )
-                out.flush()
-    if drawn >= 0:
-        out.write("\r" + " " * (_BAR + 30) + "\r")
-        out.flush()
+    try:
+        for number, line in enumerate(lines, start=1):
+            done += len(line)  # characters, close enough to bytes for a progress bar
+            yield line
+            if number % 4096 == 0:
+                percent = min(100, done * 100 // total)
+                if percent != drawn:
+                    drawn = percent
+                    filled = _BAR * percent // 100
+                    bar = f"[{'#' * filled}{'.' * (_BAR - filled)}]"
+                    out.write(f"\r{bar} {percent:3d}% {number:,} lines")
+                    out.flush()
+    finally:  # however the reading ends (a line refused too): what is printed next starts clean
+        if drawn >= 0:
+            out.write("\r" + " " * (_BAR + 30) + "\r")
+            out.flush()
 
 
 class Style:

@@ -32,9 +32,11 @@ from agentfsm.fsm.table import TransitionTable
 
 __all__ = ["table_of_log"]
 
-# A log opens with a run.started; a log that does not within this many lines is folded with
-# the default table (its own lines then say what is wrong), and memory stays bounded.
+# A log opens with a run.started; a log that does not within this many lines (or bytes) is
+# folded with the default table (its own lines then say what is wrong), and memory stays
+# bounded: a thousand lines of a few MiB each would be GiB.
 _LOOK_AHEAD = 1000
+_LOOK_AHEAD_BYTES = 4 * 2**20
 # A run.started line is small; a longer line is not parsed twice just to look.
 _LONGEST_LOOKED_AT = 64 * 1024
 
@@ -54,9 +56,11 @@ def table_of_log(
             the line and the table.
     """
     ahead: list[str] = []
+    held = 0
     found: tuple[str, TableRef, int] | None = None  # the run, its latest table, that line
     for number, raw in enumerate(lines, start=1):
         ahead.append(raw)
+        held += len(raw)
         if found is None:
             started = _names_table(raw, "run.started", "table")
             if started is not None and run_id in (None, started[0]):
@@ -65,7 +69,7 @@ def table_of_log(
             moved = _names_table(raw, "run.migrated", "to_table")
             if moved is not None and moved[0] == found[0]:
                 found = (*moved, number)
-        if number >= _LOOK_AHEAD:
+        if number >= _LOOK_AHEAD or held >= _LOOK_AHEAD_BYTES:
             break
     table = given[0] if given else DEFAULT_TABLE
     if found is not None:

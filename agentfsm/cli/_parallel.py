@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
+from agentfsm.events.lines import is_blank
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import RunSummary, ValidationReport, validate_lines
 
@@ -37,6 +38,9 @@ __all__ = ["AUTO_BYTES", "auto_jobs", "validate_in_parallel"]
 AUTO_BYTES = 16 * 2**20
 _MAX_AUTO = 4
 _BATCH = 2000
+# Lines by the thousand are bytes by the GiB when each is a few MiB: a batch is also sent
+# once it holds this much text.
+_BATCH_BYTES = 2**20
 _RUN_ID = re.compile(r'"run_id"\s*:\s*"([^"\\]*)"')
 
 
@@ -99,11 +103,12 @@ def _route(lines: Iterable[str], conns: list[Connection]) -> tuple[dict[str, int
     number of lines read, or None when a line's run id cannot be read from its text."""
     jobs = len(conns)
     batches: list[list[str]] = [[] for _ in range(jobs)]
+    held = [0] * jobs
     order: dict[str, int] = {}
     count = 0
     readable = True
     for count, raw in enumerate(lines, start=1):  # noqa: B007  (count is the total read)
-        if not raw.strip():
+        if is_blank(raw):
             continue
         found = _RUN_ID.search(raw)
         if found is None:
@@ -114,9 +119,11 @@ def _route(lines: Iterable[str], conns: list[Connection]) -> tuple[dict[str, int
         index = zlib.crc32(run_id.encode()) % jobs
         batch = batches[index]
         batch.append(raw)
-        if len(batch) >= _BATCH:
+        held[index] += len(raw)
+        if len(batch) >= _BATCH or held[index] >= _BATCH_BYTES:
             conns[index].send(batch)
             batches[index] = []
+            held[index] = 0
     for index, conn in enumerate(conns):
         if batches[index]:
             conn.send(batches[index])

@@ -25,20 +25,25 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import known_tables
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores.anchor import Anchor
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.sqlite import SQLiteEventStore
 
 __all__ = [
     "ENV",
+    "PAGE",
     "add_store_argument",
     "opened_run_store",
     "opened_store",
+    "run_ids",
     "run_tables",
     "store_label",
     "store_opener",
 ]
 
 ENV = "AGENTFSM_STORE"
+#: Runs listed per query by a command that reads every run (`run_ids`).
+PAGE = 500
 
 
 def add_store_argument(p: argparse.ArgumentParser, *, table: bool = True) -> None:
@@ -133,15 +138,31 @@ def run_tables(store: EventStore, run_id: str) -> tuple[TableRef | None, TableRe
     return started, current
 
 
+def run_ids(store: EventStore, run_id: str | None = None) -> Iterator[str]:
+    """`run_id` alone, or every run of the store in id order, a page of `PAGE` at a time
+    (so a store of 100,000 runs is never listed at once)."""
+    if run_id is not None:
+        yield run_id
+        return
+    after: str | None = None
+    while page := store.runs(limit=PAGE, after=after):
+        for info in page:
+            yield info.run_id
+        after = page[-1].run_id
+
+
 @contextmanager
 def opened_store(
     spec: str | None,
     command: str,
     table: TransitionTable | None = None,
     tables: Sequence[TransitionTable] = (),
+    *,
+    anchor: Anchor | None = None,
 ) -> Iterator[EventStore]:
     """The store named by `spec` (or `$AGENTFSM_STORE`), closed after the block; its runs
-    folded with `table` (the default table unless given), knowing the versions `tables` too.
+    folded with `table` (the default table unless given), knowing the versions `tables` too,
+    and its runs' heads anchored in `anchor` (else in `$AGENTFSM_ANCHOR`'s file, if set).
 
     Raises:
         UsageError: no store named, no SQLite file there, the PostgreSQL driver missing,
@@ -154,11 +175,13 @@ def opened_store(
         raise UsageError(f"{PROG} {command}: {ENV} must not contain NUL")
     postgres = spec.startswith(("postgresql://", "postgres://"))
     driver = _postgres_driver(command) if postgres else sqlite3.Error
-    options = (
-        StoreOptions(reducer=Reducer(table or DEFAULT_TABLE, tables=tables))
-        if table is not None or tables
-        else None
-    )
+    given: dict[str, Any] = {} if anchor is None else {"anchor": anchor}
+    if table is not None or tables:
+        given["reducer"] = Reducer(table or DEFAULT_TABLE, tables=tables)
+    try:  # here, not in the store: a key from the environment that is too short
+        options = StoreOptions(**given)
+    except ValueError as exc:
+        raise UsageError(f"{PROG} {command}: {exc}") from None
     try:
         with _postgres(spec, options) if postgres else _sqlite(spec, command, options) as store:
             yield store
@@ -179,7 +202,7 @@ def _postgres_driver(command: str) -> type[Exception]:
     return psycopg.Error
 
 
-def _postgres(spec: str, options: StoreOptions | None) -> EventStore:
+def _postgres(spec: str, options: StoreOptions) -> EventStore:
     from agentfsm.stores.postgres import PostgresEventStore
 
     store = PostgresEventStore(spec, options=options)
@@ -213,7 +236,7 @@ def _wake_engine(store: Any) -> None:
     Waker(queue).install(store)
 
 
-def _sqlite(spec: str, command: str, options: StoreOptions | None) -> SQLiteEventStore:
+def _sqlite(spec: str, command: str, options: StoreOptions) -> SQLiteEventStore:
     return SQLiteEventStore(_sqlite_path(spec, command), options=options)
 
 

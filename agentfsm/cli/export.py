@@ -1,26 +1,28 @@
 """`agentfsm export`: a store's events as JSON Lines, complete or known not to be.
 
-Runs are read one after another, so a run that stops reading back (a damaged row) is found
-after earlier runs were written. With `-o FILE` nothing is lost: the events go to a
+Runs are read one after another, so a run that stops reading back (a damaged row, or in a
+keyed store a row whose link does not match: every link is checked, as a load checks it) is
+found after earlier runs were written. With `-o FILE` nothing is lost: the events go to a
 temporary file renamed over FILE only on success, so FILE is either the whole export or
-what it was before. On standard output what was printed cannot be taken back; the command
-then exits 2 and says on stderr that the output is incomplete.
+what it was before. On standard output what was printed cannot be taken back; stderr says
+the output is incomplete. Exit 1 for a stored event that does not check out (naming its run
+and sequence), 2 for any other failure.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._files import replacing
 from agentfsm.cli._output import error_text
-from agentfsm.cli._store import add_store_argument, opened_store
+from agentfsm.cli._store import add_store_argument, opened_store, run_ids
 from agentfsm.cli.control import command
-from agentfsm.errors import AgentFSMError, RunNotFoundError
+from agentfsm.errors import AgentFSMError, CorruptLogError, RunNotFoundError
 from agentfsm.events.codec import dump_event
 from agentfsm.stores.base import EventStore
 
@@ -53,17 +55,23 @@ def _export(args: argparse.Namespace) -> int:
                 store.run_info(args.run_id)  # before any output: a plain usage error
             except RunNotFoundError as exc:
                 raise UsageError(f"{PROG} export: {exc}") from None
-        ids = [args.run_id] if args.run_id else [i.run_id for i in store.runs()]
-        if output is None:
-            _write(store, ids, sys.stdout.write, "the output is incomplete")
-        else:
-            with replacing(output, "export") as handle:
-                lost = f"'{output}' was not written"
-                _write(store, ids, lambda line: handle.write(line.encode("utf-8")), lost)
+        ids = run_ids(store, args.run_id)
+        lost = "the output is incomplete" if output is None else f"'{output}' was not written"
+        try:
+            if output is None:
+                _write(store, ids, sys.stdout.write, lost)
+            else:
+                with replacing(output, "export") as handle:
+                    _write(store, ids, lambda line: handle.write(line.encode("utf-8")), lost)
+        except CorruptLogError as exc:  # a stored event that does not check out: exit 1
+            print(f"{PROG} export: error: {error_text(exc)}; {lost}", file=sys.stderr)
+            return 1
     return 0
 
 
-def _write(store: EventStore, ids: list[str], write: Callable[[str], object], lost: str) -> None:
+def _write(
+    store: EventStore, ids: Iterable[str], write: Callable[[str], object], lost: str
+) -> None:
     try:
         for run_id in ids:
             events = store.events(run_id)
@@ -74,8 +82,8 @@ def _write(store: EventStore, ids: list[str], write: Callable[[str], object], lo
                 # Closed now, not when garbage-collected: a reader gone mid-run must not leave
                 # the store's cursor to be closed after the store ("Exception ignored").
                 getattr(events, "close", lambda: None)()
-    except BrokenPipeError:
-        raise  # the reader left: `main` ends quietly
+    except (BrokenPipeError, CorruptLogError):
+        raise  # the reader left: `main` ends quietly; a bad row is the caller's exit 1
     except Exception as exc:  # noqa: BLE001 - whatever stops an export, the output is partial
         kind = "" if isinstance(exc, AgentFSMError) else f"{type(exc).__name__}: "
         raise UsageError(f"{PROG} export: error: {kind}{error_text(exc)}; {lost}") from None

@@ -15,6 +15,7 @@ from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._output import shown
 from agentfsm.cli._store import add_store_argument, store_label, store_opener
+from agentfsm.errors import EventFormatError
 
 __all__ = ["add_parser"]
 
@@ -79,7 +80,10 @@ def _ui(args: argparse.Namespace) -> int:
             raise UsageError(f"{PROG} ui: give --store or --log, not both")
         if not args.log.is_file():
             raise UsageError(f"{PROG} ui: no log file at '{shown(str(args.log))}'")
-        source: Source = LogSource(args.log, *tables[:1])
+        try:
+            source: Source = LogSource(args.log, *tables[:1])
+        except EventFormatError as exc:  # a line the reader refused: the log is unreadable
+            raise UsageError(f"{PROG} ui: '{shown(str(args.log))}': {exc}") from None
         read_only = True
     else:
         source = Source(

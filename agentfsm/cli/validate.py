@@ -41,9 +41,13 @@ examples:
 """
 
 
-def add_log_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments every log-reading command shares: the file, the table, the format."""
-    p.add_argument("file", type=_args.path, metavar="FILE", help="JSON Lines events; - reads stdin")
+def add_log_arguments(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
+    """The arguments every log-reading command shares: the file, the table, the format
+    (`optional`: the file may be left out, for a command that can read a store instead)."""
+    p.add_argument(
+        "file", type=_args.path, metavar="FILE", nargs="?" if optional else None,
+        help="JSON Lines events; - reads stdin",
+    )  # fmt: skip
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument(
         "--table", metavar="MODULE:ATTR", action="append",
@@ -83,15 +87,21 @@ def opened_log(
 
 
 def read_log(
-    args: argparse.Namespace, command: str, guards: list[Guard] | None = None, **options: Any
+    args: argparse.Namespace,
+    command: str,
+    guards: list[Guard] | None = None,
+    *,
+    log: tuple[Iterator[str], Reducer, LineCounter] | None = None,
+    **options: Any,
 ) -> tuple[ValidationReport, Reducer]:
-    """Fold the log of `args.file`; a line no check foresaw, or nothing to check, is exit 2.
+    """Fold the log of `args.file` (or `log`, as `opened_log` gives it: another source's
+    lines); a line no check foresaw, or nothing to check, is exit 2.
 
     Raises:
         UsageError: a line made the library fail outright, or the log held no events (no
             events of `--run-id`) and `--allow-empty` is off.
     """
-    lines, reducer, counter = opened_log(args, command, guards)
+    lines, reducer, counter = log if log is not None else opened_log(args, command, guards)
     with counter.checking():
         report = validate_lines(lines, reducer=reducer, run_id=args.run_id, **options)
     if report.runs or report.findings or args.allow_empty:
@@ -129,6 +139,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     add_allow_empty(p)
     limits = p.add_argument_group("limits (audit a log as if these guards had been on)")
     limits.add_argument("--max-turns", type=int, metavar="N", help="model calls per run")
+    limits.add_argument(
+        "--max-calls-per-decision", type=int, metavar="N", help="calls one model answer proposes"
+    )
     limits.add_argument("--max-tokens", type=int, metavar="N", help="tokens per run")
     limits.add_argument("--max-cost", type=float, metavar="X", help="cost per run")
     limits.add_argument("--deadline", metavar="ISO", help="an RFC 3339 time with an offset")
@@ -146,7 +159,8 @@ def guards_from_args(args: argparse.Namespace, command: str) -> list[Guard]:
     """
     guards: list[Guard] = []
     given = {
-        key: getattr(args, key, None) for key in ("max_turns", "max_tokens", "max_cost", "deadline")
+        key: getattr(args, key, None)
+        for key in ("max_turns", "max_calls_per_decision", "max_tokens", "max_cost", "deadline")
     }
     chosen = {k: v for k, v in given.items() if v is not None}
     if chosen:

@@ -18,6 +18,7 @@ from agentfsm.diagrams.errors import RunNotInLogError
 from agentfsm.diagrams.model import DiagramModel, EdgeLabel
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.events.codec import parse_event
+from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
@@ -175,14 +176,15 @@ def trajectory_from_jsonl(
     unless it clearly belongs to another run.
 
     Args:
-        lines: the log's lines.
+        lines: the log's lines, or an open file (read one bounded line at a time).
         table: the table the run was recorded under.
         run_id: the run to draw; may be left out when the log holds only one run.
 
     Raises:
         RunNotInLogError: `run_id` is not in the log, or it was left out and the log holds
             no run or several.
-        EventFormatError: not one line of the log is an event (the first line's problem).
+        EventFormatError: not one line of the log is an event (the first line's problem),
+            or a line of a file is too long or not UTF-8.
     """
     # One pass. The runs are a dict (an ordered set): a list's `in` made a log of many runs
     # quadratic. Only the drawn run's lines are kept (without a run id, the first run's):
@@ -192,8 +194,8 @@ def trajectory_from_jsonl(
     kept: list[Event | EventFormatError] = []
     ended = False  # such a line surely ended the kept run: nothing after it is drawn
     first_problem: EventFormatError | None = None
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+    for number, raw in enumerate(lines_of(lines), start=1):
+        if is_blank(raw):
             continue
         try:
             event = parse_event(raw, line=number, events=table.event_types)

@@ -10,6 +10,7 @@ from agentfsm.events.codec import (
     parse_event,
     read_events,
 )
+from agentfsm.events.lines import iter_lines
 from agentfsm.events.models import (
     EVENT_ADAPTER,
     EVENT_CLASSES,
@@ -23,6 +24,8 @@ from agentfsm.events.models import (
     Limits,
     ModelCompleted,
     ModelStarted,
+    Proposal,
+    Refusal,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -60,6 +63,8 @@ __all__ = [
     "LogBuilder",
     "ModelCompleted",
     "ModelStarted",
+    "Proposal",
+    "Refusal",
     "RunCancelRequested",
     "RunCancelled",
     "RunCompleted",
@@ -83,6 +88,7 @@ __all__ = [
     "dump_event",
     "event_json_schema",
     "event_to_dict",
+    "iter_lines",
     "make_event",
     "parse_event",
     "parse_timestamp",

@@ -11,7 +11,8 @@ whether the event came as text or as Python objects:
   levels of arrays and objects;
 - numbers are finite, and integers have at most `MAX_INT_DIGITS` digits;
 - strings (and object keys) are valid Unicode: no lone surrogates;
-- one event's JSON line is at most `MAX_EVENT_BYTES` bytes (checked where the line exists:
+- one event's JSON line is at most `MAX_EVENT_BYTES` bytes, its end left out (checked where
+  the line exists: reading a file, line by line as it is read (`agentfsm.events.lines`),
   parsing text, and a store's append).
 """
 
@@ -28,6 +29,7 @@ __all__ = [
     "check_json_value",
     "check_size",
     "unstorable",
+    "utf8_size",
 ]
 
 #: Levels of arrays and objects one JSON value of an event may nest. An event adds at most
@@ -83,18 +85,44 @@ def unstorable(value: Any) -> str | None:
 
 
 def check_size(line: str | bytes) -> None:
-    """Refuse a JSON line longer than `MAX_EVENT_BYTES`.
+    """Refuse a JSON line longer than `MAX_EVENT_BYTES` (its end, `\\n` or `\\r\\n`, left
+    out), without copying it.
 
     Raises:
         ValueError: naming both sizes.
     """
     size = len(line)
-    if size > MAX_EVENT_BYTES // 4 and isinstance(line, str):
-        size = len(line.encode("utf-8", "surrogatepass"))
+    if size <= MAX_EVENT_BYTES // 4:  # within the limit however it is encoded: most lines
+        return
+    if isinstance(line, str):
+        size = utf8_size(line)
+    size -= _end(line)
     if size > MAX_EVENT_BYTES:
         raise ValueError(
             f"the event is {size:,} bytes of JSON; at most {MAX_EVENT_BYTES:,} are allowed"
         )
+
+
+def _end(line: str | bytes) -> int:
+    """The length of the line's end: `\\r\\n`, `\\n` or none."""
+    if isinstance(line, str):
+        return 2 if line.endswith("\r\n") else 1 if line.endswith("\n") else 0
+    return 2 if line.endswith(b"\r\n") else 1 if line.endswith(b"\n") else 0
+
+
+#: Characters encoded at a time to measure a long text: one copy of this size, not of the text.
+_MEASURED = 1 << 16
+
+
+def utf8_size(text: str) -> int:
+    """The bytes of `text` in UTF-8 (a lone surrogate as the three bytes it would take),
+    measured a slice at a time, so a long text is never copied whole."""
+    if text.isascii():  # known to the string itself: no scan
+        return len(text)
+    return sum(
+        len(text[start : start + _MEASURED].encode("utf-8", "surrogatepass"))
+        for start in range(0, len(text), _MEASURED)
+    )
 
 
 class _Bad(Exception):  # noqa: N818  (a signal inside the walk, never raised out of here)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from agentfsm.errors import EventFormatError
 from agentfsm.events.bounds import check_size
+from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 
@@ -106,11 +107,20 @@ def read_events(
 ) -> Iterator[tuple[int, Event]]:
     """Parse JSON Lines lazily, yielding `(line_number, event)`; blank lines are skipped.
 
+    Args:
+        lines: the lines (text or bytes), or an open file or stream (binary or text), which
+            is read one bounded line at a time (`agentfsm.events.lines.iter_lines`): no
+            line longer than `MAX_EVENT_BYTES` is ever held whole.
+        events: the event types to accept.
+
     Raises:
-        EventFormatError: at the first line that is not a valid event, naming that line.
+        EventFormatError: at the first line that is not a valid event (or, from a file, is
+            too long or not UTF-8), naming that line.
     """
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+    for number, raw in enumerate(lines_of(lines), start=1):
+        # The blank test copies nothing, and the parse measures before it copies: a long
+        # line in memory is refused at the cost of its length.
+        if is_blank(raw):
             continue
         yield number, parse_event(raw, line=number, events=events)
 

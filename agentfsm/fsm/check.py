@@ -6,7 +6,8 @@ those as data — also for a declaration that cannot be built — and one more k
 state no Runner can drive a run in (`agentfsm.fsm.needs.runner_problems`: a state declared
 without a kind, so `active`, that only a person moves on). It adds what is legal but worth a
 look: event types no edge uses, states or events whose only ways out are conditional, and
-conditions that leave an event without a fallback.
+conditions that leave an event without a fallback. It also lists the limit guards the table's
+edges check, and on which events, so a review sees every limit at once.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class TableReport:
         edges: how many transitions.
         legal_pairs: how many (state, event) pairs have at least one edge.
         built: False when only the builder's errors are known (it raised before counting).
+        guards: each limit guard an edge lists, by name, with the event types it is
+            checked on (`max_calls_per_decision` on `model.completed`, ...).
     """
 
     name: str
@@ -55,6 +58,7 @@ class TableReport:
     edges: int
     legal_pairs: int
     built: bool = True
+    guards: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -68,6 +72,10 @@ class TableReport:
             f"{self.edges} edges, {self.legal_pairs} legal (state, event) pairs"
         )
         lines = [head if self.built else f"table '{self.name}' could not be built"]
+        lines += [
+            f"guard: '{name}' on {', '.join(repr(e) for e in events)}"
+            for name, events in self.guards.items()
+        ]
         lines += [f"error: {e}" for e in self.errors]
         lines += [f"warning: {w}" for w in self.warnings]
         lines += [f"note: {n}" for n in self.notes]
@@ -149,6 +157,10 @@ def check_parts(
                 f"'{source}' on '{event}' is refused whenever condition "
                 f"'{edges[0].condition.name if edges[0].condition else ''}' does not hold"
             )
+    guarded: dict[str, set[str]] = {}
+    for t in transitions:
+        for guard in t.guards:
+            guarded.setdefault(guard, set()).add(t.event)
     return TableReport(
         name=name,
         errors=tuple(errors),
@@ -158,6 +170,7 @@ def check_parts(
         terminal=len(terminal),
         edges=len(transitions),
         legal_pairs=len(by_pair),
+        guards={g: tuple(sorted(guarded[g])) for g in sorted(guarded)},
     )
 
 

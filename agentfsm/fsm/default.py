@@ -19,6 +19,7 @@ __all__ = [
     "CALLS_LEFT",
     "DECISIONS_LEFT",
     "DEFAULT_TABLE",
+    "EARLIER_DEFAULT_TABLES",
     "FINAL_ACCEPTABLE",
     "NOTHING_IN_FLIGHT",
     "NO_CALLS_LEFT",
@@ -187,13 +188,16 @@ _RESULTS = (E.TOOL_COMPLETED, E.TOOL_FAILED, E.TOOL_OUTCOME_UNKNOWN)
 _MODEL_GUARDS = (StopReason.MAX_TURNS, StopReason.DEADLINE, StopReason.BUDGET)
 _TOOL_GUARDS = (StopReason.DEADLINE, StopReason.BUDGET, StopReason.MAX_ATTEMPTS)
 _REQUEST_GUARDS = (StopReason.LOOP_DETECTED,)
+# A decision proposing more calls than allowed is refused (recorded as `refused`), wherever
+# the answer comes in: a late answer after a cancel would put its calls in the ledger too.
+_DECISION_GUARDS = (StopReason.MAX_CALLS_PER_DECISION,)
 
 
-def _transitions() -> list[Transition]:
+def _transitions(decision_guards: tuple[str, ...] = _DECISION_GUARDS) -> list[Transition]:
     t = [
         Transition(S.CREATED, E.RUN_STARTED, S.RUNNING),
         Transition(S.RUNNING, E.MODEL_STARTED, S.RUNNING, guards=_MODEL_GUARDS),
-        Transition(S.RUNNING, E.MODEL_COMPLETED, S.RUNNING),
+        Transition(S.RUNNING, E.MODEL_COMPLETED, S.RUNNING, guards=decision_guards),
         Transition(S.RUNNING, E.HANDOFF, S.RUNNING),
         Transition(S.RUNNING, E.APPROVAL_REQUESTED, S.WAITING_APPROVAL),
         Transition(S.WAITING_APPROVAL, E.APPROVAL_REQUESTED, S.WAITING_APPROVAL),
@@ -232,7 +236,11 @@ def _transitions() -> list[Transition]:
     t += [Transition(S.CANCEL_REQUESTED, r, S.CANCEL_REQUESTED) for r in _RESULTS]
     # A model call that returns after the cancel was asked happened all the same: its
     # answer and usage are recorded (the calls it proposes never run).
-    t.append(Transition(S.CANCEL_REQUESTED, E.MODEL_COMPLETED, S.CANCEL_REQUESTED))
+    t.append(
+        Transition(
+            S.CANCEL_REQUESTED, E.MODEL_COMPLETED, S.CANCEL_REQUESTED, guards=decision_guards
+        )
+    )
     t.append(Transition(S.CANCEL_REQUESTED, E.RUN_CANCELLED, S.CANCELLED, NOTHING_IN_FLIGHT))
     t += [Transition(s, E.RUN_FAILED, S.FAILED) for s in _NON_TERMINAL]
     t += [Transition(s, E.RUN_TERMINATED, S.TERMINATED) for s in _NON_TERMINAL]
@@ -242,4 +250,14 @@ def _transitions() -> list[Transition]:
 #: The agent-run lifecycle of DESIGN.md. Derive your own with `DEFAULT_TABLE.derive(...)`.
 DEFAULT_TABLE = TransitionTable(
     name="agent_run", states=_STATES, initial=S.CREATED, transitions=_transitions()
+)
+
+#: The earlier versions of the default table that stored runs may have been started under,
+#: newest first; the registry knows them, so those runs still load, each folded under the
+#: rules it was written under. The first is the table before `max_calls_per_decision` was
+#: checked on `model.completed`.
+EARLIER_DEFAULT_TABLES = (
+    TransitionTable(
+        name="agent_run", states=_STATES, initial=S.CREATED, transitions=_transitions(())
+    ),
 )

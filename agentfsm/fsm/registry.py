@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 
 from agentfsm.events.models import TableRef
-from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.default import DEFAULT_TABLE, EARLIER_DEFAULT_TABLES
 from agentfsm.fsm.table import TransitionTable
 
 __all__ = ["ENTRY_POINT_GROUP", "UnknownTableError", "known_tables", "lookup", "register"]
@@ -29,7 +29,9 @@ __all__ = ["ENTRY_POINT_GROUP", "UnknownTableError", "known_tables", "lookup", "
 ENTRY_POINT_GROUP = "agentfsm.tables"
 
 _lock = threading.Lock()
-_registered: dict[str, TransitionTable] = {DEFAULT_TABLE.digest: DEFAULT_TABLE}
+_registered: dict[str, TransitionTable] = {
+    t.digest: t for t in (DEFAULT_TABLE, *EARLIER_DEFAULT_TABLES)
+}
 
 
 class UnknownTableError(LookupError):

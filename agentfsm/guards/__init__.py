@@ -1,4 +1,5 @@
-"""Limits a run must keep: max turns, deadline, budget (shared by subagents), loops, attempts.
+"""Limits a run must keep: max turns, deadline, budget (shared by subagents), loops, attempts,
+calls per decision.
 
 A guard is a pure function of the run record, the incoming event and a context; a table's
 edges name the guards that apply to them. `GuardSet` binds a table's guard names to guard
@@ -18,9 +19,11 @@ from agentfsm.guards.base import (
 from agentfsm.guards.budget import Charge, SharedBudget
 from agentfsm.guards.guardset import GuardSet
 from agentfsm.guards.limits import (
+    DEFAULT_MAX_CALLS_PER_DECISION,
     Budget,
     Deadline,
     MaxAttempts,
+    MaxCallsPerDecision,
     MaxTurns,
     RunLimits,
     cap_timeout,
@@ -28,10 +31,12 @@ from agentfsm.guards.limits import (
     overrun,
     remaining,
     spends,
+    with_calls_cap,
 )
 from agentfsm.guards.loops import LoopDetector, fingerprint, fingerprints
 
 __all__ = [
+    "DEFAULT_MAX_CALLS_PER_DECISION",
     "AllOf",
     "AnyOf",
     "Budget",
@@ -42,6 +47,7 @@ __all__ = [
     "GuardSet",
     "LoopDetector",
     "MaxAttempts",
+    "MaxCallsPerDecision",
     "MaxTurns",
     "RunLimits",
     "SharedBudget",
@@ -56,4 +62,5 @@ __all__ = [
     "overrun",
     "remaining",
     "spends",
+    "with_calls_cap",
 ]

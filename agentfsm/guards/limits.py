@@ -1,11 +1,20 @@
-"""The built-in limit guards: turns, attempts, a deadline and a token/cost budget.
+"""The built-in limit guards: turns, attempts, calls per decision, a deadline and a budget.
 
 Each is a small frozen value with a `check` (see `agentfsm.guards.base.Guard`). The same
 checks also run from a run's own `run.started.limits`, without any object per run:
 `RunLimits` reads `record.limits` (and, for the budget, the context's shared budget).
 
 Every refusal says why in numbers: `3 of 3 turns used`, `spent 1,480 + reserved 200 >
-1,500 tokens`. Budgets stop *before* crossing: a model call is refused when what was spent,
+1,500 tokens`.
+
+`MaxCallsPerDecision` is the one whose refusal does not stop the run: a model answer with
+more calls than it allows (one answer of 1,000 calls that need approval would put 1,000
+requests before a person at once) is refused as a decision. Whoever drives the run records
+it as `refused` (`model.completed` with a bounded `refusal`: nothing of it runs, its usage
+counts), the model sees why on its next turn, and the run goes on. The Runner and the SDK
+adapters write their cap (`DEFAULT_MAX_CALLS_PER_DECISION`, 64, unless told otherwise) into
+each run's `limits.max_calls_per_decision`, so the log says what it was under and any
+reader checks it. Budgets stop *before* crossing: a model call is refused when what was spent,
 plus what calls in flight reserved, plus this call's own estimate would exceed the limit.
 
 An estimate can be wrong, so a call may still cross a limit. That usage is a fact (the call
@@ -44,10 +53,12 @@ if TYPE_CHECKING:
     from agentfsm.record import RunRecord
 
 __all__ = [
+    "DEFAULT_MAX_CALLS_PER_DECISION",
     "SPENDING_TYPES",
     "Budget",
     "Deadline",
     "MaxAttempts",
+    "MaxCallsPerDecision",
     "MaxTurns",
     "RunLimits",
     "cap_timeout",
@@ -55,13 +66,20 @@ __all__ = [
     "overrun",
     "remaining",
     "spends",
+    "with_calls_cap",
 ]
 
 _MAX_TURNS = StopReason.MAX_TURNS.value
 _MAX_ATTEMPTS = StopReason.MAX_ATTEMPTS.value
 _DEADLINE = StopReason.DEADLINE.value
 _BUDGET = StopReason.BUDGET.value
+_CALLS = StopReason.MAX_CALLS_PER_DECISION.value
 _MODEL_STARTED = EventType.MODEL_STARTED.value
+
+#: The calls one model decision may propose when the Runner or an adapter is not told
+#: otherwise: more than any batch a person can review at once, far fewer than a runaway
+#: model can ask for in one answer.
+DEFAULT_MAX_CALLS_PER_DECISION = 64
 
 # Costs are floats summed one call at a time; 0.1 + 0.2 must not overshoot a limit of 0.3.
 _COST_SLACK = 1e-9
@@ -132,6 +150,52 @@ class MaxAttempts:
                 f"('{action.tool}') used",
             )
         return None
+
+
+# -- calls per decision ----------------------------------------------------------------------
+
+
+def _calls(name: str, limit: int, event: Event) -> Verdict | None:
+    if not isinstance(event, ModelCompleted):
+        return None
+    calls = event.tool_calls
+    if calls is None or len(calls) <= limit:
+        return None
+    allowed = "is" if limit == 1 else "are"
+    return Verdict(
+        name,
+        _CALLS,
+        f"{len(calls):,} calls proposed in one decision; at most {limit:,} {allowed} allowed: "
+        f"none of them ran, propose at most {limit:,} at a time",
+    )
+
+
+@attrs.frozen
+class MaxCallsPerDecision:
+    """A model decision proposes at most `limit` calls: a `model.completed` with more is
+    refused, and recorded as a `refused` decision the model sees (the run goes on).
+
+    Attributes:
+        limit: calls allowed in one decision (>= 1).
+        name: the edge label (`max_calls_per_decision`).
+    """
+
+    limit: int = attrs.field(validator=_at_least(1))
+    name: str = attrs.field(default=_CALLS, kw_only=True)
+
+    def check(self, record: RunRecord, event: Event, ctx: GuardContext) -> Verdict | None:
+        """Refuse a `model.completed` proposing more than `limit` calls."""
+        return _calls(self.name, self.limit, event)
+
+
+def with_calls_cap(limits: Limits | None, cap: int | None) -> Limits | None:
+    """`limits` for a run the Runner or an adapter starts under a cap of `cap` calls per
+    decision: `limits.max_calls_per_decision` is `cap` unless `limits` sets it itself (to
+    a number, or to None to lift the cap for this run); `cap` None adds none."""
+    if cap is None or (limits is not None and "max_calls_per_decision" in limits.model_fields_set):
+        return limits
+    given = limits.model_dump(exclude_none=True) if limits is not None else {}
+    return Limits.model_validate({**given, "max_calls_per_decision": cap})
 
 
 # -- deadline --------------------------------------------------------------------------------
@@ -339,19 +403,21 @@ class RunLimits:
     It takes `ctx=None` and then reads the time from the event, only if a deadline is set.
 
     Args:
-        names: the guard names the edge lists; `max_turns`, `deadline` and `budget` count.
+        names: the guard names the edge lists; `max_turns`, `max_calls_per_decision`,
+            `deadline` and `budget` count.
     """
 
-    __slots__ = ("budget", "deadline", "turns")
+    __slots__ = ("budget", "calls", "deadline", "turns")
 
     def __init__(self, names: Iterable[str]) -> None:
         wanted = set(names)
         self.turns = _MAX_TURNS in wanted
+        self.calls = _CALLS in wanted
         self.deadline = _DEADLINE in wanted
         self.budget = _BUDGET in wanted
 
     def __bool__(self) -> bool:
-        return self.turns or self.deadline or self.budget
+        return self.turns or self.calls or self.deadline or self.budget
 
     def check(self, record: RunRecord, event: Event, ctx: GuardContext | None) -> Verdict | None:
         """The first verdict of the run's own limits, then of its shared budget."""
@@ -359,6 +425,10 @@ class RunLimits:
         if limits is not None:
             if self.turns and limits.max_turns is not None:
                 verdict = _turns(_MAX_TURNS, limits.max_turns, record, event)
+                if verdict is not None:
+                    return verdict
+            if self.calls and limits.max_calls_per_decision is not None:
+                verdict = _calls(_CALLS, limits.max_calls_per_decision, event)
                 if verdict is not None:
                     return verdict
             if self.deadline and limits.deadline is not None:
@@ -417,7 +487,8 @@ def overrun(record: RunRecord, ctx: GuardContext | None = None) -> Verdict | Non
 
 
 def guards_from_limits(limits: Limits | Mapping[str, Any]) -> tuple[Guard, ...]:
-    """The guard objects for a set of limits (`max_turns`, `deadline`, `max_tokens`, `max_cost`).
+    """The guard objects for a set of limits (`max_turns`, `max_calls_per_decision`,
+    `deadline`, `max_tokens`, `max_cost`).
 
     Useful to impose limits from outside the log, as audits and the CLI do.
     """
@@ -426,6 +497,8 @@ def guards_from_limits(limits: Limits | Mapping[str, Any]) -> tuple[Guard, ...]:
     guards: list[Guard] = []
     if limits.max_turns is not None:
         guards.append(MaxTurns(limits.max_turns))
+    if limits.max_calls_per_decision is not None:
+        guards.append(MaxCallsPerDecision(limits.max_calls_per_decision))
     if limits.deadline is not None:
         guards.append(Deadline(limits.deadline))
     if limits.max_tokens is not None or limits.max_cost is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.events.models import ErrorInfo, Limits
+from agentfsm.events.models import ErrorInfo, Limits, Refusal
 from agentfsm.record import Action, RunRecord, UsageTotals
 from agentfsm.reducers._evolve import evolves, makes
 
@@ -41,8 +41,8 @@ def set_model_started(
 def set_model_completed(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     model_call_open: bool, reserved_tokens: int, reserved_cost: float, usage: UsageTotals,
-    last_decision: str | None, final_output: Any, actions: Mapping[str, Action],
-    batch: tuple[str, ...],
+    last_decision: str | None, last_refusal: Refusal | None, final_output: Any,
+    actions: Mapping[str, Action], batch: tuple[str, ...],
 ) -> RunRecord: ...  # fmt: skip
 
 

@@ -183,7 +183,8 @@ def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Mov
     return set_model_completed(
         rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
-        last_decision=ev.decision, final_output=final, actions=actions, batch=batch,
+        last_decision=ev.decision, last_refusal=ev.refusal, final_output=final,
+        actions=actions, batch=batch,
     )  # fmt: skip
 
 

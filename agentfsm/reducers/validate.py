@@ -31,7 +31,9 @@ from agentfsm.errors import (
     SequenceError,
     TableMismatchError,
 )
+from agentfsm.events.bounds import MAX_EVENT_BYTES
 from agentfsm.events.codec import parse_event
+from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.record import RunRecord
 from agentfsm.reducers._fold import InterleavedFold
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
@@ -184,7 +186,8 @@ def validate_lines(
     """Check every line against the wire format and every run against the reducer.
 
     Args:
-        lines: JSON Lines; blank lines are skipped.
+        lines: JSON Lines (or an open file, read one bounded line at a time); blank lines
+            are skipped.
         reducer: the table (and guards) to check against.
         keep_going: report each run's first problem and go on (the CLI's `--all`);
             otherwise stop at the first problem.
@@ -192,17 +195,21 @@ def validate_lines(
         on_line: called with each line number (progress reporting).
         keep_records: keep every run's folded record (for replay); memory then grows with
             the number of runs, finished ones included.
+
+    Raises:
+        EventFormatError: a line of a file is too long or not UTF-8: the lines after it
+            cannot be read, so there is no report to give.
     """
     fold = InterleavedFold(reducer, keep_records=keep_records)
     findings: list[Finding] = []
-    entered: dict[str, tuple[int, str | bytes]] = {}
+    entered: dict[str, tuple[int, str]] = {}
     applied = 0
     number = 0
     types = reducer.table.event_types
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines_of(lines), start=1):
         if on_line is not None:
             on_line(number)
-        if not raw.strip():
+        if is_blank(raw):
             continue
         try:
             # A run before its migration to the reducer's table reads its own table's types.
@@ -223,9 +230,10 @@ def validate_lines(
         step = fold.feed(event)
         if step is None:
             continue  # only a run's first problem is reported; the rest would cascade
-        if fold.elsewhere and event.run_id in fold.elsewhere:
-            # Where the run came under another table: a mismatch at the end is reported here.
-            entered.setdefault(event.run_id, (number, raw))
+        if fold.elsewhere and event.run_id in fold.elsewhere and event.run_id not in entered:
+            # Where the run came under another table: a mismatch at the end is reported here
+            # (with the line as a finding shows it: one long line per run is not kept).
+            entered[event.run_id] = (number, _shorten(raw))
         if step.accepted:
             applied += 1
         if step.problem is not None:
@@ -248,6 +256,8 @@ def validate_lines(
 
 def _run_id(raw: str | bytes) -> str:
     """The run a line names, read without checking the rest (the parse that follows does)."""
+    if len(raw) > MAX_EVENT_BYTES:  # refused by the parse that follows, before it loads
+        return ""
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):

@@ -45,6 +45,7 @@ from agentfsm.events.models import Limits
 from agentfsm.fsm.needs import runner_problems
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import Guard, Verdict
+from agentfsm.guards.limits import with_calls_cap
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -75,7 +76,7 @@ from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.specs import Spec, refused
 from agentfsm.runtime.writer import StateChanged
 
 __all__ = ["Driver", "utc_now"]
@@ -179,7 +180,8 @@ class Driver(_Calls):
         fields: dict[str, Any] = {
             "objective": objective,
             "agent": agent or self.agents[0].name,
-            "limits": limits,
+            # The log says the cap its decisions were under: any reader checks it.
+            "limits": with_calls_cap(limits, self.config.max_calls_per_decision),
             "table": self.reducer.table.ref,  # the run is folded with this table, always
         }
         event = m.RunStarted(
@@ -369,6 +371,12 @@ class Driver(_Calls):
             return
         exc = got.error
         if isinstance(exc, GuardRejectedError):
+            # A guard refused the decision itself (too many calls): it is recorded as refused,
+            # alone, and the run goes on; the model's next turn sees why.
+            instead = refused(decided[0], exc) if decided else None
+            if instead is not None:
+                appended((yield Append(writer, [instead])))
+                return
             # The model was called: its answer and usage go in the log before the stop.
             kept = o.stopped_after(decided, exc)
             if kept is None:
@@ -383,6 +391,10 @@ class Driver(_Calls):
         recorded = False
         if late is not None:
             again = yield Append(writer, late)
+            if isinstance(again, Refused) and isinstance(again.error, GuardRejectedError):
+                instead = refused(late[0], again.error)  # too many calls: summed up instead
+                if instead is not None:
+                    again = yield Append(writer, [instead])
             recorded = not isinstance(again, Refused)
             if isinstance(again, Refused) and not isinstance(
                 again.error, StateChanged | LifecycleError

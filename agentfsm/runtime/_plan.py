@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import attrs
 
+from agentfsm.errors import GuardRejectedError
 from agentfsm.events import models as m
 from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import TransitionTable
@@ -32,7 +33,7 @@ from agentfsm.runtime.agent import Agent, RunnerConfig
 from agentfsm.runtime.errors import UnknownAgentError
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
-from agentfsm.runtime.specs import Spec, built
+from agentfsm.runtime.specs import Spec, built, refused
 from agentfsm.runtime.tools import Tool
 
 A = ActionStatus
@@ -322,6 +323,7 @@ class Planner:
             wrap_up=wrap_up,
             remaining=self.reducer.guards.remaining(record, now),
             now=now,
+            refusal=record.last_refusal,
         )
 
     def reserves_by_default(self, record: RunRecord, shared: bool) -> bool:
@@ -392,6 +394,8 @@ class Planner:
 
         One append instead of two per batch, and no window in which the decision is durable
         but its calls are not yet requested (approvals still come first; nothing runs yet).
+        A decision a guard refuses (more calls than `max_calls_per_decision`) is recorded
+        as `refused` instead, alone: none of its calls is admitted.
         """
         specs = self.decided(record, decision, wrap_up)
         if len(specs) != 1 or decision.kind != "tool_calls":
@@ -400,7 +404,13 @@ class Planner:
         assert not callable(spec)
         # Built once: the writer appends this event (restamped), not a second build of it.
         first = built(spec, record, m.stamp(now))
-        after = self.reducer.reduce(record, first.event)
+        try:
+            after = self.reducer.reduce(record, first.event)
+        except GuardRejectedError as exc:
+            instead = refused(spec, exc)
+            if instead is None:
+                raise
+            return (instead,)
         batch = [after.actions[a] for a in after.batch]
         return (first, *admit(after, agent, batch, now))
 

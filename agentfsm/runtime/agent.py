@@ -16,6 +16,7 @@ import attrs
 from pydantic import BaseModel, Field
 
 from agentfsm.events.models import Limits, Usage
+from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION
 from agentfsm.names import ActionStatus, RunStatus, StateKind
 from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
 from agentfsm.runtime.policy import Policy, allow_all
@@ -163,6 +164,11 @@ def exponential_backoff(
     return delay
 
 
+def _cap(instance: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (value.__class__ is not int or value < 1):
+        raise ValueError(f"{attribute.name} must be an integer >= 1 or None, got {value!r}")
+
+
 @attrs.frozen
 class RunnerConfig:
     """How a Runner behaves where there is a choice.
@@ -186,6 +192,12 @@ class RunnerConfig:
             a reason, which ends the run `failed` (kind `output_rejected`).
         max_conflicts: how many times in a row one append may lose a race (reload, re-check,
             append again) before the Runner gives up.
+        max_calls_per_decision: the calls one model decision may propose (64 by default),
+            written into the `limits` of each run the Runner starts unless the run's own
+            `limits` set `max_calls_per_decision` (a number, or None to lift it for that
+            run). A decision with more is recorded as `refused`: none of its calls run, the
+            model's next turn sees why (`ModelContext.refusal`), and the run goes on. None
+            lifts the cap for every run the Runner starts.
     """
 
     wrap_up_turn: bool = False
@@ -196,6 +208,9 @@ class RunnerConfig:
     reserve: Usage | None = None
     accept: Callable[[Any, RunRecord], str | None] | None = None
     max_conflicts: int = 20
+    max_calls_per_decision: int | None = attrs.field(
+        default=DEFAULT_MAX_CALLS_PER_DECISION, validator=_cap
+    )
 
 
 _WAITING = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.PAUSED})

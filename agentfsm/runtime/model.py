@@ -1,9 +1,10 @@
 """What a model adapter receives and returns.
 
 The Runner calls `agent.model(context)` once per turn. The model gets a `ModelContext` (the
-run's record, the outcomes of the previous batch, whether this is the wrap-up turn, the time
-left) and answers with a `Decision`: a final answer, a batch of tool calls, or a handoff to
-another agent, each with the usage the call cost.
+run's record, the outcomes of the previous batch, why its previous decision was refused if
+it was, whether this is the wrap-up turn, the time left) and answers with a `Decision`: a
+final answer, a batch of tool calls, or a handoff to another agent, each with the usage the
+call cost.
 
 A streaming adapter may instead return an iterable of chunks (`TextDelta`, `ToolCallDelta`,
 `UsageDelta`, `HandoffDelta`); `StreamAssembler` folds them into a `Decision`. A tool call's
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from agentfsm.events.models import Usage
+from agentfsm.events.models import Refusal, Usage
 
 if TYPE_CHECKING:
     from agentfsm.record import Action, RunRecord
@@ -163,6 +164,10 @@ class ModelContext:
             set when the Runner was configured to reserve a wrap-up turn).
         remaining: seconds before the run's deadline, or None without one.
         now: the Runner's clock reading for this call.
+        refusal: why the previous decision was refused, when it was (`results` is then
+            empty: none of its calls ran): its `message` says what to do instead, e.g.
+            `1,000 calls proposed in one decision; at most 64 are allowed: ...`, and
+            `proposed` sums up what was asked. Tell the model, and let it try again.
     """
 
     run_id: str
@@ -174,6 +179,7 @@ class ModelContext:
     wrap_up: bool
     remaining: float | None
     now: datetime
+    refusal: Refusal | None = None
 
 
 class ModelError(Exception):

@@ -11,9 +11,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from agentfsm.errors import GuardRejectedError, OverrunError
 from agentfsm.events import models as m
 from agentfsm.events.canonical import call_digest
-from agentfsm.events.models import Event
+from agentfsm.events.models import Event, Proposal, Refusal
+from agentfsm.names import DecisionKind, EventType
 from agentfsm.record import RunRecord
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "built",
     "call_started",
     "declined",
+    "refused",
     "requested",
 ]
 
@@ -86,3 +89,32 @@ def declined(action_id: str, tool: str, arguments: Any, approver: str, reason: s
         "arguments_digest": call_digest(tool, arguments),
     }
     return [approval_asked(action_id, tool, arguments), (m.ApprovalRejected, rejected)]
+
+
+def refused(spec: Spec, error: GuardRejectedError) -> Spec | None:
+    """`model.completed` recording the decision `spec` records as refused by `error`'s guard,
+    or None when `error` is no refusal of it (another event's, or a budget overrun).
+
+    What the refused decision proposed is summed up (`Proposal`), never kept: an answer of
+    1,000 calls is recorded in a few hundred bytes. Its usage and text stay (the call
+    happened: budgets count it). The refusal's message is the guard's sentence.
+    """
+    if callable(spec) or spec[0] is not m.ModelCompleted:
+        return None
+    if spec[1]["decision"] == DecisionKind.REFUSED:
+        return None  # refused as a refusal: nothing is left to take back
+    if error.event != EventType.MODEL_COMPLETED or isinstance(error, OverrunError):
+        return None
+    fields = spec[1]
+    calls = fields.get("tool_calls") or ()
+    proposed = Proposal.of(fields["decision"], [call["tool"] for call in calls])
+    refusal = Refusal.of(error.guard, error.detail, proposed)
+    return (
+        m.ModelCompleted,
+        {
+            "decision": DecisionKind.REFUSED,
+            "output": fields.get("output"),
+            "usage": fields.get("usage"),
+            "refusal": refusal,
+        },
+    )

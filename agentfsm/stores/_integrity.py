@@ -6,6 +6,10 @@ someone who did not (a hand-edited row, a torn write, a forged snapshot that kep
 digest) but not a rewrite by someone who recomputed the chain. With a secret key they are
 HMAC-SHA256 under it, and a store edited by anyone without the key fails its checks even
 when every hash was recomputed. docs/stores.md has the threat model.
+
+A store records which key it is under (`Integrity.record`: `unkeyed`, or the key's id,
+never the key), so a handle with another key is refused before it writes a link no other
+handle can check (`_keys.py`).
 """
 
 from __future__ import annotations
@@ -16,12 +20,35 @@ import os
 
 import attrs
 
-__all__ = ["KEY_ENV", "MIN_KEY_BYTES", "PLAIN", "Integrity", "chain_hash", "key_from_env"]
+__all__ = [
+    "KEY_ENV",
+    "MIN_KEY_BYTES",
+    "PLAIN",
+    "UNKEYED",
+    "Integrity",
+    "chain_hash",
+    "key_from_env",
+    "key_id",
+]
 
 #: The environment variable a store's integrity key is read from when none is given.
 KEY_ENV = "AGENTFSM_INTEGRITY_KEY"
 #: The shortest key accepted: HMAC-SHA256 with fewer than 128 bits of key is guessable.
 MIN_KEY_BYTES = 16
+#: The key record of a store whose links are plain SHA-256.
+UNKEYED = "unkeyed"
+#: What a key id is the HMAC of: a fixed label, so the id names the key without being a
+#: plain hash of it (a short key's plain hash could be searched for; its HMAC cannot).
+_KEY_ID_LABEL = b"agentfsm integrity key id"
+
+
+def key_id(key: bytes) -> str:
+    """A key's public name: the first 16 hex digits of HMAC-SHA256(key, fixed label).
+
+    Stored in a store's meta and shown in messages, so a person can tell which key a store
+    expects; 64 bits name a key among any a deployment will have, and say nothing of it.
+    """
+    return hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
 
 
 def chain_hash(previous: str, canonical: str) -> str:
@@ -58,9 +85,16 @@ class Integrity:
 
     Attributes:
         key: the secret; None for plain SHA-256 (never shown in a repr).
+        record: what a store under this integrity records in its meta: `unkeyed`, or
+            `hmac-sha256:` and the key's id (`key_id`).
     """
 
     key: bytes | None = attrs.field(default=None, validator=_check_key)
+    record: str = attrs.field(init=False)
+
+    @record.default
+    def _record(self) -> str:
+        return UNKEYED if self.key is None else f"hmac-sha256:{key_id(self.key)}"
 
     @property
     def keyed(self) -> bool:

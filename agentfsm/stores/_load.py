@@ -7,7 +7,7 @@ to the log before it is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from agentfsm._log import get_logger
 from agentfsm.errors import CorruptLogError, EventFormatError, LifecycleError, TableMismatchError
@@ -23,7 +23,9 @@ from agentfsm.stores._rows import GENESIS_HASH, Head, StoredEvent, StoredSnapsho
 __all__ = [
     "BAD_LINK",
     "TABLE_EVENTS",
+    "check_link",
     "check_row",
+    "close_rows",
     "distrust",
     "fold_rows",
     "parse_row",
@@ -152,8 +154,8 @@ def fold_rows(
     types = reducer.event_types_for(record)
     for row in rows:
         event = parse_row(run_id, row, types)
-        if keyed and integrity.link(last_hash, canonical_text(row.data)) != row.hash:
-            raise CorruptLogError(BAD_LINK, run_id=run_id, sequence=row.sequence)
+        if keyed:
+            check_link(integrity, run_id, last_hash, row)
         try:
             record = reduce(record, event)
         except TableMismatchError:
@@ -170,6 +172,26 @@ def fold_rows(
         if row.type in TABLE_EVENTS:
             types = reducer.event_types_for(record)
     return Head(record, last_hash)
+
+
+def close_rows(rows: Iterator[StoredEvent]) -> None:
+    """Close a backend's row iterator now, if it can be closed (a half-read SQLite cursor
+    keeps its read transaction open until it is)."""
+    close = getattr(rows, "close", None)
+    if close is not None:
+        close()
+
+
+def check_link(integrity: Integrity, run_id: str, previous: str, row: StoredEvent) -> None:
+    """Refuse a row whose stored hash is not its link after `previous` under `integrity`.
+
+    Call it on a row that parsed (its line is JSON, so its canonical text exists).
+
+    Raises:
+        CorruptLogError: the link does not match (`BAD_LINK`).
+    """
+    if integrity.link(previous, canonical_text(row.data)) != row.hash:
+        raise CorruptLogError(BAD_LINK, run_id=run_id, sequence=row.sequence)
 
 
 #: What a load and a verify say of a row whose link does not match the chain.

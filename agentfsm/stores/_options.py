@@ -1,4 +1,5 @@
-"""What every store is configured with: the reducer, snapshots, the head cache, integrity."""
+"""What every store is configured with: the reducer, snapshots, the head cache, integrity,
+and an external anchor."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import attrs
 
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 from agentfsm.stores._integrity import Integrity, key_from_env
+from agentfsm.stores.anchor import Anchor, anchor_from_env, to_anchor
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "StoreOptions"]
 
@@ -42,7 +44,12 @@ class StoreOptions:
         integrity_key: a secret (at least 16 bytes) that makes the hash chain and the
             snapshot digests HMACs, so rows changed by anyone without it are detected on
             load and by `verify`. Read from `AGENTFSM_INTEGRITY_KEY` when not given; None
-            turns it off. Every handle on one store must use the same key.
+            turns it off. A store records which key it is under, and refuses a handle
+            with another (`IntegrityKeyError`); `agentfsm rekey` changes it.
+        anchor: where each run's head is kept outside the store (an `Anchor`, or a file
+            path for a `FileAnchor`): told after every commit, read back at every load,
+            so a log shorter than its anchor is refused (`TruncatedLogError`). Read from
+            `AGENTFSM_ANCHOR` when not given; None keeps no anchor.
     """
 
     reducer: Reducer = DEFAULT_REDUCER
@@ -52,6 +59,7 @@ class StoreOptions:
     cache_size: int = attrs.field(default=1024, validator=_check_cache_size)
     integrity_key: bytes | None = attrs.field(factory=key_from_env, repr=False)
     integrity: Integrity = attrs.field(init=False, repr=False)
+    anchor: Anchor | None = attrs.field(factory=anchor_from_env, converter=to_anchor)
 
     @integrity.default
     def _integrity(self) -> Integrity:

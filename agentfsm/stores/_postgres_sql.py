@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.errors import StoreError
+from agentfsm.stores._keys import META_KEY
 from agentfsm.stores._rows import PreparedAppend, StoredEvent
 from agentfsm.stores.sqlite import SCHEMA_VERSION, check_prefix
 
@@ -26,6 +27,7 @@ class Sql:
         runs, events, snaps, meta = f"{p}runs", f"{p}events", f"{p}snapshots", f"{p}meta"
         attachments = f"{p}attachments"
         self.lock_key = f"agentfsm:{p}"
+        self.meta = meta
         # migrate(): create meta, refuse a newer schema, then create what is missing (an
         # older database gains the newer tables) and record the version.
         self.create_meta = (
@@ -53,6 +55,30 @@ class Sql:
         ]
         self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
         self.read_meta = f"SELECT value FROM {meta} WHERE key = %s"
+        self.insert_meta = f"INSERT INTO {meta} VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
+        self.swap_meta = f"UPDATE {meta} SET value = %s WHERE key = %s AND value = %s"
+        # Taken after a meta change, in its transaction: it waits for every write in flight
+        # (each holds ROW EXCLUSIVE on the runs table until it commits), and a write queued
+        # behind it takes its snapshot once it is granted, so it reads the new key record.
+        self.drain_writes = f"LOCK TABLE {runs} IN SHARE MODE"
+        # Every write moves the runs row only while the store's key record is the handle's.
+        key = f"(SELECT value FROM {meta} WHERE key = '{META_KEY}') = %(key)s"
+        self.rewrite_lock = (
+            f"SELECT 1 FROM {runs} WHERE run_id = %(run_id)s AND version = %(version)s "
+            f"AND {key} FOR UPDATE"
+        )
+        self.rewrite_hashes = (
+            f"UPDATE {events} AS e SET hash = n.hash FROM unnest(%(sequences)s::bigint[], "
+            "%(hashes)s::text[]) AS n(sequence, hash) "
+            "WHERE e.run_id = %(run_id)s AND e.sequence = n.sequence"
+        )
+        self.delete_snapshot = f"DELETE FROM {snaps} WHERE run_id = %s"
+        self.put_snapshot = (
+            f"INSERT INTO {snaps} (run_id, sequence, event_hash, data, digest) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET "
+            "sequence = EXCLUDED.sequence, event_hash = EXCLUDED.event_hash, "
+            "data = EXCLUDED.data, digest = EXCLUDED.digest"
+        )
         tail = (
             f"snap AS (INSERT INTO {snaps} (run_id, sequence, event_hash, data, digest) "
             "SELECT run_id, %(snap_sequence)s::bigint, %(snap_hash)s::text, "
@@ -68,13 +94,14 @@ class Sql:
         )
         self.new_run = (
             f"WITH run AS (INSERT INTO {runs} (run_id, status, version, updated_at) "
-            "VALUES (%(run_id)s, %(status)s, %(version)s, %(updated_at)s) "
+            "SELECT %(run_id)s::text, %(status)s::text, %(version)s::bigint, "
+            f"%(updated_at)s::text WHERE {key} "
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id), " + tail
         )
         self.move_run = (
             f"WITH run AS (UPDATE {runs} SET status = %(status)s, version = %(version)s, "
             "updated_at = %(updated_at)s WHERE run_id = %(run_id)s "
-            "AND version = %(expected)s RETURNING run_id), " + tail
+            f"AND version = %(expected)s AND {key} RETURNING run_id), " + tail
         )
         self.stored_version = (
             f"SELECT GREATEST((SELECT version FROM {runs} WHERE run_id = %s), "
@@ -99,7 +126,9 @@ class Sql:
         )
         self.delete_attachment = f"DELETE FROM {attachments} WHERE run_id = %s AND name = %s"
 
-    def write(self, prepared: PreparedAppend) -> tuple[str, dict[str, Any]]:
+    def write(self, prepared: PreparedAppend, key: str) -> tuple[str, dict[str, Any]]:
+        """The one statement of an append, and its parameters (`key`: the handle's key
+        record, which the store's must be)."""
         info = prepared.info
         rows = prepared.rows
         snap = prepared.snapshot
@@ -117,6 +146,7 @@ class Sql:
             "types": [r.type for r in rows],
             "datas": [r.data for r in rows],
             "hashes": [r.hash for r in rows],
+            "key": key,
         }
         return (self.new_run if prepared.expected_version == 0 else self.move_run), params
 

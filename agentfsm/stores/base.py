@@ -14,9 +14,14 @@ What a store promises, whatever keeps its rows:
 - `load(run_id)` is the latest trusted snapshot plus the tail, folded. A snapshot that does
   not read back, or is not bound to the log's event at its sequence, is ignored (logged as
   `store.snapshot_ignored`) and the log is replayed in full.
-- `events(run_id, after=)` streams the log; `runs(status=...)` lists runs from the runs
-  table (a query, not a scan of every log); `verify(run_id)` checks the hash chain and
-  reports the first broken link.
+- `events(run_id, after=)` streams the log (under a key, each row's link checked, as a load
+  does); `runs(status=...)` lists runs from the runs table (a query, not a scan of every
+  log); `verify(run_id)` checks the hash chain and reports the first broken link.
+- A store records which integrity key it is under (`_keys.py`), and a handle under another
+  is refused when it opens (`IntegrityKeyError`); every write checks the record in its
+  transaction, so a store re-keyed meanwhile refuses a handle that opened before.
+- With an anchor (`StoreOptions(anchor=...)`), each commit's head is given to it, and a
+  load refuses a run whose log is shorter than its anchor (`TruncatedLogError`).
 
 Beside the log, a store keeps *attachments*: named blobs per run (an SDK's saved state
 while the run waits for an approval), so a run can be resumed in another process from the
@@ -29,8 +34,12 @@ Writing a backend: subclass `EventStore` and implement the five *required* metho
 (`_read_run`, `_read_rows`, `_read_snapshot`, `_write`, `_list_runs`); `migrate` and `close`
 are *optional* (no-ops by default), and so are the attachment hooks (`_write_attachment`,
 `_read_attachment`, `_delete_attachment`: without them the attachment methods raise
-`NotImplementedError`). Validation, hashing, snapshots and folding stay here, so a backend
-only moves rows. Then run `agentfsm.testing.store_conformance` against it.
+`NotImplementedError`). A backend that keeps a meta table implements `_read_meta` and
+`_put_meta` too, calls `_open_key_check()` when it opens, and refuses in `_write` (raising
+what `_key_refusal()` returns) when the store's key record is not the handle's; with
+`_rewrite_run` as well, `agentfsm.stores.rekey` can re-key it. Validation, hashing,
+snapshots and folding stay here, so a backend only moves rows. Then run
+`agentfsm.testing.store_conformance` against it.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from typing import Self
 from agentfsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
+    IntegrityKeyError,
     LifecycleError,
     RunNotFoundError,
     StoreInconsistentError,
@@ -64,7 +74,16 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
-from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
+from agentfsm.stores._integrity import Integrity
+from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
+from agentfsm.stores._load import (
+    check_link,
+    close_rows,
+    fold_rows,
+    parse_row,
+    trusted_snapshot,
+    types_after,
+)
 from agentfsm.stores._options import DEFAULT_SNAPSHOT_EVERY, StoreOptions
 from agentfsm.stores._rows import (
     GENESIS_HASH,
@@ -78,6 +97,13 @@ from agentfsm.stores._rows import (
     VerifyReport,
 )
 from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
+from agentfsm.stores.anchor import (
+    AnchoredHead,
+    anchor_error,
+    anchor_not_read,
+    anchor_not_told,
+    anchor_problem,
+)
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "AsyncEventStore", "EventStore", "StoreOptions"]
 
@@ -95,6 +121,9 @@ class EventStore(abc.ABC):
     def __init__(self, options: StoreOptions | None = None) -> None:
         self.options = options if options is not None else StoreOptions()
         self._cache = HeadCache(self.options.cache_size)
+        # Set when the store is being re-keyed: the handle opened (so `rekey` can work
+        # through it), but every public call is refused with this.
+        self._refused: IntegrityKeyError | None = None
 
     @property
     def reducer(self) -> Reducer:
@@ -127,7 +156,11 @@ class EventStore(abc.ABC):
                 wins over a refusal: a batch judged against a stale view is a conflict).
             LifecycleError: an event of the batch is refused (nothing was written).
             ValueError: an empty batch or a negative version.
+            IntegrityKeyError: the store is under another key than this handle, or is being
+                re-keyed (nothing was written).
+            AnchorError: the batch is stored, but the anchor did not take its head.
         """
+        self._usable()
         check_run_id(run_id)
         batch = tuple(events)
         check_append_args(batch, expected_version)
@@ -156,7 +189,10 @@ class EventStore(abc.ABC):
             if inconsistent is not None:
                 raise inconsistent from None
             raise
-        self._cache.put(run_id, Head(prepared.record, prepared.rows[-1].hash))
+        head = Head(prepared.record, prepared.rows[-1].hash)
+        self._cache.put(run_id, head)
+        if self.options.anchor is not None:
+            self._anchor_put(run_id, head)
         return prepared.record
 
     def load(self, run_id: str) -> RunRecord:
@@ -167,7 +203,9 @@ class EventStore(abc.ABC):
             CorruptLogError: a stored event that is needed does not read back.
             InvalidRunIdError: `run_id` is not one any store can hold.
             TableMismatchError: the run is under another table than the store's reducer's.
+            TruncatedLogError: the log is shorter than the store's anchor records.
         """
+        self._usable()
         check_run_id(run_id)
         record = self._load_head(run_id).record
         # Judged here, not while folding: an append folds a run under an older version up to
@@ -180,8 +218,10 @@ class EventStore(abc.ABC):
 
         Raises:
             RunNotFoundError: the store has no such run (raised here, not on iteration).
-            CorruptLogError: while iterating, at the first row that does not read back.
+            CorruptLogError: while iterating, at the first row that does not read back (or,
+                under a key, whose link does not match).
         """
+        self._usable()
         check_run_id(run_id)
         if self._read_run(run_id) is None:
             raise RunNotFoundError(run_id)
@@ -193,6 +233,7 @@ class EventStore(abc.ABC):
         Raises:
             RunNotFoundError: the store has no such run.
         """
+        self._usable()
         check_run_id(run_id)
         info = self._read_run(run_id)
         if info is None:
@@ -213,6 +254,7 @@ class EventStore(abc.ABC):
             limit: at most this many.
             after: only run ids sorting after this one (for paging: pass the last id seen).
         """
+        self._usable()
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
         return self._list_runs(statuses(status), limit, after)
@@ -220,13 +262,23 @@ class EventStore(abc.ABC):
     def verify(self, run_id: str) -> VerifyReport:
         """Re-read every stored row of the run and check it; the report names the first
         problem: a broken link, a row out of place, an illegal event, a runs row that
-        disagrees with the log, or a snapshot that does not hold what its events fold into.
+        disagrees with the log, a snapshot that does not hold what its events fold into,
+        or (with an anchor) a log shorter than its anchored head, or without that head.
 
         Raises:
             RunNotFoundError: the store has no such run.
         """
+        self._usable()
+        report = self._verify_with(run_id, self.options.integrity)
+        if report.ok and self.options.anchor is not None:
+            report = self._verify_anchor(report)
+        return report
+
+    def _verify_with(self, run_id: str, integrity: Integrity) -> VerifyReport:
+        """`verify` under `integrity` (the handle's own, or the one `rekey` moves from)."""
+        check_run_id(run_id)
         for _ in range(VERIFY_TRIES):
-            info = self.run_info(run_id)
+            info = self._info(run_id)
             rows = self._read_rows(run_id, 0)
             try:
                 report = verify_rows(
@@ -235,15 +287,34 @@ class EventStore(abc.ABC):
                     rows,
                     info,
                     snapshot=self._read_snapshot(run_id),
-                    integrity=self.options.integrity,
+                    integrity=integrity,
                 )
             finally:
-                _close(rows)
+                close_rows(rows)
             # An append that landed while the rows were read makes the runs row and the
             # log look apart; only a disagreement that stays put is reported.
-            if report.ok or self.run_info(run_id) == info:
+            if report.ok or self._info(run_id) == info:
                 return report
         return report
+
+    def _info(self, run_id: str) -> RunInfo:
+        info = self._read_run(run_id)
+        if info is None:
+            raise RunNotFoundError(run_id)
+        return info
+
+    def _verify_anchor(self, report: VerifyReport) -> VerifyReport:
+        """The report of an intact log, compared with the head its anchor keeps."""
+        anchored = self._anchor_get(report.run_id)
+        if anchored is None:
+            return report
+        found = self._anchored_problem(anchored, report.checked, report.head_hash)
+        if found is None:
+            return report
+        sequence, problem = found
+        return VerifyReport(
+            report.run_id, False, report.checked, report.head_hash, sequence, problem
+        )
 
     # -- attachments -------------------------------------------------------------------
 
@@ -266,6 +337,7 @@ class EventStore(abc.ABC):
             TypeError: `name` is not a str, `data` not bytes or `version` not an int.
             NotImplementedError: this backend keeps no attachments.
         """
+        self._usable()
         check_attachment(run_id, name, data, version)
         # Checked, then written, in two steps: a run is never deleted and its version only
         # grows, so what the check saw still holds when the write lands.
@@ -280,6 +352,7 @@ class EventStore(abc.ABC):
             TypeError: `name` is not a str.
             NotImplementedError: this backend keeps no attachments.
         """
+        self._usable()
         check_attachment_name(run_id, name)
         return self._read_attachment(run_id, name)
 
@@ -291,6 +364,7 @@ class EventStore(abc.ABC):
             TypeError: `name` is not a str.
             NotImplementedError: this backend keeps no attachments.
         """
+        self._usable()
         check_attachment_name(run_id, name)
         return self._delete_attachment(run_id, name)
 
@@ -355,14 +429,151 @@ class EventStore(abc.ABC):
         """Delete the row under `(run_id, name)`; whether there was one."""
         raise no_attachments(self)
 
+    # -- optional for a backend: meta (the key record) and re-keying -----------------------
+
+    def _read_meta(self, key: str) -> str | None:
+        """The value kept under `key` in the store's meta, or None. A backend without meta
+        raises `NotImplementedError` (the default): its store records no key."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no meta")
+
+    def _put_meta(self, key: str, value: str, *, expected: str | None) -> bool:
+        """Set `key` to `value` if it holds `expected` now (None: if it is absent), in one
+        atomic step; whether it did."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no meta")
+
+    def _rewrite_run(
+        self,
+        run_id: str,
+        version: int,
+        hashes: Sequence[tuple[int, str]],
+        snapshot: StoredSnapshot | None,
+        record: str,
+    ) -> bool:
+        """In one transaction, if the store's key record is `record` and the run's runs row
+        is at `version`: set each `(sequence, hash)` of `hashes` on the run's rows, and
+        replace the run's snapshot with `snapshot` (None: delete it). Whether it did (False:
+        the record or the version moved, and nothing was written). What `rekey` writes."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be re-keyed")
+
     # -- shared machinery ----------------------------------------------------------------
+
+    def _open_key_check(self) -> None:
+        """Check the handle's key against the store's key record as the store opens, and
+        record it in a store that has none (see `_keys.py`); a backend calls it once its
+        tables exist.
+
+        Raises:
+            IntegrityKeyError: the store is under another key (a store being re-keyed
+                opens, but refuses every call: `rekey` itself works through such a handle).
+        """
+        integrity = self.options.integrity
+        try:
+            found = self._read_meta(META_KEY)
+        except NotImplementedError:
+            return  # a backend without meta records no key
+        if found is None:
+            found = self._adopt(integrity)
+        refused = key_refusal(found, integrity)
+        if refused is not None and not is_rekeying(found):
+            raise refused
+        self._refused = refused
+
+    def _adopt(self, integrity: Integrity) -> str | None:
+        """Record the handle's key in a store that records none, once its first run's first
+        link shows the store is under that key; the record then kept (another handle's,
+        should one have won the race)."""
+        first = self._list_runs(None, 1, None)
+        run_id = first[0].run_id if first else None
+        row = None
+        if run_id is not None:
+            rows = self._read_rows(run_id, 0)
+            try:
+                row = next(rows, None)
+            finally:
+                close_rows(rows)
+            row = row if row is not None and row.sequence == 1 else None
+        refused = adoption_refusal(integrity, run_id, row)
+        if refused is not None:
+            raise refused
+        self._put_meta(META_KEY, integrity.record, expected=None)
+        return self._read_meta(META_KEY)
+
+    def _key_refusal(self) -> IntegrityKeyError | None:
+        """Why this handle's write was refused by the key record, if it was (a backend asks
+        when its write matched nothing)."""
+        try:
+            found = self._read_meta(META_KEY)
+        except NotImplementedError:
+            return None
+        return key_refusal(found, self.options.integrity)
+
+    def _usable(self) -> None:
+        if self._refused is not None:
+            raise self._refused
+
+    def _anchor_put(self, run_id: str, head: Head) -> None:
+        anchor = self.options.anchor
+        assert anchor is not None
+        version = head.record.version
+        try:
+            anchor.put([AnchoredHead(run_id, version, head.hash, self.options.integrity.record)])
+        except Exception as exc:  # whatever a user's anchor raises, it did not take it
+            raise anchor_not_told(run_id, version, exc) from exc
+
+    def _anchor_get(self, run_id: str) -> AnchoredHead | None:
+        anchor = self.options.anchor
+        if anchor is None:
+            return None
+        try:
+            return anchor.get(run_id)
+        except Exception as exc:  # whatever a user's anchor raises, it could not be read
+            raise anchor_not_read(run_id, exc) from exc
+
+    def _hash_at(self, anchored: AnchoredHead, version: int, head_hash: str) -> str | None:
+        """The stored chain hash at the anchored sequence of a log ending at `version` with
+        `head_hash` (read from the log when it is longer; None when it is shorter)."""
+        if version == anchored.version:
+            return head_hash
+        if version < anchored.version:
+            return None
+        rows = self._read_rows(anchored.run_id, anchored.version - 1)
+        try:
+            row = next(rows, None)
+        finally:
+            close_rows(rows)
+        return row.hash if row is not None and row.sequence == anchored.version else None
+
+    def _anchored_problem(
+        self, anchored: AnchoredHead, version: int, head_hash: str
+    ) -> tuple[int, str] | None:
+        at = self._hash_at(anchored, version, head_hash)
+        return anchor_problem(anchored, version, at, self.options.integrity.record)
+
+    def _check_anchor(self, run_id: str, head: Head | None) -> None:
+        """Refuse a run whose log is shorter than its anchor, or lost the anchored head.
+
+        Raises:
+            TruncatedLogError: the log is shorter (or the run is gone).
+            CorruptLogError: the anchored event is not in the log any more.
+        """
+        anchored = self._anchor_get(run_id)
+        if anchored is None:
+            return
+        version, head_hash = (head.record.version, head.hash) if head is not None else (0, "")
+        at = self._hash_at(anchored, version, head_hash)
+        refused = anchor_error(anchored, version, at, self.options.integrity.record)
+        if refused is not None:
+            raise refused
 
     def _head_at(self, run_id: str, expected_version: int) -> Head:
         cached = self._cache.at(run_id, expected_version)
         if cached is not None:
             return cached
         if expected_version == 0:
-            # The write checks that no runs row exists; nothing to load.
+            # The write checks that no runs row exists; nothing to load. A run the anchor
+            # knows is one that was removed: starting it again could repeat its calls.
+            if self.options.anchor is not None:
+                self._check_anchor(run_id, None)
             return Head(self.reducer.initial(run_id), GENESIS_HASH)
         try:
             head = self._load_head(run_id)
@@ -383,15 +594,19 @@ class EventStore(abc.ABC):
                 if head is not None:
                     head = fold_rows(self.reducer, run_id, head, rows, integrity)
             finally:
-                _close(rows)
+                close_rows(rows)
         if head is None:
             rows = self._read_rows(run_id, 0)
             try:
                 head = fold_rows(self.reducer, run_id, None, rows, integrity)
             finally:
-                _close(rows)
+                close_rows(rows)
         if head.record.version == 0:
+            if self.options.anchor is not None:
+                self._check_anchor(run_id, None)
             raise RunNotFoundError(run_id)
+        if self.options.anchor is not None:
+            self._check_anchor(run_id, head)
         self._cache.put(run_id, head)
         return head
 
@@ -402,17 +617,29 @@ class EventStore(abc.ABC):
         try:
             found = [row.sequence for _, row in zip(range(2), rows, strict=False)]
         finally:
-            _close(rows)
+            close_rows(rows)
         return inconsistency(run_id, before, found, self._read_run(run_id))
 
     def _iter_events(self, run_id: str, after: int) -> Iterator[Event]:
         expected = after + 1
-        rows = self._read_rows(run_id, after)
+        integrity = self.options.integrity
+        keyed = integrity.keyed
+        # Under a key, each row's link is checked as a load checks it; the row at `after`
+        # is read for the hash the first one links to.
+        rows = self._read_rows(run_id, after - 1 if keyed and after else after)
+        previous = GENESIS_HASH
         # Each stretch of a migrated log is read with its table's types (a tail, with the
         # store's: the run is under the store's table by then).
         reducer = self.options.reducer
         types = reducer.table.event_types
         try:
+            if keyed and after:
+                before = next(rows, None)
+                if before is None or before.sequence != after:
+                    raise CorruptLogError(
+                        f"the log has no event at sequence {after}", run_id=run_id, sequence=after
+                    )
+                previous = before.hash
             for row in rows:
                 if row.sequence != expected:
                     raise CorruptLogError(
@@ -421,15 +648,11 @@ class EventStore(abc.ABC):
                         sequence=expected,
                     )
                 event = parse_row(run_id, row, types)
+                if keyed:
+                    check_link(integrity, run_id, previous, row)
+                    previous = row.hash
                 types = types_after(reducer, event, types)
                 yield event
                 expected += 1
         finally:
-            _close(rows)
-
-
-def _close(rows: Iterator[StoredEvent]) -> None:
-    # A half-read SQLite cursor keeps its read transaction open until it is closed.
-    close = getattr(rows, "close", None)
-    if close is not None:
-        close()
+            close_rows(rows)

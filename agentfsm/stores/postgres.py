@@ -15,7 +15,11 @@ Indexes: the events primary key serves `load` and `events` (one range scan per r
 neither reads other runs' events, however many millions there are.
 
 Call `migrate()` once (it is idempotent and takes an advisory lock, so several workers may
-call it at start-up).
+call it at start-up). The key record (`_keys.py`) is checked as a handle opens (in
+`migrate()`, or in the constructor once the tables exist; `AsyncPostgresEventStore` in
+`connect()`), and every append's statement moves the runs row only while the store's record
+is the handle's, so even a handle built directly on a connection never writes under
+another key.
 
 `after_append`: a callable the store calls inside the append's transaction, on the same
 connection, once the rows are written (the record after the batch and the batch's event
@@ -30,6 +34,7 @@ otherwise the append is a short transaction of a few round trips.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -46,6 +51,7 @@ except ImportError as exc:
 from agentfsm.errors import (
     ConcurrencyConflictError,
     CorruptLogError,
+    IntegrityKeyError,
     LifecycleError,
     RunNotFoundError,
     StoreInconsistentError,
@@ -65,7 +71,8 @@ from agentfsm.stores._checks import (
     statuses,
 )
 from agentfsm.stores._head_cache import HeadCache
-from agentfsm.stores._load import fold_rows, parse_row, trusted_snapshot, types_after
+from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
+from agentfsm.stores._load import check_link, fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schema, stored_event
 from agentfsm.stores._rows import (
     GENESIS_HASH,
@@ -79,6 +86,13 @@ from agentfsm.stores._rows import (
     VerifyReport,
 )
 from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
+from agentfsm.stores.anchor import (
+    AnchoredHead,
+    anchor_error,
+    anchor_not_read,
+    anchor_not_told,
+    anchor_problem,
+)
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
@@ -128,12 +142,14 @@ class PostgresEventStore(EventStore):
         self._sql = Sql(table_prefix)
         self.after_append = after_append
         self._conn = psycopg.connect(conninfo, autocommit=True)
-        if migrate:
-            try:
+        try:
+            if migrate:
                 self.migrate()
-            except BaseException:
-                self._conn.close()  # the caller never gets the handle to close it
-                raise
+            elif self._has_meta():
+                self._open_key_check()  # else migrate() records the key when it makes the tables
+        except BaseException:
+            self._conn.close()  # the caller never gets the handle to close it
+            raise
 
     def migrate(self) -> None:
         """Create the tables and indexes if missing, or upgrade an older schema in place
@@ -146,6 +162,11 @@ class PostgresEventStore(EventStore):
                 raise newer_schema(found[0])
             for statement in self._sql.schema:
                 self._conn.execute(statement)
+        self._open_key_check()
+
+    def _has_meta(self) -> bool:
+        found = self._conn.execute("SELECT to_regclass(%s)", (self._sql.meta,)).fetchone()
+        return found is not None and found[0] is not None
 
     def close(self) -> None:
         """Close the connection."""
@@ -181,7 +202,7 @@ class PostgresEventStore(EventStore):
         return None if row is None else StoredSnapshot(row[0], row[1], row[2], row[3])
 
     def _write(self, prepared: PreparedAppend) -> None:
-        sql, params = self._sql.write(prepared)
+        sql, params = self._sql.write(prepared, self.options.integrity.record)
         hook = self.after_append
         types = _hook_for(hook, prepared)
         try:
@@ -196,6 +217,9 @@ class PostgresEventStore(EventStore):
         except pg_errors.UniqueViolation:
             written = 0
         if written != len(prepared.rows):
+            refused = self._key_refusal()
+            if refused is not None:
+                raise refused
             run_id = prepared.run_id
             found = self._query(self._sql.stored_version, (run_id, run_id)).fetchone()
             actual = int(found[0]) if found is not None and found[0] is not None else 0
@@ -206,6 +230,48 @@ class PostgresEventStore(EventStore):
     ) -> list[RunInfo]:
         sql, args = self._sql.runs_query(statuses, limit, after)
         return [RunInfo(*r) for r in self._query(sql, args).fetchall()]
+
+    def _read_meta(self, key: str) -> str | None:
+        return self.meta(key)
+
+    def _put_meta(self, key: str, value: str, *, expected: str | None) -> bool:
+        with self._conn.transaction():
+            if expected is None:
+                done = self._query(self._sql.insert_meta, (key, value)).rowcount == 1
+            else:
+                done = self._query(self._sql.swap_meta, (value, key, expected)).rowcount == 1
+            if done:
+                self._conn.execute(self._sql.drain_writes)
+        return done
+
+    def _rewrite_run(
+        self,
+        run_id: str,
+        version: int,
+        hashes: Sequence[tuple[int, str]],
+        snapshot: StoredSnapshot | None,
+        record: str,
+    ) -> bool:
+        lock = {"run_id": run_id, "version": version, "key": record}
+        with self._conn.transaction():
+            if self._query(self._sql.rewrite_lock, lock).fetchone() is None:
+                return False
+            self._query(
+                self._sql.rewrite_hashes,
+                {
+                    "run_id": run_id,
+                    "sequences": [sequence for sequence, _ in hashes],
+                    "hashes": [link for _, link in hashes],
+                },
+            )
+            if snapshot is None:
+                self._query(self._sql.delete_snapshot, (run_id,))
+            else:
+                s = snapshot
+                self._query(
+                    self._sql.put_snapshot, (run_id, s.sequence, s.event_hash, s.data, s.digest)
+                )
+        return True
 
     def _write_attachment(self, attachment: Attachment) -> None:
         a = attachment
@@ -247,6 +313,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         self._conn = conn
         self._sql = Sql(table_prefix)
         self._cache = HeadCache(self.options.cache_size)
+        self._refused: IntegrityKeyError | None = None
 
     @classmethod
     async def connect(
@@ -258,15 +325,24 @@ class AsyncPostgresEventStore(AsyncEventStore):
         migrate: bool = False,
         after_append: AsyncAfterAppend | None = None,
     ) -> AsyncPostgresEventStore:
-        """Open a connection and a store on it (and create the schema if `migrate`)."""
+        """Open a connection and a store on it (and create the schema if `migrate`).
+
+        The store's key record is checked here (see the module docstring); a store built
+        directly on a connection is checked by its first append, before it writes.
+
+        Raises:
+            IntegrityKeyError: the store is under another key than `options`' one.
+        """
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
         store = cls(conn, options=options, table_prefix=table_prefix, after_append=after_append)
-        if migrate:
-            try:
+        try:
+            if migrate:
                 await store.migrate()
-            except BaseException:
-                await store.close()  # the caller never gets the handle to close it
-                raise
+            else:
+                await store._open_key_check()
+        except BaseException:
+            await store.close()  # the caller never gets the handle to close it
+            raise
         return store
 
     async def migrate(self) -> None:
@@ -283,6 +359,68 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 raise newer_schema(found[0])
             for statement in self._sql.schema:
                 await self._conn.execute(statement)
+        await self._open_key_check()
+
+    async def _open_key_check(self) -> None:
+        """`EventStore._open_key_check`, awaited (nothing to check before the tables exist)."""
+        cur = await self._conn.execute("SELECT to_regclass(%s)", (self._sql.meta,))
+        exists = await cur.fetchone()
+        if exists is None or exists[0] is None:
+            return
+        integrity = self.options.integrity
+        found = await self._read_meta(META_KEY)
+        if found is None:
+            first = await self._fetch(*self._sql.runs_query(None, 1, None))
+            run_id = first[0][0] if first else None
+            rows = await self._fetch(self._sql.read_rows, (run_id, 0, 1)) if run_id else []
+            row = stored_event(rows[0]) if rows and rows[0][0] == 1 else None
+            refused = adoption_refusal(integrity, run_id, row)
+            if refused is not None:
+                raise refused
+            async with self._conn.transaction():
+                await self._conn.execute(self._sql.insert_meta, (META_KEY, integrity.record))
+            found = await self._read_meta(META_KEY)
+        refused = key_refusal(found, integrity)
+        if refused is not None and not is_rekeying(found):
+            raise refused
+        self._refused = refused
+
+    async def _read_meta(self, key: str) -> str | None:
+        found = await self._fetch(self._sql.read_meta, (key,))
+        return str(found[0][0]) if found else None
+
+    def _usable(self) -> None:
+        if self._refused is not None:
+            raise self._refused
+
+    async def _anchor_get(self, run_id: str) -> AnchoredHead | None:
+        anchor = self.options.anchor
+        if anchor is None:
+            return None
+        try:
+            return await asyncio.to_thread(anchor.get, run_id)
+        except Exception as exc:  # whatever a user's anchor raises, it could not be read
+            raise anchor_not_read(run_id, exc) from exc
+
+    async def _hash_at(self, anchored: AnchoredHead, version: int, head_hash: str) -> str | None:
+        """As `EventStore._hash_at`."""
+        if version == anchored.version:
+            return head_hash
+        if version < anchored.version:
+            return None
+        found = await self._fetch(self._sql.read_rows, (anchored.run_id, anchored.version - 1, 1))
+        return found[0][3] if found and found[0][0] == anchored.version else None
+
+    async def _check_anchor(self, run_id: str, head: Head | None) -> None:
+        """As `EventStore._check_anchor`."""
+        anchored = await self._anchor_get(run_id)
+        if anchored is None:
+            return
+        version, head_hash = (head.record.version, head.hash) if head is not None else (0, "")
+        at = await self._hash_at(anchored, version, head_hash)
+        refused = anchor_error(anchored, version, at, self.options.integrity.record)
+        if refused is not None:
+            raise refused
 
     async def close(self) -> None:
         """Close the connection."""
@@ -330,7 +468,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
             rows = await self._rows_after(run_id, 0)
             head = fold_rows(self.options.reducer, run_id, None, rows, integrity)
         if head.record.version == 0:
+            await self._check_anchor(run_id, None)
             raise RunNotFoundError(run_id)
+        await self._check_anchor(run_id, head)
         self._cache.put(run_id, head)
         return head
 
@@ -339,6 +479,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         if cached is not None:
             return cached
         if expected_version == 0:
+            await self._check_anchor(run_id, None)  # as `EventStore._head_at`
             return Head(self.options.reducer.initial(run_id), GENESIS_HASH)
         try:
             head = await self._load_head(run_id)
@@ -358,6 +499,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         folded: Folded | None = None,
     ) -> RunRecord:
         """Validate and append a batch atomically (see `EventStore.append`)."""
+        self._usable()
         check_run_id(run_id)
         batch = tuple(events)
         check_append_args(batch, expected_version)
@@ -375,7 +517,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 self._cache.drop(run_id)
                 raise conflict(run_id, expected_version, actual) from None
             raise
-        sql, params = self._sql.write(prepared)
+        sql, params = self._sql.write(prepared, options.integrity.record)
         hook = self.after_append
         types = _hook_for(hook, prepared)
         try:
@@ -393,6 +535,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
             except pg_errors.UndefinedTable as exc:
                 raise missing_tables(exc) from None
             if written != len(batch):
+                refused = key_refusal(await self._read_meta(META_KEY), options.integrity)
+                if refused is not None:
+                    raise refused
                 found = await self._fetch(self._sql.stored_version, (run_id, run_id))
                 actual = int(found[0][0]) if found and found[0][0] is not None else 0
                 raise conflict(run_id, expected_version, actual)
@@ -402,7 +547,15 @@ class AsyncPostgresEventStore(AsyncEventStore):
             if inconsistent is not None:
                 raise inconsistent from None
             raise
-        self._cache.put(run_id, Head(prepared.record, prepared.rows[-1].hash))
+        new_head = Head(prepared.record, prepared.rows[-1].hash)
+        self._cache.put(run_id, new_head)
+        anchor = options.anchor
+        if anchor is not None:
+            put = AnchoredHead(run_id, new_head.record.version, new_head.hash, params["key"])
+            try:
+                await asyncio.to_thread(anchor.put, [put])
+            except Exception as exc:  # as `EventStore._anchor_put`
+                raise anchor_not_told(run_id, put.version, exc) from exc
         return prepared.record
 
     async def _inconsistency(self, run_id: str) -> StoreInconsistentError | None:
@@ -418,18 +571,30 @@ class AsyncPostgresEventStore(AsyncEventStore):
 
     async def load(self, run_id: str) -> RunRecord:
         """The run's current record (see `EventStore.load`)."""
+        self._usable()
         check_run_id(run_id)
         record = (await self._load_head(run_id)).record
         self.options.reducer.check_table(record)  # as `EventStore.load` does
         return record
 
     async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
-        """The run's events after `after`, in order, a page of rows per query."""
+        """The run's events after `after`, in order, a page of rows per query (under a key,
+        each row's link checked, as `EventStore.events` does)."""
+        self._usable()
         check_run_id(run_id)
         if await self._read_run(run_id) is None:
             raise RunNotFoundError(run_id)
         expected = after + 1
         reducer = self.options.reducer
+        integrity = self.options.integrity
+        previous = GENESIS_HASH
+        if integrity.keyed and after:
+            before = await self._fetch(self._sql.read_rows, (run_id, after - 1, 1))
+            if not before or before[0][0] != after:
+                raise CorruptLogError(
+                    f"the log has no event at sequence {after}", run_id=run_id, sequence=after
+                )
+            previous = before[0][3]
         types = reducer.table.event_types  # per stretch, as `EventStore.events` reads
         while True:
             page = await self._fetch(self._sql.read_rows, (run_id, after, PAGE))
@@ -442,6 +607,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
                         sequence=expected,
                     )
                 event = parse_row(run_id, row, types)
+                if integrity.keyed:
+                    check_link(integrity, run_id, previous, row)
+                    previous = row.hash
                 types = types_after(reducer, event, types)
                 yield event
                 expected += 1
@@ -451,6 +619,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
 
     async def run_info(self, run_id: str) -> RunInfo:
         """The run's row of the runs table (see `EventStore.run_info`)."""
+        self._usable()
         check_run_id(run_id)
         info = await self._read_run(run_id)
         if info is None:
@@ -465,6 +634,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         after: str | None = None,
     ) -> list[RunInfo]:
         """Runs ordered by run id (see `EventStore.runs`)."""
+        self._usable()
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
         sql, args = self._sql.runs_query(statuses(status), limit, after)
@@ -472,6 +642,17 @@ class AsyncPostgresEventStore(AsyncEventStore):
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Check every stored row of the run (see `EventStore.verify`)."""
+        report = await self._verify_rows(run_id)
+        anchored = await self._anchor_get(run_id) if report.ok else None
+        if anchored is None:
+            return report
+        at = await self._hash_at(anchored, report.checked, report.head_hash)
+        found = anchor_problem(anchored, report.checked, at, self.options.integrity.record)
+        if found is None:
+            return report
+        return VerifyReport(run_id, False, report.checked, report.head_hash, *found)
+
+    async def _verify_rows(self, run_id: str) -> VerifyReport:
         for _ in range(VERIFY_TRIES):
             info = await self.run_info(run_id)
             rows = await self._rows_after(run_id, 0)
@@ -490,17 +671,20 @@ class AsyncPostgresEventStore(AsyncEventStore):
 
     async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
         """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
+        self._usable()
         check_attachment(run_id, name, data, version)
         check_attachment_version(await self.run_info(run_id), name, version)
         await self._execute(self._sql.put_attachment, (run_id, name, version, data))
 
     async def attachment(self, run_id: str, name: str) -> Attachment | None:
         """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
+        self._usable()
         check_attachment_name(run_id, name)
         found = await self._fetch(self._sql.read_attachment, (run_id, name))
         return Attachment(run_id, name, found[0][1], found[0][0]) if found else None
 
     async def delete_attachment(self, run_id: str, name: str) -> bool:
         """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
+        self._usable()
         check_attachment_name(run_id, name)
         return await self._execute(self._sql.delete_attachment, (run_id, name)) == 1

@@ -20,6 +20,10 @@ or rolls back with the events (a hook with `wants(record, types)` returning Fals
 called). `agentfsm.runtime.timers.install_timers` uses it to keep a `Worker`'s wake-ups
 and timers on the lease rows.
 
+The key record (`_keys.py`) lives in the meta table, beside the schema version; every append
+checks it inside its `BEGIN IMMEDIATE` transaction, in the statement that moves the runs
+row, so a store re-keyed since the handle opened refuses the write.
+
 SQLite locks the whole file for a write, so writers on one file are serialised; for many
 writers on many machines use the PostgreSQL store. Do not put the file on a network
 filesystem: WAL needs shared memory between the processes of one machine.
@@ -30,12 +34,13 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
-from agentfsm.errors import CorruptLogError, StoreError
+from agentfsm.errors import CorruptLogError, IntegrityKeyError, StoreError
 from agentfsm.record import RunRecord
 from agentfsm.stores._checks import conflict
+from agentfsm.stores._keys import META_KEY
 from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 
@@ -47,7 +52,9 @@ SQLiteAfterAppend = Callable[[sqlite3.Connection, RunRecord, tuple[str, ...]], N
 #: The schema this code writes; a file with a newer one is refused rather than misread.
 #: 1: runs, events, snapshots. 2: + attachments. 3: + snapshots.digest (an older file is
 #: upgraded on open; its snapshots, which have no digest, are ignored until rewritten).
-SCHEMA_VERSION = 3
+#: 4: the key record in meta, checked by every write (so an older agentfsm, which does not
+#: check it, refuses the file rather than write links under another key).
+SCHEMA_VERSION = 4
 
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
@@ -118,25 +125,35 @@ class SQLiteEventStore(EventStore):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self.migrate()
+            self._open_key_check()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise StoreError(f"SQLite file '{self.path}' cannot be used: {exc}") from None
+        except IntegrityKeyError as exc:
+            self._conn.close()
+            raise self._here(exc) from None
+        except BaseException:
+            self._conn.close()
+            raise
+        self._sql_key = f"(SELECT value FROM {self._meta} WHERE key = '{META_KEY}') = ?"
         self._sql_insert_event = (
             f"INSERT INTO {self._events} (run_id, sequence, type, data, hash) "
             "VALUES (?, ?, ?, ?, ?)"
         )
+        # Each moves the runs row only while the store's key record is the handle's.
         self._sql_new_run = (
             f"INSERT INTO {self._runs} (run_id, status, version, updated_at) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING"
+            f"SELECT ?, ?, ?, ? WHERE {self._sql_key} ON CONFLICT (run_id) DO NOTHING"
         )
         self._sql_move_run = (
             f"UPDATE {self._runs} SET status = ?, version = ?, updated_at = ? "
-            "WHERE run_id = ? AND version = ?"
+            f"WHERE run_id = ? AND version = ? AND {self._sql_key}"
         )
         # The same without the status, when the batch leaves it: the by-status index is
         # then not rewritten, which is half the cost of moving the row.
         self._sql_advance_run = (
-            f"UPDATE {self._runs} SET version = ?, updated_at = ? WHERE run_id = ? AND version = ?"
+            f"UPDATE {self._runs} SET version = ?, updated_at = ? "
+            f"WHERE run_id = ? AND version = ? AND {self._sql_key}"
         )
         self._sql_snapshot = (
             f"INSERT INTO {self._snapshots} (run_id, sequence, event_hash, data, digest) "
@@ -275,12 +292,14 @@ class SQLiteEventStore(EventStore):
         c = self._conn
         run_id = prepared.run_id
         info = prepared.info
+        key = self.options.integrity.record
         try:
             c.execute("BEGIN IMMEDIATE")
             try:
                 if prepared.expected_version == 0:
                     cursor = c.execute(
-                        self._sql_new_run, (run_id, info.status, info.version, info.updated_at)
+                        self._sql_new_run,
+                        (run_id, info.status, info.version, info.updated_at, key),
                     )
                 elif prepared.moved:
                     cursor = c.execute(
@@ -291,14 +310,18 @@ class SQLiteEventStore(EventStore):
                             info.updated_at,
                             run_id,
                             prepared.expected_version,
+                            key,
                         ),
                     )
                 else:
                     cursor = c.execute(
                         self._sql_advance_run,
-                        (info.version, info.updated_at, run_id, prepared.expected_version),
+                        (info.version, info.updated_at, run_id, prepared.expected_version, key),
                     )
                 if cursor.rowcount != 1:
+                    refused = self._key_refusal()
+                    if refused is not None:
+                        raise self._here(refused)
                     raise conflict(run_id, prepared.expected_version, self._stored_version(run_id))
                 c.executemany(
                     self._sql_insert_event,
@@ -326,6 +349,55 @@ class SQLiteEventStore(EventStore):
                 raise
         except sqlite3.DatabaseError as exc:
             raise self._error(exc, run_id) from None
+
+    def _read_meta(self, key: str) -> str | None:
+        row = self._conn.execute(f"SELECT value FROM {self._meta} WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _put_meta(self, key: str, value: str, *, expected: str | None) -> bool:
+        if expected is None:
+            sql = f"INSERT INTO {self._meta} VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+            args: tuple[str, ...] = (key, value)
+        else:
+            sql = f"UPDATE {self._meta} SET value = ? WHERE key = ? AND value = ?"
+            args = (value, key, expected)
+        # One statement in autocommit mode: it waits for the write lock, so every append in
+        # flight commits first and every later one reads the new value.
+        return self._conn.execute(sql, args).rowcount == 1
+
+    def _rewrite_run(
+        self,
+        run_id: str,
+        version: int,
+        hashes: Sequence[tuple[int, str]],
+        snapshot: StoredSnapshot | None,
+        record: str,
+    ) -> bool:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            found = c.execute(
+                f"SELECT 1 FROM {self._runs} WHERE run_id = ? AND version = ? AND {self._sql_key}",
+                (run_id, version, record),
+            ).fetchone()
+            if found is None:
+                c.execute("ROLLBACK")
+                return False
+            c.executemany(
+                f"UPDATE {self._events} SET hash = ? WHERE run_id = ? AND sequence = ?",
+                [(link, run_id, sequence) for sequence, link in hashes],
+            )
+            if snapshot is None:
+                c.execute(f"DELETE FROM {self._snapshots} WHERE run_id = ?", (run_id,))
+            else:
+                s = snapshot
+                c.execute(self._sql_snapshot, (run_id, s.sequence, s.event_hash, s.data, s.digest))
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        return True
 
     def _write_attachment(self, attachment: Attachment) -> None:
         a = attachment
@@ -388,6 +460,12 @@ class SQLiteEventStore(EventStore):
         wants = getattr(hook, "wants", None)
         if wants is None or wants(prepared.record, types):
             hook(self._conn, prepared.record, types)
+
+    def _here(self, exc: IntegrityKeyError) -> IntegrityKeyError:
+        """The refusal, saying which file refused."""
+        return IntegrityKeyError(
+            f"SQLite file '{self.path}': {exc}", store_key=exc.store_key, handle_key=exc.handle_key
+        )
 
     def _stored_version(self, run_id: str) -> int:
         row = self._conn.execute(

@@ -39,6 +39,7 @@ FEATURES = frozenset(
         "handoffs",
         "outcome_unknown",
         "pauses",
+        "refusals",
         "retries",
         "run_failures",
         "terminations",
@@ -156,6 +157,14 @@ def fresh_ids(record: RunRecord, count: int) -> list[str]:
     return ids
 
 
+#: What a generated run's refused decision says: the cap refused two calls to `lookup`.
+_REFUSAL = {
+    "kind": "max_calls_per_decision",
+    "message": "2 calls proposed in one decision; at most 1 is allowed",
+    "proposed": {"decision": "tool_calls", "calls": 2, "tools": {"lookup": 2}},
+}
+
+
 def _call(action_id: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {"action_id": action_id, "tool": tool, "arguments": dict(arguments)}
 
@@ -189,6 +198,7 @@ def plausible(
                 frozenset({"tools"}),
             ),
             Candidate(t, {"decision": "handoff"}, frozenset({"handoffs"})),
+            Candidate(t, {"decision": "refused", "refusal": _REFUSAL}, frozenset({"refusals"})),
         ]
     if t == E.TOOL_REQUESTED:
         out = [

@@ -43,7 +43,9 @@ from agentfsm.reducers.reduce import replay
 from agentfsm.stores._integrity import chain_hash
 from agentfsm.stores._rows import GENESIS_HASH, RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.testing._anchor_checks import AnchorChecks, AsyncAnchorChecks
 from agentfsm.testing._attachment_checks import AsyncAttachmentChecks, AttachmentChecks
+from agentfsm.testing._key_checks import AsyncKeyChecks, KeyChecks
 from agentfsm.testing._migration_checks import AsyncMigrationChecks, MigrationChecks
 from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
 from agentfsm.testing.store_integrity import AsyncIntegrityChecks, IntegrityChecks, Tamper
@@ -62,7 +64,7 @@ def expected_chain(events: list[Event]) -> str:
     return previous
 
 
-class StoreConformance(AttachmentChecks, MigrationChecks, IntegrityChecks):
+class StoreConformance(AttachmentChecks, MigrationChecks, IntegrityChecks, KeyChecks, AnchorChecks):
     """The contract every `EventStore` must meet (see the module docstring); with a `tamper`
     fixture, the bad-data checks of `agentfsm.testing.store_integrity` too."""
 
@@ -338,7 +340,13 @@ class StoreConformance(AttachmentChecks, MigrationChecks, IntegrityChecks):
         assert reader.verify("big").ok
 
 
-class AsyncStoreConformance(AsyncAttachmentChecks, AsyncMigrationChecks, AsyncIntegrityChecks):
+class AsyncStoreConformance(
+    AsyncAttachmentChecks,
+    AsyncMigrationChecks,
+    AsyncIntegrityChecks,
+    AsyncKeyChecks,
+    AsyncAnchorChecks,
+):
     """The contract for an `AsyncEventStore`: the same promises, awaited (with a `tamper`
     fixture, the bad-data checks of `agentfsm.testing.store_integrity` too).
 

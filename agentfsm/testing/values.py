@@ -30,6 +30,7 @@ __all__ = [
     "events",
     "json_values",
     "payloads",
+    "refusals",
     "run_ids",
     "table_refs",
     "timestamps",
@@ -134,6 +135,23 @@ def usages() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+@functools.cache
+def refusals() -> st.SearchStrategy[dict[str, Any]]:
+    """`{kind, message, proposed}` of a refused decision: too many calls, summed up."""
+
+    @st.composite
+    def refusal(draw: st.DrawFn) -> dict[str, Any]:
+        tools = draw(st.dictionaries(_names, st.integers(1, 1_000), max_size=3))
+        calls = sum(tools.values()) + draw(st.integers(0, 1_000))
+        return {
+            "kind": StopReason.MAX_CALLS_PER_DECISION.value,
+            "message": draw(_reasons),
+            "proposed": {"decision": DecisionKind.TOOL_CALLS.value, "calls": calls, "tools": tools},
+        }
+
+    return refusal()
+
+
 def timestamps(
     count: int | None = None,
     *,
@@ -222,6 +240,8 @@ def _free_fields(
             f["tool_calls"] = [_call(draw, c["action_id"], calls) for c in f["tool_calls"]]
         elif f["decision"] == DecisionKind.FINAL:
             f["output"] = draw(json_values())
+        elif f["decision"] == DecisionKind.REFUSED and "refusal" not in f:
+            f["refusal"] = draw(refusals())
         f["usage"] = _opt(draw, usages())
     elif t == E.HANDOFF:
         f["to_agent"] = draw(_agents)

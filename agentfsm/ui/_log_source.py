@@ -15,6 +15,7 @@ import attrs
 from agentfsm.diagrams.trajectory import Refusal
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.events.codec import parse_event
+from agentfsm.events.lines import is_blank, iter_lines
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import known_tables
@@ -33,6 +34,10 @@ class LogSource(Source):
     Args:
         path: the log file.
         table: the table the log's runs are under (the default table unless given).
+
+    Raises:
+        EventFormatError: a line is too long or not UTF-8 (`agentfsm.events.lines`): the
+            rest of the log cannot be read, so none of it is served.
     """
 
     def __init__(self, path: Path, table: TransitionTable = DEFAULT_TABLE) -> None:
@@ -59,9 +64,9 @@ def _load_log(
     runs: dict[str, list[Event]] = {}
     broken: dict[str, tuple[Any, tuple[str, ...]]] = {}
     stray: list[str] = []
-    with path.open("rb") as lines:
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
+    with path.open("rb") as handle:
+        for number, raw in enumerate(iter_lines(handle), start=1):
+            if is_blank(raw):
                 continue
             try:
                 event = parse_event(raw, line=number, events=table.event_types)

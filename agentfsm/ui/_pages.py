@@ -1,23 +1,56 @@
 """What each page shows, gathered from a `Source` (plain dicts for the templates).
 
 Blocking work (store reads, folds, Graphviz): the server calls these from its thread pool.
+
+Every page is bounded whatever the store holds: lists that grow with a run (its calls, its
+events, its subagent runs) are paged or named up to a few and counted, and nothing is drawn
+per item x per item (the inbox draws each waiting call once, its batch summarised once per
+run). Values a model makes (arguments, results, fields) are cut by the `json` filter.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import attrs
 
 from agentfsm.events.codec import event_to_dict
 from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.record import Action
-from agentfsm.ui._source import EVENTS_PER_PAGE, Source
+from agentfsm.record import Action, RunRecord
+from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
 from agentfsm.ui._svg import Diagram, diagram_svg
-from agentfsm.ui._words import stop_words, usage_meters
+from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
 
-__all__ = ["approvals_page", "run_page", "runs_page", "table_page", "table_rows"]
+__all__ = [
+    "ACTIONS_PER_PAGE",
+    "CHILDREN_SHOWN",
+    "DECIDE_BUDGET",
+    "LEDGER_PAGE",
+    "OTHERS_SHOWN",
+    "approvals_page",
+    "record_json",
+    "run_page",
+    "runs_page",
+    "table_page",
+    "table_rows",
+]
+
+#: Rows per page of a run page's actions table.
+ACTIONS_PER_PAGE = 50
+#: Subagent runs a run page links by name; the runs list (`q=RUN/`) pages the rest.
+CHILDREN_SHOWN = 20
+#: Calls of its batch an inbox run names besides those on the page; its run page has all.
+OTHERS_SHOWN = 10
+#: Characters of a waiting call's arguments the inbox shows: more than anywhere else, since
+#: a person decides on them (past that the card says so and links the whole call).
+DECIDE_BUDGET = 20_000
+#: Ledger entries per answer of `/run/record.json` (`actions_next` names the next answer).
+LEDGER_PAGE = 1000
 
 _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
 _diagrams: OrderedDict[tuple[str, int], Diagram] = OrderedDict()
@@ -68,8 +101,12 @@ def _run_diagram(source: Source, run_id: str) -> Diagram:
     return drawn
 
 
-def run_page(source: Source, run_id: str, page: int | None, at: int | None) -> dict[str, Any]:
-    """A run: record, limits, actions, one page of its timeline, its path and a step."""
+def run_page(
+    source: Source, run_id: str, page: int | None, at: int | None,
+    actions_page: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A run: record, limits, a page of its actions, one page of its timeline, its path and
+    a step."""
     record = source.record(run_id)
     table = source.table_of(run_id)
     path = source.path(run_id)
@@ -92,23 +129,38 @@ def run_page(source: Source, run_id: str, page: int | None, at: int | None) -> d
             "move": path.trajectory.steps[e.sequence - 1]
             if e.sequence <= len(path.trajectory.steps)
             else None,
-            "fields": {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE},
+            "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
+            "cut": clipped(fields)[1],
             "action_id": getattr(e, "action_id", None),
         }
         for e in events
     ]
     touched = [str(t["action_id"]) for t in timeline if t["action_id"]]
-    shown_ids = list(dict.fromkeys([*record.pending_approvals, *record.batch, *touched]))
-    actions = [_action(record.actions[a], run_id) for a in shown_ids if a in record.actions]
+    selected = [
+        a
+        for a in dict.fromkeys([*record.pending_approvals, *record.batch, *touched])
+        if a in record.actions
+    ]
+    action_pages = max(1, -(-len(selected) // ACTIONS_PER_PAGE))
+    actions_page = min(max(actions_page or 1, 1), action_pages)
+    first = (actions_page - 1) * ACTIONS_PER_PAGE
+    shown = selected[first : first + ACTIONS_PER_PAGE]
+    actions = [_action(record.actions[a], run_id) for a in shown]
     refusal = source.refusals.get(run_id)
     children = source.children(run_id)
+    about = at_event["action_id"] if (at_event := _event_at(timeline, step_at)) else None
     return {
         "record": record,
         "table": table,
         "words": stop_words(record, table),
         "meters": usage_meters(record),
         "actions": actions,
+        "actions_selected": len(selected),
+        "actions_first": first + 1,
+        "actions_page": actions_page,
+        "action_pages": action_pages,
         "actions_total": len(record.actions),
+        "batch": batch_summary(record),
         "timeline": timeline,
         "page": page,
         "pages": pages,
@@ -116,15 +168,20 @@ def run_page(source: Source, run_id: str, page: int | None, at: int | None) -> d
         "at": step_at,
         "stepping": at is not None,
         "state_at": state_at,
-        "at_record": _record_view(at_record),
-        "at_event": next((t for t in timeline if t["sequence"] == step_at), None),
+        "at_record": record_view(at_record, about),
+        "at_event": at_event,
         "diagram": _run_diagram(source, run_id),
         "parent": source.parent(run_id),
-        "children": children,
+        "children": children[:CHILDREN_SHOWN],
+        "children_more": len(children) > CHILDREN_SHOWN,
         "refusal": refusal[0] if refusal else None,
         "allowed": refusal[1] if refusal else (),
         "child_ids": {c.run_id for c in children},
     }
+
+
+def _event_at(timeline: list[dict[str, Any]], sequence: int) -> dict[str, Any] | None:
+    return next((t for t in timeline if t["sequence"] == sequence), None)
 
 
 def _action(action: Action, run_id: str) -> dict[str, Any]:
@@ -132,6 +189,7 @@ def _action(action: Action, run_id: str) -> dict[str, Any]:
         "action_id": action.action_id,
         "tool": action.tool,
         "arguments": action.arguments,
+        "cut": clipped(action.arguments, DECIDE_BUDGET)[1],
         "digest": action.arguments_digest,
         "status": action.status,
         "attempts": action.attempts,
@@ -145,38 +203,65 @@ def _action(action: Action, run_id: str) -> dict[str, Any]:
     }
 
 
-def _record_view(record: Any) -> dict[str, Any]:
-    """The record as JSON, with the ledger cut to the current batch and pending calls (the
-    whole ledger of a long run is hundreds of kilobytes; `record.json` serves it)."""
-    data: dict[str, Any] = record.to_json()
-    keep = set(record.batch) | set(record.pending_approvals)
-    actions = data.get("actions", {})
-    data["actions"] = {k: v for k, v in actions.items() if k in keep}
-    data["actions_not_shown"] = len(actions) - len(data["actions"])
+def approvals_page(
+    source: Source, after: str | None, after_call: str | None = None
+) -> dict[str, Any]:
+    """A page of the calls waiting for a decision, grouped by run: each call once, with its
+    run's context and its batch summarised once per run (counts by tool and status, and a
+    few of its other calls by name), never every call with every other."""
+    inbox = source.pending(after, after_call)
+    groups = [_inbox_group(source, list(calls)) for _, calls in
+              itertools.groupby(inbox.calls, key=lambda c: c.record.run_id)]  # fmt: skip
+    return {
+        "groups": groups,
+        "keys": [f"{c.record.run_id} {c.action_id}" for c in inbox.calls],
+        "next_run": inbox.next_run,
+        "next_call": inbox.next_call,
+        "first_page": after is None,
+        "per_page": CALLS_PER_PAGE,
+        "runs_read": INBOX_RUNS,
+    }
+
+
+def _inbox_group(source: Source, calls: Sequence[PendingCall]) -> dict[str, Any]:
+    record = calls[0].record
+    on_page = {c.action_id for c in calls}
+    others = [a for a in record.batch if a not in on_page and a in record.actions]
+    return {
+        "record": record,
+        "table": calls[0].table,
+        "calls": [_action(record.actions[c.action_id], record.run_id) for c in calls],
+        "waiting": len(record.pending_approvals),
+        "batch": batch_summary(record),
+        "others": [_action(record.actions[a], record.run_id) for a in others[:OTHERS_SHOWN]],
+        "others_more": max(len(others) - OTHERS_SHOWN, 0),
+        "meters": usage_meters(record),
+        "parent": source.parent(record.run_id),
+    }
+
+
+def record_json(
+    record: RunRecord, after_action: str | None, next_url: Callable[[str], str]
+) -> dict[str, Any]:
+    """`/run/record.json`: the record as `RunRecord.to_json()` has it while its ledger fits
+    one answer (`LEDGER_PAGE` entries); past that, a page of the ledger in the order calls
+    joined it, after `after_action`, with `actions_not_shown` and `actions_next` (the URL of
+    the next page, from `next_url(last_action_id)`; None on the last)."""
+    actions = record.actions
+    if after_action is None and len(actions) <= LEDGER_PAGE:
+        return record.to_json()
+    ids = iter(actions)
+    if after_action is not None and after_action in actions:
+        for aid in ids:  # one pass up to the cursor: the ledger's order is its only index
+            if aid == after_action:
+                break
+    page = list(itertools.islice(ids, LEDGER_PAGE))
+    more = next(ids, None) is not None
+    data: dict[str, Any] = attrs.evolve(record, actions={a: actions[a] for a in page}).to_json()
+    data["pending_approvals"] = list(record.pending_approvals)
+    data["actions_not_shown"] = len(actions) - len(page)
+    data["actions_next"] = next_url(page[-1]) if more and page else None
     return data
-
-
-def approvals_page(source: Source, after: str | None) -> dict[str, Any]:
-    """Every call waiting for a decision, with its run's context."""
-    calls, more = source.pending(after)
-    items = []
-    for call in calls:
-        record = call.record
-        action = record.actions[call.action_id]
-        batch = [
-            record.actions[a] for a in record.batch if a != call.action_id and a in record.actions
-        ]
-        items.append(
-            {
-                "record": record,
-                "table": call.table,
-                "action": _action(action, record.run_id),
-                "batch": [_action(a, record.run_id) for a in batch],
-                "meters": usage_meters(record),
-                "parent": source.parent(record.run_id),
-            }
-        )
-    return {"items": items, "more": more}
 
 
 def table_rows(table: TransitionTable) -> list[dict[str, Any]]:
@@ -196,14 +281,19 @@ def table_rows(table: TransitionTable) -> list[dict[str, Any]]:
 def table_page(table: TransitionTable) -> dict[str, Any]:
     """A table: its diagram, each state's moves, the transitions and the static check."""
     rows = table_rows(table)
+    out: dict[str, list[dict[str, Any]]] = {}
+    into: dict[str, set[str]] = {}
+    for r in rows:  # one pass, not one per state: states x transitions grows as a square
+        out.setdefault(r["source"], []).append(r)
+        into.setdefault(r["target"], set()).add(r["source"])
     states = [
         {
             "name": s.name,
             "description": s.description,
             "kind": str(s.kind),
             "initial": s.name == table.initial,
-            "out": [r for r in rows if r["source"] == s.name],
-            "into": sorted({r["source"] for r in rows if r["target"] == s.name}),
+            "out": out.get(s.name, []),
+            "into": sorted(into.get(s.name, ())),
             "allowed": table.allowed(s.name),
         }
         for s in table.states

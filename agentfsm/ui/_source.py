@@ -38,7 +38,10 @@ from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import EventStore
 
 __all__ = [
+    "CALLS_PER_PAGE",
     "EVENTS_PER_PAGE",
+    "INBOX_RUNS",
+    "InboxPage",
     "PendingCall",
     "RunPath",
     "RunRow",
@@ -58,8 +61,10 @@ EVENTS_PER_PAGE = 100
 _CHECKPOINT_EVERY = 256
 #: How many index rows one runs page may read to fill itself when filtering by table.
 _SCAN_PAGES = 20
-#: How many waiting runs the approvals inbox reads per page.
-_INBOX_RUNS = 200
+#: Waiting calls per page of the approvals inbox: a run waiting on 1,000 calls is 20 pages.
+CALLS_PER_PAGE = 50
+#: How many waiting runs the approvals inbox reads at most to fill one page.
+INBOX_RUNS = 200
 
 _T = TypeVar("_T")
 
@@ -94,6 +99,21 @@ class PendingCall:
     record: RunRecord
     action_id: str
     table: str
+
+
+@attrs.frozen
+class InboxPage:
+    """A page of the approvals inbox, and where the next one starts.
+
+    Attributes:
+        calls: the waiting calls, by run id, then in the order each run requested them.
+        next_run: the next page starts in or after this run (None on the last page).
+        next_call: ... after this call of `next_run` (None: after the whole run).
+    """
+
+    calls: tuple[PendingCall, ...]
+    next_run: str | None = None
+    next_call: str | None = None
 
 
 @attrs.frozen
@@ -346,6 +366,10 @@ class Source:
 
         return self.use(run_id, read)
 
+    def event(self, run_id: str, sequence: int) -> Event | None:
+        """The run's event at `sequence`, or None past its end (one event read)."""
+        return self.use(run_id, lambda store: _first(store.events(run_id, after=sequence - 1)))
+
     def path(self, run_id: str) -> RunPath:
         """The run's path (each event's move), computed once per version."""
         info = self.info(run_id)
@@ -384,29 +408,86 @@ class Source:
 
         return self.use(run_id, fold)
 
-    def pending(self, after: str | None = None) -> tuple[list[PendingCall], str | None]:
-        """Every call waiting for a decision in runs after `after` (a page of waiting runs),
-        and the cursor of the next page."""
+    def pending(
+        self, after: str | None = None, after_call: str | None = None,
+        limit: int = CALLS_PER_PAGE,
+    ) -> InboxPage:  # fmt: skip
+        """A page of the calls waiting for a decision, keyed by (run, call): the calls of the
+        runs after `after`, or, with `after_call`, those of `after` requested after that call
+        and then the later runs'. At most `limit` calls, from at most `INBOX_RUNS` waiting runs.
+
+        A key, not an offset: a call decided between two pages shifts no other call off them.
+        """
         statuses = sorted(
             {s for t in self.tables() for s in t.states_of(StateKind.WAITING, StateKind.IN_FLIGHT)}
         )
-        with self._store(self._default) as store:
-            infos = store.runs(statuses, limit=_INBOX_RUNS, after=after)
         calls: list[PendingCall] = []
+
+        def full(row: RunRow, waiting: Sequence[str]) -> bool:
+            """Add `waiting` of `row` to the page; True once a call is left over."""
+            assert row.record is not None
+            for action_id in waiting:
+                if len(calls) == limit:
+                    return True
+                calls.append(PendingCall(row.record, action_id, row.table or ""))
+            return False
+
+        def next_after_last() -> InboxPage:
+            last = calls[-1]
+            return InboxPage(tuple(calls), last.record.run_id, last.action_id)
+
+        if after is not None and after_call is not None:
+            first = self._waiting_row(after, statuses)
+            rest = _requested_after(first.record, after_call) if first and first.record else ()
+            if first is not None and full(first, rest):
+                return next_after_last()
+        with self._store(self._default) as store:
+            infos = store.runs(statuses, limit=INBOX_RUNS, after=after)
         for info in infos:
             row = self._row(info)
-            if row.record is None:
-                continue
-            for action_id in row.record.pending_approvals:
-                calls.append(PendingCall(row.record, action_id, row.table or ""))
-        more = infos[-1].run_id if len(infos) == _INBOX_RUNS else None
-        return calls, more
+            if row.record is not None and full(row, row.record.pending_approvals):
+                return next_after_last()
+        if len(infos) == INBOX_RUNS:  # runs not read yet: the next page reads on from there
+            return InboxPage(tuple(calls), infos[-1].run_id, None)
+        return InboxPage(tuple(calls))
+
+    def _waiting_row(self, run_id: str, statuses: Sequence[str]) -> RunRow | None:
+        try:
+            info = self.info(run_id)
+        except RunNotFoundError:
+            return None
+        return self._row(info) if info.status in statuses else None
 
     def forget(self, run_id: str) -> None:
         """Drop what is cached about `run_id` (after this server appended to it)."""
         with self._lock:
             self._records.pop(run_id, None)
             self._paths.pop(run_id, None)
+
+
+def _requested_after(record: RunRecord, action_id: str) -> Sequence[str]:
+    """The calls of `record` waiting for a decision that were requested after `action_id`
+    (which may have been decided since): the ledger's order is the order of requests."""
+    waiting = record.pending_approvals
+    if action_id in waiting:
+        return waiting[waiting.index(action_id) + 1 :]
+    if action_id not in record.actions:
+        return waiting
+    open_ = set(waiting)
+    later: list[str] = []
+    seen = False
+    for aid in record.actions:  # one pass over the ledger, in the order calls joined it
+        if seen and aid in open_:
+            later.append(aid)
+        seen = seen or aid == action_id
+    return later
+
+
+def _first(events: Iterator[Event]) -> Event | None:
+    try:
+        return next(events, None)
+    finally:
+        _close(events)
 
 
 def _close(events: Iterable[Any]) -> None:

@@ -1,11 +1,13 @@
 """The web app: Starlette routes over a `Source`, server-rendered, autoescaped pages.
 
 Pages (GET): `/` runs, `/run?id=` a run, `/approvals` the inbox, `/tables` and
-`/table?digest=` tables, `/run/record.json`, `/run/version`, `/approvals/count` (for the
-page's polling). Mutations (POST, absent in read-only mode): `/act/approve`, `/act/reject`,
-`/act/cancel`, `/act/pause`, `/act/unpause`; each needs the token and the CSRF token (see
-`_security`), and appends through `agentfsm.runtime.control`, so the reducer judges every
-decision like any other event. Errors are pages with a sentence, never a traceback.
+`/table?digest=` tables, `/run/record.json`, `/run/action.json` and `/run/event.json` (what
+a page cut, whole), `/run/version`, `/approvals/count` (for the page's polling). Each answer
+is bounded whatever the store holds (see `_pages`). Mutations (POST, absent in read-only
+mode): `/act/approve`, `/act/reject`, `/act/cancel`, `/act/pause`, `/act/unpause`; each
+needs the token and the CSRF token (see `_security`), and appends through
+`agentfsm.runtime.control`, so the reducer judges every decision like any other event.
+Errors are pages with a sentence, never a traceback.
 """
 
 from __future__ import annotations
@@ -32,15 +34,17 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentfsm.errors import AgentFSMError, LifecycleError, RunNotFoundError
+from agentfsm.events.codec import event_to_dict
 from agentfsm.events.models import parse_timestamp
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime import control
 from agentfsm.stores.base import EventStore
 from agentfsm.ui import _pages
+from agentfsm.ui._pages import DECIDE_BUDGET
 from agentfsm.ui._security import COOKIE, SECURITY_HEADERS, csrf_token, same_secret
 from agentfsm.ui._source import Source, UnknownRunTableError
-from agentfsm.ui._words import pretty_json
+from agentfsm.ui._words import MAX_LISTED, RECORD_BUDGET, clip, named, pretty_json
 
 __all__ = ["UIConfig", "create_app"]
 
@@ -95,6 +99,10 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     """The ASGI app serving `source` under `config`."""
     env = Environment(loader=PackageLoader("agentfsm.ui", "templates"), autoescape=True)
     env.filters["json"] = pretty_json
+    env.filters["clip"] = clip
+    env.filters["named"] = named
+    env.globals["decide_budget"] = DECIDE_BUDGET
+    env.globals["record_budget"] = RECORD_BUDGET
     csrf = csrf_token(config.token)
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -113,37 +121,71 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         )  # fmt: skip
         if q.get("fragment") == "rows":
             return render(request, "_run_rows.html", **data)
-        return render(request, "runs.html", problems=getattr(source, "problems", ()), **data)
+        problems = getattr(source, "problems", ())
+        return render(request, "runs.html", problems=problems[:MAX_LISTED],
+                      problems_more=len(problems) - MAX_LISTED, **data)  # fmt: skip
 
     async def run(request: Request) -> Response:
         run_id = _required(request, "id")
         page = _number(request, "page")
         at = _number(request, "at")
-        data = await run_in_threadpool(_pages.run_page, source, run_id, page, at)
+        actions_page = _number(request, "actions_page")
+        data = await run_in_threadpool(_pages.run_page, source, run_id, page, at, actions_page)
         return render(request, "run.html", **data)
 
     async def run_record(request: Request) -> Response:
         run_id = _required(request, "id")
         at = _number(request, "at")
+        after = request.query_params.get("actions_after") or None
         if at is None:
             record = await run_in_threadpool(source.record, run_id)
         else:
             record = await run_in_threadpool(source.record_at, run_id, max(at, 1))
-        return JSONResponse(record.to_json())
+        if after is not None and after not in record.actions:
+            raise HTTPException(404, f"run '{run_id}' has no call '{after}'")
+
+        def next_url(last: str) -> str:
+            return _url("/run/record.json", id=run_id, at=at, actions_after=last)
+
+        return JSONResponse(_pages.record_json(record, after, next_url))
+
+    async def run_action(request: Request) -> Response:
+        run_id, action_id = _required(request, "id"), _required(request, "action")
+        record = await run_in_threadpool(source.record, run_id)
+        action = record.actions.get(action_id)
+        if action is None:
+            raise HTTPException(404, f"run '{run_id}' has no call '{action_id}'")
+        return JSONResponse(action.to_json())
+
+    async def run_event(request: Request) -> Response:
+        run_id = _required(request, "id")
+        sequence = _number(request, "seq")
+        if not sequence:
+            raise HTTPException(400, "the address needs ?seq= (1 or more)")
+        event = await run_in_threadpool(source.event, run_id, sequence)
+        if event is None:
+            raise HTTPException(404, f"run '{run_id}' has no event {sequence}")
+        return JSONResponse(event_to_dict(event))
 
     async def run_version(request: Request) -> Response:
         info = await run_in_threadpool(source.info, _required(request, "id"))
         return JSONResponse({"version": info.version, "status": info.status})
 
     async def approvals(request: Request) -> Response:
+        q = request.query_params
         data = await run_in_threadpool(
-            _pages.approvals_page, source, request.query_params.get("after") or None
+            _pages.approvals_page, source, q.get("after") or None, q.get("call") or None
         )
         return render(request, "approvals.html", **data)
 
     async def approvals_count(request: Request) -> Response:
-        data = await run_in_threadpool(_pages.approvals_page, source, None)
-        keys = sorted(f"{i['record'].run_id} {i['action']['action_id']}" for i in data["items"])
+        # The same page the reader has open (the same cursor), so the answer is one page's
+        # keys whatever the inbox holds.
+        q = request.query_params
+        page = await run_in_threadpool(
+            source.pending, q.get("after") or None, q.get("call") or None
+        )
+        keys = sorted(f"{c.record.run_id} {c.action_id}" for c in page.calls)
         return JSONResponse({"count": len(keys), "calls": keys})
 
     async def tables(request: Request) -> Response:
@@ -272,6 +314,8 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         Route("/", runs),
         Route("/run", run),
         Route("/run/record.json", run_record),
+        Route("/run/action.json", run_action),
+        Route("/run/event.json", run_event),
         Route("/run/version", run_version),
         Route("/approvals", approvals),
         Route("/approvals/count", approvals_count),

@@ -28,6 +28,7 @@ from markupsafe import Markup
 from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
 from agentfsm.errors import EventFormatError
 from agentfsm.events.codec import event_to_dict, parse_event
+from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
@@ -35,13 +36,22 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.ui._pages import table_page
 from agentfsm.ui._svg import diagram_svg
-from agentfsm.ui._words import pretty_json, stop_words
+from agentfsm.ui._words import (
+    MAX_LISTED,
+    RECORD_BUDGET,
+    clip,
+    clipped,
+    pretty_json,
+    record_view,
+    stop_words,
+)
 
 __all__ = ["MAX_EVENTS", "MAX_RUNS", "render_report"]
 
-#: Runs a report shows at most (the first ones of the log); the rest are named.
+#: Runs a report shows at most (the first ones of the log); the rest are counted.
 MAX_RUNS = 20
-#: Steps of a run a report carries the record for; later steps show their move only.
+#: Steps of a run a report lists, each with its event and the record after it (both cut to
+#: a bound, see `record_view`); later steps are counted, and the diagram draws them all.
 MAX_EVENTS = 2000
 _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
 
@@ -50,6 +60,7 @@ _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
 class _RecordedRun:
     run_id: str
     steps: list[dict[str, Any]]
+    steps_not_listed: int
     trajectory: Trajectory
     words: str
     refusal: Refusal | None
@@ -67,18 +78,21 @@ def render_report(
 
     Args:
         table: the table to show (and the runs' table).
-        log: JSON Lines of recorded runs to step through (optional).
+        log: JSON Lines of recorded runs to step through (optional), or an open file
+            (read one bounded line at a time).
         run_ids: only these runs of the log (default: every run, up to `MAX_RUNS`).
         title: the page's title (default: the table's name).
 
     Raises:
-        EventFormatError: not one line of `log` is an event.
+        EventFormatError: not one line of `log` is an event, or a line of a file is too
+            long or not UTF-8.
     """
     runs, left_out, problems = (
-        _recorded(log, table, set(run_ids)) if log is not None else ([], [], [])
+        _recorded(log, table, set(run_ids)) if log is not None else ([], _Named(), _Named())
     )
     env = Environment(loader=PackageLoader("agentfsm.ui", "templates"), autoescape=True)
     env.filters["json"] = pretty_json
+    env.filters["clip"] = clip
     static = files("agentfsm.ui") / "static"
     style = (static / "app.css").read_text(encoding="utf-8") + (static / "report.css").read_text(
         encoding="utf-8"
@@ -102,8 +116,10 @@ def render_report(
             }
             for run in runs
         ],
-        left_out=left_out,
-        problems=problems,
+        left_out=left_out.names,
+        left_out_count=left_out.count,
+        problems=problems.names,
+        problems_count=problems.count,
         **table_page(table),
     )
 
@@ -121,87 +137,104 @@ def _embedded(value: Any) -> Markup:
     return Markup(text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))  # noqa: S704
 
 
+@attrs.define
+class _Named:
+    """Things named up to `MAX_LISTED`, and counted past that."""
+
+    names: list[str] = attrs.field(factory=list)
+    count: int = 0
+
+    def add(self, name: str) -> None:
+        self.count += 1
+        if len(self.names) < MAX_LISTED:
+            self.names.append(name)
+
+
 def _recorded(
     log: Iterable[str | bytes], table: TransitionTable, wanted: set[str]
-) -> tuple[list[_RecordedRun], list[str], list[str]]:
-    """The log's runs (up to `MAX_RUNS`), the ids left out, and lines that name no run.
+) -> tuple[list[_RecordedRun], _Named, _Named]:
+    """The log's runs (up to `MAX_RUNS`), the runs left out, and lines that name no run.
 
-    One pass that holds the events of the runs shown only: whether a run is shown is known
-    when it first appears (the first `MAX_RUNS` wanted), so a log of many runs costs their
-    ids, not their events.
+    Only the events of the runs shown are kept: a log of a million runs costs one pass and
+    the set of its run ids, not a million runs' events.
     """
-    events: dict[str, list[Event]] = {}  # the runs shown, in order of first appearance
-    left_out: dict[str, None] = {}
+    events: dict[str, list[Event]] = {}
     broken: dict[str, EventFormatError] = {}
-    problems: list[str] = []
+    left_out = _Named()
+    seen: set[str] = set()
+    problems = _Named()
     any_event = False
     first_problem: EventFormatError | None = None
 
-    def kept_of(run_id: str) -> list[Event] | None:
-        """The events kept of run `run_id`, or None when it is not shown."""
-        if wanted and run_id not in wanted:
-            return None
-        kept = events.get(run_id)
-        if kept is None and run_id not in left_out:
-            if len(events) < MAX_RUNS:
-                kept = events[run_id] = []
-            else:
-                left_out[run_id] = None
-        return kept
+    def shown(run_id: str) -> bool:
+        if run_id in events:
+            return True
+        if run_id in seen:
+            return False
+        seen.add(run_id)
+        if (not wanted or run_id in wanted) and len(events) < MAX_RUNS:
+            events[run_id] = []
+            return True
+        if not wanted or run_id in wanted:
+            left_out.add(run_id)
+        return False
 
-    for number, raw in enumerate(log, start=1):
-        if not raw.strip():
+    for number, raw in enumerate(lines_of(log), start=1):
+        if is_blank(raw):
             continue
         try:
             event = parse_event(raw, line=number, events=table.event_types)
         except EventFormatError as exc:
             first_problem = first_problem or exc
             if exc.run_id is None:
-                problems.append(str(exc))
-            elif kept_of(exc.run_id) is not None:
-                broken.setdefault(exc.run_id, exc)
+                problems.add(str(exc))
+            elif shown(exc.run_id) and exc.run_id not in broken:
+                broken[exc.run_id] = exc
             continue
         any_event = True
-        kept = kept_of(event.run_id)
-        if kept is not None and event.run_id not in broken:
-            kept.append(event)
+        if shown(event.run_id) and event.run_id not in broken:
+            events[event.run_id].append(event)
     if not any_event and first_problem is not None:
         raise first_problem
-    runs = [_walk(run_id, kept, broken.get(run_id), table) for run_id, kept in events.items()]
-    return runs, list(left_out), problems
+    runs = [_walk(run_id, evs, broken.get(run_id), table) for run_id, evs in events.items()]
+    return runs, left_out, problems
 
 
 def _walk(
     run_id: str, events: list[Event], bad_line: EventFormatError | None, table: TransitionTable
 ) -> _RecordedRun:
     steps: list[dict[str, Any]] = []
+    not_listed = 0
 
     def shown(step: Step, before: RunRecord, record: RunRecord, event: Event) -> None:
-        row: dict[str, Any] = {
-            "seq": event.sequence,
-            "type": event.type,
-            "from": before.status,
-            "to": record.status,
-            "condition": step.condition,
-            "at": event.occurred_at,
-            "fields": {k: v for k, v in event_to_dict(event).items() if k not in _ENVELOPE},
-        }
-        if len(steps) < MAX_EVENTS:
-            row["record"] = _trimmed(record.to_json(), record)
-        steps.append(row)
+        nonlocal not_listed
+        if len(steps) == MAX_EVENTS:
+            not_listed += 1
+            return
+        fields = {k: v for k, v in event_to_dict(event).items() if k not in _ENVELOPE}
+        steps.append(
+            {
+                "seq": event.sequence,
+                "type": event.type,
+                "from": before.status,
+                "to": record.status,
+                "condition": step.condition,
+                "at": event.occurred_at,
+                "fields": clipped(fields)[0],
+                "record": clipped(record_view(record, _about(event)), RECORD_BUDGET)[0],
+            }
+        )
 
     trajectory, record = fold_trajectory(
         run_id, events, table, Reducer(table), bad_line=bad_line, on_step=shown
     )
     refusal = trajectory.refusal
     allowed = table.allowed(refusal.state) if refusal is not None else ()
-    return _RecordedRun(run_id, steps, trajectory, stop_words(record, table), refusal, allowed)
+    words = stop_words(record, table)
+    return _RecordedRun(run_id, steps, not_listed, trajectory, words, refusal, allowed)
 
 
-def _trimmed(data: dict[str, Any], record: Any) -> dict[str, Any]:
-    keep = set(record.batch) | set(record.pending_approvals)
-    actions = data.get("actions", {})
-    if len(actions) > 20:  # a long run's ledger is big: keep what the step is about
-        data["actions"] = {k: v for k, v in actions.items() if k in keep}
-        data["actions_not_shown"] = len(actions) - len(data["actions"])
-    return data
+def _about(event: Event) -> str | None:
+    """The call an event is about, if any (`tool.*`, `approval.*` events name one)."""
+    action_id = getattr(event, "action_id", None)
+    return action_id if isinstance(action_id, str) else None

@@ -38,6 +38,8 @@ class ClaudeDriver:
 
     def __init__(self, workdir: Path) -> None:
         self.sessions = workdir / "claude-sessions"
+        #: Each agent's scripted CLIs (one per leg), by the agent's name.
+        self.clis: dict[str, list[ScriptedCLI]] = {}
 
     def transport(self, spec: AgentSpec) -> Any:
         """A function of the options giving the scripted CLI playing `spec`."""
@@ -48,7 +50,13 @@ class ClaudeDriver:
             for s in spec.steps
         ]  # fmt: skip
         tools = {t.name: t.fn for t in spec.tools}
-        return lambda options: ScriptedCLI(options, steps, tools, self.sessions)
+        legs = self.clis.setdefault(spec.name, [])
+
+        def leg(options: ClaudeAgentOptions) -> ScriptedCLI:
+            legs.append(ScriptedCLI(options, steps, tools, self.sessions))
+            return legs[-1]
+
+        return leg
 
     @staticmethod
     def use(call_id: str, tool: str, args: dict[str, Any], subagents: set[str]) -> Use:
@@ -114,3 +122,14 @@ class ClaudeDriver:
     def state_from_text(self, text: str) -> Any:
         """The session JSON, as `resume` takes it."""
         return text
+
+    def seen(self, agent: str) -> dict[str, str]:
+        """The tool results the agent's CLI sent the model (its `user` frames)."""
+        return {
+            block["tool_use_id"]: str(block["content"])
+            for cli in self.clis[agent]
+            for way, frame in cli.frames
+            if way == "cli" and frame.get("type") == "user"
+            for block in frame["message"]["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        }

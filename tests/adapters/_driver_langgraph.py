@@ -56,6 +56,8 @@ class LangGraphDriver:
 
     def __init__(self, workdir: Path) -> None:
         self.saver = SqliteSaver(sqlite3.connect(workdir / "runs.db", check_same_thread=False))
+        #: The tool messages each agent's model was last called with, by the agent's name.
+        self.shown: dict[str, dict[str, str]] = {}
 
     def build(self, spec: AgentSpec, run: GraphRun, *, top: bool = True) -> Any:
         """The compiled graph `spec` describes, its subagents delegated to under `run`."""
@@ -67,6 +69,11 @@ class LangGraphDriver:
         gated = {t.name for t in spec.tools if t.needs_approval}
 
         def agent(state: MessagesState) -> dict[str, Any]:
+            self.shown[spec.name] = {
+                m.tool_call_id: str(m.content)
+                for m in state["messages"]
+                if isinstance(m, ToolMessage)
+            }
             return {"messages": [model.invoke(state["messages"])]}
 
         def approve_calls(state: MessagesState) -> Command[str]:
@@ -143,3 +150,7 @@ class LangGraphDriver:
     def state_from_text(self, text: str) -> Any:
         """Nothing to pass: `resume` reads the checkpointer."""
         return None
+
+    def seen(self, agent: str) -> dict[str, str]:
+        """The `ToolMessage`s of the model node's last call."""
+        return dict(self.shown[agent])

@@ -33,6 +33,10 @@ class OpenAIDriver:
     corrupt_state = (b"{not json", "it does not load: JSONDecodeError: Expecting property")
     cannot: ClassVar[Mapping[str, str]] = {}
 
+    def __init__(self) -> None:
+        #: The scripted model of each agent built, by the agent's name.
+        self.models: dict[str, ScriptedModel] = {}
+
     def build(self, spec: AgentSpec, run: AgentsRun) -> Agent[Any]:
         """The SDK agent `spec` describes, its subagent tools recorded under `run`."""
         subs = {s.tool for s in spec.subagents}
@@ -63,6 +67,7 @@ class OpenAIDriver:
             run.agent_tool(self.build(s.agent, run), tool_name=s.tool) for s in spec.subagents
         ]
         model = ScriptedModel(steps, default_usage=USAGE)
+        self.models[spec.name] = model
         return Agent(name=spec.name, model=model, tools=tools)
 
     def run(self, store: EventStore, run_id: str, spec: AgentSpec, *, prompt: str = "weather?",
@@ -94,3 +99,12 @@ class OpenAIDriver:
     def state_from_text(self, text: str) -> Any:
         """The `RunState` JSON, parsed."""
         return json.loads(text)
+
+    def seen(self, agent: str) -> dict[str, str]:
+        """The `function_call_output` items of the model's last input."""
+        items = self.models[agent].calls[-1].input
+        return {
+            str(i["call_id"]): str(i["output"])
+            for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call_output"
+        }

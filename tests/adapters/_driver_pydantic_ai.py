@@ -27,11 +27,17 @@ def _response(step: Step) -> ModelResponse:
     return ModelResponse(parts=parts, usage=USAGE)
 
 
-def _scripted(steps: tuple[Step, ...]) -> FunctionModel:
-    """A model answering each request with the next step (as the other SDKs' scripts do)."""
+def _scripted(steps: tuple[Step, ...], seen: dict[str, str]) -> FunctionModel:
+    """A model answering each request with the next step (as the other SDKs' scripts do);
+    `seen` is kept to the tool results of the request it last answered."""
     left = [_response(s) for s in steps]
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parts = getattr(messages[-1], "parts", ())
+        seen.clear()
+        seen.update(
+            {p.tool_call_id: str(p.content) for p in parts if getattr(p, "tool_call_id", None)}
+        )
         return left.pop(0)
 
     return FunctionModel(respond)
@@ -51,10 +57,15 @@ class PydanticAIDriver:
     corrupt_state = (b'[{"kind": "nonsense"}]', "it does not load: ValidationError: ")
     cannot: ClassVar[Mapping[str, str]] = {}
 
+    def __init__(self) -> None:
+        #: What each agent's model was last shown (see `seen`), by the agent's name.
+        self.shown: dict[str, dict[str, str]] = {}
+
     def build(self, spec: AgentSpec, run: AgentIterRun) -> Agent[None, str | DeferredToolRequests]:
         """The SDK agent `spec` describes, its subagents run under `run`."""
+        model = _scripted(spec.steps, self.shown.setdefault(spec.name, {}))
         agent: Agent[None, str | DeferredToolRequests] = Agent(
-            _scripted(spec.steps), output_type=[str, DeferredToolRequests], name=spec.name
+            model, output_type=[str, DeferredToolRequests], name=spec.name
         )
         for t in spec.tools:
             fn = fails_as(ModelRetry, t.fn)
@@ -103,3 +114,7 @@ class PydanticAIDriver:
     def state_from_text(self, text: str) -> Any:
         """The message history JSON, as `resume` takes it."""
         return text
+
+    def seen(self, agent: str) -> dict[str, str]:
+        """The tool return and retry parts of the last request the model answered."""
+        return dict(self.shown[agent])

@@ -189,6 +189,9 @@ class Driver(Protocol):
     def state_text(self, paused: Any) -> str:
         """The SDK state a pause returned, as text (what a caller would save)."""
 
+    def seen(self, agent: str) -> dict[str, str]:
+        """The tool results agent `agent`'s model was last shown, as text, by call id."""
+
     def state_from_text(self, text: str) -> Any:
         """The state to pass to `resume` from what `state_text` wrote."""
 

@@ -21,9 +21,9 @@ from agentfsm.adapters._observed import ObservedRun
 from agentfsm.stores import MemoryEventStore
 from agentfsm.stores._rows import PreparedAppend
 
-WRITE_SECONDS = 0.2
+WRITE_SECONDS = 0.4
 TICK_SECONDS = 0.01
-MAX_GAP = 0.1
+MAX_GAP = 0.2
 #: run.started, model.started/completed, tool.requested/started/completed, ..., completed.
 EVENTS = 9
 

@@ -14,7 +14,7 @@ import pytest
 
 from agentfsm.adapters.openai_agents import ApprovalMismatchError, SavedStateError
 from agentfsm.errors import IllegalTransitionError
-from agentfsm.events import Limits, step_clock
+from agentfsm.events import Limits, Proposal, Refusal, dump_event, step_clock
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import State, TransitionTable
 from agentfsm.guards import LoopDetector, MaxTurns
@@ -52,6 +52,7 @@ from tests.adapters._drivers import (
     DRIVERS,
     REFUND,
     AgentSpec,
+    Call,
     Driver,
     Step,
     Sub,
@@ -241,6 +242,72 @@ class TestGuardStops:
         )
         assert types(store, "r1")[-2:] == ["tool.completed", "run.terminated"]
         assert validates(store, "r1", tmp_path) == 0
+
+
+#: What a cap of 64 tells a model that proposed 1,000 calls.
+OVER_64 = (
+    "1,000 calls proposed in one decision; at most 64 are allowed: none of them ran, "
+    "propose at most 64 at a time"
+)
+
+
+def thousand(tool: str) -> tuple[Call, ...]:
+    """One answer of 1,000 calls to `tool` (`refund` needs approval, `get_weather` not)."""
+    key = "order_id" if tool == "refund" else "city"
+    return tuple(Call(tool, f"call_{i}", {key: f"X-{i}"}) for i in range(1000))
+
+
+class TestCallsPerDecision:
+    """An answer over the cap is refused: none of its calls runs or waits for a person, the
+    model reads why, and the run goes on to its end."""
+
+    @pytest.mark.parametrize("tool", ["refund", "get_weather"])
+    def test_an_answer_of_a_thousand_calls_is_refused_and_the_model_told_why(
+        self, driver: Driver, tmp_path: Path, tool: str
+    ) -> None:
+        """1,000 calls (needing approval, or not): recorded once as refused, each call answered
+        with the refusal before it runs, the log a kilobyte or so; the model answers next."""
+        store = MemoryEventStore()
+        batch = thousand(tool)
+        spec = agent("support", batch, say("One at a time, then."))
+        done = driver.run(store, "r1", spec)
+        assert (done.status, done.final_output, done.pending_approvals) == (
+            "completed",
+            "One at a time, then.",
+            (),
+        )
+        assert CALLS == []
+        assert types(store, "r1") == [
+            "run.started", "model.started", "model.completed",
+            "model.started", "model.completed", "run.completed",
+        ]  # fmt: skip
+        refused = list(store.events("r1"))[2]
+        assert (refused.decision, refused.refusal) == (
+            "refused",
+            Refusal(
+                kind="max_calls_per_decision",
+                message=OVER_64,
+                proposed=Proposal(decision="tool_calls", calls=1000, tools={tool: 1000}),
+            ),
+        )
+        assert dict(done.record.actions) == {}
+        assert done.record.usage.input_tokens == 20  # both answers count
+        seen = driver.seen("support")
+        assert all(OVER_64 in seen[c.call_id] for c in batch)
+        size = sum(len(dump_event(e).encode()) + 1 for e in store.events("r1"))
+        assert size < 2_000
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_the_cap_is_the_adapters_option(self, driver: Driver) -> None:
+        """`max_calls_per_decision=2` refuses three calls; None lets them run."""
+        batch = tuple(Call("get_weather", f"call_{i}", {"city": f"C{i}"}) for i in range(3))
+        spec = agent("support", batch, say("Done."))
+        capped = driver.run(MemoryEventStore(), "r1", spec, max_calls_per_decision=2)
+        assert (capped.status, capped.record.actions) == ("completed", {})
+        assert CALLS == []
+        lifted = driver.run(MemoryEventStore(), "r2", spec, max_calls_per_decision=None)
+        assert lifted.status == "completed"
+        assert CALLS == ["get_weather C0", "get_weather C1", "get_weather C2"]
 
 
 class TestCancel:

@@ -54,6 +54,7 @@ def test_every_applied_event_is_logged_with_its_transition() -> None:
             "event_type": "model.completed",
             "from_state": "running",
             "to_state": "running",
+            "guard_verdict": "passed",
             "event": "transition.applied",
             "log_level": "info",
         },

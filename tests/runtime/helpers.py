@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
+import pytest
 
 from agentfsm.events import dump_event, step_clock
 from agentfsm.reducers.validate import ValidationReport, validate_lines
 from agentfsm.runtime import (
     Agent,
+    AsyncRunner,
     Decision,
     Policy,
     Runner,
     RunnerConfig,
+    RunResult,
     ScriptedModel,
     Tool,
     ToolContext,
     allow_all,
     call,
 )
-from agentfsm.stores import EventStore
+from agentfsm.stores import EventStore, MemoryEventStore, ThreadedAsyncEventStore
 
 
 class Crash(BaseException):
@@ -103,6 +107,38 @@ def runner_for(
         config=config,
         **kwargs,
     )
+
+
+#: Runs a test with the sync `Runner`, then with the `AsyncRunner` (see `drive_r1`).
+RUNNERS = pytest.mark.parametrize("runner", ["sync", "async"])
+
+
+def drive_r1(
+    runner: str,
+    model: Any,
+    tools: list[Tool],
+    store: MemoryEventStore | None = None,
+    *,
+    policy: Policy = allow_all,
+    **run: Any,
+) -> tuple[RunResult, MemoryEventStore]:
+    """Run `r1` of agent `support` with the sync Runner or the AsyncRunner (`runner`: "sync"
+    or "async") on `store` (a fresh memory store); `run` are `run()`'s arguments, with the
+    runner's `guards` and `config`."""
+    store = store if store is not None else MemoryEventStore()
+    guards = run.pop("guards", ())
+    config = run.pop("config", None)
+    if runner == "sync":
+        sync = runner_for(store, model, tools, policy=policy, guards=guards, config=config)
+        return sync.run("r1", **run), store
+    arunner = AsyncRunner(
+        ThreadedAsyncEventStore(store),
+        Agent("support", model, tools, policy),
+        guards=guards,
+        clock=step_clock(),
+        config=config,
+    )
+    return asyncio.run(arunner.run("r1", **run)), store
 
 
 def types(store: EventStore, run_id: str) -> list[str]:

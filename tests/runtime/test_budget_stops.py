@@ -21,11 +21,8 @@ from agentfsm.events import models as m
 from agentfsm.fsm import DEFAULT_TABLE
 from agentfsm.guards import Budget, LoopDetector
 from agentfsm.runtime import (
-    Agent,
-    AsyncRunner,
     Decision,
     RunnerConfig,
-    RunResult,
     ScriptedModel,
     Tool,
     ToolContext,
@@ -33,32 +30,12 @@ from agentfsm.runtime import (
     call,
     cancel,
 )
-from agentfsm.stores import MemoryEventStore, StoreOptions, ThreadedAsyncEventStore
+from agentfsm.stores import MemoryEventStore, StoreOptions
 
-from .helpers import Calls, Sleeps, order_tools, runner_for, types
+from .helpers import RUNNERS, Calls, Sleeps, drive_r1, order_tools, runner_for, types
 
 OVER = "spent 2,200 > 1,500 tokens"
 BIG = Usage(input_tokens=2_000, output_tokens=200)
-
-
-def _drive(
-    runner: str, model: Any, tools: list[Tool], store: MemoryEventStore | None = None, **run: Any
-) -> tuple[RunResult, MemoryEventStore]:
-    """Run `r1` with the sync Runner or the AsyncRunner on `store` (a fresh memory store)."""
-    store = store if store is not None else MemoryEventStore()
-    guards = run.pop("guards", ())
-    config = run.pop("config", None)
-    if runner == "sync":
-        sync = runner_for(store, model, tools, guards=guards, config=config)
-        return sync.run("r1", **run), store
-    arunner = AsyncRunner(
-        ThreadedAsyncEventStore(store),
-        Agent("support", model, tools),
-        guards=guards,
-        clock=step_clock(),
-        config=config,
-    )
-    return asyncio.run(arunner.run("r1", **run)), store
 
 
 def _events(store: MemoryEventStore) -> list[dict[str, Any]]:
@@ -70,7 +47,6 @@ def _events(store: MemoryEventStore) -> list[dict[str, Any]]:
     ]
 
 
-RUNNERS = pytest.mark.parametrize("runner", ["sync", "async"])
 
 
 @RUNNERS
@@ -78,12 +54,12 @@ class TestCrossing:
     def test_a_single_call_that_overruns_ends_the_run_right_after_it(self, runner: str) -> None:
         """2,200 tokens against 1,500: the answer is recorded, then `run.terminated(budget)`."""
         model = ScriptedModel([Decision.answer("a long draft", usage=BIG)])
-        result, store = _drive(runner, model, [], limits=Limits(max_tokens=1500))
+        result, store = drive_r1(runner, model, [], limits=Limits(max_tokens=1500))
         assert _events(store) == [
             {
                 "type": "run.started",
                 "agent": "support",
-                "limits": {"max_tokens": 1500},
+                "limits": {"max_tokens": 1500, "max_calls_per_decision": 64},
                 "table": DEFAULT_TABLE.ref.model_dump(),
             },
             {"type": "model.started"},
@@ -105,7 +81,7 @@ class TestCrossing:
         """A crossing `tool_calls` answer: the calls are proposed, never requested or run."""
         calls = Calls()
         model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=BIG)])
-        result, store = _drive(runner, model, order_tools(calls), guards=[Budget(1500)])
+        result, store = drive_r1(runner, model, order_tools(calls), guards=[Budget(1500)])
         assert types(store, "r1") == [
             "run.started",
             "model.started",
@@ -120,7 +96,7 @@ class TestCrossing:
         model = ScriptedModel(
             [Decision.call_tools(call("quote"), usage=Usage(cost=0.5)), Decision.answer("3")]
         )
-        result, store = _drive(runner, model, [tool], limits=Limits(max_cost=1.0))
+        result, store = drive_r1(runner, model, [tool], limits=Limits(max_cost=1.0))
         assert types(store, "r1")[-3:] == ["tool.started", "tool.completed", "run.terminated"]
         assert (result.stop_reason, result.record.stop_detail) == (
             "budget",
@@ -135,7 +111,7 @@ class TestDefaultReservation:
         usage = Usage(input_tokens=900, output_tokens=100)
         model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
                               repeat_last=True)  # fmt: skip
-        result, store = _drive(runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500))
+        result, store = drive_r1(runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500))
         started = [e for e in _events(store) if e["type"] == "model.started"]
         assert started == [{"type": "model.started"}, {"type": "model.started",
                                                          "reserved_tokens": 1000}]  # fmt: skip
@@ -148,7 +124,7 @@ class TestDefaultReservation:
         usage = Usage(input_tokens=900, output_tokens=100)
         model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
                               repeat_last=True)  # fmt: skip
-        result, _ = _drive(
+        result, _ = drive_r1(
             runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500),
             config=RunnerConfig(reserve=Usage()),
         )  # fmt: skip
@@ -158,7 +134,7 @@ class TestDefaultReservation:
         """A run without a budget reserves nothing: its log is as before."""
         model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=BIG),
                                Decision.answer("ok", usage=BIG)])  # fmt: skip
-        _, store = _drive(runner, model, order_tools(Calls()))
+        _, store = drive_r1(runner, model, order_tools(Calls()))
         assert [e for e in _events(store) if e["type"] == "model.started"] == [
             {"type": "model.started"},
             {"type": "model.started"},
@@ -172,7 +148,7 @@ class TestNoModelCallLost:
         usage = Usage(input_tokens=10, output_tokens=5)
         model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
                               repeat_last=True)  # fmt: skip
-        result, store = _drive(
+        result, store = drive_r1(
             runner, model, order_tools(Calls()), guards=[LoopDetector(threshold=3)]
         )
         assert types(store, "r1")[-3:] == ["model.started", "model.completed", "run.terminated"]
@@ -185,7 +161,7 @@ class TestNoModelCallLost:
     def test_a_decision_that_is_not_json_keeps_its_usage(self, runner: str) -> None:
         """An answer the log cannot hold fails the run, but what the call used is recorded."""
         model = ScriptedModel([Decision.answer({1, 2}, usage=Usage(input_tokens=7))])
-        result, store = _drive(runner, model, [])
+        result, store = drive_r1(runner, model, [])
         assert _events(store)[2] == {
             "type": "model.completed",
             "decision": "final",
@@ -198,13 +174,13 @@ class TestNoModelCallLost:
         model = ScriptedModel(
             [Decision.answer("done", usage={"input_tokens": 2000, "output_tokens": 200})]
         )
-        result, _ = _drive(runner, model, [], limits=Limits(max_tokens=1500))
+        result, _ = drive_r1(runner, model, [], limits=Limits(max_tokens=1500))
         assert (result.stop_reason, result.record.stop_detail) == ("budget", OVER)
 
     def test_a_bad_usage_dict_fails_the_call_with_nothing_half_written(self, runner: str) -> None:
         """A usage dict with a negative count fails inside the model call: `run.failed`."""
         model = ScriptedModel([lambda ctx: Decision.answer("x", usage={"input_tokens": -1})])
-        result, store = _drive(runner, model, [])
+        result, store = drive_r1(runner, model, [])
         assert types(store, "r1") == ["run.started", "model.started", "run.failed"]
         assert result.record.error is not None
         assert result.record.error.message.startswith(
@@ -295,7 +271,7 @@ def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> Non
     model = ScriptedModel(
         [Decision.call_tools(call("pricey"), call("slow")), Decision.answer("no")]
     )
-    result, store = _drive(
+    result, store = drive_r1(
         "async", model, tools, limits=Limits(max_cost=1.0), config=RunnerConfig(cancel_poll=0.01)
     )
     assert types(store, "r1")[-3:] == ["tool.completed", "tool.completed", "run.terminated"]
@@ -314,7 +290,7 @@ def test_an_answer_that_returns_after_a_cancel_is_recorded(runner: str) -> None:
         return Decision.answer("late", usage=Usage(input_tokens=5))
 
     with capture_logs() as logs:
-        result, _ = _drive(runner, model, [], store)
+        result, _ = drive_r1(runner, model, [], store)
     assert types(store, "r1") == [
         "run.started", "model.started", "run.cancel_requested", "model.completed",
         "run.cancelled",
@@ -342,7 +318,7 @@ def test_a_late_answer_a_table_cannot_take_is_logged(runner: str) -> None:
         return Decision.answer("late", usage=Usage(input_tokens=5))
 
     with capture_logs() as logs:
-        result, _ = _drive(runner, model, [], store)
+        result, _ = drive_r1(runner, model, [], store)
     assert types(store, "r1") == [
         "run.started", "model.started", "run.cancel_requested", "run.cancelled",
     ]  # fmt: skip

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 
-from agentfsm.stores import MemoryStorage, StoredEvent, StoredSnapshot
+from agentfsm.stores import MemoryStorage, RunInfo, StoredEvent, StoredSnapshot
 
 
 @attrs.frozen
@@ -36,6 +36,15 @@ class MemoryTamper:
 
     def set_runs_version(self, run_id: str, version: int) -> None:
         self.storage.runs[run_id] = attrs.evolve(self.storage.runs[run_id], version=version)
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self.storage.meta.pop(key, None)
+        else:
+            self.storage.meta[key] = value
+
+    def set_run(self, info: RunInfo) -> None:
+        self.storage.runs[info.run_id] = info
 
 
 @attrs.frozen
@@ -75,6 +84,18 @@ class SQLiteTamper:
 
     def set_runs_version(self, run_id: str, version: int) -> None:
         self._run("UPDATE {p}runs SET version = ? WHERE run_id = ?", (version, run_id))
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._run("DELETE FROM {p}meta WHERE key = ?", (key,))
+        else:
+            self._run("INSERT OR REPLACE INTO {p}meta VALUES (?, ?)", (key, value))
+
+    def set_run(self, info: RunInfo) -> None:
+        self._run(
+            "UPDATE {p}runs SET status = ?, version = ?, updated_at = ? WHERE run_id = ?",
+            (info.status, info.version, info.updated_at, info.run_id),
+        )
 
 
 @attrs.frozen
@@ -117,6 +138,22 @@ class PostgresTamper:
 
     def set_runs_version(self, run_id: str, version: int) -> None:
         self._run("UPDATE {p}runs SET version = %s WHERE run_id = %s", (version, run_id))
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self._run("DELETE FROM {p}meta WHERE key = %s", (key,))
+        else:
+            self._run(
+                "INSERT INTO {p}meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE "
+                "SET value = EXCLUDED.value",
+                (key, value),
+            )
+
+    def set_run(self, info: RunInfo) -> None:
+        self._run(
+            "UPDATE {p}runs SET status = %s, version = %s, updated_at = %s WHERE run_id = %s",
+            (info.status, info.version, info.updated_at, info.run_id),
+        )
 
 
 __all__ = ["MemoryTamper", "PostgresTamper", "SQLiteTamper", "StoredEvent"]

@@ -28,13 +28,14 @@ def test_migrate_is_idempotent(postgres_dsn: str, pg_prefix: str) -> None:
 
 def test_migrate_upgrades_a_version_1_schema(postgres_dsn: str, pg_prefix: str) -> None:
     """A database migrated by the first agentfsm (no attachments table, no snapshot digests,
-    schema version 1) keeps its runs and gains both, and version 3."""
+    no key record, schema version 1) keeps its runs and gains all three, and version 4."""
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         store.append("r1", scripted_run("r1", 1), 0)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         # What version 1 left behind: the same tables without attachments.
         conn.execute(f"DROP TABLE {pg_prefix}attachments")  # type: ignore[arg-type]
         conn.execute(f"ALTER TABLE {pg_prefix}snapshots DROP COLUMN digest")  # type: ignore[arg-type]
+        conn.execute(f"DELETE FROM {pg_prefix}meta WHERE key = 'integrity'")  # type: ignore[arg-type]
         conn.execute(f"UPDATE {pg_prefix}meta SET value = '1'")  # type: ignore[arg-type]
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         assert store.load("r1").dumps() == replay(scripted_run("r1", 1)).dumps()
@@ -43,25 +44,29 @@ def test_migrate_upgrades_a_version_1_schema(postgres_dsn: str, pg_prefix: str) 
         assert store.attachment("r1", "state") == Attachment("r1", "state", b"\x00saved", 6)
     with psycopg.connect(postgres_dsn) as conn:
         found = conn.execute(
-            f"SELECT value FROM {pg_prefix}meta WHERE key = 'schema_version'"  # type: ignore[arg-type]
+            f"SELECT key, value FROM {pg_prefix}meta ORDER BY key"  # type: ignore[arg-type]
         ).fetchall()
-    assert found == [("3",)]
+    assert found == [("integrity", "unkeyed"), ("schema_version", "4")]
 
 
 def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str, pg_prefix: str) -> None:
     """A database migrated by a newer agentfsm is refused, and its version is not rewritten."""
     PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"UPDATE {pg_prefix}meta SET value = '4'")  # type: ignore[arg-type]
+        conn.execute(
+            f"UPDATE {pg_prefix}meta SET value = '5' WHERE key = 'schema_version'"  # type: ignore[arg-type]
+        )
     with pytest.raises(StoreError) as info:
         PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True)
     assert str(info.value) == (
-        "the database has agentfsm schema version 4; this agentfsm reads version 3: "
+        "the database has agentfsm schema version 5; this agentfsm reads version 4: "
         "upgrade agentfsm"
     )
     with psycopg.connect(postgres_dsn) as conn:
-        found = conn.execute(f"SELECT value FROM {pg_prefix}meta").fetchall()  # type: ignore[arg-type]
-    assert found == [("4",)]
+        found = conn.execute(
+            f"SELECT value FROM {pg_prefix}meta WHERE key = 'schema_version'"  # type: ignore[arg-type]
+        ).fetchall()
+    assert found == [("5",)]
 
 
 def test_without_migrate_the_error_says_what_to_do(postgres_dsn: str, pg_prefix: str) -> None:

@@ -82,18 +82,19 @@ class TestFile:
         """A file written by a newer agentfsm is not misread."""
         SQLiteEventStore(tmp_path / "runs.db").close()
         with sqlite3.connect(tmp_path / "runs.db") as conn:
-            conn.execute("UPDATE agentfsm_meta SET value = '4' WHERE key = 'schema_version'")
+            conn.execute("UPDATE agentfsm_meta SET value = '5' WHERE key = 'schema_version'")
         conn.close()
         with pytest.raises(StoreError) as info:
             SQLiteEventStore(tmp_path / "runs.db")
         assert str(info.value) == (
-            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 4; this agentfsm reads "
-            "version 3: upgrade agentfsm"
+            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 5; this agentfsm reads "
+            "version 4: upgrade agentfsm"
         )
 
     def test_a_version_1_file_gains_the_attachments_table(self, tmp_path: Path) -> None:
-        """A file with the first schema opens, keeps its runs, gains attachments and
-        snapshot digests; its old snapshot, which has none, is replayed past until rewritten."""
+        """A file with the first schema opens, keeps its runs, gains attachments, snapshot
+        digests and a key record (the opening handle's, whose key its first link is under);
+        its old snapshot, which has no digest, is replayed past until rewritten."""
         events = scripted_run("r1", 2)
         source, path = tmp_path / "source.db", tmp_path / "runs.db"
         with SQLiteEventStore(source, options=StoreOptions(snapshot_every=4)) as store:
@@ -118,10 +119,13 @@ class TestFile:
         with SQLiteEventStore(path) as store:
             assert store.attachment("r1", "state") == Attachment("r1", "state", b"\x00saved", 11)
         with sqlite3.connect(path) as conn:
-            version = conn.execute("SELECT value FROM agentfsm_meta").fetchall()
+            meta = conn.execute("SELECT key, value FROM agentfsm_meta ORDER BY key").fetchall()
             snapshots = conn.execute("SELECT run_id, sequence FROM agentfsm_snapshots").fetchall()
         conn.close()
-        assert (version, snapshots) == ([("3",)], [("r1", 11)])
+        assert (meta, snapshots) == (
+            [("integrity", "unkeyed"), ("schema_version", "4")],
+            [("r1", 11)],
+        )
 
     def test_a_row_written_behind_the_store_cannot_fork_the_run(self, tmp_path: Path) -> None:
         """An event inserted without moving the runs row: the next append says the store is

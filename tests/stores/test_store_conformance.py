@@ -56,9 +56,10 @@ class TestPostgresStore(StoreConformance):
     def make_store(self, postgres_dsn: str, pg_prefix: str) -> Callable[[StoreOptions], EventStore]:
         from agentfsm.stores.postgres import PostgresEventStore
 
-        PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
+        # Each handle migrates: the first one's key is the store's (as at a deployment's
+        # first start), so a test may make the store keyed.
         return lambda options: PostgresEventStore(
-            postgres_dsn, options=options, table_prefix=pg_prefix
+            postgres_dsn, options=options, table_prefix=pg_prefix, migrate=True
         )
 
     @pytest.fixture

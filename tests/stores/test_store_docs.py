@@ -39,3 +39,11 @@ def test_the_attachments_example_prints_its_output(
 ) -> None:
     """The attachments section's block, run in a fresh directory, prints the text after it."""
     _prints_its_output(DOC.read_text().split("## Attachments", 1)[1], tmp_path, monkeypatch)
+
+
+def test_the_keys_and_anchors_example_prints_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threat model's block (a keyless handle refused, a cut log caught by its anchor),
+    run in a fresh directory, prints the text after it."""
+    _prints_its_output(DOC.read_text().split("## Tamper evidence", 1)[1], tmp_path, monkeypatch)

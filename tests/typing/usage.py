@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from agentfsm import (
     DEFAULT_TABLE,
     IllegalTransitionError,
@@ -10,7 +12,9 @@ from agentfsm import (
     Transition,
     TransitionTable,
     parse_event,
+    read_events,
 )
+from agentfsm.events import Event, iter_lines
 from agentfsm.names import RunStatus
 from agentfsm.reducers import DEFAULT_REDUCER
 
@@ -33,3 +37,9 @@ try:
     DEFAULT_TABLE.step("completed", "model.started")
 except IllegalTransitionError as exc:
     allowed: tuple[str, ...] = exc.allowed
+
+# A file, binary or text, is read one bounded line at a time.
+text_lines: list[str] = list(iter_lines(io.BytesIO(b"\n")))
+text_lines += list(iter_lines(io.StringIO("\n"), 1024))
+read: list[tuple[int, Event]] = list(read_events(io.BytesIO(b"")))
+read += list(read_events(io.StringIO("")))

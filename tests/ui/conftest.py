@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 from agentfsm import Agent, Decision, Runner, ScriptedModel, SQLiteEventStore, Tool, call
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.runtime import ToolPolicy
+from agentfsm.runtime import RunnerConfig, ToolPolicy
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source, UIConfig, create_app
 from agentfsm.ui._security import COOKIE, csrf_token
@@ -50,6 +50,26 @@ def refund_agent() -> Agent:
     )
     refund = Tool("refund", lambda ctx: {"status": "done"}, idempotent=True)
     return Agent("payments", model, [refund], policy=ToolPolicy(approval={"refund"}))
+
+
+def batch_agent(calls: int, tool: str = "refund") -> Agent:
+    """An agent whose one decision proposes `calls` calls of `tool`, each needing approval."""
+    batch = [call(tool, order=f"O-{i}", amount=i) for i in range(calls)]
+    model = ScriptedModel([Decision.call_tools(*batch)], by_turn=True)
+    refund = Tool(tool, lambda ctx: {"status": "done"}, idempotent=True)
+    return Agent("payments", model, [refund], policy=ToolPolicy(approval={tool}))
+
+
+def make_batch(path: Path, calls: int, run_id: str = "batch") -> None:
+    """A run, made by a Runner on the SQLite store at `path`, waiting on `calls` calls of
+    one decision that each need approval (issue 25's attack on the inbox).
+
+    The calls-per-decision cap is lifted: a Runner refuses such a decision by default, but a
+    store may hold one all the same (written before the cap, or by a writer that lifted
+    it), and the pages must stay bounded then too."""
+    uncapped = RunnerConfig(max_calls_per_decision=None)
+    with structlog.testing.capture_logs(), SQLiteEventStore(path) as store:
+        Runner(store, batch_agent(calls), config=uncapped).run(run_id, "Refund every order")
 
 
 def answer_agent(text: str) -> Agent:

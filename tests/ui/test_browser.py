@@ -15,7 +15,8 @@ from agentfsm import Runner, SQLiteEventStore
 from agentfsm.events import dump_event
 from agentfsm.runtime import control
 from agentfsm.ui import render_report
-from tests.ui.conftest import TOKEN, LiveServer, refund_agent, screenshot
+from agentfsm.ui._source import CALLS_PER_PAGE
+from tests.ui.conftest import TOKEN, LiveServer, make_batch, refund_agent, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -122,6 +123,38 @@ class TestApprovals:
         screenshot(page, "refused")
         with SQLiteEventStore(runs_db) as store:
             assert store.load("pay-1").actions["t1.1"].approver == "bob"
+
+    def test_a_big_batch_is_paged_and_decided_from_a_later_page(
+        self, page: Any, tmp_path: Path
+    ) -> None:
+        """A run waiting on more calls than a page holds: the inbox shows a page of them
+        under one summary of the batch; `next` shows the rest, and a call approved there is
+        the one approved."""
+        path = tmp_path / "batch.db"
+        make_batch(path, CALLS_PER_PAGE + 5)
+        server = LiveServer(path)
+        try:
+            _sign_in(page, server)
+            page.goto(f"{server.url}/approvals")
+            assert page.locator("article.approval").count() == CALLS_PER_PAGE
+            summary = page.locator('section.inbox-run[data-run="batch"] p.batch')
+            assert summary.inner_text() == f"Batch of {CALLS_PER_PAGE + 5} call(s): refund approval_pending {CALLS_PER_PAGE + 5}"
+            screenshot(page, "approvals-batch")
+            page.click("nav.inbox-pager a[rel=next] >> nth=0")
+            calls = page.locator("article.approval")
+            assert calls.count() == 5
+            last = f"t1.{CALLS_PER_PAGE + 5}"
+            card = page.locator(f'article.approval[data-action="{last}"]')
+            assert '"order": "O-' in card.locator("pre.args").inner_text()
+            card.locator("form.approve input[name=approver]").fill("ann")
+            card.locator("form.approve button").click()
+            assert page.locator("#outcome").get_attribute("data-ok") == "1"
+            with SQLiteEventStore(path) as store:
+                record = store.load("batch")
+            assert (record.actions[last].status, record.actions[last].approver) == ("approved", "ann")
+            assert len(record.pending_approvals) == CALLS_PER_PAGE + 4
+        finally:
+            server.stop()
 
     def test_a_mutation_without_the_token_is_refused(self, page: Any, live: LiveServer) -> None:
         """Not signed in, the form's approval is refused with 403."""

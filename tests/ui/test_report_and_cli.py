@@ -113,7 +113,8 @@ class TestALargeLog:
         finally:
             tracemalloc.stop()
         assert [r.run_id for r in runs] == [f"run_{i:05d}" for i in range(MAX_RUNS)]
-        assert (left_out[0], len(left_out), problems) == ("run_00020", 5000 - MAX_RUNS, [])
+        assert (left_out.names[0], left_out.count) == ("run_00020", 5000 - MAX_RUNS)
+        assert (problems.names, problems.count) == ([], 0)
         assert peak < 2 * 2**20, f"{peak:,} bytes"
 
 
