@@ -29,6 +29,7 @@ store, for one run) and `_child` (a runner like itself, for a subagent's run).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
@@ -105,11 +106,19 @@ def _strands(error: Exception, writer: Any) -> TypeGuard[IllegalTransitionError]
     return isinstance(error, IllegalTransitionError) and error.run_id == writer.run_id
 
 
+#: Tables found drivable: a subagent's Runner is built per call, with its parent's table.
+_DRIVABLE: weakref.WeakSet[TransitionTable] = weakref.WeakSet()
+
+
 def _drivable(table: TransitionTable) -> None:
     """Refuse a table with a state no Runner can drive a run in, before any run is written:
     every run that came there would fail (`agentfsm.fsm.needs.runner_problems`)."""
+    if table in _DRIVABLE:
+        return
     problems = runner_problems(table)
-    if problems:
+    if not problems:
+        _DRIVABLE.add(table)
+    else:
         error = InvalidTableError(table.name, problems)
         error.add_note(
             "a Runner drives runs of this table: each state above needs the moves it names "
