@@ -2,9 +2,10 @@
 
 They read only what the renderers write (a line-oriented subset of each language), so they
 are small; the real engines are exercised by test_diagrams_render.py. Each returns the
-states, the terminal states, the initial state and the set of moves
-`(source, event, target, condition, guards)`, with `any active state` expanded to every
-non-terminal state.
+states, the terminal states, the initial state, the set of moves
+`(source, event, target, condition, guards, rank)` (`rank`: the alternative's number, None
+for the only one), with `any active state` expanded to every non-terminal state, and the
+states marked by kind, `(state, words)`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ from collections.abc import Iterable
 import attrs
 
 from agentfsm.diagrams import ANY_ACTIVE
+from agentfsm.diagrams.model import KIND_WORDS
 
-Move = tuple[str, str, str, str | None, tuple[str, ...]]
+_MARKED = frozenset(KIND_WORDS.values())
 
-_LABEL = re.compile(r"(?P<events>.+?)(?: \[(?P<cond>[^\]]*)\])?(?: \{(?P<guards>[^}]*)\})?")
+Move = tuple[str, str, str, str | None, tuple[str, ...], int | None]
+
+_LABEL = re.compile(
+    r"(?P<events>.+?)(?: (?P<rank>\d+)\.)?(?: \[(?P<cond>[^\]]*)\]| (?P<otherwise>else))?"
+    r"(?: \{(?P<guards>[^}]*)\})?"
+)
 
 
 @attrs.frozen
@@ -30,17 +37,24 @@ class Parsed:
     terminal: frozenset[str]
     initial: str
     moves: frozenset[Move]
+    kinds: frozenset[tuple[str, str]] = frozenset()
 
 
 def _label_moves(source: str, target: str, text: str) -> list[Move]:
     m = _LABEL.fullmatch(text)
     assert m is not None, text
+    assert (m["rank"] is None) <= (m["otherwise"] is None), text  # `else` only numbered
     guards = tuple(g for g in (m["guards"] or "").split(", ") if g)
-    return [(source, e, target, m["cond"], guards) for e in m["events"].split(" / ")]
+    rank = int(m["rank"]) if m["rank"] else None
+    return [(source, e, target, m["cond"], guards, rank) for e in m["events"].split(" / ")]
 
 
 def _expand(
-    raw: Iterable[tuple[str | None, str, str]], states: set[str], terminal: set[str], initial: str
+    raw: Iterable[tuple[str | None, str, str]],
+    states: set[str],
+    terminal: set[str],
+    initial: str,
+    kinds: Iterable[tuple[str, str]] = (),
 ) -> Parsed:
     """`raw` holds (source or None for any-active, target, label text)."""
     active = sorted(states - terminal)
@@ -48,7 +62,9 @@ def _expand(
     for source, target, text in raw:
         for src in active if source is None else [source]:
             moves.update(_label_moves(src, target, text))
-    return Parsed(frozenset(states), frozenset(terminal), initial, frozenset(moves))
+    return Parsed(
+        frozenset(states), frozenset(terminal), initial, frozenset(moves), frozenset(kinds)
+    )
 
 
 # -- Mermaid ------------------------------------------------------------------------------
@@ -61,12 +77,16 @@ def _mermaid_text(text: str) -> str:
 def parse_mermaid(text: str) -> Parsed:
     """Read `render_mermaid` output."""
     names: dict[str, str] = {}
+    kinds: set[tuple[str, str]] = set()
     any_id = None
     for alias, ident in re.findall(r'^  state "(.*)" as (\S+)$', text, re.M):
         if alias == ANY_ACTIVE:
             any_id = ident
         else:
-            names[ident] = _mermaid_text(alias)
+            name, _, words = alias.partition("<br>")
+            names[ident] = _mermaid_text(name)
+            if words:
+                kinds.add((names[ident], words))
 
     def name(ident: str) -> str:
         return names.get(ident, ident)
@@ -75,8 +95,13 @@ def parse_mermaid(text: str) -> Parsed:
     terminal: set[str] = set()
     initial = ""
     raw: list[tuple[str | None, str, str]] = []
+    notes = False
     for line in text.splitlines():
-        if m := re.fullmatch(r"  \[\*\] --> (\S+)", line):
+        if re.fullmatch(r"  note (left|right) of \S+", line) or line == "  end note":
+            notes = not notes
+        elif notes:
+            continue  # the legend, or a run's outcome
+        elif m := re.fullmatch(r"  \[\*\] --> (\S+)", line):
             initial = name(m[1])
         elif m := re.fullmatch(r"  (\S+) --> \[\*\]", line):
             terminal.add(name(m[1]))
@@ -89,7 +114,7 @@ def parse_mermaid(text: str) -> Parsed:
     for source, target, _ in raw:
         states.update(s for s in (source, target) if s is not None)
     states.add(initial)
-    return _expand(raw, states, terminal, initial)
+    return _expand(raw, states, terminal, initial, kinds)
 
 
 # -- PlantUML -----------------------------------------------------------------------------
@@ -117,8 +142,18 @@ def parse_plantuml(text: str) -> Parsed:
             terminal.add(names[m[2]])
     initial = ""
     raw: list[tuple[str | None, str, str]] = []
+    kinds: set[tuple[str, str]] = set()
+    legend = False
     for line in text.splitlines():
-        if m := re.fullmatch(r"\[\*\] --> (\S+)", line):
+        if line in ("legend right", "endlegend"):
+            legend = not legend
+        elif legend:
+            continue
+        elif m := re.fullmatch(r"(\S+) : //.*//", line):
+            continue  # the state's description
+        elif m := re.fullmatch(r"(\S+) : \*\*(.*)\*\*", line):
+            kinds.add((names[m[1]], m[2]))
+        elif m := re.fullmatch(r"\[\*\] --> (\S+)", line):
             initial = names[m[1]]
         elif re.fullmatch(r"(\S+) --> \[\*\]", line):
             continue
@@ -128,7 +163,7 @@ def parse_plantuml(text: str) -> Parsed:
                 raw.append((source, names[m[2]], _plantuml_text(label)))
         elif m := re.fullmatch(r"(\S+) : (.*)", line):
             raw.append((names[m[1]], names[m[1]], _plantuml_text(m[2])))
-    return _expand(raw, set(names.values()), terminal, initial)
+    return _expand(raw, set(names.values()), terminal, initial, kinds)
 
 
 # -- DOT ----------------------------------------------------------------------------------
@@ -157,6 +192,7 @@ def parse_dot(text: str) -> Parsed:
     start = any_id = None
     cluster = ""
     raw: list[tuple[str | None, str, str]] = []
+    kinds: set[tuple[str, str]] = set()
     node = re.compile(r'    "((?:[^"\\]|\\.)*)"(?: \[(.*)\])?;')
     edge = re.compile(r'  "((?:[^"\\]|\\.)*)" -> "((?:[^"\\]|\\.)*)"(?: \[(.*)\])?;')
     for line in text.splitlines():
@@ -170,6 +206,10 @@ def parse_dot(text: str) -> Parsed:
             states.add(ident)
             if cluster == "cluster_terminal":
                 terminal.add(ident)
+            if kind := re.search(
+                r'<FONT POINT-SIZE="10" COLOR="[^"]*"><I>(.*?)</I></FONT>', attrs_text
+            ):
+                kinds.add((ident, kind[1]))
             if loop := re.search(r"<HR/>(.*)</TABLE>", attrs_text):
                 for row in re.findall(r"<TR><TD[^>]*>(.*?)</TD></TR>", loop[1]):
                     raw.extend((ident, ident, t) for t in _html_lines(row))
@@ -184,7 +224,7 @@ def parse_dot(text: str) -> Parsed:
             assert label is not None, line
             tail = None if source == any_id else source
             raw.extend((tail, target, t) for t in _html_lines(label[1]))
-    return _expand(raw, states, terminal, initial)
+    return _expand(raw, states, terminal, initial, kinds)
 
 
 # -- Markdown -----------------------------------------------------------------------------
@@ -203,6 +243,7 @@ def parse_markdown(text: str) -> Parsed:
     terminal: set[str] = set()
     initial = ""
     raw: list[tuple[str | None, str, str]] = []
+    kinds: set[tuple[str, str]] = set()
     section = ""
     for line in text.splitlines():
         if line.startswith("| state |"):
@@ -214,17 +255,23 @@ def parse_markdown(text: str) -> Parsed:
         elif section == "states":
             name, kind, _ = (_md_cell(c) for c in line[2:-2].split(" | "))
             states.add(name)
-            if kind == "terminal":
+            words = [w for w in kind.split(", ") if w]
+            if "terminal" in words:
                 terminal.add(name)
-            elif kind == "initial":
+            if "initial" in words:
                 initial = name
+            kinds.update((name, w) for w in words if w in _MARKED)
         else:
             source, events, condition, target, guards = line[2:-2].split(" | ")
             label = " / ".join(_md_cell(e) for e in events.split(" / "))
-            if condition.strip():
+            if m := re.fullmatch(r"(\d+)\. \*else\*", condition.strip()):
+                label += f" {m[1]}. else"
+            elif m := re.fullmatch(r"(\d+)\. (.*)", condition.strip()):
+                label += f" {m[1]}. [{_md_cell(m[2])}]"
+            elif condition.strip():
                 label += f" [{_md_cell(condition)}]"
             if guards.strip():
                 label += " {" + ", ".join(_md_cell(g) for g in guards.split(", ")) + "}"
             tail = None if source == f"*{ANY_ACTIVE}*" else _md_cell(source)
             raw.append((tail, _md_cell(target), label))
-    return _expand(raw, states, terminal, initial)
+    return _expand(raw, states, terminal, initial, kinds)

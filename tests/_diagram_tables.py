@@ -38,6 +38,25 @@ TINY = TransitionTable(
     ],
 )
 
+#: A table with a state of each kind a diagram marks: one waiting for a person, one paused.
+KINDS = TransitionTable(
+    name="kinds",
+    event_types=BUILTIN_EVENTS.extend("job.taken", "job.held"),
+    states=[
+        State("queued", kind="waiting", description="a person takes the job"),
+        State("working"),
+        State("on_hold", kind="paused"),
+        State("done", terminal=True),
+    ],
+    initial="queued",
+    transitions=[
+        Transition("queued", "job.taken", "working"),
+        Transition("working", "job.held", "on_hold"),
+        Transition("on_hold", "run.resumed", "working"),
+        Transition("working", "run.completed", "done"),
+    ],
+)
+
 _QUOTED = 'say "hi" <b>&amp;</b>'
 _MARKUP = "__under__ --strike--"
 _ACTIVE = ["start here", "end", "note", "x;y#z%%", _QUOTED, _MARKUP]

@@ -118,12 +118,16 @@ class _CountedEdges(list[Transition]):
 def test_the_check_reads_the_edges_a_fixed_number_of_times() -> None:
     """A chain of states is checked reading its edges the same few times whatever its
     length, not once per state (which made `check-table` on a large spec cost states x
-    edges)."""
+    edges). Each waits for a person (a Runner starts the run and stops there)."""
 
     def reads(n: int) -> int:
-        states = [State(f"s{i}") for i in range(n)] + [State("done", terminal=True)]
+        states = [State("s0"), *(State(f"s{i}", kind="waiting") for i in range(1, n))]
+        states.append(State("done", terminal=True))
         names = [s.name for s in states]
-        edges = _CountedEdges(Transition(a, "step", b) for a, b in itertools.pairwise(names))
+        edges = _CountedEdges(
+            Transition(a, "step" if a != "s0" else "run.started", b)
+            for a, b in itertools.pairwise(names)
+        )
         report = check_parts("chain", states, "s0", edges, BUILTIN_EVENTS.extend("step"))
         assert (report.errors, report.states, report.edges) == ((), n + 1, n)
         return edges.reads

@@ -238,7 +238,8 @@ class TestUsageErrors:
             ),
             (
                 ["diagram", "--table", "tests._diagram_tables:NASTY_NAMES"],
-                "agentfsm diagram: 'tests._diagram_tables:NASTY_NAMES' is a tuple, "
+                # A tuple may list versions; this one lists names.
+                "agentfsm diagram: item 0 of 'tests._diagram_tables:NASTY_NAMES' is a str, "
                 "not a TransitionTable",
             ),
             (

@@ -25,7 +25,9 @@ class TestExtraction:
         )
 
     def test_edges_of_the_default_table(self) -> None:
-        """Parallel moves merge per (source, target); events sharing a condition share a label."""
+        """Parallel moves merge per (source, target); events sharing a condition and place
+        share a label; a state's edges come by their first transition, and alternatives are
+        numbered in the order they are tried."""
         assert _edges(diagram_model(DEFAULT_TABLE)) == [
             ("created", "running", ["run.started"]),
             (
@@ -37,6 +39,7 @@ class TestExtraction:
                     "handoff",
                 ],
             ),
+            ("running", "waiting_approval", ["approval.requested"]),
             (
                 "running",
                 "waiting_tool",
@@ -45,45 +48,44 @@ class TestExtraction:
                     "tool.started [retry] {deadline, budget, max_attempts}",
                 ],
             ),
-            ("running", "waiting_approval", ["approval.requested"]),
             ("running", "paused", ["run.paused"]),
             ("running", "completed", ["run.completed [final output recorded, nothing unresolved]"]),
             (
                 "waiting_tool",
-                "running",
-                ["tool.completed / tool.failed / tool.outcome_unknown [batch resolved]"],
-            ),
-            (
-                "waiting_tool",
                 "waiting_tool",
                 [
-                    "approval.requested / tool.completed / tool.failed / tool.outcome_unknown"
-                    " [calls left]",
+                    "approval.requested 1. [calls left]",
                     "approval.accepted / approval.rejected",
                     "tool.requested {loop_detected}",
                     "tool.started [first attempt or retry] {deadline, budget, max_attempts}",
+                    "tool.completed / tool.failed / tool.outcome_unknown 2. [calls left]",
                 ],
             ),
             (
                 "waiting_tool",
                 "waiting_approval",
                 [
-                    "approval.requested [no calls left]",
-                    "tool.completed / tool.failed / tool.outcome_unknown [only decisions left]",
+                    "approval.requested 2. [no calls left]",
+                    "tool.completed / tool.failed / tool.outcome_unknown 3. [only decisions left]",
                 ],
             ),
             (
-                "waiting_approval",
+                "waiting_tool",
                 "running",
-                ["approval.accepted / approval.rejected [all decided]"],
+                ["tool.completed / tool.failed / tool.outcome_unknown 1. [batch resolved]"],
             ),
             (
                 "waiting_approval",
                 "waiting_approval",
                 [
                     "approval.requested",
-                    "approval.accepted / approval.rejected [others still pending]",
+                    "approval.accepted / approval.rejected 1. [others still pending]",
                 ],
+            ),
+            (
+                "waiting_approval",
+                "running",
+                ["approval.accepted / approval.rejected 2. [all decided]"],
             ),
             ("paused", "running", ["run.resumed"]),
             (
@@ -109,8 +111,9 @@ class TestExtraction:
                 ("idle", "busy", ["job.start {budget}"]),
                 ("idle", "broken", ["job.crash"]),
                 ("busy", "busy", ["job.tick"]),
-                ("busy", "done", ["job.end [all good]"]),
-                ("busy", "broken", ["job.end / job.crash"]),
+                ("busy", "done", ["job.end 1. [all good]"]),
+                # The fallback of `job.end` is not `job.crash`'s kind of move: two lines.
+                ("busy", "broken", ["job.end 2. else", "job.crash"]),
             ],
         )
 

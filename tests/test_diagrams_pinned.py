@@ -1,4 +1,9 @@
-"""Exact output of every text format, for a small table: the whole text is pinned."""
+"""Exact output of every text format, for two small tables: the whole text is pinned.
+
+`TINY` has a state and event with two alternatives, numbered in the order they are tried
+(`1. [all good]`, `2. else`); `KINDS` a state that waits for a person and a paused one, each
+marked, with a legend.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from agentfsm.diagrams import (
     render_mermaid,
     render_plantuml,
 )
-from tests._diagram_tables import TINY
+from tests._diagram_tables import KINDS, TINY
 
 TINY_MERMAID = """\
 ---
@@ -27,11 +32,14 @@ stateDiagram-v2
   [*] --> idle
   idle --> busy : job.start {budget}
   busy : job.tick
-  busy --> done : job.end [all good]
-  busy --> broken : job.end
+  busy --> done : job.end 1. [all good]
+  busy --> broken : job.end 2. else
   any_active --> broken : job.crash
   done --> [*]
   broken --> [*]
+  note left of idle
+    1. 2. …: the order a state's alternatives are tried (else: last)
+  end note
   class done, broken terminal
   class any_active anyActive
 """
@@ -53,8 +61,13 @@ skinparam state {
   BackgroundColor<<anyActive>> #ffffff
   BorderColor<<anyActive>> #6b7785
   FontColor<<anyActive>> #6b7785
+  BackgroundColor<<waiting>> #fff4d6
+  BorderColor<<waiting>> #b7791f
+  BackgroundColor<<paused>> #efe7f7
+  BorderColor<<paused>> #6b4f9c
 }
 state idle
+idle : //nothing to do//
 state busy
 state done <<terminal>>
 state broken <<terminal>>
@@ -62,11 +75,14 @@ state "any active state" as any_active <<anyActive>>
 [*] --> idle
 idle --> busy : job.start {budget}
 busy : job.tick
-busy --> done : job.end [all good]
-busy --> broken : job.end
+busy --> done : job.end 1. [all good]
+busy --> broken : job.end 2. else
 any_active -[dashed]-> broken : job.crash
 done --> [*]
 broken --> [*]
+legend right
+1. 2. …: the order a state's alternatives are tried (else: last)
+endlegend
 @enduml
 """
 
@@ -86,16 +102,18 @@ Generated from the table by `agentfsm diagram --format markdown`; do not edit by
 | --- | --- | --- | --- | --- |
 | `idle` | `job.start` |  | `busy` | `budget` |
 | `busy` | `job.tick` |  | `busy` |  |
-| `busy` | `job.end` | all good | `done` |  |
-| `busy` | `job.end` |  | `broken` |  |
+| `busy` | `job.end` | 1. all good | `done` |  |
+| `busy` | `job.end` | 2. *else* | `broken` |  |
 | *any active state* | `job.crash` |  | `broken` |  |
+
+A numbered condition is one of several for its state and event, tried in that order; *else* is the one without a condition, tried last.
 
 *any active state* stands for every non-terminal state: `idle`, `busy`.
 """
 
 TINY_DOT = """\
 digraph "tiny" {
-  graph [label=<<FONT POINT-SIZE="18"><B>tiny</B></FONT><BR/><FONT POINT-SIZE="10" COLOR="#6b7785">event [condition that picks the target]   ·   {limit guards checked} in amber   ·   inside a box: moves that stay in that state   ·   double border: terminal   ·   any active state: every non-terminal state</FONT>>, labelloc=t, fontname="Helvetica", fontcolor="#2f3e4e", rankdir=LR, nodesep=0.45, ranksep=0.9, pad=0.3, bgcolor="white"];
+  graph [label=<<FONT POINT-SIZE="18"><B>tiny</B></FONT><BR/><FONT POINT-SIZE="10" COLOR="#6b7785">event [condition that picks the target]   ·   1. 2. …: the order a state&#x27;s alternatives are tried (else: last)   ·   {limit guards checked} in amber   ·   inside a box: moves that stay in that state   ·   double border: terminal   ·   any active state: every non-terminal state</FONT>>, labelloc=t, fontname="Helvetica", fontcolor="#2f3e4e", rankdir=LR, nodesep=0.45, ranksep=0.9, pad=0.3, bgcolor="white"];
   node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=13, color="#3d5a80", fillcolor="#e3edf7", fontcolor="#2f3e4e", penwidth=1.3, margin="0.20,0.08"];
   edge [fontname="Helvetica", fontsize=10, color="#6b7785", fontcolor="#2f3e4e", arrowsize=0.75, penwidth=1.1];
   "__start__" [shape=circle, style=filled, label="", width=0.2, fixedsize=true, color="#2f3e4e", fillcolor="#2f3e4e", tooltip="start"];
@@ -113,29 +131,161 @@ digraph "tiny" {
   }
   "__start__" -> "idle";
   "idle" -> "busy" [label=<job.start<BR/><FONT POINT-SIZE="9" COLOR="#a15c00">{budget}</FONT>>];
-  "busy" -> "done" [label=<job.end <I>[all good]</I>>];
-  "busy" -> "broken" [label=<job.end>];
+  "busy" -> "done" [label=<job.end 1. <I>[all good]</I>>];
+  "busy" -> "broken" [label=<job.end 2. <I>else</I>>];
   "__any_active__" -> "broken" [label=<job.crash>, style="dashed"];
+}
+"""
+
+
+KINDS_MERMAID = """\
+---
+title: "kinds"
+---
+stateDiagram-v2
+  direction LR
+  classDef terminal fill:#eeeeee,stroke:#4a4a4a,stroke-width:3px
+  classDef anyActive fill:#ffffff,stroke:#6b7785,stroke-dasharray:4 3,color:#6b7785
+  classDef waitingKind fill:#fff4d6,stroke:#b7791f,stroke-width:2px
+  classDef pausedKind fill:#efe7f7,stroke:#6b4f9c,stroke-width:2px
+  state "queued<br>waits for a person" as queued
+  state "on_hold<br>waits to be resumed" as on_hold
+  [*] --> queued
+  queued --> working : job.taken
+  working --> on_hold : job.held
+  working --> done : run.completed
+  on_hold --> working : run.resumed
+  done --> [*]
+  note left of queued
+    amber: waits for a person
+    lilac: waits to be resumed
+  end note
+  class queued waitingKind
+  class on_hold pausedKind
+  class done terminal
+"""
+
+KINDS_PLANTUML = """\
+@startuml
+title kinds
+hide empty description
+left to right direction
+skinparam shadowing false
+skinparam state {
+  BackgroundColor #e3edf7
+  BorderColor #3d5a80
+  FontColor #2f3e4e
+  ArrowColor #6b7785
+  ArrowFontColor #2f3e4e
+  BackgroundColor<<terminal>> #eeeeee
+  BorderColor<<terminal>> #4a4a4a
+  BackgroundColor<<anyActive>> #ffffff
+  BorderColor<<anyActive>> #6b7785
+  FontColor<<anyActive>> #6b7785
+  BackgroundColor<<waiting>> #fff4d6
+  BorderColor<<waiting>> #b7791f
+  BackgroundColor<<paused>> #efe7f7
+  BorderColor<<paused>> #6b4f9c
+}
+state queued <<waiting>>
+queued : //a person takes the job//
+queued : **waits for a person**
+state working
+state on_hold <<paused>>
+on_hold : **waits to be resumed**
+state done <<terminal>>
+[*] --> queued
+queued --> working : job.taken
+working --> on_hold : job.held
+working --> done : run.completed
+on_hold --> working : run.resumed
+done --> [*]
+legend right
+amber: waits for a person
+lilac: waits to be resumed
+endlegend
+@enduml
+"""
+
+KINDS_MARKDOWN = """\
+# `kinds`: states and transitions
+
+Generated from the table by `agentfsm diagram --format markdown`; do not edit by hand.
+
+| state | kind | description |
+| --- | --- | --- |
+| `queued` | initial, waits for a person | a person takes the job |
+| `working` |  |  |
+| `on_hold` | waits to be resumed |  |
+| `done` | terminal |  |
+
+| from | event | condition | to | limit guards |
+| --- | --- | --- | --- | --- |
+| `queued` | `job.taken` |  | `working` |  |
+| `working` | `job.held` |  | `on_hold` |  |
+| `working` | `run.completed` |  | `done` |  |
+| `on_hold` | `run.resumed` |  | `working` |  |
+"""
+
+KINDS_DOT = """\
+digraph "kinds" {
+  graph [label=<<FONT POINT-SIZE="18"><B>kinds</B></FONT><BR/><FONT POINT-SIZE="10" COLOR="#6b7785">amber: waits for a person   ·   lilac: waits to be resumed   ·   double border: terminal</FONT>>, labelloc=t, fontname="Helvetica", fontcolor="#2f3e4e", rankdir=LR, nodesep=0.45, ranksep=0.9, pad=0.3, bgcolor="white"];
+  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=13, color="#3d5a80", fillcolor="#e3edf7", fontcolor="#2f3e4e", penwidth=1.3, margin="0.20,0.08"];
+  edge [fontname="Helvetica", fontsize=10, color="#6b7785", fontcolor="#2f3e4e", arrowsize=0.75, penwidth=1.1];
+  "__start__" [shape=circle, style=filled, label="", width=0.2, fixedsize=true, color="#2f3e4e", fillcolor="#2f3e4e", tooltip="start"];
+  subgraph "cluster_active" {
+    graph [label="active", labeljust=l, style="rounded,dashed", color="#9fb3c8", fontcolor="#6b7785", fontsize=12];
+    "queued" [fillcolor="#fff4d6", color="#b7791f", label=<queued<BR/><FONT POINT-SIZE="10" COLOR="#b7791f"><I>waits for a person</I></FONT><BR/><FONT POINT-SIZE="9" COLOR="#6b7785">a person takes the job</FONT>>, tooltip="a person takes the job"];
+    "working";
+    "on_hold" [fillcolor="#efe7f7", color="#6b4f9c", label=<on_hold<BR/><FONT POINT-SIZE="10" COLOR="#6b4f9c"><I>waits to be resumed</I></FONT>>];
+  }
+  subgraph "cluster_terminal" {
+    graph [label="terminal", labeljust=l, style="rounded,dashed", color="#b5b5b5", fontcolor="#6b7785", fontsize=12];
+    "done" [peripheries=2, fillcolor="#eeeeee", color="#4a4a4a"];
+  }
+  "__start__" -> "queued";
+  "queued" -> "working" [label=<job.taken>];
+  "working" -> "on_hold" [label=<job.held>];
+  "working" -> "done" [label=<run.completed>];
+  "on_hold" -> "working" [label=<run.resumed>];
 }
 """
 
 
 class TestPinnedOutput:
     def test_mermaid(self) -> None:
-        """Mermaid: start marker, loop inside the box, any-active pseudo-state, end markers."""
+        """Mermaid: start marker, loop inside the box, any-active pseudo-state, end markers,
+        alternatives numbered, a legend note."""
         assert render_mermaid(diagram_model(TINY)) == TINY_MERMAID
 
     def test_plantuml(self) -> None:
-        """PlantUML: the same structure, terminal stereotypes, dashed any-active arrows."""
+        """PlantUML: the same structure, terminal stereotypes, dashed any-active arrows,
+        the state's description in its box, a legend."""
         assert render_plantuml(diagram_model(TINY)) == TINY_PLANTUML
 
     def test_markdown(self) -> None:
-        """Markdown: a states table, a transitions table, and what any-active stands for."""
+        """Markdown: a states table, a transitions table in the order moves are tried, what
+        the numbers mean and what any-active stands for."""
         assert render_markdown(diagram_model(TINY)) == TINY_MARKDOWN
 
     def test_dot(self) -> None:
         """DOT: clusters, a legend of the notations used, loops inside the box."""
         assert render_dot(diagram_model(TINY)) == TINY_DOT
+
+    @pytest.mark.parametrize(
+        ("render", "expected"),
+        [
+            (render_mermaid, KINDS_MERMAID),
+            (render_plantuml, KINDS_PLANTUML),
+            (render_markdown, KINDS_MARKDOWN),
+            (render_dot, KINDS_DOT),
+        ],
+        ids=["mermaid", "plantuml", "markdown", "dot"],
+    )
+    def test_the_kinds_a_reader_must_see(self, render: object, expected: str) -> None:
+        """Each format marks the waiting and the paused state, in words and colour, and
+        says so in its legend (Markdown: in the kind column)."""
+        assert render(diagram_model(KINDS)) == expected  # type: ignore[operator]
 
     def test_render_diagram_dispatches_by_name(self) -> None:
         """`render_diagram(table, name)` gives the same text as the renderer itself."""

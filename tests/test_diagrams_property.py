@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -15,15 +16,20 @@ from agentfsm.diagrams import (
     render_mermaid,
     render_plantuml,
 )
+from agentfsm.diagrams.model import KIND_WORDS
 from agentfsm.errors import InvalidTableError
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable
+from agentfsm.names import StateKind
 from tests._diagram_parsers import Parsed, parse_dot, parse_markdown, parse_mermaid, parse_plantuml
 
 _state_names = st.from_regex(r"[a-z][a-z0-9_ -]{0,8}[a-z0-9]", fullmatch=True).filter(
     lambda n: n not in DEFAULT_TABLE.state_names
 )
 _events = st.from_regex(r"x\.[a-z][a-z0-9_.]{0,8}", fullmatch=True)
+_kinds = st.sampled_from(
+    [StateKind.ACTIVE, StateKind.IN_FLIGHT, StateKind.WAITING, StateKind.PAUSED]
+)
 _conditions = st.from_regex(r"[a-z][a-z ]{0,10}[a-z]", fullmatch=True)
 _guards = st.lists(st.from_regex(r"[a-z][a-z_]{0,7}", fullmatch=True), max_size=2, unique=True)
 _FAMILIES = (
@@ -68,7 +74,10 @@ def derived_tables(draw: st.DrawFn) -> TransitionTable:
     try:
         return DEFAULT_TABLE.derive(
             name="derived",
-            add_states=[State(n, terminal=n in terminal) for n in new],
+            add_states=[
+                State(n, terminal=True) if n in terminal else State(n, kind=draw(_kinds))
+                for n in new
+            ],
             add=add,
             remove=remove,
             add_events=sorted({t.event for t in add} - set(DEFAULT_TABLE.event_types.names)),
@@ -79,14 +88,29 @@ def derived_tables(draw: st.DrawFn) -> TransitionTable:
 
 
 def _expected(table: TransitionTable) -> Parsed:
+    """What every format must say: each move with its place among the alternatives of its
+    state and event, in the order the table tries them, and each state marked by kind."""
+
+    def rank(t: Transition) -> int | None:
+        tried = table.edges(t.source, t.event)
+        return tried.index(t) + 1 if len(tried) > 1 else None
+
     return Parsed(
         states=frozenset(table.state_names),
         terminal=frozenset(table.terminal_states),
         initial=table.initial,
         moves=frozenset(
-            (t.source, t.event, t.target, t.condition.name if t.condition else None, t.guards)
+            (
+                t.source,
+                t.event,
+                t.target,
+                t.condition.name if t.condition else None,
+                t.guards,
+                rank(t),
+            )
             for t in table.transitions
         ),
+        kinds=frozenset((s.name, KIND_WORDS[s.kind]) for s in table.states if s.kind in KIND_WORDS),
     )
 
 
@@ -104,7 +128,8 @@ def test_every_format_shows_the_table_and_nothing_else(
     table: TransitionTable, collapse: bool
 ) -> None:
     """Each format, read back, has exactly the table's states, terminal states, initial
-    state and moves (with their conditions and guards)."""
+    state and moves (with their conditions, guards and place in the order they are tried),
+    and marks exactly the states that wait for a person or are paused."""
     model = diagram_model(table, collapse=collapse)
     expected = _expected(table)
     for render, parse in _FORMATS:
@@ -134,3 +159,29 @@ def test_the_readers_see_the_default_table() -> None:
             render.__name__,
             _expected(DEFAULT_TABLE),
         )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=derived_tables(), collapse=st.booleans())
+def test_markdown_lists_alternatives_in_the_order_they_are_tried(
+    table: TransitionTable, collapse: bool
+) -> None:
+    """Read top down, the Markdown rows of one state and event number its alternatives
+    1, 2, ... (a table's own alternatives were listed by target, not as tried)."""
+    model = diagram_model(table, collapse=collapse)
+    numbered: dict[tuple[str, str], list[int]] = {}
+    for line in render_markdown(model).splitlines():
+        cells = line[2:-2].split(" | ") if line.startswith("| `") else []
+        if len(cells) == 5 and (m := re.match(r"(\d+)\. ", cells[2])):
+            for event in cells[1].split(" / "):
+                numbered.setdefault((cells[0].strip("`"), event.strip("`")), []).append(int(m[1]))
+    assert all(ranks == list(range(1, len(ranks) + 1)) for ranks in numbered.values())
+    drawn = {
+        (edge.source, event)
+        for edge in model.edges
+        if edge.source is not None
+        for label in edge.labels
+        if label.rank is not None
+        for event in label.events
+    }
+    assert set(numbered) == drawn

@@ -221,7 +221,7 @@ class TestOverlayRendering:
             ' color="#c0392b", penwidth=2.4, arrowsize=0.9];'
         ) in text
         assert (
-            '  "busy" -> "done" [label=<<FONT COLOR="#b9c0c8">job.end <I>[all good]</I></FONT>>,'
+            '  "busy" -> "done" [label=<<FONT COLOR="#b9c0c8">job.end 1. <I>[all good]</I></FONT>>,'
             ' color="#b9c0c8", fontcolor="#b9c0c8"];'
         ) in text
         assert "run &#x27;r&#x27; ended in &#x27;broken&#x27;" in text

@@ -834,7 +834,7 @@ class TestCheckTableAfterAMigration:
         capsys.readouterr()
         assert main(["check-table", V2_SPEC, "--against", V1_SPEC, "--store", db]) == 1
         assert capsys.readouterr().out.splitlines()[-6:] == [
-            "runs in flight: 5 checked, 2 affected, 1 migrated, 2 not compared",
+            "runs in flight: 5 checked, 2 affected, 0 extended, 1 migrated, 2 not compared",
             "affected: run 't-1' in 'running': its moves changed: 'ticket.escalated' changed",
             "affected: run 't-2' in 'escalated_urgent': state 'escalated_urgent' is not in "
             "the new table",

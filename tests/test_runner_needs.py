@@ -42,13 +42,19 @@ class TestWhatARunnerNeeds:
                 "in every 'active' state",
             ),
             "waiting_tool": RunnerNeeds(
-                ("tool.started", "tool.completed", "tool.failed", "tool.outcome_unknown"),
+                (
+                    "tool.started", "tool.completed", "tool.failed", "tool.outcome_unknown",
+                    "run.failed",
+                ),
                 "in every 'in_flight' state",
             ),
             "waiting_approval": RunnerNeeds((), "in every 'waiting' state"),
             "paused": RunnerNeeds(("run.resumed",), "in every 'paused' state"),
             "cancel_requested": RunnerNeeds(
-                ("tool.completed", "tool.failed", "tool.outcome_unknown", "run.cancelled"),
+                (
+                    "tool.completed", "tool.failed", "tool.outcome_unknown", "run.cancelled",
+                    "run.failed",
+                ),
                 "where a cancel settles",
             ),
             **{s: RunnerNeeds((), "in a terminal state") for s in DEFAULT_TABLE.terminal_states},

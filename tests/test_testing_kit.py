@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from agentfsm import LogBuilder
+from agentfsm import LogBuilder, TransitionTable
 from agentfsm.events import dump_event
+from agentfsm.fsm.check import check_table
 from agentfsm.testing import run_machine
 from agentfsm.testing.pytest_plugin import assert_legal_log
 
@@ -55,6 +56,17 @@ def test_the_property_examples_run_and_pass() -> None:
     assert len(tests) == 2
     for test in tests:
         test()  # type: ignore[operator]
+
+
+def test_the_property_examples_table_is_one_a_runner_can_drive() -> None:
+    """The doc's own table passes check-table: its `escalated` state, where a person takes
+    the run over, is declared `waiting` (a bare `State("escalated")` was `active`, a state no
+    Runner can leave)."""
+    namespace: dict[str, object] = {}
+    exec(compile(_blocks()[0][0], str(DOC), "exec"), namespace)
+    table = namespace["MY_TABLE"]
+    assert isinstance(table, TransitionTable)
+    assert (table.kind("escalated"), check_table(table).errors) == ("waiting", ())
 
 
 def test_the_stateful_example_runs_and_passes() -> None:

@@ -170,6 +170,17 @@ class TestTheDiff:
         assert diff.affects("escalated") == ("its moves changed: 'run.paused' added",)
         assert diff.affects("waiting_approval") == ()
 
+    def test_what_breaks_a_run_apart_from_what_only_adds(self) -> None:
+        """`breaks` is what a run there relies on and loses; `adds` the moves it gains."""
+        diff = diff_tables(TICKET_TABLE, TICKET_TABLE_V2)
+        assert [(diff.breaks(s), diff.adds(s)) for s in ("running", "escalated")] == [
+            (("its moves changed: 'ticket.escalated' changed",), ()),
+            ((), ("it gains moves: 'run.paused'",)),
+        ]
+        assert diff.breaks("escalated_urgent") == (
+            "state 'escalated_urgent' is not in the new table",
+        )
+
 
 def ticket_like(escalated: type[CustomEvent]) -> TransitionTable:
     """The ticket table, its `ticket.escalated` declared by `escalated` instead."""
@@ -238,17 +249,18 @@ class TestTheCommandLine:
     def test_the_runs_in_flight_it_touches(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """Runs under v1 standing where the change touches them are listed with why; the
-        cancelled one is done; runs under other tables are not compared. Exit 1."""
+        """Runs under v1 standing where the change takes away a move are affected, with
+        why; one that only gains a move is extended; the cancelled one is done; runs under
+        other tables are not compared. Exit 1 (two runs are affected)."""
         db = ticket_store(tmp_path / "runs.db")
         assert main(["check-table", V2, "--against", V1, "--store", str(db)]) == 1
         out = capsys.readouterr().out.splitlines()
         assert out[len(V1_TO_V2) + 3 :] == [
-            "runs in flight: 5 checked, 3 affected, 0 migrated, 2 not compared",
+            "runs in flight: 5 checked, 2 affected, 1 extended, 0 migrated, 2 not compared",
             "affected: run 't-1' in 'running': its moves changed: 'ticket.escalated' changed",
             "affected: run 't-2' in 'escalated_urgent': state 'escalated_urgent' is not in "
             "the new table",
-            "affected: run 't-3' in 'escalated': its moves changed: 'run.paused' added",
+            "extended: run 't-3' in 'escalated': it gains moves: 'run.paused'",
             f"not compared: run 'd-1' in 'running': started under 'agent_run' "
             f"({DEFAULT_TABLE.digest}), not the old version",
             "not compared: run 't-5' in 'escalated': started under the new version already",
@@ -263,7 +275,7 @@ class TestTheCommandLine:
         new = "tests.test_versions:NO_TERMINATE_WHILE_APPROVING"
         assert main(["check-table", new, "--against", V1, "--store", str(db)]) == 0
         assert capsys.readouterr().out.splitlines()[-3:] == [
-            "runs in flight: 5 checked, 0 affected, 0 migrated, 2 not compared",
+            "runs in flight: 5 checked, 0 affected, 0 extended, 0 migrated, 2 not compared",
             f"not compared: run 'd-1' in 'running': started under 'agent_run' "
             f"({DEFAULT_TABLE.digest}), not the old version",
             f"not compared: run 't-5' in 'escalated': started under 'support_ticket' "

@@ -6,19 +6,25 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NoReturn
 
+from agentfsm.errors import InvalidTableError
 from agentfsm.events.models import TableRef
 from agentfsm.fsm.registry import UnknownTableError, lookup
 from agentfsm.fsm.table import TransitionTable
 
 __all__ = [
+    "MAX_TABLES",
     "PROG",
     "Handler",
     "Parser",
     "UsageError",
+    "import_tables",
     "load_table",
+    "load_tables",
+    "only_table",
+    "table_among",
 ]
 
 PROG = "agentfsm"
@@ -46,8 +52,21 @@ class Parser(argparse.ArgumentParser):
 Handler = Callable[[argparse.Namespace], int]
 
 
-def load_table(spec: str, command: str) -> TransitionTable:
-    """The `TransitionTable` named by `MODULE:ATTR`, or a `UsageError` saying what is wrong."""
+#: How many tables one `--table MODULE:ATTR` may name (a user's iterable could be endless).
+MAX_TABLES = 256
+
+
+def import_tables(spec: str, command: str) -> tuple[TransitionTable, ...]:
+    """The tables `MODULE:ATTR` names: a `TransitionTable`, an iterable of them (every version
+    still in use, as the `agentfsm.tables` entry points publish them), or a function that
+    builds either. The one loader of every `--table`.
+
+    Raises:
+        InvalidTableError: importing the module, or calling the function, raised it: a table
+            that cannot be built (`check-table` reports its problems; `load_tables` makes it
+            a usage error).
+        UsageError: anything else: the spec, the import, the attribute, what it holds.
+    """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"{PROG} {command}: --table wants MODULE:ATTR, got '{spec}'")
@@ -58,21 +77,133 @@ def load_table(spec: str, command: str) -> TransitionTable:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except InvalidTableError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported alike
         raise UsageError(
             f"{PROG} {command}: cannot import '{module_name}': {type(exc).__name__}: {exc}"
         ) from None
     try:
-        table = getattr(module, attr)
+        value = getattr(module, attr)
     except AttributeError:
         raise UsageError(
             f"{PROG} {command}: module '{module_name}' has no attribute '{attr}'"
         ) from None
-    if not isinstance(table, TransitionTable):
+    if not isinstance(value, TransitionTable) and callable(value):
+        try:
+            value = value()
+        except InvalidTableError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's factory failing, reported alike
+            raise UsageError(
+                f"{PROG} {command}: building '{spec}' raised {type(exc).__name__}: {exc}"
+            ) from None
+    return _tables_in(value, spec, command)
+
+
+def _tables_in(value: object, spec: str, command: str) -> tuple[TransitionTable, ...]:
+    if isinstance(value, TransitionTable):
+        return (value,)
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
         raise UsageError(
-            f"{PROG} {command}: '{spec}' is a {type(table).__name__}, not a TransitionTable"
+            f"{PROG} {command}: '{spec}' is a {type(value).__name__}, not a TransitionTable "
+            "or an iterable of them"
         )
-    return table
+    found: list[TransitionTable] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, TransitionTable):
+            raise UsageError(
+                f"{PROG} {command}: item {i} of '{spec}' is a {type(item).__name__}, not a "
+                "TransitionTable"
+            )
+        if len(found) == MAX_TABLES:
+            raise UsageError(f"{PROG} {command}: '{spec}' names more than {MAX_TABLES} tables")
+        found.append(item)
+    if not found:
+        raise UsageError(f"{PROG} {command}: '{spec}' names no table")
+    return tuple(found)
+
+
+def load_tables(specs: Sequence[str] | None, command: str) -> tuple[TransitionTable, ...]:
+    """The tables every `--table` names, in order, each version once (by digest).
+
+    Raises:
+        UsageError: as `import_tables`, or a table there cannot be built (exit 2).
+    """
+    found: dict[str, TransitionTable] = {}
+    for spec in specs or ():
+        try:
+            tables = import_tables(spec, command)
+        except InvalidTableError as exc:
+            problems = "; ".join(exc.problems)
+            raise UsageError(f"{PROG} {command}: '{spec}' cannot be built: {problems}") from None
+        for table in tables:
+            found.setdefault(table.digest, table)
+    return tuple(found.values())
+
+
+def load_table(specs: Sequence[str] | str | None, command: str) -> TransitionTable | None:
+    """The one table `--table` names (None when not given), for a command that shows or
+    checks one table, not runs that may be under several versions.
+
+    Raises:
+        UsageError: as `load_tables`, or it names more than one table.
+    """
+    return only_table(load_tables([specs] if isinstance(specs, str) else specs, command), command)
+
+
+def only_table(tables: Sequence[TransitionTable], command: str) -> TransitionTable | None:
+    """The one of `tables` (None for none), or a `UsageError` naming them all."""
+    if len(tables) > 1:
+        named = ", ".join(f"'{t.name}' ({t.digest})" for t in tables)
+        raise UsageError(
+            f"{PROG} {command}: --table names {len(tables)} tables ({named}); this command "
+            "takes one"
+        )
+    return tables[0] if tables else None
+
+
+def table_among(
+    ref: TableRef | None,
+    given: Sequence[TransitionTable],
+    command: str,
+    where: str,
+    how: str = "is under",
+    *,
+    known: bool = False,
+) -> TransitionTable:
+    """The table a run's log names (`ref`) among those `--table` gave (or, with `known`,
+    among the registered ones too); the first given when the log names none.
+
+    Args:
+        ref: the table the log names.
+        given: the tables `--table` gave (at least one).
+        command: for the message.
+        where: the run, for the message (`run 't-1'`).
+        how: how the run relates to `ref`, for the message (`is under`, `was started under`).
+        known: a registered table will do (a version the fold needs, not the one the
+            command was asked to use).
+
+    Raises:
+        UsageError: `ref`'s table is not there: the message names it and what was given.
+    """
+    if ref is None:
+        return given[0]
+    for table in given:
+        if table.digest == ref.digest:
+            return table
+    if known:
+        try:
+            return lookup(ref)
+        except UnknownTableError:
+            pass
+    named = ", ".join(f"'{t.name}' ({t.digest})" for t in given)
+    nor = " nor registered" if known else ""
+    raise UsageError(
+        f"{PROG} {command}: {where} {how} table '{ref.name}' ({ref.digest}), which is not "
+        f"among the --table given ({named}){nor}: give that version too (--table once per "
+        "version, or MODULE:ATTR of a list of them)"
+    )
 
 
 def registered_table(ref: TableRef, command: str, where: str) -> TransitionTable:

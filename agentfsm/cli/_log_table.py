@@ -8,6 +8,9 @@ among the known tables (`agentfsm.fsm.registry`), as the steering commands do fo
 a store (the versions before a migration are found there too, when the fold needs them).
 The lines read ahead are handed back in front of the rest, so a pipe is read once and whole.
 
+With several `--table` (versions of one lifecycle), the table is the one of those the log's
+first run ends under, the same look-ahead choosing it.
+
 One table per log: a later run started under another table is refused in the fold, and
 that refusal names both tables (`TableMismatchError`); such a log is read with `--run-id`
 and `--table`.
@@ -17,11 +20,11 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from pydantic import ValidationError
 
-from agentfsm.cli._common import registered_table
+from agentfsm.cli._common import registered_table, table_among
 from agentfsm.cli._output import shown
 from agentfsm.events.models import TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
@@ -38,12 +41,19 @@ _LOOK_AHEAD_BYTES = 4 * 2**20
 _LONGEST_LOOKED_AT = 64 * 1024
 
 
-def table_of_log(lines: Iterator[str], command: str) -> tuple[TransitionTable, Iterator[str]]:
-    """The table the log's first run ends under (its `run.started`, or its latest
-    `run.migrated` within the look-ahead), and the log's lines, none lost.
+def table_of_log(
+    lines: Iterator[str],
+    command: str,
+    given: Sequence[TransitionTable] = (),
+    run_id: str | None = None,
+) -> tuple[TransitionTable, Iterator[str]]:
+    """The table the log's first run (or run `run_id`) ends under (its `run.started`, or its
+    latest `run.migrated` within the look-ahead), among `given` when given, and the log's
+    lines, none lost.
 
     Raises:
-        UsageError: that table is not known (exit 2), naming the run, the line and the table.
+        UsageError: that table is not known (not among `given`) (exit 2), naming the run,
+            the line and the table.
     """
     ahead: list[str] = []
     held = 0
@@ -53,7 +63,7 @@ def table_of_log(lines: Iterator[str], command: str) -> tuple[TransitionTable, I
         held += len(raw)
         if found is None:
             started = _names_table(raw, "run.started", "table")
-            if started is not None:
+            if started is not None and run_id in (None, started[0]):
                 found = (*started, number)
         else:
             moved = _names_table(raw, "run.migrated", "to_table")
@@ -61,10 +71,14 @@ def table_of_log(lines: Iterator[str], command: str) -> tuple[TransitionTable, I
                 found = (*moved, number)
         if number >= _LOOK_AHEAD or held >= _LOOK_AHEAD_BYTES:
             break
-    table = DEFAULT_TABLE
-    if found is not None and found[1].digest != DEFAULT_TABLE.digest:
+    table = given[0] if given else DEFAULT_TABLE
+    if found is not None:
         run_id, ref, number = found
-        table = registered_table(ref, command, f"run '{shown(run_id)}' (line {number})")
+        where = f"run '{shown(run_id)}' (line {number})"
+        if given:
+            table = table_among(ref, given, command, where)
+        elif ref.digest != DEFAULT_TABLE.digest:
+            table = registered_table(ref, command, where)
     return table, itertools.chain(ahead, lines)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, UsageError, load_table, registered_table
+from agentfsm.cli._common import PROG, UsageError, load_tables, registered_table, table_among
 from agentfsm.errors import CorruptLogError, RunNotFoundError, StoreError
 from agentfsm.events.models import RunMigrated, RunStarted, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
@@ -47,16 +47,18 @@ PAGE = 500
 
 
 def add_store_argument(p: argparse.ArgumentParser, *, table: bool = True) -> None:
-    """`--store PATH|URL`, and `--table MODULE:ATTR` for commands that read or steer a run."""
+    """`--store PATH|URL`, and `--table MODULE:ATTR` (once per version) for commands that
+    read or steer a run."""
     p.add_argument(
         "--store", type=_args.text, metavar="PATH|URL",
         help=f"a SQLite file or postgresql:// URL (or ${ENV})",
     )  # fmt: skip
     if table:
         p.add_argument(
-            "--table", metavar="MODULE:ATTR",
-            help="the table the run is under (default: the one its run.started, or its "
-            "latest run.migrated, names, found among the registered tables)",
+            "--table", metavar="MODULE:ATTR", action="append",
+            help="the table the run is under, or a list of versions (repeatable: once per "
+            "version; the run is opened with the one its run.started, or its latest "
+            "run.migrated, names; default: found among the registered tables)",
         )  # fmt: skip
 
 
@@ -65,26 +67,36 @@ def opened_run_store(
     spec: str | None,
     command: str,
     run_id: str,
-    table_spec: str | None,
+    table_specs: Sequence[str] | None,
     tables: Sequence[TransitionTable] = (),
 ) -> Iterator[EventStore]:
     """The store, opened with the table run `run_id` is under.
 
-    That is `--table` when given; else the table its `run.started` names (or its latest
-    `run.migrated` moved it to), looked up by digest among the known tables
-    (`agentfsm.fsm.registry`); else the default table.
+    That is the table its `run.started` names (or its latest `run.migrated` moved it to):
+    among the versions `--table` gives (`table_specs`) when given, else among the known
+    tables (`agentfsm.fsm.registry`); the first given, or the default table, when it names
+    none. Every version given is known to the store's reducer, so the part of a migrated
+    run before its migration is folded with the version it was written under.
 
     Args:
         tables: other versions the store's reducer is to know (`Reducer(tables=...)`).
 
     Raises:
-        UsageError: as `opened_store`, or the run's table is not known (exit 2).
+        UsageError: as `opened_store`, or the run's table (or the one it started under) is
+            not known (exit 2).
     """
-    table = load_table(table_spec, command) if table_spec else None
-    if table is None:
-        with opened_store(spec, command) as store:
+    given = load_tables(table_specs, command)
+    table: TransitionTable | None = None
+    with opened_store(spec, command, given[0] if given else None, given) as store:
+        if given:
+            started, current = run_tables(store, run_id)
+            where = f"run '{run_id}'"
+            table = table_among(current, given, command, where)
+            if started is not None and started.digest != table.digest:
+                table_among(started, given, command, where, "was started under", known=True)
+        else:
             table = _table_of(store, run_id, command)
-    with opened_store(spec, command, table, tables) as store:
+    with opened_store(spec, command, table, [*given, *tables]) as store:
         yield store
 
 

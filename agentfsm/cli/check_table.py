@@ -5,23 +5,22 @@ the change touches (and which were migrated to the new version already).
 Exit status with `--against`: without `--store`, 1 when the new version takes anything away
 (a move removed or changed, a state removed or of another kind, an event type removed or
 with other fields), 0 when it only adds; with `--store`, 1 when a run in flight under OLD
-stands where the change touches it, else 0: the store answers whether deploying the new
-version strands a run, which is the question there.
+stands where the change takes away what it relies on (affected), else 0: the store answers
+whether deploying the new version breaks a run, which is the question there. A run that
+only gains moves is listed as extended, and does not make it 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError
+from agentfsm.cli._common import PROG, Parser, UsageError, import_tables
 from agentfsm.cli._output import print_json, shown, why
 from agentfsm.cli._store import opened_store, run_tables
 from agentfsm.errors import InvalidTableError
@@ -58,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
             "  agentfsm check-table v2.json --against v1.json --store runs.db\n\n"
             "with --against: exit 1 when the new version removes or changes a move, a state,\n"
             "or an event type (0 when it only adds); with --store, exit 1 when a run in\n"
-            "flight under OLD stands where the change touches it (0 when none does)"
+            "flight under OLD stands where the change takes away a move it relies on (0 when\n"
+            "none does: a run that only gains moves is listed as extended)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -129,11 +129,11 @@ def _from_spec(path: Path) -> tuple[TransitionTable | None, TableReport]:
         raise UsageError(f"{PROG} check-table: cannot read '{path}': {exc.strerror}") from None
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"{PROG} check-table: '{path}': {why(exc)}") from None
-    report = check_parts(*parts)
-    if not report.ok:
-        return None, report
-    name, states, initial, transitions, event_types = parts
-    return TransitionTable(name, states, initial, transitions, event_types), report
+    try:
+        table = TransitionTable(*parts)
+    except InvalidTableError:
+        return None, check_parts(*parts)  # every problem, as data
+    return table, check_table(table)
 
 
 def _print_report(
@@ -203,10 +203,13 @@ def _diff_lines(diff: TableDiff, runs: _RunsInFlight | None) -> Iterator[str]:
     if runs is not None:
         yield (
             f"runs in flight: {runs.checked} checked, {len(runs.affected)} affected, "
-            f"{len(runs.migrated)} migrated, {len(runs.not_compared)} not compared"
+            f"{len(runs.extended)} extended, {len(runs.migrated)} migrated, "
+            f"{len(runs.not_compared)} not compared"
         )
         for run_id, status, reasons in runs.affected:
             yield f"affected: run '{run_id}' in '{status}': {'; '.join(reasons)}"
+        for run_id, status, reasons in runs.extended:
+            yield f"extended: run '{run_id}' in '{status}': {'; '.join(reasons)}"
         for run_id, status, reason in runs.migrated:
             yield f"migrated: run '{run_id}' in '{status}': {reason}"
         for run_id, status, reason in runs.not_compared:
@@ -221,7 +224,8 @@ class _RunsInFlight:
     """The runs of a store that are not done, against a change from `old`.
 
     A run under `old` (its `run.started` names it, or a `run.migrated` moved it there) is
-    affected when the diff touches the state it stands in (`TableDiff.affects`). A run
+    affected when the diff takes away what it relies on where it stands (`TableDiff.breaks`),
+    and extended when it only gains moves there (`TableDiff.adds`). A run
     started under `old` and migrated to the new version is listed as such. A run under any
     other table keeps that table, so the change is nothing to it: it is listed as not
     compared, with the table it names.
@@ -230,6 +234,7 @@ class _RunsInFlight:
     def __init__(self) -> None:
         self.checked = 0
         self.affected: list[tuple[str, str, tuple[str, ...]]] = []
+        self.extended: list[tuple[str, str, tuple[str, ...]]] = []
         self.migrated: list[tuple[str, str, str]] = []
         self.not_compared: list[tuple[str, str, str]] = []
 
@@ -248,8 +253,10 @@ class _RunsInFlight:
                 row = (info.run_id, info.status)
                 started, current = run_tables(store, info.run_id)
                 if current is not None and current.digest == old.digest:
-                    if reasons := diff.affects(info.status):
+                    if reasons := diff.breaks(info.status):
                         found.affected.append((*row, reasons))
+                    elif gains := diff.adds(info.status):
+                        found.extended.append((*row, gains))
                 elif (
                     current is not None
                     and current.digest == diff.new.digest
@@ -266,6 +273,9 @@ class _RunsInFlight:
             "checked": self.checked,
             "affected": [
                 {"run_id": r, "status": s, "reasons": list(why)} for r, s, why in self.affected
+            ],
+            "extended": [
+                {"run_id": r, "status": s, "reasons": list(why)} for r, s, why in self.extended
             ],
             "migrated": [{"run_id": r, "status": s, "reason": why} for r, s, why in self.migrated],
             "not_compared": [
@@ -290,33 +300,18 @@ def _named(ref: TableRef) -> str:
 
 
 def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"{PROG} check-table: --table wants MODULE:ATTR, got '{spec}'")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    """The one table `MODULE:ATTR` names (or builds), and its report; a table that cannot
+    be built is its builder's problems."""
     try:
-        value = getattr(importlib.import_module(module_name), attr)
+        tables = import_tables(spec, "check-table")
     except InvalidTableError as exc:
         return None, _broken(exc)
-    except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported alike
+    if len(tables) > 1:
         raise UsageError(
-            f"{PROG} check-table: cannot load '{spec}': {type(exc).__name__}: {exc}"
-        ) from None
-    if not isinstance(value, TransitionTable) and callable(value):
-        try:
-            value = value()
-        except InvalidTableError as exc:
-            return None, _broken(exc)
-        except Exception as exc:  # noqa: BLE001 - the user's factory failing, reported alike
-            raise UsageError(
-                f"{PROG} check-table: building '{spec}' raised {type(exc).__name__}: {exc}"
-            ) from None
-    if not isinstance(value, TransitionTable):
-        raise UsageError(
-            f"{PROG} check-table: '{spec}' is a {type(value).__name__}, not a TransitionTable"
+            f"{PROG} check-table: '{spec}' names {len(tables)} tables; check one version at a "
+            "time (or compare two with --against)"
         )
-    return value, check_table(value)
+    return tables[0], check_table(tables[0])
 
 
 def _broken(exc: InvalidTableError) -> TableReport:

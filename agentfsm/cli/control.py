@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from json import loads as parse_json
 from typing import Any
 
@@ -23,7 +23,7 @@ from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import print_json, shown
 from agentfsm.cli._store import add_store_argument, opened_run_store, opened_store
-from agentfsm.errors import LifecycleError, RunHeldError, RunNotFoundError
+from agentfsm.errors import EventFormatError, LifecycleError, RunHeldError, RunNotFoundError
 from agentfsm.record import RunRecord
 from agentfsm.runtime import control
 from agentfsm.stores.base import EventStore
@@ -99,23 +99,84 @@ def _cancel(store: EventStore, a: argparse.Namespace) -> RunRecord:
     return control.cancel(store, a.run_id, reason=a.reason, requested_by=a.requested_by)
 
 
-def _field(text: str) -> tuple[str, Any]:
+#: A field as the command line gave it: its name, its value, and whether it came as text.
+_Field = tuple[str, Any, bool]
+
+
+def _field(text: str) -> _Field:
     """`name=text` or `name:=json` (as HTTPie spells them), checked as the line is read."""
     name, json_sep, raw = text.partition(":=")
     if json_sep and name and "=" not in name:
         try:
-            return name, parse_json(raw)
+            return name, parse_json(raw), False
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{text!r}: not JSON after ':=' ({exc})") from None
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r}: want FIELD=TEXT or FIELD:=JSON")
-    return name, value
+    return name, value, True
 
 
 def _append(store: EventStore, a: argparse.Namespace) -> RunRecord:
     # One mapping, not keywords: a field named `clock` is the event's, not the verb's clock.
-    return control.append_event(store, a.run_id, a.event_type, dict(a.fields), wait=a.wait)
+    fields = {name: value for name, value, _ in a.fields}
+    try:
+        return control.append_event(store, a.run_id, a.event_type, fields, wait=a.wait)
+    except EventFormatError as exc:
+        texts = {name: value for name, value, as_text in a.fields if as_text}
+        hinted = _json_hints(store, a.event_type, texts, exc.problems)
+        if hinted == list(exc.problems):
+            raise
+        raise EventFormatError(hinted, run_id=exc.run_id, sequence=exc.sequence) from None
+
+
+#: What a JSON Schema type asks for, in words.
+_WANTS = {
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+
+
+def _json_hints(
+    store: EventStore, event_type: str, texts: dict[str, str], problems: Sequence[str]
+) -> list[str]:
+    """`problems`, where a field given as text (`amount=25000`) wants another JSON type:
+    its problem says so, and how to write it (`field 'amount' wants an integer: write
+    amount:=25000`)."""
+    cls = store.reducer.table.event_types.classes.get(event_type)
+    if cls is None or not texts:
+        return list(problems)
+    properties = cls.model_json_schema().get("properties", {})
+    out = []
+    for problem in problems:
+        name = next((n for n in texts if problem.startswith(f"field '{n}'")), None)
+        wants = _json_types(properties.get(name, {})) if name is not None else []
+        if name is None or not wants or "string" in wants or not _is_json(texts[name]):
+            out.append(problem)  # the text was meant as text, or is no JSON either
+            continue
+        words = " or ".join(_WANTS.get(t, t) for t in wants)
+        out.append(f"field '{name}' wants {words}: write {name}:={texts[name]}")
+    return out
+
+
+def _is_json(text: str) -> bool:
+    try:
+        parse_json(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _json_types(prop: dict[str, Any]) -> list[str]:
+    """The JSON types a field's schema allows (`anyOf` flattened), in its order."""
+    found = [prop["type"]] if isinstance(prop.get("type"), str) else []
+    for alternative in prop.get("anyOf", ()):
+        found += _json_types(alternative)
+    return found
 
 
 def _pause(store: EventStore, a: argparse.Namespace) -> RunRecord:

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_tables, only_table
 from agentfsm.cli._files import replacing
 from agentfsm.cli._io import LineCounter, stream_lines
+from agentfsm.cli._log_table import table_of_log
 from agentfsm.cli._output import shown
 from agentfsm.cli.report import write_report
 from agentfsm.diagrams import (
@@ -60,7 +61,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--table",
         metavar="MODULE:ATTR",
-        help="the table to draw, e.g. `myapp.lifecycle:TABLE` (default: agentfsm's own)",
+        action="append",
+        help="the table to draw, e.g. `myapp.lifecycle:TABLE` (default: agentfsm's own); with "
+        "--run, several versions (repeatable, or a list): the one the run names is drawn",
     )
     p.add_argument(
         "--run",
@@ -113,7 +116,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _diagram(args: argparse.Namespace) -> int:
-    table = load_table(args.table, "diagram") if args.table else DEFAULT_TABLE
+    versions = load_tables(args.table, "diagram")
+    # Several versions are chosen between by a recorded run; drawing a table takes one.
+    table = only_table(versions, "diagram") if args.run is None or len(versions) < 2 else None
     if args.check or args.write:
         given = [
             flag
@@ -134,22 +139,27 @@ def _diagram(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{PROG} diagram: {mode} covers every committed format; drop {', '.join(given)}"
             )
+        drawn = table or DEFAULT_TABLE
         if args.check:
-            return _check(args.dir, table, args.table)
-        return _write(args.dir, table)
+            return _check(args.dir, drawn, args.table[0] if args.table else None)
+        return _write(args.dir, drawn)
     if args.run_id is not None and args.run is None:
         raise UsageError(f"{PROG} diagram: --run-id needs --run EVENTS.jsonl")
 
     if args.format == _HTML:
         run_ids = [args.run_id] if args.run_id is not None else []
-        write_report(table, args.run, run_ids, args.output, "diagram")
+        shown_table = only_table(versions, "diagram") or DEFAULT_TABLE
+        write_report(shown_table, args.run, run_ids, args.output, "diagram")
         return 0
     trajectory = None
     if args.run is not None:
         counter = LineCounter("diagram")
         lines = counter.count(stream_lines(args.run, "diagram", quiet=True))
+        if len(versions) > 1:
+            table, lines = table_of_log(lines, "diagram", versions, args.run_id)
         with counter.checking():
-            trajectory = trajectory_from_jsonl(lines, table, run_id=args.run_id)
+            trajectory = trajectory_from_jsonl(lines, table or DEFAULT_TABLE, run_id=args.run_id)
+    table = table or DEFAULT_TABLE
     fmt = args.format or DiagramFormat.MERMAID.value
     options = _options(args)
     if fmt == _PNG:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._files import replacing
 from agentfsm.cli._output import error_text
 from agentfsm.cli._store import add_store_argument, opened_store, run_ids
@@ -46,8 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     output: Path | None = args.output
-    table = load_table(args.table, "export") if args.table else None
-    with opened_store(args.store, "export", table) as store:
+    # Every version given is known to the reader: a run's events are read with the types
+    # of the table each stretch of its log was written under.
+    given = load_tables(args.table, "export")
+    with opened_store(args.store, "export", given[0] if given else None, given) as store:
         if args.run_id:
             try:
                 store.run_info(args.run_id)  # before any output: a plain usage error

@@ -101,7 +101,12 @@ def _inspect(args: argparse.Namespace) -> int:
             # A refused event is named by its line; one folded from a line that parsed has
             # only its sequence.
             where = f"line {refusal.line}" if refusal.line else f"sequence {refusal.sequence}"
-            print(style.bad(f"  refused at {where}: ") + shown(refusal.message))
+            # The message is the error's reason (`is not allowed: ...`), which leaves the
+            # event to the sentence it goes in.
+            said = refusal.message
+            if refusal.event is not None:
+                said = f"event '{refusal.event}' {said}"
+            print(style.bad(f"  refused at {where}: ") + shown(said))
     if refusal is None:
         return 0
     # A line that is not an event is bad input (2), not a lifecycle verdict (1).

@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._output import shown
 from agentfsm.cli._store import opened_run_store
 from agentfsm.cli.control import command, run_argument, wait_argument
@@ -51,7 +51,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    new = load_table(args.to, "migrate")
+    versions = load_tables([args.to], "migrate")
+    if len(versions) != 1:
+        raise UsageError(
+            f"{PROG} migrate: --to names {len(versions)} tables; give the one to move to"
+        )
+    (new,) = versions
     with opened_run_store(args.store, "migrate", args.run_id, args.table, [new]) as store:
         old = store.reducer.table
         try:

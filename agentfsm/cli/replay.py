@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._io import LineCounter, Style
 from agentfsm.cli._log_table import table_of_log
 from agentfsm.cli._output import error_text, print_json, shown, shown_json, why
@@ -62,14 +62,14 @@ def _replay(args: argparse.Namespace) -> int:
         if args.file is not None:
             raise UsageError(f"{PROG} replay: give FILE or --store, not both")
         try:
-            report = _from_store(args)
+            report, reducer = _from_store(args)
         except CorruptLogError as exc:  # a stored event that does not check out: exit 1
             print(f"{PROG} replay: error: {error_text(exc)}", file=sys.stderr)
             return 1
     elif args.file is None:
         raise UsageError(f"{PROG} replay: give FILE (- reads stdin) or --store")
     else:
-        report, _ = read_log(args, "replay", keep_records=True)
+        report, reducer = read_log(args, "replay", keep_records=True)
     if not report.ok:
         finding = report.findings[0]
         print(f"{PROG} replay: cannot fold the log: {shown(finding.message)}", file=sys.stderr)
@@ -79,15 +79,18 @@ def _replay(args: argparse.Namespace) -> int:
         print_json(lambda: [r.to_json() for r in records], "replay")
     else:
         style = Style(sys.stdout)
-        print("\n\n".join(summary(r, style) for r in records))
+        ended = reducer.table.terminal_states
+        print("\n\n".join(summary(r, style, r.status in ended) for r in records))
     return 0
 
 
-def _from_store(args: argparse.Namespace) -> ValidationReport:
+def _from_store(args: argparse.Namespace) -> tuple[ValidationReport, Reducer]:
     """Fold the store's runs (or `--run-id`) as `replay` folds a file: the same lines, read
-    from the store, checked as they are read."""
-    table = load_table(args.table, "replay") if args.table else None
-    with opened_store(args.store, "replay", table, known_tables()) as store:
+    from the store, checked as they are read (with the one table `--table` gives, or the one
+    the first run names among the versions it gives, as for a file)."""
+    given = load_tables(args.table, "replay")
+    table = given[0] if len(given) == 1 else None
+    with opened_store(args.store, "replay", table, [*given, *known_tables()]) as store:
         if args.run_id is not None:
             try:
                 store.run_info(args.run_id)
@@ -96,12 +99,11 @@ def _from_store(args: argparse.Namespace) -> ValidationReport:
         counter = LineCounter("replay")
         lines = counter.count(_lines(store, args.run_id))
         if table is None:
-            found, lines = table_of_log(lines, "replay")
+            found, lines = table_of_log(lines, "replay", given, args.run_id)
         else:
             found = table
-        log = (lines, Reducer(found), counter)
-        report, _ = read_log(args, "replay", log=log, keep_records=True)
-    return report
+        log = (lines, Reducer(found, tables=given), counter)
+        return read_log(args, "replay", log=log, keep_records=True)
 
 
 def _lines(store: EventStore, run_id: str | None) -> Iterator[str]:
@@ -126,12 +128,13 @@ def _json_or_why(value: Any) -> str:
         return f"({why(exc)})"
 
 
-def summary(record: RunRecord, style: Style | None = None) -> str:
-    """A person's view of a record: status, stop reason, turns, usage, each action."""
+def summary(record: RunRecord, style: Style | None = None, ended: bool = False) -> str:
+    """A person's view of a record: status (`ended`: in a terminal state of its table),
+    stop reason, turns, usage, what the lifecycle's own events recorded, each action."""
     s = style or Style(sys.stdout)
     u = record.usage
     lines = [
-        f"run {shown(record.run_id)}: {s.status(shown(record.status), False)} "
+        f"run {shown(record.run_id)}: {s.status(shown(record.status), ended)} "
         f"(version {record.version}, {record.turn} turn{'s' if record.turn != 1 else ''})",
     ]
     if record.stop_reason:
@@ -155,6 +158,10 @@ def summary(record: RunRecord, style: Style | None = None) -> str:
         lines.append(f"  final output: {_short(record.final_output)}")
     if record.pending_approvals:
         lines.append(f"  waiting for approval: {', '.join(map(shown, record.pending_approvals))}")
+    if record.custom:
+        # What the lifecycle's own events recorded (`CustomEvent.fold`): a key a line.
+        lines.append("  custom:")
+        lines += [f"    {shown(key)}: {_short(value)}" for key, value in record.custom.items()]
     if record.actions:
         lines.append("  actions:")
         ids = {a: shown(a) for a in record.actions}

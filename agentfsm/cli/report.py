@@ -33,7 +33,10 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("log", nargs="?", type=_args.path, metavar="LOG.jsonl",
                    help="recorded runs to step through (- reads standard input)")  # fmt: skip
     p.add_argument("--output", "-o", type=_args.path, help="write here instead of standard output")
-    p.add_argument("--table", metavar="MODULE:ATTR", help="the table (default: agentfsm's own)")
+    p.add_argument(
+        "--table", metavar="MODULE:ATTR", action="append",
+        help="the table (default: agentfsm's own); one table",
+    )  # fmt: skip
     p.add_argument("--run-id", action="append", default=[], type=_args.run_id,
                    help="only this run of the log (repeatable)")  # fmt: skip
     p.add_argument("--title", type=_args.text, help="the page's title")
@@ -41,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    table = load_table(args.table, "report") if args.table else DEFAULT_TABLE
+    table = load_table(args.table, "report") or DEFAULT_TABLE
     write_report(table, args.log, args.run_id, args.output, "report", title=args.title)
     return 0
 

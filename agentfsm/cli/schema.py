@@ -25,13 +25,14 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--table", metavar="MODULE:ATTR",
-        help="include the table's own event types (default: the built-in ones)",
+        "--table", metavar="MODULE:ATTR", action="append",
+        help="include the table's own event types (default: the built-in ones); one table",
     )  # fmt: skip
     p.set_defaults(handler=_schema)
 
 
 def _schema(args: argparse.Namespace) -> int:
-    events = load_table(args.table, "schema").event_types if args.table else BUILTIN_EVENTS
+    table = load_table(args.table, "schema")
+    events = table.event_types if table is not None else BUILTIN_EVENTS
     print_json(lambda: event_json_schema(events), "schema", indent=2)
     return 0

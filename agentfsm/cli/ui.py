@@ -12,7 +12,7 @@ import os
 import sys
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._output import shown
 from agentfsm.cli._store import add_store_argument, store_label, store_opener
 from agentfsm.errors import EventFormatError
@@ -74,7 +74,7 @@ def _ui(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{PROG} ui: {where} {problem}; {TOKEN_RULE}, or leave it out for a fresh one"
         )
-    tables = [load_table(spec, "ui") for spec in args.table]
+    tables = list(load_tables(args.table, "ui"))
     if args.log is not None:
         if args.store is not None:
             raise UsageError(f"{PROG} ui: give --store or --log, not both")

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._io import LineCounter, Style, stream_lines
 from agentfsm.cli._log_table import table_of_log
 from agentfsm.cli._output import print_json, shown
@@ -50,9 +50,10 @@ def add_log_arguments(p: argparse.ArgumentParser, *, optional: bool = False) -> 
     )  # fmt: skip
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument(
-        "--table", metavar="MODULE:ATTR",
-        help="the table to check against (default: the one the log's first run.started "
-        "names, found among the registered tables)",
+        "--table", metavar="MODULE:ATTR", action="append",
+        help="the table to check against, or a list of versions (repeatable: once per "
+        "version; the one the log's first run names is used); default: the one the log's "
+        "first run.started names, found among the registered tables",
     )  # fmt: skip
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
 
@@ -71,16 +72,18 @@ def opened_log(
 ) -> tuple[Iterator[str], Reducer, LineCounter]:
     """The lines of `args.file`, the reducer to fold them with, and the line counter.
 
-    The table is `--table` when given, else the one the log's first `run.started` names
-    (`table_of_log`); the reducer checks `guards` too.
+    The table is `--table` when it names one (the log is checked against it, whatever its
+    runs name); else the one the log's first `run.started` names (`table_of_log`), among
+    the versions `--table` names when it names several; the reducer checks `guards` too.
     """
     counter = LineCounter(command)
     lines = counter.count(stream_lines(args.file, command, quiet=args.quiet))
-    if args.table:
-        table = load_table(args.table, command)
+    given = load_tables(args.table, command)
+    if len(given) == 1:
+        table = given[0]
     else:
-        table, lines = table_of_log(lines, command)
-    return lines, Reducer(table, guards or ()), counter
+        table, lines = table_of_log(lines, command, given, getattr(args, "run_id", None))
+    return lines, Reducer(table, guards or (), tables=given), counter
 
 
 def read_log(
@@ -259,7 +262,8 @@ def _print_finding(f: Finding, style: Style) -> None:
     if f.state is not None:
         state, event = shown(f.state), shown(str(f.event))
         print(style.dim("  state: ") + state + style.dim("   event: ") + event)
-        allowed = ", ".join(map(shown, f.allowed)) if f.allowed else "none"
-        print(style.dim("  allowed: ") + allowed)
+        if f.allowed or f.kind == "illegal_transition":
+            allowed = ", ".join(map(shown, f.allowed)) if f.allowed else "none"
+            print(style.dim("  allowed: ") + allowed)
     if f.guard is not None:
         print(style.dim("  guard: ") + shown(f"{f.guard}: {f.detail}"))

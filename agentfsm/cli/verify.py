@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, load_table
+from agentfsm.cli._common import PROG, Parser, UsageError, load_tables
 from agentfsm.cli._output import shown, shown_json
 from agentfsm.cli._store import (
     ENV,
@@ -77,7 +77,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    table = load_table(args.table, "verify") if args.table else None
+    # `--table` once per version (or a list): a run is checked with the one it is under.
+    versions = load_tables(args.table, "verify")
+    table = versions[0] if versions else None
     if args.anchor is not None and _same_file(args.anchor, args.store):
         raise UsageError(
             f"{PROG} verify: --anchor must be another file than the store: an anchor is "
@@ -88,8 +90,10 @@ def _verify(args: argparse.Namespace) -> int:
     tally = _Tally()
     try:
         with (
-            opened_store(args.store, "verify", table, known_tables(), anchor=given) as store,
-            _Handles(store, args, given) as handles,
+            opened_store(
+                args.store, "verify", table, [*versions, *known_tables()], anchor=given
+            ) as store,
+            _Handles(store, args, given, versions) as handles,
         ):
             anchor = store.options.anchor
             gone = _lost(store, anchor, args.run_id)  # before any output: a usage error
@@ -194,13 +198,21 @@ def _gone(anchored: AnchoredHead, store: EventStore, out: _Text | _Json, tally: 
 
 class _Handles:
     """A handle per table the store's runs are under, so each run is checked with its own:
-    the store's (the default table, or `--table`) first, and for a run that does not pass,
-    the registered table its log names, when that is another."""
+    the store's (the default table, or the first `--table`) first, and for a run that does
+    not pass, the table its log names (among the versions `--table` gives, else the
+    registered ones), when that is another."""
 
-    def __init__(self, store: EventStore, args: argparse.Namespace, anchor: Anchor | None):
+    def __init__(
+        self,
+        store: EventStore,
+        args: argparse.Namespace,
+        anchor: Anchor | None,
+        versions: tuple[TransitionTable, ...] = (),
+    ):
         self._store = store
         self._args = args
         self._anchor = anchor
+        self._versions = versions
         self._opened: dict[str, EventStore] = {}
         self._stack = ExitStack()
 
@@ -223,6 +235,9 @@ class _Handles:
         _, current = run_tables(self._store, run_id)
         if current is None or current.digest == self._store.reducer.table.digest:
             return None
+        for table in self._versions:
+            if table.digest == current.digest:
+                return table
         try:
             return lookup(current)
         except UnknownTableError:
@@ -232,7 +247,13 @@ class _Handles:
         handle = self._opened.get(table.digest)
         if handle is None:
             handle = self._stack.enter_context(
-                opened_store(self._args.store, "verify", table, known_tables(), anchor=self._anchor)
+                opened_store(
+                    self._args.store,
+                    "verify",
+                    table,
+                    [*self._versions, *known_tables()],
+                    anchor=self._anchor,
+                )
             )
             self._opened[table.digest] = handle
         return handle

@@ -7,8 +7,11 @@ Layout choices, made for a picture people review:
 * a move that keeps the run in its state is listed *inside* the state's box, under a rule
   (UML's internal transitions), not drawn as a loop: Graphviz lays loop labels over each
   other, and the default table has four busy loops;
-* labels are HTML-like text: events, the condition in italics, limit guards on a small grey
-  line; the title carries a one-line legend.
+* labels are HTML-like text: events, the alternative's place and condition in italics
+  (`2. [calls left]`, `3. else`), limit guards on a small grey line; the title carries a
+  one-line legend;
+* a state that waits for a person is amber, a paused one lilac, each saying so under its
+  name.
 
 Identifiers are the quoted state names, so any name is safe; pseudo-nodes get ids no state
 uses.
@@ -24,10 +27,14 @@ from agentfsm.diagrams._text import IdAllocator
 from agentfsm.diagrams.model import (
     ANY_ACTIVE,
     DEFAULT_OPTIONS,
+    ELSE,
+    KIND_COLOURS,
+    KIND_WORDS,
     DiagramModel,
     DiagramOptions,
     EdgeLabel,
     StateNode,
+    marks_legend,
 )
 from agentfsm.diagrams.trajectory import Overlay, Trajectory, format_sequences
 
@@ -152,6 +159,7 @@ def _title(model: DiagramModel, trajectory: Trajectory | None) -> str:
     # Only the notations this picture uses: a legend that explains absent things is noise.
     if any(label.condition is not None for label in labels):
         legend.append("event [condition that picks the target]")
+    legend += marks_legend(model)
     if any(label.guards for label in labels):
         legend.append("{limit guards checked} in amber")
     if any(edge.source is not None and edge.source == edge.target for edge in model.edges):
@@ -181,8 +189,17 @@ def _node_attrs(
             f"fillcolor={_q(_TERMINAL_FILL)}",
             f"color={_q(_TERMINAL_LINE)}",
         ]
+    kind = KIND_COLOURS.get(state.kind)
+    if kind is not None:
+        attrs += [f"fillcolor={_q(kind[1])}", f"color={_q(kind[2])}"]
     final = overlay is not None and overlay.trajectory.final_state == state.name
     name = f"<B>{_h(state.name)}</B>" if final else _h(state.name)
+    if kind is not None:
+        # Under the name, in the kind's own ink: a reviewer sees who the run waits for.
+        name += (
+            f'<BR/><FONT POINT-SIZE="10" COLOR="{kind[2]}"><I>{KIND_WORDS[state.kind]}</I></FONT>'
+        )
+
     if options.descriptions and state.description:
         # Under the name, small: reviewers read what a state means without hovering.
         lines = "<BR/>".join(_h(line) for line in textwrap.wrap(state.description, width=30))
@@ -193,7 +210,12 @@ def _node_attrs(
             f'label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2">'
             f"<TR><TD>{name}</TD></TR><HR/>{rows}</TABLE>>"
         )
-    elif final or not _PLAIN.match(state.name) or (options.descriptions and state.description):
+    elif (
+        final
+        or kind is not None
+        or not _PLAIN.match(state.name)
+        or (options.descriptions and state.description)
+    ):
         # An HTML-like label shows any name verbatim; a plain one would read `&amp;` as `&`.
         attrs.append(f"label=<{name}>")
     if state.description:
@@ -230,8 +252,10 @@ def _label_lines(
 
 def _label_html(label: EdgeLabel, sequences: tuple[int, ...] | None, inside: bool) -> str:
     text = _h(" / ".join(label.events))
-    if label.condition is not None:
-        text += f" <I>[{_h(label.condition)}]</I>"
+    if label.choice:
+        place = f"{label.rank}. " if label.rank is not None else ""
+        which = f"[{_h(label.condition)}]" if label.condition is not None else ELSE
+        text += f" {place}<I>{which}</I>"
     if sequences:
         seqs = _h(format_sequences(sequences))
         text = f'<FONT COLOR="{_PATH}"><B>{text}  {seqs}</B></FONT>'

@@ -1,15 +1,17 @@
 """A Markdown description of a table: its states, and one row per group of moves.
 
-Rows follow the diagram model (edges by source and target, then labels), so the table reads
-in the same order as the pictures; moves from `any active state` close the table. With a
-run's trajectory, a third section lists the run's path step by step.
+Rows go state by state in the order the table tries them (each group of moves by its first
+transition), so the alternatives of one state and event read top down as they are tried,
+numbered (`1. batch resolved`, `2. calls left`, `3. else`); moves from `any active state`
+close the table. The states table says each state's kind in words (`waits for a person`).
+With a run's trajectory, a third section lists the run's path step by step.
 """
 
 from __future__ import annotations
 
 import re
 
-from agentfsm.diagrams.model import ANY_ACTIVE, DiagramModel
+from agentfsm.diagrams.model import ANY_ACTIVE, ELSE, KIND_WORDS, DiagramModel, EdgeLabel
 from agentfsm.diagrams.trajectory import Trajectory
 from agentfsm.names import StateKind
 
@@ -39,8 +41,7 @@ def _prose(text: str) -> str:
 _KIND_WORDS = {
     StateKind.ACTIVE: "",
     StateKind.IN_FLIGHT: "in flight",
-    StateKind.WAITING: "waits for a person",
-    StateKind.PAUSED: "paused",
+    **KIND_WORDS,
     StateKind.TERMINAL: "terminal",
 }
 
@@ -70,19 +71,37 @@ def render_markdown(model: DiagramModel, trajectory: Trajectory | None = None) -
         "| from | event | condition | to | limit guards |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for edge in model.edges:
-        source = f"*{ANY_ACTIVE}*" if edge.source is None else _code(edge.source)
-        for label in edge.labels:
-            events = " / ".join(_code(e) for e in label.events)
-            condition = "" if label.condition is None else _prose(label.condition)
-            guards = ", ".join(_code(g) for g in label.guards)
-            out.append(f"| {source} | {events} | {condition} | {_code(edge.target)} | {guards} |")
+    rows = [(edge.source, label, edge.target) for edge in model.edges for label in edge.labels]
+    # State by state, each group of moves where the table declares it first: the edges of a
+    # state and event come in the order they are tried (the sort keeps the model's order of
+    # states, and `any active state` last).
+    where = {name: i for i, name in enumerate(dict.fromkeys(s for s, _, _ in rows))}
+    rows.sort(key=lambda row: (where[row[0]], row[1].order))
+    for source, label, target in rows:
+        shown = f"*{ANY_ACTIVE}*" if source is None else _code(source)
+        events = " / ".join(_code(e) for e in label.events)
+        guards = ", ".join(_code(g) for g in label.guards)
+        out.append(f"| {shown} | {events} | {_choice(label)} | {_code(target)} | {guards} |")
+    if any(label.rank is not None for _, label, _ in rows):
+        out += [
+            "",
+            f"A numbered condition is one of several for its state and event, tried in that "
+            f"order; *{ELSE}* is the one without a condition, tried last.",
+        ]
     if model.has_any_active:
         names = ", ".join(_code(s.name) for s in model.active_states)
         out += ["", f"*{ANY_ACTIVE}* stands for every non-terminal state: {names}."]
     if trajectory is not None:
         out += _path(trajectory)
     return "\n".join(out) + "\n"
+
+
+def _choice(label: EdgeLabel) -> str:
+    """The condition cell: `retry`, `2. calls left`, `3. *else*`, or empty."""
+    condition = _prose(label.condition) if label.condition is not None else None
+    if label.rank is None:
+        return condition or ""
+    return f"{label.rank}. {condition or f'*{ELSE}*'}"
 
 
 def _path(trajectory: Trajectory) -> list[str]:

@@ -5,7 +5,9 @@ names are not plain identifiers get an id and a display name (`state "needs revi
 needs_review`); text is entity-encoded where Mermaid would otherwise read it as syntax
 (`;` ends a statement, `#` starts an entity, `%%` a comment, `<` HTML, `**` Markdown).
 Terminal states get
-the `terminal` class *and* an arrow to `[*]`, the end marker every Mermaid reader knows.
+the `terminal` class *and* an arrow to `[*]`, the end marker every Mermaid reader knows. A
+state that waits for a person, or is paused, says so under its name and has a class of its
+own (`waitingKind`, `pausedKind`); a note by the initial state is the legend.
 
 Mermaid cannot style a single transition of a state diagram, so a run's path is shown by
 state classes (visited, not visited, final) and by the event sequences written on the labels
@@ -20,11 +22,15 @@ from agentfsm.diagrams._text import IdAllocator
 from agentfsm.diagrams.model import (
     ANY_ACTIVE,
     DEFAULT_OPTIONS,
+    KIND_COLOURS,
+    KIND_WORDS,
     DiagramModel,
     DiagramOptions,
     EdgeLabel,
+    marks_legend,
 )
 from agentfsm.diagrams.trajectory import Overlay, Trajectory, sequenced
+from agentfsm.names import StateKind
 
 __all__ = ["render_mermaid"]
 
@@ -73,6 +79,8 @@ _CLASSES = (
     "classDef terminal fill:#eeeeee,stroke:#4a4a4a,stroke-width:3px",
     "classDef anyActive fill:#ffffff,stroke:#6b7785,stroke-dasharray:4 3,color:#6b7785",
 )
+# The class of each marked kind (its colours: `KIND_COLOURS`).
+_KIND_CLASSES = {StateKind.WAITING: "waitingKind", StateKind.PAUSED: "pausedKind"}
 _PATH_CLASSES = (
     "classDef visited fill:#fbe3e0,stroke:#c0392b,stroke-width:2px",
     "classDef final fill:#fbe3e0,stroke:#c0392b,stroke-width:4px,font-weight:bold",
@@ -114,13 +122,22 @@ def render_mermaid(
         f"  direction {options.direction}",
     ]
     out += [f"  {c}" for c in _CLASSES]
+    out += [
+        f"  classDef {_KIND_CLASSES[kind]} fill:{fill},stroke:{line},stroke-width:2px"
+        for kind, (_, fill, line) in KIND_COLOURS.items()
+        if any(s.kind == kind for s in model.states)
+    ]
     if overlay is not None:
         out += [f"  {c}" for c in _PATH_CLASSES]
     looping = {e.source for e in model.edges if e.source is not None and e.source == e.target}
     for state in model.states:
         # Mermaid titles a state that has descriptions with its first description, so a
-        # state that lists moves inside its box declares its name as that first line.
-        if not ids.is_plain(state.name) or state.name in looping:
+        # state that lists moves inside its box declares its name as that first line; one
+        # whose kind a reader must see says it on a line under its name.
+        marked = KIND_WORDS.get(state.kind)
+        if marked is not None:
+            out.append(f'  state "{_text(state.name)}<br>{marked}" as {ids(state.name)}')
+        elif not ids.is_plain(state.name) or state.name in looping:
             out.append(f'  state "{_text(state.name)}" as {ids(state.name)}')
     if model.has_any_active:
         out.append(f'  state "{ANY_ACTIVE}" as {any_active}')
@@ -144,10 +161,19 @@ def render_mermaid(
     for state in model.terminal_states:
         out.append(f"  {ids(state.name)} --> [*]")
 
+    out += _legend(model, ids)
     if overlay is not None:
         out += _overlay_notes(overlay, ids)
     out += _class_lines(model, overlay, ids, any_active)
     return "\n".join(out) + "\n"
+
+
+def _legend(model: DiagramModel, ids: IdAllocator) -> list[str]:
+    """A note by the initial state naming the marks this picture uses (none: no note)."""
+    entries = marks_legend(model)
+    if not entries:
+        return []
+    return [f"  note left of {ids(model.initial)}", *(f"    {e}" for e in entries), "  end note"]
 
 
 def _yaml(text: str) -> str:
@@ -180,6 +206,8 @@ def _class_lines(
         if overlay is None:
             if state.terminal:
                 classes.setdefault("terminal", []).append(ids(state.name))
+            elif state.kind in _KIND_CLASSES:
+                classes.setdefault(_KIND_CLASSES[state.kind], []).append(ids(state.name))
             continue
         if overlay.trajectory.final_state == state.name:
             name = "final"

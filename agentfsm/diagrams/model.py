@@ -1,19 +1,27 @@
 """The diagram model: a plain, ordered graph extracted once from a transition table.
 
 Every renderer reads this model and nothing else, so the formats cannot disagree about what
-the table says. Three readability choices are made here, once, for all formats:
+the table says. Four readability choices are made here, once, for all formats:
 
 * edges between the same two states are merged into one edge with several labels;
 * on such an edge, events that share a condition and limit guards share one label
   (`tool.completed / tool.failed [batch resolved]`);
+* where one state and event have several alternatives, each label says its place in the
+  order they are tried (`1. [batch resolved]`, `2. [calls left]`, and `else` for the one
+  without a condition, tried last), so a reviewer reads which outcome wins whatever the
+  layout puts first;
 * an event that leaves *every* active (non-terminal) state for the same target, with the same
   condition and guards, is drawn once from a pseudo-state `any active state` instead of once
   per state (the default table has three such families: cancel, fail, terminate; drawn one
   by one they are 18 crossing arrows). `collapse=False` turns this off.
 
-Order is the table's declaration order (states, then edges by source and target, then labels
-by their first transition), so the same table always gives byte-identical diagrams, and the
-order a table's author chose (which also decides condition precedence) is the reading order.
+Order is the table's declaration order (states; edges by source, then by their first
+transition; labels by their first transition), so the same table always gives byte-identical
+diagrams, and the order a table's author chose (which decides which condition is tried
+first) is the reading order.
+
+Each state's kind is in the model (`StateNode.kind`); `KIND_WORDS` is how every format says
+the kinds a reader must see: a state that waits for a person, one that is paused.
 """
 
 from __future__ import annotations
@@ -28,16 +36,36 @@ from agentfsm.names import StateKind
 __all__ = [
     "ANY_ACTIVE",
     "DEFAULT_OPTIONS",
+    "ELSE",
+    "KIND_COLOURS",
+    "KIND_WORDS",
+    "ORDER_LEGEND",
     "DiagramModel",
     "DiagramOptions",
     "Edge",
     "EdgeLabel",
     "StateNode",
     "diagram_model",
+    "marks_legend",
 ]
 
 #: What diagrams call the pseudo-state that stands for "every non-terminal state".
 ANY_ACTIVE = "any active state"
+#: What a label says of the last alternative, the one without a condition.
+ELSE = "else"
+#: How every format marks a state of each kind a reader must notice (the others are plain:
+#: `active` and `in_flight` are the runtime's own work, `terminal` has its own look).
+KIND_WORDS: dict[StateKind, str] = {
+    StateKind.WAITING: "waits for a person",
+    StateKind.PAUSED: "waits to be resumed",
+}
+#: The colour of each marked kind in the pictures: its name (for legends), fill and line.
+KIND_COLOURS: dict[StateKind, tuple[str, str, str]] = {
+    StateKind.WAITING: ("amber", "#fff4d6", "#b7791f"),
+    StateKind.PAUSED: ("lilac", "#efe7f7", "#6b4f9c"),
+}
+#: What the numbers on labels mean, for legends.
+ORDER_LEGEND = f"1. 2. …: the order a state's alternatives are tried ({ELSE}: last)"
 
 
 def _check_direction(_: object, __: object, value: str) -> None:
@@ -95,24 +123,39 @@ class StateNode:
 
 @attrs.frozen
 class EdgeLabel:
-    """One line of an edge's label: events sharing a condition and limit guards.
+    """One line of an edge's label: events sharing a condition, limit guards and place.
 
     Attributes:
         events: the event types, in declaration order.
         condition: the condition's name, or None for an unconditional move.
         guards: the names of the limit guards checked on this move.
+        rank: where its state and events have several alternatives, its place (1-based) in
+            the order they are tried; None for the only one.
+        order: the table's index of its first transition (evaluation order across labels).
     """
 
     events: tuple[str, ...]
     condition: str | None
     guards: tuple[str, ...]
+    rank: int | None = None
+    order: int = 0
+
+    @property
+    def choice(self) -> str:
+        """Which alternative it is: `[batch resolved]`, `2. [calls left]`, `3. else`, or ""
+        for an unconditional move that is the only one."""
+        condition = f"[{self.condition}]" if self.condition is not None else None
+        if self.rank is None:
+            return condition or ""
+        return f"{self.rank}. {condition or ELSE}"
 
     @property
     def text(self) -> str:
-        """The label as plain text: `tool.completed / tool.failed [batch resolved] {deadline}`."""
+        """The label as plain text: `tool.completed / tool.failed 1. [batch resolved]
+        {deadline}`."""
         out = " / ".join(self.events)
-        if self.condition is not None:
-            out += f" [{self.condition}]"
+        if self.choice:
+            out += f" {self.choice}"
         if self.guards:
             out += " {" + ", ".join(self.guards) + "}"
         return out
@@ -152,8 +195,8 @@ class DiagramModel:
         name: the table's name (used as the diagram title and file stem).
         initial: the initial state's name.
         states: every state, in declaration order.
-        edges: state-to-state edges first (by source, then target), then the edges from
-            `any active state` (by target).
+        edges: state-to-state edges first (by source, then by their first transition), then
+            the edges from `any active state` (by their first transition).
     """
 
     name: str
@@ -184,9 +227,9 @@ class DiagramModel:
         raise KeyError(f"diagram '{self.name}' has no state '{name}'")
 
 
-# (event, target, condition, guards): what must match for moves from several states to be
-# one family.
-_FamilyKey = tuple[str, str, str | None, tuple[str, ...]]
+# (event, target, condition, guards, rank): what must match for moves from several states to
+# be one family.
+_FamilyKey = tuple[str, str, str | None, tuple[str, ...], int | None]
 
 
 def diagram_model(table: TransitionTable, *, collapse: bool = True) -> DiagramModel:
@@ -198,24 +241,27 @@ def diagram_model(table: TransitionTable, *, collapse: bool = True) -> DiagramMo
     """
     order = {name: i for i, name in enumerate(table.state_names)}
     active = [s.name for s in table.states if not s.terminal]
-    collapsed = _families(table.transitions, active) if collapse else set()
+    ranks = _ranks(table.transitions)
+    collapsed = _families(table.transitions, active, ranks) if collapse else set()
 
-    by_pair: dict[tuple[str | None, str], list[Transition]] = {}
-    for t in table.transitions:
-        key = _family_key(t)
+    by_pair: dict[tuple[str | None, str], list[tuple[int, Transition]]] = {}
+    for i, t in enumerate(table.transitions):
+        key = _family_key(t, ranks[i])
         source: str | None = None if key in collapsed else t.source
         members = by_pair.setdefault((source, t.target), [])
         # A collapsed family is one move; keep a single representative of it.
-        if source is None and any(_family_key(m) == key for m in members):
+        if source is None and any(_family_key(m, ranks[j]) == key for j, m in members):
             continue
-        members.append(t)
+        members.append((i, t))
 
-    def edge_order(pair: tuple[str | None, str]) -> tuple[int, int, int]:
-        source, target = pair
-        return (source is None, -1 if source is None else order[source], order[target])
+    def edge_order(pair: tuple[str | None, str]) -> tuple[bool, int, int]:
+        # By source, then by the edge's first transition: where a state and event have
+        # several alternatives, their edges come in the order they are tried.
+        source, _ = pair
+        return (source is None, -1 if source is None else order[source], by_pair[pair][0][0])
 
     edges = tuple(
-        Edge(source=pair[0], target=pair[1], labels=_labels(by_pair[pair]))
+        Edge(source=pair[0], target=pair[1], labels=_labels(by_pair[pair], ranks))
         for pair in sorted(by_pair, key=edge_order)
     )
     states = tuple(
@@ -225,29 +271,62 @@ def diagram_model(table: TransitionTable, *, collapse: bool = True) -> DiagramMo
     return DiagramModel(name=table.name, initial=table.initial, states=states, edges=edges)
 
 
-def _family_key(t: Transition) -> _FamilyKey:
-    return (t.event, t.target, t.condition.name if t.condition else None, t.guards)
+def _ranks(transitions: tuple[Transition, ...]) -> list[int | None]:
+    """Each transition's place (1-based) among the alternatives of its (source, event), in
+    the order the table tries them; None where it is the only one."""
+    counts: dict[tuple[str, str], int] = {}
+    place = []
+    for t in transitions:
+        counts[(t.source, t.event)] = counts.get((t.source, t.event), 0) + 1
+        place.append(counts[(t.source, t.event)])
+    return [
+        None if counts[(t.source, t.event)] == 1 else n
+        for t, n in zip(transitions, place, strict=True)
+    ]
 
 
-def _families(transitions: tuple[Transition, ...], active: list[str]) -> set[_FamilyKey]:
+def _family_key(t: Transition, rank: int | None) -> _FamilyKey:
+    return (t.event, t.target, t.condition.name if t.condition else None, t.guards, rank)
+
+
+def _families(
+    transitions: tuple[Transition, ...], active: list[str], ranks: list[int | None]
+) -> set[_FamilyKey]:
     """The moves that leave every active state alike (only worth it with 2+ active states)."""
     if len(active) < 2:
         return set()
     sources: dict[_FamilyKey, set[str]] = {}
-    for t in transitions:
-        sources.setdefault(_family_key(t), set()).add(t.source)
+    for t, rank in zip(transitions, ranks, strict=True):
+        sources.setdefault(_family_key(t, rank), set()).add(t.source)
     wanted = set(active)
     return {key for key, found in sources.items() if found == wanted}
 
 
-def _labels(transitions: list[Transition]) -> tuple[EdgeLabel, ...]:
-    """Group an edge's transitions by (condition, guards), keeping first-appearance order."""
-    groups: dict[tuple[str | None, tuple[str, ...]], list[str]] = {}
-    for t in transitions:
-        events = groups.setdefault((t.condition.name if t.condition else None, t.guards), [])
+def _labels(
+    transitions: list[tuple[int, Transition]], ranks: list[int | None]
+) -> tuple[EdgeLabel, ...]:
+    """Group an edge's transitions by (condition, guards, place), in first-appearance order."""
+    groups: dict[tuple[str | None, tuple[str, ...], int | None], tuple[int, list[str]]] = {}
+    for i, t in transitions:
+        key = (t.condition.name if t.condition else None, t.guards, ranks[i])
+        _, events = groups.setdefault(key, (i, []))
         if t.event not in events:
             events.append(t.event)
     return tuple(
-        EdgeLabel(events=tuple(events), condition=condition, guards=guards)
-        for (condition, guards), events in groups.items()
+        EdgeLabel(tuple(events), condition, guards, rank, first)
+        for (condition, guards, rank), (first, events) in groups.items()
     )
+
+
+def marks_legend(model: DiagramModel) -> list[str]:
+    """The legend lines for the marks this model's picture uses: numbered alternatives,
+    then each marked kind by its colour (none when it uses none)."""
+    lines = []
+    if any(label.rank is not None for edge in model.edges for label in edge.labels):
+        lines.append(ORDER_LEGEND)
+    lines += [
+        f"{colour}: {KIND_WORDS[kind]}"
+        for kind, (colour, _, _) in KIND_COLOURS.items()
+        if any(s.kind == kind for s in model.states)
+    ]
+    return lines

@@ -3,7 +3,10 @@
 PlantUML reads creole markup (`**bold**`, `__underline__`, `[[links]]`) and tags (`<b>`) in
 every label, so text is escaped before it goes in: `~` before a doubled marker, `<U+003C>`
 for `<`, `<U+0022>` for a quote, `\\\\` for a backslash. Terminal states get the `terminal`
-stereotype and an arrow to `[*]`; moves that stay in their state are listed inside its box.
+stereotype and an arrow to `[*]`; moves that stay in their state are listed inside its box,
+under the state's description (in italics: `//...//`, which escaped text cannot spell) and,
+for a state that waits for a person or is paused, its kind in bold (and the `waiting` or
+`paused` stereotype's colours). A `legend` names the notations the picture uses.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from agentfsm.diagrams._text import IdAllocator
 from agentfsm.diagrams.model import (
     ANY_ACTIVE,
     DEFAULT_OPTIONS,
+    KIND_COLOURS,
+    KIND_WORDS,
     DiagramModel,
     DiagramOptions,
     EdgeLabel,
+    marks_legend,
 )
 from agentfsm.diagrams.trajectory import Overlay, Trajectory, sequenced
+from agentfsm.names import StateKind
 
 __all__ = ["render_plantuml"]
 
@@ -61,6 +68,13 @@ _SKIN = (
     "  BackgroundColor<<anyActive>> #ffffff",
     "  BorderColor<<anyActive>> #6b7785",
     "  FontColor<<anyActive>> #6b7785",
+)
+# The stereotype of each marked kind (its colours: `KIND_COLOURS`).
+_KINDS = {StateKind.WAITING: "waiting", StateKind.PAUSED: "paused"}
+_KIND_SKIN = tuple(
+    f"  {part}Color<<{_KINDS[kind]}>> {colour}"
+    for kind, (_, fill, line) in KIND_COLOURS.items()
+    for part, colour in (("Background", fill), ("Border", line))
 )
 _PATH_SKIN = (
     "  BackgroundColor<<visited>> #fbe3e0",
@@ -107,13 +121,19 @@ def render_plantuml(
     if options.direction == "LR":
         out.append("left to right direction")
     out += _SKIN
+    out += _KIND_SKIN
     if overlay is not None:
         out += _PATH_SKIN
     out.append("}")
     for state in model.states:
-        stereotype = _stereotype(state.name, state.terminal, overlay)
+        stereotype = _stereotype(state.name, state.terminal, state.kind, overlay)
         name = "" if ids.is_plain(state.name) else f'"{_text(state.name)}" as '
         out.append(f"state {name}{ids(state.name)}{stereotype}")
+        # What the state is, before the moves its box lists.
+        if options.descriptions and state.description:
+            out.append(f"{ids(state.name)} : //{_text(state.description)}//")
+        if state.kind in KIND_WORDS:
+            out.append(f"{ids(state.name)} : **{KIND_WORDS[state.kind]}**")
     if model.has_any_active:
         used = overlay is None or bool(overlay.extra)
         kind = "anyActive" if used else "unvisited"
@@ -141,13 +161,22 @@ def render_plantuml(
         out.append(f"{ids(state.name)} --> [*]")
     if overlay is not None:
         out += _overlay_notes(overlay, ids)
+    out += _legend(model)
     out.append("@enduml")
     return "\n".join(out) + "\n"
 
 
-def _stereotype(name: str, terminal: bool, overlay: Overlay | None) -> str:
+def _legend(model: DiagramModel) -> list[str]:
+    """The marks this picture uses, in a `legend` block (none: no block)."""
+    entries = marks_legend(model)
+    return ["legend right", *entries, "endlegend"] if entries else []
+
+
+def _stereotype(name: str, terminal: bool, kind: StateKind, overlay: Overlay | None) -> str:
     if overlay is None:
-        return " <<terminal>>" if terminal else ""
+        if terminal:
+            return " <<terminal>>"
+        return f" <<{_KINDS[kind]}>>" if kind in _KINDS else ""
     if overlay.trajectory.final_state == name:
         return " <<final>>"
     return " <<visited>>" if overlay.state_visited(name) else " <<unvisited>>"

@@ -2,10 +2,12 @@
 
 Building a `TransitionTable` already refuses the hard errors (undeclared states,
 nondeterminism, edges out of terminal states, unreachable states, traps). `check_table` reports
-those as data — also for a declaration that cannot be built — and adds what is legal but
-worth a look: event types no edge uses, states or events whose only ways out are
-conditional, and conditions that leave an event without a fallback. It also lists the limit
-guards the table's edges check, and on which events, so a review sees every limit at once.
+those as data — also for a declaration that cannot be built — and one more kind of error: a
+state no Runner can drive a run in (`agentfsm.fsm.needs.runner_problems`: a state declared
+without a kind, so `active`, that only a person moves on). It adds what is legal but worth a
+look: event types no edge uses, states or events whose only ways out are conditional, and
+conditions that leave an event without a fallback. It also lists the limit guards the table's
+edges check, and on which events, so a review sees every limit at once.
 """
 
 from __future__ import annotations
@@ -16,15 +18,10 @@ from typing import Any
 
 import attrs
 
+from agentfsm.errors import InvalidTableError
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
-from agentfsm.fsm.table import (
-    ON_NO_EDGE,
-    Condition,
-    State,
-    Transition,
-    TransitionTable,
-    table_problems,
-)
+from agentfsm.fsm.needs import runner_problems
+from agentfsm.fsm.table import ON_NO_EDGE, Condition, State, Transition, TransitionTable
 
 __all__ = ["TableReport", "check_parts", "check_table", "table_from_spec", "transition_matrix"]
 
@@ -38,7 +35,8 @@ class TableReport:
 
     Attributes:
         name: the table's name.
-        errors: problems that make the table unusable (a built table has none).
+        errors: problems that make the table unusable: the declaration's own (a built table
+            has none of those), then the states no Runner can drive a run in.
         warnings: legal but suspicious: never-firing events, condition-only exits.
         notes: by design but worth knowing: events refused whenever their only condition
             does not hold.
@@ -107,9 +105,10 @@ def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
 
 
 def check_table(table: TransitionTable) -> TableReport:
-    """The full report for a built table (errors are impossible there, warnings are not)."""
+    """The full report for a built table (its errors are states no Runner can drive a run
+    in, `agentfsm.fsm.needs.runner_problems`)."""
     return check_parts(
-        table.name, table.states, table.initial, table.transitions, table.event_types
+        table.name, table.states, table.initial, table.transitions, table.event_types, table
     )
 
 
@@ -119,9 +118,18 @@ def check_parts(
     initial: str,
     transitions: Sequence[Transition],
     event_types: EventTypes = BUILTIN_EVENTS,
+    built: TransitionTable | None = None,
 ) -> TableReport:
-    """The report for a declaration, whether or not it could be built."""
-    errors = table_problems(states, initial, transitions, event_types)
+    """The report for a declaration, whether or not it could be built (`built`: the table
+    these parts are, when the caller has it already)."""
+    errors: list[str] = []
+    if built is None:
+        try:  # the builder lists the declaration's problems (`table_problems`) when it fails
+            built = TransitionTable(name, states, initial, transitions, event_types)
+        except InvalidTableError as exc:
+            errors = list(exc.problems)
+    if built is not None:
+        errors += runner_problems(built)
     terminal = {s.name for s in states if s.terminal}
     # `run.migrated` and `emit.refused` are on no edge by design: the reducer applies them in
     # every live state.

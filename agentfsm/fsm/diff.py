@@ -8,11 +8,13 @@ is a sentence; the order is stable (removals first, then changes, then additions
 sorted within each), so a review or a test can pin the whole text.
 
 `TableDiff.affects(state)` says why a run standing in `state` under the old table would
-move differently under the new one: what `agentfsm check-table NEW --against OLD --store`
-reports for the runs in flight. `TableDiff.cannot_migrate(state)` says why such a run
-cannot be moved to the new version (`agentfsm migrate`): its state is gone or of another
-kind, or the run can come to a state where the new version takes away a move a Runner makes
-there (`TableDiff.stranded`, by `agentfsm.fsm.needs`): the run would be stuck there.
+move differently under the new one; `breaks(state)` the part of it that takes away what
+such a run relies on, `adds(state)` the moves it only gains: what `agentfsm check-table NEW
+--against OLD --store` reports for the runs in flight (affected, exit 1; extended, exit 0).
+`TableDiff.cannot_migrate(state)` says why such a run cannot be moved to the new version
+(`agentfsm migrate`): its state is gone or of another kind, or the run can come to a state
+where the new version takes away a move a Runner makes there (`TableDiff.stranded`, by
+`agentfsm.fsm.needs`): the run would be stuck there.
 """
 
 from __future__ import annotations
@@ -224,6 +226,35 @@ class TableDiff:
         if moves:
             reasons.append(f"its moves changed: {moves}")
         return (*reasons, *self._strands(state))
+
+    def breaks(self, state: str) -> tuple[str, ...]:
+        """What a run in `state` under the old table relies on that the new one takes away,
+        one sentence each: its state removed or of another kind, a move there removed or
+        changed, a state it can come to stranded. Empty when the change only adds to it
+        (`adds`) or leaves it alone: deploying the new version breaks no such run."""
+        if state in self.states_removed:
+            return (f"state '{state}' is not in the new table",)
+        reasons = [
+            f"state '{k.state}' is '{k.new}' in the new table, was '{k.old}'"
+            for k in self.kinds_changed
+            if k.state == state
+        ]
+        moves = ", ".join(
+            f"'{m.event}' {m.change}"
+            for m in self.moves
+            if m.source == state and m.change != "added"
+        )
+        if moves:
+            reasons.append(f"its moves changed: {moves}")
+        return (*reasons, *self._strands(state))
+
+    def adds(self, state: str) -> tuple[str, ...]:
+        """The moves a run in `state` gains under the new table (nothing it relies on),
+        as one sentence; empty when it gains none."""
+        gained = [m.event for m in self.moves if m.source == state and m.change == "added"]
+        if state in self.states_removed or not gained:
+            return ()
+        return (f"it gains moves: {_quoted(gained)}",)
 
     def cannot_migrate(self, state: str) -> tuple[str, ...]:
         """Why a run in `state` under the old table cannot be migrated to the new one: its

@@ -26,8 +26,10 @@ from agentfsm.errors import (
     GuardRejectedError,
     IllegalTransitionError,
     LifecycleError,
+    MigrationError,
     RunMismatchError,
     SequenceError,
+    TableMismatchError,
 )
 from agentfsm.events.bounds import MAX_EVENT_BYTES
 from agentfsm.events.codec import parse_event
@@ -58,7 +60,8 @@ class Finding:
         sequence: the event's sequence, when it could be read.
         state: the run's state when the event arrived (lifecycle findings).
         event: the event type (lifecycle findings).
-        allowed: the event types the table allowed in `state`.
+        allowed: the event types the table allowed in `state` (none for a run under another
+            table: its events are not this table's to allow).
         guard: the guard that refused it (guard findings), with `detail`.
         detail: the guard's sentence.
     """
@@ -268,8 +271,12 @@ def _lifecycle_finding(
 ) -> Finding:
     guard = err.guard if isinstance(err, GuardRejectedError) else None
     detail = err.detail if isinstance(err, GuardRejectedError) else None
+    # A run under another table is refused whatever its event: what this table allows
+    # (`run.started` at the start, listed while refused) says nothing about it.
+    foreign = isinstance(err, TableMismatchError | MigrationError)
+    allowed = () if foreign else reducer.table.allowed(err.state)
     return Finding(
         _kind(err), line, str(err), _shorten(raw),
         run_id=err.run_id, sequence=err.sequence, state=err.state, event=err.event,
-        allowed=reducer.table.allowed(err.state), guard=guard, detail=detail,
+        allowed=allowed, guard=guard, detail=detail,
     )  # fmt: skip

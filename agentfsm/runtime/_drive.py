@@ -29,14 +29,22 @@ store, for one run) and `_child` (a runner like itself, for a subagent's run).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
 from agentfsm._log import get_logger
-from agentfsm.errors import GuardRejectedError, IllegalTransitionError, LifecycleError
+from agentfsm.errors import (
+    GuardRejectedError,
+    IllegalTransitionError,
+    InvalidTableError,
+    LifecycleError,
+)
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
+from agentfsm.fsm.needs import runner_problems
+from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import Guard
 from agentfsm.guards.limits import with_calls_cap
 from agentfsm.names import ActionStatus, StateKind
@@ -94,13 +102,31 @@ def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
 
 
 def _strands(error: Exception, writer: RunWriter) -> TypeGuard[IllegalTransitionError]:
-    """Whether `error` is the table having no edge at all for the Runner's own next move in
-    `writer`'s run (not a condition that failed, not another run's refusal)."""
-    return (
-        isinstance(error, IllegalTransitionError)
-        and not error.failed_conditions
-        and error.run_id == writer.run_id
-    )
+    """Whether `error` is the table refusing the Runner's own next move in `writer`'s run:
+    no edge for it, or none whose condition holds (a table that dropped one alternative of
+    several); not another run's refusal. Either would come back on every resume."""
+    return isinstance(error, IllegalTransitionError) and error.run_id == writer.run_id
+
+
+#: Tables found drivable: a subagent's Runner is built per call, with its parent's table.
+_DRIVABLE: weakref.WeakSet[TransitionTable] = weakref.WeakSet()
+
+
+def _drivable(table: TransitionTable) -> None:
+    """Refuse a table with a state no Runner can drive a run in, before any run is written:
+    every run that came there would fail (`agentfsm.fsm.needs.runner_problems`)."""
+    if table in _DRIVABLE:
+        return
+    problems = runner_problems(table)
+    if not problems:
+        _DRIVABLE.add(table)
+    else:
+        error = InvalidTableError(table.name, problems)
+        error.add_note(
+            "a Runner drives runs of this table: each state above needs the moves it names "
+            "(`agentfsm check-table` reports the same)"
+        )
+        raise error
 
 
 class Driver:
@@ -126,6 +152,7 @@ class Driver:
         # The Runner's reducer: the store's table, with the Runner's guards, checked with
         # the Runner's clock (and a subagent tree's shared budget) before every append.
         self.reducer = Reducer(store_reducer.table, self.guards, tables=store_reducer.tables)
+        _drivable(self.reducer.table)
         problems = _emits.declared_problems(
             ((a.name, t) for a in self.agents for t in a.tools), self.reducer.table
         )
@@ -252,18 +279,19 @@ class Driver:
         """Fail the run its table leaves no move for the Runner's next step (`refused`).
 
         The refusal would come back on every resume, the run standing still: failing it
-        once, with the state and the move named, ends that (a table whose migration would
-        do this is refused up front: `agentfsm.fsm.needs`).
+        once, with the state and the move named, ends that (a table that lacks a move every
+        run of a kind makes is refused up front: `agentfsm.fsm.needs`; this is for moves only
+        some runs make, a call or an approval). Where `run.failed` is refused as well (a
+        condition on it), the refusal is raised with a note saying why it was not failed.
         """
         self.log.warning(
             "run.stranded", run_id=writer.run_id, state=refused.state, event_type=refused.event
         )
         got = yield Append(writer, [o.stranded(refused, self.reducer.table)])
         if isinstance(got, Refused) and not isinstance(got.error, StateChanged):
-            refused.add_note(
-                f"the table has no 'run.failed' from '{refused.state}' either: the run could "
-                "not be failed"
-            )
+            # Said from where the run stands: the refused move may have been a later event
+            # of the same append (a batch's second call), so not `refused.state`.
+            refused.add_note(f"the run could not be failed either: {got.error}")
             raise refused
 
     # -- the loop ---------------------------------------------------------------------------

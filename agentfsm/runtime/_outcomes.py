@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from agentfsm.errors import GuardRejectedError, IllegalTransitionError, OverrunError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError, OverrunError, quote_list
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
 from agentfsm.events.models import ProposedEvent, Refusal
@@ -228,10 +228,12 @@ def stopped_after(decided: Sequence[Spec], error: GuardRejectedError) -> tuple[S
 def stranded(refused: IllegalTransitionError, table: TransitionTable) -> Spec:
     """`run.failed` for a run whose table has no edge for the Runner's next move where the
     run stands: every resume would be refused the same way, so the run fails, once."""
+    failed = refused.failed_conditions
+    whose = f" whose condition holds (tried {quote_list(failed)})" if failed else ""
     message = (
         f"state '{refused.state}' ('{table.kind(refused.state)}') of table '{table.name}' "
-        f"has no '{refused.event}', which the Runner appends next: the run cannot go on "
-        "under this table"
+        f"has no '{refused.event}'{whose}, which the Runner appends next: the run cannot go "
+        "on under this table"
     )
     return Spec(m.RunFailed, {"error": error("stranded", message)})
 

@@ -78,6 +78,10 @@ class AsyncRunner(Driver):
         config: the Runner's settings.
         action_ids: ids for calls the model gave none for.
         logger: a structlog logger.
+
+    Raises:
+        InvalidTableError: the store's table has a state no Runner can drive a run in (as
+            `Runner`).
     """
 
     def __init__(

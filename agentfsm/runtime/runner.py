@@ -105,6 +105,11 @@ class Runner(Driver):
         config: the Runner's settings (`RunnerConfig`).
         action_ids: ids for calls the model gave none for: `(record, index) -> id`.
         logger: a structlog logger (by default `agentfsm._log.get_logger()`: see there).
+
+    Raises:
+        InvalidTableError: the store's table has a state no Runner can drive a run in (a
+            state declared without a kind, so `active`, that only a person moves on: declare
+            it `kind="waiting"`); `agentfsm check-table` reports the same.
     """
 
     def __init__(

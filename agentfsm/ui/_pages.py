@@ -69,7 +69,13 @@ def runs_page(
         "rows": [
             {
                 "row": row,
-                "words": stop_words(row.record) if row.record else row.problem,
+                # By the run's own table (cached since its record was read): its kinds say
+                # whether it ended or waits.
+                "words": (
+                    stop_words(row.record, source.table_of(row.info.run_id))
+                    if row.record
+                    else row.problem
+                ),
                 "children": row.info.run_id.count("/"),
             }
             for row in page.rows

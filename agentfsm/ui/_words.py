@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import RunStatus, StateKind
 from agentfsm.record import RunRecord
 
 __all__ = [
@@ -67,13 +68,18 @@ _GUARDS = {
 }
 
 
-def stop_words(record: RunRecord, table: TransitionTable | None = None) -> str:
+def stop_words(record: RunRecord, table: TransitionTable) -> str:
     """Where the run stands, in a sentence: why it ended, or what it waits for (the free
-    text in it, a reason or an error's message, cut to `TEXT_BUDGET` characters)."""
+    text in it, a reason or an error's message, cut to `TEXT_BUDGET` characters).
+
+    Whether it ended, waits or is paused is read from the kind of its state in `table` (the
+    run's table), never from the state's name, so a lifecycle's own states read like the
+    built-in ones of their kind; a state of its own says what it is by its description.
+    """
     return clip(_stop_words(record, table))
 
 
-def _stop_words(record: RunRecord, table: TransitionTable | None) -> str:
+def _stop_words(record: RunRecord, table: TransitionTable) -> str:
     status = record.status
     if record.stop_reason is not None:
         why = _GUARDS.get(record.stop_reason, f"guard '{record.stop_reason}' stopped it")
@@ -81,23 +87,46 @@ def _stop_words(record: RunRecord, table: TransitionTable | None) -> str:
         return f"Terminated by a guard: {why}{detail}."
     if record.error is not None:
         return f"Failed: {record.error.kind}: {record.error.message}"
-    if status == "cancelled":
-        why = f": {record.cancel_reason}" if record.cancel_reason else ""
-        who = f" (asked by {record.cancel_requested_by})" if record.cancel_requested_by else ""
-        return f"Cancelled{who}{why}."
-    if status == "completed":
-        return "Completed: the final output was accepted."
-    if status == "cancel_requested":
+    # A state the table does not declare (a log folded with another version) reads as in
+    # progress: nothing is claimed about it.
+    known = status in table.state_names
+    kind = table.kind(status) if known else None
+    if kind == StateKind.TERMINAL:
+        return _ended(record, table)
+    if known and table.settles_cancel(status):
         return "Cancellation requested; calls in flight are being settled."
     waiting = record.pending_approvals
     if waiting:
         calls = "" if len(waiting) <= NAMED else f"{len(waiting):,} calls: "
         return f"Waiting for a decision on {calls}{named(waiting)}."
-    if record.pause_reason is not None:
-        return f"Paused: {record.pause_reason}."
-    if table is not None and table.is_terminal(status):
-        return f"Ended in '{status}'."
+    if kind == StateKind.PAUSED or record.pause_reason is not None:
+        if record.pause_reason:
+            return f"Paused: {record.pause_reason}."
+        return f"Paused in '{status}'."
+    if kind == StateKind.WAITING:
+        return f"Waiting in '{status}'{_what(table, status, 'for a person')}."
     return f"In progress ('{status}')."
+
+
+def _ended(record: RunRecord, table: TransitionTable) -> str:
+    """How a run in a terminal state (neither failed nor stopped by a guard) ended: the
+    default table's own ends in their words, any other by its description."""
+    status = record.status
+    if status == RunStatus.CANCELLED:
+        why = f": {record.cancel_reason}" if record.cancel_reason else ""
+        who = f" (asked by {record.cancel_requested_by})" if record.cancel_requested_by else ""
+        return f"Cancelled{who}{why}."
+    if status == RunStatus.COMPLETED:
+        return "Completed: the final output was accepted."
+    return f"Ended in '{status}'{_what(table, status)}."
+
+
+def _what(table: TransitionTable, state: str, otherwise: str = "") -> str:
+    """`: <the state's description>`, or ` <otherwise>` when it has none."""
+    description = table.state(state).description.rstrip(".")
+    if description:
+        return f": {description}"
+    return f" {otherwise}" if otherwise else ""
 
 
 @attrs.frozen

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from agentfsm import LogBuilder, Runner, SQLiteEventStore
+from agentfsm import DEFAULT_TABLE, LogBuilder, Runner, SQLiteEventStore
 from agentfsm.events import dump_event
 from agentfsm.events.codec import event_to_dict
 from agentfsm.record import RunRecord
@@ -178,7 +178,7 @@ class TestOneBigBatch:
         """The sentence on where the run stands counts the calls past the first few."""
         with SQLiteEventStore(batch_1000) as store:
             record = store.load("batch")
-        assert stop_words(record) == (
+        assert stop_words(record, DEFAULT_TABLE) == (
             "Waiting for a decision on 1,000 calls: t1.1, t1.2, t1.3, t1.4, t1.5 and 995 more."
         )
 
