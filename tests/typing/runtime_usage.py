@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentfsm.events import Limits, Usage
+from agentfsm.events import Limits, Refusal, Usage
 from agentfsm.guards import LoopDetector, MaxTurns
 from agentfsm.reducers import Action, RunRecord
 from agentfsm.runtime import (
@@ -16,6 +16,7 @@ from agentfsm.runtime import (
     Agent,
     AsyncRunner,
     Decision,
+    Emit,
     ModelContext,
     PolicyDecision,
     Runner,
@@ -93,3 +94,24 @@ async def main() -> RunResult:
 
 
 later: RunResult = asyncio.run(main())
+
+
+# The agent acts in the run's own lifecycle: a tool causes an event, a decision proposes one.
+def escalate(ctx: ToolContext) -> Emit:
+    return Emit("ticket.escalated", escalated_to=ctx.args["team"])
+
+
+def escalated_with_a_note(ctx: ToolContext) -> ToolResult:
+    return ToolResult("noted", emit=Emit("ticket.escalated", escalated_to="tier-2"))
+
+
+def proposing(ctx: ModelContext) -> Decision:
+    refusal: Refusal | None = ctx.refusal
+    if refusal is not None and refusal.allowed:
+        return Decision.emit(Emit(refusal.allowed[0]), usage={"input_tokens": 3})
+    seen: list[Refusal | None] = [a.refusal for a in ctx.results]
+    return Decision.answer(f"{len(seen)} results")
+
+
+escalating = Tool("escalate", escalate, emits=("ticket.escalated",))
+proposer = Agent("proposer", proposing, [escalating, Tool("note", escalated_with_a_note)])
