@@ -26,7 +26,8 @@ from agentfsm.errors import (
     StoreError,
 )
 from agentfsm.events.models import ApprovalAccepted, ApprovalRejected, ApprovalRequested, Event
-from agentfsm.names import ActionStatus, RunStatus
+from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime.specs import Spec
 from agentfsm.stores._holder import Holder
@@ -231,6 +232,12 @@ def _note_subagent(exc: ActionError, run_id: str, action_id: str) -> Generator[_
             return
 
 
+def _deciding(table: TransitionTable) -> tuple[str, ...]:
+    """The states of `table` where a call may wait for a decision (where an approval is
+    taken), whatever they are called."""
+    return tuple(s.name for s in table.states if "approval.accepted" in table.allowed(s.name))
+
+
 def run_sync(store: EventStore, steps: Steps) -> RunRecord:
     """Perform a verb's store ops with a sync store."""
     got: Any = None
@@ -243,7 +250,7 @@ def run_sync(store: EventStore, steps: Steps) -> RunRecord:
         if isinstance(op, _Load):
             got = store.load(op.run_id)
         elif isinstance(op, _Waiting):
-            got = store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+            got = store.runs(_deciding(store.reducer.table), after=op.prefix, limit=_SCAN)
         elif isinstance(op, _Decided):
             standing = _Standing(op.action_id)
             for event in store.events(op.run_id):
@@ -275,7 +282,7 @@ async def run_async(store: AsyncEventStore, steps: Steps) -> RunRecord:
         if isinstance(op, _Load):
             got = await store.load(op.run_id)
         elif isinstance(op, _Waiting):
-            got = await store.runs(RunStatus.WAITING_APPROVAL, after=op.prefix, limit=_SCAN)
+            got = await store.runs(_deciding(store.reducer.table), after=op.prefix, limit=_SCAN)
         elif isinstance(op, _Decided):
             standing = _Standing(op.action_id)
             async for event in store.events(op.run_id):

@@ -350,11 +350,14 @@ class RunResult:
 
     @property
     def partial_output(self) -> Any:
-        """The model's last answer when the run did not complete (a guard, a cancel), else
-        None: what a user gets back at max turns or a budget stop, as from an adapter."""
-        if self.record.status == RunStatus.COMPLETED:
+        """The model's last answer when the run was stopped before its table ended it (a
+        guard, a failure, a cancel), else None: what a user gets back at max turns or a
+        budget stop, as from an adapter. Read from why the run stopped, not from a state's
+        name: a lifecycle of your own that ends in `approved` has no partial output."""
+        record = self.record
+        if record.stop_reason is None and record.error is None and record.cancel_reason is None:
             return None
-        return self.record.final_output
+        return record.final_output
 
     @property
     def stop_reason(self) -> str | None:

@@ -33,7 +33,7 @@ from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Limits
 from agentfsm.fsm.diff import diff_tables
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.names import RunStatus
+from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime._steering import (
     Clock,
@@ -102,10 +102,13 @@ def _reject(
     )
 
 
-def _cancel(reason: str | None, requested_by: str | None) -> Callable[[RunRecord], Want]:
+def _cancel(
+    table: TransitionTable, reason: str | None, requested_by: str | None
+) -> Callable[[RunRecord], Want]:
     def what(record: RunRecord) -> Want:
-        # Asking twice is one request: the first reason stands.
-        if record.status == RunStatus.CANCEL_REQUESTED:
+        # Asking twice is one request: the first reason stands (wherever the table settles
+        # a cancel, whatever the state is called).
+        if table.settles_cancel(record.status):
             return None
         return Spec(m.RunCancelRequested, {"reason": reason, "requested_by": requested_by})
 
@@ -116,8 +119,18 @@ def _pause(reason: str) -> Callable[[RunRecord], Want]:
     return lambda r: Spec(m.RunPaused, {"reason": reason})
 
 
-def _unpause(record: RunRecord) -> Want:
-    return None if record.status == RunStatus.RUNNING else Spec(m.RunResumed, {})
+def _unpause(table: TransitionTable) -> Callable[[RunRecord], Want]:
+    def what(record: RunRecord) -> Want:
+        # A run that is going (its model's side, or calls in flight) needs no un-pausing.
+        if table.kind(record.status) in _GOING:
+            return None
+        return Spec(m.RunResumed, {})
+
+    return what
+
+
+#: The kinds of the states where a run is going already (`unpause` leaves it be).
+_GOING = frozenset({StateKind.ACTIVE, StateKind.IN_FLIGHT})
 
 
 def _migrate(
@@ -225,7 +238,7 @@ def cancel(
         IllegalTransitionError: the run already ended.
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _cancel(reason, requested_by), clock))
+    return run_sync(store, steer(run_id, _cancel(store.reducer.table, reason, requested_by), clock))
 
 
 def pause(
@@ -260,7 +273,7 @@ def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
         IllegalTransitionError: the run is neither paused nor running.
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _unpause, clock))
+    return run_sync(store, steer(run_id, _unpause(store.reducer.table), clock))
 
 
 #: The envelope fields `append_event` stamps itself, each with what it stamps, in wire order.
@@ -440,7 +453,9 @@ async def acancel(
     clock: Clock = now,
 ) -> RunRecord:
     """`cancel` over an `AsyncEventStore`."""
-    return await run_async(store, steer(run_id, _cancel(reason, requested_by), clock))
+    return await run_async(
+        store, steer(run_id, _cancel(store.reducer.table, reason, requested_by), clock)
+    )
 
 
 async def apause(
@@ -458,7 +473,7 @@ async def apause(
 
 async def aunpause(store: AsyncEventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
     """`unpause` over an `AsyncEventStore`."""
-    return await run_async(store, steer(run_id, _unpause, clock))
+    return await run_async(store, steer(run_id, _unpause(store.reducer.table), clock))
 
 
 async def asubmit(

@@ -307,7 +307,8 @@ class TestCallsPerDecision:
         assert CALLS == []
         lifted = driver.run(MemoryEventStore(), "r2", spec, max_calls_per_decision=None)
         assert lifted.status == "completed"
-        assert CALLS == ["get_weather C0", "get_weather C1", "get_weather C2"]
+        # In any order: LangGraph's ToolNode runs a batch's calls on threads at once.
+        assert sorted(CALLS) == ["get_weather C0", "get_weather C1", "get_weather C2"]
 
 
 class TestCancel:
