@@ -257,7 +257,14 @@ class Driver(_Calls):
     def _proceed(
         self, writer: Any, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]:
-        if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
+        record = writer.record
+        # A pause whose clock ran out meanwhile (its timeout, a deadline) is settled by the
+        # drive first, as it would have been had a timer driven it in time.
+        if (
+            unpause
+            and self.reducer.table.kind(record.status) == StateKind.PAUSED
+            and not self.planner.overdue(record, self.clock())
+        ):
             got = yield Append(writer, [(m.RunResumed, {})])
             if isinstance(got, Refused) and _strands(got.error, writer):
                 yield from self._stranded(writer, got.error)
