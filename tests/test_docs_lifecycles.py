@@ -17,8 +17,9 @@ EXAMPLES = re.findall(r"```python\n(.*?)```\n\n```text\n(.*?)```", PAGE, re.S)
 
 
 def test_the_page_has_its_examples() -> None:
-    """Kinds, event types, a log folded under the new table, and one across a migration."""
-    assert len(EXAMPLES) == 4
+    """Kinds, event types, a log folded under the new table, a timeout, and a log across a
+    migration."""
+    assert len(EXAMPLES) == 5
 
 
 def test_each_example_prints_what_the_page_shows(

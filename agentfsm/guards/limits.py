@@ -14,10 +14,10 @@ it as `refused` (`model.completed` with a bounded `refusal`: nothing of it runs,
 counts), the model sees why on its next turn, and the run goes on. The Runner and the SDK
 adapters write their cap (`DEFAULT_MAX_CALLS_PER_DECISION`, 64, unless told otherwise) into
 each run's `limits.max_calls_per_decision`, so the log says what it was under and any
-reader checks it. Every run the Runner starts (or `submit` creates) is capped in turns the
-same way (`DEFAULT_MAX_TURNS`, 100, in `limits.max_turns`): a model that never gives a final
-answer stops there (`run.terminated`, `max_turns`) instead of running until killed; the SDK
-adapters leave turns to their SDK's own limit (see `docs/adapters.md`). Budgets stop
+reader checks it. Every run the Runner or an adapter starts (or `submit` creates) is capped
+in turns the same way (`DEFAULT_MAX_TURNS`, 100, in `limits.max_turns`): a model that never
+gives a final answer stops there (`run.terminated`, `max_turns`) instead of running until
+it is killed. Budgets stop
 *before* crossing: a model call is refused when what was spent, plus what calls in flight
 reserved, plus this call's own estimate would exceed the limit.
 

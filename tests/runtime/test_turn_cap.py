@@ -5,8 +5,8 @@ under a cost budget whose model reported no cost ran until it was killed). Now e
 Runner starts, or `submit` creates, is capped at `DEFAULT_MAX_TURNS` (100) turns, written
 into its `run.started.limits` like the cap on calls per decision, so the log says which cap
 it ran under. `RunnerConfig(max_turns=None)` lifts it for every run, a run's own
-`Limits(max_turns=...)` sets or lifts it for that run. The SDK adapters leave turns to their
-SDK's own limit (`docs/adapters.md`).
+`Limits(max_turns=...)` sets or lifts it for that run. The SDK adapters write the same
+default (`tests/adapters/test_scenarios.py::TestTurnCap`).
 """
 
 from __future__ import annotations
