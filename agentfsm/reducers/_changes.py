@@ -130,7 +130,10 @@ def entered(record: RunRecord, at: str, edge: Transition | None) -> RunRecord:
     Only for a record nobody else holds yet: it is filled in place.
     """
     _fill_entered_at(record, at)
-    _fill_timeout(record, timeout_of(edge, at) if edge is not None else None)
+    if edge is not None:
+        _fill_timeout(record, timeout_of(edge, at))
+    elif record.timeout is not None:  # most states time out nowhere: most records have none
+        _fill_timeout(record, None)
     return record
 
 

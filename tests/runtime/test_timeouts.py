@@ -9,6 +9,7 @@ on a real PostgreSQL with real workers, is `test_timeouts_procrastinate.py`.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,9 +20,14 @@ import pytest
 from agentfsm import IllegalTransitionError, Transition
 from agentfsm.events.models import Limits
 from agentfsm.reducers import Reducer
-from agentfsm.runtime import Runner, Worker, append_event, migrate, pause, submit
+from agentfsm.runtime import AsyncRunner, Runner, Worker, append_event, migrate, pause, submit
 from agentfsm.runtime.timers import install_timers
-from agentfsm.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
+from agentfsm.stores import (
+    MemoryEventStore,
+    SQLiteEventStore,
+    StoreOptions,
+    ThreadedAsyncEventStore,
+)
 from agentfsm.stores.leases import SQLiteLeases
 from tests.fixtures.loan import DOCUMENTS_WAIT, LOAN_TABLE, loan_table, review_agent
 from tests.runtime.helpers import types
@@ -82,6 +88,16 @@ class TestRunner:
         assert types(store, "loan-1") == ["run.started", "loan.documents_expired"]
         expired = list(store.events("loan-1"))[-1]
         assert expired.occurred_at == clock.now.isoformat()
+
+    def test_the_async_runner_does_the_same(self) -> None:
+        """The drive core is one: the `AsyncRunner` declines the run past its time too."""
+        clock = Clock()
+        store = _memory()
+        runner = AsyncRunner(ThreadedAsyncEventStore(store), review_agent(), clock=clock)
+        asyncio.run(runner.run("loan-1", "review"))
+        clock.to(DUE)
+        assert asyncio.run(runner.resume("loan-1")).status == "declined"
+        assert types(store, "loan-1") == ["run.started", "loan.documents_expired"]
 
     def test_a_timeout_into_a_state_the_runner_drives_goes_on(self) -> None:
         """Where the timeout leads the agent back to work, the same drive takes the turn:
