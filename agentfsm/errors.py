@@ -182,9 +182,12 @@ class IllegalTransitionError(LifecycleError):
     Attributes:
         terminal: whether `state` is terminal (every event is illegal there).
         failed_conditions: names of the conditions that were tried and did not hold.
+        due_at: when the timed edge among them falls due, for an event that came before
+            its time (`Transition(after=...)`); None otherwise.
     """
 
     kind = "illegal_transition"
+    due_at: str | None = None
 
     def __init__(
         self,
@@ -236,6 +239,8 @@ class IllegalTransitionError(LifecycleError):
             why = f"is not allowed: none of the conditions {quote_list(failed)} holds"
         else:
             why = "is not allowed"
+        if self.due_at is not None:
+            why += f" (it comes before its time: the timeout falls due at {self.due_at})"
         return f"{why}; allowed: {quote_list(self.allowed)}"
 
     def _render(self) -> str:

@@ -22,7 +22,24 @@ from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal, Ta
 from agentfsm.ledger import ledger, unsettled
 from agentfsm.names import ActionStatus, RunStatus
 
-__all__ = ["Action", "RunRecord", "UsageTotals", "call_digest"]
+__all__ = ["Action", "RunRecord", "Timeout", "UsageTotals", "call_digest"]
+
+
+@attrs.frozen(slots=True)
+class Timeout:
+    """The timeout a run waits on where it stands: at `at`, the runtime appends `event`.
+
+    Attributes:
+        event: the event type of the state's timed edge that falls due first.
+        at: when it falls due (RFC 3339): the run's `entered_at` plus the edge's `after`.
+    """
+
+    event: str
+    at: str
+
+    def to_json(self) -> dict[str, str]:
+        """A JSON-able dict."""
+        return {"event": self.event, "at": self.at}
 
 
 @attrs.define(slots=True)
@@ -200,6 +217,8 @@ class _RunRecordSlots:
     table: TableRef | None = None
     migrated_from: TableRef | None = None
     migrated_at: int | None = None
+    entered_at: str | None = None
+    timeout: Timeout | None = None
 
 
 @attrs.frozen(slots=True)
@@ -243,6 +262,12 @@ class RunRecord(_RunRecordSlots):
         migrated_from: the table the latest `run.migrated` moved the run from (None: it was
             never migrated).
         migrated_at: the sequence of that `run.migrated`.
+        entered_at: `occurred_at` of the event that entered `status` from another state (an
+            event that stays in the state leaves it be); None before the first event. The
+            time a timed edge counts from.
+        timeout: when the run times out where it stands, and with which event: the table's
+            timed edge out of `status` that falls due first (as the table the run is under
+            says, also after a migration); None where no edge waits.
     """
 
     @property
@@ -312,6 +337,8 @@ class RunRecord(_RunRecordSlots):
             "table": _ref_json(self.table),
             "migrated_from": _ref_json(self.migrated_from),
             "migrated_at": self.migrated_at,
+            "entered_at": self.entered_at,
+            "timeout": self.timeout.to_json() if self.timeout is not None else None,
         }
 
     def dumps(self) -> str:
@@ -349,6 +376,10 @@ class RunRecord(_RunRecordSlots):
         fields["decided_emit"] = _model_of(ProposedEvent, data["decided_emit"])
         for key in ("table", "migrated_from"):
             fields[key] = TableRef.model_validate(data[key]) if data[key] is not None else None
+        timeout = data["timeout"]
+        if timeout is not None:
+            _expect_keys("timeout", timeout, frozenset({"event", "at"}))
+            fields["timeout"] = Timeout(str(timeout["event"]), str(timeout["at"]))
         record = cls(**fields)
         if list(record.pending_approvals) != list(data["pending_approvals"]):
             raise ValueError(

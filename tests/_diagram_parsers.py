@@ -24,7 +24,8 @@ _MARKED = frozenset(KIND_WORDS.values())
 Move = tuple[str, str, str, str | None, tuple[str, ...], int | None]
 
 _LABEL = re.compile(
-    r"(?P<events>.+?)(?: (?P<rank>\d+)\.)?(?: \[(?P<cond>[^\]]*)\]| (?P<otherwise>else))?"
+    r"(?P<events>.+?)(?: (?P<rank>\d+)\.)?"
+    r"(?: \[(?P<cond>[^\]]*)\]| (?P<otherwise>else)| (?P<after>after \d[^{]*?))?"
     r"(?: \{(?P<guards>[^}]*)\})?"
 )
 
@@ -46,7 +47,9 @@ def _label_moves(source: str, target: str, text: str) -> list[Move]:
     assert (m["rank"] is None) <= (m["otherwise"] is None), text  # `else` only numbered
     guards = tuple(g for g in (m["guards"] or "").split(", ") if g)
     rank = int(m["rank"]) if m["rank"] else None
-    return [(source, e, target, m["cond"], guards, rank) for e in m["events"].split(" / ")]
+    # A timeout says its wait where a condition goes, without brackets: its condition's name.
+    cond = m["cond"] if m["after"] is None else m["after"]
+    return [(source, e, target, cond, guards, rank) for e in m["events"].split(" / ")]
 
 
 def _expand(

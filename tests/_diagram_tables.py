@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from datetime import timedelta
 
 import pytest
 
@@ -54,6 +55,29 @@ KINDS = TransitionTable(
         Transition("working", "job.held", "on_hold"),
         Transition("on_hold", "run.resumed", "working"),
         Transition("working", "run.completed", "done"),
+    ],
+)
+
+#: A table whose applicant has 7 days to send documents (a timeout), a reminder after a day
+#: and a half (a second one, sooner: it falls due first), and a way on before either.
+TIMED = TransitionTable(
+    name="timed",
+    event_types=BUILTIN_EVENTS.extend("docs.sent", "docs.reminded", "docs.expired"),
+    states=[
+        State("started"),
+        State("asked", kind="waiting", description="the applicant sends documents"),
+        State("reminded", kind="waiting"),
+        State("done", terminal=True),
+        State("expired", terminal=True),
+    ],
+    initial="started",
+    transitions=[
+        Transition("started", "run.completed", "asked"),
+        Transition("asked", "docs.sent", "done"),
+        Transition("asked", "docs.expired", "expired", after=timedelta(days=7)),
+        Transition("asked", "docs.reminded", "reminded", after=timedelta(hours=36)),
+        Transition("reminded", "docs.sent", "done"),
+        Transition("reminded", "docs.expired", "expired", after=timedelta(days=5, minutes=30)),
     ],
 )
 

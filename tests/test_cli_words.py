@@ -47,7 +47,8 @@ def test_inspect_names_the_refused_event(
     assert main(["inspect", str(log), "--table", LOAN]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
         "  refused at sequence 2: event 'loan.underwriter_decision' is not allowed; allowed: "
-        "'loan.documents_received', 'run.cancel_requested', 'run.failed', 'run.terminated'"
+        "'loan.documents_expired', 'loan.documents_received', 'run.cancel_requested', "
+        "'run.failed', 'run.terminated'"
     )
 
 

@@ -1,11 +1,13 @@
-"""Exact output of every text format, for two small tables: the whole text is pinned.
+"""Exact output of every text format, for three small tables: the whole text is pinned.
 
 `TINY` has a state and event with two alternatives, numbered in the order they are tried
 (`1. [all good]`, `2. else`); `KINDS` a state that waits for a person and a paused one, each
-marked, with a legend.
+marked, with a legend; `TIMED` timeouts (`after 7 d`), with a legend.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -17,7 +19,8 @@ from agentfsm.diagrams import (
     render_mermaid,
     render_plantuml,
 )
-from tests._diagram_tables import KINDS, TINY
+from tests._diagram_tables import KINDS, TIMED, TINY, require_dot
+from tests.fixtures.loan import LOAN_TABLE
 
 TINY_MERMAID = """\
 ---
@@ -252,6 +255,134 @@ digraph "kinds" {
 """
 
 
+TIMED_MERMAID = """\
+---
+title: "timed"
+---
+stateDiagram-v2
+  direction LR
+  classDef terminal fill:#eeeeee,stroke:#4a4a4a,stroke-width:3px
+  classDef anyActive fill:#ffffff,stroke:#6b7785,stroke-dasharray:4 3,color:#6b7785
+  classDef waitingKind fill:#fff4d6,stroke:#b7791f,stroke-width:2px
+  state "asked<br>waits for a person" as asked
+  state "reminded<br>waits for a person" as reminded
+  [*] --> started
+  started --> asked : run.completed
+  asked --> done : docs.sent
+  asked --> expired : docs.expired after 7 d
+  asked --> reminded : docs.reminded after 1 d 12 h
+  reminded --> done : docs.sent
+  reminded --> expired : docs.expired after 5 d 30 min
+  done --> [*]
+  expired --> [*]
+  note left of started
+    after …: a timeout, taken once a run has stood in its state that long
+    amber: waits for a person
+  end note
+  class asked, reminded waitingKind
+  class done, expired terminal
+"""
+
+TIMED_PLANTUML = """\
+@startuml
+title timed
+hide empty description
+left to right direction
+skinparam shadowing false
+skinparam state {
+  BackgroundColor #e3edf7
+  BorderColor #3d5a80
+  FontColor #2f3e4e
+  ArrowColor #6b7785
+  ArrowFontColor #2f3e4e
+  BackgroundColor<<terminal>> #eeeeee
+  BorderColor<<terminal>> #4a4a4a
+  BackgroundColor<<anyActive>> #ffffff
+  BorderColor<<anyActive>> #6b7785
+  FontColor<<anyActive>> #6b7785
+  BackgroundColor<<waiting>> #fff4d6
+  BorderColor<<waiting>> #b7791f
+  BackgroundColor<<paused>> #efe7f7
+  BorderColor<<paused>> #6b4f9c
+}
+state started
+state asked <<waiting>>
+asked : //the applicant sends documents//
+asked : **waits for a person**
+state reminded <<waiting>>
+reminded : **waits for a person**
+state done <<terminal>>
+state expired <<terminal>>
+[*] --> started
+started --> asked : run.completed
+asked --> done : docs.sent
+asked --> expired : docs.expired after 7 d
+asked --> reminded : docs.reminded after 1 d 12 h
+reminded --> done : docs.sent
+reminded --> expired : docs.expired after 5 d 30 min
+done --> [*]
+expired --> [*]
+legend right
+after …: a timeout, taken once a run has stood in its state that long
+amber: waits for a person
+endlegend
+@enduml
+"""
+
+TIMED_MARKDOWN = """\
+# `timed`: states and transitions
+
+Generated from the table by `agentfsm diagram --format markdown`; do not edit by hand.
+
+| state | kind | description |
+| --- | --- | --- |
+| `started` | initial |  |
+| `asked` | waits for a person | the applicant sends documents |
+| `reminded` | waits for a person |  |
+| `done` | terminal |  |
+| `expired` | terminal |  |
+
+| from | event | condition | to | limit guards |
+| --- | --- | --- | --- | --- |
+| `started` | `run.completed` |  | `asked` |  |
+| `asked` | `docs.sent` |  | `done` |  |
+| `asked` | `docs.expired` | after 7 d | `expired` |  |
+| `asked` | `docs.reminded` | after 1 d 12 h | `reminded` |  |
+| `reminded` | `docs.sent` |  | `done` |  |
+| `reminded` | `docs.expired` | after 5 d 30 min | `expired` |  |
+
+A condition *after …* is a timeout: the move is taken once a run has stood in its state that long.
+"""
+
+TIMED_DOT = """\
+digraph "timed" {
+  graph [label=<<FONT POINT-SIZE="18"><B>timed</B></FONT><BR/><FONT POINT-SIZE="10" COLOR="#6b7785">after …: a timeout, taken once a run has stood in its state that long   ·   amber: waits for a person   ·   double border: terminal</FONT>>, labelloc=t, fontname="Helvetica", fontcolor="#2f3e4e", rankdir=LR, nodesep=0.45, ranksep=0.9, pad=0.3, bgcolor="white"];
+  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=13, color="#3d5a80", fillcolor="#e3edf7", fontcolor="#2f3e4e", penwidth=1.3, margin="0.20,0.08"];
+  edge [fontname="Helvetica", fontsize=10, color="#6b7785", fontcolor="#2f3e4e", arrowsize=0.75, penwidth=1.1];
+  "__start__" [shape=circle, style=filled, label="", width=0.2, fixedsize=true, color="#2f3e4e", fillcolor="#2f3e4e", tooltip="start"];
+  subgraph "cluster_active" {
+    graph [label="active", labeljust=l, style="rounded,dashed", color="#9fb3c8", fontcolor="#6b7785", fontsize=12];
+    "started";
+    "asked" [fillcolor="#fff4d6", color="#b7791f", label=<asked<BR/><FONT POINT-SIZE="10" COLOR="#b7791f"><I>waits for a person</I></FONT><BR/><FONT POINT-SIZE="9" COLOR="#6b7785">the applicant sends documents</FONT>>, tooltip="the applicant sends documents"];
+    "reminded" [fillcolor="#fff4d6", color="#b7791f", label=<reminded<BR/><FONT POINT-SIZE="10" COLOR="#b7791f"><I>waits for a person</I></FONT>>];
+  }
+  subgraph "cluster_terminal" {
+    graph [label="terminal", labeljust=l, style="rounded,dashed", color="#b5b5b5", fontcolor="#6b7785", fontsize=12];
+    "done" [peripheries=2, fillcolor="#eeeeee", color="#4a4a4a"];
+    "expired" [peripheries=2, fillcolor="#eeeeee", color="#4a4a4a"];
+    {rank=same; "done" "expired"}
+  }
+  "__start__" -> "started";
+  "started" -> "asked" [label=<run.completed>];
+  "asked" -> "done" [label=<docs.sent>];
+  "asked" -> "expired" [label=<docs.expired <I>after 7 d</I>>];
+  "asked" -> "reminded" [label=<docs.reminded <I>after 1 d 12 h</I>>];
+  "reminded" -> "done" [label=<docs.sent>];
+  "reminded" -> "expired" [label=<docs.expired <I>after 5 d 30 min</I>>];
+}
+"""
+
+
 class TestPinnedOutput:
     def test_mermaid(self) -> None:
         """Mermaid: start marker, loop inside the box, any-active pseudo-state, end markers,
@@ -299,3 +430,50 @@ class TestPinnedOutput:
             "unknown diagram format 'png'; expected one of 'mermaid', 'dot', 'svg', 'plantuml',"
             " 'markdown' (PNG is bytes: use render_diagram_png)"
         )
+
+
+class TestTimeouts:
+    """Every format says a timeout's wait where a condition would be, without brackets
+    (`docs.expired after 7 d`), and what it means in its legend (issue 26, item 3)."""
+
+    @pytest.mark.parametrize(
+        ("render", "expected"),
+        [
+            (render_mermaid, TIMED_MERMAID),
+            (render_plantuml, TIMED_PLANTUML),
+            (render_markdown, TIMED_MARKDOWN),
+            (render_dot, TIMED_DOT),
+        ],
+        ids=["mermaid", "plantuml", "markdown", "dot"],
+    )
+    def test_each_format(self, render: object, expected: str) -> None:
+        """The whole text, pinned."""
+        assert render(diagram_model(TIMED)) == expected  # type: ignore[operator]
+
+    def test_the_svg_says_it(self) -> None:
+        """The picture Graphviz draws writes the wait on the edge."""
+        require_dot()
+        svg = render_diagram(TIMED, "svg")
+        assert "docs.expired after 7 d" in " ".join(
+            re.sub(r"<[^>]+>", " ", svg).split()
+        )
+
+    @pytest.mark.parametrize(
+        ("name", "line"),
+        [
+            ("mermaid", "  documents_requested --> declined : loan.documents_expired after 7 d"),
+            ("plantuml", "documents_requested --> declined : loan.documents_expired after 7 d"),
+            (
+                "markdown",
+                "| `documents_requested` | `loan.documents_expired` | after 7 d | `declined` |  |",
+            ),
+            (
+                "dot",
+                '  "documents_requested" -> "declined" '
+                "[label=<loan.documents_expired <I>after 7 d</I>>];",
+            ),
+        ],
+    )
+    def test_the_loan_table(self, name: str, line: str) -> None:
+        """The loan's documents expire after 7 d, on every format."""
+        assert line in render_diagram(LOAN_TABLE, name).splitlines()

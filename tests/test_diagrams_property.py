@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import timedelta
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -45,7 +46,8 @@ def _yes(context: object, event: object) -> bool:
 
 @st.composite
 def derived_tables(draw: st.DrawFn) -> TransitionTable:
-    """The default table with 0-3 new states, new edges (some conditional), some removed."""
+    """The default table with 0-3 new states, new edges (some conditional, maybe a timeout),
+    some removed."""
     new = draw(st.lists(_state_names, max_size=3, unique=True))
     terminal = {n for n in new if draw(st.booleans())}
     active = [s.name for s in DEFAULT_TABLE.states if not s.terminal]
@@ -70,6 +72,10 @@ def derived_tables(draw: st.DrawFn) -> TransitionTable:
             add.append(Transition(source, event, target, Condition(cond, _yes)))
         last = names[-1] if draw(st.booleans()) else None
         add.append(Transition(source, event, targets[-1], Condition(last, _yes) if last else None))
+    if draw(st.booleans()):  # a timeout out of a state a run stands in
+        source = draw(st.sampled_from(["waiting_approval", "paused"]))
+        after = timedelta(seconds=draw(st.integers(1, 10**7)))
+        add.append(Transition(source, draw(_events), draw(st.sampled_from(ends)), after=after))
     remove = draw(st.lists(st.sampled_from(DEFAULT_TABLE.transitions), max_size=2, unique=True))
     try:
         return DEFAULT_TABLE.derive(

@@ -19,8 +19,8 @@ EXAMPLES = re.findall(r"```python\n(.*?)```\n\n```text\n(.*?)```", PAGE, re.S)
 
 def test_the_page_has_its_examples() -> None:
     """Kinds, event types, a log folded under the new table, the agent causing the table's
-    own events (a tool's, a refused decision), and a log across a migration."""
-    assert len(EXAMPLES) == 6
+    own events (a tool's, a refused decision), a timeout, and a log across a migration."""
+    assert len(EXAMPLES) == 7
 
 
 def test_each_example_prints_what_the_page_shows(

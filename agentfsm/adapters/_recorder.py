@@ -62,7 +62,7 @@ from agentfsm.errors import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits, ProposedEvent, Refusal
 from agentfsm.guards.base import Guard, Verdict
-from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, with_calls_cap
+from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, DEFAULT_MAX_TURNS, with_caps
 from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, EventType, RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -106,7 +106,8 @@ class RecorderOptions:
         reserve_cost: cost each model call reserves.
         pricing: the cost of a model call from its tokens (`Recorder.usage`).
         max_calls_per_decision: the calls one model answer may propose, written into each
-            run's `limits` unless they set it (see `with_calls_cap`); None lifts it.
+            run's `limits` unless they set it (see `with_caps`); None lifts it.
+        max_turns: the model calls a run may make, written in the same way; None lifts it.
     """
 
     guards: Sequence[Guard] = ()
@@ -117,11 +118,15 @@ class RecorderOptions:
     reserve_cost: float | None = None
     pricing: Pricing | None = None
     max_calls_per_decision: int | None = DEFAULT_MAX_CALLS_PER_DECISION
+    max_turns: int | None = DEFAULT_MAX_TURNS
 
     def __post_init__(self) -> None:
-        cap = self.max_calls_per_decision
-        if cap is not None and (cap.__class__ is not int or cap < 1):
-            raise ValueError(f"max_calls_per_decision must be an integer >= 1 or None, got {cap!r}")
+        for cap, what in (
+            (self.max_calls_per_decision, "max_calls_per_decision"),
+            (self.max_turns, "max_turns"),
+        ):
+            if cap is not None and (cap.__class__ is not int or cap < 1):
+                raise ValueError(f"{what} must be an integer >= 1 or None, got {cap!r}")
         for value, what in (
             (self.reserve_tokens, "reserve_tokens"),
             (self.reserve_cost, "reserve_cost"),
@@ -277,8 +282,12 @@ class Recorder:
                     {
                         "objective": objective,
                         "agent": agent,
-                        # The log says the cap its decisions were under: any reader checks it.
-                        "limits": with_calls_cap(limits, self.options.max_calls_per_decision),
+                        # The log says the caps the run is under: any reader checks them.
+                        "limits": with_caps(
+                            limits,
+                            max_turns=self.options.max_turns,
+                            max_calls_per_decision=self.options.max_calls_per_decision,
+                        ),
                         # The run is folded with this table from now on, by anyone.
                         "table": self._reducer.table.ref,
                     },

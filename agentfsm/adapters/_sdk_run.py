@@ -12,7 +12,7 @@ from agentfsm.adapters._pricing import Pricing
 from agentfsm.adapters._recorder import Recorder, RecorderOptions, _utc_now
 from agentfsm.events.models import Event, Refusal
 from agentfsm.guards.base import Guard
-from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION
+from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, DEFAULT_MAX_TURNS
 from agentfsm.names import RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime.tools import Emit
@@ -58,6 +58,7 @@ class RunOptions(TypedDict, total=False):
     reserve_cost: float | None
     pricing: Pricing | None
     max_calls_per_decision: int | None
+    max_turns: int | None
 
 
 class SdkRun:
@@ -86,6 +87,12 @@ class SdkRun:
             tool or permission hooks, with the refusal's message as the error the model
             reads, nothing waits for approval, and the run goes on with the model's next
             answer.
+        max_turns: the model calls a run may make (100 by default, as the Runner's), written
+            into the run's `limits` the same way: the SDK's own turn limit may be none
+            (recent LangGraph versions default to 10,007 super-steps, the Claude Agent SDK
+            sets none), and a model that never answers must not run until it is killed. A
+            run past it is `run.terminated` (`max_turns`). Raise it with the SDK's own
+            limit, if you raise that above 100.
     """
 
     sdk: str = ""
@@ -103,6 +110,7 @@ class SdkRun:
         reserve_cost: float | None = None,
         pricing: Pricing | None = None,
         max_calls_per_decision: int | None = DEFAULT_MAX_CALLS_PER_DECISION,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
     ) -> None:
         options = RecorderOptions(
             guards=guards,
@@ -113,6 +121,7 @@ class SdkRun:
             reserve_cost=reserve_cost,
             pricing=pricing,
             max_calls_per_decision=max_calls_per_decision,
+            max_turns=max_turns,
         )
         self.recorder = Recorder(store, run_id, sdk=self.sdk, options=options)
         self._attach()

@@ -143,6 +143,7 @@ class GraphRun(SdkRun):
         pricing: the cost of a model call from its tokens (see `SdkRun`).
         max_calls_per_decision: the calls one model answer may propose (64 by default; see
             `SdkRun`): the calls of an answer with more are refused, the model reads why.
+        max_turns: the model calls a run may make (100 by default; see `SdkRun`).
         agents: the names of the graph's nodes that are agents: entering one that is not
             the run's current agent records `handoff` (none given: no handoffs).
         stream_mode: what to stream to `on_chunk`, as LangGraph's own `stream_mode`

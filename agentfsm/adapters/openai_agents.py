@@ -166,6 +166,7 @@ class AgentsRun(SdkRun):
         pricing: the cost of a model call from its tokens (see `SdkRun`).
         max_calls_per_decision: the calls one model answer may propose (64 by default; see
             `SdkRun`): the calls of an answer with more are refused, the model reads why.
+        max_turns: the model calls a run may make (100 by default; see `SdkRun`).
     """
 
     sdk = SDK

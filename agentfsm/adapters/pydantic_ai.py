@@ -136,6 +136,7 @@ class AgentIterRun(SdkRun):
         pricing: the cost of a model call from its tokens (see `SdkRun`).
         max_calls_per_decision: the calls one model answer may propose (64 by default; see
             `SdkRun`): the calls of an answer with more are refused, the model reads why.
+        max_turns: the model calls a run may make (100 by default; see `SdkRun`).
         on_event: called (and awaited, if it returns an awaitable) with every event of
             the run's streams, as `agent.iter()`'s node streams yield them: the model's
             `PartStartEvent`/`PartDeltaEvent`s (a UI's tokens; the model is then asked to

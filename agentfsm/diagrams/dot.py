@@ -157,7 +157,7 @@ def _title(model: DiagramModel, trajectory: Trajectory | None) -> str:
     labels = [label for edge in model.edges for label in edge.labels]
     legend = []
     # Only the notations this picture uses: a legend that explains absent things is noise.
-    if any(label.condition is not None for label in labels):
+    if any(label.condition is not None and not label.timed for label in labels):
         legend.append("event [condition that picks the target]")
     legend += marks_legend(model)
     if any(label.guards for label in labels):
@@ -254,7 +254,7 @@ def _label_html(label: EdgeLabel, sequences: tuple[int, ...] | None, inside: boo
     text = _h(" / ".join(label.events))
     if label.choice:
         place = f"{label.rank}. " if label.rank is not None else ""
-        which = f"[{_h(label.condition)}]" if label.condition is not None else ELSE
+        which = _h(label.condition_text) if label.condition_text is not None else ELSE
         text += f" {place}<I>{which}</I>"
     if sequences:
         seqs = _h(format_sequences(sequences))

@@ -88,6 +88,12 @@ def render_markdown(model: DiagramModel, trajectory: Trajectory | None = None) -
             f"A numbered condition is one of several for its state and event, tried in that "
             f"order; *{ELSE}* is the one without a condition, tried last.",
         ]
+    if any(label.timed for _, label, _ in rows):
+        out += [
+            "",
+            "A condition *after …* is a timeout: the move is taken once a run has stood in "
+            "its state that long.",
+        ]
     if model.has_any_active:
         names = ", ".join(_code(s.name) for s in model.active_states)
         out += ["", f"*{ANY_ACTIVE}* stands for every non-terminal state: {names}."]
@@ -97,7 +103,7 @@ def render_markdown(model: DiagramModel, trajectory: Trajectory | None = None) -
 
 
 def _choice(label: EdgeLabel) -> str:
-    """The condition cell: `retry`, `2. calls left`, `3. *else*`, or empty."""
+    """The condition cell: `retry`, `2. calls left`, `3. *else*`, `after 7 d`, or empty."""
     condition = _prose(label.condition) if label.condition is not None else None
     if label.rank is None:
         return condition or ""

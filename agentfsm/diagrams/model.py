@@ -10,6 +10,8 @@ the table says. Four readability choices are made here, once, for all formats:
   order they are tried (`1. [batch resolved]`, `2. [calls left]`, and `else` for the one
   without a condition, tried last), so a reviewer reads which outcome wins whatever the
   layout puts first;
+* a timeout (an edge declared with `after=`) says its wait where a condition would be, with no
+  brackets: `loan.documents_expired after 7 d` (it is taken by time, not chosen);
 * an event that leaves *every* active (non-terminal) state for the same target, with the same
   condition and guards, is drawn once from a pseudo-state `any active state` instead of once
   per state (the default table has three such families: cancel, fail, terminate; drawn one
@@ -40,6 +42,7 @@ __all__ = [
     "KIND_COLOURS",
     "KIND_WORDS",
     "ORDER_LEGEND",
+    "TIMEOUT_LEGEND",
     "DiagramModel",
     "DiagramOptions",
     "Edge",
@@ -66,6 +69,8 @@ KIND_COLOURS: dict[StateKind, tuple[str, str, str]] = {
 }
 #: What the numbers on labels mean, for legends.
 ORDER_LEGEND = f"1. 2. …: the order a state's alternatives are tried ({ELSE}: last)"
+#: What a timeout's label means, for legends.
+TIMEOUT_LEGEND = "after …: a timeout, taken once a run has stood in its state that long"
 
 
 def _check_direction(_: object, __: object, value: str) -> None:
@@ -132,6 +137,8 @@ class EdgeLabel:
         rank: where its state and events have several alternatives, its place (1-based) in
             the order they are tried; None for the only one.
         order: the table's index of its first transition (evaluation order across labels).
+        timed: the move is a timeout: `condition` is its wait (`after 7 d`), said without
+            brackets.
     """
 
     events: tuple[str, ...]
@@ -139,12 +146,21 @@ class EdgeLabel:
     guards: tuple[str, ...]
     rank: int | None = None
     order: int = 0
+    timed: bool = False
+
+    @property
+    def condition_text(self) -> str | None:
+        """The condition as labels show it: `[batch resolved]`, `after 7 d` for a timeout,
+        or None."""
+        if self.condition is None:
+            return None
+        return self.condition if self.timed else f"[{self.condition}]"
 
     @property
     def choice(self) -> str:
-        """Which alternative it is: `[batch resolved]`, `2. [calls left]`, `3. else`, or ""
-        for an unconditional move that is the only one."""
-        condition = f"[{self.condition}]" if self.condition is not None else None
+        """Which alternative it is: `[batch resolved]`, `2. [calls left]`, `3. else`,
+        `after 7 d`, or "" for an unconditional move that is the only one."""
+        condition = self.condition_text
         if self.rank is None:
             return condition or ""
         return f"{self.rank}. {condition or ELSE}"
@@ -306,24 +322,27 @@ def _labels(
     transitions: list[tuple[int, Transition]], ranks: list[int | None]
 ) -> tuple[EdgeLabel, ...]:
     """Group an edge's transitions by (condition, guards, place), in first-appearance order."""
-    groups: dict[tuple[str | None, tuple[str, ...], int | None], tuple[int, list[str]]] = {}
+    groups: dict[tuple[str | None, tuple[str, ...], int | None, bool], tuple[int, list[str]]] = {}
     for i, t in transitions:
-        key = (t.condition.name if t.condition else None, t.guards, ranks[i])
+        key = (t.condition.name if t.condition else None, t.guards, ranks[i], t.after is not None)
         _, events = groups.setdefault(key, (i, []))
         if t.event not in events:
             events.append(t.event)
     return tuple(
-        EdgeLabel(tuple(events), condition, guards, rank, first)
-        for (condition, guards, rank), (first, events) in groups.items()
+        EdgeLabel(tuple(events), condition, guards, rank, first, timed)
+        for (condition, guards, rank, timed), (first, events) in groups.items()
     )
 
 
 def marks_legend(model: DiagramModel) -> list[str]:
     """The legend lines for the marks this model's picture uses: numbered alternatives,
-    then each marked kind by its colour (none when it uses none)."""
+    timeouts, then each marked kind by its colour (none when it uses none)."""
     lines = []
-    if any(label.rank is not None for edge in model.edges for label in edge.labels):
+    labels = [label for edge in model.edges for label in edge.labels]
+    if any(label.rank is not None for label in labels):
         lines.append(ORDER_LEGEND)
+    if any(label.timed for label in labels):
+        lines.append(TIMEOUT_LEGEND)
     lines += [
         f"{colour}: {KIND_WORDS[kind]}"
         for kind, (colour, _, _) in KIND_COLOURS.items()

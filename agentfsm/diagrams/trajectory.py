@@ -401,7 +401,7 @@ class Overlay:
             family = where.get((None, step.event, step.target))
             if family is not None:
                 label = model.edges[family[0]].labels[family[1]]
-                single = EdgeLabel((step.event,), label.condition, label.guards)
+                single = EdgeLabel((step.event,), label.condition, label.guards, timed=label.timed)
             else:  # a step the model does not draw at all (the path came from another table)
                 single = EdgeLabel((step.event,), step.condition, ())
             extra.setdefault((step.source, single, step.target), []).append(step.sequence)

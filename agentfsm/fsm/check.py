@@ -7,13 +7,15 @@ state no Runner can drive a run in (`agentfsm.fsm.needs.runner_problems`: a stat
 without a kind, so `active`, that only a person moves on). It adds what is legal but worth a
 look: event types no edge uses, states or events whose only ways out are conditional, and
 conditions that leave an event without a fallback. It also lists the limit guards the table's
-edges check, and on which events, so a review sees every limit at once.
+edges check, and on which events, and the timeouts (edges declared with `after=`), so a review
+sees every limit and every clock at once.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -22,6 +24,7 @@ from agentfsm.errors import InvalidTableError
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.fsm.needs import runner_problems
 from agentfsm.fsm.table import ON_NO_EDGE, Condition, State, Transition, TransitionTable
+from agentfsm.fsm.timeouts import duration_words, seconds
 
 __all__ = ["TableReport", "check_parts", "check_table", "table_from_spec", "transition_matrix"]
 
@@ -47,6 +50,8 @@ class TableReport:
         built: False when only the builder's errors are known (it raised before counting).
         guards: each limit guard an edge lists, by name, with the event types it is
             checked on (`max_calls_per_decision` on `model.completed`, ...).
+        timeouts: each timed edge, in declaration order: `state`, `event`, `target` and
+            `after` (seconds).
     """
 
     name: str
@@ -59,6 +64,7 @@ class TableReport:
     legal_pairs: int
     built: bool = True
     guards: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    timeouts: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -75,6 +81,11 @@ class TableReport:
         lines += [
             f"guard: '{name}' on {', '.join(repr(e) for e in events)}"
             for name, events in self.guards.items()
+        ]
+        lines += [
+            f"timeout: '{t['state']}' after {duration_words(timedelta(seconds=t['after']))}: "
+            f"'{t['event']}' to '{t['target']}'"
+            for t in self.timeouts
         ]
         lines += [f"error: {e}" for e in self.errors]
         lines += [f"warning: {w}" for w in self.warnings]
@@ -154,9 +165,13 @@ def check_parts(
     notes = []
     for (source, event), edges in sorted(by_pair.items()):
         if source not in terminal and len(edges) == 1 and edges[0].condition is not None:
+            after = edges[0].after
             notes.append(
-                f"'{source}' on '{event}' is refused whenever condition "
-                f"'{edges[0].condition.name if edges[0].condition else ''}' does not hold"
+                f"'{source}' on '{event}' is refused before its time (after "
+                f"{duration_words(after)})"
+                if after is not None
+                else f"'{source}' on '{event}' is refused whenever condition "
+                f"'{edges[0].condition.name}' does not hold"
             )
     guarded: dict[str, set[str]] = {}
     for t in transitions:
@@ -172,6 +187,11 @@ def check_parts(
         edges=len(transitions),
         legal_pairs=len(by_pair),
         guards={g: tuple(sorted(guarded[g])) for g in sorted(guarded)},
+        timeouts=tuple(
+            {"state": t.source, "event": t.event, "target": t.target, "after": seconds(t.after)}
+            for t in transitions
+            if t.after is not None
+        ),
     )
 
 
@@ -196,16 +216,7 @@ def table_from_spec(
             )
             for s in spec["states"]
         ]
-        transitions = [
-            Transition(
-                t["source"],
-                t["event"],
-                t["target"],
-                Condition(t["condition"], _always) if t.get("condition") else None,
-                tuple(t.get("guards", ())),
-            )
-            for t in spec["transitions"]
-        ]
+        transitions = [_spec_edge(t) for t in spec["transitions"]]
         # A spec names its own event types; their fields are not part of a structure check.
         event_types = BUILTIN_EVENTS.extend(*spec.get("event_types", ()))
         name = str(spec.get("name", "spec"))
@@ -213,8 +224,29 @@ def table_from_spec(
     except (KeyError, TypeError) as exc:
         raise ValueError(
             "a table spec is a JSON object with 'initial', 'states' [{name, terminal, kind?}] and "
-            f"'transitions' [{{source, event, target, condition?}}]: {exc!r} is missing or wrong"
+            "'transitions' [{source, event, target, condition?, after? (seconds)}]: "
+            f"{exc!r} is missing or wrong"
         ) from None
+
+
+def _spec_edge(t: Mapping[str, Any]) -> Transition:
+    after = t.get("after")
+    if after is not None:
+        if isinstance(after, bool) or not isinstance(after, int | float):
+            raise TypeError(f"'after' of edge {t['source']} --{t['event']}--> {t['target']}")
+        # A timed edge's condition is its time: the name in the spec is the one it makes.
+        return Transition(
+            t["source"], t["event"], t["target"], None, tuple(t.get("guards", ())),
+            after=timedelta(seconds=after),
+        )  # fmt: skip
+    condition = t.get("condition")
+    return Transition(
+        t["source"],
+        t["event"],
+        t["target"],
+        Condition(condition, _always) if condition else None,
+        tuple(t.get("guards", ())),
+    )
 
 
 def _always(_record: Any, _event: Any) -> bool:

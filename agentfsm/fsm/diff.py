@@ -20,6 +20,7 @@ where the new version takes away a move a Runner makes there (`TableDiff.strande
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any, Literal
 
 import attrs
@@ -27,6 +28,7 @@ import attrs
 from agentfsm.events.models import TableRef
 from agentfsm.fsm.needs import runner_needs
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.fsm.timeouts import duration_words, seconds
 from agentfsm.names import StateKind
 
 __all__ = ["Edge", "KindChange", "MoveChange", "Stranded", "TableDiff", "diff_tables"]
@@ -40,21 +42,42 @@ class Edge:
         target: the state it enters.
         condition: the name of its condition (None: it always applies).
         guards: the names of the guards checked on it.
+        after: how long a run waits before it is taken, for a timeout (`after 7 d` is then
+            its condition); None for any other edge.
     """
 
     target: str
     condition: str | None = None
     guards: tuple[str, ...] = ()
+    after: timedelta | None = None
+
+    @property
+    def identity(self) -> str | tuple[str] | None:
+        """What names this alternative across versions: its condition, or for a timeout
+        the pair's one timeout (whose wait may change)."""
+        return ("after",) if self.after is not None else self.condition
+
+    def when(self) -> str:
+        """` when 'batch resolved'`, ` after 7 d`, or "" (it always applies)."""
+        if self.after is not None:
+            return f" after {duration_words(self.after)}"
+        return f" when '{self.condition}'" if self.condition is not None else ""
 
     def text(self) -> str:
         """`to 'running' when 'batch resolved' (guards 'max_turns')`, for sentences."""
-        when = f" when '{self.condition}'" if self.condition is not None else ""
         guards = f" (guards {_quoted(self.guards)})" if self.guards else ""
-        return f"to '{self.target}'{when}{guards}"
+        return f"to '{self.target}'{self.when()}{guards}"
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict."""
-        return {"target": self.target, "condition": self.condition, "guards": list(self.guards)}
+        """A JSON-able dict (with `after`, in seconds, for a timeout only)."""
+        out: dict[str, Any] = {
+            "target": self.target,
+            "condition": self.condition,
+            "guards": list(self.guards),
+        }
+        if self.after is not None:
+            out["after"] = seconds(self.after)
+        return out
 
 
 @attrs.frozen
@@ -251,10 +274,11 @@ class TableDiff:
     def adds(self, state: str) -> tuple[str, ...]:
         """The moves a run in `state` gains under the new table (nothing it relies on),
         as one sentence; empty when it gains none."""
-        gained = [m.event for m in self.moves if m.source == state and m.change == "added"]
+        gained = [m for m in self.moves if m.source == state and m.change == "added"]
         if state in self.states_removed or not gained:
             return ()
-        return (f"it gains moves: {_quoted(gained)}",)
+        moves = ", ".join(f"'{m.event}'{_timed(m.new)}" for m in gained)
+        return (f"it gains moves: {moves}",)
 
     def cannot_migrate(self, state: str) -> tuple[str, ...]:
         """Why a run in `state` under the old table cannot be migrated to the new one: its
@@ -411,7 +435,7 @@ def _schema(table: TransitionTable, event: str) -> dict[str, Any] | None:
 def _pairs(table: TransitionTable) -> dict[tuple[str, str], tuple[Edge, ...]]:
     pairs: dict[tuple[str, str], list[Edge]] = {}
     for t in table.transitions:
-        edge = Edge(t.target, t.condition.name if t.condition else None, t.guards)
+        edge = Edge(t.target, t.condition.name if t.condition else None, t.guards, t.after)
         pairs.setdefault((t.source, t.event), []).append(edge)
     return {pair: tuple(edges) for pair, edges in pairs.items()}
 
@@ -445,15 +469,20 @@ def _moves(old: TransitionTable, new: TransitionTable) -> tuple[MoveChange, ...]
 
 def _edge_changes(was: tuple[Edge, ...], now: tuple[Edge, ...]) -> list[str]:
     # A pair's conditions are unique (the table refuses two edges with one condition, and
-    # two without), so the condition's name identifies an alternative across versions.
-    old_by = {e.condition: e for e in was}
-    new_by = {e.condition: e for e in now}
-    out = [f"the edge {e.text()} was removed" for e in was if e.condition not in new_by]
+    # two without), and so is its timeout: an alternative is known across versions by them.
+    old_by = {e.identity: e for e in was}
+    new_by = {e.identity: e for e in now}
+    out = [f"the edge {e.text()} was removed" for e in was if e.identity not in new_by]
     for e in was:
-        n = new_by.get(e.condition)
+        n = new_by.get(e.identity)
         if n is None:
             continue
-        when = f" when '{e.condition}'" if e.condition is not None else ""
+        if n.after != e.after and n.after is not None and e.after is not None:
+            out.append(
+                f"the timeout to '{e.target}' waits {duration_words(n.after)}, "
+                f"was {duration_words(e.after)}"
+            )
+        when = n.when()
         if n.target != e.target:
             out.append(f"the edge{when} goes to '{n.target}', was '{e.target}'")
         if n.guards != e.guards:
@@ -461,15 +490,21 @@ def _edge_changes(was: tuple[Edge, ...], now: tuple[Edge, ...]) -> list[str]:
                 f"the edge{when} checks {_quoted(n.guards) or 'no guards'}, "
                 f"was {_quoted(e.guards) or 'no guards'}"
             )
-    kept_old = [e.condition for e in was if e.condition in new_by]
-    kept_new = [e.condition for e in now if e.condition in old_by]
-    if kept_old != kept_new:
+    kept_old = [e for e in was if e.identity in new_by]
+    kept_new = [e for e in now if e.identity in old_by]
+    if [e.identity for e in kept_old] != [e.identity for e in kept_new]:
         out.append(
-            f"conditions are tried in the order {_conditions(kept_new)}, "
-            f"was {_conditions(kept_old)}"
+            f"conditions are tried in the order {_conditions(e.condition for e in kept_new)}, "
+            f"was {_conditions(e.condition for e in kept_old)}"
         )
-    out += [f"the edge {e.text()} was added" for e in now if e.condition not in old_by]
+    out += [f"the edge {e.text()} was added" for e in now if e.identity not in old_by]
     return out
+
+
+def _timed(edges: Iterable[Edge]) -> str:
+    """` (a timeout after 7 d)` when one of `edges` is a timeout, else ""."""
+    waits = [e.after for e in edges if e.after is not None]
+    return f" (a timeout after {duration_words(waits[0])})" if waits else ""
 
 
 def _alternatives(edges: Iterable[Edge]) -> str:

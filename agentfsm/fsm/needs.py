@@ -28,6 +28,11 @@ Runner appends more than the one move of a paused or initial state.
 A table is still a valid declaration without them (it also checks logs that others write: an
 SDK adapter's, a foreign system's); `runner_problems` is what `check-table` reports as errors
 and what `Runner(...)` refuses, before any run is written.
+
+A timeout (`Transition(after=...)`) is a move the Runner makes too, when a run has stood
+where it waits long enough: only in a `waiting` or `paused` state, where a run stands until
+someone moves it on. In a state the Runner drives it would never be there to wait, so a
+timed edge out of one is a problem of its own.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import attrs
 
 from agentfsm.errors import quote_list
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.fsm.timeouts import duration_words
 from agentfsm.names import EventType, StateKind
 
 __all__ = ["RunnerNeeds", "runner_needs", "runner_problems", "unmet_needs"]
@@ -76,6 +82,8 @@ _SETTLING = _names(
 #: The kinds whose state a Runner drives (a state of one that has none of its kind's moves
 #: is one that something outside moves on: a `waiting` state).
 _DRIVEN = frozenset({StateKind.ACTIVE, StateKind.IN_FLIGHT, StateKind.PAUSED})
+#: The kinds of state a run stands in until someone moves it on: the ones that can time out.
+_STANDING = frozenset({StateKind.WAITING, StateKind.PAUSED})
 
 
 def runner_needs(table: TransitionTable, state: str) -> RunnerNeeds:
@@ -115,6 +123,7 @@ def runner_problems(table: TransitionTable) -> tuple[str, ...]:
     for state in table.state_names:
         missing = unmet_needs(table, state)
         if not missing:
+            problems += _timeout_problems(table, state)
             continue
         needs = runner_needs(table, state)
         kind = table.kind(state)
@@ -136,4 +145,20 @@ def runner_problems(table: TransitionTable) -> tuple[str, ...]:
         else:
             sentence += f"add {'an edge on it' if len(missing) == 1 else 'edges on them'}"
         problems.append(sentence)
+        problems += _timeout_problems(table, state)
     return tuple(problems)
+
+
+def _timeout_problems(table: TransitionTable, state: str) -> list[str]:
+    """Why the Runner cannot time a run out in `state` (see the module docstring)."""
+    timed = table.timeouts(state)
+    kind = table.kind(state)
+    if not timed or (kind in _STANDING and not table.settles_cancel(state)):
+        return []
+    waits = ", ".join(f"'{t.event}' after {duration_words(t.after)}" for t in timed if t.after)
+    where = "a cancel settles there" if table.settles_cancel(state) else f"it is '{kind}'"
+    return [
+        f"state '{state}' times out ({waits}), but {where}: a Runner drives a run there "
+        "without waiting, so no timeout falls due; only a 'waiting' or 'paused' state times "
+        "out (declare its kind)"
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -18,6 +19,7 @@ from agentfsm.errors import IllegalTransitionError, InvalidTableError
 from agentfsm.events.canonical import digest
 from agentfsm.events.models import CustomEvent, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
+from agentfsm.fsm.timeouts import Elapsed, due_at, duration_words, seconds, timeout_problems
 from agentfsm.names import StateKind
 
 __all__ = [
@@ -98,17 +100,52 @@ class Condition:
     def __call__(self, context: Any, event: Any) -> bool:
         return self.predicate(context, event)
 
+    @property
+    def after(self) -> timedelta | None:
+        """How long a run stands in its state before this condition holds, for the
+        condition of an edge declared with `after=`; None for any other."""
+        predicate = self.predicate
+        return predicate.after if isinstance(predicate, Elapsed) else None
+
+
+@functools.lru_cache(maxsize=256)
+def timeout_condition(after: timedelta) -> Condition:
+    """The condition of every edge declared with `after=`: `after 7 d` (one per duration)."""
+    words = duration_words(after)
+    return Condition(
+        f"after {words}",
+        Elapsed(after),
+        f"the run has stood in its state for {words}: the runtime appends the event then",
+    )
+
+
+def _check_after(edge: Transition, _: object, after: timedelta | None) -> None:
+    if after is None:
+        return
+    where = f"edge {edge.source} --{edge.event}--> {edge.target}"
+    if not isinstance(after, timedelta):
+        raise TypeError(f"{where}: after must be a timedelta, got {after!r}")
+    if after <= timedelta(0):
+        raise ValueError(f"{where}: after must be a positive duration, got {after}")
+
 
 @attrs.frozen
 class Transition:
     """An edge: on `event` in `source`, go to `target` when `condition` holds (or always).
+
+    An edge declared with `after=` is a timeout (see `agentfsm.fsm.timeouts`): its condition
+    is the time the run has stood in `source` (`after 7 d`), and the runtime appends `event`
+    by itself when it falls due.
 
     Attributes:
         source: the state the edge leaves.
         event: the event type that triggers it.
         target: the state it enters.
         condition: chooses between edges of one (source, event); tried in declared order.
+            Set by `after` for a timed edge, which takes no other.
         guards: names of the limit guards that are checked on this edge (for diagrams and docs).
+        after: how long a run stands in `source` before the edge is taken (counted from the
+            event that entered it), or None for an edge any time.
     """
 
     source: str = attrs.field(converter=str)
@@ -116,6 +153,28 @@ class Transition:
     target: str = attrs.field(converter=str)
     condition: Condition | None = None
     guards: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    after: timedelta | None = attrs.field(default=None, validator=_check_after, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        given = self.condition
+        timed = given.after if given is not None else None
+        if self.after is None:
+            if timed is not None:
+                raise ValueError(
+                    f"edge {self.source} --{self.event}--> {self.target}: condition "
+                    f"'{given.name if given else ''}' is a timeout's; declare the edge with "
+                    "after= (and no condition) instead"
+                )
+            return
+        if given is not None and timed is None:
+            raise ValueError(
+                f"edge {self.source} --{self.event}--> {self.target} waits "
+                f"{duration_words(self.after)} and has condition '{given.name}': an edge "
+                "declared with after= is taken by time alone (the runtime appends its event "
+                "with nothing else to go by); put the condition on another edge"
+            )
+        if timed != self.after:
+            object.__setattr__(self, "condition", timeout_condition(self.after))
 
     @property
     def key(self) -> tuple[str, str, str, str | None]:
@@ -180,6 +239,9 @@ class TransitionTable:
     _allowed: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False)
     _terminal: frozenset[str] = attrs.field(init=False, repr=False)
     _kinds: dict[str, StateKind] = attrs.field(init=False, repr=False)
+    _timeouts: dict[str, tuple[Transition, ...]] = attrs.field(init=False, repr=False)
+    #: Per state with timed edges, the one that falls due first (the reducer's lookup).
+    _first_timeout: dict[str, Transition] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         problems = table_problems(self.states, self.initial, self.transitions, self.event_types)
@@ -201,6 +263,15 @@ class TransitionTable:
         object.__setattr__(self, "_allowed", {s: tuple(sorted(evs)) for s, evs in compiled.items()})
         object.__setattr__(self, "_terminal", frozenset(s.name for s in self.states if s.terminal))
         object.__setattr__(self, "_kinds", {s.name: s.kind for s in self.states})
+        timeouts: dict[str, list[Transition]] = {}
+        for t in self.transitions:
+            if t.after is not None:
+                timeouts.setdefault(t.source, []).append(t)
+        object.__setattr__(self, "_timeouts", {s: tuple(ts) for s, ts in timeouts.items()})
+        # The shortest wait falls due first (all of a state's count from one entry); on a
+        # tie, the one declared first.
+        first = {s: min(ts, key=lambda t: t.after or timedelta(0)) for s, ts in timeouts.items()}
+        object.__setattr__(self, "_first_timeout", first)
 
     @functools.cached_property
     def digest(self) -> str:
@@ -296,6 +367,20 @@ class TransitionTable:
         """The edges for (state, event) in the order they are tried."""
         return tuple(t for t in self.transitions if t.source == state and t.event == event)
 
+    def timeouts(self, state: str) -> tuple[Transition, ...]:
+        """The edges leaving `state` declared with `after=`, in declaration order."""
+        return self._timeouts.get(state, ())
+
+    def timeout(self, state: str) -> Transition | None:
+        """The timed edge of `state` that falls due first (the shortest wait; the first
+        declared on a tie), or None: what the runtime appends when a run stands there."""
+        return self._first_timeout.get(state)
+
+    @property
+    def timed_states(self) -> tuple[str, ...]:
+        """The states with a timed edge, in declaration order."""
+        return tuple(s for s in self.state_names if s in self._timeouts)
+
     # -- stepping ----------------------------------------------------------------------
 
     def step(
@@ -341,7 +426,13 @@ class TransitionTable:
             if condition is None or condition.predicate(context, payload):
                 return target
         failed = tuple(c.name for c, _ in alternatives if c is not None)
-        raise self._illegal(state, event, failed, run_id, sequence)
+        error = self._illegal(state, event, failed, run_id, sequence)
+        # An event on a timed edge that came too early: say when it falls due.
+        entered = getattr(context, "entered_at", None)
+        waits = [c.after for c, _ in alternatives if c is not None and c.after is not None]
+        if waits and entered is not None:
+            error.due_at = due_at(entered, waits[0])
+        raise error
 
     def _illegal(
         self, state: str, event: str, failed: tuple[str, ...], run_id: str, sequence: int
@@ -415,17 +506,23 @@ class TransitionTable:
                 }
                 for s in self.states
             ],
-            "transitions": [
-                {
-                    "source": t.source,
-                    "event": t.event,
-                    "target": t.target,
-                    "condition": t.condition.name if t.condition else None,
-                    "guards": list(t.guards),
-                }
-                for t in self.transitions
-            ],
+            "transitions": [_describe(t) for t in self.transitions],
         }
+
+
+def _describe(t: Transition) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "source": t.source,
+        "event": t.event,
+        "target": t.target,
+        "condition": t.condition.name if t.condition else None,
+        "guards": list(t.guards),
+    }
+    # Only a timed edge says `after`: every other table's description, and so its digest,
+    # is the one it had before timeouts existed.
+    if t.after is not None:
+        described["after"] = seconds(t.after)
+    return described
 
 
 def table_problems(
@@ -498,6 +595,7 @@ def table_problems(
         cond_names = [e.condition.name for e in edges if e.condition is not None]
         for dup in sorted({c for c in cond_names if cond_names.count(c) > 1}):
             problems.append(f"'{source}' on '{event}': condition '{dup}' is used on two edges")
+    problems += timeout_problems(initial, transitions, events)
 
     if initial in declared:
         succ: dict[str, set[str]] = {n: set() for n in declared}

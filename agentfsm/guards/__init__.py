@@ -20,6 +20,7 @@ from agentfsm.guards.budget import Charge, SharedBudget
 from agentfsm.guards.guardset import GuardSet
 from agentfsm.guards.limits import (
     DEFAULT_MAX_CALLS_PER_DECISION,
+    DEFAULT_MAX_TURNS,
     Budget,
     Deadline,
     MaxAttempts,
@@ -32,11 +33,13 @@ from agentfsm.guards.limits import (
     remaining,
     spends,
     with_calls_cap,
+    with_caps,
 )
 from agentfsm.guards.loops import LoopDetector, fingerprint, fingerprints
 
 __all__ = [
     "DEFAULT_MAX_CALLS_PER_DECISION",
+    "DEFAULT_MAX_TURNS",
     "AllOf",
     "AnyOf",
     "Budget",
@@ -63,4 +66,5 @@ __all__ = [
     "remaining",
     "spends",
     "with_calls_cap",
+    "with_caps",
 ]

@@ -14,8 +14,12 @@ it as `refused` (`model.completed` with a bounded `refusal`: nothing of it runs,
 counts), the model sees why on its next turn, and the run goes on. The Runner and the SDK
 adapters write their cap (`DEFAULT_MAX_CALLS_PER_DECISION`, 64, unless told otherwise) into
 each run's `limits.max_calls_per_decision`, so the log says what it was under and any
-reader checks it. Budgets stop *before* crossing: a model call is refused when what was spent,
-plus what calls in flight reserved, plus this call's own estimate would exceed the limit.
+reader checks it. Every run the Runner or an adapter starts (or `submit` creates) is capped
+in turns the same way (`DEFAULT_MAX_TURNS`, 100, in `limits.max_turns`): a model that never
+gives a final answer stops there (`run.terminated`, `max_turns`) instead of running until
+it is killed. Budgets stop
+*before* crossing: a model call is refused when what was spent, plus what calls in flight
+reserved, plus this call's own estimate would exceed the limit.
 
 An estimate can be wrong, so a call may still cross a limit. That usage is a fact (the call
 happened) and the event recording it is accepted, but it is an *overrun* the moment it is
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_CALLS_PER_DECISION",
+    "DEFAULT_MAX_TURNS",
     "SPENDING_TYPES",
     "Budget",
     "Deadline",
@@ -67,6 +72,7 @@ __all__ = [
     "remaining",
     "spends",
     "with_calls_cap",
+    "with_caps",
 ]
 
 _MAX_TURNS = StopReason.MAX_TURNS.value
@@ -80,6 +86,12 @@ _MODEL_STARTED = EventType.MODEL_STARTED.value
 #: otherwise: more than any batch a person can review at once, far fewer than a runaway
 #: model can ask for in one answer.
 DEFAULT_MAX_CALLS_PER_DECISION = 64
+
+#: The turns (model calls) a run the Runner starts may take when it is not told otherwise:
+#: more than the agent loops we have seen a task need, and a bound on one whose model never
+#: gives a final answer (a runaway under a cost budget whose model reported no cost ran
+#: until it was killed). `RunnerConfig(max_turns=None)` lifts it.
+DEFAULT_MAX_TURNS = 100
 
 # Costs are floats summed one call at a time; 0.1 + 0.2 must not overshoot a limit of 0.3.
 _COST_SLACK = 1e-9
@@ -188,14 +200,31 @@ class MaxCallsPerDecision:
         return _calls(self.name, self.limit, event)
 
 
-def with_calls_cap(limits: Limits | None, cap: int | None) -> Limits | None:
-    """`limits` for a run the Runner or an adapter starts under a cap of `cap` calls per
-    decision: `limits.max_calls_per_decision` is `cap` unless `limits` sets it itself (to
-    a number, or to None to lift the cap for this run); `cap` None adds none."""
-    if cap is None or (limits is not None and "max_calls_per_decision" in limits.model_fields_set):
+def with_caps(limits: Limits | None, **caps: int | None) -> Limits | None:
+    """`limits` for a run started under default caps (`max_turns=100`, ...: fields of
+    `Limits`): each cap is written in unless `limits` sets that field itself (to a number,
+    or to None to lift it for this run); a cap of None adds none. So the run's log says
+    which caps it ran under, and any reader checks them.
+
+    Raises:
+        TypeError: a cap names no field of `Limits`.
+    """
+    unknown = sorted(set(caps) - set(Limits.model_fields))
+    if unknown:
+        raise TypeError(f"{', '.join(unknown)} is not a field of Limits")
+    given = limits.model_fields_set if limits is not None else set()
+    added = {name: cap for name, cap in caps.items() if cap is not None and name not in given}
+    if not added:
         return limits
-    given = limits.model_dump(exclude_none=True) if limits is not None else {}
-    return Limits.model_validate({**given, "max_calls_per_decision": cap})
+    # What the caller set stays set, a None that lifts a cap included (the log says so).
+    kept = limits.model_dump(exclude_unset=True) if limits is not None else {}
+    return Limits.model_validate({**kept, **added})
+
+
+def with_calls_cap(limits: Limits | None, cap: int | None) -> Limits | None:
+    """`with_caps(limits, max_calls_per_decision=cap)`: the cap of calls per decision a run
+    the Runner or an adapter starts under."""
+    return with_caps(limits, max_calls_per_decision=cap)
 
 
 # -- deadline --------------------------------------------------------------------------------

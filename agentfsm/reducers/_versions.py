@@ -30,8 +30,9 @@ from agentfsm.events import models as m
 from agentfsm.events.models import TableRef
 from agentfsm.fsm.registry import UnknownTableError, lookup
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.record import RunRecord
+from agentfsm.record import RunRecord, Timeout
 from agentfsm.reducers import _handlers
+from agentfsm.reducers._changes import timeout_of
 from agentfsm.reducers._evolve import evolves
 from agentfsm.reducers._handlers import HANDLERS, Move
 
@@ -78,7 +79,7 @@ def _set_table(r: RunRecord, /, *, table: TableRef | None) -> RunRecord: ...  # 
 @evolves(RunRecord)
 def _set_migrated(  # type: ignore[empty-body]
     r: RunRecord, /, *, version: int, updated_at: str | None, table: TableRef | None,
-    migrated_from: TableRef | None, migrated_at: int | None,
+    migrated_from: TableRef | None, migrated_at: int | None, timeout: Timeout | None,
 ) -> RunRecord: ...  # fmt: skip
 
 
@@ -253,9 +254,12 @@ def migrate(r: Reducer, record: RunRecord, event: m.RunMigrated, under: Reducer)
         )
     # The reducer's own reference when the run comes to its table (the hot path's check).
     ref = r._ref if new is r.table else to
+    # The run stays where it stands, since when it came there: the new table says whether
+    # (and when) it times out there.
     return _set_migrated(
         record, version=event.sequence, updated_at=event.occurred_at, table=ref,
         migrated_from=current, migrated_at=event.sequence,
+        timeout=timeout_of(new.timeout(state), record.entered_at),
     )  # fmt: skip
 
 

@@ -44,6 +44,7 @@ from agentfsm.guards.guardset import GuardSet
 from agentfsm.guards.limits import SPENDING_TYPES
 from agentfsm.record import RunRecord
 from agentfsm.reducers import _versions
+from agentfsm.reducers._changes import entered
 from agentfsm.reducers._handlers import HANDLERS, Handler, custom_event
 from agentfsm.reducers.snapshot import Snapshot
 
@@ -73,7 +74,7 @@ class Reducer:
 
     __slots__ = (
         "_allowed", "_always", "_digest", "_guarded", "_handlers", "_moves", "_ref",
-        "_terminal", "_versions", "guards", "table",
+        "_terminal", "_timeouts", "_versions", "guards", "table",
     )  # fmt: skip
 
     def __init__(
@@ -88,6 +89,7 @@ class Reducer:
         self._moves = table._moves  # the precomputed (state -> event -> move) map
         self._allowed = table._allowed
         self._terminal = table.terminal_states
+        self._timeouts = table._first_timeout
         self._handlers: dict[str, Handler] = dict(HANDLERS)
         self._handlers["run.started"] = _versions.run_started
         for name in table.event_types.custom:
@@ -141,6 +143,9 @@ class Reducer:
                 )  # fmt: skip
             move = state  # on no edge: applied in every state that has not ended, in place
         new = self._handlers[event.type](self, record, event, move)
+        if new.status != record.status:
+            # Entering a state: its timed edges count from now (staying in one does not).
+            entered(new, event.occurred_at, self._timeouts.get(new.status))
         if event.type in self._guarded and (
             self._always or record.limits is not None or ctx is not None
         ):

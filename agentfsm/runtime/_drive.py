@@ -46,7 +46,7 @@ from agentfsm.events.models import Limits
 from agentfsm.fsm.needs import runner_problems
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.base import Guard
-from agentfsm.guards.limits import with_calls_cap
+from agentfsm.guards.limits import with_caps
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -200,8 +200,13 @@ class Driver:
         fields: dict[str, Any] = {
             "objective": objective,
             "agent": agent or self.agents[0].name,
-            # The log says the cap its decisions were under: any reader checks it.
-            "limits": with_calls_cap(limits, self.config.max_calls_per_decision),
+            # The log says the caps the run is under (turns, calls per decision): any
+            # reader checks them.
+            "limits": with_caps(
+                limits,
+                max_turns=self.config.max_turns,
+                max_calls_per_decision=self.config.max_calls_per_decision,
+            ),
             "table": self.reducer.table.ref,  # the run is folded with this table, always
         }
         event = m.RunStarted(
@@ -267,7 +272,14 @@ class Driver:
     def _proceed(
         self, writer: RunWriter, beat: bool = False, unpause: bool = True, defer: bool = False
     ) -> Steps[RunResult]:
-        if unpause and self.reducer.table.kind(writer.record.status) == StateKind.PAUSED:
+        record = writer.record
+        # A pause whose clock ran out meanwhile (its timeout, a deadline) is settled by the
+        # drive first, as it would have been had a timer driven it in time.
+        if (
+            unpause
+            and self.reducer.table.kind(record.status) == StateKind.PAUSED
+            and not self.planner.overdue(record, self.clock())
+        ):
             got = yield Append(writer, [Spec(m.RunResumed, {})])
             if isinstance(got, Refused) and _strands(got.error, writer):
                 yield from self._stranded(writer, got.error)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import attrs
@@ -261,22 +261,47 @@ class Planner:
         """What a waiting or paused run's clock settles by itself once its time has come.
 
         A run that waits for a person or is paused gets no append that would trip a guard,
-        so its deadline and its approvals' expiries are settled here when it is next driven
-        (a timer wakes it, `agentfsm.runtime.wakeups`): past the deadline it is
-        `run.terminated` (`deadline`); an approval past its `expires_at` is rejected by
-        `expiry` (the table's way on, as a person's rejection would be). Nothing for a
-        terminal run, or where the table allows neither.
+        so its deadline, its approvals' expiries and its state's timeout are settled here
+        when it is next driven (a timer wakes it, `agentfsm.runtime.wakeups`): past the
+        deadline it is `run.terminated` (`deadline`); an approval past its `expires_at` is
+        rejected by `expiry` (the table's way on, as a person's rejection would be); past
+        its state's timeout (`RunRecord.timeout`, a `Transition(after=...)`) the timeout's
+        event is appended, with no fields. What fell due first goes first: the others are
+        looked at again from where it leads. Nothing for a terminal run, or where the table
+        allows none of them.
         """
         table = self.reducer.table
         if record.status in table.terminal_states:
             return ()
         allowed = table.allowed(record.status)
+        timeout = record.timeout
+        timed_out = None
+        if timeout is not None and timeout.event in allowed:
+            at = parse_timestamp(timeout.at)
+            timed_out = at if now >= at else None
         left = self.reducer.guards.remaining(record, now)
-        if left is not None and left <= 0 and "run.terminated" in allowed:
+        deadline_passed = left is not None and left <= 0 and "run.terminated" in allowed
+        # The deadline goes first unless the timeout fell due before it.
+        if deadline_passed and (
+            timed_out is None or now + timedelta(seconds=left or 0.0) < timed_out
+        ):
             detail = f"the deadline passed while the run was '{record.status}'"
             return (Spec(m.RunTerminated, {"stop_reason": StopReason.DEADLINE, "detail": detail}),)
-        if "approval.rejected" not in allowed:
-            return ()
+        expired: list[tuple[str, Action, datetime]] = []
+        if "approval.rejected" in allowed:
+            for aid in record.pending_approvals:
+                action = record.actions[aid]
+                if action.expires_at is not None and now > (
+                    at := parse_timestamp(action.expires_at)
+                ):
+                    expired.append((aid, action, at))
+        if (
+            timeout is not None
+            and timed_out is not None
+            and all(timed_out <= at for _, _, at in expired)
+        ):
+            event = self.reducer.event_types_for(record).classes[timeout.event]
+            return (Spec(event, {}),)
         return tuple(
             Spec(
                 m.ApprovalRejected,
@@ -287,9 +312,7 @@ class Planner:
                     "arguments_digest": action.arguments_digest,
                 },
             )
-            for aid in record.pending_approvals
-            if (action := record.actions[aid]).expires_at is not None
-            and now > parse_timestamp(action.expires_at)
+            for aid, action, _ in expired
         )
 
     def _wrap_up(self, record: RunRecord, turn: int) -> bool:

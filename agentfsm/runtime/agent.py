@@ -16,7 +16,7 @@ import attrs
 from pydantic import BaseModel, Field
 
 from agentfsm.events.models import Limits, Usage
-from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION
+from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, DEFAULT_MAX_TURNS
 from agentfsm.names import ActionStatus, RunStatus, StateKind
 from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
 from agentfsm.runtime.policy import Policy, allow_all
@@ -199,6 +199,14 @@ class RunnerConfig:
             run). A decision with more is recorded as `refused`: none of its calls run, the
             model's next turn sees why (`ModelContext.refusal`), and the run goes on. None
             lifts the cap for every run the Runner starts.
+        max_turns: the turns (model calls) a run may take (100 by default), written into
+            the `limits` of each run the Runner starts unless the run's own `limits` set
+            `max_turns` (a number, or None to lift it for that run): a model that never
+            gives a final answer stops there, `run.terminated` with `stop_reason`
+            `max_turns`, instead of running until it is killed. None lifts the cap for
+            every run the Runner starts (a run then ends only by its own limits, guards,
+            or answer). A run it did not start keeps the caps its `run.started` wrote
+            (`submit` writes the defaults).
         lease_ttl: seconds the run's lease lasts past its last heartbeat (renewed every
             third of it while the Runner drives, on its own clock): how long a run whose
             driver froze or was cut off waits before another may take it over. A driver
@@ -216,6 +224,7 @@ class RunnerConfig:
     max_calls_per_decision: int | None = attrs.field(
         default=DEFAULT_MAX_CALLS_PER_DECISION, validator=_cap
     )
+    max_turns: int | None = attrs.field(default=DEFAULT_MAX_TURNS, validator=_cap)
     lease_ttl: float = LEASE_TTL
 
 

@@ -30,9 +30,10 @@ from agentfsm.errors import (
 )
 from agentfsm.events import models as m
 from agentfsm.events.codec import parse_event
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.diff import diff_tables
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, DEFAULT_MAX_TURNS, with_caps
 from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime._steering import (
@@ -401,17 +402,34 @@ def submit(
 ) -> RunRecord:
     """Create a run (`run.started`) for a `Worker` to drive.
 
+    The run is capped as a Runner caps the runs it starts, with the default caps
+    (`DEFAULT_MAX_TURNS` turns, `DEFAULT_MAX_CALLS_PER_DECISION` calls per decision) unless
+    `limits` sets them (a number, or None to lift one): whichever Runner drives it, its log
+    says what it is under.
+
     Raises:
         ConcurrencyConflictError: a run with this id already exists.
     """
-    fields = {
-        "objective": objective,
-        "agent": agent,
-        "limits": limits,
-        "table": store.reducer.table.ref,
-    }
-    event = event_of(RunRecord(run_id=run_id), Spec(m.RunStarted, fields), clock)
+    event = _submitted(store.reducer.table, run_id, objective, agent, limits, clock)
     return store.append(run_id, [event], 0)
+
+
+def _submitted(
+    table: TransitionTable,
+    run_id: str,
+    objective: str | None,
+    agent: str | None,
+    limits: Limits | None,
+    clock: Clock,
+) -> Event:
+    """The `run.started` of a submitted run (see `submit`)."""
+    capped = with_caps(
+        limits,
+        max_turns=DEFAULT_MAX_TURNS,
+        max_calls_per_decision=DEFAULT_MAX_CALLS_PER_DECISION,
+    )
+    fields = {"objective": objective, "agent": agent, "limits": capped, "table": table.ref}
+    return event_of(RunRecord(run_id=run_id), Spec(m.RunStarted, fields), clock)
 
 
 async def aapprove(
@@ -486,11 +504,5 @@ async def asubmit(
     clock: Clock = now,
 ) -> RunRecord:
     """`submit` over an `AsyncEventStore`."""
-    fields = {
-        "objective": objective,
-        "agent": agent,
-        "limits": limits,
-        "table": store.reducer.table.ref,
-    }
-    event = event_of(RunRecord(run_id=run_id), Spec(m.RunStarted, fields), clock)
+    event = _submitted(store.reducer.table, run_id, objective, agent, limits, clock)
     return await store.append(run_id, [event], 0)

@@ -12,9 +12,13 @@ the append's own transaction):
   or a decision proposed) is the driver's.
   A subagent run is driven by its parent's call, so the wake-up goes to the root run.
 - **Wake at a time** (a timer) when a batch sets a time something must happen by itself:
-  the run's deadline (`run.started` with `limits.deadline`) and an approval's expiry
-  (`approval.requested` with `expires_at`); the driver woken then settles what is overdue
-  (`Planner.overdue`: `run.terminated` past the deadline, `approval.rejected` by `expiry`).
+  the run's deadline (`run.started` with `limits.deadline`), an approval's expiry
+  (`approval.requested` with `expires_at`), and the timeout of the state the batch leaves
+  the run in (`RunRecord.timeout`: entering a state with a `Transition(after=...)`, or a
+  migration to a table that times it out); the driver woken then settles what is overdue
+  (`Planner.overdue`: `run.terminated` past the deadline, `approval.rejected` by `expiry`,
+  the timeout's event). A run that left the state first finds no timeout due: the timer
+  costs one load.
 
 A wake-up that finds nothing to do costs one load: late and duplicate wake-ups are
 harmless, a missing one is the bug these rules exist to prevent.
@@ -75,11 +79,13 @@ class Wake:
 
 
 def next_due(record: RunRecord) -> datetime | None:
-    """The earliest time the run's own clock acts on it: its deadline, or an approval it
-    waits for expiring; None for a terminal run or one with neither."""
+    """The earliest time the run's own clock acts on it: its deadline, an approval it waits
+    for expiring, or its state's timeout; None for a terminal run or one with none."""
     times: list[datetime] = []
     if record.limits is not None and record.limits.deadline is not None:
         times.append(parse_timestamp(record.limits.deadline))
+    if record.timeout is not None:
+        times.append(parse_timestamp(record.timeout.at))
     pending = ActionStatus.APPROVAL_PENDING
     times.extend(
         parse_timestamp(a.expires_at)
@@ -106,7 +112,10 @@ def wakeups(record: RunRecord, types: Iterable[str], table: TransitionTable) -> 
     out: list[Wake] = []
     if steering and (record.status in table.runnable_states or root != record.run_id):
         out.append(Wake(root))
-    if kinds & _TIMED and record.status not in table.terminal_states:
+    # Where a timeout waits, any batch may have set it (entering the state, or migrating
+    # to a table that times it out): the same timer set again is one timer.
+    timed = kinds & _TIMED or record.timeout is not None
+    if timed and record.status not in table.terminal_states:
         due = next_due(record)
         if due is not None:
             out.append(Wake(root, due))

@@ -8,6 +8,10 @@ which decision); the strategies add the free fields (results, usage, reasons) af
 Candidates do not consult the table: the reducer is the judge. That is what lets every
 strategy work for derived tables too: whatever a table allows, the reducer accepts, and
 whatever it forbids, the reducer refuses.
+
+Only time is the table's: an event on a timed edge (`Transition(after=...)`) is legal once
+the run has stood in its state that long, so such a candidate is also tried at the moment
+the edge falls due (`times_for`), and the events after it follow from there (`Clock.next`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import attrs
 
 from agentfsm.errors import LifecycleError
 from agentfsm.events.codec import parse_event
-from agentfsm.events.models import EVENT_CLASSES, Event
+from agentfsm.events.models import EVENT_CLASSES, Event, parse_timestamp
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus as A
@@ -343,14 +347,44 @@ def accepted(
     for t in wanted:
         if t not in allowed:
             continue
+        times = times_for(table, record, t, occurred_at)
         for cand in plausible(record, t, table.event_types):
             if not cand.needs <= enabled:
                 continue
-            event = cand.event(record, occurred_at, events=table.event_types)
-            after = try_next(reducer, record, event)
-            if isinstance(after, RunRecord):
-                out.append(Next(cand, event, after))
+            for at in times:
+                event = cand.event(record, at, events=table.event_types)
+                after = try_next(reducer, record, event)
+                if isinstance(after, RunRecord):
+                    out.append(Next(cand, event, after))
     return out
+
+
+def times_for(
+    table: TransitionTable, record: RunRecord, event_type: str, occurred_at: str
+) -> tuple[str, ...]:
+    """When a candidate of `event_type` is tried as `record`'s next event: at `occurred_at`,
+    and at the moment each of the state's timed edges on that event falls due, where that is
+    later (written like `occurred_at`). So a timeout is taken, and an edge tried before it
+    (a fallback without `after`) at the time the run would otherwise have."""
+    timed = [t for t in table.timeouts(record.status) if t.event == event_type]
+    if not timed or record.entered_at is None:
+        return (occurred_at,)
+    now = parse_timestamp(occurred_at)
+    entered = parse_timestamp(record.entered_at)
+    due = [entered + t.after for t in timed if t.after is not None]
+    return (occurred_at, *(_written_like(occurred_at, d) for d in due if d > now))
+
+
+def _written_like(text: str, moment: datetime) -> str:
+    """`moment` in the offset and precision of the timestamp `text`, never before it (a
+    precision that cannot say it rounds up)."""
+    fraction = "." in text
+    step = timedelta(milliseconds=1) if fraction else timedelta(seconds=1)
+    late = (moment - datetime.min.replace(tzinfo=moment.tzinfo)) % step
+    if late:
+        moment += step - late
+    offset = parse_timestamp(text).utcoffset() or timedelta(0)
+    return render_timestamp(moment, offset, text[-1] in "Zz", fraction)
 
 
 #: When generated runs start, unless told otherwise.
@@ -378,6 +412,14 @@ class Clock:
         return render_timestamp(
             self.start + timedelta(seconds=sequence), self.offset, self.zulu, self.fraction
         )
+
+    def next(self, record: RunRecord) -> str:
+        """The timestamp of `record`'s next event: `at` its sequence, or a second after its
+        last event where that came later (an event at a timeout jumps the clock ahead)."""
+        moment = self.start + timedelta(seconds=record.version + 1)
+        if record.updated_at is not None:
+            moment = max(moment, parse_timestamp(record.updated_at) + timedelta(seconds=1))
+        return render_timestamp(moment, self.offset, self.zulu, self.fraction)
 
 
 def render_timestamp(

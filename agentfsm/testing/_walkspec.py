@@ -106,7 +106,7 @@ class Walk:
         return self.reducer.table
 
     def options(self, record: RunRecord, clock: Clock) -> list[Next]:
-        return accepted(self.reducer, record, clock.at(record.version + 1), self.features)
+        return accepted(self.reducer, record, clock.next(record), self.features)
 
 
 def _distances(table: TransitionTable, features: frozenset[str]) -> dict[str, int]:

@@ -49,8 +49,12 @@ def taken_edge(table: TransitionTable, before: RunRecord, event: Event) -> Trans
 
 
 def edge_name(edge: Transition) -> str:
-    """`source --event--> target` with the condition in brackets, e.g. `[urgent]`."""
-    when = f" [{edge.condition.name}]" if edge.condition else ""
+    """`source --event--> target` with the condition in brackets, e.g. `[urgent]`, or a
+    timeout's wait, e.g. `after 7 d`."""
+    if edge.after is not None and edge.condition is not None:
+        when = f" {edge.condition.name}"
+    else:
+        when = f" [{edge.condition.name}]" if edge.condition else ""
     return f"{edge.source} --{edge.event}--> {edge.target}{when}"
 
 

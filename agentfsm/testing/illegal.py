@@ -98,7 +98,7 @@ def illegal_steps(
     @st.composite
     def step(draw: st.DrawFn) -> IllegalStep:
         run = _dress(draw, walk, _skeleton(draw, walk, runs, 0, max_prefix, None, steer=False))
-        options = _refused(walk.reducer, run.record, run.clock.at(run.record.version + 1), wanted)
+        options = _refused(walk.reducer, run.record, run.clock.next(run.record), wanted)
         if not options:
             reject()  # nothing of the wanted kinds is refused here (possible in odd tables)
         by_kind: dict[str, list[tuple[Event, LifecycleError]]] = {}

@@ -27,7 +27,15 @@ from agentfsm.events.models import Envelope, Event
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import FEATURES, Candidate, Clock, Next, accepted, try_next
+from agentfsm.testing._candidates import (
+    FEATURES,
+    Candidate,
+    Clock,
+    Next,
+    accepted,
+    times_for,
+    try_next,
+)
 from agentfsm.testing._custom import payload_strategy
 from agentfsm.testing._sampling import samples
 from agentfsm.testing.coverage import EdgeKey, edge_name, taken_edge
@@ -41,6 +49,8 @@ _Path = tuple[Next, ...]
 _ABRUPT = frozenset({"run.failed", "run.terminated"})
 #: The most actions a searched record may hold: more add no edge in any table we know.
 _MAX_ACTIONS = 3
+#: The searched logs' times: one second apart from the epoch (a timeout jumps ahead).
+_CLOCK = Clock()
 
 
 def _key(record: RunRecord) -> tuple[Any, ...]:
@@ -61,19 +71,21 @@ Extra = Mapping[str, Iterable[dict[str, Any]]]
 def _expand(
     reducer: Reducer, record: RunRecord, extra: Extra, features: frozenset[str]
 ) -> list[Next]:
-    at = Clock().at(record.version + 1)
+    at = _CLOCK.next(record)
     options = accepted(reducer, record, at, features)
     vocabulary = reducer.table.event_types
     for t in reducer.table.allowed(record.status):
+        times = times_for(reducer.table, record, t, at)
         for payload in extra.get(t, ()):
             cand = Candidate(t, payload)
-            try:
-                event = cand.event(record, at, events=vocabulary)
-            except ValueError:
-                continue  # an example the model refuses
-            after = try_next(reducer, record, event)
-            if isinstance(after, RunRecord):
-                options.append(Next(cand, event, after))
+            for when in times:
+                try:
+                    event = cand.event(record, when, events=vocabulary)
+                except ValueError:
+                    break  # an example the model refuses
+                after = try_next(reducer, record, event)
+                if isinstance(after, RunRecord):
+                    options.append(Next(cand, event, after))
     return [n for n in options if len(n.record.actions) <= _MAX_ACTIONS]
 
 

@@ -51,6 +51,7 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
+from agentfsm.reducers._changes import timeout_of
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
 from agentfsm.testing._walkspec import TableLike, Walk, make_walk
@@ -76,11 +77,19 @@ def record_problems(record: RunRecord, table: TransitionTable = DEFAULT_TABLE) -
 
     Checks the status is a state of `table`, the ledger is keyed by its own action ids, the
     batch names known actions once each, attempts fit statuses, an ended run has nothing
-    unsettled and no open model call, and the usage totals are not negative.
+    unsettled and no open model call, the usage totals are not negative, and the run's
+    timeout is the one `table` gives its state (counted from when it entered it).
     """
     problems: list[str] = []
     if record.status not in table.state_names:
         problems.append(f"status '{record.status}' is not a state of table '{table.name}'")
+    else:
+        due = timeout_of(table.timeout(record.status), record.entered_at)
+        if record.timeout != due:
+            problems.append(
+                f"the run's timeout is {record.timeout}, but in '{record.status}' (entered at "
+                f"{record.entered_at}) the table gives {due}"
+            )
     for key, action in record.actions.items():
         if action.action_id != key:
             problems.append(f"ledger key '{key}' holds action '{action.action_id}'")
@@ -177,7 +186,7 @@ class RunMachine(RuleBasedStateMachine):
             cache = {}
             self._options = (self.record.version, cache)
         if event_type not in cache:
-            at = self._clock.at(self.record.version + 1)
+            at = self._clock.next(self.record)
             cache[event_type] = accepted(
                 self.reducer, self.record, at, self.walk.features, (event_type,)
             )
@@ -231,7 +240,7 @@ class RunMachine(RuleBasedStateMachine):
         """
         if self._not_now(data, "refuse"):
             return
-        at = self._clock.at(self.record.version + 1)
+        at = self._clock.next(self.record)
         options = _refused(self.reducer, self.record, at, frozenset({"table", "rule"}))
         event, _ = options[data.draw(st.integers(0, len(options) - 1), label="illegal")]
         before = self.record

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
-from agentfsm.testing._candidates import Candidate, Clock, Next, try_next
+from agentfsm.testing._candidates import Candidate, Clock, Next, times_for, try_next
 from agentfsm.testing._walkspec import Walk
 from agentfsm.testing.coverage import EdgeKey, taken_edge
 
@@ -91,15 +91,17 @@ def _drawn(draw: st.DrawFn, walk: Walk, record: RunRecord, at: str) -> list[Next
         strategy = walk.drawn.get(t)
         if strategy is None or t not in vocabulary.custom:
             continue
+        times = times_for(walk.table, record, t, at)
         for _ in range(_DRAWS):
             cand = Candidate(t, draw(strategy))
-            try:
-                event = cand.event(record, at, events=vocabulary)
-            except ValueError:
-                continue  # a user's strategy drew a value the model refuses: skip it
-            after = try_next(walk.reducer, record, event)
-            if isinstance(after, RunRecord):
-                out.append(Next(cand, event, after))
+            for when in times:
+                try:
+                    event = cand.event(record, when, events=vocabulary)
+                except ValueError:
+                    break  # a user's strategy drew a value the model refuses: skip it
+                after = try_next(walk.reducer, record, event)
+                if isinstance(after, RunRecord):
+                    out.append(Next(cand, event, after))
     return out
 
 
@@ -116,13 +118,15 @@ def follow(
     """`cand` as the next event, if the reducer, the features and `may_end` allow it."""
     if not cand.needs <= walk.features:
         return None
-    event = cand.event(record, clock.at(record.version + 1), events=walk.table.event_types)
-    after = try_next(walk.reducer, record, event)
-    if not isinstance(after, RunRecord):
-        return None
-    if not may_end and walk.table.is_terminal(after.status):
-        return None
-    return Next(cand, event, after)
+    table = walk.table
+    for at in times_for(table, record, cand.type, clock.next(record)):
+        event = cand.event(record, at, events=table.event_types)
+        after = try_next(walk.reducer, record, event)
+        if isinstance(after, RunRecord):
+            if not may_end and table.is_terminal(after.status):
+                return None
+            return Next(cand, event, after)
+    return None
 
 
 def steered_step(
@@ -136,7 +140,7 @@ def steered_step(
 ) -> Next | None:
     """The goal edge if it can be taken now, else a step towards its source; None if stuck."""
     table = walk.table
-    at = clock.at(record.version + 1)
+    at = clock.next(record)
     options = walk.options(record, clock) + _drawn(draw, walk, record, at)
     if not may_end:
         options = [n for n in options if not table.is_terminal(n.record.status)]

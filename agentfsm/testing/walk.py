@@ -180,7 +180,7 @@ class _Groups:
         if event_type == E.RUN_CANCEL_REQUESTED and self._cancelled:
             return []
         walk, record = self._walk, self._record
-        at = self._clock.at(record.version + 1)
+        at = self._clock.next(record)
         return [
             n
             for n in accepted(walk.reducer, record, at, walk.features, (event_type,))
@@ -338,10 +338,11 @@ def legal_runs(
     """Whole event logs of one run that `Reducer(table).replay` accepts.
 
     Logs have contiguous sequences from 1, one run id, timestamps one second apart (in a
-    drawn UTC offset), action ids that the ledger knows (`act_1`, `act_2`, ...), batches of
-    several tool calls, approvals accepted and rejected, retries after retryable failures,
-    outcomes unknown, pauses, handoffs, cancellations with late results, and endings by
-    completion, failure, cancellation or a guard's termination.
+    drawn UTC offset; an event on a timed edge comes when the edge falls due, and the events
+    after it a second apart from it), action ids that the ledger knows (`act_1`, `act_2`,
+    ...), batches of several tool calls, approvals accepted and rejected, retries after
+    retryable failures, outcomes unknown, pauses, handoffs, cancellations with late results,
+    and endings by completion, failure, cancellation or a guard's termination.
 
     Args:
         table: the transition table, or a `Reducer` (to use its table and its checks).

@@ -311,6 +311,32 @@ class TestCallsPerDecision:
         assert sorted(CALLS) == ["get_weather C0", "get_weather C1", "get_weather C2"]
 
 
+class TestTurnCap:
+    """Every adapter caps turns as the Runner does, in the run's `limits` (issue 26, item 3)."""
+
+    def test_a_run_is_capped_at_100_turns_unless_told(self, driver: Driver) -> None:
+        """The default is written into the log; `max_turns=None` writes none."""
+        spec = agent("weather", say("Sunny."))
+        capped = driver.run(MemoryEventStore(), "r1", spec)
+        assert capped.record.limits == Limits(max_turns=100, max_calls_per_decision=64)
+        lifted = driver.run(MemoryEventStore(), "r2", spec, max_turns=None)
+        assert lifted.record.limits == Limits(max_calls_per_decision=64)
+
+    def test_the_cap_stops_a_model_that_never_answers(
+        self, driver: Driver, tmp_path: Path
+    ) -> None:
+        """`max_turns=3`: the fourth model call is refused, the run ends `max_turns`."""
+        store = MemoryEventStore()
+        done = driver.run(store, "r1", looping(), max_turns=3)
+        assert (done.status, done.stop_reason, done.record.stop_detail) == (
+            "terminated",
+            "max_turns",
+            "3 of 3 turns used",
+        )
+        assert CALLS == ["get_weather C0", "get_weather C1", "get_weather C2"]
+        assert validates(store, "r1", tmp_path) == 0
+
+
 class TestCancel:
     """A cancel asked for from elsewhere ends the run at its next signal."""
 

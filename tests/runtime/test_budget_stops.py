@@ -60,7 +60,7 @@ class TestCrossing:
             {
                 "type": "run.started",
                 "agent": "support",
-                "limits": {"max_tokens": 1500, "max_calls_per_decision": 64},
+                "limits": {"max_turns": 100, "max_tokens": 1500, "max_calls_per_decision": 64},
                 "table": DEFAULT_TABLE.ref.model_dump(),
             },
             {"type": "model.started"},

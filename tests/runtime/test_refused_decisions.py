@@ -106,7 +106,9 @@ class TestRefused:
         assert model.contexts[0].refusal is None
         assert (ran, result.pending_approvals, dict(result.record.actions)) == ([], (), {})
         assert (result.record.usage.input_tokens, result.record.last_refusal) == (20, None)
-        assert next(iter(store.events("r1"))).limits == Limits(max_calls_per_decision=64)
+        assert next(iter(store.events("r1"))).limits == Limits(
+            max_turns=100, max_calls_per_decision=64
+        )
         assert log_bytes(store) < 1_500
 
     def test_the_refused_turns_usage_counts_against_the_budget(self, runner: str) -> None:
@@ -141,10 +143,14 @@ class TestRefused:
 
     def test_the_cap_can_be_lifted_for_every_run_or_for_one(self, runner: str) -> None:
         """`RunnerConfig(max_calls_per_decision=None)`: 100 calls run, and the log states no
-        cap; a run's `Limits(max_calls_per_decision=None)`: the same, its log saying so."""
+        cap (only the turns'); a run's `Limits(max_calls_per_decision=None)`: the same, its
+        log saying so."""
         lifts = (
-            ({"config": RunnerConfig(max_calls_per_decision=None)}, None),
-            ({"limits": Limits(max_calls_per_decision=None)}, {"max_calls_per_decision": None}),
+            ({"config": RunnerConfig(max_calls_per_decision=None)}, {"max_turns": 100}),
+            (
+                {"limits": Limits(max_calls_per_decision=None)},
+                {"max_turns": 100, "max_calls_per_decision": None},
+            ),
         )
         for lift, written in lifts:
             ran: list[str] = []

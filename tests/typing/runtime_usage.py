@@ -73,7 +73,7 @@ runner = Runner(
     store,
     [agent, Agent("lead", model, [helper])],
     guards=[MaxTurns(5), LoopDetector()],
-    config=RunnerConfig(wrap_up_turn=True, reserve=Usage(input_tokens=100)),
+    config=RunnerConfig(wrap_up_turn=True, reserve=Usage(input_tokens=100), max_turns=None),
 )
 result: RunResult = runner.run("r1", "look it up", limits=Limits(max_tokens=10_000))
 status: str = result.status

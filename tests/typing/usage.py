@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 
 from agentfsm import (
     DEFAULT_TABLE,
@@ -16,6 +17,7 @@ from agentfsm import (
 )
 from agentfsm.events import Event, iter_lines
 from agentfsm.names import RunStatus
+from agentfsm.record import Timeout
 from agentfsm.reducers import DEFAULT_REDUCER
 
 record: RunRecord = DEFAULT_REDUCER.initial("run_1")
@@ -43,3 +45,17 @@ text_lines: list[str] = list(iter_lines(io.BytesIO(b"\n")))
 text_lines += list(iter_lines(io.StringIO("\n"), 1024))
 read: list[tuple[int, Event]] = list(read_events(io.BytesIO(b"")))
 read += list(read_events(io.StringIO("")))
+
+# A state that times out: its edge's condition is its time, and the record says when.
+timed: TransitionTable = derived.derive(
+    add_events=["run.expired"],
+    add=[Transition("escalated", "run.expired", "failed", after=timedelta(days=7))],
+)
+wait: timedelta | None = timed.transitions[-1].after
+first: Transition | None = timed.timeout("escalated")
+due: Timeout | None = record.timeout
+entered: str | None = record.entered_at
+try:
+    DEFAULT_TABLE.step("completed", "model.started")
+except IllegalTransitionError as exc:
+    due_at: str | None = exc.due_at
