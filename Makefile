@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-engine clean
+.PHONY: install demo demo-ticket demo-loan test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,7 @@ demo: $(STAMP)
 	$(AGENTFSM) validate $(DEMO)/sdk-runs.jsonl
 	$(AGENTFSM) diagram --run $(DEMO)/sdk-runs.jsonl --run-id sdk-openai --format mermaid
 	$(MAKE) --no-print-directory demo-ticket
+	$(MAKE) --no-print-directory demo-loan
 	@echo
 	@echo "See these runs in a browser (runs, a run's path, approvals, tables):"
 	@echo "  $(AGENTFSM) ui --store $(DEMO)/runs.db"
@@ -54,6 +55,20 @@ demo-ticket: $(STAMP)
 	$(AGENTFSM) export --store $(TICKETS) --table $(TICKET) -o $(DEMO)/tickets.jsonl
 	$(AGENTFSM) validate $(DEMO)/tickets.jsonl --table $(TICKET)
 	$(AGENTFSM) diagram --table $(TICKET) --run $(DEMO)/tickets.jsonl --format mermaid
+
+LOAN := examples.lifecycles.loan:DEMO_LOAN_TABLE
+LOANS := $(DEMO)/loans.db
+
+# A lifecycle whose agent moves its own run: its tool asks for documents (the run waits in
+# `documents_requested`), the applicant's answer comes from the command line, the agent's
+# decision makes an offer (`offer_made`, open 1 s in this demo), nobody signs, and the
+# embedded Worker's timer declines the run: `declined`, with no person steering it there.
+demo-loan: $(STAMP)
+	mkdir -p $(DEMO) && rm -f $(LOANS)
+	$(PY) examples/demo_loan.py start --db $(LOANS)
+	$(AGENTFSM) append L-1 loan.documents_received 'document_ids:=["payslip-1","id-1"]' --store $(LOANS) --table $(LOAN)
+	$(PY) examples/demo_loan.py work --db $(LOANS) --until-settled --export $(DEMO)/loans.jsonl
+	$(AGENTFSM) diagram --table $(LOAN) --run $(DEMO)/loans.jsonl --format mermaid
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentfsm tests benchmarks examples

@@ -4,7 +4,8 @@
 
 Scenarios (each also runs alone from examples/runtime/): the order/ticket run, cancelling an
 order with an approval given from another process, a runaway loop stopped by
-`loop_detected`, a budget stop, a parallel batch, and a worker killed twice then resumed.
+`loop_detected`, a budget stop, a parallel batch, a worker killed twice then resumed, and a
+refund left waiting for its approver (so the web UI's inbox is not empty on first open).
 `--export` writes every run's events as JSON Lines, for `agentfsm validate` / `replay` /
 `diagram --run`.
 """
@@ -23,6 +24,7 @@ import cancel_order_approval  # noqa: E402
 import crash_resume  # noqa: E402
 import order_ticket  # noqa: E402
 import parallel_batch  # noqa: E402
+import refund_awaiting_approval  # noqa: E402
 import runaway_loop  # noqa: E402
 from kit import demo_main, open_store  # noqa: E402
 
@@ -36,6 +38,7 @@ SCENARIOS: list[Callable[[Path], RunResult]] = [
     budget_stop.main,
     parallel_batch.main,
     crash_resume.main,
+    refund_awaiting_approval.main,
 ]
 
 

@@ -6,7 +6,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from agentfsm.reducers import Reducer
 from agentfsm.reducers.validate import validate_lines
+from agentfsm.stores import SQLiteEventStore, StoreOptions
+from agentfsm.ui import Source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -22,7 +25,8 @@ def _demo() -> object:
 
 
 def test_the_runtime_demo_runs_every_scenario(tmp_path: Path) -> None:
-    """Each scenario ends where it should, and the exported log validates."""
+    """Each scenario ends where it should, the exported log validates, and the store opens
+    the web UI on an inbox with the refund left waiting for its approver."""
     demo = _demo()
     export = tmp_path / "runs.jsonl"
     results = demo.run_all(tmp_path, export)  # type: ignore[attr-defined]
@@ -34,10 +38,20 @@ def test_the_runtime_demo_runs_every_scenario(tmp_path: Path) -> None:
         "budget-1": ("terminated", "budget"),
         "parallel-1": ("completed", None),
         "crash-1": ("completed", None),
+        "refund-77": ("waiting_approval", None),
     }
     crash = next(r for r in results if r.run_id == "crash-1")
     assert [a.tool for a in crash.unknown_outcomes] == ["send_confirmation"]
     with export.open(encoding="utf-8") as lines:
         report = validate_lines(lines, keep_going=True)
     assert report.ok
-    assert len(report.runs) == 6
+    assert len(report.runs) == 7
+    # `agentfsm ui --store .demo/runs.db` after `make demo`: the inbox holds the refund.
+    source = Source(
+        lambda table: SQLiteEventStore(
+            tmp_path / "runs.db", options=StoreOptions(reducer=Reducer(table))
+        )
+    )
+    calls = [(c.record.run_id, c.action_id) for c in source.pending().calls]
+    assert calls == [("refund-77", "t2.1")]
+
