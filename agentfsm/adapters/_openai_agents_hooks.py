@@ -30,7 +30,7 @@ from agents import (
     ToolCallOutputItem,
 )
 from agents.exceptions import AgentsException
-from agents.run_config import RunConfig, ToolErrorFormatterArgs
+from agents.run_config import CallModelData, ModelInputData, RunConfig, ToolErrorFormatterArgs
 from agents.tool import Tool
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
@@ -119,6 +119,28 @@ def _recording_failures(config: RunConfig | None) -> RunConfig:
         return await message if inspect.isawaitable(message) else message
 
     return dataclasses.replace(config, tool_error_formatter=record_then_format)
+
+
+def _telling(config: RunConfig) -> RunConfig:
+    """`config` with a `call_model_input_filter` that adds what the model has not read yet
+    (`Recorder.notes`: a proposed event the table refused after its tool returned, what
+    happened while the run waited) to the input of the next model call, as user messages,
+    after the caller's own filter."""
+    theirs = config.call_model_input_filter
+
+    async def tell(data: CallModelData[Any]) -> ModelInputData:
+        given = data.model_data
+        if theirs is not None:
+            filtered = theirs(data)
+            given = await filtered if inspect.isawaitable(filtered) else filtered
+        recorder = _CURRENT.get()
+        notes = recorder.notes() if recorder is not None else []
+        if not notes:
+            return given
+        told: list[Any] = [{"role": "user", "content": note} for note in notes]
+        return ModelInputData(input=[*given.input, *told], instructions=given.instructions)
+
+    return dataclasses.replace(config, call_model_input_filter=tell)
 
 
 class _FailureContext:

@@ -20,6 +20,11 @@ each adapter's `SdkRun.emit` calls with the SDK's call id): checked at once, it 
 call's `tool.completed`, is judged once the batch is resolved (in the batch's order, in the
 append of the outcome that resolved it: `agentfsm.runtime._emits`, as for the Runner), and
 an event that makes the run wait (or ends it) stops the SDK at its next signal: `WaitStop`.
+The adapter then keeps where the SDK stood (`keep_wait`); once a person's event makes the run
+runnable again, its `resume` continues the SDK from there (`kept_wait`). What the model has
+not read yet goes into its next input (`notes`): a proposal the table refused when the batch
+was resolved (after the tool had returned), and on such a resume the events appended while
+the run waited.
 
 From asyncio code (an SDK's async hooks, an async iteration) use `aappend` and `off_loop`:
 the store is written in a worker thread, in the order the calls were made, so a slow store
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -79,6 +85,10 @@ from agentfsm.stores.base import EventStore
 
 __all__ = ["Recorder", "RecorderOptions"]
 
+#: The attachment (after the SDK's name) where an adapter keeps where the SDK stood when an
+#: event of the run's lifecycle made it wait (`Recorder.keep_wait`).
+_WAIT = "lifecycle_wait"
+
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -86,6 +96,23 @@ _T = TypeVar("_T")
 _AFTER_A_PAUSE = frozenset(
     {EventType.APPROVAL_ACCEPTED, EventType.APPROVAL_REJECTED, EventType.RUN_CANCEL_REQUESTED}
 )
+#: What only a driver appends (the SDK's own steps): one after a kept wait means the SDK
+#: went on from it, so continuing from it again would repeat what happened.
+_DRIVEN = frozenset(
+    {
+        EventType.MODEL_STARTED,
+        EventType.MODEL_COMPLETED,
+        EventType.TOOL_REQUESTED,
+        EventType.TOOL_STARTED,
+        EventType.TOOL_COMPLETED,
+        EventType.TOOL_FAILED,
+        EventType.TOOL_OUTCOME_UNKNOWN,
+        EventType.HANDOFF,
+        EventType.APPROVAL_REQUESTED,
+    }
+)
+#: The envelope of an event, left out when the model is told what the event says.
+_ENVELOPE = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id", "emitted_by"})
 
 
 def _utc_now() -> datetime:
@@ -179,6 +206,13 @@ class Recorder:
         self._proposals: dict[str, ProposedEvent | Refusal] = {}
         #: The state an event a call caused left the run in, where the SDK may not go on.
         self._waits = False
+        #: Calls whose refused proposal went back to their tool (`propose`): it tells the
+        #: model; and calls whose refusal the model was told of in its input (`notes`).
+        self._returned: set[str] = set()
+        self._told: set[str] = set()
+        #: What happened while the run waited, for the model's first input after it (see
+        #: `kept_wait`); told once a model call starts.
+        self._since_wait: str | None = None
 
     @property
     def record(self) -> RunRecord:
@@ -334,6 +368,7 @@ class Recorder:
         """
         with self._lock:
             record = self._append(signal, [storable(spec) for spec in specs])
+            self._heard(specs)
             if self.options.listeners:
                 self._deliver()
             return record
@@ -421,7 +456,85 @@ class Recorder:
             types = self._reducer.event_types_for(record)
             checked = _emits.check(emit, types, None)
             self._proposals[call_id] = checked
-            return checked if isinstance(checked, Refusal) else None
+            if isinstance(checked, Refusal):
+                self._returned.add(call_id)
+                return checked
+            return None
+
+    def notes(self) -> list[str]:
+        """What the model has not read yet, for its next input (one sentence each): the
+        events proposed by the latest batch's calls that the table refused once the batch was
+        resolved (after their tools had returned, so no tool could say it), and, first, the
+        events appended while the run waited, on a resume that continues after the wait.
+
+        Told once a model call starts (its `model.started` is appended): an input the SDK
+        built and never sent (a stop before the call) leaves them to the next one.
+        """
+        record = self.record
+        notes = [] if self._since_wait is None else [self._since_wait]
+        for aid in record.batch:
+            action = record.actions[aid]
+            if action.refusal is None or aid in self._returned or aid in self._told:
+                continue
+            proposed = action.emit.type if action.emit is not None else "an event"
+            notes.append(
+                f"The event '{proposed}' that your call '{aid}' ({action.tool}) proposed was "
+                f"refused: {action.refusal.message}."
+            )
+        return notes
+
+    def _heard(self, specs: Sequence[Spec]) -> None:
+        """After an append: a model call started has its input, so it read the notes."""
+        if any(spec.cls is m.ModelStarted for spec in specs):
+            self._since_wait = None
+            self._told.update(self.record.batch)
+
+    def keep_wait(self, state: Any) -> bool:
+        """Keep where the SDK stood (`state`, JSON data: its conversation, say) when an event
+        of the run's lifecycle made it wait, bound to the run's version, for `kept_wait`.
+
+        Returns False when the store keeps no attachments.
+        """
+        kept = {"waited_in": self.record.status, "state": state}
+        return self.save_state(f"{self.sdk}/{_WAIT}", json.dumps(kept).encode())
+
+    def kept_wait(self) -> Any:
+        """Where the SDK stood when the run last waited in a state of its lifecycle (what
+        `keep_wait` kept), or None if it kept none (the run never waited so, or the store
+        keeps no attachments). What was appended since is noted for the model's next input
+        (`notes`): the people's events, each with its fields, and where the run stands now.
+
+        Raises:
+            SavedStateError: the run went on since (a driver's step follows the wait).
+        """
+        name = f"{self.sdk}/{_WAIT}"
+        try:
+            kept = self.store.attachment(self.run_id, name)
+        except NotImplementedError:
+            return None
+        if kept is None:
+            return None
+        said: list[str] = []
+        for event in self.store.events(self.run_id, after=kept.version):
+            if event.type in _DRIVEN:
+                raise SavedStateError(
+                    run_id=self.run_id,
+                    name=name,
+                    reason=f"it was kept at version {kept.version}, but the run went on "
+                    f"since ('{event.type}' at sequence {event.sequence}): it is stale",
+                )
+            fields = event.model_dump(mode="json", exclude=set(_ENVELOPE), exclude_none=True)
+            said.append(f"'{event.type}' {json.dumps(fields)}" if fields else f"'{event.type}'")
+        data = json.loads(kept.data)
+        self._since_wait = (
+            f"While the run waited in '{data['waited_in']}', its lifecycle went on: "
+            f"{'; '.join(said) or 'nothing'}. It is '{self.record.status}' now."
+        )
+        return data["state"]
+
+    def forget_wait(self) -> None:
+        """Drop what `keep_wait` kept (the SDK went on from it, or the run ended)."""
+        self.forget_state(f"{self.sdk}/{_WAIT}")
 
     def _with_proposals(self, specs: Sequence[Spec]) -> list[Spec]:
         """`specs` with each proposal on its call's `tool.completed` (or refused with it); a

@@ -61,6 +61,7 @@ from agentfsm._extras import missing_extra
 try:
     from agents import (
         Agent,
+        ItemHelpers,
         MaxTurnsExceeded,
         Runner,
         RunState,
@@ -80,6 +81,7 @@ from agentfsm.adapters._openai_agents_hooks import (
     _Hooks,
     _recording_failures,
     _Stopped,
+    _telling,
     partial_output,
     record_failure,
     tool_failure,
@@ -92,9 +94,10 @@ from agentfsm.adapters._sdk_errors import (
     GuardStop,
     SavedStateError,
     SignalIllegalTransitionError,
+    WaitStop,
 )
 from agentfsm.adapters._sdk_run import SdkRun, aleased
-from agentfsm.adapters._storable import parse_arguments
+from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.adapters._subagents import (
     approved_call,
     pending_in,
@@ -285,10 +288,15 @@ class AgentsRun(SdkRun):
         on_stream_event: StreamCallback | None = None,
         **runner_kwargs: Any,
     ) -> ObservedRun:
-        """Continue a run paused for approval, from the SDK's `RunState` JSON (`.state`).
+        """Continue a run paused for approval, from the SDK's `RunState` JSON (`.state`), or
+        one an event of its lifecycle made wait, once a person's event let it go on.
 
         The decisions come from our store (`approve`/`reject` from any process). Calls
-        still undecided leave the run waiting (nothing runs).
+        still undecided leave the run waiting (nothing runs). After a wait in a state of
+        the run's lifecycle (a tool's `emit`), the SDK goes on from the conversation our
+        store kept when it stopped, and the model's next input says which events were
+        appended meanwhile (`loan.documents_received` and its fields); a run still waiting
+        there is returned as it is.
         A run asked to cancel while it waited ends cancelled here, and nothing runs; a run
         that already ended is returned as it is (as `Runner.resume` does).
 
@@ -307,6 +315,12 @@ class AgentsRun(SdkRun):
         settled = await recorder.off_loop(self._settle_without_driving, record, STATE)
         if settled is not None:
             return settled
+        if state is None:
+            conversation = await recorder.off_loop(recorder.kept_wait)
+            if conversation is not None:
+                return await self._go_on(
+                    agent, conversation, max_turns, on_stream_event, runner_kwargs
+                )
         owners = await recorder.off_loop(subagent_records, recorder.store, record)
         if state is None:
             raw = await recorder.off_loop(recorder.saved_state, STATE)
@@ -328,6 +342,23 @@ class AgentsRun(SdkRun):
         if undecided:
             return observed(recorder.store, record, state=state, pending_approvals=undecided)
         return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)
+
+    async def _go_on(
+        self,
+        agent: Agent[Any],
+        conversation: list[Any],
+        max_turns: int,
+        on_stream_event: StreamCallback | None,
+        kwargs: dict[str, Any],
+    ) -> ObservedRun:
+        """Continue the SDK from the conversation kept when the run waited in a state of its
+        lifecycle, once the run may go on; a run that still waits is returned as it is."""
+        recorder = self.recorder
+        record = recorder.record
+        if recorder.store.reducer.table.stops_driving(record.status):
+            return observed(recorder.store, record)
+        await recorder.off_loop(recorder.forget_wait)  # the SDK goes on from it now
+        return await self._drive(agent, conversation, max_turns, on_stream_event, kwargs)
 
     async def _drive(
         self,
@@ -358,7 +389,8 @@ class AgentsRun(SdkRun):
         kwargs: dict[str, Any],
     ) -> ObservedRun:
         recorder = self.recorder
-        kwargs = {**kwargs, "run_config": _recording_failures(kwargs.get("run_config"))}
+        config = _telling(_recording_failures(kwargs.get("run_config")))
+        kwargs = {**kwargs, "run_config": config}
         self.hooks.theirs = kwargs.pop("hooks", None)  # called after ours
         result: RunResult | RunResultStreaming
         try:
@@ -378,6 +410,11 @@ class AgentsRun(SdkRun):
         except _Stopped as stopped:
             items = list(stopped.run_data.new_items) if stopped.run_data else []
             record = await recorder.off_loop(recorder.stopped, stopped.stop)
+            if isinstance(stopped.stop, WaitStop) and stopped.run_data is not None:
+                # Where the SDK stood, for `resume` to go on from once the run may.
+                said = ItemHelpers.input_to_new_input_list(stopped.run_data.input)
+                conversation = [*said, *(item.to_input_item() for item in items)]
+                await recorder.off_loop(recorder.keep_wait, jsonable(conversation))
             # A stop right after an answer (it overran the budget) comes before the SDK made
             # an item of it: the answer is in our record.
             partial = (
@@ -400,6 +437,8 @@ class AgentsRun(SdkRun):
             return await self._settle(result, items)
         except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked while the SDK finished
             record = await recorder.off_loop(recorder.stopped, stop)
+            if isinstance(stop, WaitStop):
+                await recorder.off_loop(recorder.keep_wait, jsonable(result.to_input_list()))
             return observed(
                 recorder.store, record, partial_output=partial_output(items), items=items
             )

@@ -67,3 +67,39 @@ def refused_then_completed(store: MemoryEventStore, done: Any, told: list[Any]) 
     assert "loan.documents_requested" not in said
     (action,) = store.load("L-1").actions.values()
     assert action.refusal == refusal
+
+
+#: What the person appends while the run waits for documents, and what the model reads of it
+#: on the resumed run's next input.
+RECEIVED = ["payslip-1", "id-1"]
+TOLD_RECEIVED = (
+    "While the run waited in 'documents_requested', its lifecycle went on: "
+    "'loan.documents_received' {\"document_ids\": [\"payslip-1\", \"id-1\"]}. "
+    "It is 'running' now."
+)
+
+
+def told_refused(call_id: str, tool: str) -> str:
+    """What the model reads of `loan.documents_received` proposed by call `call_id` of
+    `tool` in `running`, refused once the batch was resolved."""
+    return (
+        f"The event 'loan.documents_received' that your call '{call_id}' ({tool}) proposed "
+        "was refused: 'loan.documents_received' is not allowed where the run stands "
+        "('running'); events of its lifecycle allowed there: 'loan.documents_requested', "
+        "'loan.noted', 'loan.sent_to_underwriting'."
+    )
+
+
+def answered_then_completed(store: MemoryEventStore, done: Any, answer: str) -> None:
+    """The resumed run went on from the wait to the model's answer: the person's event,
+    then one model call, and nothing of the first part again."""
+    assert (done.status, done.final_output) == ("completed", answer)
+    said = types(store, "L-1")
+    after = said[said.index("loan.documents_received") :]
+    assert after == [
+        "loan.documents_received",
+        "model.started",
+        "model.completed",
+        "run.completed",
+    ]
+    assert said.count("tool.started") == 1  # the tool ran once, before the wait
