@@ -18,7 +18,7 @@ from langgraph.types import Command
 from agentfsm.adapters._langgraph_signals import APPROVAL, SDK, _Handler
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._recorder import Recorder
-from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
+from agentfsm.adapters._sdk_errors import CancelStop, GuardStop, WaitStop
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import (
     approved_call,
@@ -34,18 +34,29 @@ from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime.specs import Spec, approval_asked
 
-__all__ = ["approval_calls", "ended", "finish", "resume_command", "settle"]
+__all__ = ["CHECKPOINTED", "approval_calls", "ended", "finish", "resume_command", "settle"]
+
+#: What `Recorder.keep_wait` keeps of a graph an event of the run's lifecycle made wait: its
+#: state is in its checkpointer already, so only when it stopped.
+CHECKPOINTED = "checkpointer"
 
 
 def resume_command(
     recorder: Recorder, record: RunRecord, interrupts: Sequence[Any], value: Any
-) -> Command[Any] | ObservedRun:
-    """What to resume the graph with, or the run as it is if a decision is missing.
+) -> Command[Any] | ObservedRun | None:
+    """What to resume the graph with, or the run as it is if a decision is missing; None to
+    stream the graph on from its checkpoint (a wait in a state of the run's lifecycle is
+    over: a person's event made the run runnable again).
 
     An approval interrupt gets the decisions of its calls, from the ledger of the run
     that asked (this one, or a `delegate`d subagent); any other interrupt gets `value`.
     Several interrupts (parallel subagents, parallel branches) are answered by id.
     """
+    if not interrupts and recorder.kept_wait() is not None:
+        if recorder.store.reducer.table.stops_driving(record.status):
+            return observed(recorder.store, record)  # still waiting: nothing runs
+        recorder.forget_wait()  # the graph goes on from it now
+        return None
     owners = subagent_records(recorder.store, record)
     answers: list[tuple[Any, Any]] = []
     for it in interrupts:
@@ -82,6 +93,9 @@ def ended(recorder: Recorder, handler: _Handler, exc: Exception) -> ObservedRun:
         raise exc
     if isinstance(exc, GuardStop | CancelStop):
         record = recorder.stopped(exc)
+        if isinstance(exc, WaitStop):
+            # The graph's checkpointer keeps where it stood; ours, when it stopped.
+            recorder.keep_wait(CHECKPOINTED)
     elif isinstance(exc, GraphRecursionError):
         detail = str(exc).split(".")[0]
         record = recorder.append(

@@ -181,6 +181,8 @@ class _Handler(BaseCallbackHandler):
         #: The agent node in charge: the run's `current_agent`, or the first agent node
         #: entered when the run names none (entering it is no handoff).
         self.agent: str | None = None
+        #: The `ToolMessage` each call of the batch returned, what the model reads of it.
+        self.returned: dict[str, ToolMessage] = {}
 
     def begin(self) -> None:
         """Get ready to observe one stream of the graph (a run or a resume)."""
@@ -237,6 +239,7 @@ class _Handler(BaseCallbackHandler):
         self.agent = node
 
     def _model_started(self, name: str) -> None:
+        self.returned.clear()  # a new batch comes of this call
         try:
             self._append(
                 f"on_chat_model_start ({name})",
@@ -368,10 +371,31 @@ class _Handler(BaseCallbackHandler):
         if aid is None:
             return
         self.last_output = _tool_result(output, aid)
+        if isinstance(output, ToolMessage):
+            self.returned[aid] = output
         self._append(
             f"on_tool_end (call '{aid}')",
             [Spec(m.ToolCompleted, {"action_id": aid, "result": self.last_output})],
         )
+        self._tell_refused()
+
+    def _tell_refused(self) -> None:
+        """A proposal the table refused once the batch was resolved (after its tool had
+        returned) is told with the call's result: the `ToolMessage` the graph has not yet
+        put in its state (the tool node returns once the batch's tools have) says why.
+
+        The model node is the graph's own, so the model's next input cannot be added to
+        here; the result of the call that proposed the event is what it reads of that call.
+        """
+        for aid, sentence in self.recorder.refused_untold().items():
+            message = self.returned.pop(aid, None)
+            if message is None:
+                continue
+            if isinstance(message.content, str):
+                message.content = f"{message.content}\n\n{sentence}"
+            else:
+                message.content = [*message.content, {"type": "text", "text": sentence}]
+            self.recorder.told(aid)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised: `tool.failed`."""

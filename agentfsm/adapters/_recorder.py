@@ -355,6 +355,7 @@ class Recorder:
             self.budget = rebuild_tree(self.store, record, new_tree(record))
         self._open(record)
         self._delivered = record.version  # listeners hear what happens from here on
+        self._waits = False  # a wait before is over once a resume may drive the run again
         return record
 
     def append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
@@ -462,26 +463,37 @@ class Recorder:
             return None
 
     def notes(self) -> list[str]:
-        """What the model has not read yet, for its next input (one sentence each): the
-        events proposed by the latest batch's calls that the table refused once the batch was
-        resolved (after their tools had returned, so no tool could say it), and, first, the
-        events appended while the run waited, on a resume that continues after the wait.
+        """What the model has not read yet, for its next input (one sentence each): first,
+        on a resume that continues after a wait, the events appended while the run waited;
+        then the events proposed by the latest batch's calls that the table refused once
+        the batch was resolved (`refused_untold`).
 
         Told once a model call starts (its `model.started` is appended): an input the SDK
         built and never sent (a stop before the call) leaves them to the next one.
         """
+        said = [] if self._since_wait is None else [self._since_wait]
+        return [*said, *self.refused_untold().values()]
+
+    def refused_untold(self) -> dict[str, str]:
+        """The latest batch's calls whose proposed event the table refused once the batch was
+        resolved (after their tools had returned, so no tool could say it), each with the
+        sentence the model reads, until told (`told`, or a model call started)."""
         record = self.record
-        notes = [] if self._since_wait is None else [self._since_wait]
+        untold: dict[str, str] = {}
         for aid in record.batch:
             action = record.actions[aid]
             if action.refusal is None or aid in self._returned or aid in self._told:
                 continue
             proposed = action.emit.type if action.emit is not None else "an event"
-            notes.append(
+            untold[aid] = (
                 f"The event '{proposed}' that your call '{aid}' ({action.tool}) proposed was "
                 f"refused: {action.refusal.message}."
             )
-        return notes
+        return untold
+
+    def told(self, call_id: str) -> None:
+        """The model was told of call `call_id`'s refused proposal (with the call's result)."""
+        self._told.add(call_id)
 
     def _heard(self, specs: Sequence[Spec]) -> None:
         """After an append: a model call started has its input, so it read the notes."""

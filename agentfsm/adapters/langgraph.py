@@ -83,6 +83,7 @@ from agentfsm._extras import missing_extra
 # The extra's packages first, so a missing one is reported by the extra's name.
 try:
     from langchain_core.callbacks import BaseCallbackManager
+    from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.config import get_config
     from langgraph.types import Command
@@ -223,13 +224,23 @@ class GraphRun(SdkRun):
         asked to cancel while it waited ends cancelled here, and nothing runs; a run that
         already ended is returned as it is (as `Runner.resume` does).
 
+        A run an event of its lifecycle made wait (a tool's `emit`) goes on from the
+        graph's checkpoint once a person's event let it (and is returned as it is while it
+        still waits); a graph whose state keeps a `messages` conversation gets a user
+        message first saying which events were appended meanwhile, and their fields.
+
         Raises:
             ApprovalMismatchError: the graph's interrupted calls are not the ones approval
                 was requested for.
         """
-        command = self._resume_command(graph.get_state(config).interrupts, value)
+        state = graph.get_state(config)
+        command = self._resume_command(state.interrupts, value)
         if isinstance(command, ObservedRun):
             return command
+        if command is None:  # on from the checkpoint: the model reads what happened
+            told = self._telling(state.values)
+            if told is not None:
+                graph.update_state(config, told)
         return self._drive(graph, command, config)
 
     def delegate(
@@ -342,9 +353,30 @@ class GraphRun(SdkRun):
         command = await self.recorder.off_loop(self._resume_command, state.interrupts, value)
         if isinstance(command, ObservedRun):
             return command
+        if command is None:  # on from the checkpoint: the model reads what happened
+            told = self._telling(state.values)
+            if told is not None:
+                await graph.aupdate_state(config, told)
         return await self._adrive(graph, command, config)
 
-    def _resume_command(self, interrupts: Sequence[Any], value: Any) -> Command[Any] | ObservedRun:
+    def _telling(self, values: Any) -> dict[str, Any] | None:
+        """The update that tells the model what it has not read (`Recorder.notes`: the events
+        appended while the run waited) as a user message, for a graph whose state keeps its
+        conversation under `messages` (`MessagesState`, `create_react_agent`); None if there
+        is nothing to tell, or no such conversation (the model node then reads the run's
+        record, e.g. `record.custom`, itself)."""
+        notes = self.recorder.notes()
+        if (
+            not notes
+            or not isinstance(values, dict)
+            or not isinstance(values.get("messages"), list)
+        ):
+            return None
+        return {"messages": [HumanMessage("\n".join(notes))]}
+
+    def _resume_command(
+        self, interrupts: Sequence[Any], value: Any
+    ) -> Command[Any] | ObservedRun | None:
         """What to resume the graph with, or the run as it is if there is nothing to drive
         or a decision is missing (see `resume_command`)."""
         record = self.recorder.load()

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Unpack
@@ -73,6 +74,7 @@ try:
         ModelResponse,
         TextPart,
         ToolCallPart,
+        UserPromptPart,
     )
 except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
@@ -85,6 +87,7 @@ from agentfsm.adapters._sdk_errors import (
     GuardStop,
     SavedStateError,
     SignalIllegalTransitionError,
+    WaitStop,
 )
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._storable import jsonable
@@ -239,10 +242,16 @@ class AgentIterRun(SdkRun):
     async def resume(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **iter_kwargs: Any
     ) -> ObservedRun:
-        """Continue a run waiting for approval from its message history JSON.
+        """Continue a run waiting for approval from its message history JSON, or one an
+        event of its lifecycle made wait, once a person's event let it go on.
 
-        A run asked to cancel while it waited ends cancelled here, and nothing runs; a run
-        that already ended is returned as it is (as `Runner.resume` does).
+        After a wait in a state of the run's lifecycle (a tool's `emit`), the agent goes on
+        from the message history our store kept when it stopped (its last request, the
+        tools' returns, is sent), and that request also says which events were appended
+        meanwhile (`loan.documents_received` and its fields); a run still waiting there is
+        returned as it is. A run asked to cancel while it waited ends cancelled here, and
+        nothing runs; a run that already ended is returned as it is (as `Runner.resume`
+        does).
 
         Args:
             agent: the pydantic-ai agent, as this process builds it.
@@ -262,6 +271,13 @@ class AgentIterRun(SdkRun):
         if settled is not None:
             return settled
         if history is None:
+            kept = await recorder.off_loop(recorder.kept_wait)
+            if kept is not None:
+                if recorder.store.reducer.table.stops_driving(record.status):
+                    return observed(recorder.store, record)
+                await recorder.off_loop(recorder.forget_wait)  # the agent goes on from it now
+                kwargs = {**iter_kwargs, "message_history": _messages(kept)}
+                return await self._drive(agent, None, kwargs)
             history = await recorder.off_loop(recorder.saved_state, STATE)
             try:
                 messages = ModelMessagesTypeAdapter.validate_json(history)
@@ -374,7 +390,18 @@ class AgentIterRun(SdkRun):
             self._sdk_run, self._recorded = run, (0, 0, 0)
             async for node in run:
                 if Agent.is_model_request_node(node):
-                    await recorder.aappend("ModelRequestNode", [recorder.model_call()])
+                    notes = recorder.notes()  # told once `model.started` is in
+                    try:
+                        await recorder.aappend("ModelRequestNode", [recorder.model_call()])
+                    except WaitStop:
+                        # Where the agent stood, for `resume` to go on from once it may.
+                        stood = [*run.all_messages(), node.request]
+                        await recorder.off_loop(recorder.keep_wait, _dumped(stood))
+                        raise
+                    if notes:  # what the model has not read yet goes with this request
+                        told = [UserPromptPart(note) for note in notes]
+                        parts = [*node.request.parts, *told]
+                        node.request = dataclasses.replace(node.request, parts=parts)
                     if self.on_event is not None:  # streaming is asked for only if wanted
                         async with node.stream(run.ctx) as request:
                             async for event in request:
@@ -514,6 +541,16 @@ def _output_tools(ctx: Any) -> set[str]:
     if manager.tools is None:
         return set()
     return {d.name for d in manager.tool_defs if d.kind == "output"}
+
+
+def _dumped(messages: Sequence[Any]) -> Any:
+    """A message history as JSON data."""
+    return ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+
+
+def _messages(kept: Any) -> list[Any]:
+    """The message history kept as JSON data (`_dumped`)."""
+    return ModelMessagesTypeAdapter.validate_python(kept)
 
 
 def _last_response(messages: Sequence[Any]) -> ModelResponse:

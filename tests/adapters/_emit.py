@@ -74,7 +74,7 @@ def refused_then_completed(store: MemoryEventStore, done: Any, told: list[Any]) 
 RECEIVED = ["payslip-1", "id-1"]
 TOLD_RECEIVED = (
     "While the run waited in 'documents_requested', its lifecycle went on: "
-    "'loan.documents_received' {\"document_ids\": [\"payslip-1\", \"id-1\"]}. "
+    '\'loan.documents_received\' {"document_ids": ["payslip-1", "id-1"]}. '
     "It is 'running' now."
 )
 

@@ -120,9 +120,7 @@ def test_the_model_reads_a_proposal_refused_when_the_batch_resolved() -> None:
     store = loan_store()
     loans = AgentsRun(store, "L-1")
     told: list[Any] = []
-    tool = documents_tool(
-        loans, Emit("loan.documents_received", document_ids=["payslip-1"]), told
-    )
+    tool = documents_tool(loans, Emit("loan.documents_received", document_ids=["payslip-1"]), told)
     model = scripted(
         [function_call("request_documents", {"applicant": "A-7"}, call_id="call_d1")],
         [assistant_message("Understood.")],
