@@ -61,7 +61,8 @@ class DocumentsRequested(CustomEvent):
     """The agent asks the applicant for documents; the run waits for them."""
 
     type: Literal["loan.documents_requested"] = "loan.documents_requested"
-    documents: list[str] = Field(min_length=1)
+    #: What the applicant is to send (an ID and a payslip unless the agent says otherwise).
+    documents: list[str] = Field(default_factory=lambda: ["id", "payslip"], min_length=1)
 
     def fold(self, custom: Mapping[str, Any]) -> Mapping[str, Any]:
         """What the applicant was asked for."""
@@ -72,7 +73,8 @@ class DocumentsReceived(CustomEvent):
     """The applicant's documents arrived (a person, or the upload service, appends it)."""
 
     type: Literal["loan.documents_received"] = "loan.documents_received"
-    document_ids: list[str] = Field(min_length=1)
+    #: The ids of the documents that came (none: the upload service does not itemise them).
+    document_ids: list[str] = Field(default_factory=list)
 
     def fold(self, custom: Mapping[str, Any]) -> Mapping[str, Any]:
         """Every document received so far, in the order they came."""
@@ -93,8 +95,8 @@ class OfferMade(CustomEvent):
     """The agent offers a loan; the applicant has a while to sign."""
 
     type: Literal["loan.offer_made"] = "loan.offer_made"
-    amount: int = Field(gt=0)
-    rate: float = Field(gt=0, lt=1)
+    amount: int = Field(ge=0)
+    rate: float = Field(ge=0, lt=1)
 
     def fold(self, custom: Mapping[str, Any]) -> Mapping[str, Any]:
         """The offer on the table."""
