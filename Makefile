@@ -18,8 +18,9 @@ AGENTFSM := $(VENV)/bin/agentfsm
 
 # The main job: replay the bundled logs, drive every runtime scenario on the embedded SQLite
 # store (an approval given from another process with `agentfsm approve`), then read the
-# store's log back with the command line; then the four agent SDKs' own runners, offline,
-# on the same store, their logs checked and drawn like native ones.
+# store's log back with the command line (one refund is left waiting for its approver, for
+# the web UI's inbox); then the four agent SDKs' own runners, offline, on the same store,
+# their logs checked and drawn like native ones; then two lifecycles of your own.
 demo: $(STAMP)
 	$(PY) examples/demo.py
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
@@ -35,7 +36,7 @@ demo: $(STAMP)
 	$(MAKE) --no-print-directory demo-ticket
 	$(MAKE) --no-print-directory demo-loan
 	@echo
-	@echo "See these runs in a browser (runs, a run's path, approvals, tables):"
+	@echo "See these runs in a browser (runs, a run's path, approvals: refund-77 waits for one):"
 	@echo "  $(AGENTFSM) ui --store $(DEMO)/runs.db"
 
 TICKET := examples.lifecycles.ticket:TICKET_TABLE
