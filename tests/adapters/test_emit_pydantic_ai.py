@@ -15,8 +15,9 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agentfsm.adapters.pydantic_ai import AgentIterRun
-from agentfsm.runtime import Emit, append_event
+from agentfsm.adapters.pydantic_ai import AgentIterRun, SavedStateError
+from agentfsm.runtime import Agent as RunnerAgent
+from agentfsm.runtime import Decision, Emit, Runner, ScriptedModel, append_event
 from tests.adapters._emit import (
     DOCUMENTS,
     RECEIVED,
@@ -140,3 +141,27 @@ def test_the_model_reads_a_proposal_refused_when_the_batch_resolved() -> None:
     assert done.status == "completed"
     assert model.prompts() == ["loan", told_refused("call_d1", "request_documents")]
     assert [e.type for e in store.events("L-1")].count("emit.refused") == 1
+
+
+def test_a_kept_wait_another_driver_went_on_from_is_refused() -> None:
+    """Another driver (a Runner) took the run on after the wait: the history kept at the
+    wait is stale, and resuming from it is refused by name; nothing is appended."""
+    store = loan_store()
+    loans = AgentIterRun(store, "L-1")
+    model = Heard(call("request_documents", "call_d1", applicant="A-7"), answer("Complete."))
+    agent = heard_agent(loans, Emit("loan.documents_requested", documents=DOCUMENTS), model)
+    with capture_logs():
+        asyncio.run(loans.run(agent, "loan for A-7"))
+        append_event(store, "L-1", "loan.documents_received", document_ids=RECEIVED)
+        send = Decision.emit(Emit("loan.sent_to_underwriting", summary="complete"))
+        other = Runner(store, RunnerAgent("loans", ScriptedModel([send])))
+        assert other.resume("L-1").status == "underwriting"
+    before = list(store.events("L-1"))
+    with pytest.raises(SavedStateError) as refused, capture_logs():
+        asyncio.run(AgentIterRun(store, "L-1").resume(agent))
+    assert str(refused.value) == (
+        "run 'L-1': cannot resume from the saved state 'pydantic-ai/lifecycle_wait': it was "
+        "kept at version 7, but the run went on since ('model.started' at sequence 9): it is "
+        "stale"
+    )
+    assert list(store.events("L-1")) == before
