@@ -14,6 +14,7 @@
     │   │   └── AlreadyDecidedError           a decision on a call someone already decided
     │   ├── TableMismatchError                the run is under another table than the fold's
     │   ├── MigrationError                    a `run.migrated` the run cannot take
+    │   ├── ForkError                         a point a run cannot be forked at
     │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
     │       └── OverrunError                  a recorded event took spending past a budget
     └── StoreError
@@ -44,6 +45,7 @@ __all__ = [
     "ConcurrencyConflictError",
     "CorruptLogError",
     "EventFormatError",
+    "ForkError",
     "GuardRejectedError",
     "IllegalTransitionError",
     "IntegrityKeyError",
@@ -443,6 +445,26 @@ class MigrationError(LifecycleError):
             sequence=sequence,
             state=state,
             event="run.migrated",
+        )
+
+
+class ForkError(LifecycleError):
+    """A run cannot be forked at that sequence: there its table lets it go no further (it
+    has ended), or a call is in flight, whose outcome the fork could never learn.
+
+    `run_id`, `sequence` and `state` name the source run, the sequence asked for and the
+    run's state after it; `reason` says why and where a fork could be taken instead.
+    """
+
+    kind = "fork"
+
+    def __init__(self, reason: str, *, run_id: str, sequence: int, state: str) -> None:
+        super().__init__(reason, run_id=run_id, sequence=sequence, state=state, event="run.forked")
+
+    def _render(self) -> str:
+        return (
+            f"run '{self.run_id}' cannot be forked at sequence {self.sequence} "
+            f"(it is '{self.state}' there): {self.reason}"
         )
 
 

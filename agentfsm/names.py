@@ -78,6 +78,7 @@ class EventType(StrEnum):
     RUN_TERMINATED = "run.terminated"
     EMIT_REFUSED = "emit.refused"
     RUN_MIGRATED = "run.migrated"
+    RUN_FORKED = "run.forked"
 
 
 class ActionStatus(StrEnum):

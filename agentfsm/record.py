@@ -217,6 +217,8 @@ class _RunRecordSlots:
     table: TableRef | None = None
     migrated_from: TableRef | None = None
     migrated_at: int | None = None
+    forked_from: str | None = None
+    forked_at: int | None = None
     entered_at: str | None = None
     timeout: Timeout | None = None
 
@@ -262,6 +264,9 @@ class RunRecord(_RunRecordSlots):
         migrated_from: the table the latest `run.migrated` moved the run from (None: it was
             never migrated).
         migrated_at: the sequence of that `run.migrated`.
+        forked_from: the run this one was forked from (the latest `run.forked`), else None.
+        forked_at: the sequence of `forked_from` the fork was taken at: the events before
+            the `run.forked` are that run's first `forked_at`.
         entered_at: `occurred_at` of the event that entered `status` from another state (an
             event that stays in the state leaves it be); None before the first event. The
             time a timed edge counts from.
@@ -337,6 +342,8 @@ class RunRecord(_RunRecordSlots):
             "table": _ref_json(self.table),
             "migrated_from": _ref_json(self.migrated_from),
             "migrated_at": self.migrated_at,
+            "forked_from": self.forked_from,
+            "forked_at": self.forked_at,
             "entered_at": self.entered_at,
             "timeout": self.timeout.to_json() if self.timeout is not None else None,
         }

@@ -141,7 +141,8 @@ def test_an_event_type_the_table_does_not_allow_is_always_illegal(
         return
     if event_type in ON_NO_EDGE and not DEFAULT_TABLE.is_terminal(record.status):
         # On no edge: the reducer judges a migration by its tables (test_migration.py), a
-        # refused emit by the ledger (test_emit_reducer.py).
+        # refused emit by the ledger (test_emit_reducer.py), a fork's mark by its source
+        # (test_fork.py).
         return
     with pytest.raises(IllegalTransitionError) as info:
         DEFAULT_REDUCER.reduce(record, _any_event(event_type, record))
@@ -167,6 +168,7 @@ _MINIMAL = {
         "action_id": "zz",
         "refusal": {"kind": "not_allowed", "message": "m", "proposed": {"event": "x.y"}},
     },
+    EventType.RUN_FORKED: {"from_run": "another-run", "from_sequence": 1},
     EventType.RUN_MIGRATED: {
         "from_table": DEFAULT_TABLE.ref.model_dump(),
         "to_table": {"name": "agent_run", "digest": "sha256:" + "0" * 64},

@@ -49,6 +49,7 @@ __all__ = [
     "RunCancelled",
     "RunCompleted",
     "RunFailed",
+    "RunForked",
     "RunMigrated",
     "RunPaused",
     "RunResumed",
@@ -587,6 +588,22 @@ class RunMigrated(_Envelope):
     reason: NonEmpty
 
 
+class RunForked(_Envelope):
+    """The run was forked from another: the events before this one are `from_run`'s first
+    `from_sequence`, re-addressed to this run (`agentfsm.runtime.control.fork`).
+
+    On no table's edges, like `emit.refused`: applied in every state that has not ended, and
+    the run stays where its copied events left it. A fork of a fork holds both: the record's
+    `forked_from` and `forked_at` are the latest.
+    """
+
+    type: Literal["run.forked"] = "run.forked"
+    from_run: NonEmpty
+    from_sequence: int = Field(ge=1)
+    by: NonEmpty | None = None
+    reason: NonEmpty | None = None
+
+
 #: The base of every event model, built-in or a lifecycle's own.
 Envelope = _Envelope
 
@@ -650,6 +667,7 @@ Event = Annotated[
     | RunFailed
     | RunTerminated
     | EmitRefused
+    | RunForked
     | RunMigrated,
     Field(discriminator="type"),
 ]
@@ -681,6 +699,7 @@ EVENT_CLASSES: dict[str, type[_Envelope]] = {
         RunFailed,
         RunTerminated,
         EmitRefused,
+        RunForked,
         RunMigrated,
     )
 }

@@ -23,6 +23,7 @@ from agentfsm.fsm.timeouts import Elapsed, due_at, duration_words, seconds, time
 from agentfsm.names import StateKind
 
 __all__ = [
+    "IN_PLACE",
     "ON_NO_EDGE",
     "Condition",
     "State",
@@ -190,8 +191,10 @@ class Transition:
 #: The reducer applies `run.migrated` itself, in every state that has not ended.
 _MIGRATED = "run.migrated"
 #: The event types on no table's edges: the reducer applies them in every state that has
-#: not ended, and the run stays where it is (`run.migrated`, `emit.refused`).
-ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused"})
+#: not ended, and the run stays where it is (`run.migrated`, `emit.refused`, `run.forked`).
+ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused", "run.forked"})
+#: Those of them that leave the run's table as it is: applied in place by their handler.
+IN_PLACE = ON_NO_EDGE - {_MIGRATED}
 
 
 def _own_schema(cls: type[Any]) -> dict[str, Any]:

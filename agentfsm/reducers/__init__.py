@@ -1,7 +1,8 @@
-"""The run record, the pure reducer, replay, snapshots and audits."""
+"""The run record, the pure reducer, replay, snapshots, audits, and two runs compared."""
 
 from agentfsm.record import Action, RunRecord, UsageTotals, call_digest
 from agentfsm.reducers.audit import AuditFinding, Auditor, AuditProblem, AuditReport, audit
+from agentfsm.reducers.diff import RunDiff, RunSide, diff_runs
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer, reduce, replay
 from agentfsm.reducers.snapshot import Snapshot
 
@@ -13,11 +14,14 @@ __all__ = [
     "AuditReport",
     "Auditor",
     "Reducer",
+    "RunDiff",
     "RunRecord",
+    "RunSide",
     "Snapshot",
     "UsageTotals",
     "audit",
     "call_digest",
+    "diff_runs",
     "reduce",
     "replay",
 ]

@@ -93,6 +93,13 @@ def set_completed(
 
 
 @evolves(RunRecord)
+def set_forked(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    forked_from: str | None, forked_at: int | None,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
 def set_pause(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     pause_reason: str | None,

@@ -46,6 +46,7 @@ from agentfsm.reducers._changes import (
     set_custom,
     set_emitted,
     set_ended,
+    set_forked,
     set_model_completed,
     set_model_started,
     set_pause,
@@ -643,6 +644,19 @@ def _emit_refused(r: Reducer, rec: RunRecord, ev: m.EmitRefused, move: Move) -> 
     )  # fmt: skip
 
 
+def _run_forked(r: Reducer, rec: RunRecord, ev: m.RunForked, move: Move) -> RunRecord:
+    """The run was forked from `from_run` at `from_sequence`; it stays where it is."""
+    if ev.from_run == rec.run_id:
+        raise LifecycleError(
+            "names the run itself as its source: a fork is another run",
+            run_id=rec.run_id, sequence=ev.sequence, state=rec.status, event=ev.type,
+        )  # fmt: skip
+    return set_forked(
+        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        forked_from=ev.from_run, forked_at=ev.from_sequence,
+    )  # fmt: skip
+
+
 def _emits_settled(
     rec: RunRecord, actions: Mapping[str, Action], state: str
 ) -> Mapping[str, Action]:
@@ -685,4 +699,5 @@ HANDLERS: dict[str, Handler] = {
     "run.failed": _run_failed,
     "run.terminated": _run_terminated,
     "emit.refused": _emit_refused,
+    "run.forked": _run_forked,
 }

@@ -13,8 +13,9 @@ untouched (it is immutable; a refusal simply returns nothing new):
    A verdict raises `GuardRejectedError`; `run.terminated` is never refused.
 
 A `run.migrated` is on no table's edges: the reducer applies it in any state that has not
-ended, and the run is folded under the new table from then on (`_versions.py`). So is an
-`emit.refused`: it records why a call's proposed event is not applied, and the run stays.
+ended, and the run is folded under the new table from then on (`_versions.py`). So are an
+`emit.refused` (why a call's proposed event is not applied) and a `run.forked` (where a
+forked run's first events came from): the run stays where it is.
 A run under another table than the reducer's is folded with that one, as long as it can be
 found.
 
@@ -38,7 +39,7 @@ from agentfsm.errors import (
 )
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.table import TransitionTable
+from agentfsm.fsm.table import IN_PLACE, TransitionTable
 from agentfsm.guards.base import Guard, GuardContext
 from agentfsm.guards.guardset import GuardSet
 from agentfsm.guards.limits import SPENDING_TYPES
@@ -136,7 +137,7 @@ class Reducer:
             if event.type == "run.migrated":
                 return _versions.migrate(self, record, event, self)
             state = record.status  # the refusal path is hot too: validators probe with it
-            if event.type != "emit.refused" or state in self._terminal:
+            if event.type not in IN_PLACE or state in self._terminal:
                 raise IllegalTransitionError.quick(
                     record.run_id, event.sequence, state, event.type,
                     self._allowed.get(state, ()), state in self._terminal, (),

@@ -1,4 +1,5 @@
-"""Steering a run from anywhere: approve, reject, cancel, pause, unpause, submit, migrate.
+"""Steering a run from anywhere: approve, reject, cancel, pause, unpause, submit, migrate,
+and fork (a new run that starts from another's first events).
 
 Each function appends one event through the store, from any thread, process or machine that
 can reach it, and returns the run's record after it. None of them drives the run: the
@@ -22,11 +23,14 @@ variants do the same over an `AsyncEventStore`: every verb is one generator of s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import islice
 from typing import Any
 
 from agentfsm.errors import (
     EventFormatError,
+    ForkError,
     MigrationError,
+    RunNotFoundError,
 )
 from agentfsm.events import models as m
 from agentfsm.events.codec import parse_event
@@ -34,7 +38,7 @@ from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.diff import diff_tables
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, DEFAULT_MAX_TURNS, with_caps
-from agentfsm.names import StateKind
+from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime._steering import (
     Clock,
@@ -47,6 +51,7 @@ from agentfsm.runtime._steering import (
     steer,
 )
 from agentfsm.runtime.specs import Spec
+from agentfsm.stores._checks import check_run_id
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "asubmit",
     "aunpause",
     "cancel",
+    "fork",
     "migrate",
     "pause",
     "reject",
@@ -287,6 +293,9 @@ _STAMPED = {
     # A person's event is nobody's proposal: only the runtime names what proposed one.
     "emitted_by": "the runtime (what proposed the event)",
 }
+#: Event types a verb of their own writes: `run.forked` vouches that the events before it are
+#: another run's, which only `fork`, copying them, can say.
+_OWN_VERB = {"run.forked": "agentfsm.runtime.control.fork (agentfsm fork)"}
 
 
 def append_event(
@@ -315,7 +324,8 @@ def append_event(
 
     Raises:
         EventFormatError: the table has no such event type, a field is wrong, or it is one
-            the verb stamps itself.
+            the verb stamps itself; or the type is one another verb writes (`run.forked`:
+            `fork`, whose copied events it vouches for).
         LifecycleError: the run's lifecycle refuses it now (nothing was written).
         RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
@@ -328,6 +338,11 @@ def append_event(
     ]
     if stamped:
         raise EventFormatError(stamped, run_id=run_id)
+    if event_type in _OWN_VERB:
+        raise EventFormatError(
+            [f"'{event_type}' is written by {_OWN_VERB[event_type]}, not appended"],
+            run_id=run_id,
+        )
     types = store.reducer.table.event_types
     # Checked once before any I/O, with the parser's own messages (the sequence is not known
     # yet: the error names the run only).
@@ -389,6 +404,93 @@ def migrate(
         raise EventFormatError(exc.problems, run_id=run_id) from None
     steps = steer(run_id, _migrate(old, to, by, reason), clock, unless_held=True, wait=wait)
     return run_sync(store, steps)
+
+
+def fork(
+    store: EventStore,
+    run_id: str,
+    *,
+    at: int,
+    as_run: str,
+    by: str | None = None,
+    reason: str | None = None,
+    clock: Clock = now,
+) -> RunRecord:
+    """Start run `as_run` from run `run_id`'s first `at` events, to drive it on another way.
+
+    The new run holds those events, re-addressed to it (types, payloads and times as they
+    were), then a `run.forked` naming the source, the sequence and who forked it and why; its
+    record is the source's record at `at` with `forked_from`/`forked_at` set. Append to it
+    what should happen differently (`append_event`, `approve`, a `migrate` to another
+    version of the table) and drive it with a Runner or a Worker like any run. The source is
+    only read: its log, its lease and its record stay as they are. A fork can be forked.
+
+    What the fork inherits is the source's: its `run.started` limits (a deadline that has
+    passed stops it at its first guarded event) and the time its state was entered (a
+    timeout counts from then). Its calls are its own: their idempotency keys name the fork
+    (`as_run:action_id`), so a call the source had requested but not started at `at` is
+    made again, for the fork, when the fork is driven.
+
+    Raises:
+        ForkError: the run has ended at `at`, or a call was in flight there (started, no
+            outcome yet: the fork could never learn it), naming where a fork can be taken.
+        ValueError: `at` is not a sequence of the run, `as_run` is `run_id`, or a run
+            `as_run` exists already.
+        RunNotFoundError: no run `run_id`.
+        ConcurrencyConflictError: a run `as_run` was made meanwhile, by another writer.
+        EventFormatError: `by` or `reason` is empty.
+        TableMismatchError: the store's reducer does not know the run's table.
+    """
+    check_run_id(as_run)
+    if as_run == run_id:
+        raise ValueError(f"a fork of run {run_id!r} needs another run id than its own")
+    version = store.run_info(run_id).version
+    if not 1 <= at <= version:
+        raise ValueError(
+            f"run {run_id!r} has {version} events: fork it at a sequence from 1 to {version}, "
+            f"not {at}"
+        )
+    try:
+        store.run_info(as_run)
+    except RunNotFoundError:
+        pass
+    else:
+        raise ValueError(f"run {as_run!r} exists already: a fork is a new run")
+    reducer = store.reducer
+    record = reducer.initial(as_run)
+    copied: list[Event] = []
+    for event in islice(store.events(run_id), at):
+        moved = event.model_copy(update={"run_id": as_run})
+        record = reducer.reduce(record, moved)
+        copied.append(moved)
+    _forkable(record, run_id, at, reducer.table)
+    given = {"from_run": run_id, "from_sequence": at, "by": by, "reason": reason}
+    stamped = {"type": "run.forked", "run_id": as_run, "sequence": at + 1,
+               "occurred_at": clock().isoformat()}  # fmt: skip
+    try:
+        forked = parse_event({**stamped, **{k: v for k, v in given.items() if v is not None}})
+    except EventFormatError as exc:
+        raise EventFormatError(exc.problems, run_id=as_run) from None
+    return store.append(as_run, [*copied, forked], 0)
+
+
+def _forkable(record: RunRecord, run_id: str, at: int, table: TransitionTable) -> None:
+    """Raise `ForkError` if a run whose record after `at` is `record` cannot go on from there."""
+    state = record.status
+    if state in table.terminal_states:
+        raise ForkError(
+            f"the run has ended there; fork it before the event that ended it (sequence "
+            f"{at}) to try another way",
+            run_id=run_id, sequence=at, state=state,
+        )  # fmt: skip
+    started = [a for a in record.in_flight if record.actions[a].status == ActionStatus.STARTED]
+    if started:
+        calls = ", ".join(f"'{a}'" for a in started)
+        raise ForkError(
+            f"call {calls} started and has no outcome yet there, which the fork could never "
+            "learn; fork before its tool.started or after its outcome",
+            run_id=run_id, sequence=at, state=state,
+        )  # fmt: skip
 
 
 def submit(

@@ -286,6 +286,11 @@ def _free_fields(
         f["reason"] = draw(_reasons)
     elif t == E.EMIT_REFUSED:
         f["refusal"] = draw(refusals())
+    elif t == E.RUN_FORKED:
+        f["from_run"] = draw(run_ids())
+        f["from_sequence"] = draw(st.integers(1, 10_000))
+        f["by"] = _opt(draw, _people)
+        f["reason"] = _opt(draw, _reasons)
     elif t == E.RUN_TERMINATED:
         f["stop_reason"] = draw(st.sampled_from(tuple(StopReason)))
         f["detail"] = _opt(draw, _text)

@@ -18,10 +18,13 @@ from typing import Any
 
 import attrs
 
+from agentfsm.events.canonical import digest
 from agentfsm.events.codec import event_to_dict
+from agentfsm.events.models import Event
 from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import Action, RunRecord
+from agentfsm.reducers.diff import diff_runs
 from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
 from agentfsm.ui._svg import Diagram, diagram_svg
 from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
@@ -30,9 +33,12 @@ __all__ = [
     "ACTIONS_PER_PAGE",
     "CHILDREN_SHOWN",
     "DECIDE_BUDGET",
+    "DIFF_EVENTS",
     "LEDGER_PAGE",
     "OTHERS_SHOWN",
     "approvals_page",
+    "diff_page",
+    "event_pin",
     "record_json",
     "run_page",
     "runs_page",
@@ -51,6 +57,8 @@ OTHERS_SHOWN = 10
 DECIDE_BUDGET = 20_000
 #: Ledger entries per answer of `/run/record.json` (`actions_next` names the next answer).
 LEDGER_PAGE = 1000
+#: Events of each run the diff page lists from where the two part (the rest counted).
+DIFF_EVENTS = 100
 
 _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
 _diagrams: OrderedDict[tuple[str, int], Diagram] = OrderedDict()
@@ -170,6 +178,7 @@ def run_page(
         "state_at": state_at,
         "at_record": record_view(at_record, about),
         "at_event": at_event,
+        "at_pin": event_pin(pinned) if (pinned := source.event(run_id, step_at)) else None,
         "diagram": _run_diagram(source, run_id),
         "parent": source.parent(run_id),
         "children": children[:CHILDREN_SHOWN],
@@ -177,6 +186,35 @@ def run_page(
         "refusal": refusal[0] if refusal else None,
         "allowed": refusal[1] if refusal else (),
         "child_ids": {c.run_id for c in children},
+    }
+
+
+def event_pin(event: Event) -> str:
+    """What a fork from `event` is pinned to: the digest of the event as the page showed it,
+    so a fork is of exactly the events a person looked at (the form carries it back)."""
+    return digest(event_to_dict(event))
+
+
+def diff_page(source: Source, a: str, b: str) -> dict[str, Any]:
+    """Two runs compared: where they part, their events from there, the fields their final
+    records differ in, and both paths on run `a`'s picture (the states `b` visited marked)."""
+
+    def compare(store: Any) -> Any:
+        return diff_runs(store.events(a), store.events(b), reducer=store.reducer, limit=DIFF_EVENTS)
+
+    found = source.use(a, compare)
+    visited = frozenset(source.path(b).trajectory.visited)
+    return {
+        "diff": found,
+        "a": found.a,
+        "b": found.b,
+        "rows": list(itertools.zip_longest(found.a.events, found.b.events)),
+        "differences": [
+            {"name": name, "a": pair[0], "b": pair[1]} for name, pair in found.differences.items()
+        ],
+        "diagram": _run_diagram(source, a),
+        "also": visited,
+        "envelope": _ENVELOPE,
     }
 
 

@@ -23,7 +23,7 @@ from agentfsm.diagrams.svg import GRAPHVIZ_INSTALL, graphviz_available, render_s
 from agentfsm.diagrams.trajectory import Trajectory
 from agentfsm.fsm.table import TransitionTable
 
-__all__ = ["Diagram", "diagram_svg", "mark_current"]
+__all__ = ["Diagram", "diagram_svg", "mark_current", "mark_states"]
 
 _SVG = "http://www.w3.org/2000/svg"
 _XLINK = "http://www.w3.org/1999/xlink"
@@ -55,11 +55,14 @@ class Diagram:
         self.svg = svg
         self.problem = problem
 
-    def markup(self, current: str | None = None) -> Markup:
-        """The SVG for a page, with the node of state `current` marked."""
+    def markup(self, current: str | None = None, also: frozenset[str] = frozenset()) -> Markup:
+        """The SVG for a page, with the node of state `current` marked, and those of the
+        states `also` given the class `also` (another run's path on the same picture)."""
         if self.svg is None:
             return Markup("")
         text = self.svg if current is None else mark_current(self.svg, current)
+        if also:
+            text = mark_states(text, also, "also")
         return Markup(text)  # noqa: S704 - rebuilt from the allow-list above
 
 
@@ -122,6 +125,19 @@ def mark_current(svg: str, state: str) -> str:
     return svg.replace(
         f'class="node" data-state="{quoted}"', f'class="node current" data-state="{quoted}"', 1
     )
+
+
+def mark_states(svg: str, states: frozenset[str], name: str) -> str:
+    """`svg` with the nodes of `states` given the class `name` as well (each one's
+    `class="node..."` attribute, as `clean` wrote it, edited in place)."""
+    for state in sorted(states):
+        quoted = _attr(state)
+        for before in ("node", "node current"):
+            old = f'class="{before}" data-state="{quoted}"'
+            if old in svg:
+                svg = svg.replace(old, f'class="{before} {name}" data-state="{quoted}"', 1)
+                break
+    return svg
 
 
 def _attr(text: str) -> str:

@@ -188,6 +188,11 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         keys = sorted(f"{c.record.run_id} {c.action_id}" for c in page.calls)
         return JSONResponse({"count": len(keys), "calls": keys})
 
+    async def diff(request: Request) -> Response:
+        a, b = _required(request, "a"), _required(request, "b")
+        data = await run_in_threadpool(_pages.diff_page, source, a, b)
+        return render(request, "diff.html", **data)
+
     async def tables(request: Request) -> Response:
         return render(request, "tables.html", tables=source.tables())
 
@@ -293,6 +298,32 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     async def unpause(request: Request, fields: dict[str, str]) -> Response:
         return await steer(request, fields, "unpause the run", control.unpause)
 
+    async def fork(request: Request, fields: dict[str, str]) -> Response:
+        run_id, as_run = _field(fields, "run_id"), _field(fields, "as_run")
+        at, pin = _field(fields, "at"), _field(fields, "pin")
+        by, reason = _field(fields, "by", required=False), _field(fields, "reason", required=False)
+        if not at.isdigit() or len(at) > 12:
+            raise HTTPException(400, "the form field 'at' must be a positive whole number")
+        sequence = int(at)
+
+        def perform(store: EventStore) -> RunRecord:
+            shown = next(iter(store.events(run_id, after=sequence - 1)), None)
+            if shown is None or shown.sequence != sequence or _pages.event_pin(shown) != pin:
+                raise _RefusedError(
+                    f"event {sequence} of run '{run_id}' is not the one this page showed; "
+                    "reload the run and fork again"
+                )
+            return control.fork(store, run_id, at=sequence, as_run=as_run, by=by, reason=reason)
+
+        what = f"fork run '{run_id}' at event {sequence} as '{as_run}'"
+        try:
+            record = await run_in_threadpool(source.use, run_id, perform)
+        except (LifecycleError, ValueError, _RefusedError) as exc:
+            return render(request, "done.html", 409, ok=False, what=what, run_id=run_id,
+                          message=str(exc), notes=[])  # fmt: skip
+        return render(request, "done.html", ok=True, what=what, run_id=as_run, record=record,
+                      compare=(run_id, as_run))  # fmt: skip
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         titles = {400: "Bad request", 403: "Refused", 404: "Not found", 405: "Not allowed"}
@@ -319,6 +350,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         Route("/run/version", run_version),
         Route("/approvals", approvals),
         Route("/approvals/count", approvals_count),
+        Route("/diff", diff),
         Route("/tables", tables),
         Route("/table", table),
         Route("/login", login, methods=["GET", "POST"]),
@@ -333,6 +365,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
             Route("/act/cancel", mutation(cancel), methods=["POST"]),
             Route("/act/pause", mutation(pause), methods=["POST"]),
             Route("/act/unpause", mutation(unpause), methods=["POST"]),
+            Route("/act/fork", mutation(fork), methods=["POST"]),
         ]
 
     @contextlib.asynccontextmanager
