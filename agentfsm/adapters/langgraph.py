@@ -101,7 +101,7 @@ from agentfsm.adapters._langgraph_signals import (
     quiet_intended_stops,
 )
 from agentfsm.adapters._observed import ObservedRun
-from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     SignalIllegalTransitionError,
@@ -123,8 +123,10 @@ __all__ = [
     "Pricing",
     "RefusedCallError",
     "SignalIllegalTransitionError",
+    "UnknownModelError",
     "approval_request",
     "per_million_tokens",
+    "price_table",
 ]
 
 

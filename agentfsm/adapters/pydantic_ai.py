@@ -78,7 +78,7 @@ except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
 from agentfsm.adapters._observed import ObservedRun, observed
-from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
@@ -103,7 +103,9 @@ __all__ = [
     "Pricing",
     "SavedStateError",
     "SignalIllegalTransitionError",
+    "UnknownModelError",
     "per_million_tokens",
+    "price_table",
 ]
 
 SDK = "pydantic-ai"
@@ -428,7 +430,7 @@ class AgentIterRun(SdkRun):
             for part in parts
             if part.tool_name not in output_tools
         ]
-        usage = self.recorder.usage(
+        usage = self.recorder.reported_usage(
             response.usage.input_tokens, response.usage.output_tokens, response.model_name
         )
         if outputs:
