@@ -89,6 +89,7 @@ try:
 except ImportError as exc:
     raise missing_extra("GraphRun", "langgraph", exc) from exc
 
+from agentfsm.adapters._langgraph_approvals import NeedsApproval, approval_node
 from agentfsm.adapters._langgraph_interrupts import ended, finish, resume_command
 from agentfsm.adapters._langgraph_signals import (
     _DRIVING,
@@ -119,11 +120,13 @@ __all__ = [
     "ApprovalMismatchError",
     "FinishedCallError",
     "GraphRun",
+    "NeedsApproval",
     "ObservedRun",
     "Pricing",
     "RefusedCallError",
     "SignalIllegalTransitionError",
     "UnknownModelError",
+    "approval_node",
     "approval_request",
     "per_million_tokens",
     "price_table",
