@@ -49,7 +49,6 @@ SDK's count restarts at 0; ours is a new run too), and in how a stop reads: our 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 import json
@@ -105,6 +104,7 @@ from agentfsm.adapters._subagents import (
     subagent_records,
     waiting_on,
 )
+from agentfsm.adapters._sync import run_sync
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind
@@ -272,14 +272,19 @@ class AgentsRun(SdkRun):
         return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)
 
     def run_sync(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> ObservedRun:
-        """`run` for code without an event loop, as `Runner.run_sync` (same arguments)."""
-        return asyncio.run(self.run(agent, input, **kwargs))
+        """`run` for code without an event loop, as `Runner.run_sync` (same arguments).
+
+        It runs on an event loop this thread keeps, so an async client shared across
+        `run_sync` and `resume_sync` calls (`AsyncOpenAI`) keeps working; called while a
+        loop runs, it raises `RuntimeError` saying to `await run()`.
+        """
+        return run_sync(self.run(agent, input, **kwargs), "run")
 
     def resume_sync(
         self, agent: Agent[Any], state: dict[str, Any] | None = None, **kwargs: Any
     ) -> ObservedRun:
-        """`resume` for code without an event loop (same arguments)."""
-        return asyncio.run(self.resume(agent, state, **kwargs))
+        """`resume` for code without an event loop (same arguments), on the loop `run_sync` uses."""
+        return run_sync(self.resume(agent, state, **kwargs), "resume")
 
     @aleased
     async def resume(

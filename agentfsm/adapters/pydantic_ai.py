@@ -41,7 +41,6 @@ ours goes on), and it is checked before the request as ours is. Its default is 5
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 from collections.abc import Callable, Sequence
@@ -89,6 +88,7 @@ from agentfsm.adapters._sdk_errors import (
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
+from agentfsm.adapters._sync import run_sync
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
@@ -196,14 +196,19 @@ class AgentIterRun(SdkRun):
         return await self._drive(agent, prompt, iter_kwargs)
 
     def run_sync(self, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> ObservedRun:
-        """`run` for code without an event loop, as `agent.run_sync` (same arguments)."""
-        return asyncio.run(self.run(agent, prompt, **kwargs))
+        """`run` for code without an event loop, as `agent.run_sync` (same arguments).
+
+        It runs on an event loop this thread keeps, so an async client shared across
+        `run_sync` and `resume_sync` calls (`AsyncOpenAI`) keeps working; called while a
+        loop runs, it raises `RuntimeError` saying to `await run()`.
+        """
+        return run_sync(self.run(agent, prompt, **kwargs), "run")
 
     def resume_sync(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **kwargs: Any
     ) -> ObservedRun:
-        """`resume` for code without an event loop (same arguments)."""
-        return asyncio.run(self.resume(agent, history, **kwargs))
+        """`resume` for code without an event loop (same arguments), on the loop `run_sync` uses."""
+        return run_sync(self.resume(agent, history, **kwargs), "resume")
 
     async def delegate(
         self, ctx: RunContext[Any], agent: Agent[Any, Any], prompt: str, **iter_kwargs: Any
