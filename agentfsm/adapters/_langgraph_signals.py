@@ -306,7 +306,7 @@ class _Handler(BaseCallbackHandler):
             ]
             if message.usage_metadata:
                 model = message.response_metadata.get("model_name")
-                usage = self.recorder.usage(
+                usage = self.recorder.reported_usage(
                     message.usage_metadata["input_tokens"],
                     message.usage_metadata["output_tokens"],
                     model if isinstance(model, str) else None,

@@ -30,6 +30,7 @@ from agents import (
     ToolCallOutputItem,
 )
 from agents.exceptions import AgentsException
+from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData, RunConfig, ToolErrorFormatterArgs
 from agents.tool import Tool
 from agents.tool_context import ToolContext
@@ -143,6 +144,16 @@ def _telling(config: RunConfig) -> RunConfig:
     return dataclasses.replace(config, call_model_input_filter=tell)
 
 
+def model_name(model: str | Model | None) -> str | None:
+    """The model's name for `pricing`: the agent's `model` string, or the name a model object
+    was built with (`OpenAIResponsesModel(model="gpt-4.1", ...)`, the usual way to another
+    endpoint), else None."""
+    if isinstance(model, str):
+        return model
+    name = getattr(model, "model", None)
+    return name if isinstance(name, str) else None
+
+
 class _FailureContext:
     """The part of a `ToolContext` `tool_failure` reads."""
 
@@ -167,6 +178,8 @@ class _Hooks(RunHooks[Any]):
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self.theirs: RunHooks[Any] | None = None
+        #: `RunConfig.model`, which the SDK uses instead of each agent's model.
+        self.model: str | Model | None = None
 
     async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
         """Only the caller's hook: an agent starting is no event of ours."""
@@ -221,8 +234,8 @@ class _Hooks(RunHooks[Any]):
                     )
             elif isinstance(item, ResponseOutputMessage):
                 texts.append(ItemHelpers.extract_last_text(item) or "")
-        model = agent.model if isinstance(agent.model, str) else None
-        usage = self.recorder.usage(
+        model = model_name(self.model if self.model is not None else agent.model)
+        usage = self.recorder.reported_usage(
             response.usage.input_tokens, response.usage.output_tokens, model
         )
         if calls:

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-__all__ = ["Pricing", "per_million_tokens"]
+__all__ = ["Pricing", "UnknownModelError", "per_million_tokens", "price_table"]
 
 #: The cost of one model call: `pricing(model, input_tokens, output_tokens)`; `model` is the
 #: model's name when the SDK reports one, else None.
 Pricing = Callable[[str | None, int, int], float]
+
+
+class UnknownModelError(LookupError):
+    """A `Pricing` was asked the price of a model it has no price for (or of no model).
+
+    Under a cost limit the adapter lets it end the run (`run.failed`, re-raised): a cost it
+    cannot compute would leave the limit unchecked. Without one the call's cost is left out
+    and a warning logged.
+
+    Attributes:
+        model: the model's name as the SDK reported it, or None when it reported none.
+        known: the models the table has prices for.
+    """
+
+    def __init__(self, model: str | None, known: tuple[str, ...] = ()) -> None:
+        self.model = model
+        self.known = known
+        what = f"model {model!r}" if model is not None else "a model call that names no model"
+        listed = ", ".join(repr(k) for k in known) if known else "none"
+        super().__init__(f"no price for {what} (the price table has: {listed})")
 
 
 def per_million_tokens(input: float, output: float) -> Pricing:
@@ -18,5 +38,29 @@ def per_million_tokens(input: float, output: float) -> Pricing:
 
     def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * input + output_tokens * output) / 1_000_000
+
+    return price
+
+
+def price_table(prices: Mapping[str, tuple[float, float]]) -> Pricing:
+    """`Pricing` from a table: model name -> (input, output) per million tokens.
+
+    A dated snapshot reads its model's price (`gpt-4.1-2025-04-14` -> `gpt-4.1`: the longest
+    name the reported one starts with, followed by `-`). A model the table does not have,
+    or a call that names no model, raises `UnknownModelError` naming it and the table.
+    """
+    for name, (cin, cout) in prices.items():
+        if cin < 0 or cout < 0:
+            raise ValueError(f"prices of {name!r} must not be negative, got {(cin, cout)!r}")
+    table = dict(prices)
+    names = tuple(sorted(table, key=len, reverse=True))
+
+    def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
+        found = table.get(model) if model is not None else None
+        if found is None and model is not None:
+            found = next((table[n] for n in names if model.startswith(n + "-")), None)
+        if found is None:
+            raise UnknownModelError(model, tuple(sorted(table)))
+        return (input_tokens * found[0] + output_tokens * found[1]) / 1_000_000
 
     return price

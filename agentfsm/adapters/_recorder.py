@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
-from agentfsm.adapters._pricing import Pricing
+from agentfsm._log import get_logger
+from agentfsm.adapters._pricing import Pricing, UnknownModelError
 from agentfsm.adapters._sdk_errors import (
     CancelStop,
     GuardStop,
@@ -67,12 +68,13 @@ from agentfsm.errors import (
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits, ProposedEvent, Refusal
-from agentfsm.guards.base import Guard, Verdict
+from agentfsm.guards.base import Guard, GuardContext, Verdict
 from agentfsm.guards.limits import DEFAULT_MAX_CALLS_PER_DECISION, DEFAULT_MAX_TURNS, with_caps
 from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, EventType, RunStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
+from agentfsm.runtime._metering import budgeted
 from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.recovery import rebuild_tree
@@ -654,15 +656,61 @@ class Recorder:
     def usage(
         self, input_tokens: int | None, output_tokens: int | None, model: str | None = None
     ) -> dict[str, Any]:
-        """A model call's `usage`: its tokens, and its cost when the run has `pricing`.
+        """A model call's `usage`: its tokens (0 when not reported), and its cost when the
+        run has `pricing`. Prefer `reported_usage`, which says when there is none.
 
-        The SDKs report tokens, not money; without `pricing` a `max_cost` limit never trips.
+        Raises:
+            UnknownModelError: as `reported_usage`.
         """
-        tokens_in, tokens_out = input_tokens or 0, output_tokens or 0
+        return self._priced(input_tokens or 0, output_tokens or 0, model)
+
+    def reported_usage(
+        self, input_tokens: int | None, output_tokens: int | None, model: str | None = None
+    ) -> dict[str, Any] | None:
+        """A model call's `usage`: its tokens, and its cost when the run has `pricing`; None
+        when the SDK reported no tokens (None, or 0 and 0: a real call reads its input).
+
+        A `model.completed` without usage on a run under a budget stops the run
+        (`agentfsm.runtime._metering`): its limit could not be checked.
+
+        Raises:
+            UnknownModelError: `pricing` has no price for `model`, and the run has a cost
+                limit (its own or its tree's); without one the cost is left out, and logged.
+        """
+        if not input_tokens and not output_tokens:
+            return None
+        return self._priced(input_tokens or 0, output_tokens or 0, model)
+
+    def _priced(self, tokens_in: int, tokens_out: int, model: str | None) -> dict[str, Any]:
         usage: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
         if self.options.pricing is not None:
-            usage["cost"] = self.options.pricing(model, tokens_in, tokens_out)
+            try:
+                usage["cost"] = self.options.pricing(model, tokens_in, tokens_out)
+            except UnknownModelError as exc:
+                if self._cost_limited():
+                    exc.add_note(f"run '{self.run_id}' has a cost limit it could not check")
+                    raise
+                self._log().warning("usage.unpriced", run_id=self.run_id, model=model)
         return usage
+
+    def _cost_limited(self) -> bool:
+        """Whether the run has a cost limit: its own, or its tree's shared budget."""
+        limits = self.record.limits
+        if limits is not None and limits.max_cost is not None:
+            return True
+        return self.budget is not None and self.budget.current.max_cost is not None
+
+    def budgeted(self) -> str | None:
+        """What puts the run under a budget (see `agentfsm.runtime._metering.budgeted`)."""
+        ctx = GuardContext(_utc_now(), budget=self.budget.current) if self.budget else None
+        return budgeted(self.record, ctx, self.options.guards)
+
+    def _log(self) -> Any:
+        return self.options.logger if self.options.logger is not None else get_logger()
+
+    def note(self, event: str, **fields: Any) -> None:
+        """Log a line about what the adapter did on the user's behalf (structlog)."""
+        self._log().info(event, run_id=self.run_id, sdk=self.sdk, **fields)
 
     def save_state(self, name: str, data: bytes) -> bool:
         """Keep the SDK's serialised state in the store, bound to the run's current version.

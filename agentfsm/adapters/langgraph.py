@@ -90,6 +90,7 @@ try:
 except ImportError as exc:
     raise missing_extra("GraphRun", "langgraph", exc) from exc
 
+from agentfsm.adapters._langgraph_approvals import NeedsApproval, approval_node
 from agentfsm.adapters._langgraph_interrupts import ended, finish, resume_command
 from agentfsm.adapters._langgraph_signals import (
     _DRIVING,
@@ -102,7 +103,7 @@ from agentfsm.adapters._langgraph_signals import (
     quiet_intended_stops,
 )
 from agentfsm.adapters._observed import ObservedRun
-from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     SignalIllegalTransitionError,
@@ -120,12 +121,16 @@ __all__ = [
     "ApprovalMismatchError",
     "FinishedCallError",
     "GraphRun",
+    "NeedsApproval",
     "ObservedRun",
     "Pricing",
     "RefusedCallError",
     "SignalIllegalTransitionError",
+    "UnknownModelError",
+    "approval_node",
     "approval_request",
     "per_million_tokens",
+    "price_table",
 ]
 
 

@@ -49,7 +49,7 @@ SDK's count restarts at 0; ours is a new run too), and in how a stop reads: our 
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable
@@ -63,6 +63,8 @@ try:
         Agent,
         ItemHelpers,
         MaxTurnsExceeded,
+        ModelSettings,
+        RunConfig,
         Runner,
         RunState,
     )
@@ -87,7 +89,8 @@ from agentfsm.adapters._openai_agents_hooks import (
     tool_failure,
 )
 from agentfsm.adapters._openai_agents_tools import drive_agent_tool
-from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
+from agentfsm.adapters._recorder import Recorder
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
@@ -104,6 +107,7 @@ from agentfsm.adapters._subagents import (
     subagent_records,
     waiting_on,
 )
+from agentfsm.adapters._sync import run_sync
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind
@@ -116,7 +120,9 @@ __all__ = [
     "Pricing",
     "SavedStateError",
     "SignalIllegalTransitionError",
+    "UnknownModelError",
     "per_million_tokens",
+    "price_table",
     "tool_failure",
 ]
 
@@ -269,14 +275,19 @@ class AgentsRun(SdkRun):
         return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)
 
     def run_sync(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> ObservedRun:
-        """`run` for code without an event loop, as `Runner.run_sync` (same arguments)."""
-        return asyncio.run(self.run(agent, input, **kwargs))
+        """`run` for code without an event loop, as `Runner.run_sync` (same arguments).
+
+        It runs on an event loop this thread keeps, so an async client shared across
+        `run_sync` and `resume_sync` calls (`AsyncOpenAI`) keeps working; called while a
+        loop runs, it raises `RuntimeError` saying to `await run()`.
+        """
+        return run_sync(self.run(agent, input, **kwargs), "run")
 
     def resume_sync(
         self, agent: Agent[Any], state: dict[str, Any] | None = None, **kwargs: Any
     ) -> ObservedRun:
-        """`resume` for code without an event loop (same arguments)."""
-        return asyncio.run(self.resume(agent, state, **kwargs))
+        """`resume` for code without an event loop (same arguments), on the loop `run_sync` uses."""
+        return run_sync(self.resume(agent, state, **kwargs), "resume")
 
     @aleased
     async def resume(
@@ -389,9 +400,12 @@ class AgentsRun(SdkRun):
         kwargs: dict[str, Any],
     ) -> ObservedRun:
         recorder = self.recorder
-        config = _telling(_recording_failures(kwargs.get("run_config")))
+        config = _asking_for_usage(
+            recorder, agent, _telling(_recording_failures(kwargs.get("run_config")))
+        )
         kwargs = {**kwargs, "run_config": config}
         self.hooks.theirs = kwargs.pop("hooks", None)  # called after ours
+        self.hooks.model = config.model
         result: RunResult | RunResultStreaming
         try:
             if on_stream_event is None:
@@ -475,3 +489,27 @@ class AgentsRun(SdkRun):
         return observed(
             recorder.store, record, final_output=result.final_output, items=items, sdk_result=result
         )
+
+
+def _asking_for_usage(recorder: Recorder, agent: Agent[Any], config: RunConfig) -> RunConfig:
+    """`config` asking the model for usage when the run is under a budget.
+
+    A streamed Chat Completions answer carries usage only when the request asks for it
+    (`stream_options.include_usage`), which the SDK sends by default only to OpenAI's own
+    endpoint: elsewhere the record would say 0 tokens and no limit could trip. So a run
+    under a budget gets `ModelSettings(include_usage=True)` in its `RunConfig`, logged as
+    `usage.requested` — unless the run's or the agent's settings say `include_usage=False`,
+    then a model answer without usage stops the run (`agentfsm.runtime._metering`).
+    """
+    under = recorder.budgeted()
+    if under is None:
+        return config
+    settings = config.model_settings
+    if (settings is not None and settings.include_usage is not None) or (
+        agent.model_settings.include_usage is not None
+    ):
+        return config  # the user's own choice
+    asked = ModelSettings(include_usage=True)
+    merged = settings.resolve(asked) if settings is not None else asked
+    recorder.note("usage.requested", setting="ModelSettings(include_usage=True)", budget=under)
+    return dataclasses.replace(config, model_settings=merged)

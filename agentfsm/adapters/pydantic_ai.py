@@ -41,7 +41,6 @@ ours goes on), and it is checked before the request as ours is. Its default is 5
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import inspect
@@ -80,7 +79,7 @@ except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
 from agentfsm.adapters._observed import ObservedRun, observed
-from agentfsm.adapters._pricing import Pricing, per_million_tokens
+from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
 from agentfsm.adapters._sdk_errors import (
     ApprovalMismatchError,
     CancelStop,
@@ -92,6 +91,7 @@ from agentfsm.adapters._sdk_errors import (
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
+from agentfsm.adapters._sync import run_sync
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
@@ -106,7 +106,9 @@ __all__ = [
     "Pricing",
     "SavedStateError",
     "SignalIllegalTransitionError",
+    "UnknownModelError",
     "per_million_tokens",
+    "price_table",
 ]
 
 SDK = "pydantic-ai"
@@ -197,14 +199,19 @@ class AgentIterRun(SdkRun):
         return await self._drive(agent, prompt, iter_kwargs)
 
     def run_sync(self, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> ObservedRun:
-        """`run` for code without an event loop, as `agent.run_sync` (same arguments)."""
-        return asyncio.run(self.run(agent, prompt, **kwargs))
+        """`run` for code without an event loop, as `agent.run_sync` (same arguments).
+
+        It runs on an event loop this thread keeps, so an async client shared across
+        `run_sync` and `resume_sync` calls (`AsyncOpenAI`) keeps working; called while a
+        loop runs, it raises `RuntimeError` saying to `await run()`.
+        """
+        return run_sync(self.run(agent, prompt, **kwargs), "run")
 
     def resume_sync(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **kwargs: Any
     ) -> ObservedRun:
-        """`resume` for code without an event loop (same arguments)."""
-        return asyncio.run(self.resume(agent, history, **kwargs))
+        """`resume` for code without an event loop (same arguments), on the loop `run_sync` uses."""
+        return run_sync(self.resume(agent, history, **kwargs), "resume")
 
     async def delegate(
         self, ctx: RunContext[Any], agent: Agent[Any, Any], prompt: str, **iter_kwargs: Any
@@ -455,7 +462,7 @@ class AgentIterRun(SdkRun):
             for part in parts
             if part.tool_name not in output_tools
         ]
-        usage = self.recorder.usage(
+        usage = self.recorder.reported_usage(
             response.usage.input_tokens, response.usage.output_tokens, response.model_name
         )
         if outputs:

@@ -29,7 +29,9 @@ process's events (the step it opens was decided from a record that is no longer 
 An event that records spending past a budget (a model call's usage, a tool's cost: see
 `Reducer.overrun`) is appended, since the call happened, but nothing of the batch after it:
 the append then raises the `OverrunError` (a `GuardRejectedError`), so the caller stops the
-run right there with `run.terminated` as for any guard's refusal.
+run right there with `run.terminated` as for any guard's refusal. A `model.completed` without
+usage on a run under a budget is stopped the same way (`agentfsm.runtime._metering`): its
+limit could not be checked.
 
 Every applied event is logged as `transition.applied` (run_id, sequence, event, from_state,
 to_state, and `guard_verdict="passed"` on guarded edges); a refusal as `guard.rejected`.
@@ -58,6 +60,7 @@ from agentfsm.guards.base import GuardContext
 from agentfsm.names import EventType
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime._metering import missing_usage
 from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.runtime.specs import Spec, Then
@@ -249,6 +252,10 @@ class _Base:
                 raise
             out.append(new)
             over = reducer.overrun(record, event, new, ctx)
+            if over is None and isinstance(event, m.ModelCompleted):
+                # No usage under a budget: the limit cannot be checked, so the run stops.
+                unmetered = missing_usage(record, event, ctx, reducer.guards.guards)
+                over = unmetered.overrun(record, event) if unmetered is not None else None
             if over is not None:
                 return events[: i + 1], out, over
             record = new

@@ -269,8 +269,10 @@ def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> Non
         return "late"
 
     tools = [Tool("pricey", pricey, side_effects=False), Tool("slow", slow, side_effects=False)]
+    # The model's calls report their tokens at no cost: only the tool spends.
+    free = {"input_tokens": 10, "output_tokens": 1}
     model = ScriptedModel(
-        [Decision.call_tools(call("pricey"), call("slow")), Decision.answer("no")]
+        [Decision.call_tools(call("pricey"), call("slow"), usage=free), Decision.answer("no", usage=free)]
     )
     result, store = drive_r1(
         "async", model, tools, limits=Limits(max_cost=1.0), config=RunnerConfig(cancel_poll=0.01)

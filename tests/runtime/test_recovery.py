@@ -261,8 +261,8 @@ class TestSubagents:
         research = subagent("research", Agent("researcher", child_model))
         parent = ScriptedModel(
             [
-                Decision.call_tools(call("research", task="find the order")),
-                lambda ctx: Decision.answer(ctx.results[0].result),
+                Decision.call_tools(call("research", task="find the order"), usage=Usage(input_tokens=20)),
+                lambda ctx: Decision.answer(ctx.results[0].result, usage=Usage(input_tokens=30)),
             ]
         )
         runner = Runner(store, Agent("lead", parent, [research]), clock=step_clock())

@@ -38,10 +38,14 @@ from agentfsm.stores.leases import SQLiteLeases
 
 from .helpers import RUNNERS, drive_r1
 
+#: What each of `Busy`'s calls reports: tokens, at no cost.
+_FREE = {"input_tokens": 10, "output_tokens": 1}
+
 
 class Busy:
     """A model that checks the weather again and again, answering only at turn `answer_at`,
-    under a budget it reports no cost against (the runaway of the issue)."""
+    under a budget its calls cost nothing against (the runaway of the issue): each reports
+    its tokens at no cost (a call that reports no usage at all stops a budgeted run)."""
 
     def __init__(self, answer_at: int = 10_000) -> None:
         self.answer_at = answer_at
@@ -50,8 +54,8 @@ class Busy:
     def __call__(self, ctx: ModelContext) -> Decision:
         self.turns += 1
         if ctx.turn >= self.answer_at:
-            return Decision.answer("sunny, finally")
-        return Decision.call_tools(call("weather", city="Lisbon"))
+            return Decision.answer("sunny, finally", usage=_FREE)
+        return Decision.call_tools(call("weather", city="Lisbon"), usage=_FREE)
 
 
 def weather() -> list[Tool]:
@@ -71,7 +75,7 @@ class TestTheDefaultCap:
     """A model that never answers stops at 100 turns, for a reason the log names."""
 
     def test_a_model_that_never_answers_is_stopped(self, runner: str) -> None:
-        """Under a cost budget it never reports against: 100 turns, then `run.terminated`
+        """Under a cost budget it spends nothing of: 100 turns, then `run.terminated`
         (`max_turns`); the log's `run.started` says the cap."""
         model = Busy()
         result, store = drive_r1(runner, model, weather(), limits=Limits(max_cost=1.0))
