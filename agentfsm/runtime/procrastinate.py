@@ -35,7 +35,10 @@ The model:
   transaction (`FOR UPDATE SKIP LOCKED`, so recoverers never act twice). A fresh job and
   not `retry_job`: the dead attempt keeps its id, so it is fenced — a driving job checks
   every `fence_every` seconds that its own job is still `doing` and stops (`superseded`)
-  if not, and its late `finish` cannot end the new attempt. The run resumes from its log:
+  if not, and its late `finish` cannot end the new attempt. It checks again, always,
+  after a call's durable `tool.started` and before a tool with side effects runs: a
+  partition that held back the reply to that write must not let a closed attempt act
+  once it heals. The run resumes from its log:
   calls left in flight are re-run only if safe, else `tool.outcome_unknown`.
 - **The run's lease.** A job drives under the store's lease on the run, like any driver
   (`EventStore.hold`), so a user's own `Runner.resume` cannot race a job, nor a job a
@@ -285,15 +288,22 @@ class _Fence:
         self.checked = clock()
 
     def beat(self, record: RunRecord) -> None:
+        """Between steps: at most every `every` seconds."""
         now = self.clock()
         if now - self.checked < self.every:
             return
+        self.confirm(record)
+        self.checked = now
+
+    def confirm(self, record: RunRecord | None = None) -> None:
+        """Before a side effect, after its durable `tool.started`: always. A partition may
+        have held back the reply to that write while the recovery pass closed this attempt
+        and another ran the run on (its call recorded unknown): the tool must not run."""
         row = self.conn.execute(
             "SELECT status FROM procrastinate_jobs WHERE id = %s", (self.job_id,)
         ).fetchone()
         if row is None or row[0] != "doing":
             raise LeaseLostError(run_id=self.run_id, worker_id=self.worker)
-        self.checked = now
 
 
 class ProcrastinateEngine:
@@ -468,7 +478,12 @@ class ProcrastinateEngine:
         try:
             try:
                 result = runner.resume(
-                    run_id, lease=lease, heartbeat=fence.beat, unpause=False, defer_retries=True
+                    run_id,
+                    lease=lease,
+                    heartbeat=fence.beat,
+                    confirm=fence.confirm,
+                    unpause=False,
+                    defer_retries=True,
                 )
             finally:
                 self._release(lease)
