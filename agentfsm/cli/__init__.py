@@ -36,6 +36,7 @@ from agentfsm.cli import (
     ui,
     validate,
     verify,
+    worker,
 )
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import error_text, shown
@@ -61,6 +62,7 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     rekey.add_parser,
     report.add_parser,
     ui.add_parser,
+    worker.add_parsers,
 )
 
 

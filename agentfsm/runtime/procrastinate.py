@@ -52,10 +52,11 @@ The model:
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,7 +71,6 @@ try:
     from procrastinate import exceptions as pq_exceptions
     from procrastinate.jobs import Job
     from procrastinate.manager import JobManager
-    from procrastinate.schema import SchemaManager
 except ImportError as exc:
     raise missing_extra("ProcrastinateEngine", "procrastinate", exc) from exc
 
@@ -78,6 +78,8 @@ from agentfsm._log import get_logger
 from agentfsm.errors import RunHeldError, RunNotFoundError
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
+from agentfsm.runtime import _pq_schema
+from agentfsm.runtime._pq_schema import SchemaBehindError
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
@@ -93,6 +95,7 @@ __all__ = [
     "TIMER",
     "EngineSettings",
     "ProcrastinateEngine",
+    "SchemaBehindError",
     "Waker",
     "pause_until",
 ]
@@ -267,6 +270,27 @@ class _WakeHook:
             self.waker.wake(conn, wake)
 
 
+class _HandBack(Exception):  # noqa: N818  (a signal between steps, not an error)
+    """Raised between steps of a job whose worker is stopping."""
+
+
+@contextmanager
+def _signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT call `stop` while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
 class _Fence:
     """A driving job's check, between steps, that it still owns its attempt."""
 
@@ -339,6 +363,9 @@ class ProcrastinateEngine:
         # Every thread's store and connection, to close when the worker stops.
         self._opened: list[PostgresEventStore | psycopg.Connection[Any]] = []
         self._opened_lock = threading.Lock()
+        # Set by `stop`: driving jobs hand their runs back at their next step.
+        self._stopping = threading.Event()
+        self._worker: Any = None
         s = self.settings
         retry = procrastinate.RetryStrategy(max_attempts=s.job_attempts, wait=1)
 
@@ -352,23 +379,58 @@ class ProcrastinateEngine:
 
     # -- setting up -----------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Create the store's tables and Procrastinate's (idempotent, safe to race), and
-        record in the store's `meta` table that this engine serves the database (so the
-        command line enqueues wake-ups too)."""
+    def migrate(self, *, post: bool = False) -> list[str]:
+        """Create or upgrade the store's tables and Procrastinate's (idempotent, safe to
+        race), and record in the store's `meta` table that this engine serves the database
+        (so the command line enqueues wake-ups too). `agentfsm setup` runs it.
+
+        Procrastinate's pending migrations are applied in order (see
+        `agentfsm.runtime._pq_schema`): its `pre` ones always, its `post` ones only with
+        `post=True`, once no worker of the older Procrastinate runs. Returns the
+        migrations applied."""
         PostgresEventStore(
             self.conninfo, options=self.options, table_prefix=self.table_prefix, migrate=True
         ).close()
         meta = f"{self.table_prefix}meta"
         with psycopg.connect(self.conninfo, autocommit=True) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentfsm:procrastinate'))")
-            found = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
-            if found is None or found[0] is None:
-                conn.execute(SchemaManager.get_schema())
+            applied = _pq_schema.upgrade(conn, meta, post=post)
+            for name in applied:
+                self.log.info("engine.migration_applied", migration=name)
             conn.execute(
                 f"INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) "
                 "DO UPDATE SET value = EXCLUDED.value",
                 (ENGINE_KEY, f"procrastinate:{self.settings.queue}"),
+            )
+        return applied
+
+    def schema(self) -> _pq_schema.Migrations:
+        """Where the database's Procrastinate schema stands (created, pending migrations)."""
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            meta = f"{self.table_prefix}meta"
+            found = conn.execute("SELECT to_regclass(%s)", (meta,)).fetchone()
+            if found is None or found[0] is None:
+                return _pq_schema.Migrations(created=False, at=None, pending=())
+            return _pq_schema.state(conn, meta)
+
+    def check_schema(self) -> None:
+        """Refuse to serve a database whose schema this version cannot run on.
+
+        Raises:
+            SchemaBehindError: the tables are missing, or a migration this Procrastinate
+                needs is pending; the message names the command that fixes it.
+        """
+        now = self.schema()
+        command = f"agentfsm setup --store URL --queue {self.settings.queue}"
+        if not now.created:
+            raise SchemaBehindError(
+                f"the database has no Procrastinate schema yet: run `{command}` once"
+            )
+        needed = now.needed
+        if needed:
+            raise SchemaBehindError(
+                f"Procrastinate's schema is behind the installed Procrastinate "
+                f"({len(needed)} migration(s) pending, from {needed[0]}): run `{command}`"
             )
 
     def store(self) -> PostgresEventStore:
@@ -378,33 +440,72 @@ class ProcrastinateEngine:
     # -- serving --------------------------------------------------------------------------
 
     async def serve(
-        self, *, name: str | None = None, wait: bool = True, install_signal_handlers: bool = True
+        self,
+        *,
+        name: str | None = None,
+        wait: bool = True,
+        install_signal_handlers: bool = True,
+        queues: Sequence[str] | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         """Run a worker in this event loop: jobs, heartbeats, and the recovery pass.
 
-        With `wait=False` it returns once the queue is empty (tests, draining).
+        With `wait=False` it returns once the queue is empty (tests, draining). SIGTERM
+        and SIGINT (with `install_signal_handlers`, in the main thread) `stop` it: no job
+        is taken any more, and a job driving a run hands it back at its next step (a tool
+        call under way finishes first), so the worker exits without waiting for a run's
+        end, nor leaving another worker to wait out its heartbeat.
+
+        Args:
+            queues: the queues to take jobs from (default: the engine's).
+            on_ready: called once the worker is registered and takes jobs.
         """
         s = self.settings
+        self._stopping.clear()
         async with self.app.open_async():
+            worker: Any = self.app._worker(
+                queues=list(queues) if queues else [s.queue],
+                name=name or "agentfsm-worker",
+                concurrency=s.concurrency,
+                wait=wait,
+                update_heartbeat_interval=s.heartbeat,
+                stalled_worker_timeout=s.stalled_after,
+                fetch_job_polling_interval=s.poll,
+                abort_job_polling_interval=max(s.poll, 5.0),
+                delete_jobs=s.delete_jobs,
+                install_signal_handlers=False,
+            )
+            self._worker = worker
+            loop = asyncio.get_running_loop()
+            signals = _signals(loop, self.stop) if install_signal_handlers else nullcontext()
             recovering = asyncio.create_task(self._recovering())
+            ready = asyncio.create_task(self._when_ready(worker, on_ready))
             try:
-                await self.app.run_worker_async(
-                    queues=[s.queue],
-                    name=name or "agentfsm-worker",
-                    concurrency=s.concurrency,
-                    wait=wait,
-                    update_heartbeat_interval=s.heartbeat,
-                    stalled_worker_timeout=s.stalled_after,
-                    fetch_job_polling_interval=s.poll,
-                    abort_job_polling_interval=max(s.poll, 5.0),
-                    delete_jobs=s.delete_jobs,
-                    install_signal_handlers=install_signal_handlers,
-                )
+                with signals:
+                    await worker.run()
             finally:
-                recovering.cancel()
-                with suppress(asyncio.CancelledError):
-                    await recovering
+                for task in (ready, recovering):
+                    task.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await task
+                self._worker = None
                 self._close_threads()
+
+    def stop(self) -> None:
+        """Stop serving (what SIGTERM does): take no more jobs, and have every job driving
+        a run hand the run back at its next step (requeued, its lease released)."""
+        self._stopping.set()
+        worker = self._worker
+        if worker is not None:
+            worker.stop()
+
+    @staticmethod
+    async def _when_ready(worker: Any, on_ready: Callable[[], None] | None) -> None:
+        # Registered in `procrastinate_workers`, its loop started: it takes jobs now.
+        while worker.worker_id is None:
+            await asyncio.sleep(0.02)
+        if on_ready is not None:
+            on_ready()
 
     def run_worker(self, *, name: str | None = None, wait: bool = True) -> None:
         """`serve` in a new event loop (SIGINT/SIGTERM stop it gracefully)."""
@@ -475,12 +576,19 @@ class ProcrastinateEngine:
         lease = self._hold(store, conn, run_id, f"{worker} job {job_id}")
         if lease is None:
             return "held"
+        stopping = self._stopping
+
+        def beat(record: RunRecord) -> None:
+            if stopping.is_set():
+                raise _HandBack
+            fence.beat(record)
+
         try:
             try:
                 result = runner.resume(
                     run_id,
                     lease=lease,
-                    heartbeat=fence.beat,
+                    heartbeat=beat,
                     confirm=fence.confirm,
                     unpause=False,
                     defer_retries=True,
@@ -490,6 +598,12 @@ class ProcrastinateEngine:
         except RunNotFoundError:
             self.log.warning("engine.run_missing", run_id=run_id, job_id=job_id)
             return "missing"
+        except _HandBack:
+            # The worker is stopping: the run goes back to the queue, its lease released
+            # (above), for another worker to take at once.
+            self.waker.wake(conn, Wake(run_id))
+            self.log.info("engine.handed_back", run_id=run_id, job_id=job_id, worker=worker)
+            return "handed back"
         except LeaseLostError:
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
             return "superseded"
