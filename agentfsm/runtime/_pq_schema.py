@@ -62,7 +62,7 @@ class Migrations:
         """The pending migrations a worker of this version needs: all but the trailing
         `post` ones (those wait until no older worker runs)."""
         pending = list(self.pending)
-        while pending and _is_post(pending[-1]):
+        while pending and is_post(pending[-1]):
             pending.pop()
         return tuple(pending)
 
@@ -100,7 +100,7 @@ def upgrade(conn: psycopg.Connection[Any], meta: str, *, post: bool) -> list[str
     applied: list[str] = []
     paths = dict(migrations())
     for name in now.pending:
-        if _is_post(name) and not post:
+        if is_post(name) and not post:
             break  # and nothing after it: migrations apply in order
         conn.execute(paths[name].read_text(encoding="utf-8"))
         applied.append(name)
@@ -117,5 +117,6 @@ def _record(conn: psycopg.Connection[Any], meta: str, name: str) -> None:
     )
 
 
-def _is_post(name: str) -> bool:
+def is_post(name: str) -> bool:
+    """A `post` migration: applied only once no worker of the older version runs."""
     return "_post_" in name

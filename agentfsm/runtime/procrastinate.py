@@ -427,11 +427,16 @@ class ProcrastinateEngine:
                 f"the database has no Procrastinate schema yet: run `{command}` once"
             )
         needed = now.needed
-        if needed:
-            raise SchemaBehindError(
-                f"Procrastinate's schema is behind the installed Procrastinate "
-                f"({len(needed)} migration(s) pending, from {needed[0]}): run `{command}`"
-            )
+        if not needed:
+            return
+        how = f"run `{command}`"
+        if any(_pq_schema.is_post(name) for name in needed):
+            # Releases skipped: their `post` migrations must not run under older workers.
+            how = f"stop every older worker, then run `{command} --post`"
+        raise SchemaBehindError(
+            f"Procrastinate's schema is behind the installed Procrastinate "
+            f"({len(needed)} migration(s) pending, from {needed[0]}): {how}"
+        )
 
     def store(self) -> PostgresEventStore:
         """A store on the engine's database whose appends enqueue their wake-ups."""

@@ -116,7 +116,7 @@ def test_sigterm_hands_the_run_back_and_exits_0(pq_dsn: str, tmp_path: Path) -> 
             submit(store, "r1", "plain")  # get_order (1.5 s), create_ticket (1.5 s), answer
         _wait_for(lambda: "tool.started" in _types(pq_dsn, "r1"), 30, "the first call")
         worker.send_signal(signal.SIGTERM)
-        out, err = worker.communicate(timeout=30)
+        _out, err = worker.communicate(timeout=30)
     finally:
         if worker.poll() is None:
             worker.kill()
