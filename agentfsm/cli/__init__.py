@@ -28,6 +28,7 @@ from agentfsm.cli import (
     diagram,
     export,
     inspect_run,
+    jobs,
     migrate,
     rekey,
     replay,
@@ -63,6 +64,7 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     report.add_parser,
     ui.add_parser,
     worker.add_parsers,
+    jobs.add_parser,
 )
 
 

@@ -155,3 +155,70 @@ def test_sigterm_hands_the_run_back_and_exits_0(pq_dsn: str, tmp_path: Path) -> 
     assert took < 15  # no lease to wait out (4 s) on top of a process start
     effects = {tool: n for tool, n, _calls in DurableLedger(ledger).rows().values()}
     assert effects == {"create_ticket": 1}
+
+
+def test_jobs_lists_per_run_and_refuses_what_would_break_a_run(pq_dsn: str, tmp_path: Path) -> None:
+    """Queued, scheduled, running, stalled and failed jobs, per run; `--retry` and
+    `--cancel` refuse a job whose run something else drives or still needs."""
+    from datetime import UTC, datetime, timedelta
+
+    from agentfsm.runtime.procrastinate import Waker
+
+    url = url_of(pq_dsn)
+    assert _cli("setup", "--store", url).returncode == 0
+    waker = Waker()
+    with waker.store(pq_dsn) as store:
+        for run in ("r1", "r2", "r3", "r4"):
+            submit(store, run, "plain")
+    with psycopg.connect(pq_dsn, autocommit=True) as conn:
+        waker.timer(conn, "r1", datetime.now(UTC) + timedelta(hours=1))
+        dead = conn.execute(
+            "INSERT INTO procrastinate_workers (last_heartbeat) "
+            "VALUES (now() - interval '1 hour') RETURNING id"
+        ).fetchone()
+        live = conn.execute(
+            "INSERT INTO procrastinate_workers (last_heartbeat) VALUES (now()) RETURNING id"
+        ).fetchone()
+        assert dead is not None
+        assert live is not None
+        set_job = "UPDATE procrastinate_jobs SET status = %s, worker_id = %s WHERE lock = %s"
+        conn.execute(set_job, ("doing", live[0], "r2"))
+        conn.execute(set_job, ("doing", dead[0], "r3"))
+        conn.execute(set_job, ("failed", None, "r4"))
+    # (a generous --stalled-after: a busy machine may take seconds to start a command)
+    listed = _cli("jobs", "--store", url, "--json", "--stalled-after", "600")
+    assert listed.returncode == 0, listed.stderr
+    states = {(j["run"], j["task"], j["state"]) for j in _lines(listed.stdout)}
+    assert states == {
+        ("r1", "advance", "queued"),
+        ("r1", "timer", "scheduled"),
+        ("r2", "advance", "running"),
+        ("r3", "advance", "stalled"),
+        ("r4", "advance", "failed"),
+    }
+    text = _cli("jobs", "--store", url, "--state", "failed")
+    assert text.returncode == 0
+    assert text.stdout.startswith("run r4\n  job ")
+    job = {j["run"] + j["task"]: j["job"] for j in _lines(listed.stdout)}
+    # Cancel: not a running job, not the wake-up of a run still going.
+    refused = _cli("jobs", "--store", url, "--cancel", str(job["r2advance"]))
+    assert refused.returncode == 1
+    assert "is running" in refused.stderr
+    assert "agentfsm cancel r2" in refused.stderr
+    refused = _cli("jobs", "--store", url, "--cancel", str(job["r1advance"]))
+    assert refused.returncode == 1
+    assert "still going" in refused.stderr
+    # Retry: only a failed job, once, as a fresh job.
+    refused = _cli("jobs", "--store", url, "--retry", str(job["r1advance"]))
+    assert refused.returncode == 1
+    assert "not failed" in refused.stderr
+    retried = _cli("jobs", "--store", url, "--retry", str(job["r4advance"]))
+    assert retried.returncode == 0, retried.stderr
+    assert "queued afresh as job" in retried.stdout
+    again = _cli("jobs", "--store", url, "--retry", str(job["r4advance"]))
+    assert again.returncode == 1
+    assert "drives it already" in again.stderr
+    missing = _cli("jobs", "--store", url, "--retry", "999999")
+    assert missing.returncode == 2
+    assert "no job 999999" in missing.stderr
+    assert "Traceback" not in missing.stderr + again.stderr + refused.stderr
