@@ -58,7 +58,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -76,6 +76,7 @@ except ImportError as exc:
 
 from agentfsm._log import get_logger
 from agentfsm.errors import RunHeldError, RunNotFoundError
+from agentfsm.events.models import Event
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.runtime import _pq_schema
@@ -85,10 +86,15 @@ from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
 from agentfsm.runtime.wakeups import Wake, root_of
+from agentfsm.stores._append import takes_fold
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._lease import Lease
+from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.postgres import AfterAppend, PostgresEventStore
+
+if TYPE_CHECKING:  # the otel extra is needed only by whoever passes metrics
+    from agentfsm.adapters.otel_metrics import EngineMetrics, RunMetrics
 
 __all__ = [
     "ADVANCE",
@@ -270,6 +276,27 @@ class _WakeHook:
             self.waker.wake(conn, wake)
 
 
+class _MeteredStore(PostgresEventStore):
+    """The engine's store, counting what each append stored (`EngineMetrics.runs`)."""
+
+    def __init__(self, *args: Any, runs: RunMetrics, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._runs = runs
+
+    @takes_fold
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        expected_version: int,
+        *,
+        folded: Folded | None = None,
+    ) -> RunRecord:
+        record = super().append(run_id, events, expected_version, folded=folded)
+        self._runs.feed_all(events, record)  # stored: counted once, never for a refused batch
+        return record
+
+
 class _HandBack(Exception):  # noqa: N818  (a signal between steps, not an error)
     """Raised between steps of a job whose worker is stopping."""
 
@@ -340,6 +367,9 @@ class ProcrastinateEngine:
         settings: queue, heartbeat, recovery and fencing times.
         options: the store's options (its reducer and table).
         table_prefix: the store's table prefix.
+        metrics: OpenTelemetry instruments to record (`agentfsm.adapters.otel_metrics`):
+            the runs' events as jobs append them, wake-up latency, timer lateness, lease
+            takeovers, and the queue's depth and age.
     """
 
     def __init__(
@@ -350,8 +380,10 @@ class ProcrastinateEngine:
         settings: EngineSettings | None = None,
         options: StoreOptions | None = None,
         table_prefix: str = "agentfsm_",
+        metrics: EngineMetrics | None = None,
     ) -> None:
         self.conninfo = conninfo
+        self.metrics = metrics
         self.make_runner = runner
         self.settings = settings if settings is not None else EngineSettings()
         self.options = options if options is not None else StoreOptions()
@@ -373,8 +405,11 @@ class ProcrastinateEngine:
         def advance(context: procrastinate.JobContext, run_id: str) -> str:
             return self._advance(context, run_id)
 
-        @self.app.task(name=TIMER, queue=s.queue, retry=retry)
-        def timer(run_id: str, kind: str = "wake", version: int = 0) -> str:
+        @self.app.task(name=TIMER, queue=s.queue, pass_context=True, retry=retry)
+        def timer(
+            context: procrastinate.JobContext, run_id: str, kind: str = "wake", version: int = 0
+        ) -> str:
+            self._measure_timer(context, kind)
             return self._timer(run_id, kind, version)
 
     # -- setting up -----------------------------------------------------------------------
@@ -439,7 +474,10 @@ class ProcrastinateEngine:
         )
 
     def store(self) -> PostgresEventStore:
-        """A store on the engine's database whose appends enqueue their wake-ups."""
+        """A store on the engine's database whose appends enqueue their wake-ups (and, with
+        `metrics`, count the events they store)."""
+        if self.metrics is not None:
+            return self._metered_store()
         return self.waker.store(self.conninfo, options=self.options, table_prefix=self.table_prefix)
 
     # -- serving --------------------------------------------------------------------------
@@ -541,6 +579,8 @@ class ProcrastinateEngine:
                 self.log.warning(
                     "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
                 )
+        if moved and self.metrics is not None:
+            self.metrics.takeovers.add(len(moved), {"reason": "stalled_worker"})
         return moved
 
     # -- the tasks ------------------------------------------------------------------------
@@ -581,6 +621,7 @@ class ProcrastinateEngine:
         lease = self._hold(store, conn, run_id, f"{worker} job {job_id}")
         if lease is None:
             return "held"
+        self._measure_wakeup(conn, job_id, lease)
         stopping = self._stopping
 
         def beat(record: RunRecord) -> None:
@@ -658,6 +699,44 @@ class ProcrastinateEngine:
         due = next_wake(result, self.options.reducer.table)
         if due is not None:
             self.waker.timer(conn, root_of(result.run_id), due)
+
+    def _metered_store(self) -> PostgresEventStore:
+        assert self.metrics is not None
+        return _MeteredStore(
+            self.conninfo,
+            options=self.options,
+            table_prefix=self.table_prefix,
+            after_append=self.waker.hook(self.options.reducer.table),
+            runs=self.metrics.runs,
+        )
+
+    def _measure_wakeup(self, conn: psycopg.Connection[Any], job_id: int, lease: Lease) -> None:
+        metrics = self.metrics
+        if metrics is None:
+            return
+        if lease.takeover is not None:
+            metrics.takeovers.add(1, {"reason": "lease"})
+        # The database's clock on both ends: workers' clocks may disagree with it.
+        row = conn.execute(
+            "SELECT EXTRACT(EPOCH FROM now() - at) FROM procrastinate_events "
+            "WHERE job_id = %s AND type = 'deferred'",
+            (job_id,),
+        ).fetchone()
+        if row is not None and row[0] is not None:
+            metrics.wakeup_latency.record(max(float(row[0]), 0.0), {"queue": self.settings.queue})
+
+    def _measure_timer(self, context: procrastinate.JobContext, kind: str) -> None:
+        metrics = self.metrics
+        if metrics is None or context.job.id is None:
+            return
+        _store, _runner, conn = self._thread_state()
+        row = conn.execute(
+            "SELECT EXTRACT(EPOCH FROM now() - scheduled_at) FROM procrastinate_jobs WHERE id = %s",
+            (context.job.id,),
+        ).fetchone()
+        if row is not None and row[0] is not None:
+            attributes = {"queue": self.settings.queue, "kind": kind}
+            metrics.timer_lateness.record(max(float(row[0]), 0.0), attributes)
 
     def _timer(self, run_id: str, kind: str, version: int) -> str:
         store, _runner, conn = self._thread_state()
