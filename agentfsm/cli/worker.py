@@ -118,6 +118,11 @@ def _add_worker(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "--ready-file", type=_args.path, metavar="PATH",
         help="write the pid here once the worker takes jobs (removed at exit)",
     )  # fmt: skip
+    p.add_argument(
+        "--metrics", action="store_true",
+        help="record OpenTelemetry metrics (agentfsm.adapters.otel_metrics) on the global "
+        "meter provider, e.g. as set up by `opentelemetry-instrument` (needs the otel extra)",
+    )  # fmt: skip
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="default: info")
     p.add_argument("--log-format", choices=("json", "text"), default="json", help="default: json")
     p.set_defaults(handler=_worker)
@@ -243,7 +248,10 @@ def _worker(args: argparse.Namespace) -> int:
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     configure_logging(args.log_level, args.log_format)
     log = structlog.get_logger("agentfsm.worker")
-    engine = pq.ProcrastinateEngine(url, make_runner, settings=settings, options=options)
+    metrics = _metrics(url) if args.metrics else None
+    engine = pq.ProcrastinateEngine(
+        url, make_runner, settings=settings, options=options, metrics=metrics
+    )
     ready_file: Path | None = args.ready_file
     try:
         engine.check_schema()
@@ -270,6 +278,16 @@ def _worker(args: argparse.Namespace) -> int:
             ready_file.unlink(missing_ok=True)
     log.info("worker.stopped", worker=name)
     return 0
+
+
+def _metrics(url: str) -> Any:
+    try:
+        from opentelemetry import metrics
+
+        from agentfsm.adapters.otel_metrics import EngineMetrics
+    except ImportError:
+        raise UsageError(f"{PROG} worker: --metrics needs `pip install 'agentfsm[otel]'`") from None
+    return EngineMetrics(metrics.get_meter("agentfsm"), url)
 
 
 def _one_line(exc: BaseException) -> str:
