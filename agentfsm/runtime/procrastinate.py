@@ -58,7 +58,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -92,9 +92,6 @@ from agentfsm.stores._lease import Lease
 from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.postgres import AfterAppend, PostgresEventStore
-
-if TYPE_CHECKING:  # the otel extra is needed only by whoever passes metrics
-    from agentfsm.adapters.otel_metrics import EngineMetrics, RunMetrics
 
 __all__ = [
     "ADVANCE",
@@ -279,7 +276,7 @@ class _WakeHook:
 class _MeteredStore(PostgresEventStore):
     """The engine's store, counting what each append stored (`EngineMetrics.runs`)."""
 
-    def __init__(self, *args: Any, runs: RunMetrics, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, runs: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._runs = runs
 
@@ -367,7 +364,8 @@ class ProcrastinateEngine:
         settings: queue, heartbeat, recovery and fencing times.
         options: the store's options (its reducer and table).
         table_prefix: the store's table prefix.
-        metrics: OpenTelemetry instruments to record (`agentfsm.adapters.otel_metrics`):
+        metrics: an `agentfsm.adapters.otel_metrics.EngineMetrics` (typed loosely: the
+            runtime does not import the adapters) to record, through OpenTelemetry:
             the runs' events as jobs append them, wake-up latency, timer lateness, lease
             takeovers, and the queue's depth and age.
     """
@@ -380,7 +378,7 @@ class ProcrastinateEngine:
         settings: EngineSettings | None = None,
         options: StoreOptions | None = None,
         table_prefix: str = "agentfsm_",
-        metrics: EngineMetrics | None = None,
+        metrics: Any = None,
     ) -> None:
         self.conninfo = conninfo
         self.metrics = metrics
