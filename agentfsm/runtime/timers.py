@@ -9,14 +9,14 @@ that finds it due drives the run, which settles what is overdue (`Planner.overdu
 retries the call. A crash in between loses nothing, and a timer that finds nothing to do
 costs one load.
 
-Two drivers keep them:
+Two kinds of driver keep them:
 
 - `agentfsm.runtime.procrastinate` (PostgreSQL): a timer is a scheduled job
   (`agentfsm.timer`), deferred in the append's transaction or when an advance ends.
-- `Worker` with `SQLiteLeases` (`agentfsm.stores.leases`): a timer is a time on the run's
-  lease row (`wake_at`, and `resume_at` for a pause's resume), set by the SQLite store's
-  `after_append` hook in the append's transaction or by `release`; `claim` also takes runs
-  whose time has come, whatever their status.
+- `Worker` with `SQLiteLeases` or `PostgresLeases` (`agentfsm.stores.leases`): a timer is
+  a time on the run's lease row (`wake_at`, and `resume_at` for a pause's resume), set by
+  the store's `after_append` hook in the append's transaction or by `release`; `claim`
+  also takes runs whose time has come, whatever their status.
 
 This module is what both share: the wake-ups a batch causes including a scheduled resume
 (`due_wakes`), the next time a driven run needs its driver again (`next_wake`), the verb
@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import contextvars
 import os
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from agentfsm.errors import ConcurrencyConflictError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
@@ -58,6 +57,8 @@ __all__ = [
 ]
 
 #: The resume a verb asks the store's hook to set with the append it makes (`pause_until`).
+S = TypeVar("S", bound=EventStore)
+
 _RESUME_AT: contextvars.ContextVar[tuple[str, datetime] | None] = contextvars.ContextVar(
     "agentfsm_resume_at", default=None
 )
@@ -172,7 +173,7 @@ class LeaseTimers:
     #: `pause_until` accepts a store with this hook.
     sets_timers = True
 
-    def __init__(self, leases: SQLiteLeases, table: TransitionTable) -> None:
+    def __init__(self, leases: Any, table: TransitionTable) -> None:
         self.leases = leases
         self.table = table
 
@@ -180,24 +181,34 @@ class LeaseTimers:
         """Whether the batch sets anything (most of a driver's appends do not)."""
         return wants_wakes(record, types, self.table)
 
-    def __call__(self, conn: sqlite3.Connection, record: RunRecord, types: tuple[str, ...]) -> None:
-        now = self.leases.clock()
+    def __call__(self, conn: Any, record: RunRecord, types: tuple[str, ...]) -> None:
         for wake in due_wakes(record, types, self.table):
-            at = now if wake.at is None else wake.at.timestamp()
+            # A wake-up for now is now on the leases' own clock (the database's, on
+            # PostgreSQL): None.
+            at = None if wake.at is None else wake.at.timestamp()
             if wake.resume is None:
                 self.leases.wake(conn, wake.run_id, at)
             else:
+                assert at is not None
                 self.leases.schedule_resume(conn, wake.run_id, at, wake.resume)
 
 
-def install_timers(store: SQLiteEventStore, leases: SQLiteLeases) -> SQLiteEventStore:
-    """Give a SQLite store the hook that keeps `leases`' wake-ups and timers; returns it.
+def install_timers(store: S, leases: Any) -> S:
+    """Give a store the hook that keeps `leases`' wake-ups and timers; returns it.
 
-    Steer (and submit) through such a store in every process that does: an append through
-    a store without it still makes runs claimable by their status, but sets no timer at
-    its own time (the driver's `release` re-arms the next one when it lets a run go).
+    A SQLite store with `SQLiteLeases` on its file, or a `PostgresEventStore` with
+    `PostgresLeases` on its database (same table prefix). Steer (and submit) through such
+    a store in every process that does: an append through a store without it still makes
+    runs claimable by their status, but sets no timer at its own time (the driver's
+    `release` re-arms the next one when it lets a run go).
     """
-    if os.path.realpath(store.path) != os.path.realpath(leases.path):
-        raise ValueError(f"the leases are in '{leases.path}', the store in '{store.path}'")
-    store.after_append = LeaseTimers(leases, store.reducer.table)
+    if isinstance(store, SQLiteEventStore):
+        if not isinstance(leases, SQLiteLeases):
+            raise ValueError("a SQLite store keeps its timers on SQLiteLeases")
+        if os.path.realpath(store.path) != os.path.realpath(leases.path):
+            raise ValueError(f"the leases are in '{leases.path}', the store in '{store.path}'")
+    elif not hasattr(leases, "schedule_resume"):
+        raise ValueError(f"{type(leases).__name__} keeps no timers")
+    hooked: Any = store  # both stores take an `after_append`; the base class does not
+    hooked.after_append = LeaseTimers(leases, store.reducer.table)
     return store
