@@ -660,7 +660,7 @@ class ProcrastinateEngine:
                 # The lease lapsed under a job nobody closed: the run may have no job left.
                 self._later(conn, run_id)
             return "superseded"
-        self._rearm(conn, result)
+        self._rearm(conn, result, runner)
         self.log.info("engine.advanced", run_id=run_id, job_id=job_id, status=result.status)
         return result.status
 
@@ -691,10 +691,11 @@ class ProcrastinateEngine:
         at = datetime.now(UTC) + timedelta(seconds=self.settings.stalled_after)
         self.waker.timer(conn, root_of(run_id), at)
 
-    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult) -> None:
+    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult, runner: Runner) -> None:
         """Set the timer for the next time the run needs driving by itself: its clock (it
-        may have fired early) or a retry's end of backoff."""
-        due = next_wake(result, self.options.reducer.table)
+        may have fired early), a deadline of the Runner's guards, or a retry's end of
+        backoff."""
+        due = next_wake(result, self.options.reducer.table, runner.reducer.guards)
         if due is not None:
             self.waker.timer(conn, root_of(result.run_id), due)
 

@@ -30,12 +30,13 @@ import contextvars
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from agentfsm.errors import ConcurrencyConflictError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.guards.guardset import GuardSet
 from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
@@ -82,15 +83,32 @@ def wants_wakes(record: RunRecord, types: tuple[str, ...], table: TransitionTabl
     return bool(due_wakes(record, types, table))
 
 
-def next_wake(result: RunResult, table: TransitionTable) -> datetime | None:
+def next_wake(
+    result: RunResult,
+    table: TransitionTable,
+    guards: GuardSet | None = None,
+    now: datetime | None = None,
+) -> datetime | None:
     """When a driver must drive the run again by itself, after driving it to `result`: the
     earliest of its (and its open subagent runs') deadline and approval expiries, and a
-    retry's end of backoff (`result.wake_at`); None if nothing is due by time."""
-    times = [
-        due
+    retry's end of backoff (`result.wake_at`); None if nothing is due by time.
+
+    `guards`: the driving Runner's (`runner.reducer.guards`), whose deadlines (a
+    `Deadline` guard given to the Runner, not in the log) are times too, while still ahead
+    (one already past was settled by the drive, or has no edge where the run stands).
+    """
+    open_runs = [
+        r.record
         for r in (result, *result.children.values())
-        if r.record.status not in table.terminal_states and (due := next_due(r.record)) is not None
+        if r.record.status not in table.terminal_states
     ]
+    times = [due for record in open_runs if (due := next_due(record)) is not None]
+    if guards is not None:
+        at = now if now is not None else datetime.now(UTC)
+        for record in open_runs:
+            left = guards.remaining(record, at)
+            if left is not None and left > 0:
+                times.append(at + timedelta(seconds=left))
     if result.wake_at is not None:
         times.append(result.wake_at)
     return min(times) if times else None

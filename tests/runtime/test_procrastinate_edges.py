@@ -1,5 +1,6 @@
 """The Procrastinate engine at its edges: an attempt closed between a call's durable
-`tool.started` and its tool (a partition that held back the reply to that write).
+`tool.started` and its tool (a partition that held back the reply to that write), and a
+deadline only the Runner's guards know.
 
 The cut is made exactly there: the store's `after_append` hook, in the transaction that
 writes `tool.started`, closes the driving job on another connection and queues a fresh one,
@@ -93,3 +94,43 @@ def test_an_attempt_closed_after_its_tool_started_does_not_call_the_tool(
     assert types.count("tool.started") == 1
     assert "tool.outcome_unknown" in types
     assert "tool.succeeded" not in types
+
+
+def test_a_deadline_of_the_runners_guards_fires_with_no_other_event(
+    pq_dsn: str, tmp_path: Path
+) -> None:
+    """A `Deadline` guard given to the Runner, not in the log: the advance that leaves the
+    run waiting sets a timer for it, which terminates the run when due."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from agentfsm.guards.limits import Deadline
+    from agentfsm.runtime import Agent, Runner, RunnerConfig
+
+    ledger = DurableLedger(str(tmp_path / "ledger.db"))
+    at = datetime.now(UTC) + timedelta(seconds=1.0)
+
+    def make(store: Any) -> Runner:
+        agent = Agent("support", _pq_app._model, _pq_app.tools(ledger), _pq_app._policy)
+        config = RunnerConfig(backoff=lambda n: 1.0)
+        return Runner(store, agent, config=config, guards=[Deadline(at)])
+
+    engine = ProcrastinateEngine(pq_dsn, make, settings=_pq_app.settings("agentfsm"))
+    engine.migrate()
+    with engine.store() as store:
+        submit(store, "r1", "approve")
+    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+    with engine.store() as store:
+        assert store.load("r1").status == "waiting_approval"
+    with psycopg.connect(pq_dsn) as conn:
+        scheduled = conn.execute(
+            "SELECT scheduled_at FROM procrastinate_jobs WHERE status = 'todo' "
+            "AND task_name = 'agentfsm.timer'"
+        ).fetchall()
+    assert [abs((row[0] - at).total_seconds()) < 0.05 for row in scheduled] == [True]
+    time.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 0.3)
+    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))  # the timer
+    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))  # its advance
+    with engine.store() as store:
+        record = store.load("r1")
+    assert (record.status, record.stop_reason) == ("terminated", "deadline")

@@ -114,7 +114,10 @@ class Env:
         research = subagent("research", Agent("researcher", _research, tools, _policy))
         agent = Agent("support", _model, [*tools, research], _policy)
         config = RunnerConfig(backoff=lambda n: 0.6)
-        return Runner(store or self.store, agent, sleep=self.sleeps.append, config=config)
+        guards = getattr(self, "guards", ())
+        return Runner(
+            store or self.store, agent, sleep=self.sleeps.append, config=config, guards=guards
+        )
 
     def worker(self) -> Worker:
         """A new worker process, as it were: its own store handle and leases."""
@@ -216,6 +219,20 @@ class TestTimers:
         record = env.store.load("r1")
         assert (record.status, record.stop_reason) == ("terminated", "deadline")
         assert env.types("r1")[-1] == "run.terminated"
+
+    def test_a_deadline_of_the_runners_guards_fires_with_no_other_event(self, env: Env) -> None:
+        """A `Deadline` given to the Runner (not in the log): the worker's release leaves it
+        on the lease row, and a worker past it terminates the waiting run."""
+        from agentfsm.guards.limits import Deadline
+
+        at = datetime.now(UTC) + timedelta(seconds=0.6)
+        env.guards = (Deadline(at),)  # type: ignore[attr-defined]
+        submit(env.store, "r1", "approve")
+        assert env.drain() == ["waiting_approval"]
+        assert env.leases.timers("r1")[0] == pytest.approx(at.timestamp(), abs=0.05)
+        time.sleep(0.8)
+        assert env.drain() == ["terminated"]
+        assert env.store.load("r1").stop_reason == "deadline"
 
     def test_a_deadline_set_at_submit_holds_for_a_run_no_worker_ever_drove(self, env: Env) -> None:
         """The timer commits with `run.started`: a run paused before any worker saw it is
