@@ -30,6 +30,7 @@ from agentfsm.cli import (
     export,
     fork,
     inspect_run,
+    jobs,
     migrate,
     rekey,
     replay,
@@ -38,6 +39,7 @@ from agentfsm.cli import (
     ui,
     validate,
     verify,
+    worker,
 )
 from agentfsm.cli._common import PROG, Handler, Parser, UsageError
 from agentfsm.cli._output import error_text, shown
@@ -65,6 +67,8 @@ _SUBCOMMANDS: tuple[Callable[[argparse._SubParsersAction[Parser]], None], ...] =
     rekey.add_parser,
     report.add_parser,
     ui.add_parser,
+    worker.add_parsers,
+    jobs.add_parser,
 )
 
 

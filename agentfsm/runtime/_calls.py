@@ -29,6 +29,7 @@ from agentfsm.runtime import _outcomes as o
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime._effects import (
     Append,
+    Beat,
     Call,
     Job,
     Later,
@@ -265,6 +266,13 @@ class Calls:
         if isinstance(tool, SubagentTool):
             sub = tool.subagent
             return (yield from self._subagent(writer, record, sub, ctx.args, aid, children))
+        if tool.side_effects:
+            # The call's `tool.started` is durable; its side effect is not done yet. A
+            # partition may have swallowed the reply to that write while the run was taken
+            # over elsewhere (its call recorded unknown): the driver confirms it still owns
+            # the run here, where stopping leaves the world untouched.
+            writer.check_lease()
+            yield Beat(record, before_call=True)
         got = yield Call(tool, ctx)
         if not isinstance(got, Raised):
             types = self.reducer.event_types_for

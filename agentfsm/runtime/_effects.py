@@ -8,7 +8,7 @@ the whole drive (a store outage, a bug, a `BaseException`) travel up as exceptio
 
 | effect    | the shell                                     | sends back                     |
 |-----------|-----------------------------------------------|--------------------------------|
-| `Beat`    | calls the caller's heartbeat (a lease renewal) | None                           |
+| `Beat`    | calls the caller's heartbeat (or `confirm`)    | None                           |
 | `Append`  | `writer.append(specs, then)`                   | the record after, or `Refused` |
 | `Largest` | `writer.largest_call()`                        | (tokens, cost)                 |
 | `Ask`     | calls the agent's model, assembles a stream    | a `Decision`, or `Raised`      |
@@ -70,9 +70,12 @@ __all__ = [
 
 @attrs.define
 class Beat:
-    """Call the heartbeat with the record the next step is decided from."""
+    """Call the heartbeat with the record the next step is decided from; or, with
+    `before_call`, the driver's `confirm` that it still owns the run, once a call's
+    `tool.started` is durable and before the tool's side effect."""
 
     record: RunRecord
+    before_call: bool = False
 
 
 @attrs.define

@@ -141,11 +141,12 @@ class AsyncRunner(Driver):
         heartbeat: Heartbeat | None = None,
         unpause: bool = True,
         defer_retries: bool = False,
+        confirm: Heartbeat | None = None,
     ) -> RunResult:
         """Continue a run from the store (see `Runner.resume`; `lease` is an `AsyncLease`)."""
         async with self._held(run_id, lease, wait) as held:
             steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries, held)
-            return await self._run(steps, heartbeat)
+            return await self._run(steps, heartbeat, confirm)
 
     @asynccontextmanager
     async def _held(
@@ -190,7 +191,12 @@ class AsyncRunner(Driver):
         agents = (sub.agent, *sub.agents)
         return AsyncRunner(self.store, agents, sleep=self.sleep, **self._child_runner_args())
 
-    async def _run(self, steps: fx.Steps[T], heartbeat: Heartbeat | None = None) -> T:
+    async def _run(
+        self,
+        steps: fx.Steps[T],
+        heartbeat: Heartbeat | None = None,
+        confirm: Heartbeat | None = None,
+    ) -> T:
         """Drive the core's generator to its end, performing each effect it yields."""
         got: Any = None
         while True:
@@ -199,16 +205,18 @@ class AsyncRunner(Driver):
             except StopIteration as done:
                 result: T = done.value
                 return result
-            got = await self._perform(effect, heartbeat)
+            got = await self._perform(effect, heartbeat, confirm)
 
-    async def _perform(self, effect: fx.Effect, heartbeat: Heartbeat | None) -> Any:
+    async def _perform(
+        self, effect: fx.Effect, heartbeat: Heartbeat | None, confirm: Heartbeat | None = None
+    ) -> Any:
         if isinstance(effect, fx.Append):
             try:
                 return await _own(effect.writer).append(effect.specs, effect.then)
             except REFUSALS as exc:
                 return fx.Refused(exc)
         if isinstance(effect, fx.Batch):
-            return await self._batch(effect)
+            return await self._batch(effect, confirm)
         if isinstance(effect, fx.Call):
             return await _call(effect.tool, effect.ctx)
         if isinstance(effect, fx.Ask):
@@ -217,7 +225,8 @@ class AsyncRunner(Driver):
             except Exception as exc:  # noqa: BLE001  (any model bug ends the run as failed)
                 return fx.Raised(exc)
         if isinstance(effect, fx.Beat):
-            beat = heartbeat(effect.record) if heartbeat is not None else None
+            hook = confirm if effect.before_call else heartbeat
+            beat = hook(effect.record) if hook is not None else None
             if beat is not None:
                 await beat
             return None
@@ -238,7 +247,7 @@ class AsyncRunner(Driver):
         await acancel(self.store, effect.run_id, reason=effect.reason, clock=self.clock)
         return None
 
-    async def _batch(self, batch: fx.Batch) -> list[fx.End]:
+    async def _batch(self, batch: fx.Batch, confirm: Heartbeat | None = None) -> list[fx.End]:
         """Run a batch's calls concurrently (by concurrency key, in order), watching for a
         cancel from elsewhere; the ends in the order they came, for the core to settle."""
         groups: dict[str, list[p.Work]] = {}
@@ -260,7 +269,7 @@ class AsyncRunner(Driver):
             nonlocal stopping
             for w in works:
                 try:
-                    end = await self._run(batch.job(w, stop_now))
+                    end = await self._run(batch.job(w, stop_now), None, confirm)
                 except Exception as exc:  # noqa: BLE001  (re-raised once the batch has settled)
                     crashed.append(exc)
                     stopping = True

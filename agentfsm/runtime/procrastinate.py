@@ -35,7 +35,10 @@ The model:
   transaction (`FOR UPDATE SKIP LOCKED`, so recoverers never act twice). A fresh job and
   not `retry_job`: the dead attempt keeps its id, so it is fenced — a driving job checks
   every `fence_every` seconds that its own job is still `doing` and stops (`superseded`)
-  if not, and its late `finish` cannot end the new attempt. The run resumes from its log:
+  if not, and its late `finish` cannot end the new attempt. It checks again, always,
+  after a call's durable `tool.started` and before a tool with side effects runs: a
+  partition that held back the reply to that write must not let a closed attempt act
+  once it heals. The run resumes from its log:
   calls left in flight are re-run only if safe, else `tool.outcome_unknown`.
 - **The run's lease.** A job drives under the store's lease on the run, like any driver
   (`EventStore.hold`), so a user's own `Runner.resume` cannot race a job, nor a job a
@@ -49,10 +52,11 @@ The model:
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -67,21 +71,25 @@ try:
     from procrastinate import exceptions as pq_exceptions
     from procrastinate.jobs import Job
     from procrastinate.manager import JobManager
-    from procrastinate.schema import SchemaManager
 except ImportError as exc:
     raise missing_extra("ProcrastinateEngine", "procrastinate", exc) from exc
 
 from agentfsm._log import get_logger
 from agentfsm.errors import RunHeldError, RunNotFoundError
+from agentfsm.events.models import Event
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
+from agentfsm.runtime import _pq_schema
+from agentfsm.runtime._pq_schema import SchemaBehindError
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
 from agentfsm.runtime.wakeups import Wake, root_of
+from agentfsm.stores._append import takes_fold
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._lease import Lease
+from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.postgres import AfterAppend, PostgresEventStore
 
@@ -90,6 +98,7 @@ __all__ = [
     "TIMER",
     "EngineSettings",
     "ProcrastinateEngine",
+    "SchemaBehindError",
     "Waker",
     "pause_until",
 ]
@@ -264,6 +273,48 @@ class _WakeHook:
             self.waker.wake(conn, wake)
 
 
+class _MeteredStore(PostgresEventStore):
+    """The engine's store, counting what each append stored (`EngineMetrics.runs`)."""
+
+    def __init__(self, *args: Any, runs: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._runs = runs
+
+    @takes_fold
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        expected_version: int,
+        *,
+        folded: Folded | None = None,
+    ) -> RunRecord:
+        record = super().append(run_id, events, expected_version, folded=folded)
+        self._runs.feed_all(events, record)  # stored: counted once, never for a refused batch
+        return record
+
+
+class _HandBack(Exception):  # noqa: N818  (a signal between steps, not an error)
+    """Raised between steps of a job whose worker is stopping."""
+
+
+@contextmanager
+def _signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT call `stop` while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
 class _Fence:
     """A driving job's check, between steps, that it still owns its attempt."""
 
@@ -285,15 +336,22 @@ class _Fence:
         self.checked = clock()
 
     def beat(self, record: RunRecord) -> None:
+        """Between steps: at most every `every` seconds."""
         now = self.clock()
         if now - self.checked < self.every:
             return
+        self.confirm(record)
+        self.checked = now
+
+    def confirm(self, record: RunRecord | None = None) -> None:
+        """Before a side effect, after its durable `tool.started`: always. A partition may
+        have held back the reply to that write while the recovery pass closed this attempt
+        and another ran the run on (its call recorded unknown): the tool must not run."""
         row = self.conn.execute(
             "SELECT status FROM procrastinate_jobs WHERE id = %s", (self.job_id,)
         ).fetchone()
         if row is None or row[0] != "doing":
             raise LeaseLostError(run_id=self.run_id, worker_id=self.worker)
-        self.checked = now
 
 
 class ProcrastinateEngine:
@@ -306,6 +364,10 @@ class ProcrastinateEngine:
         settings: queue, heartbeat, recovery and fencing times.
         options: the store's options (its reducer and table).
         table_prefix: the store's table prefix.
+        metrics: an `agentfsm.adapters.otel_metrics.EngineMetrics` (typed loosely: the
+            runtime does not import the adapters) to record, through OpenTelemetry:
+            the runs' events as jobs append them, wake-up latency, timer lateness, lease
+            takeovers, and the queue's depth and age.
     """
 
     def __init__(
@@ -316,8 +378,10 @@ class ProcrastinateEngine:
         settings: EngineSettings | None = None,
         options: StoreOptions | None = None,
         table_prefix: str = "agentfsm_",
+        metrics: Any = None,
     ) -> None:
         self.conninfo = conninfo
+        self.metrics = metrics
         self.make_runner = runner
         self.settings = settings if settings is not None else EngineSettings()
         self.options = options if options is not None else StoreOptions()
@@ -329,6 +393,9 @@ class ProcrastinateEngine:
         # Every thread's store and connection, to close when the worker stops.
         self._opened: list[PostgresEventStore | psycopg.Connection[Any]] = []
         self._opened_lock = threading.Lock()
+        # Set by `stop`: driving jobs hand their runs back at their next step.
+        self._stopping = threading.Event()
+        self._worker: Any = None
         s = self.settings
         retry = procrastinate.RetryStrategy(max_attempts=s.job_attempts, wait=1)
 
@@ -336,65 +403,150 @@ class ProcrastinateEngine:
         def advance(context: procrastinate.JobContext, run_id: str) -> str:
             return self._advance(context, run_id)
 
-        @self.app.task(name=TIMER, queue=s.queue, retry=retry)
-        def timer(run_id: str, kind: str = "wake", version: int = 0) -> str:
+        @self.app.task(name=TIMER, queue=s.queue, pass_context=True, retry=retry)
+        def timer(
+            context: procrastinate.JobContext, run_id: str, kind: str = "wake", version: int = 0
+        ) -> str:
+            self._measure_timer(context, kind)
             return self._timer(run_id, kind, version)
 
     # -- setting up -----------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Create the store's tables and Procrastinate's (idempotent, safe to race), and
-        record in the store's `meta` table that this engine serves the database (so the
-        command line enqueues wake-ups too)."""
+    def migrate(self, *, post: bool = False) -> list[str]:
+        """Create or upgrade the store's tables and Procrastinate's (idempotent, safe to
+        race), and record in the store's `meta` table that this engine serves the database
+        (so the command line enqueues wake-ups too). `agentfsm setup` runs it.
+
+        Procrastinate's pending migrations are applied in order (see
+        `agentfsm.runtime._pq_schema`): its `pre` ones always, its `post` ones only with
+        `post=True`, once no worker of the older Procrastinate runs. Returns the
+        migrations applied."""
         PostgresEventStore(
             self.conninfo, options=self.options, table_prefix=self.table_prefix, migrate=True
         ).close()
         meta = f"{self.table_prefix}meta"
         with psycopg.connect(self.conninfo, autocommit=True) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentfsm:procrastinate'))")
-            found = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
-            if found is None or found[0] is None:
-                conn.execute(SchemaManager.get_schema())
+            applied = _pq_schema.upgrade(conn, meta, post=post)
+            for name in applied:
+                self.log.info("engine.migration_applied", migration=name)
             conn.execute(
                 f"INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) "
                 "DO UPDATE SET value = EXCLUDED.value",
                 (ENGINE_KEY, f"procrastinate:{self.settings.queue}"),
             )
+        return applied
+
+    def schema(self) -> _pq_schema.Migrations:
+        """Where the database's Procrastinate schema stands (created, pending migrations)."""
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            meta = f"{self.table_prefix}meta"
+            found = conn.execute("SELECT to_regclass(%s)", (meta,)).fetchone()
+            if found is None or found[0] is None:
+                return _pq_schema.Migrations(created=False, at=None, pending=())
+            return _pq_schema.state(conn, meta)
+
+    def check_schema(self) -> None:
+        """Refuse to serve a database whose schema this version cannot run on.
+
+        Raises:
+            SchemaBehindError: the tables are missing, or a migration this Procrastinate
+                needs is pending; the message names the command that fixes it.
+        """
+        now = self.schema()
+        command = f"agentfsm setup --store URL --queue {self.settings.queue}"
+        if not now.created:
+            raise SchemaBehindError(
+                f"the database has no Procrastinate schema yet: run `{command}` once"
+            )
+        needed = now.needed
+        if not needed:
+            return
+        how = f"run `{command}`"
+        if any(_pq_schema.is_post(name) for name in needed):
+            # Releases skipped: their `post` migrations must not run under older workers.
+            how = f"stop every older worker, then run `{command} --post`"
+        raise SchemaBehindError(
+            f"Procrastinate's schema is behind the installed Procrastinate "
+            f"({len(needed)} migration(s) pending, from {needed[0]}): {how}"
+        )
 
     def store(self) -> PostgresEventStore:
-        """A store on the engine's database whose appends enqueue their wake-ups."""
+        """A store on the engine's database whose appends enqueue their wake-ups (and, with
+        `metrics`, count the events they store)."""
+        if self.metrics is not None:
+            return self._metered_store()
         return self.waker.store(self.conninfo, options=self.options, table_prefix=self.table_prefix)
 
     # -- serving --------------------------------------------------------------------------
 
     async def serve(
-        self, *, name: str | None = None, wait: bool = True, install_signal_handlers: bool = True
+        self,
+        *,
+        name: str | None = None,
+        wait: bool = True,
+        install_signal_handlers: bool = True,
+        queues: Sequence[str] | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         """Run a worker in this event loop: jobs, heartbeats, and the recovery pass.
 
-        With `wait=False` it returns once the queue is empty (tests, draining).
+        With `wait=False` it returns once the queue is empty (tests, draining). SIGTERM
+        and SIGINT (with `install_signal_handlers`, in the main thread) `stop` it: no job
+        is taken any more, and a job driving a run hands it back at its next step (a tool
+        call under way finishes first), so the worker exits without waiting for a run's
+        end, nor leaving another worker to wait out its heartbeat.
+
+        Args:
+            queues: the queues to take jobs from (default: the engine's).
+            on_ready: called once the worker is registered and takes jobs.
         """
         s = self.settings
+        self._stopping.clear()
         async with self.app.open_async():
+            worker: Any = self.app._worker(
+                queues=list(queues) if queues else [s.queue],
+                name=name or "agentfsm-worker",
+                concurrency=s.concurrency,
+                wait=wait,
+                update_heartbeat_interval=s.heartbeat,
+                stalled_worker_timeout=s.stalled_after,
+                fetch_job_polling_interval=s.poll,
+                abort_job_polling_interval=max(s.poll, 5.0),
+                delete_jobs=s.delete_jobs,
+                install_signal_handlers=False,
+            )
+            self._worker = worker
+            loop = asyncio.get_running_loop()
+            signals = _signals(loop, self.stop) if install_signal_handlers else nullcontext()
             recovering = asyncio.create_task(self._recovering())
+            ready = asyncio.create_task(self._when_ready(worker, on_ready))
             try:
-                await self.app.run_worker_async(
-                    queues=[s.queue],
-                    name=name or "agentfsm-worker",
-                    concurrency=s.concurrency,
-                    wait=wait,
-                    update_heartbeat_interval=s.heartbeat,
-                    stalled_worker_timeout=s.stalled_after,
-                    fetch_job_polling_interval=s.poll,
-                    abort_job_polling_interval=max(s.poll, 5.0),
-                    delete_jobs=s.delete_jobs,
-                    install_signal_handlers=install_signal_handlers,
-                )
+                with signals:
+                    await worker.run()
             finally:
-                recovering.cancel()
-                with suppress(asyncio.CancelledError):
-                    await recovering
+                for task in (ready, recovering):
+                    task.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await task
+                self._worker = None
                 self._close_threads()
+
+    def stop(self) -> None:
+        """Stop serving (what SIGTERM does): take no more jobs, and have every job driving
+        a run hand the run back at its next step (requeued, its lease released)."""
+        self._stopping.set()
+        worker = self._worker
+        if worker is not None:
+            worker.stop()
+
+    @staticmethod
+    async def _when_ready(worker: Any, on_ready: Callable[[], None] | None) -> None:
+        # Registered in `procrastinate_workers`, its loop started: it takes jobs now.
+        while worker.worker_id is None:
+            await asyncio.sleep(0.02)
+        if on_ready is not None:
+            on_ready()
 
     def run_worker(self, *, name: str | None = None, wait: bool = True) -> None:
         """`serve` in a new event loop (SIGINT/SIGTERM stop it gracefully)."""
@@ -425,6 +577,8 @@ class ProcrastinateEngine:
                 self.log.warning(
                     "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
                 )
+        if moved and self.metrics is not None:
+            self.metrics.takeovers.add(len(moved), {"reason": "stalled_worker"})
         return moved
 
     # -- the tasks ------------------------------------------------------------------------
@@ -465,16 +619,35 @@ class ProcrastinateEngine:
         lease = self._hold(store, conn, run_id, f"{worker} job {job_id}")
         if lease is None:
             return "held"
+        self._measure_wakeup(conn, job_id, lease)
+        stopping = self._stopping
+
+        def beat(record: RunRecord) -> None:
+            if stopping.is_set():
+                raise _HandBack
+            fence.beat(record)
+
         try:
             try:
                 result = runner.resume(
-                    run_id, lease=lease, heartbeat=fence.beat, unpause=False, defer_retries=True
+                    run_id,
+                    lease=lease,
+                    heartbeat=beat,
+                    confirm=fence.confirm,
+                    unpause=False,
+                    defer_retries=True,
                 )
             finally:
                 self._release(lease)
         except RunNotFoundError:
             self.log.warning("engine.run_missing", run_id=run_id, job_id=job_id)
             return "missing"
+        except _HandBack:
+            # The worker is stopping: the run goes back to the queue, its lease released
+            # (above), for another worker to take at once.
+            self.waker.wake(conn, Wake(run_id))
+            self.log.info("engine.handed_back", run_id=run_id, job_id=job_id, worker=worker)
+            return "handed back"
         except LeaseLostError:
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
             return "superseded"
@@ -487,7 +660,7 @@ class ProcrastinateEngine:
                 # The lease lapsed under a job nobody closed: the run may have no job left.
                 self._later(conn, run_id)
             return "superseded"
-        self._rearm(conn, result)
+        self._rearm(conn, result, runner)
         self.log.info("engine.advanced", run_id=run_id, job_id=job_id, status=result.status)
         return result.status
 
@@ -518,12 +691,51 @@ class ProcrastinateEngine:
         at = datetime.now(UTC) + timedelta(seconds=self.settings.stalled_after)
         self.waker.timer(conn, root_of(run_id), at)
 
-    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult) -> None:
+    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult, runner: Runner) -> None:
         """Set the timer for the next time the run needs driving by itself: its clock (it
-        may have fired early) or a retry's end of backoff."""
-        due = next_wake(result, self.options.reducer.table)
+        may have fired early), a deadline of the Runner's guards, or a retry's end of
+        backoff."""
+        due = next_wake(result, self.options.reducer.table, runner.reducer.guards)
         if due is not None:
             self.waker.timer(conn, root_of(result.run_id), due)
+
+    def _metered_store(self) -> PostgresEventStore:
+        assert self.metrics is not None
+        return _MeteredStore(
+            self.conninfo,
+            options=self.options,
+            table_prefix=self.table_prefix,
+            after_append=self.waker.hook(self.options.reducer.table),
+            runs=self.metrics.runs,
+        )
+
+    def _measure_wakeup(self, conn: psycopg.Connection[Any], job_id: int, lease: Lease) -> None:
+        metrics = self.metrics
+        if metrics is None:
+            return
+        if lease.takeover is not None:
+            metrics.takeovers.add(1, {"reason": "lease"})
+        # The database's clock on both ends: workers' clocks may disagree with it.
+        row = conn.execute(
+            "SELECT EXTRACT(EPOCH FROM now() - at) FROM procrastinate_events "
+            "WHERE job_id = %s AND type = 'deferred'",
+            (job_id,),
+        ).fetchone()
+        if row is not None and row[0] is not None:
+            metrics.wakeup_latency.record(max(float(row[0]), 0.0), {"queue": self.settings.queue})
+
+    def _measure_timer(self, context: procrastinate.JobContext, kind: str) -> None:
+        metrics = self.metrics
+        if metrics is None or context.job.id is None:
+            return
+        _store, _runner, conn = self._thread_state()
+        row = conn.execute(
+            "SELECT EXTRACT(EPOCH FROM now() - scheduled_at) FROM procrastinate_jobs WHERE id = %s",
+            (context.job.id,),
+        ).fetchone()
+        if row is not None and row[0] is not None:
+            attributes = {"queue": self.settings.queue, "kind": kind}
+            metrics.timer_lateness.record(max(float(row[0]), 0.0), attributes)
 
     def _timer(self, run_id: str, kind: str, version: int) -> str:
         store, _runner, conn = self._thread_state()

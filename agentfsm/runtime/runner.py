@@ -180,6 +180,7 @@ class Runner(Driver):
         heartbeat: Callable[[RunRecord], None] | None = None,
         unpause: bool = True,
         defer_retries: bool = False,
+        confirm: Callable[[RunRecord], None] | None = None,
     ) -> RunResult:
         """Continue a run from the store: after a crash, an approval, a pause, or a cancel.
 
@@ -203,6 +204,10 @@ class Runner(Driver):
                 driver keeps the time as a durable timer, so no process sleeps through a
                 backoff and a crash during one loses nothing. (A subagent run's retries,
                 inside its parent's call, are still waited out in place.)
+            confirm: called after a call's `tool.started` is durable and right before its
+                tool runs, for a tool with side effects (a job confirms there, in the
+                database, that it still owns its attempt: raise `LeaseLostError` to stop,
+                the tool not called). The run's lease, if any, is checked there too.
 
         Raises:
             RunNotFoundError: the store has no such run.
@@ -211,7 +216,7 @@ class Runner(Driver):
         """
         with self._held(run_id, lease, wait) as held:
             steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries, held)
-            return self._run(steps, heartbeat)
+            return self._run(steps, heartbeat, confirm)
 
     @contextmanager
     def _held(self, run_id: str, given: Lease | None, wait: float | None) -> Iterator[Lease | None]:
@@ -254,7 +259,12 @@ class Runner(Driver):
         agents = (sub.agent, *sub.agents)
         return Runner(self.store, agents, sleep=self.sleep, **self._child_runner_args())
 
-    def _run(self, steps: fx.Steps[T], heartbeat: Callable[[RunRecord], None] | None = None) -> T:
+    def _run(
+        self,
+        steps: fx.Steps[T],
+        heartbeat: Callable[[RunRecord], None] | None = None,
+        confirm: Callable[[RunRecord], None] | None = None,
+    ) -> T:
         """Drive the core's generator to its end, performing each effect it yields."""
         got: Any = None
         while True:
@@ -269,15 +279,20 @@ class Runner(Driver):
                 except REFUSALS as exc:
                     got = fx.Refused(exc)
             else:
-                got = self._perform(effect, heartbeat)
+                got = self._perform(effect, heartbeat, confirm)
 
-    def _perform(self, effect: fx.Effect, heartbeat: Callable[[RunRecord], None] | None) -> Any:
+    def _perform(
+        self,
+        effect: fx.Effect,
+        heartbeat: Callable[[RunRecord], None] | None,
+        confirm: Callable[[RunRecord], None] | None = None,
+    ) -> Any:
         # Most frequent first: a turn is two appends (inlined in `_run`), a model call, a
         # batch and its tool calls.
         if isinstance(effect, fx.Batch):
             # One call after another; the first that stops the batch ends it.
             for work in effect.works:
-                end = self._run(effect.job(work, _never))
+                end = self._run(effect.job(work, _never), None, confirm)
                 if end is not None:
                     return (end,)
             return ()
@@ -289,8 +304,9 @@ class Runner(Driver):
             except Exception as exc:  # noqa: BLE001  (any model bug ends the run as failed)
                 return fx.Raised(exc)
         if isinstance(effect, fx.Beat):
-            if heartbeat is not None:
-                heartbeat(effect.record)
+            hook = confirm if effect.before_call else heartbeat
+            if hook is not None:
+                hook(effect.record)
             return None
         if isinstance(effect, fx.Append):
             try:

@@ -9,14 +9,14 @@ that finds it due drives the run, which settles what is overdue (`Planner.overdu
 retries the call. A crash in between loses nothing, and a timer that finds nothing to do
 costs one load.
 
-Two drivers keep them:
+Two kinds of driver keep them:
 
 - `agentfsm.runtime.procrastinate` (PostgreSQL): a timer is a scheduled job
   (`agentfsm.timer`), deferred in the append's transaction or when an advance ends.
-- `Worker` with `SQLiteLeases` (`agentfsm.stores.leases`): a timer is a time on the run's
-  lease row (`wake_at`, and `resume_at` for a pause's resume), set by the SQLite store's
-  `after_append` hook in the append's transaction or by `release`; `claim` also takes runs
-  whose time has come, whatever their status.
+- `Worker` with `SQLiteLeases` or `PostgresLeases` (`agentfsm.stores.leases`): a timer is
+  a time on the run's lease row (`wake_at`, and `resume_at` for a pause's resume), set by
+  the store's `after_append` hook in the append's transaction or by `release`; `claim`
+  also takes runs whose time has come, whatever their status.
 
 This module is what both share: the wake-ups a batch causes including a scheduled resume
 (`due_wakes`), the next time a driven run needs its driver again (`next_wake`), the verb
@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import contextvars
 import os
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 from agentfsm.errors import ConcurrencyConflictError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.guards.guardset import GuardSet
 from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
@@ -58,6 +58,8 @@ __all__ = [
 ]
 
 #: The resume a verb asks the store's hook to set with the append it makes (`pause_until`).
+S = TypeVar("S", bound=EventStore)
+
 _RESUME_AT: contextvars.ContextVar[tuple[str, datetime] | None] = contextvars.ContextVar(
     "agentfsm_resume_at", default=None
 )
@@ -81,15 +83,32 @@ def wants_wakes(record: RunRecord, types: tuple[str, ...], table: TransitionTabl
     return bool(due_wakes(record, types, table))
 
 
-def next_wake(result: RunResult, table: TransitionTable) -> datetime | None:
+def next_wake(
+    result: RunResult,
+    table: TransitionTable,
+    guards: GuardSet | None = None,
+    now: datetime | None = None,
+) -> datetime | None:
     """When a driver must drive the run again by itself, after driving it to `result`: the
     earliest of its (and its open subagent runs') deadline and approval expiries, and a
-    retry's end of backoff (`result.wake_at`); None if nothing is due by time."""
-    times = [
-        due
+    retry's end of backoff (`result.wake_at`); None if nothing is due by time.
+
+    `guards`: the driving Runner's (`runner.reducer.guards`), whose deadlines (a
+    `Deadline` guard given to the Runner, not in the log) are times too, while still ahead
+    (one already past was settled by the drive, or has no edge where the run stands).
+    """
+    open_runs = [
+        r.record
         for r in (result, *result.children.values())
-        if r.record.status not in table.terminal_states and (due := next_due(r.record)) is not None
+        if r.record.status not in table.terminal_states
     ]
+    times = [due for record in open_runs if (due := next_due(record)) is not None]
+    if guards is not None:
+        at = now if now is not None else datetime.now(UTC)
+        for record in open_runs:
+            left = guards.remaining(record, at)
+            if left is not None and left > 0:
+                times.append(at + timedelta(seconds=left))
     if result.wake_at is not None:
         times.append(result.wake_at)
     return min(times) if times else None
@@ -172,7 +191,7 @@ class LeaseTimers:
     #: `pause_until` accepts a store with this hook.
     sets_timers = True
 
-    def __init__(self, leases: SQLiteLeases, table: TransitionTable) -> None:
+    def __init__(self, leases: Any, table: TransitionTable) -> None:
         self.leases = leases
         self.table = table
 
@@ -180,24 +199,34 @@ class LeaseTimers:
         """Whether the batch sets anything (most of a driver's appends do not)."""
         return wants_wakes(record, types, self.table)
 
-    def __call__(self, conn: sqlite3.Connection, record: RunRecord, types: tuple[str, ...]) -> None:
-        now = self.leases.clock()
+    def __call__(self, conn: Any, record: RunRecord, types: tuple[str, ...]) -> None:
         for wake in due_wakes(record, types, self.table):
-            at = now if wake.at is None else wake.at.timestamp()
+            # A wake-up for now is now on the leases' own clock (the database's, on
+            # PostgreSQL): None.
+            at = None if wake.at is None else wake.at.timestamp()
             if wake.resume is None:
                 self.leases.wake(conn, wake.run_id, at)
             else:
+                assert at is not None
                 self.leases.schedule_resume(conn, wake.run_id, at, wake.resume)
 
 
-def install_timers(store: SQLiteEventStore, leases: SQLiteLeases) -> SQLiteEventStore:
-    """Give a SQLite store the hook that keeps `leases`' wake-ups and timers; returns it.
+def install_timers(store: S, leases: Any) -> S:
+    """Give a store the hook that keeps `leases`' wake-ups and timers; returns it.
 
-    Steer (and submit) through such a store in every process that does: an append through
-    a store without it still makes runs claimable by their status, but sets no timer at
-    its own time (the driver's `release` re-arms the next one when it lets a run go).
+    A SQLite store with `SQLiteLeases` on its file, or a `PostgresEventStore` with
+    `PostgresLeases` on its database (same table prefix). Steer (and submit) through such
+    a store in every process that does: an append through a store without it still makes
+    runs claimable by their status, but sets no timer at its own time (the driver's
+    `release` re-arms the next one when it lets a run go).
     """
-    if os.path.realpath(store.path) != os.path.realpath(leases.path):
-        raise ValueError(f"the leases are in '{leases.path}', the store in '{store.path}'")
-    store.after_append = LeaseTimers(leases, store.reducer.table)
+    if isinstance(store, SQLiteEventStore):
+        if not isinstance(leases, SQLiteLeases):
+            raise ValueError("a SQLite store keeps its timers on SQLiteLeases")
+        if os.path.realpath(store.path) != os.path.realpath(leases.path):
+            raise ValueError(f"the leases are in '{leases.path}', the store in '{store.path}'")
+    elif not hasattr(leases, "schedule_resume"):
+        raise ValueError(f"{type(leases).__name__} keeps no timers")
+    hooked: Any = store  # both stores take an `after_append`; the base class does not
+    hooked.after_append = LeaseTimers(leases, store.reducer.table)
     return store

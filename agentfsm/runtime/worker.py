@@ -113,10 +113,15 @@ class _Leasing:
     def _release_args(self, result: RunResult | None) -> dict[str, Any]:
         """`release`'s keywords: the hold, and the run's next time if it has one."""
         args: dict[str, Any] = {"retry_after": self._retry_after(result)}
-        due = None if result is None else next_wake(result, self.table)
+        due = None if result is None else next_wake(result, self.table, self._guards())
         if due is not None:
             args["wake_at"] = due.timestamp()
         return args
+
+    def _guards(self) -> Any:
+        """The driving Runner's guards (their deadlines are timers too)."""
+        runner = getattr(self, "runner", None)
+        return getattr(getattr(runner, "reducer", None), "guards", None)
 
     def _resume_due(self, run_id: str) -> int | None:
         """The pause version whose scheduled resume the claim found due (leases that keep

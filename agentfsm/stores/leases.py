@@ -18,9 +18,10 @@ at once (another worker's claim waits for the lease to lapse).
 
 Subagent runs (`parent/action`) are never claimed: their parent's call drives them.
 
-Timers (`SQLiteLeases` and `MemoryLeases`): `release(..., wake_at=t)` leaves a time on the
-run's lease row at which `claim` takes the run again whatever its status (a deadline, an
-approval's expiry, a retry's end of backoff), and the SQLite store's `after_append` hook
+Timers (`SQLiteLeases`, `PostgresLeases` and `MemoryLeases`): `release(..., wake_at=t)`
+leaves a time on the run's lease row at which `claim` takes the run again whatever its
+status (a deadline, an approval's expiry, a retry's end of backoff), and the store's
+`after_append` hook
 (`agentfsm.runtime.timers.install_timers`) sets such times, and wake-ups for now, in the
 append's own transaction (`wake`, `schedule_resume`). See `agentfsm.runtime.timers`.
 
@@ -359,10 +360,10 @@ class SQLiteLeases:
                 (self.clock(), run_id, holder),
             )
 
-    def wake(self, conn: sqlite3.Connection, run_id: str, at: float) -> None:
-        """Have `run_id` claimed at `at` (now, for a wake-up) at the latest, on `conn` (the
-        store's, inside its append's transaction: the time commits with the events)."""
-        conn.execute(self._wake_sql, (run_id, at))
+    def wake(self, conn: sqlite3.Connection, run_id: str, at: float | None) -> None:
+        """Have `run_id` claimed at `at` (None: now, for a wake-up) at the latest, on `conn`
+        (the store's, inside its append's transaction: the time commits with the events)."""
+        conn.execute(self._wake_sql, (run_id, self.clock() if at is None else at))
 
     def schedule_resume(
         self, conn: sqlite3.Connection, run_id: str, at: float, version: int

@@ -57,13 +57,23 @@ class _LeaseSql:
                     ("process", "text"),
                     ("claimed_at", "timestamptz"),
                     ("heartbeat_at", "timestamptz"),
+                    # The run's timers (see `agentfsm.runtime.timers`), added in place.
+                    ("wake_at", "timestamptz"),
+                    ("resume_at", "timestamptz"),
+                    ("resume_version", "bigint"),
                 )
             ),
+            f"CREATE INDEX IF NOT EXISTS {leases}_by_wake ON {leases} (wake_at)",
+            f"CREATE INDEX IF NOT EXISTS {leases}_by_resume ON {leases} (resume_at)",
         ]
+        due = "(l.wake_at <= now() OR l.resume_at <= now())"
+        # A run is claimable when runnable and unleased (or its lease lapsed), or when its
+        # time has come whatever its status, unless a live driver holds it.
         free = (
             f"SELECT r.run_id FROM {runs} r LEFT JOIN {leases} l "
-            "ON l.run_id = r.run_id WHERE r.status = ANY(%(statuses)s) "
-            "AND strpos(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= now()) "
+            "ON l.run_id = r.run_id WHERE strpos(r.run_id, '/') = 0 AND ("
+            "(r.status = ANY(%(statuses)s) AND (l.run_id IS NULL OR l.expires_at <= now())) "
+            f"OR ({due} AND (l.worker_id IS NULL OR l.expires_at <= now()))) "
             "ORDER BY r.run_id LIMIT 1"
         )
         self.free = free
@@ -87,6 +97,8 @@ class _LeaseSql:
             f"was AS (SELECT l.* FROM {leases} l JOIN candidate c ON c.run_id = l.run_id) "
             f"INSERT INTO {leases} (run_id, worker_id, expires_at, {held} FROM candidate "
             f"ON CONFLICT (run_id) DO UPDATE SET {taken} WHERE {leases}.expires_at <= now() "
+            f"OR ({leases}.worker_id IS NULL AND ({leases}.wake_at <= now() "
+            f"OR {leases}.resume_at <= now())) "
             f"RETURNING run_id, {was}, (SELECT heartbeat_at FROM was), now()"
         )
         self.insert = (
@@ -108,9 +120,37 @@ class _LeaseSql:
             f"UPDATE {leases} SET expires_at = now() + make_interval(secs => %s), "
             "heartbeat_at = now() WHERE run_id = %s AND worker_id = %s AND expires_at > now()"
         )
+        # Every assignment reads the row as it was: a wake-up set during the drive (after
+        # the claim) stays, the timers the claim found due are consumed.
         self.release = (
             f"UPDATE {leases} SET worker_id = NULL, "
-            "expires_at = now() + make_interval(secs => %s) WHERE run_id = %s AND worker_id = %s"
+            "expires_at = now() + make_interval(secs => %(hold)s), "
+            "wake_at = CASE WHEN wake_at > claimed_at "
+            "THEN LEAST(wake_at, COALESCE(to_timestamp(%(wake)s), wake_at)) "
+            "ELSE to_timestamp(%(wake)s) END, "
+            "resume_version = CASE WHEN resume_at <= claimed_at THEN NULL "
+            "ELSE resume_version END, "
+            "resume_at = CASE WHEN resume_at <= claimed_at THEN NULL ELSE resume_at END "
+            "WHERE run_id = %(run)s AND worker_id = %(worker)s"
+        )
+        self.wake = (
+            f"INSERT INTO {leases} (run_id, worker_id, expires_at, wake_at) "
+            "VALUES (%(run)s, NULL, 'epoch', COALESCE(to_timestamp(%(at)s), now())) "
+            "ON CONFLICT (run_id) DO UPDATE SET wake_at = "
+            f"LEAST(COALESCE({leases}.wake_at, EXCLUDED.wake_at), EXCLUDED.wake_at)"
+        )
+        self.schedule_resume = (
+            f"INSERT INTO {leases} (run_id, worker_id, expires_at, resume_at, resume_version) "
+            "VALUES (%(run)s, NULL, 'epoch', to_timestamp(%(at)s), %(version)s) "
+            "ON CONFLICT (run_id) DO UPDATE SET resume_at = EXCLUDED.resume_at, "
+            "resume_version = EXCLUDED.resume_version"
+        )
+        self.resume_due = (
+            f"SELECT resume_version FROM {leases} WHERE run_id = %s AND resume_at <= claimed_at"
+        )
+        self.timers = (
+            "SELECT EXTRACT(EPOCH FROM wake_at), EXTRACT(EPOCH FROM resume_at), resume_version "
+            f"FROM {leases} WHERE run_id = %s"
         )
         self.let_go = (
             f"UPDATE {leases} SET worker_id = NULL, expires_at = now() "
@@ -265,15 +305,44 @@ class PostgresLeases:
     def release(
         self, run_id: str, worker_id: str, *, retry_after: float = 0.0, wake_at: float | None = None
     ) -> None:
-        """Give the lease up (see `LeaseStore.release`).
-
-        `wake_at` is accepted and not kept: these leases hold no timers (on PostgreSQL the
-        Procrastinate engine keeps them). A retry's backoff still holds, as `retry_after`
-        (the run stays runnable); a waiting run's deadline or expiry is settled when it is
-        next driven.
-        """
+        """Give the lease up (see `LeaseStore.release`), consuming the timers the claim saw
+        due; `wake_at` (seconds since the epoch) is the run's next time (an earlier one set
+        meanwhile stays), kept on its lease row as `SQLiteLeases` keeps it."""
+        params = {"hold": float(retry_after), "wake": wake_at, "run": run_id, "worker": worker_id}
         with self._lock:
-            self._conn.execute(self._sql.release, (float(retry_after), run_id, worker_id))
+            self._conn.execute(self._sql.release, params)
+
+    def wake(self, conn: psycopg.Connection[Any], run_id: str, at: float | None) -> None:
+        """Have `run_id` claimed at `at` (None: now, on the database's clock) at the latest,
+        on `conn` (the store's, inside its append's transaction: the time commits with the
+        events)."""
+        conn.execute(self._sql.wake, {"run": run_id, "at": at})
+
+    def schedule_resume(
+        self, conn: psycopg.Connection[Any], run_id: str, at: float, version: int
+    ) -> None:
+        """Un-pause the pause made at `version` at `at` (then drive the run), on `conn`."""
+        conn.execute(self._sql.schedule_resume, {"run": run_id, "at": at, "version": version})
+
+    def resume_due(self, run_id: str) -> int | None:
+        """The version of the pause whose scheduled resume was due when the run was last
+        claimed, or None (see `SQLiteLeases.resume_due`)."""
+        with self._lock:
+            row = self._conn.execute(self._sql.resume_due, (run_id,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def timers(self, run_id: str) -> tuple[float | None, float | None, int | None]:
+        """The run's `(wake_at, resume_at, resume_version)` (for tests and inspection)."""
+        with self._lock:
+            row = self._conn.execute(self._sql.timers, (run_id,)).fetchone()
+        if row is None:
+            return (None, None, None)
+        wake, resume, version = row
+        return (
+            None if wake is None else float(wake),
+            None if resume is None else float(resume),
+            None if version is None else int(version),
+        )
 
     def free(self, run_id: str, holder: str) -> None:
         """Give up a lease `take` took (see `LeaseRows.free`)."""

@@ -144,6 +144,12 @@ def runner_factory(ledger_path: str) -> Any:
     return make
 
 
+def make_runner(store: EventStore) -> Runner:
+    """`agentfsm worker --runner tests.runtime._pq_app:make_runner` (ledger: `$PQ_LEDGER`)."""
+    made: Runner = runner_factory(os.environ["PQ_LEDGER"])(store)
+    return made
+
+
 def settings(queue: str) -> EngineSettings:
     heartbeat = float(os.environ.get("PQ_HEARTBEAT", "0.3"))
     stalled = float(os.environ.get("PQ_STALLED", "1.5"))

@@ -109,6 +109,7 @@ class TestDrive:
             "Append",  # model.completed + tool.requested
             "Batch",
             "Append",  # tool.started
+            "Beat",  # before the side effect: the driver confirms it owns the run
             "Call",
             "Append",  # tool.completed
             "Append",  # model.started

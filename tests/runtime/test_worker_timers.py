@@ -1,4 +1,4 @@
-"""Durable timers for the embedded `Worker` on SQLite: the same due times as the
+"""Durable timers for the lease `Worker` on SQLite and PostgreSQL: the same due times as the
 Procrastinate engine's (`test_procrastinate.py::TestTimers`), kept on the lease rows.
 
 The store's `after_append` hook (`install_timers`) writes wake-ups and timers in the
@@ -114,7 +114,10 @@ class Env:
         research = subagent("research", Agent("researcher", _research, tools, _policy))
         agent = Agent("support", _model, [*tools, research], _policy)
         config = RunnerConfig(backoff=lambda n: 0.6)
-        return Runner(store or self.store, agent, sleep=self.sleeps.append, config=config)
+        guards = getattr(self, "guards", ())
+        return Runner(
+            store or self.store, agent, sleep=self.sleeps.append, config=config, guards=guards
+        )
 
     def worker(self) -> Worker:
         """A new worker process, as it were: its own store handle and leases."""
@@ -123,6 +126,10 @@ class Env:
         store = install_timers(SQLiteEventStore(self.path, synchronous="NORMAL"), leases)
         return Worker(self.runner(store), leases, worker_id=f"w{self.workers}", ttl=1.0)
 
+    def new_leases(self) -> Any:
+        """Another process's lease handle."""
+        return SQLiteLeases(self.path)
+
     def drain(self) -> list[str]:
         return [r.status for r in self.worker().drain()]
 
@@ -130,12 +137,53 @@ class Env:
         return [e.type for e in self.store.events(run_id)]
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    e = Env(tmp_path / "runs.db")
+class PostgresEnv(Env):
+    """The same on PostgreSQL: a `PostgresEventStore` with the timers' hook on its
+    `PostgresLeases` (the lease `Worker`'s timers, without the Procrastinate engine)."""
+
+    def __init__(self, dsn: str, prefix: str) -> None:
+        from agentfsm.stores.postgres import PostgresEventStore
+        from agentfsm.stores.postgres_leases import PostgresLeases
+
+        self.dsn, self.prefix = dsn, prefix
+        self._store, self._leases = PostgresEventStore, PostgresLeases
+        self.store = PostgresEventStore(dsn, table_prefix=prefix, migrate=True)
+        self.leases = PostgresLeases(dsn, table_prefix=prefix)
+        install_timers(self.store, self.leases)
+        self.flaky = Flaky()
+        self.sleeps = []
+        self.workers = 0
+        self._opened: list[Any] = []
+
+    def new_leases(self) -> Any:
+        leases = self._leases(self.dsn, table_prefix=self.prefix)
+        self._opened.append(leases)
+        return leases
+
+    def worker(self) -> Worker:
+        self.workers += 1
+        leases = self.new_leases()
+        store = install_timers(self._store(self.dsn, table_prefix=self.prefix), leases)
+        self._opened.append(store)
+        return Worker(self.runner(store), leases, worker_id=f"w{self.workers}", ttl=1.0)
+
+    def close(self) -> None:
+        for handle in self._opened:
+            handle.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
+    if request.param == "sqlite":
+        e = Env(tmp_path / "runs.db")
+    else:
+        dsn = request.getfixturevalue("postgres_dsn")
+        e = PostgresEnv(dsn, request.getfixturevalue("pg_prefix"))
     try:
         yield e
     finally:
+        if isinstance(e, PostgresEnv):
+            e.close()
         e.leases.close()
         e.store.close()
 
@@ -171,6 +219,20 @@ class TestTimers:
         record = env.store.load("r1")
         assert (record.status, record.stop_reason) == ("terminated", "deadline")
         assert env.types("r1")[-1] == "run.terminated"
+
+    def test_a_deadline_of_the_runners_guards_fires_with_no_other_event(self, env: Env) -> None:
+        """A `Deadline` given to the Runner (not in the log): the worker's release leaves it
+        on the lease row, and a worker past it terminates the waiting run."""
+        from agentfsm.guards.limits import Deadline
+
+        at = datetime.now(UTC) + timedelta(seconds=0.6)
+        env.guards = (Deadline(at),)  # type: ignore[attr-defined]
+        submit(env.store, "r1", "approve")
+        assert env.drain() == ["waiting_approval"]
+        assert env.leases.timers("r1")[0] == pytest.approx(at.timestamp(), abs=0.05)
+        time.sleep(0.8)
+        assert env.drain() == ["terminated"]
+        assert env.store.load("r1").stop_reason == "deadline"
 
     def test_a_deadline_set_at_submit_holds_for_a_run_no_worker_ever_drove(self, env: Env) -> None:
         """The timer commits with `run.started`: a run paused before any worker saw it is
@@ -222,7 +284,7 @@ class TestTimers:
         submit(env.store, "r1", "expire")
         assert env.drain() == ["waiting_approval"]
         time.sleep(EXPIRES + 0.2)
-        dead = SQLiteLeases(env.path)
+        dead = env.new_leases()
         assert dead.claim("w-dead", 0.3) == "r1"  # ... and never releases
         assert env.drain() == []  # its lease still holds
         time.sleep(0.4)
@@ -330,11 +392,11 @@ class TestRetryTimers:
         assert (result.status, env.sleeps, result.wake_at) == ("completed", [0.6], None)
 
 
-def test_a_worker_on_postgres_leases_holds_a_retry_without_timers(
+def test_a_worker_on_postgres_leases_holds_a_retry_even_without_the_hook(
     postgres_dsn: str, pg_prefix: str, tmp_path: Path
 ) -> None:
-    """`PostgresLeases` keep no timers: the worker's `wake_at` is accepted, and the retry's
-    backoff holds as the release's `retry_after` (the run stays runnable)."""
+    """A store without `install_timers`: the retry's backoff still holds, as the release's
+    `retry_after` and its `wake_at` (the run stays runnable)."""
     from agentfsm.stores.postgres import PostgresEventStore
     from agentfsm.stores.postgres_leases import PostgresLeases
 

@@ -1,0 +1,106 @@
+"""agentfsm's own PostgreSQL schema, upgraded from each version it had, one test per step.
+
+1: runs, events, snapshots. 2: + attachments. 3: + snapshots.digest. 4: + the key record in
+`meta`. The lease table gained its holder's columns, then the timers' (wake_at, resume_at,
+resume_version). A database left at any of these is upgraded in place by `migrate()`, its
+runs intact and verifiable, and ends at the current schema.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("psycopg", reason="needs the postgres extra: pip install 'agentfsm[postgres]'")
+
+import psycopg
+
+from agentfsm.reducers import replay
+from agentfsm.runtime import submit
+from agentfsm.runtime.timers import install_timers
+from agentfsm.stores import Attachment
+from agentfsm.stores.postgres import PostgresEventStore
+from agentfsm.stores.postgres_leases import PostgresLeases
+from agentfsm.stores.sqlite import SCHEMA_VERSION
+from agentfsm.testing.store_checks import scripted_run
+
+#: What each older version lacks, as statements that take a current schema back to it.
+BACK_TO = {
+    1: ["DROP TABLE {p}attachments", "ALTER TABLE {p}snapshots DROP COLUMN digest"],
+    2: ["ALTER TABLE {p}snapshots DROP COLUMN digest"],
+    3: [],
+}
+
+
+def _columns(conn: psycopg.Connection, table: str) -> set[str]:
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,)
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+@pytest.mark.parametrize("version", sorted(BACK_TO))
+def test_a_schema_at_each_older_version_is_upgraded(
+    postgres_dsn: str, pg_prefix: str, version: int
+) -> None:
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        store.append("r1", scripted_run("r1", 1), 0)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for statement in BACK_TO[version]:
+            conn.execute(statement.format(p=pg_prefix))  # type: ignore[arg-type]
+        conn.execute(f"DELETE FROM {pg_prefix}meta WHERE key = 'integrity'")  # type: ignore[arg-type]
+        conn.execute(
+            f"UPDATE {pg_prefix}meta SET value = %s WHERE key = 'schema_version'",  # type: ignore[arg-type]
+            (str(version),),
+        )
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        assert store.load("r1").dumps() == replay(scripted_run("r1", 1)).dumps()
+        assert store.verify("r1").ok
+        store.put_attachment("r1", "state", b"saved", version=6)
+        assert store.attachment("r1", "state") == Attachment("r1", "state", b"saved", 6)
+    with psycopg.connect(postgres_dsn) as conn:
+        meta = conn.execute(
+            f"SELECT key, value FROM {pg_prefix}meta ORDER BY key"  # type: ignore[arg-type]
+        ).fetchall()
+        assert "digest" in _columns(conn, f"{pg_prefix}snapshots")
+    assert meta == [("integrity", "unkeyed"), ("schema_version", str(SCHEMA_VERSION))]
+
+
+@pytest.mark.parametrize("had", ["first", "holders"])
+def test_an_older_lease_table_gains_the_holders_and_timers_columns(
+    postgres_dsn: str, pg_prefix: str, had: str
+) -> None:
+    """The first lease table (run, worker, expiry), or one with holders and no timers: its
+    rows stay, and the timers work on it once migrated."""
+    store = PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True)
+    leases_table = f"{pg_prefix}leases"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {leases_table}")  # type: ignore[arg-type]
+        columns = "run_id text PRIMARY KEY, worker_id text, expires_at timestamptz NOT NULL"
+        if had == "holders":
+            columns += (
+                ", host text, pid integer, process text, claimed_at timestamptz, "
+                "heartbeat_at timestamptz"
+            )
+        conn.execute(f"CREATE TABLE {leases_table} ({columns})")  # type: ignore[arg-type]
+        conn.execute(
+            f"INSERT INTO {leases_table} (run_id, worker_id, expires_at) "  # type: ignore[arg-type]
+            "VALUES ('old', NULL, now())"
+        )
+    leases = PostgresLeases(postgres_dsn, table_prefix=pg_prefix)
+    try:
+        with psycopg.connect(postgres_dsn) as conn:
+            found = _columns(conn, leases_table)
+            kept = conn.execute(f"SELECT run_id FROM {leases_table}").fetchall()  # type: ignore[arg-type]
+        assert {"host", "pid", "claimed_at", "wake_at", "resume_at", "resume_version"} <= found
+        assert kept == [("old",)]
+        install_timers(store, leases)
+        submit(store, "r1")  # its wake-up for now, on the upgraded row
+        wake_at, _, _ = leases.timers("r1")
+        assert wake_at is not None
+        assert abs(wake_at - time.time()) < 30
+        assert leases.claim("w1", 5.0) == "r1"
+    finally:
+        leases.close()
+        store.close()
