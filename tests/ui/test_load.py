@@ -11,6 +11,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -259,3 +260,30 @@ class TestSizedCache:
             assert len(cache) <= 5
             assert cache.bytes == sum(w for w in kept if w is not None) <= 100
             assert cache.get(key) == weight
+
+
+class TestInstalledTablesReadOnce:
+    """The tables installed packages publish are read once per process, not per page."""
+
+    def test_pages_do_not_rescan_installed_packages(
+        self, runs_db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Five runs lists and an inbox scan the installed distributions' entry points once
+        (each scan cost ~70 ms, and every page asked, some twice)."""
+        from agentfsm.fsm import registry
+
+        scans: list[str] = []
+        real = registry.entry_points
+
+        def counted(**kw: str) -> Any:
+            scans.append(kw["group"])
+            return real(**kw)
+
+        monkeypatch.setattr(registry, "entry_points", counted)
+        registry._read_published.cache_clear()
+        source = Source(opener(runs_db))
+        for _ in range(5):
+            source.runs_page()
+        source.pending()
+        source.close()
+        assert scans == [registry.ENTRY_POINT_GROUP]
