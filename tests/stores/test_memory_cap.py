@@ -4,6 +4,8 @@ runs already kept go on."""
 from __future__ import annotations
 
 import pickle
+import re
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +69,14 @@ class TestMaxEvents:
         """A cap of 0 would refuse every run: refused when the storage is made."""
         with pytest.raises(ValueError, match=rf"^{cap} must be at least 1 or None, got 0$"):
             MemoryStorage(**{cap: 0})  # type: ignore[arg-type]
+
+
+def test_the_docs_example_runs_and_prints_what_it_shows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/stores.md's example of the cap prints the output the page shows under it."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "stores.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```\n\n```text\n(.*?)```", page, re.S)
+    code, shown = next((c, t) for c, t in blocks if "MemoryStorage(max_runs=1)" in c)
+    exec(compile("from agentfsm.events import make_event\n" + code, "stores.md", "exec"), {})
+    assert capsys.readouterr().out == shown
