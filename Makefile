@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket demo-loan test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-engine clean
+.PHONY: install demo demo-ticket demo-loan test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-claims bench-engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_guards.py
 	$(PY) benchmarks/growth.py --check
+	$(PY) benchmarks/claim_scaling.py
+	$(PY) benchmarks/ui_load.py
 
 # Every command that reads a log or a store, at 10,000 to 200,000 runs (and events): flat or fail.
 bench-cli: $(STAMP)
@@ -119,6 +121,11 @@ bench-runtime: $(STAMP)
 # The web UI: a runs-list page over 100,000 runs, a run page of a 10,000-event run.
 bench-ui: $(STAMP)
 	$(PY) benchmarks/bench_ui.py
+	$(PY) benchmarks/ui_load.py
+
+# A Worker's claim and three workers' drain rate from 0 to 50,000 runnable runs (issue 32).
+bench-claims: $(STAMP)
+	$(PY) benchmarks/claim_scaling.py
 
 # Procrastinate jobs vs the lease Worker on one throwaway PostgreSQL: runs/s, wake-up, failover.
 bench-engine: $(STAMP)

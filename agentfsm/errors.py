@@ -25,7 +25,8 @@
         ├── IntegrityKeyError                 the handle's key is not the one the store records
         ├── AnchorError                       the external anchor cannot be read or written
         ├── RunHeldError                      a live driver holds the run's lease
-        └── RunNotFoundError (LookupError)    the store has no such run
+        ├── RunNotFoundError (LookupError)    the store has no such run
+        └── StoreFullError                    a memory store at its cap refuses a new run
 
 "Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
 (`GuardRejectedError`): the first is a bug in whoever produced the event, the second is
@@ -59,6 +60,7 @@ __all__ = [
     "RunNotFoundError",
     "SequenceError",
     "StoreError",
+    "StoreFullError",
     "StoreInconsistentError",
     "TableMismatchError",
     "TruncatedLogError",
@@ -523,6 +525,31 @@ def _rebuild(cls: type[LifecycleError], state: dict[str, Any]) -> LifecycleError
 
 class StoreError(AgentFSMError):
     """A store could not do what was asked."""
+
+
+class StoreFullError(StoreError):
+    """A memory store with a cap (`MemoryStorage(max_runs=..., max_events=...)`) is at it:
+    a new run is refused (nothing was written); the runs it holds still go on.
+
+    Attributes:
+        run_id: the run refused.
+        cap: which cap: `"max_runs"` or `"max_events"`.
+        limit: the cap's value.
+    """
+
+    def __init__(self, run_id: str, cap: str, limit: int) -> None:
+        self.run_id = run_id
+        self.cap = cap
+        self.limit = limit
+        what = "runs" if cap == "max_runs" else "events"
+        super().__init__(
+            f"run '{run_id}' refused: the memory store holds its cap of {limit:,} {what} "
+            f"({cap}); it keeps everything in this process, for tests and single-process "
+            "use: use a SQLite or PostgreSQL store for more"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.cap, self.limit))
 
 
 class ConcurrencyConflictError(StoreError):

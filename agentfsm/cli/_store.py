@@ -268,7 +268,9 @@ def store_opener(spec: str | None, command: str) -> Callable[[TransitionTable], 
         _sqlite_path(spec, command)
 
     def opener(table: TransitionTable) -> EventStore:
-        options = StoreOptions(reducer=Reducer(table, tables=known_tables()))
+        # cache_size=0: the UI's `Source` keeps the records it read, bounded by bytes; a
+        # handle's own head cache would keep up to 1,024 more per handle, of any size.
+        options = StoreOptions(reducer=Reducer(table, tables=known_tables()), cache_size=0)
         if postgres:
             return _postgres(spec, options)
         return SQLiteEventStore(_sqlite_path(spec, command), options=options)

@@ -15,6 +15,7 @@ Old versions stay registered as long as runs started under them may still be loa
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable
 from importlib.metadata import entry_points
@@ -65,12 +66,23 @@ def register(*tables: TransitionTable) -> None:
 
 
 def _published() -> Iterable[TransitionTable]:
+    return _read_published()
+
+
+@functools.cache
+def _read_published() -> tuple[TransitionTable, ...]:
+    # Read once per process: scanning every installed distribution's metadata costs ~70 ms
+    # in this project's environment, and `agentfsm ui` asked on every page (the runs list
+    # twice), so each answer took 70-200 ms of CPU before its own work (issue 32). What is
+    # installed does not change under a running process; a failing load is not cached.
+    found: list[TransitionTable] = []
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         value = entry.load()
         if isinstance(value, TransitionTable):
-            yield value
+            found.append(value)
         else:
-            yield from (t for t in value if isinstance(t, TransitionTable))
+            found.extend(t for t in value if isinstance(t, TransitionTable))
+    return tuple(found)
 
 
 def known_tables() -> list[TransitionTable]:

@@ -53,6 +53,7 @@ from agentfsm.stores._process import Process, this_process
 from agentfsm.stores.memory import MemoryLeases, MemoryLeaseTable
 
 __all__ = [
+    "ENDED_STATUSES",
     "RUNNABLE_STATUSES",
     "LeaseStore",
     "MemoryLeaseTable",
@@ -63,6 +64,8 @@ __all__ = [
 #: The default table's states in which a run has work a worker can do without a person
 #: (its `runnable_states`, read from the kinds the table declares).
 RUNNABLE_STATUSES: tuple[str, ...] = tuple(sorted(DEFAULT_TABLE.runnable_states))
+#: The default table's terminal states: a run in one gives its lease row up when released.
+ENDED_STATUSES: tuple[str, ...] = tuple(sorted(DEFAULT_TABLE.terminal_states))
 
 
 class LeaseStore(Protocol):
@@ -121,6 +124,11 @@ class SQLiteLeases:
         synchronous: `"FULL"` or `"NORMAL"`, as for the store (a store opens its lease rows
             with its own: a lease is as durable as the events it guards).
         connection: the store's connection, to use from the store's thread (see above).
+        ended: the statuses in which a run is over (the store's table's terminal states):
+            its lease row is deleted when it is released or freed in one.
+
+    The file must have been opened by a `SQLiteEventStore` of this version first (it
+    creates and upgrades the schema the claim reads).
     """
 
     def __init__(
@@ -133,6 +141,7 @@ class SQLiteLeases:
         runnable: Sequence[str] = RUNNABLE_STATUSES,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         connection: sqlite3.Connection | None = None,
+        ended: Sequence[str] = ENDED_STATUSES,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
@@ -148,15 +157,39 @@ class SQLiteLeases:
         self._taken: dict[str, Holder | None] = {}
         self._owned = connection is None
         self._conn = self._connect() if connection is None else connection
+        self._runnable = tuple(runnable)
         self._migrate()
-        due = "(l.wake_at <= :now OR l.resume_at <= :now)"
-        self._claim_sql = (
-            f"SELECT run_id FROM (SELECT r.run_id FROM {self._runs} r LEFT JOIN {leases} l "
-            f"ON l.run_id = r.run_id WHERE r.status IN ({_in(runnable)}) "
-            "AND instr(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= :now "
-            f"OR (l.worker_id IS NULL AND {due})) "
-            f"UNION SELECT l.run_id FROM {leases} l WHERE {due} "
-            "AND (l.worker_id IS NULL OR l.expires_at <= :now)) ORDER BY run_id LIMIT 1"
+        # A claim takes first the run whose time came first (a wake-up or a scheduled
+        # resume), then the one that became runnable first (runs.status_at), never by id:
+        # ids need not grow over time, and a filling queue must not starve high ones. Each
+        # part reads the head of an index and steps over held rows only (a few per
+        # worker), so a claim costs the same at 50 or 50,000 runnable (issue 32).
+        free = "(l.worker_id IS NULL OR l.expires_at <= :now)"
+        self._due_sql = (
+            " UNION ALL ".join(
+                f"SELECT * FROM (SELECT l.run_id, l.{column} AS t FROM {leases} l "
+                f"WHERE l.{column} <= :now AND {free} ORDER BY l.{column} LIMIT 1)"
+                for column in ("wake_at", "resume_at")
+            )
+            + " ORDER BY t LIMIT 1"
+        )
+        # A free or lapsed lease row, or none (a run no driver held yet); a row released
+        # with a hold (`retry_after`) waits for it to pass.
+        self._ready_sql = (
+            " UNION ALL ".join(
+                f"SELECT * FROM (SELECT r.run_id, r.status_at AS t FROM {self._runs} r "
+                f"LEFT JOIN {leases} l ON l.run_id = r.run_id WHERE r.status = '{status}' "
+                "AND instr(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= :now) "
+                "ORDER BY r.status_at, r.run_id LIMIT 1)"
+                for status in sorted(runnable)  # our own constants, never user input
+            )
+            + " ORDER BY t, run_id LIMIT 1"
+        )
+        # A run that ends gives its lease row up: rows are kept for the runs that may be
+        # driven again, not for every run ever driven.
+        self._ended_sql = (
+            f"DELETE FROM {leases} WHERE run_id = :run AND worker_id IS NULL AND "
+            f"(SELECT status FROM {self._runs} WHERE run_id = :run) IN ({_in(ended)})"
         )
         # A claim and a take write the holder alike; a take leaves `claimed_at`'s timers be.
         self._hold_sql = (
@@ -248,7 +281,9 @@ class SQLiteLeases:
         `LeaseStore.claim`)."""
 
         def work(c: sqlite3.Connection, now: float) -> str | None:
-            row = c.execute(self._claim_sql, {"now": now}).fetchone()
+            row = c.execute(self._due_sql, {"now": now}).fetchone()
+            if row is None and self._runnable:
+                row = c.execute(self._ready_sql, {"now": now}).fetchone()
             if row is None:
                 return None
             run_id = str(row[0])
@@ -350,6 +385,7 @@ class SQLiteLeases:
                     "worker": worker_id,
                 },
             )
+            self._conn.execute(self._ended_sql, {"run": run_id})
 
     def free(self, run_id: str, holder: str) -> None:
         """Give up a lease `take` took, leaving its timers (see `LeaseRows.free`)."""
@@ -359,6 +395,7 @@ class SQLiteLeases:
                 "WHERE run_id = ? AND worker_id = ?",
                 (self.clock(), run_id, holder),
             )
+            self._conn.execute(self._ended_sql, {"run": run_id})
 
     def wake(self, conn: sqlite3.Connection, run_id: str, at: float | None) -> None:
         """Have `run_id` claimed at `at` (None: now, for a wake-up) at the latest, on `conn`

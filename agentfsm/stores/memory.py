@@ -1,4 +1,10 @@
-"""The in-memory store: for tests and embedding. Nothing survives the process.
+"""The in-memory store: for tests and single-process embedding. Nothing survives the process.
+
+Everything is kept in this process's memory, with no cap unless one is given: about 8 MB per
+1,000 short runs (issue 32's soak test). `MemoryStorage(max_runs=..., max_events=...)` caps
+it: at the cap a new run is refused (`StoreFullError`), while the runs already there go on,
+so a run that started can finish. For anything that must outlive the process, or that other
+processes share, use the SQLite or PostgreSQL store.
 
 It keeps the same rows the durable stores keep (lines, chained hashes, a runs table, one
 snapshot per run, a meta table holding the key record, a lease per run), so the
@@ -18,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
+from agentfsm.errors import StoreFullError
 from agentfsm.stores._checks import conflict
 from agentfsm.stores._holder import Holder, LeaseRows, from_epoch, takeable
 from agentfsm.stores._keys import META_KEY, key_refusal
@@ -56,6 +63,11 @@ class MemoryLeaseTable:
     clock: Callable[[], float] = time.time
 
 
+def _at_least_one(_: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ValueError(f"{attribute.name} must be at least 1 or None, got {value}")
+
+
 @attrs.define
 class MemoryStorage:
     """The tables of a memory store; share one between handles to share the data.
@@ -68,6 +80,10 @@ class MemoryStorage:
         meta: the store's meta (its key record, under `integrity`).
         lock: held for every write and read, so handles on several threads agree.
         leases: the runs' leases (their own lock: a heartbeat never waits on an append).
+        max_runs: refuse a new run once this many are kept (None: no cap).
+        max_events: refuse a new run once this many events are kept in all (None: no
+            cap); the runs already kept may go past it, to their end.
+        event_count: how many events are kept, in all runs.
     """
 
     runs: dict[str, RunInfo] = attrs.field(factory=dict)
@@ -77,6 +93,16 @@ class MemoryStorage:
     meta: dict[str, str] = attrs.field(factory=dict)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     leases: MemoryLeaseTable = attrs.field(factory=MemoryLeaseTable)
+    max_runs: int | None = attrs.field(default=None, kw_only=True, validator=_at_least_one)
+    max_events: int | None = attrs.field(default=None, kw_only=True, validator=_at_least_one)
+    event_count: int = attrs.field(default=0, kw_only=True)
+
+    def check_room(self, run_id: str) -> None:
+        """Raise `StoreFullError` if a new run `run_id` would go past a cap (under `lock`)."""
+        if self.max_runs is not None and len(self.runs) >= self.max_runs:
+            raise StoreFullError(run_id, "max_runs", self.max_runs)
+        if self.max_events is not None and self.event_count >= self.max_events:
+            raise StoreFullError(run_id, "max_events", self.max_events)
 
 
 class MemoryEventStore(EventStore):
@@ -121,7 +147,7 @@ class MemoryEventStore(EventStore):
         with storage.lock:
             current = storage.runs.get(run_id)
             actual = current.version if current is not None else 0
-            log = storage.events.setdefault(run_id, [])
+            log = storage.events.get(run_id, [])
             # (run_id, sequence) is unique here too: the log is sorted, so its last row
             # decides whether the batch's first sequence is already taken.
             taken = bool(log) and log[-1].sequence >= prepared.rows[0].sequence
@@ -130,7 +156,10 @@ class MemoryEventStore(EventStore):
                 raise refused
             if actual != prepared.expected_version or taken:
                 raise conflict(run_id, prepared.expected_version, actual)
-            log.extend(prepared.rows)
+            if current is None:
+                storage.check_room(run_id)
+            storage.events.setdefault(run_id, log).extend(prepared.rows)
+            storage.event_count += len(prepared.rows)
             storage.runs[run_id] = prepared.info
             if prepared.snapshot is not None:
                 storage.snapshots[run_id] = prepared.snapshot

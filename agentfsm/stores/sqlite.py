@@ -55,7 +55,16 @@ SQLiteAfterAppend = Callable[[sqlite3.Connection, RunRecord, tuple[str, ...]], N
 #: upgraded on open; its snapshots, which have no digest, are ignored until rewritten).
 #: 4: the key record in meta, checked by every write (so an older agentfsm, which does not
 #: check it, refuses the file rather than write links under another key).
-SCHEMA_VERSION = 4
+#: 5: + runs.status_at (when the run's status last changed, as a Julian day: when it became
+#: runnable, for a runnable run), indexed with the status, so a `Worker` claims the run
+#: that has waited longest in constant time whatever the backlog (an older file's runs get
+#: their updated_at, the best time it kept).
+SCHEMA_VERSION = 5
+
+#: runs.status_at from an event's `occurred_at` (RFC 3339): a Julian day number, so times
+#: written with different offsets compare as moments; the database's now for a time it
+#: cannot read (a run is queued when it arrives, not before every other).
+_MOMENT = "coalesce(julianday({0}), julianday('now'))"
 
 _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 
@@ -138,12 +147,16 @@ class SQLiteEventStore(EventStore):
         )
         # Each moves the runs row only while the store's key record is the handle's.
         self._sql_new_run = (
-            f"INSERT INTO {self._runs} (run_id, status, version, updated_at) "
-            f"SELECT ?, ?, ?, ? WHERE {self._sql_key} ON CONFLICT (run_id) DO NOTHING"
+            f"INSERT INTO {self._runs} (run_id, status, version, updated_at, status_at) "
+            f"SELECT ?1, ?2, ?3, ?4, {_MOMENT.format('?4')} "
+            f"WHERE {self._sql_key.replace('?', '?5')} ON CONFLICT (run_id) DO NOTHING"
         )
+        # status_at moves with the status only: a runnable run keeps its place in the
+        # claim's queue while it is appended to without changing state.
         self._sql_move_run = (
-            f"UPDATE {self._runs} SET status = ?, version = ?, updated_at = ? "
-            f"WHERE run_id = ? AND version = ? AND {self._sql_key}"
+            f"UPDATE {self._runs} SET status = ?1, version = ?2, updated_at = ?3, "
+            f"status_at = {_MOMENT.format('?3')} WHERE run_id = ?4 AND version = ?5 "
+            f"AND {self._sql_key.replace('?', '?6')}"
         )
         # The same without the status, when the batch leaves it: the by-status index is
         # then not rewritten, which is half the cost of moving the row.
@@ -186,11 +199,22 @@ class SQLiteEventStore(EventStore):
             # load is one range scan, and the key makes a forked run impossible.
             c.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._runs} (run_id TEXT PRIMARY KEY, "
-                "status TEXT NOT NULL, version INTEGER NOT NULL, updated_at TEXT) WITHOUT ROWID"
+                "status TEXT NOT NULL, version INTEGER NOT NULL, updated_at TEXT, "
+                "status_at REAL) WITHOUT ROWID"
             )
             c.execute(
                 f"CREATE INDEX IF NOT EXISTS {self._runs}_by_status "
                 f"ON {self._runs} (status, run_id)"
+            )
+            if "status_at" not in {r[1] for r in c.execute(f"PRAGMA table_info({self._runs})")}:
+                c.execute(f"ALTER TABLE {self._runs} ADD COLUMN status_at REAL")
+                c.execute(f"UPDATE {self._runs} SET status_at = {_MOMENT.format('updated_at')}")
+            # The claim's order: by status, then by when the run took it, top-level runs
+            # only (a subagent is driven by its parent's call, never claimed), so the next
+            # run to claim is the first entry of each runnable status.
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._runs}_by_ready ON {self._runs} "
+                "(status, status_at, run_id) WHERE instr(run_id, '/') = 0"
             )
             c.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._events} (run_id TEXT NOT NULL, "
@@ -252,6 +276,7 @@ class SQLiteEventStore(EventStore):
                 runnable=sorted(self.reducer.table.runnable_states),
                 synchronous=self.synchronous,
                 connection=self._conn,
+                ended=sorted(self.reducer.table.terminal_states),
             )
         return self._leases
 

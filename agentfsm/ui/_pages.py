@@ -11,8 +11,6 @@ run). Values a model makes (arguments, results, fields) are cut by the `json` fi
 from __future__ import annotations
 
 import itertools
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +23,7 @@ from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.diff import diff_runs
+from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
 from agentfsm.ui._svg import Diagram, diagram_svg
 from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
@@ -61,8 +60,11 @@ LEDGER_PAGE = 1000
 DIFF_EVENTS = 100
 
 _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
-_diagrams: OrderedDict[tuple[str, int], Diagram] = OrderedDict()
-_diagrams_lock = threading.Lock()
+#: Drawn diagrams by (run, version): Graphviz takes a few hundred ms a run, so the runs
+#: people are looking at are drawn once; bounded by the bytes of their SVG (~20-40 KiB each).
+_diagrams: SizedCache[tuple[str, int], Diagram] = SizedCache(
+    256, 16 * 2**20, lambda d: 256 + len(d.svg or d.problem or "")
+)
 
 
 def runs_page(
@@ -97,15 +99,11 @@ def runs_page(
 def _run_diagram(source: Source, run_id: str) -> Diagram:
     path = source.path(run_id)
     key = (run_id, path.version)
-    with _diagrams_lock:
-        cached = _diagrams.get(key)
+    cached = _diagrams.get(key)
     if cached is not None:
         return cached
     drawn = diagram_svg(source.table_of(run_id), path.trajectory)
-    with _diagrams_lock:
-        _diagrams[key] = drawn
-        while len(_diagrams) > 16:
-            _diagrams.popitem(last=False)
+    _diagrams.put(key, drawn)
     return drawn
 
 

@@ -1,10 +1,12 @@
-"""Where the UI reads runs from: a store (one handle per table), or a log file.
+"""Where the UI reads runs from: a store (handles per table), or a log file.
 
-Every page reads through a `Source`, which holds one store handle per table its runs are
-under (a run is folded with the table it was started under), and one lock: a store handle
-is meant for one thread at a time, and the server answers on a pool of threads. Records are
-cached by `(run_id, version)`: a run's record at a version never changes, so a page polled
-every few seconds costs the index query and nothing more while runs stand still.
+Every page reads through a `Source`, which lends each read a store handle of its own, from
+a pool per table its runs are under (a run is folded with the table it was started under):
+a store handle is meant for one thread at a time, the server answers on a pool of threads,
+and reads on handles of their own run side by side, so a heavy page never holds up a light
+one (`_pool.py`). Records are cached by `(run_id, version)`: a run's record at a version
+never changes, so a page polled every few seconds costs the index query and nothing more
+while runs stand still. Every cache is bounded by its count and by an estimate of its bytes.
 
 A log file is read through a `LogSource` (`_log_source.py`), a `Source` over a memory store.
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -36,11 +37,15 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import EventStore
+from agentfsm.ui._pool import HandlePool, SizedCache, record_bytes
 
 __all__ = [
+    "CACHE_BYTES",
     "CALLS_PER_PAGE",
     "EVENTS_PER_PAGE",
     "INBOX_RUNS",
+    "READERS",
+    "CacheUse",
     "InboxPage",
     "PendingCall",
     "RunPath",
@@ -65,6 +70,18 @@ _SCAN_PAGES = 20
 CALLS_PER_PAGE = 50
 #: How many waiting runs the approvals inbox reads at most to fill one page.
 INBOX_RUNS = 200
+#: Store handles per table a `Source` opens at most: reads beyond wait for one to be free.
+READERS = 8
+#: Bytes the record and path caches of a `Source` hold at most, half each (an estimate on
+#: the high side: a 100,000-event run's path is ~40 MiB of it).
+CACHE_BYTES = 128 * 2**20
+#: Paths kept at most: each is a whole run's worth of steps.
+_PATHS_KEPT = 16
+#: Runs whose table is remembered, per record the cache keeps (a few hundred bytes each).
+_TABLES_PER_RECORD = 4
+#: What a path costs per step (a `Step` and its share of the trajectory), measured with
+#: tracemalloc at about 0.4 KiB (issue 32); its checkpoints share most of their records.
+_PATH_PER_STEP = 512
 
 _T = TypeVar("_T")
 
@@ -117,6 +134,17 @@ class InboxPage:
 
 
 @attrs.frozen
+class CacheUse:
+    """What a `Source` holds in its caches now (bytes as estimated, on the high side)."""
+
+    records: int
+    record_bytes: int
+    paths: int
+    path_bytes: int
+    run_tables: int
+
+
+@attrs.frozen
 class RunPath:
     """A run's path through its table, computed once per version (one fold of the log)."""
 
@@ -137,7 +165,12 @@ class Source:
         tables: tables to know beside the registered ones (`--table`).
         refusals: per run, where its log broke the lifecycle (log files only).
         label: what the pages call the source (a path; a URL without its password).
-        cache_size: how many records to keep, by `(run_id, version)`.
+        cache_size: how many records to keep, by `(run_id, version)` (and the tables of
+            four times as many runs). Open handles with `StoreOptions(cache_size=0)`: a
+            handle's own cache of records is bounded by count only.
+        readers: how many store handles to open per table at most, so that many reads run
+            at once (on PostgreSQL, a connection each).
+        cache_bytes: how many bytes the cached records and paths may hold (half each).
     """
 
     def __init__(
@@ -148,18 +181,26 @@ class Source:
         refusals: dict[str, tuple[Refusal, tuple[str, ...]]] | None = None,
         label: str = "",
         cache_size: int = 4096,
+        readers: int = READERS,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self._opener = opener
         self._extra = tuple(tables)
         self._default = self._extra[0] if self._extra else DEFAULT_TABLE
         self.refusals = refusals or {}
         self.label = label
-        self._lock = threading.RLock()
-        self._stores: dict[str, EventStore] = {}
-        self._run_tables: dict[str, TransitionTable] = {}
-        self._records: OrderedDict[str, tuple[int, RunRecord]] = OrderedDict()
-        self._paths: OrderedDict[str, RunPath] = OrderedDict()
-        self._cache_size = cache_size
+        self._pool = HandlePool(readers)
+        kept = cache_size * _TABLES_PER_RECORD
+        self._run_tables: SizedCache[str, TransitionTable] = SizedCache(kept, kept, lambda _: 1)
+        self._records: SizedCache[str, tuple[int, RunRecord]] = SizedCache(
+            cache_size, cache_bytes // 2, lambda kept: record_bytes(kept[1])
+        )
+        self._paths: SizedCache[str, RunPath] = SizedCache(
+            _PATHS_KEPT, cache_bytes // 2, _path_bytes
+        )
+        # One fold at a time per run's path: two first views of a big run fold it once.
+        self._folding: dict[str, threading.Lock] = {}
+        self._folding_lock = threading.Lock()
 
     # -- tables ------------------------------------------------------------------------
 
@@ -189,30 +230,33 @@ class Source:
 
     @contextmanager
     def _store(self, table: TransitionTable) -> Iterator[EventStore]:
-        with self._lock:
-            store = self._stores.get(table.digest)
-            if store is None:
-                store = self._stores[table.digest] = self._opener(table)
+        with self._pool.handle(table.digest, lambda: self._opener(table)) as store:
             yield store
 
+    def cache_use(self) -> CacheUse:
+        """What the caches hold now: each is bounded by its count and by `cache_bytes`."""
+        r, p = self._records, self._paths
+        return CacheUse(len(r), r.bytes, len(p), p.bytes, len(self._run_tables))
+
+    def handles(self, table: TransitionTable) -> int:
+        """How many store handles are open on `table` (at most `readers`)."""
+        return self._pool.opened(table.digest)
+
     def close(self) -> None:
-        """Close every handle the source opened."""
-        with self._lock:
-            for store in self._stores.values():
-                store.close()
-            self._stores.clear()
+        """Close every handle the source opened (one in use is closed when it is done)."""
+        self._pool.close()
 
     def use(self, run_id: str, act: Callable[[EventStore], _T]) -> _T:
-        """Run `act` on the store handle of `run_id`'s table, under the source's lock."""
-        with self._lock:
-            try:
-                with self._store(self.table_of(run_id)) as store:
-                    return act(store)
-            except TableMismatchError:
-                # The run was migrated to another table: read where its log moved it to.
-                self._run_tables[run_id] = self._lookup_or_default(self._migrated_to(run_id))
-                with self._store(self._run_tables[run_id]) as store:
-                    return act(store)
+        """Run `act` on a store handle of `run_id`'s table, lent to this thread alone."""
+        try:
+            with self._store(self.table_of(run_id)) as store:
+                return act(store)
+        except TableMismatchError:
+            # The run was migrated to another table: read where its log moved it to.
+            moved = self._lookup_or_default(self._migrated_to(run_id))
+            self._run_tables.put(run_id, moved)
+            with self._store(moved) as store:
+                return act(store)
 
     def table_of(self, run_id: str) -> TransitionTable:
         """The table `run_id` was started under (its first event says), or, once a load
@@ -222,11 +266,11 @@ class Source:
             RunNotFoundError: no such run.
             UnknownRunTableError: its table is not known here.
         """
-        with self._lock:
-            cached = self._run_tables.get(run_id)
-            if cached is None:
-                cached = self._run_tables[run_id] = self._lookup_or_default(self._started(run_id))
-            return cached
+        cached = self._run_tables.get(run_id)
+        if cached is None:
+            cached = self._lookup_or_default(self._started(run_id))
+            self._run_tables.put(run_id, cached)
+        return cached
 
     def _lookup_or_default(self, ref: TableRef | None) -> TransitionTable:
         return self._default if ref is None else self._lookup(ref)
@@ -271,16 +315,11 @@ class Source:
         return self._record_for(info)
 
     def _record_for(self, info: RunInfo) -> RunRecord:
-        with self._lock:
-            cached = self._records.get(info.run_id)
-            if cached is not None and cached[0] == info.version:
-                self._records.move_to_end(info.run_id)
-                return cached[1]
+        cached = self._records.get(info.run_id)
+        if cached is not None and cached[0] == info.version:
+            return cached[1]
         record = self.use(info.run_id, lambda s: s.load(info.run_id))
-        with self._lock:
-            self._records[info.run_id] = (record.version, record)
-            while len(self._records) > self._cache_size:
-                self._records.popitem(last=False)
+        self._records.put(info.run_id, (record.version, record))
         return record
 
     def _row(self, info: RunInfo) -> RunRow:
@@ -305,33 +344,36 @@ class Source:
         name (known only once a run's record is read, so a page reads up to 20 pages of the
         index to fill itself, and says where to go on).
         """
-        with self._store(self._default) as store:
-            cursor = after
-            rows: list[RunRow] = []
-            scanned = 0
-            if search and after is None:
-                try:
-                    exact = store.run_info(search)
-                except RunNotFoundError:
-                    exact = None
-                if exact is not None and (not status or exact.status in status):
-                    rows.append(self._row(exact))
-                cursor = search
-            for _ in range(_SCAN_PAGES if table else 1):
+        # Each index read borrows a handle only for itself: a record read for a row takes
+        # one of its own, and holding one while waiting for another could take every
+        # handle of the pool and leave all readers waiting.
+        cursor = after
+        rows: list[RunRow] = []
+        scanned = 0
+        if search and after is None:
+            try:
+                exact = self.info(search)
+            except RunNotFoundError:
+                exact = None
+            if exact is not None and (not status or exact.status in status):
+                rows.append(self._row(exact))
+            cursor = search
+        for _ in range(_SCAN_PAGES if table else 1):
+            with self._store(self._default) as store:
                 infos = store.runs(status or None, limit=limit, after=cursor)
-                for info in infos:
-                    if search and not info.run_id.startswith(search):
-                        return RunsPage(tuple(rows), None, scanned)
-                    scanned += 1
-                    cursor = info.run_id
-                    row = self._row(info)
-                    if table is None or row.table == table:
-                        rows.append(row)
-                    if len(rows) >= limit:
-                        return RunsPage(tuple(rows), cursor, scanned)
-                if len(infos) < limit:
+            for info in infos:
+                if search and not info.run_id.startswith(search):
                     return RunsPage(tuple(rows), None, scanned)
-            return RunsPage(tuple(rows), cursor, scanned)
+                scanned += 1
+                cursor = info.run_id
+                row = self._row(info)
+                if table is None or row.table == table:
+                    rows.append(row)
+                if len(rows) >= limit:
+                    return RunsPage(tuple(rows), cursor, scanned)
+            if len(infos) < limit:
+                return RunsPage(tuple(rows), None, scanned)
+        return RunsPage(tuple(rows), cursor, scanned)
 
     def children(self, run_id: str) -> list[RunInfo]:
         """The subagent runs `run_id` started (ids `run_id/action_id`), from the index."""
@@ -373,21 +415,27 @@ class Source:
     def path(self, run_id: str) -> RunPath:
         """The run's path (each event's move), computed once per version."""
         info = self.info(run_id)
-        with self._lock:
-            cached = self._paths.get(run_id)
-            if cached is not None and cached.version == info.version:
-                return cached
-        table = self.table_of(run_id)
+        cached = self._paths.get(run_id)
+        if cached is not None and cached.version == info.version:
+            return cached
+        with self._folding_lock:
+            folding = self._folding.setdefault(run_id, threading.Lock())
+        try:
+            with folding:
+                cached = self._paths.get(run_id)  # folded while this thread waited
+                if cached is not None and cached.version >= info.version:
+                    return cached
+                table = self.table_of(run_id)
 
-        def fold(store: EventStore) -> RunPath:
-            return _fold_path(store.reducer, table, run_id, store.events(run_id))
+                def fold(store: EventStore) -> RunPath:
+                    return _fold_path(store.reducer, table, run_id, store.events(run_id))
 
-        path = self.use(run_id, fold)
-        with self._lock:
-            self._paths[run_id] = path
-            while len(self._paths) > 16:  # paths are big: a few runs' worth
-                self._paths.popitem(last=False)
-        return path
+                path = self.use(run_id, fold)
+                self._paths.put(run_id, path)
+                return path
+        finally:
+            with self._folding_lock:
+                self._folding.pop(run_id, None)
 
     def record_at(self, run_id: str, sequence: int) -> RunRecord:
         """The run's record right after the event at `sequence` (at most 255 folds from a
@@ -460,9 +508,14 @@ class Source:
 
     def forget(self, run_id: str) -> None:
         """Drop what is cached about `run_id` (after this server appended to it)."""
-        with self._lock:
-            self._records.pop(run_id, None)
-            self._paths.pop(run_id, None)
+        self._records.pop(run_id)
+        self._paths.pop(run_id)
+
+
+def _path_bytes(path: RunPath) -> int:
+    """An estimate, on the high side, of the bytes `path` holds."""
+    checkpoint = max((record_bytes(r) for r in path.checkpoints.values()), default=0)
+    return _PATH_PER_STEP * len(path.trajectory.steps) + checkpoint
 
 
 def _requested_after(record: RunRecord, action_id: str) -> Sequence[str]:

@@ -39,7 +39,10 @@ def allowed_hosts(host: str) -> tuple[str, ...]:
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on `host:port` (port 0: one the system picks)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY on an accepted connection only
+    # when its socket says TCP, and without it every request on a kept-open connection
+    # waits ~40 ms for the client's delayed ACK (44 ms against 0.7 ms, issue 32).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host.strip("[]"), port))
     sock.listen(128)

@@ -223,7 +223,7 @@ class TestAStoreFromBeforeKeyRecords:
 
     def test_a_keyless_approve_cannot_adopt_it(self, tmp_path: Path) -> None:
         """The attack on an upgraded deployment: refused, exit 2; with the key it goes on,
-        and the file records the key and schema 4."""
+        and the file records the key and the current schema (5)."""
         path = self._old(tmp_path / "runs.db")
         refused = run_script("approve", "r1", "a1", "--store", str(path), env=keyed(None))
         assert (refused.returncode, refused.stderr) == (
@@ -238,7 +238,7 @@ class TestAStoreFromBeforeKeyRecords:
         with sqlite3.connect(path) as conn:
             meta = conn.execute("SELECT key, value FROM agentfsm_meta ORDER BY key").fetchall()
         conn.close()
-        assert meta == [("integrity", Integrity(KEY).record), ("schema_version", "4")]
+        assert meta == [("integrity", Integrity(KEY).record), ("schema_version", "5")]
 
 
 class WrittenBehindTheRecord(SQLiteEventStore):

@@ -82,13 +82,13 @@ class TestFile:
         """A file written by a newer agentfsm is not misread."""
         SQLiteEventStore(tmp_path / "runs.db").close()
         with sqlite3.connect(tmp_path / "runs.db") as conn:
-            conn.execute("UPDATE agentfsm_meta SET value = '5' WHERE key = 'schema_version'")
+            conn.execute("UPDATE agentfsm_meta SET value = '6' WHERE key = 'schema_version'")
         conn.close()
         with pytest.raises(StoreError) as info:
             SQLiteEventStore(tmp_path / "runs.db")
         assert str(info.value) == (
-            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 5; this agentfsm reads "
-            "version 4: upgrade agentfsm"
+            f"SQLite file '{tmp_path / 'runs.db'}' has schema version 6; this agentfsm reads "
+            "version 5: upgrade agentfsm"
         )
 
     def test_a_version_1_file_gains_the_attachments_table(self, tmp_path: Path) -> None:
@@ -102,8 +102,11 @@ class TestFile:
         with sqlite3.connect(path) as conn:
             conn.executescript(_SCHEMA_1)
             conn.execute("ATTACH DATABASE ? AS source", (str(source),))
-            for table in ("runs", "events"):
-                conn.execute(f"INSERT INTO agentfsm_{table} SELECT * FROM source.agentfsm_{table}")
+            conn.execute(
+                "INSERT INTO agentfsm_runs "
+                "SELECT run_id, status, version, updated_at FROM source.agentfsm_runs"
+            )
+            conn.execute("INSERT INTO agentfsm_events SELECT * FROM source.agentfsm_events")
             conn.execute(
                 "INSERT INTO agentfsm_snapshots "
                 "SELECT run_id, sequence, event_hash, data FROM source.agentfsm_snapshots"
@@ -123,7 +126,7 @@ class TestFile:
             snapshots = conn.execute("SELECT run_id, sequence FROM agentfsm_snapshots").fetchall()
         conn.close()
         assert (meta, snapshots) == (
-            [("integrity", "unkeyed"), ("schema_version", "4")],
+            [("integrity", "unkeyed"), ("schema_version", "5")],
             [("r1", 11)],
         )
 
