@@ -53,7 +53,7 @@ from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest
 from agentfsm.runtime.specs import Spec, approval_asked, call_started, declined
 
-__all__ = ["SDK", "Signals", "defer", "deny", "tool_result"]
+__all__ = ["SDK", "Signals", "defer", "deny", "one_waiting_call", "tool_result"]
 
 SDK = "claude-agent-sdk"
 
@@ -119,8 +119,17 @@ class Signals:
         self.theirs = theirs
         self._interrupt = interrupt
         self.delegate = delegate
-        #: How many calls each call's answer asked for (the CLI defers only a lone call).
+        #: How many calls each call's answer asked for.
         self.batch: dict[str, int] = {}
+        #: The call this leg deferred: the CLI keeps one deferred call per leg (a second
+        #: `defer` drops the first from its conversation), so any other call needing approval
+        #: in the leg is declined, saying why.
+        self.deferred: str | None = None
+        #: The deferred call's `approval.requested`, recorded when the leg ends (`flush`):
+        #: the CLI runs the rest of the answer's calls first, and the table takes an approval
+        #: request beside calls in flight, not calls after a run that already waits.
+        self.held: list[Any] = []
+        self._held_signal = ""
         #: The calls of this leg's refused answers, with the refusal's message. Kept here,
         #: not read off the record: a hook may come before the next answer's `model.started`.
         self.refused: dict[str, str] = {}
@@ -163,6 +172,12 @@ class Signals:
         # The CLI may have ended the leg meanwhile; then there is nothing to interrupt.
         with contextlib.suppress(Exception):
             await self._interrupt()
+
+    async def flush(self) -> bool:
+        """Record the deferred call's `approval.requested` (the leg ended deferring it),
+        named by the hook that deferred it."""
+        held, self.held = self.held, []
+        return not held or await self._append(self._held_signal, held)
 
     async def settle(self) -> None:
         """Wait for a requested interrupt to be sent."""
@@ -320,8 +335,14 @@ class Signals:
             return _deny(action.reason or "rejected")
         if action.status == ActionStatus.PROPOSED and self.needs_approval(name, arguments):
             signal = f"hook PreToolUse (call '{tool_use_id}')"
-            if await self._append(signal, [approval_asked(tool_use_id, name, arguments)]):
+            if self.deferred is None:
+                self.deferred = tool_use_id
+                self.held.append(approval_asked(tool_use_id, name, arguments))
+                self._held_signal = signal
                 return defer("waiting for approval")
+            reason = one_waiting_call(self.deferred)
+            if await self._append(signal, declined(tool_use_id, name, arguments, SDK, reason)):
+                return _deny(reason)
             return _deny("the run was stopped")
         if action.status == ActionStatus.APPROVAL_PENDING:
             return _deny("waiting for approval")  # a resume replays it once it is decided
@@ -361,9 +382,9 @@ class Signals:
         if context.agent_id or action is None:
             return await self._theirs(name, arguments, context)
         if action.status == ActionStatus.APPROVAL_PENDING:
-            # Approval needed, but the CLI would not defer the call (it defers a call only
-            # alone in its answer): refused, so it never runs without a decision.
-            reason = "a call waiting for approval must be asked for alone in its answer"
+            # Still undecided, yet the CLI asks to run it (no hook of ours deferred it):
+            # refused, so it never runs without a decision.
+            reason = "not run: the call waits for approval"
             specs = [Spec(m.ApprovalRejected, _rejected(aid or "", name, arguments, reason))]
             await self._append(f"can_use_tool (call '{aid}')", specs)
             return PermissionResultDeny(message=reason)
@@ -412,6 +433,15 @@ class Signals:
                 if info.status == RunStatus.CANCEL_REQUESTED:
                     self.stopped(CancelStop(self.recorder.record))
         return {}
+
+
+def one_waiting_call(deferred: str) -> str:
+    """Why a second call of a leg needing approval is declined (the model reads it)."""
+    return (
+        f"not run: this call needs approval and call '{deferred}' of this answer already "
+        "waits for one; the CLI holds one waiting call at a time: ask for this one again "
+        "once that one is decided"
+    )
 
 
 #: Why a call needing approval inside one of the CLI's own subagents is refused.

@@ -18,15 +18,18 @@ appends our events before the CLI goes on (see `_claude_signals` for each signal
   (`max_turns`, `budget`); another error result is `run.failed`.
 
 Approvals: a call `needs_approval` names (tool names as the SDK reports them, e.g.
-`mcp__shop__refund`, or a predicate) is `approval.requested` and deferred by our
-`PreToolUse` hook: the CLI ends the leg keeping the call in its session, and the run waits in
-`waiting_approval`. The session id and the deferred call are kept in our store (attachment
-`claude-agent-sdk/session`). Decide with `approve` / `reject` (or `agentfsm approve`) in any
-process; `resume(options)` checks the kept call against the ledger (tool_use id and arguments
-digest, else `ApprovalMismatchError`, nothing runs), resumes the SDK session, and answers the
-replayed call from the decision: an approved call runs, a rejected one is denied with the
-reason (it never runs; the model reads why). The replayed call is checked again when the CLI
-asks (`PreToolUse`, `can_use_tool`): a session changed meanwhile fails closed the same way.
+`mcp__shop__refund`, or a predicate) is `approval.requested` and deferred by our `PreToolUse`
+hook: the CLI runs the answer's other calls, ends the leg keeping the deferred call in its
+session, and the run waits in `waiting_approval`. The CLI keeps one deferred call per leg (a
+second `defer` drops the first from its conversation), so a second call needing approval in
+the same answer is declined, saying why (the model may ask again). The session id and the
+deferred call are kept in our store (attachment `claude-agent-sdk/session`). Decide with
+`approve` / `reject` (or `agentfsm approve`) in any process; `resume(options)` checks the kept
+call against the ledger (tool_use id and arguments digest, else `ApprovalMismatchError`,
+nothing runs), resumes the SDK session, and answers the replayed call from the decision: an
+approved call runs, a rejected one is denied with the reason (it never runs; the model reads
+why). The replayed call is checked again when the CLI asks (`PreToolUse`, `can_use_tool`): a
+session changed meanwhile fails closed the same way.
 
 Guards and cancel: a refusal stops the SDK run with `ClaudeSDKClient.interrupt()`; the run is
 `run.terminated` with the verdict and the partial output. A cancel asked from another
@@ -40,7 +43,7 @@ to your options); each call is a child run of its own, `<run_id>/<tool_use_id>`,
 its own `ClaudeRun` and SDK session, drawing on this run's token and cost limits
 (`SdkRun.subagent`). Its answer is the tool's result; a child a guard stopped returns a line
 saying so. A child waiting for approval pauses this run too: the call waiting on it is
-deferred (it must be alone in its answer, as any deferred call), this run waits in
+deferred (unless another call of the leg already is: the CLI keeps one), this run waits in
 `waiting_tool`, and `pending_approvals` names the child's run and call, decided there; a
 resume resumes the child, then this run. The CLI's own subagents (its `Agent` tool) run
 unrecorded inside the CLI, and a call of theirs that needs approval is refused: the CLI
@@ -73,7 +76,14 @@ try:
 except ImportError as exc:
     raise missing_extra("ClaudeRun", "claude", exc) from exc
 
-from agentfsm.adapters._claude_signals import SDK, NeedsApproval, Signals, defer, deny
+from agentfsm.adapters._claude_signals import (
+    SDK,
+    NeedsApproval,
+    Signals,
+    defer,
+    deny,
+    one_waiting_call,
+)
 from agentfsm.adapters._claude_subagents import (
     HOOK_TIMEOUT,
     SERVER,
@@ -403,9 +413,10 @@ class ClaudeRun(SdkRun):
         except Exception as exc:  # noqa: BLE001  (the child recorded it; the model reads why)
             return await self._subagent_failed(signals, action_id, f"{type(exc).__name__}: {exc}")
         if done.pending_approvals:
-            if signals.batch.get(action_id, 1) == 1:
+            if signals.deferred is None:
+                signals.deferred = action_id
                 return defer(f"waiting on the subagent run '{child.run_id}'")
-            why = "its caller could not wait: the call was not alone in its answer"
+            why = f"its caller could not wait: {one_waiting_call(signals.deferred)}"
             await child.recorder.off_loop(_cancel_waiting, child.recorder, why)
             return await self._subagent_failed(signals, action_id, f"cancelled: {why}")
         record = done.record
@@ -438,6 +449,11 @@ class ClaudeRun(SdkRun):
     async def _settle(self, signals: Signals, result: ResultMessage | None) -> ObservedRun:
         """Record how the leg ended, from the stop we asked for or the SDK's result."""
         recorder = self.recorder
+        deferred = result is not None and (
+            result.deferred_tool_use is not None or result.stop_reason == "tool_deferred"
+        )
+        if deferred:
+            await signals.flush()
         if signals.mismatch is not None:
             raise signals.mismatch
         if signals.error is not None:

@@ -88,6 +88,15 @@ def script(body: dict[str, Any]) -> Reply | None:
         if step == 0:
             return Reply(tools=(ToolUse("toolu_r1", REFUND, {"order_id": "O-1"}),))
         return Reply(text="Refunded." if "refunded O-1" in last else "Not refunded.")
+    if "batch" in prompt:  # e.g. "batch rf": a refund (O-1) and a free look-up, in that order
+        order = prompt.split("batch ")[1][:3].rstrip('"\\ ')
+        uses = {"r": ToolUse("toolu_r1", REFUND, {"order_id": "O-1"}),
+                "q": ToolUse("toolu_r2", REFUND, {"order_id": "O-2"}),
+                "f": ToolUse("toolu_f1", SLOW, {"seconds": 0.0})}  # fmt: skip
+        if step == 0:
+            return Reply(tools=tuple(uses[c] for c in order))
+        results = [b for b in messages[-1]["content"] if b.get("type") == "tool_result"]
+        return Reply(text=" | ".join(_said(b) for b in results))
     if "slowly" in prompt:
         if step == 0:
             return Reply(tools=(ToolUse("toolu_s1", SLOW, {"seconds": 30.0}),))
@@ -97,6 +106,14 @@ def script(body: dict[str, Any]) -> Reply | None:
             return Reply(tools=(ToolUse(f"toolu_t{step}", SLOW, {"seconds": 0.0}),))
         return Reply(text="never said")
     return Reply(text="?")
+
+
+def _said(result: dict[str, Any]) -> str:
+    """A tool result's text, as the model read it."""
+    content = result.get("content")
+    if isinstance(content, list):
+        content = "".join(str(c.get("text", "")) for c in content)
+    return str(content)
 
 
 @pytest.fixture
@@ -226,6 +243,107 @@ class TestRealCLI:
         assert done.partial_output == "slow done"
         assert ran(calls) == ["slow started", "slow started"]
         assert validates(store, "r1", tmp_path) == 0
+
+
+def approve_elsewhere(db: Path, run_id: str, action_id: str) -> None:
+    """`agentfsm approve` in a process of its own."""
+    argv = ["approve", "--store", str(db), "--approver", "alice", run_id, action_id]
+    subprocess.run(
+        [sys.executable, "-m", "agentfsm", *argv],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+
+
+class TestRealCLIParallelCalls:
+    """One answer asking for several calls: the free ones run at once, one waits."""
+
+    @pytest.mark.parametrize("order", ["rf", "fr"])
+    def test_a_free_call_beside_one_needing_approval_runs_once_and_the_other_waits(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path, order: str
+    ) -> None:
+        """In either order the CLI runs the look-up and keeps the refund deferred; approved
+        from another process and resumed in a third, each call ran exactly once."""
+        db, config = tmp_path / "runs.db", tmp_path / "claude"
+        store = SQLiteEventStore(db)
+        run = ClaudeRun(store, "r1", needs_approval={REFUND})
+        paused = drive(run.run(f"batch {order}", options(api.url, config)))
+        assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("toolu_r1",))
+        assert ran(calls) == ["slow started"]
+        assert paused.record.actions["toolu_f1"].result == "slow done"
+        approve_elsewhere(db, "r1", "toolu_r1")
+        out = resume_elsewhere(db, "r1", api, config, calls)
+        assert out == {"status": "completed", "final_output": "slow done | refunded O-1"}
+        assert ran(calls) == ["slow started", "refund O-1"]
+        assert types(store, "r1").count("tool.started") == 2
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_of_two_calls_needing_approval_one_waits_and_the_other_is_declined_saying_why(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """[refund O-1, refund O-2, look-up]: the CLI holds one deferred call per leg (see
+        the next test), so the first waits, the second is declined (the model reads why),
+        the look-up runs; a rejection from elsewhere, a resume: nothing ran unapproved."""
+        db, config = tmp_path / "runs.db", tmp_path / "claude"
+        store = SQLiteEventStore(db)
+        run = ClaudeRun(store, "r1", needs_approval={REFUND})
+        paused = drive(run.run("batch rqf", options(api.url, config)))
+        assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("toolu_r1",))
+        second = paused.record.actions["toolu_r2"]
+        assert (second.status, second.approver) == ("rejected", "claude-agent-sdk")
+        assert "call 'toolu_r1' of this answer already waits" in (second.reason or "")
+        assert ran(calls) == ["slow started"]
+        reject(store, "r1", "toolu_r1", approver="bob", reason="over the limit")
+        out = resume_elsewhere(db, "r1", api, config, calls)
+        assert out["status"] == "completed"
+        said = out["final_output"].split(" | ")  # the CLI's order: the declined call first
+        assert len(said) == 3
+        assert "slow done" in said
+        assert any("already waits" in s for s in said)
+        assert any("over the limit" in s for s in said)
+        assert ran(calls) == ["slow started"]
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_the_cli_keeps_only_the_last_of_two_deferred_calls(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """What the adapter is built on: deferring two calls of one answer, the CLI keeps
+        the last and drops the first from the conversation (the model never reads a result
+        for it). A CLI that keeps both fails this test: then both may wait."""
+        from claude_agent_sdk import (
+            ClaudeSDKClient,
+            HookMatcher,
+            PermissionResultAllow,
+            ResultMessage,
+        )
+
+        async def defer_refunds(data: Any, tool_use_id: str | None, context: Any) -> Any:
+            if data.get("tool_name") != REFUND:
+                return {}
+            out = {"hookEventName": "PreToolUse", "permissionDecision": "defer"}
+            return {"hookSpecificOutput": out}
+
+        async def allow(name: str, arguments: Any, context: Any) -> Any:
+            return PermissionResultAllow()
+
+        async def go(resume: str | None) -> Any:
+            opts = replace(options(api.url, tmp_path / "claude"), resume=resume, can_use_tool=allow)
+            if resume is None:
+                opts = replace(opts, hooks={"PreToolUse": [HookMatcher(hooks=[defer_refunds])]})
+            async with ClaudeSDKClient(opts) as client:
+                if resume is None:
+                    await client.query("batch rqf")
+                async for message in client.receive_response():
+                    if isinstance(message, ResultMessage):
+                        return message
+            return None
+
+        first = drive(go(None))
+        assert (first.stop_reason, first.deferred_tool_use.id) == ("tool_deferred", "toolu_r2")
+        drive(go(first.session_id))
+        assert ran(calls) == ["slow started", "refund O-2"]
+        resumed = json.dumps(api.requests[-1]["messages"])
+        assert "toolu_r2" in resumed
+        assert "toolu_r1" not in resumed
 
 
 class TestRealCLISubagents:
