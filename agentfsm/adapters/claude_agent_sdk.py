@@ -31,6 +31,11 @@ approved call runs, a rejected one is denied with the reason (it never runs; the
 why). The replayed call is checked again when the CLI asks (`PreToolUse`, `can_use_tool`): a
 session changed meanwhile fails closed the same way.
 
+The CLI's transcript of the session (its `.jsonl` under `CLAUDE_CONFIG_DIR`) is kept as
+the attachment `claude-agent-sdk/transcript` and written back before a resume where this
+process's CLI looks for it: a run resumes on another machine with only the store in common
+(see `_claude_sessions`).
+
 Guards and cancel: a refusal stops the SDK run with `ClaudeSDKClient.interrupt()`; the run is
 `run.terminated` with the verdict and the partial output. A cancel asked from another
 process (`agentfsm cancel`) is seen at the next signal, or by polling the store while a tool
@@ -76,6 +81,7 @@ try:
 except ImportError as exc:
     raise missing_extra("ClaudeRun", "claude", exc) from exc
 
+from agentfsm.adapters._claude_sessions import TRANSCRIPT, restore, transcript
 from agentfsm.adapters._claude_signals import (
     SDK,
     NeedsApproval,
@@ -300,6 +306,12 @@ class ClaudeRun(SdkRun):
             text = raw if isinstance(raw, str) else raw.decode()
             return observed(recorder.store, record, state=text, pending_approvals=waiting)
         options = options if options is not None else ClaudeAgentOptions()
+        try:  # the CLI's transcript, for a CLI that never saw this session (another machine)
+            kept_transcript = await recorder.off_loop(recorder.saved_state, TRANSCRIPT)
+        except SavedStateError:
+            kept_transcript = None  # none kept (a scripted CLI, an earlier version): as before
+        if kept_transcript is not None:
+            await recorder.off_loop(restore, options, session, kept_transcript)
         return await self._drive(replace(options, resume=session), None, transport)
 
     async def _drive(
@@ -348,7 +360,7 @@ class ClaudeRun(SdkRun):
             await signals.settle()
             with contextlib.suppress(Exception):
                 await client.disconnect()
-        return await self._settle(signals, result)
+        return await self._settle(signals, result, options)
 
     def _options(self, options: ClaudeAgentOptions, signals: Signals) -> ClaudeAgentOptions:
         """Your options with our hooks first, our `can_use_tool`, and the answers streamed."""
@@ -446,7 +458,9 @@ class ClaudeRun(SdkRun):
             if info.status == RunStatus.CANCEL_REQUESTED and not signals.halted:
                 signals.stopped(CancelStop(recorder.record))
 
-    async def _settle(self, signals: Signals, result: ResultMessage | None) -> ObservedRun:
+    async def _settle(
+        self, signals: Signals, result: ResultMessage | None, options: ClaudeAgentOptions
+    ) -> ObservedRun:
         """Record how the leg ended, from the stop we asked for or the SDK's result."""
         recorder = self.recorder
         deferred = result is not None and (
@@ -467,7 +481,7 @@ class ClaudeRun(SdkRun):
             )
             return observed(recorder.store, record, partial_output=signals.last)
         if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
-            return await self._paused(signals, result)
+            return await self._paused(signals, result, options)
         try:
             return await self._ended(signals, result)
         except (GuardStop, CancelStop) as stop:
@@ -489,7 +503,7 @@ class ClaudeRun(SdkRun):
             end = Spec(m.RunFailed, {"error": {"kind": result.subtype, "message": message}})
             specs += [*self._unknown("the SDK run ended in an error"), end]
         record = await recorder.aappend(signal, specs)
-        await recorder.off_loop(recorder.forget_state, STATE)
+        await recorder.off_loop(self._forget)
         final = record.final_output if record.status == RunStatus.COMPLETED else None
         return observed(
             recorder.store,
@@ -498,6 +512,11 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             sdk_result=result,
         )
+
+    def _forget(self) -> None:
+        """Drop what a resume would need: the run ended."""
+        self.recorder.forget_state(STATE)
+        self.recorder.forget_state(TRANSCRIPT)
 
     def _unknown(self, reason: str) -> list[Any]:
         """`tool.outcome_unknown` for the calls left running: nobody knows their effect."""
@@ -520,7 +539,7 @@ class ClaudeRun(SdkRun):
                 with contextlib.suppress(GuardStop, CancelStop):
                     await recorder.aappend("interrupt", unknown)
             record = await recorder.off_loop(recorder.terminate, stop)
-        await recorder.off_loop(recorder.forget_state, STATE)
+        await recorder.off_loop(self._forget)
         partial = (
             record.final_output if record.last_decision == DecisionKind.FINAL else signals.last
         )
@@ -533,8 +552,11 @@ class ClaudeRun(SdkRun):
             recorder.load()
         return recorder.cancelled()
 
-    async def _paused(self, signals: Signals, result: ResultMessage) -> ObservedRun:
-        """The CLI deferred a call waiting for approval: keep the session, wait."""
+    async def _paused(
+        self, signals: Signals, result: ResultMessage, options: ClaudeAgentOptions
+    ) -> ObservedRun:
+        """The CLI deferred a call waiting for approval: keep the session (and the CLI's
+        transcript of it, so any machine resumes it), wait."""
         recorder = self.recorder
         deferred = result.deferred_tool_use
         record = recorder.record
@@ -551,6 +573,9 @@ class ClaudeRun(SdkRun):
         data = json.dumps(kept, sort_keys=True)
         record = await recorder.off_loop(recorder.waiting)
         await recorder.off_loop(recorder.save_state, STATE, data.encode())
+        kept_transcript = await recorder.off_loop(transcript, options, result.session_id)
+        if kept_transcript is not None:
+            await recorder.off_loop(recorder.save_state, TRANSCRIPT, kept_transcript)
         return observed(
             recorder.store,
             record,

@@ -31,6 +31,7 @@ else:
 from claude_agent_sdk import AgentDefinition
 from structlog.testing import capture_logs
 
+from agentfsm.adapters._claude_sessions import TRANSCRIPT
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
 from agentfsm.guards import MaxTurns
 from agentfsm.runtime import approve, cancel, reject
@@ -69,7 +70,8 @@ def script(body: dict[str, Any]) -> Reply | None:
     messages = body.get("messages", [])
     prompt = json.dumps(messages[0]) if messages else ""
     step = sum(1 for m in messages if m["role"] == "assistant")
-    last = json.dumps(messages[-1]) if messages else ""
+    said = [m for m in messages if m["role"] == "user"]  # the CLI may add system notes after
+    last = json.dumps(said[-1]) if said else ""
     if "REFUNDER" in json.dumps(body.get("system")):  # the CLI's own subagent (`Agent` tool)
         if step == 0:
             return Reply(tools=(ToolUse("toolu_c1", REFUND, {"order_id": "O-1"}),))
@@ -95,7 +97,7 @@ def script(body: dict[str, Any]) -> Reply | None:
                 "f": ToolUse("toolu_f1", SLOW, {"seconds": 0.0})}  # fmt: skip
         if step == 0:
             return Reply(tools=tuple(uses[c] for c in order))
-        results = [b for b in messages[-1]["content"] if b.get("type") == "tool_result"]
+        results = [b for b in said[-1]["content"] if b.get("type") == "tool_result"]
         return Reply(text=" | ".join(_said(b) for b in results))
     if "slowly" in prompt:
         if step == 0:
@@ -187,6 +189,26 @@ class TestRealCLI:
         assert (record.usage.input_tokens, record.usage.output_tokens) == (20, 10)
         assert record.usage.cost > 0  # the CLI's own total_cost_usd
         assert store.attachment("r1", "claude-agent-sdk/session") is None
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_paused_run_resumes_on_another_machine_with_only_the_store_in_common(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """The CLI's transcript is kept in the store at the pause and written back into
+        the resuming process's own (empty) config dir, under its own working directory."""
+        db, here, there = tmp_path / "runs.db", tmp_path / "here", tmp_path / "there"
+        store = SQLiteEventStore(db)
+        paused = pause(store, api, here)
+        session = json.loads(paused.state)["session_id"]
+        kept = store.attachment("r1", TRANSCRIPT)
+        assert kept is not None
+        assert session.encode() in kept.data
+        approve_elsewhere(db, "r1", "toolu_r1")
+        out = resume_elsewhere(db, "r1", api, there, calls)
+        assert out == {"status": "completed", "final_output": "Refunded."}
+        assert ran(calls) == ["refund O-1"]
+        assert list((there / "projects").glob(f"*/{session}.jsonl"))
+        assert store.attachment("r1", TRANSCRIPT) is None
         assert validates(store, "r1", tmp_path) == 0
 
     def test_a_rejected_call_never_runs_and_the_model_reads_why(
