@@ -376,10 +376,14 @@ class ClaudeRun(SdkRun):
             if not isinstance(servers, dict):
                 raise TypeError("subagents= needs mcp_servers as a dict (or none), not a path")
             servers = {**servers, SERVER: server(self.subagents, self._answers)}
+        # Under `bypassPermissions` the CLI never asks `can_use_tool` (the SDK warns that it
+        # is shadowed): ours is left out unless you set your own, and our `PreToolUse`
+        # decides every call anyway (defer, deny), which the CLI honours in that mode too.
+        bypassed = options.permission_mode == "bypassPermissions" and options.can_use_tool is None
         return replace(
             options,
             hooks=hooks,
-            can_use_tool=signals.can_use_tool,
+            can_use_tool=None if bypassed else signals.can_use_tool,
             include_partial_messages=True,
             mcp_servers=servers,
         )

@@ -35,8 +35,9 @@ calls, then ends the leg (the `result` has `stop_reason: tool_deferred` and
 `deferred_tool_use`; one call: a second `defer` replaces the first), keeps the session in
 `sessions/<session_id>.json`, and on a resume (`options.resume`) replays that call first.
 `interrupt` cancels a running tool (its result says the user did not want it) and ends with
-`error_during_execution`. Options that are CLI flags (`model`, `permission_mode`, `cwd`, ...)
-are not applied: the script is the model.
+`error_during_execution`. Options that are CLI flags (`model`, `cwd`, ...) are not applied
+(the script is the model), but for `permission_mode="bypassPermissions"`: as the CLI, it then
+asks no `can_use_tool`.
 
 It sends no `session_state_changed` frames: the SDK then treats it as a CLI from before them
 and ends the run on the `result` frame. The protocol is the SDK's and undocumented; this
@@ -360,7 +361,10 @@ class ScriptedCLI(Transport):
                     use, out.get("permissionDecisionReason") or "denied", is_error=True
                 )
                 continue
-            permission = await self._ask(frames.can_use_tool(use.name, use.input, use.id))
+            if self.options.permission_mode == "bypassPermissions":
+                permission: dict[str, Any] = {"behavior": "allow"}  # the CLI asks nobody
+            else:
+                permission = await self._ask(frames.can_use_tool(use.name, use.input, use.id))
             if permission.get("behavior") != "allow":
                 self._tool_result(use, permission.get("message") or "denied", is_error=True)
                 if permission.get("interrupt"):

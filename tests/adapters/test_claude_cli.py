@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -211,6 +212,29 @@ class TestRealCLI:
         assert store.attachment("r1", TRANSCRIPT) is None
         assert validates(store, "r1", tmp_path) == 0
 
+    def test_under_bypass_permissions_approvals_still_wait_and_nothing_warns(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """`bypassPermissions` (the CLI asks no `can_use_tool`): our `PreToolUse` still
+        defers the refund, and the SDK warns of no shadowed `can_use_tool` we set."""
+        from claude_agent_sdk import CanUseToolShadowedWarning
+
+        store = SQLiteEventStore(tmp_path / "runs.db")
+        opts = options(api.url, tmp_path / "claude")
+        opts = replace(
+            opts, permission_mode="bypassPermissions", env={**opts.env, "IS_SANDBOX": "1"}
+        )
+        run = ClaudeRun(store, "r1", needs_approval={REFUND})
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            paused = drive(run.run("refund O-1", opts))
+        assert [w for w in seen if issubclass(w.category, CanUseToolShadowedWarning)] == []
+        assert (paused.status, paused.record.pending_approvals) == (
+            "waiting_approval",
+            ("toolu_r1",),
+        )
+        assert ran(calls) == []
+
     def test_a_rejected_call_never_runs_and_the_model_reads_why(
         self, tmp_path: Path, api: FakeAnthropic, calls: Path
     ) -> None:
@@ -289,7 +313,10 @@ class TestRealCLIParallelCalls:
         store = SQLiteEventStore(db)
         run = ClaudeRun(store, "r1", needs_approval={REFUND})
         paused = drive(run.run(f"batch {order}", options(api.url, config)))
-        assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("toolu_r1",))
+        assert (paused.status, paused.record.pending_approvals) == (
+            "waiting_approval",
+            ("toolu_r1",),
+        )
         assert ran(calls) == ["slow started"]
         assert paused.record.actions["toolu_f1"].result == "slow done"
         approve_elsewhere(db, "r1", "toolu_r1")
@@ -309,7 +336,10 @@ class TestRealCLIParallelCalls:
         store = SQLiteEventStore(db)
         run = ClaudeRun(store, "r1", needs_approval={REFUND})
         paused = drive(run.run("batch rqf", options(api.url, config)))
-        assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("toolu_r1",))
+        assert (paused.status, paused.record.pending_approvals) == (
+            "waiting_approval",
+            ("toolu_r1",),
+        )
         second = paused.record.actions["toolu_r2"]
         assert (second.status, second.approver) == ("rejected", "claude-agent-sdk")
         assert "call 'toolu_r1' of this answer already waits" in (second.reason or "")
