@@ -487,11 +487,13 @@ class ClaudeRun(SdkRun):
         if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
             return await self._paused(signals, result, options)
         try:
-            return await self._ended(signals, result)
+            return await self._ended(signals, result, options)
         except (GuardStop, CancelStop) as stop:
             return await self._stopped(signals, stop)
 
-    async def _ended(self, signals: Signals, result: ResultMessage) -> ObservedRun:
+    async def _ended(
+        self, signals: Signals, result: ResultMessage, options: ClaudeAgentOptions
+    ) -> ObservedRun:
         recorder = self.recorder
         specs = signals.final_answer(result.total_cost_usd)
         signal = f"ResultMessage ({result.subtype})"
@@ -499,7 +501,7 @@ class ClaudeRun(SdkRun):
             specs.append(Spec(m.RunCompleted, {}))
         elif result.subtype in ("error_max_turns", "error_max_budget_usd"):
             reason = "max_turns" if result.subtype == "error_max_turns" else "budget"
-            detail = f"the SDK's {result.subtype} after {result.num_turns} turns"
+            detail = _sdk_stop(result, options, recorder.record.turn)
             end: Any = Spec(m.RunTerminated, {"stop_reason": reason, "detail": detail})
             specs += [*self._unknown("the SDK stopped the run"), end]
         else:
@@ -588,6 +590,17 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
         )
+
+
+def _sdk_stop(result: ResultMessage, options: ClaudeAgentOptions, model_calls: int) -> str:
+    """The detail of a run the SDK's own limit stopped, in the log's terms (its model calls:
+    the CLI's `num_turns` counts otherwise, e.g. a deferred call's leg as two)."""
+    calls = f"{model_calls} model call{'s' if model_calls != 1 else ''} in the log"
+    if result.subtype == "error_max_turns":
+        return f"the SDK's max_turns={options.max_turns} stopped the run after {calls}"
+    cost = f"${result.total_cost_usd:.6f} spent" if result.total_cost_usd is not None else ""
+    limit = f"max_budget_usd={options.max_budget_usd}"
+    return f"the SDK's {limit} stopped the run after {calls}" + (f" ({cost})" if cost else "")
 
 
 def _cancel_waiting(recorder: Any, why: str) -> RunRecord:

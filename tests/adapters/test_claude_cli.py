@@ -290,6 +290,23 @@ class TestRealCLI:
         assert ran(calls) == ["slow started", "slow started"]
         assert validates(store, "r1", tmp_path) == 0
 
+    def test_the_sdks_own_max_turns_is_told_in_model_calls_of_the_log(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """`ClaudeAgentOptions(max_turns=1)`: the CLI stops with `error_max_turns`; the run
+        is terminated and its detail counts the model calls the log holds."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+        opts = replace(options(api.url, tmp_path), max_turns=1)
+        done = drive(ClaudeRun(store, "r1").run("look twice", opts))
+        calls_in_log = types(store, "r1").count("model.started")
+        assert (done.status, done.stop_reason) == ("terminated", "max_turns")
+        plural = "s" if calls_in_log != 1 else ""
+        assert done.record.stop_detail == (
+            f"the SDK's max_turns=1 stopped the run after {calls_in_log} model call{plural} in the log"
+        )
+        assert calls_in_log == len(api.requests)
+        assert validates(store, "r1", tmp_path) == 0
+
 
 def approve_elsewhere(db: Path, run_id: str, action_id: str) -> None:
     """`agentfsm approve` in a process of its own."""
