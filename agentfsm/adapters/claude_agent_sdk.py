@@ -50,9 +50,11 @@ its own `ClaudeRun` and SDK session, drawing on this run's token and cost limits
 saying so. A child waiting for approval pauses this run too: the call waiting on it is
 deferred (unless another call of the leg already is: the CLI keeps one), this run waits in
 `waiting_tool`, and `pending_approvals` names the child's run and call, decided there; a
-resume resumes the child, then this run. The CLI's own subagents (its `Agent` tool) run
-unrecorded inside the CLI, and a call of theirs that needs approval is refused: the CLI
-cannot pause inside them (see `_claude_subagents`).
+resume resumes the child, then this run. The CLI's own subagents are refused up front:
+options with `agents=` raise `ValueError` naming `subagents=` (an `AgentDefinition` works
+there as it is). The CLI's built-in `Agent` tool (its general-purpose agent, when your
+`tools` offer it) runs inside the CLI, unrecorded, and a call of its subagent that needs
+approval is refused: the CLI cannot pause inside them (see `_claude_subagents`).
 """
 
 from __future__ import annotations
@@ -248,6 +250,7 @@ class ClaudeRun(SdkRun):
                 so one that plays the CLI may read them from the options it is built with.
         """
         options = options if options is not None else ClaudeAgentOptions()
+        _refuse_cli_agents(options)
         recorder = self.recorder
         name = agent if agent is not None else options.model
         await recorder.off_loop(recorder.start, objective=prompt, agent=name, limits=limits)
@@ -306,6 +309,7 @@ class ClaudeRun(SdkRun):
             text = raw if isinstance(raw, str) else raw.decode()
             return observed(recorder.store, record, state=text, pending_approvals=waiting)
         options = options if options is not None else ClaudeAgentOptions()
+        _refuse_cli_agents(options)
         try:  # the CLI's transcript, for a CLI that never saw this session (another machine)
             kept_transcript = await recorder.off_loop(recorder.saved_state, TRANSCRIPT)
         except SavedStateError:
@@ -589,6 +593,19 @@ class ClaudeRun(SdkRun):
             state=data,
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
+        )
+
+
+def _refuse_cli_agents(options: ClaudeAgentOptions) -> None:
+    """Refuse the CLI's own subagents up front: they would run inside the CLI, unrecorded,
+    and a call of theirs that needs approval cannot pause there."""
+    if options.agents:
+        names = ", ".join(sorted(options.agents))
+        raise ValueError(
+            f"ClaudeAgentOptions(agents=...) ({names}) runs subagents inside the CLI, outside "
+            "our log, where a call cannot wait for approval: give them to "
+            "ClaudeRun(subagents={name: Subagent(description, agent)}) instead (an "
+            "AgentDefinition works as the agent), each call a child run of its own"
         )
 
 

@@ -9,6 +9,7 @@ needing approval inside one of the CLI's own subagents).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 pytest.importorskip("claude_agent_sdk")
 
 from claude_agent_sdk import (
+    AgentDefinition,
     ClaudeAgentOptions,
     PermissionResultDeny,
     ToolPermissionContext,
@@ -31,6 +33,7 @@ from agentfsm.adapters._claude_signals import (
     tool_result,
 )
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
+from agentfsm.errors import RunNotFoundError
 from agentfsm.runtime import approve
 from agentfsm.stores import MemoryEventStore
 from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
@@ -287,3 +290,19 @@ class TestCLISubagents:
         signals = self.signals()
         data = {"agent_id": "a1", "tool_name": "weather", "tool_input": {"city": "Paris"}}
         assert asyncio.run(signals.pre_tool_use(data, "toolu_w", None)) == {}
+
+
+class TestCLIAgents:
+    """The CLI's own subagents (`agents=`) would run unrecorded: refused up front."""
+
+    def test_options_with_agents_are_refused_naming_subagents_before_anything_is_logged(
+        self,
+    ) -> None:
+        store = MemoryEventStore()
+        definition = AgentDefinition("Refunds orders.", "You refund orders.")
+        options = replace(shop(), agents={"refunds": definition})
+        with pytest.raises(ValueError, match=r"ClaudeRun\(subagents=") as err:
+            run(ClaudeRun(store, "r1").run("go", options, transport=scripted_cli([])))
+        assert "(refunds)" in str(err.value)
+        with pytest.raises(RunNotFoundError):  # refused before run.started
+            store.load("r1")

@@ -29,7 +29,6 @@ if os.environ.get("CI") == "true":
 else:
     pytest.importorskip("claude_agent_sdk")
 
-from claude_agent_sdk import AgentDefinition
 from structlog.testing import capture_logs
 
 from agentfsm.adapters._claude_sessions import TRANSCRIPT
@@ -73,7 +72,7 @@ def script(body: dict[str, Any]) -> Reply | None:
     step = sum(1 for m in messages if m["role"] == "assistant")
     said = [m for m in messages if m["role"] == "user"]  # the CLI may add system notes after
     last = json.dumps(said[-1]) if said else ""
-    if "REFUNDER" in json.dumps(body.get("system")):  # the CLI's own subagent (`Agent` tool)
+    if '"refund it"' in prompt:  # the CLI's own general-purpose subagent (its `Agent` tool)
         if step == 0:
             return Reply(tools=(ToolUse("toolu_c1", REFUND, {"order_id": "O-1"}),))
         return Reply(text="Refunded." if "refunded O-1" in last else "Not refunded.")
@@ -83,7 +82,7 @@ def script(body: dict[str, Any]) -> Reply | None:
         return Reply(text=f"The agent said: {json.loads(last)['content'][0]['content'][0]['text']}")
     if "ask the cli's agent" in prompt:
         if step == 0:
-            use = {"description": "refund", "prompt": "refund it", "subagent_type": "refunds",
+            use = {"description": "refund", "prompt": "refund it", "subagent_type": "general-purpose",
                    "run_in_background": False}  # fmt: skip
             return Reply(tools=(ToolUse("toolu_n1", "Agent", use),))
         return Reply(text="Done.")
@@ -452,8 +451,7 @@ class TestRealCLISubagents:
         """The CLI's `Agent` tool: a deferred call would end the subagent and the caller go
         on, so the adapter refuses the call instead; it never runs."""
         store = SQLiteEventStore(tmp_path / "runs.db")
-        definition = AgentDefinition("Refunds orders.", "You are REFUNDER.", tools=[REFUND])
-        opts = replace(options(api.url, tmp_path), tools=["Agent"], agents={"refunds": definition})
+        opts = replace(options(api.url, tmp_path), tools=["Agent"])
         run = ClaudeRun(store, "r1", needs_approval={REFUND})
         done = drive(run.run("ask the cli's agent", opts))
         assert (done.status, done.final_output) == ("completed", "Done.")
