@@ -162,6 +162,8 @@ class ClaudeRun(SdkRun):
             (`mcp__<server>__<tool>` for MCP tools, `Bash`, ...) or `fn(tool_name, input)`.
         on_message: called (and awaited, if it returns an awaitable) with every message of
             the SDK's stream; `StreamEvent`s only when your options ask for them.
+        on_text: called (and awaited, likewise) with each piece of text the model's answers
+            stream (the `text_delta`s of the main thread, not of subagents), as it comes.
         cancel_poll: seconds between looks at the store for a cancel asked from another
             process while the CLI works (a slow tool); the signals look at every step anyway.
         subagents: the subagents the model may ask, by tool name (`Subagent`, or an
@@ -180,6 +182,7 @@ class ClaudeRun(SdkRun):
         *,
         needs_approval: Collection[str] | NeedsApproval = (),
         on_message: Callable[[Any], Any] | None = None,
+        on_text: Callable[[str], Any] | None = None,
         cancel_poll: float = 0.25,
         subagents: Mapping[str, Subagent | AgentDefinition] | None = None,
         **options: Unpack[RunOptions],
@@ -187,6 +190,7 @@ class ClaudeRun(SdkRun):
         super().__init__(store, run_id, **options)
         self.needs_approval = _needs(needs_approval)
         self.on_message: Callable[[Any], Any] | None = on_message
+        self.on_text: Callable[[str], Any] | None = on_text
         self.cancel_poll = cancel_poll
         self.subagents: dict[str, Subagent] = {
             name: s if isinstance(s, Subagent) else Subagent(s.description, s)
@@ -223,6 +227,7 @@ class ClaudeRun(SdkRun):
         # A subagent's run (`subagent`) is built without `__init__`: these are its defaults.
         self.needs_approval = _needs(())
         self.on_message = None
+        self.on_text = None
         self.cancel_poll = 0.25
         self.subagents = {}
         self._answers = Answers()
@@ -349,12 +354,12 @@ class ClaudeRun(SdkRun):
                 await signals.message(message)
                 if isinstance(message, ResultMessage):
                     result = message
+                if self.on_text is not None and (text := _streamed_text(message)):
+                    await _call(self.on_text, text)
                 if self.on_message is not None and (
                     streamed or not isinstance(message, StreamEvent)
                 ):
-                    done = self.on_message(message)
-                    if asyncio.iscoroutine(done) or isinstance(done, asyncio.Future):
-                        await done
+                    await _call(self.on_message, message)
         except BaseException as exc:
             watcher.cancel()
             await recorder.off_loop(recorder.failed, exc)
@@ -594,6 +599,24 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
         )
+
+
+async def _call(fn: Callable[[Any], Any], value: Any) -> None:
+    """Call your callback, awaiting what it returns if that is awaitable."""
+    done = fn(value)
+    if asyncio.iscoroutine(done) or isinstance(done, asyncio.Future):
+        await done
+
+
+def _streamed_text(message: Any) -> str | None:
+    """The text a main-thread answer streams in this message (a `text_delta`), if any."""
+    if not isinstance(message, StreamEvent) or message.parent_tool_use_id is not None:
+        return None
+    event = message.event
+    delta = event.get("delta") or {}
+    if event.get("type") != "content_block_delta" or delta.get("type") != "text_delta":
+        return None
+    return str(delta.get("text") or "") or None
 
 
 def _refuse_cli_agents(options: ClaudeAgentOptions) -> None:

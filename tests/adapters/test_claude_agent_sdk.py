@@ -306,3 +306,35 @@ class TestCLIAgents:
         assert "(refunds)" in str(err.value)
         with pytest.raises(RunNotFoundError):  # refused before run.started
             store.load("r1")
+
+
+class TestYourCallbacks:
+    """What the adapter hands your code while it owns the SDK's client."""
+
+    def test_on_text_gets_the_streamed_text_and_on_message_every_message(
+        self, tmp_path: Path
+    ) -> None:
+        """`on_text` hears each streamed text piece of the answers (sync or async);
+        `on_message` the SDK's messages, without the stream events your options did not
+        ask for."""
+        texts: list[str] = []
+        kinds: list[str] = []
+
+        async def heard(text: str) -> None:
+            texts.append(text)
+
+        steps = [
+            Answer("Looking.", uses=(Use("toolu_1", "weather", {"city": "Paris"}),)),
+            Answer("Sunny."),
+        ]
+        claude = ClaudeRun(
+            MemoryEventStore(),
+            "r1",
+            on_text=heard,
+            on_message=lambda m: kinds.append(type(m).__name__),
+        )
+        transport = scripted_cli(steps, {"weather": weather}, tmp_path)
+        done = run(claude.run("go", shop(), transport=transport))
+        assert (done.status, texts) == ("completed", ["Looking.", "Sunny."])
+        assert "StreamEvent" not in kinds
+        assert kinds[-1] == "ResultMessage"
