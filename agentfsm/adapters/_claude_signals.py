@@ -66,6 +66,9 @@ CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[An
 #: `PreToolUse` answer for the call, or None when the tool is no subagent's.
 Delegate = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
+#: A call's statuses while it runs (its tool's work under way).
+_IN_FLIGHT = frozenset({ActionStatus.REQUESTED, ActionStatus.STARTED})
+
 #: How long a `PreToolUse` hook waits for the streamed answer holding its call to end.
 ANSWER_WAIT = 60.0
 
@@ -234,7 +237,9 @@ class Signals:
                 int(usage.get("input_tokens") or 0),
                 int(usage.get("output_tokens") or 0),
             )
-            if not await self._append("StreamEvent message_start", [self.recorder.model_call()]):
+            if self.recorder.record.model_call_open:
+                pass  # the gateway recorded this call's `model.started` before sending it
+            elif not await self._append("StreamEvent message_start", [self.recorder.model_call()]):
                 self._answer = None  # refused: what the model says now is not kept
         elif kind == "message_delta" and self._answer is not None:
             usage = event.get("usage") or {}
@@ -244,6 +249,22 @@ class Signals:
         elif kind == "message_stop" and self._answer is not None:
             answer, self._answer = self._answer, None
             await self._answered(answer)
+
+    async def request(self) -> str | None:
+        """A model request about to be sent (our gateway sees it): `model.started`, judged
+        by the guards. None to send it; the refusal's sentence when the run stops instead."""
+        record = self.recorder.record
+        if record.model_call_open:
+            return None  # one is open already (a request the CLI retries): send it
+        if any(a.status in _IN_FLIGHT for a in record.actions.values()):
+            # A call of ours is running: this is a request of the CLI's own subagent (its
+            # `Agent` tool), not a turn of this run (nor recorded as one, as its messages).
+            return None
+        if await self._append("gateway POST /v1/messages", [self.recorder.model_call()]):
+            return None
+        stop = self.stop
+        why = str(stop.error.detail) if isinstance(stop, GuardStop) else "the run was stopped"
+        return f"refused before it was sent: {why}"
 
     async def _answered(self, answer: _Answer) -> None:
         text = "".join(answer.text)

@@ -6,7 +6,10 @@ your `ClaudeAgentOptions`, to which it adds its hooks (before yours), its `can_u
 appends our events before the CLI goes on (see `_claude_signals` for each signal):
 
 - before the run: `run.started`;
-- an answer's `message_start` / `message_stop`: `model.started` / `model.completed` (its
+- a model request, seen by our loopback gateway before it goes upstream (`gateway=True`, the
+  default; `_claude_gateway`): `model.started`, judged by the guards, a refused call never
+  sent (without the gateway: at the answer's `message_start`);
+- an answer's `message_stop`: `model.completed` (its
   `ToolUseBlock`s as tool calls, `ToolUseBlock.id` the action id; usage per answer); an
   answer with more calls than `max_calls_per_decision` is `refused`, and `PreToolUse` and
   `can_use_tool` deny each of its calls with the refusal's message, the model's to read;
@@ -63,6 +66,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Unpack
@@ -83,6 +87,7 @@ try:
 except ImportError as exc:
     raise missing_extra("ClaudeRun", "claude", exc) from exc
 
+from agentfsm.adapters._claude_gateway import Gateway
 from agentfsm.adapters._claude_sessions import TRANSCRIPT, restore, transcript
 from agentfsm.adapters._claude_signals import (
     SDK,
@@ -164,6 +169,9 @@ class ClaudeRun(SdkRun):
             the SDK's stream; `StreamEvent`s only when your options ask for them.
         on_text: called (and awaited, likewise) with each piece of text the model's answers
             stream (the `text_delta`s of the main thread, not of subagents), as it comes.
+        gateway: put our loopback gateway between the CLI and the API (`_claude_gateway`),
+            so the guards judge each model call before it is sent (default); False: they
+            judge it when its answer starts streaming, after it was sent and paid for.
         cancel_poll: seconds between looks at the store for a cancel asked from another
             process while the CLI works (a slow tool); the signals look at every step anyway.
         subagents: the subagents the model may ask, by tool name (`Subagent`, or an
@@ -183,6 +191,7 @@ class ClaudeRun(SdkRun):
         needs_approval: Collection[str] | NeedsApproval = (),
         on_message: Callable[[Any], Any] | None = None,
         on_text: Callable[[str], Any] | None = None,
+        gateway: bool = True,
         cancel_poll: float = 0.25,
         subagents: Mapping[str, Subagent | AgentDefinition] | None = None,
         **options: Unpack[RunOptions],
@@ -191,6 +200,7 @@ class ClaudeRun(SdkRun):
         self.needs_approval = _needs(needs_approval)
         self.on_message: Callable[[Any], Any] | None = on_message
         self.on_text: Callable[[str], Any] | None = on_text
+        self.gateway = gateway
         self.cancel_poll = cancel_poll
         self.subagents: dict[str, Subagent] = {
             name: s if isinstance(s, Subagent) else Subagent(s.description, s)
@@ -228,6 +238,7 @@ class ClaudeRun(SdkRun):
         self.needs_approval = _needs(())
         self.on_message = None
         self.on_text = None
+        self.gateway = True
         self.cancel_poll = 0.25
         self.subagents = {}
         self._answers = Answers()
@@ -340,6 +351,11 @@ class ClaudeRun(SdkRun):
         if self.subagents:
             signals.delegate = functools.partial(self._delegate, signals, options)
         ours = self._options(options, signals)
+        gateway = None
+        if self.gateway and transport is None:
+            upstream, env = _upstream(options)
+            gateway = Gateway(upstream, functools.partial(_before, signals), env)
+            ours = replace(ours, env=_through(ours.env, await gateway.__aenter__()))
         if callable(transport):
             transport = transport(ours)
         client = ClaudeSDKClient(ours, transport=transport)
@@ -369,6 +385,8 @@ class ClaudeRun(SdkRun):
             await signals.settle()
             with contextlib.suppress(Exception):
                 await client.disconnect()
+            if gateway is not None:
+                await gateway.__aexit__(None, None, None)
         return await self._settle(signals, result, options)
 
     def _options(self, options: ClaudeAgentOptions, signals: Signals) -> ClaudeAgentOptions:
@@ -401,6 +419,7 @@ class ClaudeRun(SdkRun):
         """The `ClaudeRun` of the subagent run call `action_id` starts (or continues)."""
         child = self.subagent(action_id)
         child.cancel_poll = self.cancel_poll
+        child.gateway = self.gateway
         if spec.needs_approval is not None:
             child.needs_approval = _needs(spec.needs_approval)
         else:
@@ -599,6 +618,27 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
         )
+
+
+def _upstream(options: ClaudeAgentOptions) -> tuple[str, dict[str, str]]:
+    """Where the CLI would send its requests, and the environment it would reach it with."""
+    env = {**os.environ, **(options.env or {})}
+    return env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com", env
+
+
+def _through(env: Mapping[str, str] | None, url: str) -> dict[str, str]:
+    """The CLI's environment sending its requests to our gateway at `url`, directly."""
+    out = dict(env or {})
+    out["ANTHROPIC_BASE_URL"] = url
+    no_proxy = out.get("NO_PROXY") or os.environ.get("NO_PROXY") or ""
+    out["NO_PROXY"] = ",".join(p for p in (no_proxy, "127.0.0.1") if p)
+    return out
+
+
+async def _before(signals: Signals, body: dict[str, Any]) -> str | None:
+    """The gateway's check of a model request: `model.started` with the guards, before
+    the request goes upstream; the refusal's sentence when a guard (or a cancel) says no."""
+    return await signals.request()
 
 
 async def _call(fn: Callable[[Any], Any], value: Any) -> None:

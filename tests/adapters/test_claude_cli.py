@@ -33,12 +33,14 @@ from structlog.testing import capture_logs
 
 from agentfsm.adapters._claude_sessions import TRANSCRIPT
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
+from agentfsm.events.models import Limits
 from agentfsm.guards import MaxTurns
 from agentfsm.runtime import approve, cancel, reject
 from agentfsm.stores import SQLiteEventStore
 from tests.adapters._claude_app import CALLS_FILE, options
 from tests.adapters._common import types, validates
 from tests.adapters._fake_anthropic import FakeAnthropic, Reply, ToolUse
+from tests.adapters.conftest import NetworkAttemptError
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUND = "mcp__shop__refund"
@@ -52,6 +54,31 @@ def bundled_cli() -> Path | None:
 
     path = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
     return path if path.exists() else None
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loopback only (our gateway, in this process, reaches the fake API on 127.0.0.1);
+    any other address fails the test, as everywhere in the adapters' tests."""
+    import socket
+
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def loopback(address: object) -> None:
+        host = address[0] if isinstance(address, tuple) else None
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise NetworkAttemptError(f"network access attempted: {address!r}")
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        loopback(address)
+        return connect(self, address)
+
+    def guarded_ex(self: socket.socket, address: Any) -> Any:
+        loopback(address)
+        return connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded_ex)
 
 
 @pytest.fixture(autouse=True)
@@ -275,8 +302,9 @@ class TestRealCLI:
     def test_a_guard_stops_the_cli_keeping_the_partial_output(
         self, tmp_path: Path, api: FakeAnthropic, calls: Path
     ) -> None:
-        """MaxTurns(2): the third model call is refused; the CLI is interrupted; the run is
-        terminated with the last tool result as its partial output."""
+        """MaxTurns(2): the third model call is refused by our gateway before it is sent
+        (it never reaches the API); the CLI is interrupted; the run is terminated with the
+        last tool result as its partial output; each request sent is a model call logged."""
         store = SQLiteEventStore(tmp_path / "runs.db")
         run = ClaudeRun(store, "r1", guards=[MaxTurns(2)])
         done = drive(run.run("look twice", options(api.url, tmp_path)))
@@ -287,7 +315,37 @@ class TestRealCLI:
         )
         assert done.partial_output == "slow done"
         assert ran(calls) == ["slow started", "slow started"]
+        assert model_requests(api) == 2
+        assert types(store, "r1").count("model.completed") == 2
         assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_reservation_refuses_the_call_before_it_is_sent(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """reserve_tokens=10 under max_tokens=20: the second call could overspend (15 spent
+        + 10 reserved), so it is refused before it reaches the API: one request, one model
+        call in the log, with its usage."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+        run = ClaudeRun(store, "r1", reserve_tokens=10)
+        limits = Limits(max_tokens=20)
+        done = drive(run.run("look twice", options(api.url, tmp_path), limits=limits))
+        assert (done.status, done.stop_reason) == ("terminated", "budget")
+        assert model_requests(api) == 1
+        assert types(store, "r1").count("model.started") == 1
+        assert (done.record.usage.input_tokens, done.record.usage.output_tokens) == (10, 5)
+        assert ran(calls) == ["slow started"]
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_without_the_gateway_the_guard_judges_a_call_already_sent(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """gateway=False: the refused third call was sent (three requests) and stopped at
+        its answer's start: what the gateway saves."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+        run = ClaudeRun(store, "r1", guards=[MaxTurns(2)], gateway=False)
+        done = drive(run.run("look twice", options(api.url, tmp_path)))
+        assert (done.status, done.stop_reason) == ("terminated", "max_turns")
+        assert model_requests(api) == 3
 
     def test_the_sdks_own_max_turns_is_told_in_model_calls_of_the_log(
         self, tmp_path: Path, api: FakeAnthropic, calls: Path
@@ -305,6 +363,11 @@ class TestRealCLI:
         )
         assert calls_in_log == len(api.requests)
         assert validates(store, "r1", tmp_path) == 0
+
+
+def model_requests(api: FakeAnthropic) -> int:
+    """How many of the CLI's model requests (with tools: a turn) reached the API."""
+    return sum(1 for body in api.requests if body.get("tools"))
 
 
 def approve_elsewhere(db: Path, run_id: str, action_id: str) -> None:
