@@ -9,7 +9,9 @@ CLI would stream it) sends the same request directly and through `Gateway` (whos
 an instant no-op here: what the guards themselves cost is the recorder's append, measured in
 `bench_adapters`), alternating direct / gateway request by request, in one process, for
 N = 1 and N = 400 tokens. Reported: the median wall time of a request each way, the ratio,
-the added time per request (N = 1) and per streamed token (the slope between N = 1 and 400).
+the added time per request (N = 1) and per streamed token (the slope between N = 1 and 400);
+and the same in the process's CPU time, which a loaded machine's scheduling disturbs less
+(the wall time there is mostly waiting for a core at each hop).
 """
 
 from __future__ import annotations
@@ -73,11 +75,18 @@ class _Fake(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-async def _time(client: httpx.AsyncClient, url: str, tokens: int) -> float:
-    t0 = time.perf_counter()
+#: The process's CPU seconds spent per request, each way (the fake server's threads too:
+#: the same on both paths), by the number of tokens.
+CPU: dict[tuple[str, int], list[float]] = {}
+
+
+async def _time(client: httpx.AsyncClient, url: str, tokens: int, way: str = "") -> float:
+    t0, c0 = time.perf_counter(), time.process_time()
     async with client.stream("POST", f"{url}/v1/messages?tokens={tokens}", json=BODY) as response:
         async for _ in response.aiter_raw():
             pass
+    if way:
+        CPU.setdefault((way, tokens), []).append(time.process_time() - c0)
     return time.perf_counter() - t0
 
 
@@ -90,8 +99,8 @@ async def _measure(api: str, requests: int, tokens: int) -> tuple[float, float]:
         await _time(client, gateway, tokens)
         direct, through = [], []
         for _ in range(requests):
-            direct.append(await _time(client, api, tokens))
-            through.append(await _time(client, gateway, tokens))
+            direct.append(await _time(client, api, tokens, "direct"))
+            through.append(await _time(client, gateway, tokens, "gateway"))
     return statistics.median(direct), statistics.median(through)
 
 
@@ -121,6 +130,14 @@ def main() -> None:
     added_n = rows[400][1] - rows[400][0]
     print(f"added per request: {added_1 * 1e3:.2f} ms; per streamed token: "
           f"{(added_n - added_1) / 399 * 1e6:.1f} µs")  # fmt: skip
+    cpu = {k: statistics.median(v) for k, v in CPU.items()}
+    for tokens in results:
+        direct, through = cpu["direct", tokens], cpu["gateway", tokens]
+        print(f"{tokens:4d} tokens, CPU: direct {direct * 1e3:6.2f} ms, gateway "
+              f"{through * 1e3:6.2f} ms, added {(through - direct) * 1e3:6.2f} ms")  # fmt: skip
+    slope = (cpu["gateway", 400] - cpu["direct", 400]) - (cpu["gateway", 1] - cpu["direct", 1])
+    print(f"CPU added per request: {(cpu['gateway', 1] - cpu['direct', 1]) * 1e3:.2f} ms; "
+          f"per streamed token: {slope / 399 * 1e6:.1f} µs")  # fmt: skip
     server.shutdown()
 
 
