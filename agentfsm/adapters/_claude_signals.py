@@ -291,6 +291,17 @@ class Signals:
         async with self._completed:
             self._completed.notify_all()
 
+    def cut_answer(self) -> list[Any]:
+        """`model.completed` of a model call the stop cut off (sent, its answer unfinished),
+        with what it streamed so far: every call that reached the API is in the log with
+        its usage. Nothing when no call is open."""
+        if not self.recorder.record.model_call_open:
+            return []
+        answer = self._answer or _Answer("")
+        usage = self.recorder.usage(answer.input_tokens, answer.output_tokens, answer.model)
+        fields = {"decision": DecisionKind.FINAL, "output": "".join(answer.text), "usage": usage}
+        return [Spec(m.ModelCompleted, fields)]
+
     def final_answer(self, sdk_cost: float | None) -> list[Any]:
         """`model.completed` of the final answer, with the SDK's cost of the run so far.
 

@@ -119,6 +119,7 @@ from agentfsm.adapters._sdk_errors import (
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
+from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Limits
@@ -562,6 +563,10 @@ class ClaudeRun(SdkRun):
 
     async def _stopped(self, signals: Signals, stop: GuardStop | CancelStop) -> ObservedRun:
         recorder = self.recorder
+        cut = signals.cut_answer()
+        if cut and not isinstance(stop, WaitStop):
+            with contextlib.suppress(GuardStop, CancelStop, LifecycleError):
+                await recorder.aappend("interrupt (the answer was cut off)", cut)
         if isinstance(stop, WaitStop):
             # An event a call caused made the run wait: it stays where its table put it.
             record = recorder.stopped(stop)

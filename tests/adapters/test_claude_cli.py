@@ -126,6 +126,8 @@ def script(body: dict[str, Any]) -> Reply | None:
             return Reply(tools=tuple(uses[c] for c in order))
         results = [b for b in said[-1]["content"] if b.get("type") == "tool_result"]
         return Reply(text=" | ".join(_said(b) for b in results))
+    if "think slowly" in prompt:  # an answer that takes its time to come
+        return Reply(text="never finished", delay=30.0)
     if "slowly" in prompt:
         if step == 0:
             return Reply(tools=(ToolUse("toolu_s1", SLOW, {"seconds": 30.0}),))
@@ -297,6 +299,30 @@ class TestRealCLI:
         assert types(store, "r1")[-3:] == [
             "run.cancel_requested", "tool.outcome_unknown", "run.cancelled",
         ]  # fmt: skip
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_model_call_cut_off_by_a_cancel_is_still_a_pair_in_the_log(
+        self, tmp_path: Path, api: FakeAnthropic, calls: Path
+    ) -> None:
+        """cancel() while the model's answer is still coming: the call reached the API, so
+        the log holds its model.started and a model.completed (what it streamed: nothing
+        yet), then run.cancelled; every request sent is a pair."""
+        store = SQLiteEventStore(tmp_path / "runs.db")
+
+        async def go() -> Any:
+            run = ClaudeRun(store, "r1", cancel_poll=0.05)
+            task = asyncio.ensure_future(run.run("think slowly", options(api.url, tmp_path)))
+            while model_requests(api) < 1:
+                await asyncio.sleep(0.05)
+            cancel(SQLiteEventStore(tmp_path / "runs.db"), "r1", reason="took too long")
+            return await asyncio.wait_for(task, 60)
+
+        done = drive(go())
+        assert (done.status, done.record.cancel_reason) == ("cancelled", "took too long")
+        logged = types(store, "r1")
+        assert model_requests(api) == logged.count("model.started") == 1
+        assert logged.count("model.completed") == 1
+        assert not done.record.model_call_open
         assert validates(store, "r1", tmp_path) == 0
 
     def test_a_guard_stops_the_cli_keeping_the_partial_output(
