@@ -53,7 +53,7 @@ from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest
 from agentfsm.runtime.specs import Spec, approval_asked, call_started, declined
 
-__all__ = ["SDK", "Signals", "defer", "deny", "tool_result"]
+__all__ = ["SDK", "Signals", "defer", "deny", "one_waiting_call", "tool_result"]
 
 SDK = "claude-agent-sdk"
 
@@ -65,6 +65,9 @@ CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[An
 #: Drives the subagent a started call asks (`fn(tool_use_id, tool_name, input)`): the
 #: `PreToolUse` answer for the call, or None when the tool is no subagent's.
 Delegate = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+#: A call's statuses while it runs (its tool's work under way).
+_IN_FLIGHT = frozenset({ActionStatus.REQUESTED, ActionStatus.STARTED})
 
 #: How long a `PreToolUse` hook waits for the streamed answer holding its call to end.
 ANSWER_WAIT = 60.0
@@ -119,8 +122,17 @@ class Signals:
         self.theirs = theirs
         self._interrupt = interrupt
         self.delegate = delegate
-        #: How many calls each call's answer asked for (the CLI defers only a lone call).
+        #: How many calls each call's answer asked for.
         self.batch: dict[str, int] = {}
+        #: The call this leg deferred: the CLI keeps one deferred call per leg (a second
+        #: `defer` drops the first from its conversation), so any other call needing approval
+        #: in the leg is declined, saying why.
+        self.deferred: str | None = None
+        #: The deferred call's `approval.requested`, recorded when the leg ends (`flush`):
+        #: the CLI runs the rest of the answer's calls first, and the table takes an approval
+        #: request beside calls in flight, not calls after a run that already waits.
+        self.held: list[Any] = []
+        self._held_signal = ""
         #: The calls of this leg's refused answers, with the refusal's message. Kept here,
         #: not read off the record: a hook may come before the next answer's `model.started`.
         self.refused: dict[str, str] = {}
@@ -163,6 +175,12 @@ class Signals:
         # The CLI may have ended the leg meanwhile; then there is nothing to interrupt.
         with contextlib.suppress(Exception):
             await self._interrupt()
+
+    async def flush(self) -> bool:
+        """Record the deferred call's `approval.requested` (the leg ended deferring it),
+        named by the hook that deferred it."""
+        held, self.held = self.held, []
+        return not held or await self._append(self._held_signal, held)
 
     async def settle(self) -> None:
         """Wait for a requested interrupt to be sent."""
@@ -219,7 +237,9 @@ class Signals:
                 int(usage.get("input_tokens") or 0),
                 int(usage.get("output_tokens") or 0),
             )
-            if not await self._append("StreamEvent message_start", [self.recorder.model_call()]):
+            if self.recorder.record.model_call_open:
+                pass  # the gateway recorded this call's `model.started` before sending it
+            elif not await self._append("StreamEvent message_start", [self.recorder.model_call()]):
                 self._answer = None  # refused: what the model says now is not kept
         elif kind == "message_delta" and self._answer is not None:
             usage = event.get("usage") or {}
@@ -229,6 +249,22 @@ class Signals:
         elif kind == "message_stop" and self._answer is not None:
             answer, self._answer = self._answer, None
             await self._answered(answer)
+
+    async def request(self) -> str | None:
+        """A model request about to be sent (our gateway sees it): `model.started`, judged
+        by the guards. None to send it; the refusal's sentence when the run stops instead."""
+        record = self.recorder.record
+        if record.model_call_open:
+            return None  # one is open already (a request the CLI retries): send it
+        if any(a.status in _IN_FLIGHT for a in record.actions.values()):
+            # A call of ours is running: this is a request of the CLI's own subagent (its
+            # `Agent` tool), not a turn of this run (nor recorded as one, as its messages).
+            return None
+        if await self._append("gateway POST /v1/messages", [self.recorder.model_call()]):
+            return None
+        stop = self.stop
+        why = str(stop.error.detail) if isinstance(stop, GuardStop) else "the run was stopped"
+        return f"refused before it was sent: {why}"
 
     async def _answered(self, answer: _Answer) -> None:
         text = "".join(answer.text)
@@ -254,6 +290,17 @@ class Signals:
             self.refused.update(dict.fromkeys(answer.calls, refusal.message))
         async with self._completed:
             self._completed.notify_all()
+
+    def cut_answer(self) -> list[Any]:
+        """`model.completed` of a model call the stop cut off (sent, its answer unfinished),
+        with what it streamed so far: every call that reached the API is in the log with
+        its usage. Nothing when no call is open."""
+        if not self.recorder.record.model_call_open:
+            return []
+        answer = self._answer or _Answer("")
+        usage = self.recorder.usage(answer.input_tokens, answer.output_tokens, answer.model)
+        fields = {"decision": DecisionKind.FINAL, "output": "".join(answer.text), "usage": usage}
+        return [Spec(m.ModelCompleted, fields)]
 
     def final_answer(self, sdk_cost: float | None) -> list[Any]:
         """`model.completed` of the final answer, with the SDK's cost of the run so far.
@@ -320,8 +367,14 @@ class Signals:
             return _deny(action.reason or "rejected")
         if action.status == ActionStatus.PROPOSED and self.needs_approval(name, arguments):
             signal = f"hook PreToolUse (call '{tool_use_id}')"
-            if await self._append(signal, [approval_asked(tool_use_id, name, arguments)]):
+            if self.deferred is None:
+                self.deferred = tool_use_id
+                self.held.append(approval_asked(tool_use_id, name, arguments))
+                self._held_signal = signal
                 return defer("waiting for approval")
+            reason = one_waiting_call(self.deferred)
+            if await self._append(signal, declined(tool_use_id, name, arguments, SDK, reason)):
+                return _deny(reason)
             return _deny("the run was stopped")
         if action.status == ActionStatus.APPROVAL_PENDING:
             return _deny("waiting for approval")  # a resume replays it once it is decided
@@ -361,9 +414,9 @@ class Signals:
         if context.agent_id or action is None:
             return await self._theirs(name, arguments, context)
         if action.status == ActionStatus.APPROVAL_PENDING:
-            # Approval needed, but the CLI would not defer the call (it defers a call only
-            # alone in its answer): refused, so it never runs without a decision.
-            reason = "a call waiting for approval must be asked for alone in its answer"
+            # Still undecided, yet the CLI asks to run it (no hook of ours deferred it):
+            # refused, so it never runs without a decision.
+            reason = "not run: the call waits for approval"
             specs = [Spec(m.ApprovalRejected, _rejected(aid or "", name, arguments, reason))]
             await self._append(f"can_use_tool (call '{aid}')", specs)
             return PermissionResultDeny(message=reason)
@@ -412,6 +465,15 @@ class Signals:
                 if info.status == RunStatus.CANCEL_REQUESTED:
                     self.stopped(CancelStop(self.recorder.record))
         return {}
+
+
+def one_waiting_call(deferred: str) -> str:
+    """Why a second call of a leg needing approval is declined (the model reads it)."""
+    return (
+        f"not run: this call needs approval and call '{deferred}' of this answer already "
+        "waits for one; the CLI holds one waiting call at a time: ask for this one again "
+        "once that one is decided"
+    )
 
 
 #: Why a call needing approval inside one of the CLI's own subagents is refused.

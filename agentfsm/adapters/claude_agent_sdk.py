@@ -6,7 +6,10 @@ your `ClaudeAgentOptions`, to which it adds its hooks (before yours), its `can_u
 appends our events before the CLI goes on (see `_claude_signals` for each signal):
 
 - before the run: `run.started`;
-- an answer's `message_start` / `message_stop`: `model.started` / `model.completed` (its
+- a model request, seen by our loopback gateway before it goes upstream (`gateway=True`, the
+  default; `_claude_gateway`): `model.started`, judged by the guards, a refused call never
+  sent (without the gateway: at the answer's `message_start`);
+- an answer's `message_stop`: `model.completed` (its
   `ToolUseBlock`s as tool calls, `ToolUseBlock.id` the action id; usage per answer); an
   answer with more calls than `max_calls_per_decision` is `refused`, and `PreToolUse` and
   `can_use_tool` deny each of its calls with the refusal's message, the model's to read;
@@ -18,15 +21,23 @@ appends our events before the CLI goes on (see `_claude_signals` for each signal
   (`max_turns`, `budget`); another error result is `run.failed`.
 
 Approvals: a call `needs_approval` names (tool names as the SDK reports them, e.g.
-`mcp__shop__refund`, or a predicate) is `approval.requested` and deferred by our
-`PreToolUse` hook: the CLI ends the leg keeping the call in its session, and the run waits in
-`waiting_approval`. The session id and the deferred call are kept in our store (attachment
-`claude-agent-sdk/session`). Decide with `approve` / `reject` (or `agentfsm approve`) in any
-process; `resume(options)` checks the kept call against the ledger (tool_use id and arguments
-digest, else `ApprovalMismatchError`, nothing runs), resumes the SDK session, and answers the
-replayed call from the decision: an approved call runs, a rejected one is denied with the
-reason (it never runs; the model reads why). The replayed call is checked again when the CLI
-asks (`PreToolUse`, `can_use_tool`): a session changed meanwhile fails closed the same way.
+`mcp__shop__refund`, or a predicate) is `approval.requested` and deferred by our `PreToolUse`
+hook: the CLI runs the answer's other calls, ends the leg keeping the deferred call in its
+session, and the run waits in `waiting_approval`. The CLI keeps one deferred call per leg (a
+second `defer` drops the first from its conversation), so a second call needing approval in
+the same answer is declined, saying why (the model may ask again). The session id and the
+deferred call are kept in our store (attachment `claude-agent-sdk/session`). Decide with
+`approve` / `reject` (or `agentfsm approve`) in any process; `resume(options)` checks the kept
+call against the ledger (tool_use id and arguments digest, else `ApprovalMismatchError`,
+nothing runs), resumes the SDK session, and answers the replayed call from the decision: an
+approved call runs, a rejected one is denied with the reason (it never runs; the model reads
+why). The replayed call is checked again when the CLI asks (`PreToolUse`, `can_use_tool`): a
+session changed meanwhile fails closed the same way.
+
+The CLI's transcript of the session (its `.jsonl` under `CLAUDE_CONFIG_DIR`) is kept as
+the attachment `claude-agent-sdk/transcript` and written back before a resume where this
+process's CLI looks for it: a run resumes on another machine with only the store in common
+(see `_claude_sessions`).
 
 Guards and cancel: a refusal stops the SDK run with `ClaudeSDKClient.interrupt()`; the run is
 `run.terminated` with the verdict and the partial output. A cancel asked from another
@@ -40,11 +51,13 @@ to your options); each call is a child run of its own, `<run_id>/<tool_use_id>`,
 its own `ClaudeRun` and SDK session, drawing on this run's token and cost limits
 (`SdkRun.subagent`). Its answer is the tool's result; a child a guard stopped returns a line
 saying so. A child waiting for approval pauses this run too: the call waiting on it is
-deferred (it must be alone in its answer, as any deferred call), this run waits in
+deferred (unless another call of the leg already is: the CLI keeps one), this run waits in
 `waiting_tool`, and `pending_approvals` names the child's run and call, decided there; a
-resume resumes the child, then this run. The CLI's own subagents (its `Agent` tool) run
-unrecorded inside the CLI, and a call of theirs that needs approval is refused: the CLI
-cannot pause inside them (see `_claude_subagents`).
+resume resumes the child, then this run. The CLI's own subagents are refused up front:
+options with `agents=` raise `ValueError` naming `subagents=` (an `AgentDefinition` works
+there as it is). The CLI's built-in `Agent` tool (its general-purpose agent, when your
+`tools` offer it) runs inside the CLI, unrecorded, and a call of its subagent that needs
+approval is refused: the CLI cannot pause inside them (see `_claude_subagents`).
 """
 
 from __future__ import annotations
@@ -53,6 +66,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Unpack
@@ -73,7 +87,16 @@ try:
 except ImportError as exc:
     raise missing_extra("ClaudeRun", "claude", exc) from exc
 
-from agentfsm.adapters._claude_signals import SDK, NeedsApproval, Signals, defer, deny
+from agentfsm.adapters._claude_gateway import Gateway
+from agentfsm.adapters._claude_sessions import TRANSCRIPT, restore, transcript
+from agentfsm.adapters._claude_signals import (
+    SDK,
+    NeedsApproval,
+    Signals,
+    defer,
+    deny,
+    one_waiting_call,
+)
 from agentfsm.adapters._claude_subagents import (
     HOOK_TIMEOUT,
     SERVER,
@@ -96,6 +119,7 @@ from agentfsm.adapters._sdk_errors import (
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
+from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Limits
@@ -144,6 +168,11 @@ class ClaudeRun(SdkRun):
             (`mcp__<server>__<tool>` for MCP tools, `Bash`, ...) or `fn(tool_name, input)`.
         on_message: called (and awaited, if it returns an awaitable) with every message of
             the SDK's stream; `StreamEvent`s only when your options ask for them.
+        on_text: called (and awaited, likewise) with each piece of text the model's answers
+            stream (the `text_delta`s of the main thread, not of subagents), as it comes.
+        gateway: put our loopback gateway between the CLI and the API (`_claude_gateway`),
+            so the guards judge each model call before it is sent (default); False: they
+            judge it when its answer starts streaming, after it was sent and paid for.
         cancel_poll: seconds between looks at the store for a cancel asked from another
             process while the CLI works (a slow tool); the signals look at every step anyway.
         subagents: the subagents the model may ask, by tool name (`Subagent`, or an
@@ -162,6 +191,8 @@ class ClaudeRun(SdkRun):
         *,
         needs_approval: Collection[str] | NeedsApproval = (),
         on_message: Callable[[Any], Any] | None = None,
+        on_text: Callable[[str], Any] | None = None,
+        gateway: bool = True,
         cancel_poll: float = 0.25,
         subagents: Mapping[str, Subagent | AgentDefinition] | None = None,
         **options: Unpack[RunOptions],
@@ -169,6 +200,8 @@ class ClaudeRun(SdkRun):
         super().__init__(store, run_id, **options)
         self.needs_approval = _needs(needs_approval)
         self.on_message: Callable[[Any], Any] | None = on_message
+        self.on_text: Callable[[str], Any] | None = on_text
+        self.gateway = gateway
         self.cancel_poll = cancel_poll
         self.subagents: dict[str, Subagent] = {
             name: s if isinstance(s, Subagent) else Subagent(s.description, s)
@@ -205,6 +238,8 @@ class ClaudeRun(SdkRun):
         # A subagent's run (`subagent`) is built without `__init__`: these are its defaults.
         self.needs_approval = _needs(())
         self.on_message = None
+        self.on_text = None
+        self.gateway = True
         self.cancel_poll = 0.25
         self.subagents = {}
         self._answers = Answers()
@@ -232,6 +267,7 @@ class ClaudeRun(SdkRun):
                 so one that plays the CLI may read them from the options it is built with.
         """
         options = options if options is not None else ClaudeAgentOptions()
+        _refuse_cli_agents(options)
         recorder = self.recorder
         name = agent if agent is not None else options.model
         await recorder.off_loop(recorder.start, objective=prompt, agent=name, limits=limits)
@@ -290,6 +326,13 @@ class ClaudeRun(SdkRun):
             text = raw if isinstance(raw, str) else raw.decode()
             return observed(recorder.store, record, state=text, pending_approvals=waiting)
         options = options if options is not None else ClaudeAgentOptions()
+        _refuse_cli_agents(options)
+        try:  # the CLI's transcript, for a CLI that never saw this session (another machine)
+            kept_transcript = await recorder.off_loop(recorder.saved_state, TRANSCRIPT)
+        except SavedStateError:
+            kept_transcript = None  # none kept (a scripted CLI, an earlier version): as before
+        if kept_transcript is not None:
+            await recorder.off_loop(restore, options, session, kept_transcript)
         return await self._drive(replace(options, resume=session), None, transport)
 
     async def _drive(
@@ -309,6 +352,11 @@ class ClaudeRun(SdkRun):
         if self.subagents:
             signals.delegate = functools.partial(self._delegate, signals, options)
         ours = self._options(options, signals)
+        gateway = None
+        if self.gateway and transport is None:
+            upstream, env = _upstream(options)
+            gateway = Gateway(upstream, functools.partial(_before, signals), env)
+            ours = replace(ours, env=_through(ours.env, await gateway.__aenter__()))
         if callable(transport):
             transport = transport(ours)
         client = ClaudeSDKClient(ours, transport=transport)
@@ -323,12 +371,12 @@ class ClaudeRun(SdkRun):
                 await signals.message(message)
                 if isinstance(message, ResultMessage):
                     result = message
+                if self.on_text is not None and (text := _streamed_text(message)):
+                    await _call(self.on_text, text)
                 if self.on_message is not None and (
                     streamed or not isinstance(message, StreamEvent)
                 ):
-                    done = self.on_message(message)
-                    if asyncio.iscoroutine(done) or isinstance(done, asyncio.Future):
-                        await done
+                    await _call(self.on_message, message)
         except BaseException as exc:
             watcher.cancel()
             await recorder.off_loop(recorder.failed, exc)
@@ -338,7 +386,9 @@ class ClaudeRun(SdkRun):
             await signals.settle()
             with contextlib.suppress(Exception):
                 await client.disconnect()
-        return await self._settle(signals, result)
+            if gateway is not None:
+                await gateway.__aexit__(None, None, None)
+        return await self._settle(signals, result, options)
 
     def _options(self, options: ClaudeAgentOptions, signals: Signals) -> ClaudeAgentOptions:
         """Your options with our hooks first, our `can_use_tool`, and the answers streamed."""
@@ -354,10 +404,14 @@ class ClaudeRun(SdkRun):
             if not isinstance(servers, dict):
                 raise TypeError("subagents= needs mcp_servers as a dict (or none), not a path")
             servers = {**servers, SERVER: server(self.subagents, self._answers)}
+        # Under `bypassPermissions` the CLI never asks `can_use_tool` (the SDK warns that it
+        # is shadowed): ours is left out unless you set your own, and our `PreToolUse`
+        # decides every call anyway (defer, deny), which the CLI honours in that mode too.
+        bypassed = options.permission_mode == "bypassPermissions" and options.can_use_tool is None
         return replace(
             options,
             hooks=hooks,
-            can_use_tool=signals.can_use_tool,
+            can_use_tool=None if bypassed else signals.can_use_tool,
             include_partial_messages=True,
             mcp_servers=servers,
         )
@@ -366,6 +420,7 @@ class ClaudeRun(SdkRun):
         """The `ClaudeRun` of the subagent run call `action_id` starts (or continues)."""
         child = self.subagent(action_id)
         child.cancel_poll = self.cancel_poll
+        child.gateway = self.gateway
         if spec.needs_approval is not None:
             child.needs_approval = _needs(spec.needs_approval)
         else:
@@ -403,9 +458,10 @@ class ClaudeRun(SdkRun):
         except Exception as exc:  # noqa: BLE001  (the child recorded it; the model reads why)
             return await self._subagent_failed(signals, action_id, f"{type(exc).__name__}: {exc}")
         if done.pending_approvals:
-            if signals.batch.get(action_id, 1) == 1:
+            if signals.deferred is None:
+                signals.deferred = action_id
                 return defer(f"waiting on the subagent run '{child.run_id}'")
-            why = "its caller could not wait: the call was not alone in its answer"
+            why = f"its caller could not wait: {one_waiting_call(signals.deferred)}"
             await child.recorder.off_loop(_cancel_waiting, child.recorder, why)
             return await self._subagent_failed(signals, action_id, f"cancelled: {why}")
         record = done.record
@@ -435,9 +491,16 @@ class ClaudeRun(SdkRun):
             if info.status == RunStatus.CANCEL_REQUESTED and not signals.halted:
                 signals.stopped(CancelStop(recorder.record))
 
-    async def _settle(self, signals: Signals, result: ResultMessage | None) -> ObservedRun:
+    async def _settle(
+        self, signals: Signals, result: ResultMessage | None, options: ClaudeAgentOptions
+    ) -> ObservedRun:
         """Record how the leg ended, from the stop we asked for or the SDK's result."""
         recorder = self.recorder
+        deferred = result is not None and (
+            result.deferred_tool_use is not None or result.stop_reason == "tool_deferred"
+        )
+        if deferred:
+            await signals.flush()
         if signals.mismatch is not None:
             raise signals.mismatch
         if signals.error is not None:
@@ -451,13 +514,15 @@ class ClaudeRun(SdkRun):
             )
             return observed(recorder.store, record, partial_output=signals.last)
         if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
-            return await self._paused(signals, result)
+            return await self._paused(signals, result, options)
         try:
-            return await self._ended(signals, result)
+            return await self._ended(signals, result, options)
         except (GuardStop, CancelStop) as stop:
             return await self._stopped(signals, stop)
 
-    async def _ended(self, signals: Signals, result: ResultMessage) -> ObservedRun:
+    async def _ended(
+        self, signals: Signals, result: ResultMessage, options: ClaudeAgentOptions
+    ) -> ObservedRun:
         recorder = self.recorder
         specs = signals.final_answer(result.total_cost_usd)
         signal = f"ResultMessage ({result.subtype})"
@@ -465,7 +530,7 @@ class ClaudeRun(SdkRun):
             specs.append(Spec(m.RunCompleted, {}))
         elif result.subtype in ("error_max_turns", "error_max_budget_usd"):
             reason = "max_turns" if result.subtype == "error_max_turns" else "budget"
-            detail = f"the SDK's {result.subtype} after {result.num_turns} turns"
+            detail = _sdk_stop(result, options, recorder.record.turn)
             end: Any = Spec(m.RunTerminated, {"stop_reason": reason, "detail": detail})
             specs += [*self._unknown("the SDK stopped the run"), end]
         else:
@@ -473,7 +538,7 @@ class ClaudeRun(SdkRun):
             end = Spec(m.RunFailed, {"error": {"kind": result.subtype, "message": message}})
             specs += [*self._unknown("the SDK run ended in an error"), end]
         record = await recorder.aappend(signal, specs)
-        await recorder.off_loop(recorder.forget_state, STATE)
+        await recorder.off_loop(self._forget)
         final = record.final_output if record.status == RunStatus.COMPLETED else None
         return observed(
             recorder.store,
@@ -482,6 +547,11 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             sdk_result=result,
         )
+
+    def _forget(self) -> None:
+        """Drop what a resume would need: the run ended."""
+        self.recorder.forget_state(STATE)
+        self.recorder.forget_state(TRANSCRIPT)
 
     def _unknown(self, reason: str) -> list[Any]:
         """`tool.outcome_unknown` for the calls left running: nobody knows their effect."""
@@ -493,6 +563,10 @@ class ClaudeRun(SdkRun):
 
     async def _stopped(self, signals: Signals, stop: GuardStop | CancelStop) -> ObservedRun:
         recorder = self.recorder
+        cut = signals.cut_answer()
+        if cut and not isinstance(stop, WaitStop):
+            with contextlib.suppress(GuardStop, CancelStop, LifecycleError):
+                await recorder.aappend("interrupt (the answer was cut off)", cut)
         if isinstance(stop, WaitStop):
             # An event a call caused made the run wait: it stays where its table put it.
             record = recorder.stopped(stop)
@@ -504,7 +578,7 @@ class ClaudeRun(SdkRun):
                 with contextlib.suppress(GuardStop, CancelStop):
                     await recorder.aappend("interrupt", unknown)
             record = await recorder.off_loop(recorder.terminate, stop)
-        await recorder.off_loop(recorder.forget_state, STATE)
+        await recorder.off_loop(self._forget)
         partial = (
             record.final_output if record.last_decision == DecisionKind.FINAL else signals.last
         )
@@ -517,8 +591,11 @@ class ClaudeRun(SdkRun):
             recorder.load()
         return recorder.cancelled()
 
-    async def _paused(self, signals: Signals, result: ResultMessage) -> ObservedRun:
-        """The CLI deferred a call waiting for approval: keep the session, wait."""
+    async def _paused(
+        self, signals: Signals, result: ResultMessage, options: ClaudeAgentOptions
+    ) -> ObservedRun:
+        """The CLI deferred a call waiting for approval: keep the session (and the CLI's
+        transcript of it, so any machine resumes it), wait."""
         recorder = self.recorder
         deferred = result.deferred_tool_use
         record = recorder.record
@@ -535,6 +612,9 @@ class ClaudeRun(SdkRun):
         data = json.dumps(kept, sort_keys=True)
         record = await recorder.off_loop(recorder.waiting)
         await recorder.off_loop(recorder.save_state, STATE, data.encode())
+        kept_transcript = await recorder.off_loop(transcript, options, result.session_id)
+        if kept_transcript is not None:
+            await recorder.off_loop(recorder.save_state, TRANSCRIPT, kept_transcript)
         return observed(
             recorder.store,
             record,
@@ -543,6 +623,69 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
         )
+
+
+def _upstream(options: ClaudeAgentOptions) -> tuple[str, dict[str, str]]:
+    """Where the CLI would send its requests, and the environment it would reach it with."""
+    env = {**os.environ, **(options.env or {})}
+    return env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com", env
+
+
+def _through(env: Mapping[str, str] | None, url: str) -> dict[str, str]:
+    """The CLI's environment sending its requests to our gateway at `url`, directly."""
+    out = dict(env or {})
+    out["ANTHROPIC_BASE_URL"] = url
+    no_proxy = out.get("NO_PROXY") or os.environ.get("NO_PROXY") or ""
+    out["NO_PROXY"] = ",".join(p for p in (no_proxy, "127.0.0.1") if p)
+    return out
+
+
+async def _before(signals: Signals, body: dict[str, Any]) -> str | None:
+    """The gateway's check of a model request: `model.started` with the guards, before
+    the request goes upstream; the refusal's sentence when a guard (or a cancel) says no."""
+    return await signals.request()
+
+
+async def _call(fn: Callable[[Any], Any], value: Any) -> None:
+    """Call your callback, awaiting what it returns if that is awaitable."""
+    done = fn(value)
+    if asyncio.iscoroutine(done) or isinstance(done, asyncio.Future):
+        await done
+
+
+def _streamed_text(message: Any) -> str | None:
+    """The text a main-thread answer streams in this message (a `text_delta`), if any."""
+    if not isinstance(message, StreamEvent) or message.parent_tool_use_id is not None:
+        return None
+    event = message.event
+    delta = event.get("delta") or {}
+    if event.get("type") != "content_block_delta" or delta.get("type") != "text_delta":
+        return None
+    return str(delta.get("text") or "") or None
+
+
+def _refuse_cli_agents(options: ClaudeAgentOptions) -> None:
+    """Refuse the CLI's own subagents up front: they would run inside the CLI, unrecorded,
+    and a call of theirs that needs approval cannot pause there."""
+    if options.agents:
+        names = ", ".join(sorted(options.agents))
+        raise ValueError(
+            f"ClaudeAgentOptions(agents=...) ({names}) runs subagents inside the CLI, outside "
+            "our log, where a call cannot wait for approval: give them to "
+            "ClaudeRun(subagents={name: Subagent(description, agent)}) instead (an "
+            "AgentDefinition works as the agent), each call a child run of its own"
+        )
+
+
+def _sdk_stop(result: ResultMessage, options: ClaudeAgentOptions, model_calls: int) -> str:
+    """The detail of a run the SDK's own limit stopped, in the log's terms (its model calls:
+    the CLI's `num_turns` counts otherwise, e.g. a deferred call's leg as two)."""
+    calls = f"{model_calls} model call{'s' if model_calls != 1 else ''} in the log"
+    if result.subtype == "error_max_turns":
+        return f"the SDK's max_turns={options.max_turns} stopped the run after {calls}"
+    cost = f"${result.total_cost_usd:.6f} spent" if result.total_cost_usd is not None else ""
+    limit = f"max_budget_usd={options.max_budget_usd}"
+    return f"the SDK's {limit} stopped the run after {calls}" + (f" ({cost})" if cost else "")
 
 
 def _cancel_waiting(recorder: Any, why: str) -> RunRecord:

@@ -30,12 +30,14 @@ Tools: a call named `mcp__<server>__<tool>` of an in-process SDK MCP server in t
 played by `tools[name](**input)`, sync or async, a `ValueError` being the tool's error.
 An MCP result with `isError` is the tool's error too.
 
-Like the CLI, it defers a call alone in its answer when `PreToolUse` says `defer` (the
-`result` has `stop_reason: tool_deferred` and `deferred_tool_use`), keeps the session in
+Like the CLI, it sets a call aside when `PreToolUse` says `defer`, runs the answer's other
+calls, then ends the leg (the `result` has `stop_reason: tool_deferred` and
+`deferred_tool_use`; one call: a second `defer` replaces the first), keeps the session in
 `sessions/<session_id>.json`, and on a resume (`options.resume`) replays that call first.
 `interrupt` cancels a running tool (its result says the user did not want it) and ends with
-`error_during_execution`. Options that are CLI flags (`model`, `permission_mode`, `cwd`, ...)
-are not applied: the script is the model.
+`error_during_execution`. Options that are CLI flags (`model`, `cwd`, ...) are not applied
+(the script is the model), but for `permission_mode="bypassPermissions"`: as the CLI, it then
+asks no `can_use_tool`.
 
 It sends no `session_state_changed` frames: the SDK then treats it as a CLI from before them
 and ends the run on the `result` frame. The protocol is the SDK's and undocumented; this
@@ -338,29 +340,31 @@ class ScriptedCLI(Transport):
         self._send(frames.tool_result(self.session_id, use.id, content, is_error=is_error))
 
     async def _uses(self, uses: list[Use], pre: dict[str, asyncio.Future[dict[str, Any]]]) -> bool:
-        """Run an answer's calls in order; True when the turn ended (deferred, interrupted)."""
+        """Run an answer's calls in order; True when the turn ended (deferred, interrupted).
+
+        As the real CLI: a deferred call is set aside and the answer's other calls go on;
+        once they are done the leg ends keeping the deferred call. It keeps one: a later
+        `defer` in the answer replaces the earlier call, which the conversation then drops.
+        """
+        deferred: Use | None = None
         for use in uses:
             decided = await (pre[use.id] if use.id in pre else self._pre(use))
             if self._interrupted:
                 return False
             out = decided.get("hookSpecificOutput") or {}
             decision = out.get("permissionDecision")
-            if decision == "defer" and len(uses) == 1:
-                self._session["deferred"] = {"id": use.id, "name": use.name, "input": use.input}
-                self._save()
-                self._result(
-                    "success",
-                    stop_reason="tool_deferred",
-                    result="",
-                    deferred_tool_use={"id": use.id, "name": use.name, "input": use.input},
-                )
-                return True
+            if decision == "defer":
+                deferred = use
+                continue
             if decision == "deny":
                 self._tool_result(
                     use, out.get("permissionDecisionReason") or "denied", is_error=True
                 )
                 continue
-            permission = await self._ask(frames.can_use_tool(use.name, use.input, use.id))
+            if self.options.permission_mode == "bypassPermissions":
+                permission: dict[str, Any] = {"behavior": "allow"}  # the CLI asks nobody
+            else:
+                permission = await self._ask(frames.can_use_tool(use.name, use.input, use.id))
             if permission.get("behavior") != "allow":
                 self._tool_result(use, permission.get("message") or "denied", is_error=True)
                 if permission.get("interrupt"):
@@ -369,7 +373,13 @@ class ScriptedCLI(Transport):
                 continue
             if await self._call(use, permission.get("updatedInput") or use.input):
                 return False
-        return False
+        if deferred is None:
+            return False
+        kept = {"id": deferred.id, "name": deferred.name, "input": deferred.input}
+        self._session["deferred"] = kept
+        self._save()
+        self._result("success", stop_reason="tool_deferred", result="", deferred_tool_use=kept)
+        return True
 
     async def _call(self, use: Use, arguments: dict[str, Any]) -> bool:
         """Run one tool; True when an interrupt cancelled it."""

@@ -32,9 +32,7 @@ class ClaudeDriver:
     failed_kind = "tool_error"
     approval_signal = "claude-agent-sdk hook PreToolUse (call 'call_r1')"
     corrupt_state = (b"{not json", "it does not load: JSONDecodeError: Expecting property")
-    cannot: ClassVar[Mapping[str, str]] = {
-        "mixed_batch": "the CLI defers (pauses at) a call only when it is alone in its answer",
-    }
+    cannot: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, workdir: Path) -> None:
         self.sessions = workdir / "claude-sessions"

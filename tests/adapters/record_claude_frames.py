@@ -3,7 +3,8 @@
     python -m tests.adapters.record_claude_frames
 
 drives `ClaudeRun` over the SDK's bundled CLI against the fake Messages API (loopback only):
-a call that needs approval is deferred, approved, and the session resumed; each leg's frames,
+a call that needs approval is deferred, approved, and the session resumed, alone and beside
+a free call in the same answer (`SCENARIOS`); each leg's frames,
 both ways, are written in their normalized shape (`shape`), which `test_claude_frames`
 checks the scripted CLI's frames against.
 """
@@ -23,6 +24,12 @@ FRAMES = Path(__file__).with_name("claude_frames.json")
 #: older CLI's subset, which the SDK ends on the `result` frame), and kinds the SDK's parser
 #: skips (`attachment`, `command_lifecycle`); the SDK MCP handshake is left out in `shape`.
 IGNORED = {"system session_state_changed", "system status", "attachment", "command_lifecycle"}
+
+
+#: The recorded scenarios, by their legs' prefix: one call needing approval; and an answer
+#: asking for it and a free call in one batch (`[refund O-1, look-up]`, the CLI runs the
+#: look-up and keeps the refund deferred).
+SCENARIOS = {"": "refund O-1", "batch ": "batch rf"}
 
 
 def shape(direction: str, frame: dict[str, Any]) -> str | None:
@@ -84,15 +91,17 @@ def record() -> dict[str, list[str]]:
             if kept is not None:
                 self.leg.append(kept)
 
-    store = MemoryEventStore()
-    with FakeAnthropic(script) as api, tempfile.TemporaryDirectory() as tmp, capture_logs():
-        opts = options(api.url, Path(tmp))
-        run = ClaudeRun(store, "r1", needs_approval={REFUND})
-        asyncio.run(run.run("refund O-1", opts, transport=lambda o: Recording("run", o)))
-        approve(store, "r1", "toolu_r1", approver="alice")
-        run = ClaudeRun(store, "r1", needs_approval={REFUND})
-        done = asyncio.run(run.resume(opts, transport=lambda o: Recording("resume", o)))
-        assert done.status == "completed", done.status
+    for prefix, prompt in SCENARIOS.items():
+        store = MemoryEventStore()
+        with FakeAnthropic(script) as api, tempfile.TemporaryDirectory() as tmp, capture_logs():
+            opts = options(api.url, Path(tmp))
+            run = ClaudeRun(store, "r1", needs_approval={REFUND})
+            leg = lambda name, p=prefix: lambda o: Recording(p + name, o)  # noqa: E731
+            asyncio.run(run.run(prompt, opts, transport=leg("run")))
+            approve(store, "r1", "toolu_r1", approver="alice")
+            run = ClaudeRun(store, "r1", needs_approval={REFUND})
+            done = asyncio.run(run.resume(opts, transport=leg("resume")))
+            assert done.status == "completed", done.status
     return legs
 
 

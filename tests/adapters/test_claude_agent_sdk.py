@@ -1,7 +1,7 @@
 """Fast tests of the Claude adapter's parts the shared scenarios do not reach.
 
 Over the scripted CLI (`agentfsm.testing.claude_transport`): in-process SDK MCP tools and
-tools the CLI runs itself in one run, a call needing approval asked beside another call, a
+tools the CLI runs itself in one run, calls needing approval asked beside other calls, a
 subagent whose call sits in a batch; and the pure parts (`tool_result`, the refusal of a call
 needing approval inside one of the CLI's own subagents).
 """
@@ -9,6 +9,7 @@ needing approval inside one of the CLI's own subagents).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 pytest.importorskip("claude_agent_sdk")
 
 from claude_agent_sdk import (
+    AgentDefinition,
     ClaudeAgentOptions,
     PermissionResultDeny,
     ToolPermissionContext,
@@ -24,8 +26,15 @@ from claude_agent_sdk import (
     tool,
 )
 
-from agentfsm.adapters._claude_signals import CLI_SUBAGENT_APPROVAL, Signals, tool_result
+from agentfsm.adapters._claude_signals import (
+    CLI_SUBAGENT_APPROVAL,
+    Signals,
+    one_waiting_call,
+    tool_result,
+)
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
+from agentfsm.errors import RunNotFoundError
+from agentfsm.runtime import approve
 from agentfsm.stores import MemoryEventStore
 from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
 from tests.adapters._common import run, types, validates
@@ -115,13 +124,14 @@ class TestScriptedTools:
 
 
 class TestApprovalInABatch:
-    """The CLI defers only a call alone in its answer."""
+    """The CLI runs an answer's free calls and keeps one deferred call (as the real one)."""
 
-    def test_a_call_needing_approval_beside_another_is_refused_by_can_use_tool(
+    def test_a_call_needing_approval_beside_a_free_one_waits_while_the_free_one_runs(
         self, tmp_path: Path
     ) -> None:
-        """The CLI does not defer it: `can_use_tool` refuses it (rejected, with why), the
-        other call runs, the run goes on to its answer; the refund never runs."""
+        """[refund, weather]: weather runs, the refund's approval is recorded after it (the
+        table takes it beside calls in flight), the run waits; approved, the resume runs
+        the refund: each call once."""
         store = MemoryEventStore()
         steps = [
             Answer(
@@ -130,32 +140,60 @@ class TestApprovalInABatch:
                     Use("toolu_w", "weather", {"city": "Paris"}),
                 )
             ),
-            Answer("Could not refund; sunny."),
+            Answer("Refunded; sunny."),
         ]
         transport = scripted_cli(steps, {"weather": weather}, tmp_path)
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
-        done = run(claude.run("go", shop(), transport=transport))
-        assert done.status == "completed"
-        assert RAN == ["weather Paris"]
-        refund_call = done.record.actions["toolu_r"]
-        assert (refund_call.status, refund_call.reason) == (
-            "rejected",
-            "a call waiting for approval must be asked for alone in its answer",
+        paused = run(claude.run("go", shop(), transport=transport))
+        assert (paused.status, paused.record.pending_approvals) == (
+            "waiting_approval",
+            ("toolu_r",),
         )
-        assert types(store, "r1")[3:6] == [
-            "approval.requested", "approval.rejected", "tool.requested",
+        assert RAN == ["weather Paris"]
+        assert types(store, "r1")[3:] == [
+            "tool.requested", "tool.started", "tool.completed", "approval.requested",
         ]  # fmt: skip
+        approve(store, "r1", "toolu_r", approver="alice")
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        done = run(claude.resume(shop(), transport=transport))
+        assert (done.status, done.final_output) == ("completed", "Refunded; sunny.")
+        assert RAN == ["weather Paris", "refund O-1"]
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_second_call_needing_approval_in_the_answer_is_declined_saying_why(
+        self, tmp_path: Path
+    ) -> None:
+        """The CLI keeps one deferred call: the second refund is declined (rejected by the
+        adapter, the model reads why), the first waits, weather runs; nothing unapproved."""
+        store = MemoryEventStore()
+        steps = [
+            Answer(
+                uses=(
+                    Use("toolu_r", "mcp__shop__refund", {"order_id": "O-1"}),
+                    Use("toolu_q", "mcp__shop__refund", {"order_id": "O-2"}),
+                    Use("toolu_w", "weather", {"city": "Paris"}),
+                )
+            ),
+        ]
+        transport = scripted_cli(steps, {"weather": weather}, tmp_path)
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        paused = run(claude.run("go", shop(), transport=transport))
+        assert (paused.status, paused.record.pending_approvals) == (
+            "waiting_approval",
+            ("toolu_r",),
+        )
+        second = paused.record.actions["toolu_q"]
+        assert (second.status, second.reason) == ("rejected", one_waiting_call("toolu_r"))
+        assert RAN == ["weather Paris"]
         assert validates(store, "r1", tmp_path) == 0
 
 
 class TestSubagentInABatch:
-    """A subagent that waits for approval needs its caller's call alone, to defer it."""
+    """A subagent that waits for approval pauses its caller, beside other calls too."""
 
-    def test_a_waiting_child_whose_call_cannot_be_deferred_is_cancelled(
-        self, tmp_path: Path
-    ) -> None:
-        """The child pauses for its refund, but the caller asked for it beside another call:
-        the child is cancelled (its refund never runs), the caller's call failed with why."""
+    def test_a_waiting_child_beside_a_free_call_pauses_its_caller(self, tmp_path: Path) -> None:
+        """[subagent, weather]: the child pauses for its refund, the caller's call is
+        deferred, weather runs; the caller waits on the child."""
         store = MemoryEventStore()
         child = scripted_cli(
             [Answer(uses=(Use("toolu_c", "mcp__shop__refund", {"order_id": "O-1"}),))],
@@ -168,7 +206,6 @@ class TestSubagentInABatch:
                     Use("toolu_w", "weather", {"city": "Paris"}),
                 )
             ),
-            Answer("Sunny; no refund."),
         ]
         refunds = Subagent("Refunds orders.", shop(), transport=child)
         claude = ClaudeRun(
@@ -176,13 +213,45 @@ class TestSubagentInABatch:
         )
         done = run(claude.run("go", shop(), transport=scripted_cli(steps, {"weather": weather},
                                                                    tmp_path)))  # fmt: skip
-        assert (done.status, done.final_output) == ("completed", "Sunny; no refund.")
+        assert (done.status, [p.run_id for p in done.pending_approvals]) == (
+            "waiting_tool",
+            ["m1/toolu_m"],
+        )
         assert RAN == ["weather Paris"]
+        assert store.load("m1/toolu_m").pending_approvals == ("toolu_c",)
+        assert validates(store, "m1", tmp_path) == 0
+
+    def test_a_waiting_child_whose_call_cannot_be_deferred_is_cancelled(
+        self, tmp_path: Path
+    ) -> None:
+        """[refund, subagent]: the refund is the leg's deferred call, so the child that
+        pauses cannot be waited on: it is cancelled (its refund never runs), the caller's
+        call failed with why."""
+        store = MemoryEventStore()
+        child = scripted_cli(
+            [Answer(uses=(Use("toolu_c", "mcp__shop__refund", {"order_id": "O-1"}),))],
+            sessions=tmp_path,
+        )
+        steps = [
+            Answer(
+                uses=(
+                    Use("toolu_r", "mcp__shop__refund", {"order_id": "O-2"}),
+                    Use("toolu_m", "mcp__subagents__refunds", {"prompt": "refund O-1"}),
+                )
+            ),
+        ]
+        refunds = Subagent("Refunds orders.", shop(), transport=child)
+        claude = ClaudeRun(
+            store, "m1", needs_approval={"mcp__shop__refund"}, subagents={"refunds": refunds}
+        )
+        done = run(claude.run("go", shop(), transport=scripted_cli(steps, sessions=tmp_path)))
+        assert (done.status, done.record.pending_approvals) == ("waiting_approval", ("toolu_r",))
+        assert RAN == []
         call = done.record.actions["toolu_m"]
         assert call.status == "failed"
         assert call.error is not None
         assert call.error.message == (
-            "cancelled: its caller could not wait: the call was not alone in its answer"
+            f"cancelled: its caller could not wait: {one_waiting_call('toolu_r')}"
         )
         kid = store.load("m1/toolu_m")
         assert (kid.status, kid.actions["toolu_c"].status) == ("cancelled", "rejected")
@@ -221,3 +290,51 @@ class TestCLISubagents:
         signals = self.signals()
         data = {"agent_id": "a1", "tool_name": "weather", "tool_input": {"city": "Paris"}}
         assert asyncio.run(signals.pre_tool_use(data, "toolu_w", None)) == {}
+
+
+class TestCLIAgents:
+    """The CLI's own subagents (`agents=`) would run unrecorded: refused up front."""
+
+    def test_options_with_agents_are_refused_naming_subagents_before_anything_is_logged(
+        self,
+    ) -> None:
+        store = MemoryEventStore()
+        definition = AgentDefinition("Refunds orders.", "You refund orders.")
+        options = replace(shop(), agents={"refunds": definition})
+        with pytest.raises(ValueError, match=r"ClaudeRun\(subagents=") as err:
+            run(ClaudeRun(store, "r1").run("go", options, transport=scripted_cli([])))
+        assert "(refunds)" in str(err.value)
+        with pytest.raises(RunNotFoundError):  # refused before run.started
+            store.load("r1")
+
+
+class TestYourCallbacks:
+    """What the adapter hands your code while it owns the SDK's client."""
+
+    def test_on_text_gets_the_streamed_text_and_on_message_every_message(
+        self, tmp_path: Path
+    ) -> None:
+        """`on_text` hears each streamed text piece of the answers (sync or async);
+        `on_message` the SDK's messages, without the stream events your options did not
+        ask for."""
+        texts: list[str] = []
+        kinds: list[str] = []
+
+        async def heard(text: str) -> None:
+            texts.append(text)
+
+        steps = [
+            Answer("Looking.", uses=(Use("toolu_1", "weather", {"city": "Paris"}),)),
+            Answer("Sunny."),
+        ]
+        claude = ClaudeRun(
+            MemoryEventStore(),
+            "r1",
+            on_text=heard,
+            on_message=lambda m: kinds.append(type(m).__name__),
+        )
+        transport = scripted_cli(steps, {"weather": weather}, tmp_path)
+        done = run(claude.run("go", shop(), transport=transport))
+        assert (done.status, texts) == ("completed", ["Looking.", "Sunny."])
+        assert "StreamEvent" not in kinds
+        assert kinds[-1] == "ResultMessage"
