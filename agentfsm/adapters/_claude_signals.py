@@ -277,7 +277,11 @@ class Signals:
             for b in answer.calls.values()
         ]
         self.batch.update(dict.fromkeys(answer.calls, len(calls)))
-        usage = self.recorder.usage(answer.input_tokens, answer.output_tokens, answer.model)
+        # None when the stream reported no tokens: under a budget that stops the run
+        # (`agentfsm.runtime._metering`), as in every adapter.
+        usage = self.recorder.reported_usage(
+            answer.input_tokens, answer.output_tokens, answer.model
+        )
         fields = {"decision": DecisionKind.TOOL_CALLS, "tool_calls": calls, "usage": usage}
         if text:
             self.last = text
@@ -312,8 +316,11 @@ class Signals:
         answer = self.final
         if answer is None or not self.recorder.record.model_call_open:
             return []
-        usage = self.recorder.usage(answer.input_tokens, answer.output_tokens, answer.model)
+        usage = self.recorder.reported_usage(
+            answer.input_tokens, answer.output_tokens, answer.model
+        )
         if self.recorder.options.pricing is None and sdk_cost is not None:
+            usage = usage or {"input_tokens": 0, "output_tokens": 0}
             usage["cost"] = max(0.0, sdk_cost - self.recorder.record.usage.cost)
         output = "".join(answer.text)
         return [
