@@ -29,10 +29,12 @@ The model:
   too, never a sleep in the job. The rules are shared with the SQLite `Worker`'s timers
   (`agentfsm.runtime.timers`); the hook answers `wants` first, so appends that call for
   nothing stay one autocommit statement.
-- **Failover.** Workers write a heartbeat every `heartbeat` seconds; every worker runs a
-  recovery pass every `recover_every` seconds that closes (as `failed`) the jobs `doing`
-  on a worker silent for `stalled_after` seconds and queues a fresh copy of each, in one
-  transaction (`FOR UPDATE SKIP LOCKED`, so recoverers never act twice). A fresh job and
+- **Failover.** Workers write a heartbeat every `heartbeat` seconds; every
+  `recover_every` seconds one worker of the queue (whichever takes an advisory lock first;
+  the others skip their turn) runs a recovery pass that closes (as `failed`) the jobs
+  `doing` on a worker silent for `stalled_after` seconds and queues a fresh copy of each,
+  in one transaction (`FOR UPDATE SKIP LOCKED` too, so recoverers never act twice), on a
+  connection kept for the passes. A fresh job and
   not `retry_job`: the dead attempt keeps its id, so it is fenced — a driving job checks
   every `fence_every` seconds that its own job is still `doing` and stops (`superseded`)
   if not, and its late `finish` cannot end the new attempt. The run resumes from its log:
@@ -92,6 +94,7 @@ __all__ = [
     "ProcrastinateEngine",
     "Waker",
     "pause_until",
+    "recovery_lock_key",
 ]
 
 #: The task that drives a run; its jobs carry `lock` and `queueing_lock` = the run id.
@@ -115,6 +118,11 @@ SELECT j.id, j.task_name, j.args, j.lock, j.queueing_lock, j.queue_name, j.prior
  ORDER BY j.id
  FOR UPDATE OF j SKIP LOCKED
 """
+
+
+def recovery_lock_key(queue: str) -> str:
+    """The advisory lock (by `hashtext`) a worker of `queue` holds for its recovery pass."""
+    return f"agentfsm:recover:{queue}"
 
 
 @attrs.frozen
@@ -329,6 +337,10 @@ class ProcrastinateEngine:
         # Every thread's store and connection, to close when the worker stops.
         self._opened: list[PostgresEventStore | psycopg.Connection[Any]] = []
         self._opened_lock = threading.Lock()
+        # The recovery passes' one connection (opened at the first pass), and one pass at a
+        # time in this process.
+        self._recovery: psycopg.Connection[Any] | None = None
+        self._recovery_lock = threading.Lock()
         s = self.settings
         retry = procrastinate.RetryStrategy(max_attempts=s.job_attempts, wait=1)
 
@@ -395,6 +407,8 @@ class ProcrastinateEngine:
                 with suppress(asyncio.CancelledError):
                     await recovering
                 self._close_threads()
+                with self._recovery_lock:
+                    self._close_recovery()
 
     def run_worker(self, *, name: str | None = None, wait: bool = True) -> None:
         """`serve` in a new event loop (SIGINT/SIGTERM stop it gracefully)."""
@@ -404,27 +418,64 @@ class ProcrastinateEngine:
         while True:
             await asyncio.sleep(self.settings.recover_every)
             try:
+                await asyncio.to_thread(self._keep_recovery_conn)
                 await asyncio.to_thread(self.recover)
             except Exception as exc:  # noqa: BLE001  (a failed pass is retried next time)
                 self.log.warning("engine.recover_failed", error=repr(exc))
+                with self._recovery_lock:
+                    self._close_recovery()  # opened afresh for the next pass
 
     def recover(self) -> list[str]:
         """One recovery pass: run elsewhere the jobs of workers silent for `stalled_after`
-        seconds (see the module docstring); the runs whose jobs were re-queued."""
+        seconds (see the module docstring); the runs whose jobs were re-queued.
+
+        One worker of a queue at a time does the pass: it takes a transaction-scoped
+        advisory lock (`recovery_lock_key`) without waiting, and a worker that finds it
+        taken skips its turn (the holder is scanning the same jobs). A serving worker runs
+        its passes on one connection it keeps; called alone, a pass opens its own.
+        """
+        with self._recovery_lock:
+            if self._recovery is not None:
+                return self._pass_on(self._recovery)
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            return self._pass_on(conn)
+
+    def _pass_on(self, conn: psycopg.Connection[Any]) -> list[str]:
+        with conn.transaction():
+            taken = conn.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtext(%s))",
+                (recovery_lock_key(self.settings.queue),),
+            ).fetchone()
+            if taken is None or not taken[0]:
+                return []  # another worker's pass is under way
+            return self._recover_on(conn)
+
+    def _keep_recovery_conn(self) -> None:
+        """Open the serving worker's recovery connection (again, if it broke)."""
+        with self._recovery_lock:
+            if self._recovery is None or self._recovery.broken or self._recovery.closed:
+                self._close_recovery()
+                self._recovery = psycopg.connect(self.conninfo, autocommit=True)
+
+    def _close_recovery(self) -> None:
+        conn, self._recovery = self._recovery, None
+        if conn is not None:
+            with suppress(Exception):  # a broken handle is dropped anyway
+                conn.close()
+
+    def _recover_on(self, conn: psycopg.Connection[Any]) -> list[str]:
         s = self.settings
         moved: list[str] = []
-        with psycopg.connect(self.conninfo, autocommit=True) as conn, conn.transaction():
-            rows = conn.execute(
-                _STALLED,
-                {"tasks": [ADVANCE, TIMER], "queue": s.queue, "seconds": s.stalled_after},
-            ).fetchall()
-            for job_id, task, args, lock, queueing_lock, _queue, _priority in rows:
-                conn.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (job_id,))
-                self.waker._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock)
-                moved.append(args.get("run_id", ""))
-                self.log.warning(
-                    "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
-                )
+        rows = conn.execute(
+            _STALLED, {"tasks": [ADVANCE, TIMER], "queue": s.queue, "seconds": s.stalled_after}
+        ).fetchall()
+        for job_id, task, args, lock, queueing_lock, _queue, _priority in rows:
+            conn.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (job_id,))
+            self.waker._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock)
+            moved.append(args.get("run_id", ""))
+            self.log.warning(
+                "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
+            )
         return moved
 
     # -- the tasks ------------------------------------------------------------------------
