@@ -139,6 +139,11 @@ class EngineSettings:
         recover_every: seconds between a worker's recovery passes.
         fence_every: at most this many seconds between a driving job's checks that it
             still owns its attempt (a stale worker stops within about this long).
+        slice_turns: model turns a job drives a run before it puts the run back at the end
+            of the queue (a fresh advance job) and ends, so a long run shares the workers
+            with the runs queued behind it (None: no limit in turns).
+        slice_seconds: the same in seconds of driving, checked between steps (None: no
+            limit in time). Whichever comes first ends the slice.
         job_attempts: tries of an advance that raised (a store outage, a bug), with backoff.
         delete_jobs: Procrastinate's `delete_jobs` for finished jobs (`successful` keeps
             the job table small; `never` keeps every job for inspection).
@@ -151,6 +156,8 @@ class EngineSettings:
     stalled_after: float = 4.0
     recover_every: float = 1.0
     fence_every: float = 1.0
+    slice_turns: int | None = 20
+    slice_seconds: float | None = 10.0
     job_attempts: int = 5
     delete_jobs: str = "successful"
     poll: float = 1.0
@@ -270,6 +277,37 @@ class _WakeHook:
     ) -> None:
         for wake in due_wakes(record, types, self.table):
             self.waker.wake(conn, wake)
+
+
+class _SliceOver(Exception):  # noqa: N818  (a signal from the heartbeat, caught in the job)
+    """The job's time slice is over: the run goes back in the queue."""
+
+
+class _Slice:
+    """A driving job's heartbeat: the fence's check, then the end of its time slice (raised
+    between steps, where the fence's own refusal stops a drive too: nothing is half done)."""
+
+    def __init__(
+        self,
+        fence: Callable[[RunRecord], None],
+        turns: int | None,
+        seconds: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fence = fence
+        self.turns = turns
+        self.until = None if seconds is None else clock() + seconds
+        self.clock = clock
+        self.first: int | None = None  # the run's turn when the slice began
+
+    def beat(self, record: RunRecord) -> None:
+        self.fence(record)
+        if self.first is None:
+            self.first = record.turn
+        if (self.turns is not None and record.turn - self.first >= self.turns) or (
+            self.until is not None and self.clock() >= self.until
+        ):
+            raise _SliceOver
 
 
 class _Fence:
@@ -516,13 +554,22 @@ class ProcrastinateEngine:
         lease = self._hold(store, conn, run_id, f"{worker} job {job_id}")
         if lease is None:
             return "held"
+        s = self.settings
+        timeslice = _Slice(fence.beat, s.slice_turns, s.slice_seconds)
         try:
             try:
                 result = runner.resume(
-                    run_id, lease=lease, heartbeat=fence.beat, unpause=False, defer_retries=True
-                )
+                    run_id, lease=lease, heartbeat=timeslice.beat, unpause=False,
+                    defer_retries=True,
+                )  # fmt: skip
             finally:
                 self._release(lease)
+        except _SliceOver:
+            # Behind every job queued meanwhile; `lock` keeps it from starting before this
+            # one has ended.
+            self.waker.wake(conn, Wake(run_id))
+            self.log.info("engine.sliced", run_id=run_id, job_id=job_id)
+            return "sliced"
         except RunNotFoundError:
             self.log.warning("engine.run_missing", run_id=run_id, job_id=job_id)
             return "missing"

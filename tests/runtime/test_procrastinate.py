@@ -385,3 +385,44 @@ class TestRecoveryPass:
         time.sleep(1.0)  # a backend adds itself to the count as it ends
         opened = sessions() - before - 1  # less the first probe's own
         assert opened <= 8, opened
+
+
+class TestTimeSlices:
+    """A job drives a run for a slice of turns (or seconds), then puts it back in the queue."""
+
+    def test_a_long_run_goes_back_in_the_queue_every_slice(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """Nine turns in slices of three: three advance jobs or so drive the run (a slice
+        may end just before the answer), each queued behind what was queued meanwhile: the
+        short run submitted after it is driven before the long run's second slice."""
+        sliced = ProcrastinateEngine(
+            pq_dsn,
+            engine.make_runner,
+            settings=attrs.evolve(engine.settings, slice_turns=3, slice_seconds=None),
+        )
+        with sliced.store() as store:
+            submit(store, "long", "long 9")
+            submit(store, "short", "plain")
+        _drain(sliced)
+        with sliced.store() as store:
+            assert store.load("long").status == "completed"
+            assert store.load("long").turn == 9
+            assert store.load("short").status == "completed"
+        advances = [j[1] for j in _jobs(pq_dsn) if j[0] == ADVANCE]
+        assert 3 <= advances.count("long") <= 4
+        # The long run's second job was queued after the short run's: FIFO shares workers.
+        assert advances.index("short") < [i for i, r in enumerate(advances) if r == "long"][1]
+
+    def test_no_slice_drives_a_run_in_one_job(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        whole = ProcrastinateEngine(
+            pq_dsn,
+            engine.make_runner,
+            settings=attrs.evolve(engine.settings, slice_turns=None, slice_seconds=None),
+        )
+        with whole.store() as store:
+            submit(store, "long", "long 9")
+        _drain(whole)
+        assert [j[1] for j in _jobs(pq_dsn) if j[0] == ADVANCE] == ["long"]
