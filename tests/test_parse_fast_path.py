@@ -1,9 +1,9 @@
-"""Text `screen_text` clears skips the walk of its values, and is judged exactly as a dict.
+"""Text is judged exactly as the dict jiter reads from it, on a shorter path.
 
-`parse_event` reads text strictly (jiter) and, for a line the screen clears, tells the
-models' value check there is nothing left to walk; every refusal is made again the way a
-dict's is. These tests hold it to that: the same events, the same refusals in the same
-words, whatever the JSON values hold.
+`parse_event` reads text strictly (jiter) and tells the models so: the JSON values, of JSON
+types by construction, are walked for the limits but not validated by pydantic again; every
+refusal is made again the way a dict's is. These tests hold it to that: the same events, the
+same refusals in the same words, whatever the JSON values hold.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from agentfsm.errors import EventFormatError
 from agentfsm.events import dump_event, parse_event
-from agentfsm.events.bounds import MAX_DEPTH, MAX_INT_DIGITS, screen_text
+from agentfsm.events.bounds import MAX_DEPTH, MAX_INT_DIGITS
 from benchmarks.corpus import build_corpus
 
 HEAD = '{"run_id":"r-1","sequence":3,"type":"tool.completed","occurred_at":"2026-09-01T10:02:11Z","action_id":"a1","result":'
@@ -42,10 +42,9 @@ def _parsed(text: str) -> object:
         return "not JSON" if "not JSON" in str(exc) else str(exc)
 
 
-def test_what_stores_hold_is_screened_and_parsed_as_a_dict_is() -> None:
+def test_what_stores_hold_is_parsed_as_a_dict_is() -> None:
     lines = [dump_event(e) for run in build_corpus(400) for e in run]
     for line in lines:
-        assert screen_text(line)
         parsed, strict = parse_event(line), _strict(line)
         assert parsed == strict
         assert parsed.model_fields_set == strict.model_fields_set  # type: ignore[attr-defined]
@@ -97,12 +96,6 @@ def test_a_tool_result_parses_as_the_strict_path_would(value: str) -> None:
     assert _parsed(text) == _strict(text)
 
 
-def test_the_screen_clears_only_short_shallow_lines() -> None:
-    assert screen_text(HEAD + "1}")
-    assert not screen_text(HEAD + "1" * MAX_INT_DIGITS + "}")
-    assert not screen_text(HEAD + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}")
-
-
 @pytest.mark.parametrize("value", ['"\ud800"', '"\\ud800"', "NaN", "Infinity", '"x":1,"x"'])
 def test_what_jiter_refuses_is_refused_on_our_layout_too(value: str) -> None:
     """A lone surrogate (as a character or an escape), NaN, Infinity: written in our
@@ -110,3 +103,21 @@ def test_what_jiter_refuses_is_refused_on_our_layout_too(value: str) -> None:
     with pytest.raises(EventFormatError) as info:
         parse_event(HEAD + value + "}")
     assert "not JSON" in str(info.value)
+
+
+def test_arguments_must_still_be_an_object() -> None:
+    """Skipping pydantic's pass over a JSON value keeps the field's own type: arguments
+    are an object, text or not."""
+    line = (
+        '{"run_id":"r","sequence":2,"type":"tool.requested","occurred_at":'
+        '"2026-09-01T10:02:11Z","action_id":"a","tool":"t","arguments":[1]}'
+    )
+    with pytest.raises(EventFormatError) as info:
+        parse_event(line)
+    assert "field 'arguments'" in str(info.value)
+
+
+def test_text_values_are_the_parsers_own_fresh_objects() -> None:
+    a, b = (parse_event(HEAD + '{"k":[1,2]}}') for _ in range(2))
+    assert a.result == b.result  # type: ignore[attr-defined]
+    assert a.result is not b.result  # type: ignore[attr-defined]

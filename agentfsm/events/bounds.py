@@ -26,10 +26,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_EVENT_BYTES",
     "MAX_INT_DIGITS",
-    "SCREENED_TEXT",
+    "PARSED_TEXT",
     "check_json_value",
     "check_size",
-    "screen_text",
     "unstorable",
     "utf8_size",
 ]
@@ -86,39 +85,19 @@ def unstorable(value: Any) -> str | None:
     return None
 
 
-class _Screened:
-    """The validation context of an event parsed from text `screen_text` cleared."""
+class _ParsedText:
+    """The validation context of an event `parse_event` read from text with jiter."""
 
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return "SCREENED_TEXT"
+        return "PARSED_TEXT"
 
 
-#: Passed as pydantic's validation context by `parse_event` for text `screen_text` cleared:
-#: the models' JSON values then skip `check_json_value`, which could find nothing there.
-SCREENED_TEXT: Any = _Screened()
-
-
-def screen_text(line: str | bytes) -> bool:
-    """Whether a JSON line, once parsed strictly, is known to hold only values within the
-    limits, from its length and two counts (each a pass in C), without walking the values.
-
-    For `parse_event`, whose strict parser (jiter) already refuses lone surrogates, NaN and
-    Infinity, and integers of more than 4,300 digits, and whose models refuse infinite
-    floats (`allow_inf_nan`: `1e400` parses as one). What is left is proven absent here:
-
-    - an integer of more than `MAX_INT_DIGITS` digits needs a line longer than that;
-    - a value nested deeper than `MAX_DEPTH` needs more than that many `[` and `{` in the
-      line (counted in strings too: a line with more is walked, never wrongly cleared).
-
-    A line not cleared is checked value by value, as a dict is.
-    """
-    if len(line) > MAX_INT_DIGITS:
-        return False
-    if isinstance(line, str):
-        return line.count("{") + line.count("[") <= MAX_DEPTH
-    return line.count(b"{") + line.count(b"[") <= MAX_DEPTH
+#: Passed as pydantic's validation context by `parse_event` for what jiter read from text:
+#: the models' JSON values, of JSON types by construction, are walked by
+#: `check_json_value` and not validated again by pydantic.
+PARSED_TEXT: Any = _ParsedText()
 
 
 def check_size(line: str | bytes) -> None:

@@ -16,16 +16,17 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
     TypeAdapter,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     model_validator,
 )
 
-from agentfsm.events.bounds import MAX_EVENT_BYTES, SCREENED_TEXT, check_json_value
+from agentfsm.events.bounds import MAX_EVENT_BYTES, PARSED_TEXT, check_json_value
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -144,33 +145,32 @@ NonNegInt = Annotated[int, Field(ge=0)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-def _bounded(value: Any, info: ValidationInfo) -> Any:
-    # `parse_event` says in the context that it read the value from text jiter took and
-    # `bounds.screen_text` cleared: the walk could find nothing there.
-    if info.context is SCREENED_TEXT:
-        return value
-    return check_json_value(value)
+def _bounded(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    if info.context is PARSED_TEXT:
+        # Read from text by jiter (`parse_event` says so): every value is of a JSON type
+        # already, fresh and unshared, so pydantic's own pass over it (a Python call per
+        # nested value, and a copy) has nothing to do; the walk still checks every limit.
+        return check_json_value(value)
+    return handler(check_json_value(value))
+
+
+def _bounded_object(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    if info.context is PARSED_TEXT and value.__class__ is dict:  # jiter's keys are strings
+        return check_json_value(value)
+    return handler(check_json_value(value))
 
 
 #: A JSON value within the limits of `agentfsm.events.bounds` (depth, finite numbers,
 #: printable integers, valid Unicode), checked before pydantic walks it.
-Json = Annotated[JsonValue, BeforeValidator(_bounded)]
-Arguments = Annotated[dict[str, JsonValue], BeforeValidator(_bounded)]
+Json = Annotated[JsonValue, WrapValidator(_bounded)]
+Arguments = Annotated[dict[str, JsonValue], WrapValidator(_bounded_object)]
 #: `sha256:` and 64 lower-case hex digits (`agentfsm.events.call_digest`).
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 # ser_json_inf_nan: an event built without validation may hold NaN or Infinity; written as
 # JSON's `null` (pydantic's default) it would be stored as another value without a word.
 # Written as `NaN`, no reader takes the line, and a store refuses the event.
-# allow_inf_nan: every float is finite by the models' own check, inside JSON values too: what
-# lets `parse_event` skip the walk of values on text jiter read (`1e400` reads as infinity).
-_STRICT = ConfigDict(
-    extra="forbid",
-    strict=True,
-    frozen=True,
-    allow_inf_nan=False,
-    ser_json_inf_nan="constants",
-)
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, ser_json_inf_nan="constants")
 
 
 class _Part(BaseModel):
