@@ -26,6 +26,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_EVENT_BYTES",
     "MAX_INT_DIGITS",
+    "PARSED_TEXT",
     "check_json_value",
     "check_size",
     "unstorable",
@@ -82,6 +83,21 @@ def unstorable(value: Any) -> str | None:
                 f"the value is {size:,} bytes of JSON; an event holds at most {MAX_EVENT_BYTES:,}"
             )
     return None
+
+
+class _ParsedText:
+    """The validation context of an event `parse_event` read from text with jiter."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PARSED_TEXT"
+
+
+#: Passed as pydantic's validation context by `parse_event` for what jiter read from text:
+#: the models' JSON values, of JSON types by construction, are walked by
+#: `check_json_value` and not validated again by pydantic.
+PARSED_TEXT: Any = _ParsedText()
 
 
 def check_size(line: str | bytes) -> None:

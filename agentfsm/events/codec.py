@@ -14,7 +14,7 @@ import jiter
 from pydantic import ValidationError
 
 from agentfsm.errors import EventFormatError
-from agentfsm.events.bounds import check_size
+from agentfsm.events.bounds import PARSED_TEXT, check_size
 from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
@@ -51,9 +51,21 @@ def parse_event(
     Raises:
         EventFormatError: naming the line, run and sequence where known, and each problem.
     """
-    raw: Any = data
-    if isinstance(data, str | bytes):
-        raw = _load_json(data, line)
+    if not isinstance(data, str | bytes):
+        return _validated(data, line, events)
+    raw = _load_json(data, line)
+    try:
+        # Values jiter read are JSON by construction: walked for the limits, not validated
+        # again (pydantic's pass over a JSON value was a quarter of parsing an event).
+        event: Event = events.validate(raw, context=PARSED_TEXT)
+    except ValidationError:
+        pass  # refused: named below, in the words a dict's refusal gets
+    else:
+        return event
+    return _validated(raw, line, events)
+
+
+def _validated(raw: Any, line: int | None, events: EventTypes) -> Event:
     try:
         event: Event = events.validate(raw)
     except ValidationError as exc:
@@ -63,7 +75,7 @@ def parse_event(
 
 def _load_json(data: str | bytes, line: int | None) -> Any:
     try:
-        check_size(data)
+        check_size(data)  # before anything copies it
         # jiter is pydantic's own parser, with the checks json.loads lacks (a repeated
         # key there silently keeps the last value, in `sequence` as in tool arguments).
         return jiter.from_json(

@@ -29,10 +29,12 @@ The model:
   too, never a sleep in the job. The rules are shared with the SQLite `Worker`'s timers
   (`agentfsm.runtime.timers`); the hook answers `wants` first, so appends that call for
   nothing stay one autocommit statement.
-- **Failover.** Workers write a heartbeat every `heartbeat` seconds; every worker runs a
-  recovery pass every `recover_every` seconds that closes (as `failed`) the jobs `doing`
-  on a worker silent for `stalled_after` seconds and queues a fresh copy of each, in one
-  transaction (`FOR UPDATE SKIP LOCKED`, so recoverers never act twice). A fresh job and
+- **Failover.** Workers write a heartbeat every `heartbeat` seconds; every
+  `recover_every` seconds one worker of the queue (whichever takes an advisory lock first;
+  the others skip their turn) runs a recovery pass that closes (as `failed`) the jobs
+  `doing` on a worker silent for `stalled_after` seconds and queues a fresh copy of each,
+  in one transaction (`FOR UPDATE SKIP LOCKED` too, so recoverers never act twice), on a
+  connection kept for the passes. A fresh job and
   not `retry_job`: the dead attempt keeps its id, so it is fenced — a driving job checks
   every `fence_every` seconds that its own job is still `doing` and stops (`superseded`)
   if not, and its late `finish` cannot end the new attempt. It checks again, always,
@@ -101,6 +103,7 @@ __all__ = [
     "SchemaBehindError",
     "Waker",
     "pause_until",
+    "recovery_lock_key",
 ]
 
 #: The task that drives a run; its jobs carry `lock` and `queueing_lock` = the run id.
@@ -126,6 +129,11 @@ SELECT j.id, j.task_name, j.args, j.lock, j.queueing_lock, j.queue_name, j.prior
 """
 
 
+def recovery_lock_key(queue: str) -> str:
+    """The advisory lock (by `hashtext`) a worker of `queue` holds for its recovery pass."""
+    return f"agentfsm:recover:{queue}"
+
+
 @attrs.frozen
 class EngineSettings:
     """How the engine's workers share runs.
@@ -140,6 +148,11 @@ class EngineSettings:
         recover_every: seconds between a worker's recovery passes.
         fence_every: at most this many seconds between a driving job's checks that it
             still owns its attempt (a stale worker stops within about this long).
+        slice_turns: model turns a job drives a run before it puts the run back at the end
+            of the queue (a fresh advance job) and ends, so a long run shares the workers
+            with the runs queued behind it (None: no limit in turns).
+        slice_seconds: the same in seconds of driving, checked between steps (None: no
+            limit in time). Whichever comes first ends the slice.
         job_attempts: tries of an advance that raised (a store outage, a bug), with backoff.
         delete_jobs: Procrastinate's `delete_jobs` for finished jobs (`successful` keeps
             the job table small; `never` keeps every job for inspection).
@@ -152,6 +165,8 @@ class EngineSettings:
     stalled_after: float = 4.0
     recover_every: float = 1.0
     fence_every: float = 1.0
+    slice_turns: int | None = 20
+    slice_seconds: float | None = 10.0
     job_attempts: int = 5
     delete_jobs: str = "successful"
     poll: float = 1.0
@@ -315,6 +330,37 @@ def _signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Itera
             loop.remove_signal_handler(sig)
 
 
+class _SliceOver(Exception):  # noqa: N818  (a signal from the heartbeat, caught in the job)
+    """The job's time slice is over: the run goes back in the queue."""
+
+
+class _Slice:
+    """A driving job's heartbeat: the fence's check, then the end of its time slice (raised
+    between steps, where the fence's own refusal stops a drive too: nothing is half done)."""
+
+    def __init__(
+        self,
+        fence: Callable[[RunRecord], None],
+        turns: int | None,
+        seconds: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fence = fence
+        self.turns = turns
+        self.until = None if seconds is None else clock() + seconds
+        self.clock = clock
+        self.first: int | None = None  # the run's turn when the slice began
+
+    def beat(self, record: RunRecord) -> None:
+        self.fence(record)
+        if self.first is None:
+            self.first = record.turn
+        if (self.turns is not None and record.turn - self.first >= self.turns) or (
+            self.until is not None and self.clock() >= self.until
+        ):
+            raise _SliceOver
+
+
 class _Fence:
     """A driving job's check, between steps, that it still owns its attempt."""
 
@@ -396,6 +442,10 @@ class ProcrastinateEngine:
         # Set by `stop`: driving jobs hand their runs back at their next step.
         self._stopping = threading.Event()
         self._worker: Any = None
+        # The recovery passes' one connection (opened at the first pass), and one pass at a
+        # time in this process.
+        self._recovery: psycopg.Connection[Any] | None = None
+        self._recovery_lock = threading.Lock()
         s = self.settings
         retry = procrastinate.RetryStrategy(max_attempts=s.job_attempts, wait=1)
 
@@ -531,6 +581,8 @@ class ProcrastinateEngine:
                         await task
                 self._worker = None
                 self._close_threads()
+                with self._recovery_lock:
+                    self._close_recovery()
 
     def stop(self) -> None:
         """Stop serving (what SIGTERM does): take no more jobs, and have every job driving
@@ -556,27 +608,64 @@ class ProcrastinateEngine:
         while True:
             await asyncio.sleep(self.settings.recover_every)
             try:
+                await asyncio.to_thread(self._keep_recovery_conn)
                 await asyncio.to_thread(self.recover)
             except Exception as exc:  # noqa: BLE001  (a failed pass is retried next time)
                 self.log.warning("engine.recover_failed", error=repr(exc))
+                with self._recovery_lock:
+                    self._close_recovery()  # opened afresh for the next pass
 
     def recover(self) -> list[str]:
         """One recovery pass: run elsewhere the jobs of workers silent for `stalled_after`
-        seconds (see the module docstring); the runs whose jobs were re-queued."""
+        seconds (see the module docstring); the runs whose jobs were re-queued.
+
+        One worker of a queue at a time does the pass: it takes a transaction-scoped
+        advisory lock (`recovery_lock_key`) without waiting, and a worker that finds it
+        taken skips its turn (the holder is scanning the same jobs). A serving worker runs
+        its passes on one connection it keeps; called alone, a pass opens its own.
+        """
+        with self._recovery_lock:
+            if self._recovery is not None:
+                return self._pass_on(self._recovery)
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            return self._pass_on(conn)
+
+    def _pass_on(self, conn: psycopg.Connection[Any]) -> list[str]:
+        with conn.transaction():
+            taken = conn.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtext(%s))",
+                (recovery_lock_key(self.settings.queue),),
+            ).fetchone()
+            if taken is None or not taken[0]:
+                return []  # another worker's pass is under way
+            return self._recover_on(conn)
+
+    def _keep_recovery_conn(self) -> None:
+        """Open the serving worker's recovery connection (again, if it broke)."""
+        with self._recovery_lock:
+            if self._recovery is None or self._recovery.broken or self._recovery.closed:
+                self._close_recovery()
+                self._recovery = psycopg.connect(self.conninfo, autocommit=True)
+
+    def _close_recovery(self) -> None:
+        conn, self._recovery = self._recovery, None
+        if conn is not None:
+            with suppress(Exception):  # a broken handle is dropped anyway
+                conn.close()
+
+    def _recover_on(self, conn: psycopg.Connection[Any]) -> list[str]:
         s = self.settings
         moved: list[str] = []
-        with psycopg.connect(self.conninfo, autocommit=True) as conn, conn.transaction():
-            rows = conn.execute(
-                _STALLED,
-                {"tasks": [ADVANCE, TIMER], "queue": s.queue, "seconds": s.stalled_after},
-            ).fetchall()
-            for job_id, task, args, lock, queueing_lock, _queue, _priority in rows:
-                conn.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (job_id,))
-                self.waker._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock)
-                moved.append(args.get("run_id", ""))
-                self.log.warning(
-                    "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
-                )
+        rows = conn.execute(
+            _STALLED, {"tasks": [ADVANCE, TIMER], "queue": s.queue, "seconds": s.stalled_after}
+        ).fetchall()
+        for job_id, task, args, lock, queueing_lock, _queue, _priority in rows:
+            conn.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (job_id,))
+            self.waker._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock)
+            moved.append(args.get("run_id", ""))
+            self.log.warning(
+                "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
+            )
         if moved and self.metrics is not None:
             self.metrics.takeovers.add(len(moved), {"reason": "stalled_worker"})
         return moved
@@ -621,11 +710,13 @@ class ProcrastinateEngine:
             return "held"
         self._measure_wakeup(conn, job_id, lease)
         stopping = self._stopping
+        s = self.settings
+        timeslice = _Slice(fence.beat, s.slice_turns, s.slice_seconds)
 
         def beat(record: RunRecord) -> None:
             if stopping.is_set():
                 raise _HandBack
-            fence.beat(record)
+            timeslice.beat(record)
 
         try:
             try:
@@ -639,6 +730,12 @@ class ProcrastinateEngine:
                 )
             finally:
                 self._release(lease)
+        except _SliceOver:
+            # Behind every job queued meanwhile; `lock` keeps it from starting before this
+            # one has ended.
+            self.waker.wake(conn, Wake(run_id))
+            self.log.info("engine.sliced", run_id=run_id, job_id=job_id)
+            return "sliced"
         except RunNotFoundError:
             self.log.warning("engine.run_missing", run_id=run_id, job_id=job_id)
             return "missing"

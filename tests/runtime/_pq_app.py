@@ -110,6 +110,10 @@ def _model(ctx: Any) -> Decision:
         if ctx.turn == 1:
             return Decision.call_tools(call("get_quote", item="O-7"))
         return Decision.answer(f"quoted {ctx.results[0].result['price']}")
+    if kind == "long":  # "long N": N turns, each a call
+        if ctx.turn < int(ctx.objective.split()[1]):
+            return Decision.call_tools(call("get_order", order_id=f"{ctx.run_id}-{ctx.turn}"))
+        return Decision.answer("long done")
     if kind == "mail":
         if ctx.turn == 1:
             return Decision.call_tools(call("send_email", to="ann@example.com"))

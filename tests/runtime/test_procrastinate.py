@@ -9,12 +9,14 @@ run again. The many-process and fault tests are in `test_procrastinate_processes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import psycopg
 import pytest
 
@@ -28,6 +30,7 @@ from agentfsm.runtime.procrastinate import (
     ProcrastinateEngine,
     _Fence,
     pause_until,
+    recovery_lock_key,
 )
 from agentfsm.stores.postgres import PostgresEventStore
 from tests.runtime import _pq_app
@@ -317,3 +320,109 @@ class TestFailover:
         _drain(engine)
         with engine.store() as store:
             assert store.load("r1").status == "completed"
+
+
+class TestRecoveryPass:
+    """One worker of a queue at a time scans for stalled jobs, on a connection it keeps."""
+
+    @staticmethod
+    def _stalled(engine: ProcrastinateEngine, dsn: str) -> None:
+        with engine.store() as store:
+            submit(store, "r1", "plain")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            worker = conn.execute(
+                "INSERT INTO procrastinate_workers (last_heartbeat) "
+                "VALUES (now() - interval '1 hour') RETURNING id"
+            ).fetchone()
+            assert worker is not None
+            conn.execute(
+                "UPDATE procrastinate_jobs SET status = 'doing', worker_id = %s", (worker[0],)
+            )
+
+    def test_a_pass_under_way_elsewhere_is_not_repeated(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """While another worker holds the queue's recovery lock, a pass does nothing; once
+        it is free, the next pass recovers."""
+        self._stalled(engine, pq_dsn)
+        with psycopg.connect(pq_dsn, autocommit=True) as other:
+            key = recovery_lock_key(engine.settings.queue)
+            other.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            assert engine.recover() == []
+            assert [j[2] for j in _jobs(pq_dsn)] == ["doing"]
+            other.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+        assert engine.recover() == ["r1"]
+        assert [j[2] for j in _jobs(pq_dsn)] == ["failed", "todo"]
+
+    def test_a_serving_workers_passes_share_one_connection(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """A worker serving for 3 s with a pass every 0.1 s opens a handful of sessions on
+        the server (its pool, its pass connection; PostgreSQL counts them), not one a pass."""
+        fast = ProcrastinateEngine(
+            pq_dsn,
+            engine.make_runner,
+            settings=attrs.evolve(engine.settings, recover_every=0.1),
+        )
+
+        def sessions() -> int:
+            with psycopg.connect(pq_dsn, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+                ).fetchone()
+                assert row is not None
+                return int(row[0])
+
+        async def serve_for(seconds: float) -> None:
+            task = asyncio.create_task(fast.serve(wait=True, install_signal_handlers=False))
+            await asyncio.sleep(seconds)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        before = sessions()
+        asyncio.run(serve_for(3.0))
+        time.sleep(1.0)  # a backend adds itself to the count as it ends
+        opened = sessions() - before - 1  # less the first probe's own
+        assert opened <= 8, opened
+
+
+class TestTimeSlices:
+    """A job drives a run for a slice of turns (or seconds), then puts it back in the queue."""
+
+    def test_a_long_run_goes_back_in_the_queue_every_slice(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """Nine turns in slices of three: three advance jobs or so drive the run (a slice
+        may end just before the answer), each queued behind what was queued meanwhile: the
+        short run submitted after it is driven before the long run's second slice."""
+        sliced = ProcrastinateEngine(
+            pq_dsn,
+            engine.make_runner,
+            settings=attrs.evolve(engine.settings, slice_turns=3, slice_seconds=None),
+        )
+        with sliced.store() as store:
+            submit(store, "long", "long 9")
+            submit(store, "short", "plain")
+        _drain(sliced)
+        with sliced.store() as store:
+            assert store.load("long").status == "completed"
+            assert store.load("long").turn == 9
+            assert store.load("short").status == "completed"
+        advances = [j[1] for j in _jobs(pq_dsn) if j[0] == ADVANCE]
+        assert 3 <= advances.count("long") <= 4
+        # The long run's second job was queued after the short run's: FIFO shares workers.
+        assert advances.index("short") < [i for i, r in enumerate(advances) if r == "long"][1]
+
+    def test_no_slice_drives_a_run_in_one_job(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        whole = ProcrastinateEngine(
+            pq_dsn,
+            engine.make_runner,
+            settings=attrs.evolve(engine.settings, slice_turns=None, slice_seconds=None),
+        )
+        with whole.store() as store:
+            submit(store, "long", "long 9")
+        _drain(whole)
+        assert [j[1] for j in _jobs(pq_dsn) if j[0] == ADVANCE] == ["long"]

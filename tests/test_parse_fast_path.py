@@ -1,0 +1,123 @@
+"""Text is judged exactly as the dict jiter reads from it, on a shorter path.
+
+`parse_event` reads text strictly (jiter) and tells the models so: the JSON values, of JSON
+types by construction, are walked for the limits but not validated by pydantic again; every
+refusal is made again the way a dict's is. These tests hold it to that: the same events, the
+same refusals in the same words, whatever the JSON values hold.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jiter
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentfsm.errors import EventFormatError
+from agentfsm.events import dump_event, parse_event
+from agentfsm.events.bounds import MAX_DEPTH, MAX_INT_DIGITS
+from benchmarks.corpus import build_corpus
+
+HEAD = '{"run_id":"r-1","sequence":3,"type":"tool.completed","occurred_at":"2026-09-01T10:02:11Z","action_id":"a1","result":'
+
+
+def _strict(text: str) -> object:
+    """What the strict path makes of `text`: the event, or the refusal's words."""
+    try:
+        raw = jiter.from_json(text.encode(), allow_inf_nan=False, catch_duplicate_keys=True)
+    except ValueError:
+        return "not JSON"
+    try:
+        return parse_event(raw)
+    except EventFormatError as exc:
+        return str(exc)
+
+
+def _parsed(text: str) -> object:
+    try:
+        return parse_event(text)
+    except EventFormatError as exc:
+        return "not JSON" if "not JSON" in str(exc) else str(exc)
+
+
+def test_what_stores_hold_is_parsed_as_a_dict_is() -> None:
+    lines = [dump_event(e) for run in build_corpus(400) for e in run]
+    for line in lines:
+        parsed, strict = parse_event(line), _strict(line)
+        assert parsed == strict
+        assert parsed.model_fields_set == strict.model_fields_set  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("1e400", "is inf, which JSON cannot hold"),
+        ("-1e400", "is -inf, which JSON cannot hold"),
+        ("9" * (MAX_INT_DIGITS + 1), f"is an integer of more than {MAX_INT_DIGITS:,} digits"),
+        ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "nests deeper than"),
+        ('{"k":1,"k":2}', "the key 'k' is repeated"),
+    ],
+)
+def test_what_jiter_lets_through_is_refused_in_the_walks_words(value: str, words: str) -> None:
+    """A float that overflows, an integer jiter reads but no store prints, a value nested past
+    the limit, a repeated key: refused on text in our layout as on any other."""
+    with pytest.raises(EventFormatError) as info:
+        parse_event(HEAD + value + "}")
+    assert words in str(info.value)
+
+
+def _json_text(depth: int = 0) -> st.SearchStrategy[str]:
+    scalars = st.one_of(
+        st.integers(-(10**20), 10**20).map(str),
+        st.integers(MAX_INT_DIGITS - 2, MAX_INT_DIGITS + 2).map(lambda n: "1" * n),
+        st.sampled_from(["1e308", "1e309", "-2.5e-400", "1.5", "0.1", "1E400", "-0", "3.0"]),
+        st.text(max_size=5).map(lambda s: json.dumps(s, ensure_ascii=False)),
+        st.sampled_from(['"\\u00e9"', '"\\ud800"', "true", "null", "NaN"]),
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3).map(lambda xs: "[" + ",".join(xs) + "]"),
+            st.lists(st.tuples(st.sampled_from("abk"), inner), max_size=3).map(
+                lambda kv: "{" + ",".join(f'"{k}":{v}' for k, v in kv) + "}"
+            ),
+            st.integers(MAX_DEPTH - 3, MAX_DEPTH + 3).map(lambda n: "[" * n + "1" + "]" * n),
+        ),
+        max_leaves=6,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_text())
+def test_a_tool_result_parses_as_the_strict_path_would(value: str) -> None:
+    text = HEAD + value + "}"
+    assert _parsed(text) == _strict(text)
+
+
+@pytest.mark.parametrize("value", ['"\ud800"', '"\\ud800"', "NaN", "Infinity", '"x":1,"x"'])
+def test_what_jiter_refuses_is_refused_on_our_layout_too(value: str) -> None:
+    """A lone surrogate (as a character or an escape), NaN, Infinity: written in our
+    layout, still not JSON."""
+    with pytest.raises(EventFormatError) as info:
+        parse_event(HEAD + value + "}")
+    assert "not JSON" in str(info.value)
+
+
+def test_arguments_must_still_be_an_object() -> None:
+    """Skipping pydantic's pass over a JSON value keeps the field's own type: arguments
+    are an object, text or not."""
+    line = (
+        '{"run_id":"r","sequence":2,"type":"tool.requested","occurred_at":'
+        '"2026-09-01T10:02:11Z","action_id":"a","tool":"t","arguments":[1]}'
+    )
+    with pytest.raises(EventFormatError) as info:
+        parse_event(line)
+    assert "field 'arguments'" in str(info.value)
+
+
+def test_text_values_are_the_parsers_own_fresh_objects() -> None:
+    a, b = (parse_event(HEAD + '{"k":[1,2]}}') for _ in range(2))
+    assert a.result == b.result  # type: ignore[attr-defined]
+    assert a.result is not b.result  # type: ignore[attr-defined]
