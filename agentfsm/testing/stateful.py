@@ -54,6 +54,7 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers._changes import timeout_of
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
+from agentfsm.testing._tools import ToolsLike
 from agentfsm.testing._walkspec import TableLike, Walk, make_walk
 from agentfsm.testing.illegal import _refused
 from agentfsm.testing.values import Calls, _free_fields
@@ -188,7 +189,7 @@ class RunMachine(RuleBasedStateMachine):
         if event_type not in cache:
             at = self._clock.next(self.record)
             cache[event_type] = accepted(
-                self.reducer, self.record, at, self.walk.features, (event_type,)
+                self.reducer, self.record, at, self.walk.features, (event_type,), self.walk.tools
             )
         return cache[event_type]
 
@@ -301,6 +302,7 @@ def run_machine(
     max_calls: int = 3,
     run_id: str = "run_1",
     name: str | None = None,
+    tools: ToolsLike | None = None,
 ) -> type[RunMachine]:
     """A `RunMachine` subclass for `table`: one rule per event type of its edges, a `refuse`
     rule, and invariants checked after every step.
@@ -314,9 +316,11 @@ def run_machine(
         max_calls: the most tool calls in one model decision.
         run_id: the run id of every event.
         name: the class name (default: from the table's name, e.g. `AgentRunMachine`).
+        tools: the agent's tools (an `Agent`, `Tool`s or names; see `legal_runs`).
     """
-    walk = make_walk(table, features, max_calls)
-    on_edges = set(walk.table.events)
+    walk = make_walk(table, features, max_calls, tools=tools)
+    # `emit.refused` is on no edge: it settles a call's proposal the table does not take.
+    on_edges = {*walk.table.events, "emit.refused"}
     types = [t for t in EVENT_ORDER if t in on_edges and t in EVENT_CLASSES]
     # The table's own event types get rules too, after the built-in ones.
     types += [t for t in walk.table.event_types.custom if t in on_edges]

@@ -262,7 +262,8 @@ def _free_fields(
     elif t in (E.TOOL_REQUESTED, E.APPROVAL_REQUESTED):
         f.update(_call(draw, f["action_id"], calls))
     elif t == E.TOOL_COMPLETED:
-        f["result"] = draw(json_values())
+        if f.get("result") is None:  # a tool's example result (`results=`) stays
+            f["result"] = draw(json_values())
         f["cost"] = _opt(draw, _costs)
     elif t == E.TOOL_FAILED:
         f["error"] = draw(error_infos(f["error"]["retryable"] if "error" in f else None))

@@ -45,6 +45,7 @@ from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
 from agentfsm.testing._candidates import FEATURES, Clock, Next, accepted, fresh_ids, try_next
 from agentfsm.testing._sampling import simplest
+from agentfsm.testing._tools import ToolsLike
 from agentfsm.testing._walkspec import TableLike, Walk, make_walk, weight
 from agentfsm.testing.coverage import EdgeKey, taken_edge
 from agentfsm.testing.steering import BUDGET, STEER, draw_goal, follow, route_to, steered_step
@@ -183,7 +184,9 @@ class _Groups:
         at = self._clock.next(record)
         return [
             n
-            for n in accepted(walk.reducer, record, at, walk.features, (event_type,))
+            for n in accepted(
+                walk.reducer, record, at, walk.features, (event_type,), walk.tools
+            )
             if ("direct_requests" in n.candidate.needs) == bool(direct)
             and (self._may_end or not walk.table.is_terminal(n.record.status))
         ]
@@ -281,7 +284,8 @@ def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
     for plain in run.events:
         base = {k: v for k, v in plain.model_dump(exclude_none=True).items() if k not in _ENVELOPE}
         fields = _free_fields(draw, plain.type, base, calls)
-        if plain.type in walk.drawn:
+        if plain.type in walk.drawn and "emitted_by" not in base:
+            # A proposed event is the very one proposed: its fields are not drawn again.
             fields.update(draw(walk.drawn[plain.type]))
         plain_after = try_next(walk.reducer, record, plain)
         if not isinstance(plain_after, RunRecord):
@@ -334,6 +338,8 @@ def legal_runs(
     max_calls: int = 3,
     payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None = None,
     fields: Mapping[str, st.SearchStrategy[Any]] | None = None,
+    tools: ToolsLike | None = None,
+    results: Mapping[str, st.SearchStrategy[Any]] | None = None,
 ) -> st.SearchStrategy[list[Event]]:
     """Whole event logs of one run that `Reducer(table).replay` accepts.
 
@@ -378,7 +384,7 @@ def legal_runs(
         raise ValueError(f"max_events ({max_events}) is less than min_events ({min_events})")
     if max_calls < 1:
         raise ValueError(f"max_calls must be at least 1, got {max_calls}")
-    walk = make_walk(table, features, max_calls, payloads, fields)
+    walk = make_walk(table, features, max_calls, payloads, fields, tools, results)
     runs = _as_strategy(run_id, run_ids())
 
     @st.composite
