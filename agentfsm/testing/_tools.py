@@ -42,7 +42,8 @@ class _ToolShape(Protocol):
 ToolsLike = object
 
 
-@attrs.frozen
+# Compared by identity: results are JSON (unhashable), and the searches cache by `Tools`.
+@attrs.frozen(eq=False)
 class Tools:
     """The tools a generated run calls, in order (the first is the plainest).
 

@@ -78,7 +78,7 @@ def _key(record: RunRecord) -> tuple[Any, ...]:
                 a.tool,
                 a.attempts > 0,
                 bool(a.error and a.error.retryable),
-                repr(a.emit) if a.emit_pending else None,
+                repr(a.emit) if a.emit_pending else "",
             )
             for aid in record.batch
             if (a := record.actions[aid])
@@ -148,19 +148,27 @@ def _with_examples(
     features: frozenset[str],
 ) -> list[Candidate]:
     """Candidates built from payload examples: a table's own type's as they are; a
-    built-in type's over each plausible candidate's structural fields (which win: the
-    action id, the call, the decision stay the ledger's)."""
+    built-in type's over each plausible candidate (the example's fields win, but for the
+    ones that tie the event to the ledger: which action, which attempt, which decision and
+    calls stay the candidate's).
+    """
     examples = list(examples)
     if not examples:
         return []
     if event_type in vocabulary.custom:
         return [Candidate(event_type, payload) for payload in examples]
-    return [
-        Candidate(event_type, {**payload, **cand.fields}, cand.needs)
-        for cand in plausible(record, event_type, vocabulary, tools)
-        if cand.needs <= features
-        for payload in examples
-    ]
+    out: list[Candidate] = []
+    for cand in plausible(record, event_type, vocabulary, tools):
+        if not cand.needs <= features:
+            continue
+        kept = {k: v for k, v in cand.fields.items() if k in _LEDGER_FIELDS}
+        out += [Candidate(event_type, {**cand.fields, **p, **kept}, cand.needs) for p in examples]
+    return out
+
+
+#: A built-in event's fields that tie it to the run's ledger: a payload example never
+#: replaces them (see `_with_examples`).
+_LEDGER_FIELDS = frozenset({"action_id", "attempt", "decision", "tool_calls", "emitted_by"})
 
 
 def _search(
