@@ -117,8 +117,11 @@ class TestEdgeCoveringPaths:
         assert str(info.value) == (
             "edge coverage is below 100%\n"
             "table 'with_a_dead_edge': 53 of 55 edges taken (96%) by 53 logs\n"
-            "  missing: waiting_approval --run.resumed--> parked [never]\n"
-            "  missing: parked --run.failed--> failed"
+            "  missing: waiting_approval --run.resumed--> parked [never]: 'run.resumed' never "
+            "came in 'waiting_approval' (visited 14 times), and the table takes it there only "
+            "if a condition such as 'never' holds\n"
+            "  missing: parked --run.failed--> failed: 'parked' was never visited (no log took "
+            "an edge into it: waiting_approval --run.resumed--> parked [never])"
         )
 
 
