@@ -326,7 +326,17 @@ def payload_examples(
         for t in vocabulary.custom:
             field_items = tuple(sorted(fields.items()))
             strategies.setdefault(t, _payload_strategy(vocabulary.classes[t], field_items))
-    return {t: samples(s, count) for t, s in sorted(strategies.items())}
+    return {t: _distinct(samples(s, count)) for t, s in sorted(strategies.items())}
+
+
+def _distinct(payloads: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The payloads without repeats (`st.just(...)` draws one value ten times): each is
+    tried on every record the search expands."""
+    out: list[dict[str, Any]] = []
+    for p in payloads:
+        if p not in out:
+            out.append(p)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)

@@ -58,7 +58,7 @@ from agentfsm.testing._tools import ToolsLike
 from agentfsm.testing._walkspec import TableLike, Walk, make_walk
 from agentfsm.testing.illegal import _refused
 from agentfsm.testing.values import Calls, _free_fields
-from agentfsm.testing.walk import _widen
+from agentfsm.testing.walk import _widen, with_table_ref
 
 __all__ = ["RunMachine", "record_problems", "run_machine"]
 
@@ -207,7 +207,8 @@ class RunMachine(RuleBasedStateMachine):
         self.events.append(event)
         # A failing example then shows the run's log itself, one JSON line per event, among
         # Hypothesis's steps (whose own "Draw 1 (candidate): 0" says nothing).
-        note(dump_event(event))
+        # Its `run.started` names the table, so `agentfsm validate` checks it against that one.
+        note(dump_event(with_table_ref([event], self.table)[0]))
         self.on_event(event, before, self.record)
 
     def _cancel_requested(self) -> bool:

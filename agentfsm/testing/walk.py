@@ -40,6 +40,7 @@ from hypothesis.errors import InvalidArgument
 from agentfsm.events.codec import dump_event, parse_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import DecisionKind
 from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
@@ -51,7 +52,7 @@ from agentfsm.testing.coverage import EdgeKey, taken_edge
 from agentfsm.testing.steering import BUDGET, STEER, draw_goal, follow, route_to, steered_step
 from agentfsm.testing.values import Calls, _as_strategy, _clocks, _free_fields, run_ids
 
-__all__ = ["FEATURES", "TableLike", "legal_runs"]
+__all__ = ["FEATURES", "TableLike", "legal_runs", "with_table_ref"]
 
 #: When ending a run, how much each event type moves it towards the end (lower first):
 #: settle what is in flight, decide what waits, then let the model give its final answer.
@@ -312,11 +313,28 @@ def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
 _ENVELOPE = ("run_id", "sequence", "occurred_at")
 
 
-def _note_log(events: list[Event]) -> None:
-    """Show a failing example as the JSON Lines log it is (`agentfsm logs` reads it back)."""
+def _note_log(events: list[Event], table: TransitionTable) -> None:
+    """Show a failing example as the JSON Lines log it is, its `run.started` naming its table
+    (`with_table_ref`), so `agentfsm validate FILE` checks it against that table or says it
+    does not know it, never against the default one."""
     # Drawn outside a test (e.g. by `find`) there is nobody to show it to.
     with contextlib.suppress(InvalidArgument):
-        note("legal_runs log (JSON Lines):\n" + "\n".join(dump_event(e) for e in events))
+        note(
+            f"legal_runs log of table '{table.name}' (JSON Lines; `agentfsm validate FILE` "
+            "reads it back):\n" + "\n".join(dump_event(e) for e in with_table_ref(events, table))
+        )
+
+
+def with_table_ref(events: Iterable[Event], table: TransitionTable) -> list[Event]:
+    """`events` with each `run.started` that names no table naming `table` (`table.ref`,
+    as `agentfsm export --table` records it), so the log says what it is to be checked by."""
+    ref = table.ref
+    return [
+        e.model_copy(update={"table": ref})
+        if e.type == E.RUN_STARTED and getattr(e, "table", None) is None
+        else e
+        for e in events
+    ]
 
 
 def _plan_run_id(run_id: str | st.SearchStrategy[str] | None) -> str:
@@ -397,7 +415,7 @@ def legal_runs(
         else:
             skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
             out = list(_dress(draw, walk, skeleton).events)
-        _note_log(out)
+        _note_log(out, walk.table)
         return out
 
     return logs()
