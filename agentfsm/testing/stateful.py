@@ -320,8 +320,11 @@ def run_machine(
         tools: the agent's tools (an `Agent`, `Tool`s or names; see `legal_runs`).
     """
     walk = make_walk(table, features, max_calls, tools=tools)
-    # `emit.refused` is on no edge: it settles a call's proposal the table does not take.
-    on_edges = {*walk.table.events, "emit.refused"}
+    # `emit.refused` is on no edge: it settles a call's proposal the table does not take,
+    # so it has a rule where a tool may propose an event.
+    on_edges = set(walk.table.events)
+    if walk.tools.any_emits and "emits" in walk.features:
+        on_edges.add("emit.refused")
     types = [t for t in EVENT_ORDER if t in on_edges and t in EVENT_CLASSES]
     # The table's own event types get rules too, after the built-in ones.
     types += [t for t in walk.table.event_types.custom if t in on_edges]
