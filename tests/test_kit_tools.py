@@ -21,6 +21,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from agentfsm import DEFAULT_TABLE
 from agentfsm.events import Event
+from agentfsm.events.codec import parse_event
 from agentfsm.reducers import Reducer
 from agentfsm.runtime import Agent, ScriptedModel
 from agentfsm.testing import (
@@ -31,7 +32,6 @@ from agentfsm.testing import (
     legal_runs,
     run_machine,
 )
-from agentfsm.events.codec import parse_event
 from agentfsm.testing._candidates import Clock, accepted
 from agentfsm.testing._tools import tool_set
 from tests._cli_helpers import run_main
@@ -78,7 +78,7 @@ def _with_tools() -> tuple[EdgeCoverage, int, Counter[str]]:
                 seen["by a call" if by.action_id else "by a decision"] += 1
             seen[e.type] += 1
             if e.type in ("tool.requested", "approval.requested"):
-                seen["tool " + str(getattr(e, "tool"))] += 1
+                seen["tool " + str(e.tool)] += 1
 
     collect()
     return coverage, (full[0] if full else -1), seen
@@ -98,7 +98,8 @@ def test_logs_hold_proposals_applied_and_refused_and_call_the_agents_tools() -> 
     """Among the examples: events a call proposed and events a decision proposed; every
     call is to one of the agent's tools, never the kit's own `lookup`."""
     _, _, seen = _with_tools()
-    assert seen["by a call"] and seen["by a decision"]
+    assert seen["by a call"]
+    assert seen["by a decision"]
     tools = {k for k in seen if k.startswith("tool ")}
     assert tools == {"tool check_credit", "tool request_documents"}
 
@@ -113,7 +114,9 @@ def test_without_the_tools_the_report_names_the_tool_edges_and_why() -> None:
         assert f"missing: {edge}: " in report
     assert (
         "'loan.documents_requested' never came in 'running' (visited" in report
-        and "one of them declaring Tool(emits=['loan.documents_requested'])" in report
+    )
+    assert (
+        "one of them declaring Tool(emits=['loan.documents_requested'])" in report
     )
     assert "but condition 'poor credit' never held (taken instead: " in report
     assert "but condition 'good credit' never held" in report
@@ -135,7 +138,9 @@ def test_tools_come_from_an_agent_a_tool_list_or_names() -> None:
     assert _tool_names(agent) == both
     assert _tool_names(loan_tools()) == both
     assert _tool_names(["check_credit"]) == {"check_credit"}
-    kit = tool_set({"request_documents": ["loan.documents_requested"]}, None, TOOL_LOAN_TABLE.event_types)
+    kit = tool_set(
+        {"request_documents": ["loan.documents_requested"]}, None, TOOL_LOAN_TABLE.event_types
+    )
     assert kit.emits_of("request_documents") == ("loan.documents_requested",)
     assert tool_set(agent, None, TOOL_LOAN_TABLE.event_types).emits_of("request_documents") == (
         "loan.documents_requested",
@@ -247,7 +252,8 @@ def test_a_counterexample_names_its_table_and_validate_uses_it(
     assert first["type"] == "run.started"
     assert first["table"] == TOOL_LOAN_TABLE.ref.model_dump()
     code, out, err = run_main(capsys, "validate", str(cex))
-    assert code == 2 and out == ""
+    assert code == 2
+    assert out == ""
     assert f"table 'loan_application' ({TOOL_LOAN_TABLE.digest})" in err
     assert "Traceback" not in err
     code, out, err = run_main(

@@ -109,9 +109,7 @@ class Walk:
         return self.reducer.table
 
     def options(self, record: RunRecord, clock: Clock) -> list[Next]:
-        return accepted(
-            self.reducer, record, clock.next(record), self.features, tools=self.tools
-        )
+        return accepted(self.reducer, record, clock.next(record), self.features, tools=self.tools)
 
 
 def _distances(table: TransitionTable, features: frozenset[str]) -> dict[str, int]:

@@ -115,7 +115,7 @@ class EdgeCoverage:
                 e.condition is None for e in self.table.edges(source, event)
             ):
                 # The reducer refuses the event there unless one of its conditions holds.
-                why += f", and the table takes it there only if a condition such as "
+                why += ", and the table takes it there only if a condition such as "
                 why += f"'{edge.condition.name}' holds"
             return why + self._event_hint(event)
         others = [
@@ -129,8 +129,7 @@ class EdgeCoverage:
             return what + "an edge tried before it always applied: " + ", ".join(others)
         took = f" (taken instead: {', '.join(others)})" if others else ""
         return (
-            what
-            + f"condition '{edge.condition.name}' never held{took}; give the strategies "
+            what + f"condition '{edge.condition.name}' never held{took}; give the strategies "
             "values that meet it (fields=, payloads=, a tool's results=, tools=)"
         )
 

@@ -24,6 +24,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from agentfsm.events.models import Envelope, Event
+from agentfsm.events.vocabulary import EventTypes
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -37,7 +38,6 @@ from agentfsm.testing._candidates import (
     times_for,
     try_next,
 )
-from agentfsm.events.vocabulary import EventTypes
 from agentfsm.testing._custom import payload_strategy
 from agentfsm.testing._sampling import samples
 from agentfsm.testing._tools import DEFAULT_TOOLS, Tools, ToolsLike, tool_set

@@ -185,9 +185,7 @@ class _Groups:
         at = self._clock.next(record)
         return [
             n
-            for n in accepted(
-                walk.reducer, record, at, walk.features, (event_type,), walk.tools
-            )
+            for n in accepted(walk.reducer, record, at, walk.features, (event_type,), walk.tools)
             if ("direct_requests" in n.candidate.needs) == bool(direct)
             and (self._may_end or not walk.table.is_terminal(n.record.status))
         ]
@@ -331,7 +329,7 @@ def with_table_ref(events: Iterable[Event], table: TransitionTable) -> list[Even
     ref = table.ref
     return [
         e.model_copy(update={"table": ref})
-        if e.type == E.RUN_STARTED and getattr(e, "table", None) is None
+        if e.type == "run.started" and getattr(e, "table", None) is None
         else e
         for e in events
     ]
