@@ -112,12 +112,8 @@ def test_without_the_tools_the_report_names_the_tool_edges_and_why() -> None:
     report = str(info.value)
     for edge in TOOL_EDGES:
         assert f"missing: {edge}: " in report
-    assert (
-        "'loan.documents_requested' never came in 'running' (visited" in report
-    )
-    assert (
-        "one of them declaring Tool(emits=['loan.documents_requested'])" in report
-    )
+    assert "'loan.documents_requested' never came in 'running' (visited" in report
+    assert "one of them declaring Tool(emits=['loan.documents_requested'])" in report
     assert "but condition 'poor credit' never held (taken instead: " in report
     assert "but condition 'good credit' never held" in report
     assert "missing: documents_requested --loan.documents_expired--> declined after 7 d: " in (
