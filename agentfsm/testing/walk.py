@@ -283,7 +283,7 @@ def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
     for plain in run.events:
         base = {k: v for k, v in plain.model_dump(exclude_none=True).items() if k not in _ENVELOPE}
         fields = _free_fields(draw, plain.type, base, calls)
-        if plain.type == E.TOOL_COMPLETED and "result" not in base:
+        if plain.type == "tool.completed" and "result" not in base:
             # A tool told its results (`results=`) returns one of them, not any JSON.
             examples = walk.tools.results_of(record.actions[base["action_id"]].tool)
             if examples:
