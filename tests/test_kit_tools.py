@@ -260,3 +260,26 @@ def test_a_counterexample_names_its_table_and_validate_uses_it(
     plain.write_text(_counterexample(DEFAULT_TABLE), encoding="utf-8")
     code, out, err = run_main(capsys, "validate", str(plain))
     assert (code, err) == (0, ""), err
+
+
+def test_payloads_of_built_in_events_reach_the_logs() -> None:
+    """`payloads=` for `model.completed`, `tool.requested` and `tool.completed` give the
+    walks their values (they had no effect before), the ledger's fields kept."""
+    strategies = {
+        "model.completed": st.fixed_dictionaries({"output": st.just("approve it")}),
+        "tool.requested": st.fixed_dictionaries({"idempotency_key": st.just("key-7")}),
+        "tool.completed": st.fixed_dictionaries({"result": st.just({"score": 480})}),
+    }
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=120, derandomize=True, database=None, deadline=None)
+    @given(legal_runs(DEFAULT_TABLE, payloads=strategies))
+    def collect(events: list[Event]) -> None:
+        Reducer(DEFAULT_TABLE).replay(events)
+        for e in events:
+            seen["output"] += getattr(e, "output", None) == "approve it"
+            seen["key"] += getattr(e, "idempotency_key", None) == "key-7"
+            seen["result"] += getattr(e, "result", None) == {"score": 480}
+
+    collect()
+    assert seen["output"] and seen["key"] and seen["result"], seen
