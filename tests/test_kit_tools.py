@@ -282,4 +282,6 @@ def test_payloads_of_built_in_events_reach_the_logs() -> None:
             seen["result"] += getattr(e, "result", None) == {"score": 480}
 
     collect()
-    assert seen["output"] and seen["key"] and seen["result"], seen
+    assert seen["output"], seen
+    assert seen["key"], seen
+    assert seen["result"], seen
