@@ -255,8 +255,12 @@ class TestCounterexamples:
             fails()
         notes = [n for n in getattr(info.value, "__notes__", []) if n.startswith("legal_runs")]
         header, *lines = notes[-1].split("\n")
-        assert header == "legal_runs log (JSON Lines):"
+        assert header == (
+            "legal_runs log of table 'agent_run' (JSON Lines; `agentfsm validate FILE` reads it "
+            "back):"
+        )
         events = [parse_event(line) for line in lines]
         assert [dump_event(e) for e in events] == lines
         assert len(events) == 3  # shrunk to `min_events`
         assert events[0].type == "run.started"
+        assert getattr(events[0], "table") == DEFAULT_TABLE.ref  # what `validate` reads

@@ -94,12 +94,11 @@ def test_the_tool_driven_loan_table_is_covered_within_three_examples_per_edge() 
     print(f"TOOL_LOAN_TABLE: {EDGES} of {EDGES} edges after {reached} examples")
 
 
-def test_logs_hold_proposals_applied_and_refused_and_call_the_agents_tools() -> None:
-    """Among the examples: events a call proposed and events a decision proposed; every
+def test_logs_hold_proposals_and_call_the_agents_tools() -> None:
+    """Among the examples: events a call proposed (`[asked by a call]` needs one); every
     call is to one of the agent's tools, never the kit's own `lookup`."""
     _, _, seen = _with_tools()
     assert seen["by a call"]
-    assert seen["by a decision"]
     tools = {k for k in seen if k.startswith("tool ")}
     assert tools == {"tool check_credit", "tool request_documents"}
 
@@ -170,6 +169,29 @@ def test_a_proposal_the_table_refuses_is_settled_by_emit_refused() -> None:
     offered = [n.event.type for n in accepted(reducer, record, CLOCK.at(8), tools=kit)]
     assert "emit.refused" in offered
     assert "loan.documents_requested" not in offered
+
+
+def test_a_decision_proposes_the_events_the_table_takes_next() -> None:
+    """At a model call the kit offers decisions proposing the table's own events, only those
+    the table then takes; after one, the proposed event itself, `emitted_by` its turn."""
+    reducer = Reducer(TOOL_LOAN_TABLE)
+    record = reducer.initial("run_1")
+    for n, kind in enumerate(("run.started", "model.started"), start=1):
+        fields = {"type": kind, "run_id": "run_1", "sequence": n, "occurred_at": CLOCK.at(n)}
+        record = reducer.reduce(record, parse_event(fields))
+    kit = tool_set(loan_tools(), None, TOOL_LOAN_TABLE.event_types)
+    decisions = [
+        n
+        for n in accepted(reducer, record, CLOCK.at(3), tools=kit)
+        if getattr(n.event, "decision", None) == "emit"
+    ]
+    proposed = sorted(getattr(n.event, "emit").type for n in decisions)
+    # Not `loan.documents_requested`: `[asked by a call]` refuses a decision's; nor the
+    # events `running` does not take.
+    assert proposed == ["loan.sent_to_underwriting"]
+    after = accepted(reducer, decisions[0].record, CLOCK.at(4), tools=kit)
+    emitted = [n.event for n in after if n.event.type == "loan.sent_to_underwriting"]
+    assert [getattr(e, "emitted_by").turn for e in emitted] == [1]
 
 
 def test_payloads_apply_to_built_in_events() -> None:

@@ -321,10 +321,13 @@ def _note_log(events: list[Event], table: TransitionTable) -> None:
     (`with_table_ref`), so `agentfsm validate FILE` checks it against that table or says it
     does not know it, never against the default one."""
     # Drawn outside a test (e.g. by `find`) there is nobody to show it to.
+    named = any(e.type == "run.started" for e in events)
+    # A log without `run.started` has nowhere to name its table: say which one it is.
+    how = "reads it back" if named else f"reads it back with --table naming '{table.name}'"
     with contextlib.suppress(InvalidArgument):
         note(
             f"legal_runs log of table '{table.name}' (JSON Lines; `agentfsm validate FILE` "
-            "reads it back):\n" + "\n".join(dump_event(e) for e in with_table_ref(events, table))
+            f"{how}):\n" + "\n".join(dump_event(e) for e in with_table_ref(events, table))
         )
 
 
