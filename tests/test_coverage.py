@@ -263,4 +263,4 @@ class TestCounterexamples:
         assert [dump_event(e) for e in events] == lines
         assert len(events) == 3  # shrunk to `min_events`
         assert events[0].type == "run.started"
-        assert getattr(events[0], "table") == DEFAULT_TABLE.ref  # what `validate` reads
+        assert events[0].table == DEFAULT_TABLE.ref  # what `validate` reads

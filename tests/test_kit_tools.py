@@ -185,13 +185,13 @@ def test_a_decision_proposes_the_events_the_table_takes_next() -> None:
         for n in accepted(reducer, record, CLOCK.at(3), tools=kit)
         if getattr(n.event, "decision", None) == "emit"
     ]
-    proposed = sorted(getattr(n.event, "emit").type for n in decisions)
+    proposed = sorted(n.event.emit.type for n in decisions)
     # Not `loan.documents_requested`: `[asked by a call]` refuses a decision's; nor the
     # events `running` does not take.
     assert proposed == ["loan.sent_to_underwriting"]
     after = accepted(reducer, decisions[0].record, CLOCK.at(4), tools=kit)
     emitted = [n.event for n in after if n.event.type == "loan.sent_to_underwriting"]
-    assert [getattr(e, "emitted_by").turn for e in emitted] == [1]
+    assert [e.emitted_by.turn for e in emitted] == [1]
 
 
 def test_payloads_apply_to_built_in_events() -> None:
