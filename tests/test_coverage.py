@@ -117,8 +117,11 @@ class TestEdgeCoveringPaths:
         assert str(info.value) == (
             "edge coverage is below 100%\n"
             "table 'with_a_dead_edge': 53 of 55 edges taken (96%) by 53 logs\n"
-            "  missing: waiting_approval --run.resumed--> parked [never]\n"
-            "  missing: parked --run.failed--> failed"
+            "  missing: waiting_approval --run.resumed--> parked [never]: 'run.resumed' never "
+            "came in 'waiting_approval' (visited 14 times), and the table takes it there only "
+            "if a condition such as 'never' holds\n"
+            "  missing: parked --run.failed--> failed: 'parked' was never visited (no log took "
+            "an edge into it: waiting_approval --run.resumed--> parked [never])"
         )
 
 
@@ -252,8 +255,12 @@ class TestCounterexamples:
             fails()
         notes = [n for n in getattr(info.value, "__notes__", []) if n.startswith("legal_runs")]
         header, *lines = notes[-1].split("\n")
-        assert header == "legal_runs log (JSON Lines):"
+        assert header == (
+            "legal_runs log of table 'agent_run' (JSON Lines; `agentfsm validate FILE` reads it "
+            "back):"
+        )
         events = [parse_event(line) for line in lines]
         assert [dump_event(e) for e in events] == lines
         assert len(events) == 3  # shrunk to `min_events`
         assert events[0].type == "run.started"
+        assert events[0].table == DEFAULT_TABLE.ref  # what `validate` reads

@@ -13,7 +13,7 @@ from hypothesis import settings
 from agentfsm import LogBuilder, TransitionTable
 from agentfsm.events import dump_event
 from agentfsm.fsm.check import check_table
-from agentfsm.testing import run_machine
+from agentfsm.testing import assert_edge_coverage, legal_runs, run_machine
 from agentfsm.testing.pytest_plugin import assert_legal_log
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
@@ -24,10 +24,25 @@ def _blocks() -> list[tuple[str, str | None]]:
     return [(m["code"], m["out"]) for m in BLOCK.finditer(DOC.read_text(encoding="utf-8"))]
 
 
-def test_the_doc_has_its_five_examples() -> None:
-    """Strategies, stateful, transitions model, edge coverage, promises: the examples the
-    issues ask for."""
-    assert len(_blocks()) == 5
+def test_the_doc_has_its_six_examples() -> None:
+    """Strategies, stateful, transitions model, edge coverage, promises, the agent's tools:
+    the examples the issues ask for."""
+    assert len(_blocks()) == 6
+
+
+def test_the_tools_example_runs_and_passes() -> None:
+    """Told the agent's tools and the sentiment tool's results, the walk takes every edge of
+    the doc's table, `[angry]` (a condition on a tool's result) included; without the
+    results that edge is missing, and the report says why."""
+    namespace: dict[str, object] = {}
+    # Not under this file's `from __future__ import annotations`: pydantic reads the types.
+    exec(compile(_blocks()[5][0], str(DOC), "exec", dont_inherit=True), namespace)
+    namespace["test_every_support_edge_with_the_agents_tools"]()  # type: ignore[operator]
+    table = namespace["SUPPORT"]
+    assert isinstance(table, TransitionTable)
+    runs = legal_runs(table, tools=namespace["TOOLS"])
+    with pytest.raises(AssertionError, match=r"but condition 'angry' never held"):
+        assert_edge_coverage(table, runs, max_examples=3 * len(table.transitions))
 
 
 def test_the_promises_example_runs_and_passes(monkeypatch: pytest.MonkeyPatch) -> None:

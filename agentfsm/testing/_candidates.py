@@ -27,11 +27,13 @@ from agentfsm.events.codec import parse_event
 from agentfsm.events.models import EVENT_CLASSES, Event, parse_timestamp
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import RESOLVED
 from agentfsm.names import ActionStatus as A
 from agentfsm.names import EventType as E
-from agentfsm.record import RunRecord
+from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._custom import variants
+from agentfsm.testing._tools import DEFAULT_TOOLS, Tools
 
 #: Every optional behaviour a generated run may show. `legal_runs(features=...)` picks some.
 FEATURES = frozenset(
@@ -40,6 +42,7 @@ FEATURES = frozenset(
         "batches",
         "cancellation",
         "direct_requests",
+        "emits",
         "handoffs",
         "outcome_unknown",
         "pauses",
@@ -75,6 +78,7 @@ EVENT_ORDER: tuple[str, ...] = (
     E.RUN_CANCELLED,
     E.RUN_FAILED,
     E.RUN_TERMINATED,
+    E.EMIT_REFUSED,
 )
 
 #: Event types whose payload names an action of the ledger.
@@ -179,31 +183,46 @@ def event_order(table: TransitionTable) -> tuple[str, ...]:
 
 
 def plausible(
-    record: RunRecord, event_type: str, events: EventTypes = BUILTIN_EVENTS
+    record: RunRecord,
+    event_type: str,
+    events: EventTypes = BUILTIN_EVENTS,
+    tools: Tools = DEFAULT_TOOLS,
 ) -> list[Candidate]:
     """Candidates of one type that fit `record`'s ledger; the reducer still decides.
 
-    A type of the table's own (in `events`, not built in) gets the fixed payloads its model's
-    annotations allow (see `agentfsm.testing._custom.variants`).
+    A type of the table's own (in `events`, not built in) gets the event a call or the
+    model's decision proposed and is now due (`emitted_by` set), then the fixed payloads its
+    model's annotations allow (see `agentfsm.testing._custom.variants`). Calls name `tools`,
+    results are `tools`' examples, and a call of a tool that may propose events proposes
+    each of them (feature `emits`); so does a decision.
     """
     if event_type not in EVENT_CLASSES:
         if event_type not in events:
             return []
-        return [Candidate(event_type, v) for v in variants(events.classes[event_type])]
+        due = _due_proposals(record, event_type)
+        return due + [Candidate(event_type, v) for v in variants(events.classes[event_type])]
     actions = list(record.actions.values())
     t = event_type
     if t == E.MODEL_COMPLETED:
         [fresh] = fresh_ids(record, 1)
-        return [
-            Candidate(t, {"decision": "final", "output": "done"}),
+        out = [Candidate(t, {"decision": "final", "output": "done"})]
+        out += [
             Candidate(
                 t,
-                {"decision": "tool_calls", "tool_calls": [_call(fresh, "lookup", {})]},
+                {"decision": "tool_calls", "tool_calls": [_call(fresh, name, {})]},
                 frozenset({"tools"}),
-            ),
+            )
+            for name in tools.names
+        ]
+        out += [
             Candidate(t, {"decision": "handoff"}, frozenset({"handoffs"})),
             Candidate(t, {"decision": "refused", "refusal": _REFUSAL}, frozenset({"refusals"})),
         ]
+        out += [
+            Candidate(t, {"decision": "emit", "emit": proposal}, frozenset({"emits"}))
+            for proposal in _proposals(events, events.custom)
+        ]
+        return out
     if t == E.TOOL_REQUESTED:
         out = [
             Candidate(t, _call(a.action_id, a.tool, a.arguments))
@@ -212,7 +231,7 @@ def plausible(
         ]
         [fresh] = fresh_ids(record, 1)
         direct = frozenset({"tools", "direct_requests"})
-        out.append(Candidate(t, _call(fresh, "lookup", {}), direct))
+        out += [Candidate(t, _call(fresh, name, {}), direct) for name in tools.names]
         return out
     if t == E.APPROVAL_REQUESTED:
         out = [
@@ -223,7 +242,9 @@ def plausible(
         [fresh] = fresh_ids(record, 1)
         out.append(
             Candidate(
-                t, _call(fresh, "lookup", {}), frozenset({"tools", "approvals", "direct_requests"})
+                t,
+                _call(fresh, tools.names[0], {}),
+                frozenset({"tools", "approvals", "direct_requests"}),
             )
         )
         return out
@@ -237,6 +258,31 @@ def plausible(
             for a in actions
             if a.status == A.REQUESTED or (a.status == A.FAILED and a.error and a.error.retryable)
         ]
+    if t == E.TOOL_COMPLETED:
+        out = []
+        for a in actions:
+            if a.status not in _IN_FLIGHT:
+                continue
+            out.append(Candidate(t, {"action_id": a.action_id}))
+            out += [
+                Candidate(t, {"action_id": a.action_id, "result": r})
+                for r in tools.results_of(a.tool)
+            ]
+            out += [
+                Candidate(t, {"action_id": a.action_id, "emit": p}, frozenset({"emits"}))
+                for p in _proposals(events, tools.emits_of(a.tool))
+            ]
+        return out
+    if t == E.EMIT_REFUSED:
+        first = _first_due_call(record)
+        if first is None or first.emit is None:
+            return []
+        refusal = {
+            "kind": "not_allowed",
+            "message": f"the table does not take '{first.emit.type}' here",
+            "proposed": {"event": first.emit.type},
+        }
+        return [Candidate(t, {"action_id": first.action_id, "refusal": refusal})]
     if t in _RESULTS:
         needs = frozenset({_RESULT_FEATURE[t]}) if t in _RESULT_FEATURE else _NONE
         out = []
@@ -263,6 +309,39 @@ def plausible(
             if a.status == A.APPROVAL_PENDING
         ]
     return [_SIMPLE[t]] if t in _SIMPLE else []
+
+
+def _proposals(events: EventTypes, types: Iterable[str]) -> list[dict[str, Any]]:
+    """`{type, fields}` of each fixed payload of each of `types` (the table's own)."""
+    return [
+        {"type": t, "fields": v}
+        for t in types
+        if t in events.custom
+        for v in variants(events.classes[t])
+    ]
+
+
+def _first_due_call(record: RunRecord) -> Action | None:
+    """The call whose proposed event is judged next, once its batch is resolved; else None."""
+    pending = record.pending_emits
+    if not pending:
+        return None
+    if any(record.actions[aid].status not in RESOLVED for aid in record.batch):
+        return None
+    return pending[0]
+
+
+def _due_proposals(record: RunRecord, event_type: str) -> list[Candidate]:
+    """The proposed event of type `event_type` due now, as a call's or a decision's."""
+    out: list[Candidate] = []
+    decided = record.decided_emit
+    if decided is not None and decided.type == event_type and not record.model_call_open:
+        out.append(Candidate(event_type, {**decided.fields, "emitted_by": {"turn": record.turn}}))
+    first = _first_due_call(record)
+    if first is not None and first.emit is not None and first.emit.type == event_type:
+        by = {"action_id": first.action_id}
+        out.append(Candidate(event_type, {**first.emit.fields, "emitted_by": by}))
+    return out
 
 
 _SIMPLE: dict[str, Candidate] = {
@@ -332,15 +411,20 @@ def accepted(
     occurred_at: str,
     features: Iterable[str] = FEATURES,
     types: Iterable[str] | None = None,
+    tools: Tools = DEFAULT_TOOLS,
 ) -> list[Next]:
     """The enabled plausible candidates the reducer accepts, in `EVENT_ORDER`.
 
-    Only event types the table allows in the record's state are tried at all: the others
-    would be refused anyway, and skipping them keeps generation cheap.
+    Only event types the table allows in the record's state are tried at all (and
+    `emit.refused`, on no table's edge): the others would be refused anyway, and skipping
+    them keeps generation cheap. A decision proposing an event is kept only if the table
+    then takes that event (the runtime records any other as a refused decision).
     """
     enabled = frozenset(features)
     table = reducer.table
     allowed = set(table.allowed(record.status))
+    if not table.is_terminal(record.status):
+        allowed.add(E.EMIT_REFUSED)
     order = event_order(table)
     wanted = order if types is None else [t for t in order if t in set(types)]
     out: list[Next] = []
@@ -348,15 +432,34 @@ def accepted(
         if t not in allowed:
             continue
         times = times_for(table, record, t, occurred_at)
-        for cand in plausible(record, t, table.event_types):
+        for cand in plausible(record, t, table.event_types, tools):
             if not cand.needs <= enabled:
                 continue
             for at in times:
                 event = cand.event(record, at, events=table.event_types)
                 after = try_next(reducer, record, event)
-                if isinstance(after, RunRecord):
+                if isinstance(after, RunRecord) and _decision_applies(reducer, after, at):
                     out.append(Next(cand, event, after))
     return out
+
+
+def _decision_applies(reducer: Reducer, record: RunRecord, at: str) -> bool:
+    """Whether the event a decision just proposed (if any) is one the table takes next."""
+    decided = record.decided_emit
+    if decided is None:
+        return True
+    table = reducer.table
+    if decided.type not in table.allowed(record.status):
+        return False
+    [cand] = [c for c in _due_proposals(record, decided.type) if "turn" in c.fields["emitted_by"]]
+    for when in times_for(table, record, decided.type, at):
+        try:
+            event = cand.event(record, when, events=table.event_types)
+        except ValueError:
+            return False
+        if isinstance(try_next(reducer, record, event), RunRecord):
+            return True
+    return False
 
 
 def times_for(

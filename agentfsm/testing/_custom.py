@@ -14,6 +14,7 @@ A `CustomEvent` subclass declares its fields with types (`priority: Literal["nor
 from __future__ import annotations
 
 import enum
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -69,10 +70,26 @@ def _plain(annotation: Any) -> tuple[bool, Any]:
         return True, values[0]
     if inner in _PLAIN:
         return True, _PLAIN[inner]
+    origin = typing.get_origin(inner)
+    if origin in (list, tuple, set, frozenset) or inner in (list, tuple):
+        # One plain item: a list of ids usually must not be empty (`min_length=1`).
+        args = [a for a in typing.get_args(inner) if a is not Ellipsis]
+        if not args:
+            return True, []
+        known, item = _plain(args[0])
+        return (True, [item]) if known else (False, None)
+    if origin is dict or inner is dict:
+        return True, {}
     return False, None
 
 
 def variants(cls: type[Envelope]) -> list[dict[str, Any]]:
+    """Fixed payloads of `cls` (see `_variants`), as fresh dicts."""
+    return [dict(v) for v in _variants(cls)]
+
+
+@functools.lru_cache(maxsize=512)
+def _variants(cls: type[Envelope]) -> tuple[dict[str, Any], ...]:
     """Fixed payloads of `cls`: the plainest, then one per other value of a few-valued field.
 
     The plainest leaves out every field with a default and gives each required one a plain
@@ -84,14 +101,15 @@ def variants(cls: type[Envelope]) -> list[dict[str, Any]]:
         if info.is_required():
             known, value = _plain(info.annotation)
             if not known:
-                return []
+                return ()
             base[name] = value
     out = [base]
     for name, info in own_fields(cls).items():
         values = few_values(info.annotation) or ()
         first = base.get(name, info.default)
         out.extend({**base, name: v} for v in values if v != first)
-    return out
+    # Cached: the searches ask for them on every record they expand.
+    return tuple(out)
 
 
 def _strategy_of(annotation: Any) -> st.SearchStrategy[Any]:

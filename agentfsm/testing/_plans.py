@@ -32,6 +32,7 @@ from agentfsm.events.codec import dump_event
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import Next
+from agentfsm.testing._tools import DEFAULT_TOOLS, Tools
 from agentfsm.testing.coverage import EdgeKey
 from agentfsm.testing.paths import (
     covering_candidates,
@@ -62,7 +63,9 @@ class PlanBook:
         features: frozenset[str],
         payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]],
         fields: Mapping[str, st.SearchStrategy[Any]],
+        tools: Tools = DEFAULT_TOOLS,
     ) -> None:
+        self._tools = tools
         self._reducer = reducer
         self._features = features
         self._payloads = dict(payloads)
@@ -103,8 +106,10 @@ class PlanBook:
             # padded to `min_length` is rarely much longer than the longest shortest one.
             depth = min(_DEPTH, min_length + max(map(len, self.paths.values()), default=0))
         if self.extra:
-            return covering_candidates(self._reducer, self.extra, depth, self._features, min_length)
-        return shortest_paths(self._reducer, self._features, min_length, depth)
+            return covering_candidates(
+                self._reducer, self.extra, depth, self._features, min_length, self._tools
+            )
+        return shortest_paths(self._reducer, self._features, min_length, depth, self._tools)
 
     def _build(
         self, run_id: str, min_events: int, max_events: int, finished: bool | None
@@ -122,7 +127,9 @@ class PlanBook:
                 continue
             steps = [n.event for n in path]
             if finished and not ended:
-                rest = to_the_end(self._reducer, end, self.extra, features=self._features)
+                rest = to_the_end(
+                    self._reducer, end, self.extra, features=self._features, tools=self._tools
+                )
                 if not rest:
                     continue  # no way on to an end with these features
                 steps += [n.event for n in rest]

@@ -22,6 +22,7 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, FEATURES, Clock, Next, accepted
 from agentfsm.testing._custom import payload_strategy
 from agentfsm.testing._plans import PlanBook
+from agentfsm.testing._tools import Tools, ToolsLike, tool_set
 
 __all__ = ["KINDS", "WEIGHT", "TableLike", "Walk", "make_walk", "resolve", "weight"]
 
@@ -100,13 +101,15 @@ class Walk:
     kind_strategy: st.SearchStrategy[str]
     #: The shortest log to each edge, and the plain logs `legal_runs` draws from them.
     plans: PlanBook
+    #: The agent's tools: the names calls use, their results, the events they propose.
+    tools: Tools
 
     @property
     def table(self) -> TransitionTable:
         return self.reducer.table
 
     def options(self, record: RunRecord, clock: Clock) -> list[Next]:
-        return accepted(self.reducer, record, clock.next(record), self.features)
+        return accepted(self.reducer, record, clock.next(record), self.features, tools=self.tools)
 
 
 def _distances(table: TransitionTable, features: frozenset[str]) -> dict[str, int]:
@@ -138,10 +141,13 @@ def make_walk(
     max_calls: int,
     payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None = None,
     fields: Mapping[str, st.SearchStrategy[Any]] | None = None,
+    tools: ToolsLike | None = None,
+    results: Mapping[str, st.SearchStrategy[Any]] | None = None,
 ) -> Walk:
-    """A `Walk` over `table`, checking the features and payload strategies given."""
+    """A `Walk` over `table`, checking the features, tools and payload strategies given."""
     reducer = resolve(table)
     vocabulary = reducer.table.event_types
+    known_tools = tool_set(tools, results, vocabulary)
     given = dict(payloads or {})
     unknown_types = sorted(t for t in given if t not in vocabulary)
     if unknown_types:
@@ -170,5 +176,6 @@ def make_walk(
         drawn,
         kinds,
         st.sampled_from([k for k in kinds for _ in range(weight(k))]),
-        PlanBook(reducer, enabled, given, fields or {}),
+        PlanBook(reducer, enabled, given, fields or {}, known_tools),
+        known_tools,
     )

@@ -29,6 +29,7 @@ from agentfsm.events.models import Event
 from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.testing._custom import variants
 
 __all__ = ["EdgeCoverage", "EdgeKey", "assert_edge_coverage", "edge_name", "taken_edge"]
 
@@ -72,6 +73,10 @@ class EdgeCoverage:
         self.counts: Counter[EdgeKey] = Counter()
         #: How many logs were recorded.
         self.logs = 0
+        #: Times the logs stood in each state (the initial state counts once per log).
+        self.visits: Counter[str] = Counter()
+        #: Times each event type came in each state, by (state, event type).
+        self.arrivals: Counter[tuple[str, str]] = Counter()
 
     def record(self, events: Iterable[Event]) -> None:
         """Fold one log (it must be legal) and count the edge of each event."""
@@ -80,10 +85,67 @@ class EdgeCoverage:
         for event in events:
             if record is None:
                 record = self.reducer.initial(event.run_id)
+                self.visits[record.status] += 1
             edge = taken_edge(self.table, record, event)
+            self.arrivals[(record.status, event.type)] += 1
+            before = record.status
             record = self.reducer.reduce(record, event)
+            if record.status != before:
+                self.visits[record.status] += 1
             if edge is not None:
                 self.counts[edge.key] += 1
+
+    def why_missing(self, edge: Transition) -> str:
+        """Why the logs never took `edge`, read from what they did instead.
+
+        The source state was never reached; or the edge's event never came there (with a
+        hint when the kit cannot make that event: a custom type with no plain payload, or
+        one only a call or a decision causes); or it came, and the edge's condition never
+        held when it did (an earlier edge of the pair won, or none did).
+        """
+        source, event = edge.source, edge.event
+        if not self.visits[source]:
+            into = [edge_name(e) for e in self.edges if e.target == source and e.source != source]
+            shown = "; ".join(into[:3]) + (f"; {len(into) - 3} more" if len(into) > 3 else "")
+            return f"'{source}' was never visited (no log took an edge into it: {shown})"
+        came = self.arrivals[(source, event)]
+        if not came:
+            why = f"'{event}' never came in '{source}' (visited {self.visits[source]} times)"
+            if edge.condition is not None and not any(
+                e.condition is None for e in self.table.edges(source, event)
+            ):
+                # The reducer refuses the event there unless one of its conditions holds.
+                why += ", and the table takes it there only if a condition such as "
+                why += f"'{edge.condition.name}' holds"
+            return why + self._event_hint(event)
+        others = [
+            f"{edge_name(e)} ({self.counts[e.key]})"
+            for e in self.table.edges(source, event)
+            if e.key != edge.key and self.counts[e.key]
+        ]
+        what = f"'{event}' came in '{source}' {came} times, but "
+        if edge.condition is None:
+            # An unconditioned edge after one that always held (or a timeout not yet due).
+            return what + "an edge tried before it always applied: " + ", ".join(others)
+        took = f" (taken instead: {', '.join(others)})" if others else ""
+        return (
+            what + f"condition '{edge.condition.name}' never held{took}; give the strategies "
+            "values that meet it (fields=, payloads=, a tool's results=, tools=)"
+        )
+
+    def _event_hint(self, event: str) -> str:
+        vocabulary = self.table.event_types
+        if event not in vocabulary.custom:
+            return ""
+        if not variants(vocabulary.classes[event]):
+            return (
+                f": the kit has no plain payload of '{event}' (a field of a type with no "
+                f"plain value); give legal_runs(payloads={{'{event}': ...}})"
+            )
+        return (
+            f": if a tool's call or the model's decision causes it, give the agent's tools "
+            f"(legal_runs(tools=...)), one of them declaring Tool(emits=['{event}'])"
+        )
 
     @property
     def edges(self) -> tuple[Transition, ...]:
@@ -106,12 +168,12 @@ class EdgeCoverage:
         return len(self.taken) / len(self.edges) if self.edges else 1.0
 
     def report(self) -> str:
-        """A summary line, then each missing edge on its own line."""
+        """A summary line, then each missing edge on its own line, with why (`why_missing`)."""
         lines = [
             f"table '{self.table.name}': {len(self.taken)} of {len(self.edges)} edges taken "
             f"({self.ratio:.0%}) by {self.logs} logs"
         ]
-        lines += [f"  missing: {edge_name(e)}" for e in self.missing]
+        lines += [f"  missing: {edge_name(e)}: {self.why_missing(e)}" for e in self.missing]
         return "\n".join(lines)
 
     def check(self, min: float = 1.0) -> None:  # `min=` reads best at call sites

@@ -67,19 +67,46 @@ def stop_problems(table: TransitionTable | Reducer, events: Sequence[Event]) -> 
 def assert_table_keeps_its_promises(
     table: TransitionTable | Reducer, logs: Iterable[Sequence[Event]]
 ) -> None:
-    """Fail naming every declared stop a log reaches a state where it is refused.
+    """Fail naming every declared stop a log reaches a state where it is refused, and every
+    declared state no log visits (its promises went unchecked: a state the logs never reach
+    is no evidence that it keeps them).
 
     Raises:
-        AssertionError: one line per broken promise (the first of each kind per state).
+        AssertionError: one line per broken promise (the first of each kind per state),
+            and one per state never visited.
     """
     __tracebackhide__ = True
+    reducer = table if isinstance(table, Reducer) else Reducer(table)
     broken: dict[str, str] = {}
+    visited: set[str] = set()
     for events in logs:
-        for problem in stop_problems(table, events):
+        visited.update(_states_of(reducer, events))
+        for problem in stop_problems(reducer, events):
             broken.setdefault(problem.split(", but")[0], problem)
+    unvisited = [s for s in reducer.table.state_names if s not in visited]
+    name = reducer.table.name
+    lines: list[str] = []
     if broken:
-        name = table.table.name if isinstance(table, Reducer) else table.name
-        raise AssertionError(
-            f"table '{name}' does not keep {len(broken)} promise(s) to stop a run:\n"
-            + "\n".join(f"  {p}" for p in broken.values())
+        lines.append(f"table '{name}' does not keep {len(broken)} promise(s) to stop a run:")
+        lines += [f"  {p}" for p in broken.values()]
+    if unvisited:
+        lines.append(
+            f"table '{name}': {len(unvisited)} declared state(s) no log visits, so their "
+            "promises are unchecked (give logs that reach them, e.g. "
+            "edge_covering_paths(table, tools=..., payloads=...)):"
         )
+        lines += [f"  '{s}' was never visited" for s in unvisited]
+    if lines:
+        raise AssertionError("\n".join(lines))
+
+
+def _states_of(reducer: Reducer, events: Sequence[Event]) -> set[str]:
+    """Every state the log stands in, the initial one included."""
+    if not events:
+        return set()
+    record = reducer.initial(events[0].run_id)
+    states = {record.status}
+    for event in events:
+        record = reducer.reduce(record, event)
+        states.add(record.status)
+    return states

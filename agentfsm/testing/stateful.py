@@ -54,10 +54,11 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers._changes import timeout_of
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
+from agentfsm.testing._tools import ToolsLike
 from agentfsm.testing._walkspec import TableLike, Walk, make_walk
 from agentfsm.testing.illegal import _refused
 from agentfsm.testing.values import Calls, _free_fields
-from agentfsm.testing.walk import _widen
+from agentfsm.testing.walk import _widen, with_table_ref
 
 __all__ = ["RunMachine", "record_problems", "run_machine"]
 
@@ -188,7 +189,7 @@ class RunMachine(RuleBasedStateMachine):
         if event_type not in cache:
             at = self._clock.next(self.record)
             cache[event_type] = accepted(
-                self.reducer, self.record, at, self.walk.features, (event_type,)
+                self.reducer, self.record, at, self.walk.features, (event_type,), self.walk.tools
             )
         return cache[event_type]
 
@@ -206,7 +207,8 @@ class RunMachine(RuleBasedStateMachine):
         self.events.append(event)
         # A failing example then shows the run's log itself, one JSON line per event, among
         # Hypothesis's steps (whose own "Draw 1 (candidate): 0" says nothing).
-        note(dump_event(event))
+        # Its `run.started` names the table, so `agentfsm validate` checks it against that one.
+        note(dump_event(with_table_ref([event], self.table)[0]))
         self.on_event(event, before, self.record)
 
     def _cancel_requested(self) -> bool:
@@ -301,6 +303,7 @@ def run_machine(
     max_calls: int = 3,
     run_id: str = "run_1",
     name: str | None = None,
+    tools: ToolsLike | None = None,
 ) -> type[RunMachine]:
     """A `RunMachine` subclass for `table`: one rule per event type of its edges, a `refuse`
     rule, and invariants checked after every step.
@@ -314,9 +317,14 @@ def run_machine(
         max_calls: the most tool calls in one model decision.
         run_id: the run id of every event.
         name: the class name (default: from the table's name, e.g. `AgentRunMachine`).
+        tools: the agent's tools (an `Agent`, `Tool`s or names; see `legal_runs`).
     """
-    walk = make_walk(table, features, max_calls)
+    walk = make_walk(table, features, max_calls, tools=tools)
+    # `emit.refused` is on no edge: it settles a call's proposal the table does not take,
+    # so it has a rule where a tool may propose an event.
     on_edges = set(walk.table.events)
+    if walk.tools.any_emits and "emits" in walk.features:
+        on_edges.add("emit.refused")
     types = [t for t in EVENT_ORDER if t in on_edges and t in EVENT_CLASSES]
     # The table's own event types get rules too, after the built-in ones.
     types += [t for t in walk.table.event_types.custom if t in on_edges]

@@ -224,10 +224,11 @@ Calls = dict[str, tuple[str, dict[str, Any]]]
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 
-def _call(draw: Draw, action_id: str, calls: Calls) -> dict[str, Any]:
-    """The call for `action_id`: the one drawn before for it, or a new one."""
+def _call(draw: Draw, action_id: str, calls: Calls, tool: str | None = None) -> dict[str, Any]:
+    """The call for `action_id`: the one drawn before for it, or a new one (of `tool`, the
+    agent's tool the walk chose, when given; its arguments drawn)."""
     if action_id not in calls:
-        calls[action_id] = (draw(_names), draw(arguments()))
+        calls[action_id] = (tool or draw(_names), draw(arguments()))
     tool, args = calls[action_id]
     return {"action_id": action_id, "tool": tool, "arguments": args}
 
@@ -249,7 +250,9 @@ def _free_fields(
         f["reserved_tokens"] = _opt(draw, st.integers(0, 4_000))
     elif t == E.MODEL_COMPLETED:
         if f.get("tool_calls"):
-            f["tool_calls"] = [_call(draw, c["action_id"], calls) for c in f["tool_calls"]]
+            f["tool_calls"] = [
+                _call(draw, c["action_id"], calls, c.get("tool")) for c in f["tool_calls"]
+            ]
         elif f["decision"] == DecisionKind.FINAL:
             f["output"] = draw(json_values())
         elif f["decision"] == DecisionKind.REFUSED and "refusal" not in f:
@@ -260,9 +263,10 @@ def _free_fields(
     elif t == E.HANDOFF:
         f["to_agent"] = draw(_agents)
     elif t in (E.TOOL_REQUESTED, E.APPROVAL_REQUESTED):
-        f.update(_call(draw, f["action_id"], calls))
+        f.update(_call(draw, f["action_id"], calls, f.get("tool")))
     elif t == E.TOOL_COMPLETED:
-        f["result"] = draw(json_values())
+        if f.get("result") is None:  # a tool's example result (`results=`) stays
+            f["result"] = draw(json_values())
         f["cost"] = _opt(draw, _costs)
     elif t == E.TOOL_FAILED:
         f["error"] = draw(error_infos(f["error"]["retryable"] if "error" in f else None))

@@ -40,17 +40,19 @@ from hypothesis.errors import InvalidArgument
 from agentfsm.events.codec import dump_event, parse_event
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import DecisionKind
 from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
 from agentfsm.testing._candidates import FEATURES, Clock, Next, accepted, fresh_ids, try_next
 from agentfsm.testing._sampling import simplest
+from agentfsm.testing._tools import ToolsLike
 from agentfsm.testing._walkspec import TableLike, Walk, make_walk, weight
 from agentfsm.testing.coverage import EdgeKey, taken_edge
 from agentfsm.testing.steering import BUDGET, STEER, draw_goal, follow, route_to, steered_step
 from agentfsm.testing.values import Calls, _as_strategy, _clocks, _free_fields, run_ids
 
-__all__ = ["FEATURES", "TableLike", "legal_runs"]
+__all__ = ["FEATURES", "TableLike", "legal_runs", "with_table_ref"]
 
 #: When ending a run, how much each event type moves it towards the end (lower first):
 #: settle what is in flight, decide what waits, then let the model give its final answer.
@@ -183,7 +185,7 @@ class _Groups:
         at = self._clock.next(record)
         return [
             n
-            for n in accepted(walk.reducer, record, at, walk.features, (event_type,))
+            for n in accepted(walk.reducer, record, at, walk.features, (event_type,), walk.tools)
             if ("direct_requests" in n.candidate.needs) == bool(direct)
             and (self._may_end or not walk.table.is_terminal(n.record.status))
         ]
@@ -281,7 +283,13 @@ def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
     for plain in run.events:
         base = {k: v for k, v in plain.model_dump(exclude_none=True).items() if k not in _ENVELOPE}
         fields = _free_fields(draw, plain.type, base, calls)
-        if plain.type in walk.drawn:
+        if plain.type == "tool.completed" and "result" not in base:
+            # A tool told its results (`results=`) returns one of them, not any JSON.
+            examples = walk.tools.results_of(record.actions[base["action_id"]].tool)
+            if examples:
+                fields["result"] = draw(st.sampled_from(examples))
+        if plain.type in walk.drawn and "emitted_by" not in base:
+            # A proposed event is the very one proposed: its fields are not drawn again.
             fields.update(draw(walk.drawn[plain.type]))
         plain_after = try_next(walk.reducer, record, plain)
         if not isinstance(plain_after, RunRecord):
@@ -308,11 +316,31 @@ def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
 _ENVELOPE = ("run_id", "sequence", "occurred_at")
 
 
-def _note_log(events: list[Event]) -> None:
-    """Show a failing example as the JSON Lines log it is (`agentfsm logs` reads it back)."""
+def _note_log(events: list[Event], table: TransitionTable) -> None:
+    """Show a failing example as the JSON Lines log it is, its `run.started` naming its table
+    (`with_table_ref`), so `agentfsm validate FILE` checks it against that table or says it
+    does not know it, never against the default one."""
     # Drawn outside a test (e.g. by `find`) there is nobody to show it to.
+    named = any(e.type == "run.started" for e in events)
+    # A log without `run.started` has nowhere to name its table: say which one it is.
+    how = "reads it back" if named else f"reads it back with --table naming '{table.name}'"
     with contextlib.suppress(InvalidArgument):
-        note("legal_runs log (JSON Lines):\n" + "\n".join(dump_event(e) for e in events))
+        note(
+            f"legal_runs log of table '{table.name}' (JSON Lines; `agentfsm validate FILE` "
+            f"{how}):\n" + "\n".join(dump_event(e) for e in with_table_ref(events, table))
+        )
+
+
+def with_table_ref(events: Iterable[Event], table: TransitionTable) -> list[Event]:
+    """`events` with each `run.started` that names no table naming `table` (`table.ref`,
+    as `agentfsm export --table` records it), so the log says what it is to be checked by."""
+    ref = table.ref
+    return [
+        e.model_copy(update={"table": ref})
+        if e.type == "run.started" and getattr(e, "table", None) is None
+        else e
+        for e in events
+    ]
 
 
 def _plan_run_id(run_id: str | st.SearchStrategy[str] | None) -> str:
@@ -334,6 +362,8 @@ def legal_runs(
     max_calls: int = 3,
     payloads: Mapping[str, st.SearchStrategy[dict[str, Any]]] | None = None,
     fields: Mapping[str, st.SearchStrategy[Any]] | None = None,
+    tools: ToolsLike | None = None,
+    results: Mapping[str, st.SearchStrategy[Any]] | None = None,
 ) -> st.SearchStrategy[list[Event]]:
     """Whole event logs of one run that `Reducer(table).replay` accepts.
 
@@ -378,7 +408,7 @@ def legal_runs(
         raise ValueError(f"max_events ({max_events}) is less than min_events ({min_events})")
     if max_calls < 1:
         raise ValueError(f"max_calls must be at least 1, got {max_calls}")
-    walk = make_walk(table, features, max_calls, payloads, fields)
+    walk = make_walk(table, features, max_calls, payloads, fields, tools, results)
     runs = _as_strategy(run_id, run_ids())
 
     @st.composite
@@ -391,7 +421,7 @@ def legal_runs(
         else:
             skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
             out = list(_dress(draw, walk, skeleton).events)
-        _note_log(out)
+        _note_log(out, walk.table)
         return out
 
     return logs()
