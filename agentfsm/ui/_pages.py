@@ -53,7 +53,7 @@ DECIDE_BUDGET = 20_000
 LEDGER_PAGE = 1000
 
 _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
-_diagrams: OrderedDict[tuple[str, int], Diagram] = OrderedDict()
+_diagrams: OrderedDict[tuple[str, int, bool], Diagram] = OrderedDict()
 _diagrams_lock = threading.Lock()
 
 
@@ -86,14 +86,14 @@ def runs_page(
     }
 
 
-def _run_diagram(source: Source, run_id: str) -> Diagram:
+def _run_diagram(source: Source, run_id: str, path_only: bool) -> Diagram:
     path = source.path(run_id)
-    key = (run_id, path.version)
+    key = (run_id, path.version, path_only)
     with _diagrams_lock:
         cached = _diagrams.get(key)
     if cached is not None:
         return cached
-    drawn = diagram_svg(source.table_of(run_id), path.trajectory)
+    drawn = diagram_svg(source.table_of(run_id), path.trajectory, path_only=path_only)
     with _diagrams_lock:
         _diagrams[key] = drawn
         while len(_diagrams) > 16:
@@ -103,10 +103,11 @@ def _run_diagram(source: Source, run_id: str) -> Diagram:
 
 def run_page(
     source: Source, run_id: str, page: int | None, at: int | None,
-    actions_page: int | None = None,
+    actions_page: int | None = None, whole_table: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """A run: record, limits, a page of its actions, one page of its timeline, its path and
-    a step."""
+    a step. The diagram is the run's path only (the states it visited) unless
+    `whole_table`."""
     record = source.record(run_id)
     table = source.table_of(run_id)
     path = source.path(run_id)
@@ -170,7 +171,9 @@ def run_page(
         "state_at": state_at,
         "at_record": record_view(at_record, about),
         "at_event": at_event,
-        "diagram": _run_diagram(source, run_id),
+        "diagram": _run_diagram(source, run_id, not whole_table),
+        "whole_table": whole_table,
+        "step_move": _step_move(path.trajectory.steps, step_at),
         "parent": source.parent(run_id),
         "children": children[:CHILDREN_SHOWN],
         "children_more": len(children) > CHILDREN_SHOWN,
@@ -178,6 +181,14 @@ def run_page(
         "allowed": refusal[1] if refusal else (),
         "child_ids": {c.run_id for c in children},
     }
+
+
+def _step_move(steps: Sequence[Any], sequence: int) -> tuple[str, str] | None:
+    """The (source, target) of the move event `sequence` made, if it made one."""
+    if not 1 <= sequence <= len(steps):
+        return None
+    step = steps[sequence - 1]
+    return (step.source, step.target)
 
 
 def _event_at(timeline: list[dict[str, Any]], sequence: int) -> dict[str, Any] | None:

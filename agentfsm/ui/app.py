@@ -130,7 +130,10 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         page = _number(request, "page")
         at = _number(request, "at")
         actions_page = _number(request, "actions_page")
-        data = await run_in_threadpool(_pages.run_page, source, run_id, page, at, actions_page)
+        whole = request.query_params.get("view") == "table"
+        data = await run_in_threadpool(
+            _pages.run_page, source, run_id, page, at, actions_page, whole
+        )
         return render(request, "run.html", **data)
 
     async def run_record(request: Request) -> Response:

@@ -42,7 +42,9 @@
       if (now.calls.join("|") !== seen) document.getElementById("inbox-changed").hidden = false;
     });
   }
-  // Diagrams: a click on a state opens its description below.
+  // Diagrams: a click (or Enter) on a state opens its description below (a table's page),
+  // or says what it is and whether the run was there (a run's page).
+  const info = document.getElementById("state-info");
   document.querySelectorAll("svg.diagram g.node[data-state]").forEach((node) => {
     node.addEventListener("click", () => {
       const name = node.dataset.state;
@@ -50,14 +52,22 @@
       document.querySelectorAll("svg.diagram g.node.picked").forEach((n) => n.classList.remove("picked"));
       node.classList.add("picked");
       if (panel) { panel.open = true; panel.scrollIntoView({ behavior: "smooth", block: "center" }); }
+      if (info) {
+        const tip = node.querySelector("a");
+        const about = tip ? tip.getAttributeNS("http://www.w3.org/1999/xlink", "title") : "";
+        const marks = node.classList.contains("final") ? " (where the run is now)" :
+          node.classList.contains("current") ? " (after the selected event)" : "";
+        info.textContent = `state ${name}${marks}${about && about !== name ? ": " + about : ""}`;
+      }
     });
   });
   // Step-through: arrow keys follow the previous/next links.
   document.addEventListener("keydown", (e) => {
     if (e.target instanceof HTMLInputElement || e.target instanceof HTMLTextAreaElement) return;
-    const rel = e.key === "ArrowLeft" ? "◀ previous" : e.key === "ArrowRight" ? "next ▶" : null;
+    if (e.target instanceof Element && e.target.closest(".diagram-view")) return;
+    const rel = e.key === "ArrowLeft" ? "prev" : e.key === "ArrowRight" ? "next" : null;
     if (!rel) return;
-    const link = Array.from(document.querySelectorAll(".stepper a")).find((a) => a.textContent === rel);
+    const link = document.querySelector(`.stepper a[data-step="${rel}"]`);
     if (link) link.click();
   });
 })();
