@@ -19,8 +19,10 @@ from typing import Any
 import attrs
 
 from agentfsm.events.codec import event_to_dict
+from agentfsm.events.models import ModelCompleted
 from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
 from agentfsm.ui._svg import Diagram, diagram_svg
@@ -180,6 +182,19 @@ def run_page(
         "refusal": refusal[0] if refusal else None,
         "allowed": refusal[1] if refusal else (),
         "child_ids": {c.run_id for c in children},
+        "steer": steering(table, record),
+    }
+
+
+def steering(table: TransitionTable, record: RunRecord) -> dict[str, bool]:
+    """Which steering buttons a run's page draws: those whose event the table allows in
+    the run's state now (a Pause on a run waiting for approval would only be refused)."""
+    allowed = set(table.allowed(record.status))
+    going = table.kind(record.status) in (StateKind.ACTIVE, StateKind.IN_FLIGHT)
+    return {
+        "cancel": "run.cancel_requested" in allowed and not table.settles_cancel(record.status),
+        "pause": "run.paused" in allowed,
+        "unpause": "run.resumed" in allowed and not going,
     }
 
 
@@ -234,14 +249,62 @@ def approvals_page(
     }
 
 
+#: Earlier calls with their results an inbox card shows (the most recent ones).
+EARLIER_SHOWN = 3
+#: Pages of a run's timeline (from its end) the inbox reads to find the decision that
+#: proposed a waiting call (its text is the model's reasoning): bounded per run.
+PROPOSAL_PAGES = 2
+
+
+def _proposals(source: Source, record: RunRecord, wanted: set[str]) -> dict[str, Any]:
+    """For each waiting call of `wanted`, the `model.completed` event that proposed it
+    (looked for in the last `PROPOSAL_PAGES` pages of the timeline; absent past them)."""
+    found: dict[str, Any] = {}
+    last = max(1, -(-record.version // EVENTS_PER_PAGE))
+    for page in range(last, max(last - PROPOSAL_PAGES, 0), -1):
+        for event in source.events_page(record.run_id, page):
+            if isinstance(event, ModelCompleted) and event.tool_calls:
+                for tool_call in event.tool_calls:
+                    if tool_call.action_id in wanted:
+                        found.setdefault(tool_call.action_id, event)
+        if wanted <= found.keys():
+            break
+    return found
+
+
+def _earlier(record: RunRecord, wanted: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """For each call of `wanted`, the last calls that finished before it joined the ledger,
+    with their results: one pass over the ledger for all of them (never one per call)."""
+    finished: list[Action] = []
+    out: dict[str, list[dict[str, Any]]] = {}
+    for action_id, action in record.actions.items():
+        if action_id in wanted:
+            out[action_id] = [_action(a, record.run_id) for a in finished]
+            if len(out) == len(wanted):
+                break
+        if action.status in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
+            finished = [*finished[-(EARLIER_SHOWN - 1) :], action]
+    return out
+
+
 def _inbox_group(source: Source, calls: Sequence[PendingCall]) -> dict[str, Any]:
     record = calls[0].record
     on_page = {c.action_id for c in calls}
+    proposed = _proposals(source, record, on_page)
+    earlier = _earlier(record, on_page)
     others = [a for a in record.batch if a not in on_page and a in record.actions]
     return {
         "record": record,
         "table": calls[0].table,
-        "calls": [_action(record.actions[c.action_id], record.run_id) for c in calls],
+        "calls": [
+            {
+                **_action(record.actions[c.action_id], record.run_id),
+                "proposed_at": (event := proposed.get(c.action_id)) and event.sequence,
+                "said": event.output if event is not None else None,
+                "earlier": earlier.get(c.action_id, []),
+            }
+            for c in calls
+        ],
         "waiting": len(record.pending_approvals),
         "batch": batch_summary(record),
         "others": [_action(record.actions[a], record.run_id) for a in others[:OTHERS_SHOWN]],

@@ -161,7 +161,10 @@ def clean(raw: str, states: set[str]) -> str:
                 group.set("data-from", ends[0])
                 group.set("data-to", ends[1])
     root.set("class", "diagram")
-    root.set("role", "img")
+    # A group, not an image: its states are controls, and an image holds none.
+    graph = root.find(f"{{{_SVG}}}g/{{{_SVG}}}title")
+    root.set("role", "group")
+    root.set("aria-label", f"state diagram {graph.text}" if graph is not None else "state diagram")
     return ET.tostring(root, encoding="unicode")
 
 

@@ -62,6 +62,11 @@ class UIConfig:
         allowed_hosts: the `Host` names the app answers (`*` for any).
         page_size: runs per page of the runs list.
         poll_seconds: how often pages ask whether something changed (0: never).
+        identity_header: the request header in which the deployment's proxy names the
+            signed-in person (`X-Forwarded-User`, `X-Auth-Request-User`...). When set, a
+            decision's approver (and a cancel's "asked by") is that header's value, shown on
+            the forms and not typed; a change without it is refused. Only set it behind a
+            proxy that sets the header itself and strips it from what clients send.
     """
 
     token: str
@@ -69,6 +74,7 @@ class UIConfig:
     allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1", "[::1]")
     page_size: int = 50
     poll_seconds: float = 3.0
+    identity_header: str | None = None
 
 
 class _Headers:
@@ -109,7 +115,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         html = env.get_template(name).render(
             request=request, read_only=config.read_only, csrf=csrf, poll=config.poll_seconds,
             signed_in=_has_token(request, config.token), source=source.label, url=_url,
-            **context,
+            identity=_identity(request, config), **context,
         )  # fmt: skip
         return HTMLResponse(html, status_code=status)
 
@@ -233,6 +239,17 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
                 raise HTTPException(
                     403, "the form's CSRF token is missing or wrong: reload the page and try again"
                 )
+            if config.identity_header is not None:
+                who = _identity(request, config)
+                if who is None:
+                    raise HTTPException(
+                        403,
+                        f"this deployment names who decides from the request header "
+                        f"'{config.identity_header}', and this request had none: sign in "
+                        "through the deployment's proxy",
+                    )
+                # The proxy's name, whatever the form said: a person cannot decide as another.
+                fields = {**fields, "approver": who, "requested_by": who}
             return await act(request, fields)
 
         return endpoint
@@ -255,7 +272,12 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
             notes = list(getattr(exc, "__notes__", ()))
             return render(request, "done.html", 409, ok=False, what=what, run_id=run_id,
                           message=str(exc), notes=notes)  # fmt: skip
-        return render(request, "done.html", ok=True, what=what, run_id=run_id, record=record)
+        # Who goes on with the run now: its lease's live holder, if a driver holds it.
+        holder = await run_in_threadpool(source.use, run_id, lambda s: s.holder(run_id))
+        table = source.table_of(run_id)
+        return render(request, "done.html", ok=True, what=what, run_id=run_id, record=record,
+                      holder=holder, ended=table.is_terminal(record.status),
+                      kind=str(table.kind(record.status)))  # fmt: skip
 
     async def approve(request: Request, fields: dict[str, str]) -> Response:
         action_id, digest = _field(fields, "action_id"), _field(fields, "digest")
@@ -296,6 +318,10 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     async def unpause(request: Request, fields: dict[str, str]) -> Response:
         return await steer(request, fields, "unpause the run", control.unpause)
 
+    async def favicon(request: Request) -> Response:
+        # Browsers ask for /favicon.ico whatever the page links: the same icon, no 404.
+        return RedirectResponse("/static/favicon.svg", status_code=301)
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         titles = {400: "Bad request", 403: "Refused", 404: "Not found", 405: "Not allowed"}
@@ -325,6 +351,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         Route("/tables", tables),
         Route("/table", table),
         Route("/login", login, methods=["GET", "POST"]),
+        Route("/favicon.ico", favicon),
         Mount(
             "/static", StaticFiles(directory=str(files("agentfsm.ui") / "static")), name="static"
         ),
@@ -395,6 +422,14 @@ def _has_token(request: Request, token: str) -> bool:
     auth = request.headers.get("authorization", "")
     bearer = auth[7:] if auth.lower().startswith("bearer ") else None
     return same_secret(request.cookies.get(COOKIE), token) or same_secret(bearer, token)
+
+
+def _identity(request: Request, config: UIConfig) -> str | None:
+    """The signed-in person the deployment's proxy names, if it is configured to."""
+    if config.identity_header is None:
+        return None
+    value = request.headers.get(config.identity_header, "").strip()
+    return value[:200] or None
 
 
 def _origin(request: Request) -> str:

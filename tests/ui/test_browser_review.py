@@ -6,12 +6,14 @@ Screenshots go under build/ui-screenshots/ (a test artifact).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.ui.conftest import LiveServer, screenshot
+from tests.ui.conftest import TOKEN, LiveServer, make_reasoned, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -186,3 +188,132 @@ class TestReadableDiagram:
         other = wide.locator("svg.diagram g.edge:not(.step)[data-from]").first
         colour = "(e) => getComputedStyle(e.querySelector('path')).stroke"
         assert step.evaluate(colour) != other.evaluate(colour)
+
+
+def _axe_source() -> str:
+    """axe-core, as the `axe-playwright-python` package ships it (a dev dependency; used by
+    the tests only, nothing of it is served)."""
+    try:
+        from importlib.resources import files
+
+        return (files("axe_playwright_python") / "axe.min.js").read_text(encoding="utf-8")
+    except (ImportError, FileNotFoundError) as exc:  # pragma: no cover - a missing dev extra
+        pytest.fail(f"axe-core is not installed: pip install -e '.[dev]' ({exc})")
+
+
+def _axe(page: Any) -> list[str]:
+    """WCAG 2.x A and AA violations axe-core finds on the page, one line each."""
+    # Evaluated through the DevTools protocol: the page's CSP (no inline script) stays on.
+    page.evaluate(_axe_source() + "\n;0")
+    found = page.evaluate(
+        """async () => {
+          const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}});
+          return r.violations.map((v) => `${v.id}: ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')}`);
+        }"""
+    )
+    return list(found)
+
+
+class TestAccessibility:
+    def test_every_page_meets_wcag_aa_by_axe(self, wide: Any, live: LiveServer) -> None:
+        """axe-core's WCAG 2.1 A/AA rules find nothing on any page, signed in or not."""
+        urls = ["/", "/run?id=pay-1", "/run?id=done-1&at=2", "/run?id=pay-1&view=table",
+                "/approvals", "/tables", "/login", "/run?id=nope"]  # fmt: skip
+        wide.goto(f"{live.url}/tables")
+        urls.append(wide.locator("table a").first.get_attribute("href"))
+        found = {url: _axe(wide) for url in urls if wide.goto(f"{live.url}{url}") or True}
+        wide.goto(f"{live.url}/login?token={TOKEN}")
+        for url in ("/approvals", "/run?id=pay-1"):
+            wide.goto(f"{live.url}{url}")
+            found[f"{url} (signed in)"] = _axe(wide)
+        assert {url: v for url, v in found.items() if v} == {}
+
+    def test_the_signed_in_badge_is_readable(self, wide: Any, live: LiveServer) -> None:
+        """Its text and background differ (they were the same green), contrast >= 4.5."""
+        wide.goto(f"{live.url}/login?token={TOKEN}")
+        badge = wide.locator("header.top .badge")
+        assert badge.inner_text() == "signed in"
+        colours = badge.evaluate(
+            "(b) => { const s = getComputedStyle(b); return [s.color, s.backgroundColor]; }"
+        )
+        assert _contrast(*colours) >= 4.5, colours
+        screenshot(wide, "badge-signed-in")
+
+    def test_muted_text_has_aa_contrast(self, wide: Any, live: LiveServer) -> None:
+        wide.goto(f"{live.url}/run?id=pay-1")
+        pairs = wide.locator(".muted").evaluate_all(
+            """(ns) => ns.filter((n) => n.offsetParent).map((n) => {
+                 let e = n, bg = 'rgba(0, 0, 0, 0)';
+                 while (e && (bg === 'rgba(0, 0, 0, 0)' || bg === 'transparent')) {
+                   bg = getComputedStyle(e).backgroundColor; e = e.parentElement; }
+                 return [getComputedStyle(n).color, bg]; })"""
+        )
+        assert pairs
+        assert min(_contrast(*p) for p in pairs) >= 4.5
+
+    def test_the_first_tab_is_the_skip_link_and_it_moves_focus_to_the_content(
+        self, wide: Any, live: LiveServer
+    ) -> None:
+        wide.goto(f"{live.url}/run?id=pay-1")
+        wide.keyboard.press("Tab")
+        skip = wide.evaluate("() => [document.activeElement.className, document.activeElement.innerText]")
+        assert skip == ["skip", "Skip to the content"]
+        assert wide.locator("a.skip").bounding_box()["y"] >= 0  # shown once focused
+        wide.keyboard.press("Enter")
+        assert wide.evaluate("() => document.activeElement.id") == "main"
+
+    def test_no_request_fails_and_no_glyph_is_missing(self, wide: Any, live: LiveServer) -> None:
+        """Every request a page makes succeeds (the favicon too); the stepper is words, not
+        symbols Debian's fonts lack."""
+        failed: list[str] = []
+        wide.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        wide.goto(f"{live.url}/run?id=done-1&at=2")
+        wide.evaluate("() => fetch('/favicon.ico').then((r) => r.ok)")
+        wide.wait_for_load_state("networkidle")
+        assert failed == []
+        stepper = wide.locator(".stepper").inner_text()
+        assert not set(stepper) & set("⏮⏭◀▶"), stepper
+        assert [a.inner_text() for a in wide.locator(".stepper a").all()] == ["first", "previous", "next", "last"]
+
+
+class TestApprovalScreen:
+    def test_reasoning_earlier_results_countdown_and_who_continues(
+        self, wide: Any, tmp_path: Path
+    ) -> None:
+        """The card shows what the model said with the call and what it had read; the expiry
+        counts down; after approving the page says what continues the run."""
+        path = tmp_path / "why.db"
+        make_reasoned(path)
+        server = LiveServer(path)
+        try:
+            wide.goto(f"{server.url}/login?token={TOKEN}")
+            wide.goto(f"{server.url}/approvals")
+            card = wide.locator('article.approval[data-action="t2.1"]')
+            assert "The parcel never arrived" in card.locator(".reasoning").inner_text()
+            assert '"tracking": "lost"' in card.locator(".earlier").inner_text()
+            clock = card.locator("time.countdown")
+            first = clock.inner_text()
+            assert re.fullmatch(r"in (59 min \d+ s|1 h 0 min)", first), first
+            wide.wait_for_function(
+                "(t) => document.querySelector('time.countdown').textContent !== t", arg=first
+            )
+            assert _axe(wide) == []
+            screenshot(wide, "approval-context")
+            card.locator("form.approve input[name=approver]").fill("ann")
+            card.locator("form.approve button").click()
+            assert "No driver holds this run now" in wide.locator("#who-continues").inner_text()
+            screenshot(wide, "approval-done")
+        finally:
+            server.stop()
+
+
+def _contrast(fg: str, bg: str) -> float:
+    """WCAG's contrast ratio of two CSS `rgb(...)` colours."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(c) / 255 for c in re.findall(r"\d+", colour)[:3]]
+        lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    a, b = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (a + 0.05) / (b + 0.05)

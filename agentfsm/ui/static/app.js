@@ -71,3 +71,36 @@
     if (link) link.click();
   });
 })();
+// Approvals: each expiry counts down (the server refuses an expired approval anyway).
+(function () {
+  const clocks = document.querySelectorAll("time.countdown[datetime]");
+  if (!clocks.length) return;
+  function words(ms) {
+    const s = Math.round(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24,
+      m = Math.floor(s / 60) % 60;
+    return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : m ? `${m} min ${s % 60} s` : `${s} s`;
+  }
+  function tick() {
+    clocks.forEach((t) => {
+      const left = Date.parse(t.getAttribute("datetime")) - Date.now();
+      if (Number.isNaN(left)) return;
+      t.textContent = left > 0 ? `in ${words(left)}` : "now: expired, approving is refused";
+      t.classList.toggle("soon", left < 5 * 60 * 1000);
+      t.title = t.getAttribute("datetime");
+    });
+  }
+  tick();
+  setInterval(tick, 1000);
+})();
+// A block of JSON that scrolls is a tab stop, so a keyboard can scroll it too (WCAG 2.1.1).
+(function () {
+  function mark() {
+    document.querySelectorAll("pre").forEach((pre) => {
+      if (pre.scrollHeight > pre.clientHeight + 1 || pre.scrollWidth > pre.clientWidth + 1) {
+        if (!pre.hasAttribute("tabindex")) pre.setAttribute("tabindex", "0");
+      }
+    });
+  }
+  mark();
+  document.querySelectorAll("details").forEach((d) => d.addEventListener("toggle", mark));
+})();

@@ -1,0 +1,140 @@
+"""Issue 29's review-grade pages, through the app (TestClient over a real SQLite store of
+runs a Runner made): the steering offered, the approval's context, who continues a run,
+the approver from the deployment's identity header, the favicon, the skip link."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import structlog
+from starlette.testclient import TestClient
+
+from agentfsm import Runner, SQLiteEventStore
+from agentfsm.runtime import control
+from agentfsm.ui._security import COOKIE
+from tests.ui.conftest import CSRF, TOKEN, answer_agent, client, make_reasoned
+
+
+@pytest.fixture
+def why_db(tmp_path: Path) -> Path:
+    path = tmp_path / "why.db"
+    make_reasoned(path)
+    return path
+
+
+def _signed(path: Path, **config: object) -> TestClient:
+    c = client(path, **config)
+    c.cookies.set(COOKIE, TOKEN)
+    return c
+
+
+def _buttons(page: str) -> set[str]:
+    return set(re.findall(r'action="/act/(\w+)"', page))
+
+
+class TestSteering:
+    def test_a_waiting_run_offers_cancel_but_not_pause(self, signed_in: TestClient) -> None:
+        """Pause on a run waiting for approval led to a 409 (issue 29): not drawn now."""
+        page = signed_in.get("/run?id=pay-1").text
+        assert _buttons(page) == {"cancel"}
+
+    def test_a_paused_run_offers_unpause_and_cancel(self, signed_in: TestClient, runs_db: Path) -> None:
+        with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
+            Runner(store, answer_agent("x")).start("idle-1", "Wait")
+            control.pause(store, "idle-1", "the customer's reply")
+        assert _buttons(signed_in.get("/run?id=idle-1").text) == {"cancel", "unpause"}
+
+    def test_a_run_between_steps_offers_pause_and_cancel(self, signed_in: TestClient, runs_db: Path) -> None:
+        with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
+            Runner(store, answer_agent("x")).start("idle-2", "Wait")
+        assert _buttons(signed_in.get("/run?id=idle-2").text) == {"cancel", "pause"}
+
+    def test_an_ended_run_offers_nothing(self, signed_in: TestClient) -> None:
+        page = signed_in.get("/run?id=done-1").text
+        assert _buttons(page) == set()
+        assert "<h2>Steer</h2>" not in page
+
+
+class TestApprovalContext:
+    def test_the_card_shows_the_reasoning_and_earlier_results(self, why_db: Path) -> None:
+        """Before the call: what the model said with it, and the results it had read."""
+        page = _signed(why_db).get("/approvals").text
+        assert "The parcel never arrived (tracking says lost), so a refund is due." in page
+        earlier = page[page.index('class="earlier"') : page.index("The call</h3>")]
+        assert "lookup" in earlier
+        assert "&#34;tracking&#34;: &#34;lost&#34;" in earlier
+        assert re.search(r'<time class="countdown" datetime="[^"]+">at ', page)
+
+    def test_after_approving_the_page_says_who_continues(self, why_db: Path) -> None:
+        c = _signed(why_db)
+        with SQLiteEventStore(why_db) as store:
+            action = store.load("why-1").actions["t2.1"]
+        answer = c.post("/act/approve", data={
+            "csrf": CSRF, "run_id": "why-1", "action_id": "t2.1",
+            "digest": action.arguments_digest, "approver": "ann",
+        })  # fmt: skip
+        assert answer.status_code == 200
+        said = re.search(r'id="who-continues">(.*?)</p>', answer.text, re.S).group(1)
+        assert "No driver holds this run now" in said
+        assert 'Runner.resume("why-1")' in said
+
+
+class TestIdentityHeader:
+    def test_the_approver_is_the_signed_in_person(self, why_db: Path) -> None:
+        """With `identity_header`, the forms name the person the proxy signed in, and the
+        decision records that name, whatever the form said."""
+        c = _signed(why_db, identity_header="X-Forwarded-User")
+        page = c.get("/approvals", headers={"X-Forwarded-User": "carol"}).text
+        assert 'name="approver"' not in page
+        assert "signed in as carol" in page
+        with SQLiteEventStore(why_db) as store:
+            digest = store.load("why-1").actions["t2.1"].arguments_digest
+        form = {"csrf": CSRF, "run_id": "why-1", "action_id": "t2.1", "digest": digest,
+                "approver": "mallory"}  # fmt: skip
+        assert c.post("/act/approve", data=form, headers={"X-Forwarded-User": "carol"}).status_code == 200
+        with SQLiteEventStore(why_db) as store:
+            assert store.load("why-1").actions["t2.1"].approver == "carol"
+
+    def test_a_change_without_the_header_is_refused(self, why_db: Path) -> None:
+        c = _signed(why_db, identity_header="X-Forwarded-User")
+        with SQLiteEventStore(why_db) as store:
+            digest = store.load("why-1").actions["t2.1"].arguments_digest
+        form = {"csrf": CSRF, "run_id": "why-1", "action_id": "t2.1", "digest": digest,
+                "approver": "mallory"}  # fmt: skip
+        answer = c.post("/act/approve", data=form)
+        assert answer.status_code == 403
+        assert "X-Forwarded-User" in answer.text
+        with SQLiteEventStore(why_db) as store:
+            assert store.load("why-1").actions["t2.1"].status == "approval_pending"
+
+
+class TestChrome:
+    def test_the_favicon_is_served(self, ui: TestClient) -> None:
+        answer = ui.get("/favicon.ico")
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("image/svg+xml")
+        assert '<link rel="icon" href="/static/favicon.svg"' in ui.get("/").text
+
+    def test_every_page_starts_with_a_skip_link(self, ui: TestClient) -> None:
+        for url in ("/", "/run?id=pay-1", "/approvals", "/tables"):
+            body = ui.get(url).text.split("<body", 1)[1]
+            first = re.search(r"<a [^>]*>", body).group(0)
+            assert 'class="skip" href="#main"' in first, url
+            assert 'id="main"' in body
+
+
+class TestIdentityHeaderFlag:
+    def test_a_bad_header_name_is_refused_in_one_line(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        from agentfsm.cli import main
+
+        code = main(["ui", "--store", str(tmp_path / "none.db"), "--identity-header", "X User:"])
+        out = capsys.readouterr()
+        assert (code, out.out) == (2, "")
+        assert out.err == (
+            "agentfsm ui: --identity-header 'X User:' is not a header name "
+            "(letters, digits and '-', like X-Forwarded-User)\n"
+        )
