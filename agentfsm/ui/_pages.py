@@ -26,6 +26,7 @@ from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
 from agentfsm.ui._svg import Diagram, diagram_svg
+from agentfsm.ui._timeline import record_changes, turn_groups
 from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
 
 __all__ = [
@@ -105,11 +106,12 @@ def _run_diagram(source: Source, run_id: str, path_only: bool) -> Diagram:
 
 def run_page(
     source: Source, run_id: str, page: int | None, at: int | None,
-    actions_page: int | None = None, whole_table: bool = False,
+    actions_page: int | None = None, whole_table: bool = False, compare: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A run: record, limits, a page of its actions, one page of its timeline, its path and
     a step. The diagram is the run's path only (the states it visited) unless
-    `whole_table`."""
+    `whole_table`. Stepping (`at`), the page says what changed in the record since the
+    event before, or since event `compare`."""
     record = source.record(run_id)
     table = source.table_of(run_id)
     path = source.path(run_id)
@@ -134,10 +136,19 @@ def run_page(
             else None,
             "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
             "cut": clipped(fields)[1],
-            "action_id": getattr(e, "action_id", None),
+            "action_id": (action_id := getattr(e, "action_id", None)),
+            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
         }
         for e in events
     ]
+    first_seq = (page - 1) * EVENTS_PER_PAGE
+    turns_before = sum(1 for s in path.trajectory.steps[:first_seq] if s.event == "model.started")
+    groups = turn_groups(timeline, record.started_at, turns_before)
+    if at is not None:
+        since = step_at - 1 if compare is None else min(max(compare, 0), version)
+        changes = record_changes(source.record_at(run_id, since) if since >= 1 else None, at_record)
+    else:
+        since, changes = None, None
     touched = [str(t["action_id"]) for t in timeline if t["action_id"]]
     selected = [
         a
@@ -165,6 +176,11 @@ def run_page(
         "actions_total": len(record.actions),
         "batch": batch_summary(record),
         "timeline": timeline,
+        "groups": groups,
+        "types": sorted({t["type"] for t in timeline}),
+        "action_ids": list(dict.fromkeys(str(t["action_id"]) for t in timeline if t["action_id"])),
+        "changes": changes,
+        "since": since,
         "page": page,
         "pages": pages,
         "per_page": EVENTS_PER_PAGE,

@@ -137,8 +137,9 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         at = _number(request, "at")
         actions_page = _number(request, "actions_page")
         whole = request.query_params.get("view") == "table"
+        compare = _number(request, "since")
         data = await run_in_threadpool(
-            _pages.run_page, source, run_id, page, at, actions_page, whole
+            _pages.run_page, source, run_id, page, at, actions_page, whole, compare
         )
         return render(request, "run.html", **data)
 

@@ -317,3 +317,56 @@ def _contrast(fg: str, bg: str) -> float:
 
     a, b = sorted((luminance(fg), luminance(bg)), reverse=True)
     return (a + 0.05) / (b + 0.05)
+
+
+class TestTimelineInTheBrowser:
+    def test_filter_search_and_collapsible_json(self, wide: Any, tmp_path: Path) -> None:
+        """The timeline's bars are drawn; filtering by type, by call and by text hides the
+        other rows (and empty turns); each event's JSON opens on demand."""
+        path = tmp_path / "why.db"
+        make_reasoned(path)
+        server = LiveServer(path)
+        try:
+            wide.goto(f"{server.url}/run?id=why-1")
+            rows = wide.locator(".timeline-table tr[data-seq]")
+            total = rows.count()
+            assert wide.locator(".bars rect.bar").count() == 4
+            width = wide.locator(".bars rect.bar-tool").evaluate("(r) => r.getBoundingClientRect().width")
+            assert width > 0
+            wide.select_option("#timeline-type", "model.started")
+            assert wide.locator(".timeline-table tr[data-seq]:visible").count() == 2
+            assert wide.locator("tbody.turn-group:visible").count() == 2  # the run's start is hidden
+            wide.select_option("#timeline-type", "")
+            wide.select_option("#timeline-action", "t1.1")
+            visible = wide.locator(".timeline-table tr[data-seq]:visible")
+            assert {visible.nth(i).get_attribute("data-action") for i in range(visible.count())} == {"t1.1"}
+            wide.select_option("#timeline-action", "")
+            wide.fill("#timeline-search", "tracking")
+            assert 0 < wide.locator(".timeline-table tr[data-seq]:visible").count() < total
+            assert "match" in wide.locator("#timeline-count").inner_text()
+            wide.fill("#timeline-search", "")
+            first = wide.locator(".timeline-table details.fields").first
+            assert not first.locator("pre").is_visible()
+            first.locator("summary").click()
+            assert first.locator("pre").is_visible()
+            screenshot(wide, "timeline")
+            assert _axe(wide) == []
+        finally:
+            server.stop()
+
+    def test_the_report_says_what_each_step_changed(self, wide: Any, runs_db: Path, tmp_path: Path) -> None:
+        from agentfsm import SQLiteEventStore
+        from agentfsm.events import dump_event
+        from agentfsm.ui import render_report
+
+        with SQLiteEventStore(runs_db) as store:
+            lines = [dump_event(e) for e in store.events("pay-1")]
+        report = tmp_path / "review.html"
+        report.write_text(render_report(log=lines), encoding="utf-8")
+        wide.goto(report.as_uri())
+        run = wide.locator("article.run").first
+        run.locator('button.step[data-step="3"]').click()  # approval.requested
+        said = run.locator(".step-changes").inner_text()
+        assert said.startswith("What changed in the record with this event:")
+        assert 'status: "running" → "waiting_approval"' in said
+        assert "call t1.1 status" in said

@@ -138,3 +138,33 @@ class TestIdentityHeaderFlag:
             "agentfsm ui: --identity-header 'X User:' is not a header name "
             "(letters, digits and '-', like X-Forwarded-User)\n"
         )
+
+
+class TestTimeline:
+    def test_events_are_grouped_by_turn_with_bars(self, why_db: Path) -> None:
+        """Turn 1 (the lookup: model call, then the tool), turn 2 (the refund: model call,
+        then a wait for a person that is still open), times relative to the start."""
+        page = _signed(why_db).get("/run?id=why-1").text
+        turns = re.findall(r'<tbody class="turn-group" data-turn="(\d+)">', page)
+        assert turns == ["0", "1", "2"]
+        labels = re.findall(r'<span class="bar-label">([^<]+)</span>', page)
+        assert labels == ["model call", "tool lookup", "model call", "waiting for a person on t2.1"]
+        assert 'class="bar bar-wait bar-open"' in page
+        assert re.search(r'<time datetime="[^"]+" title="[^"]+">\+\d', page)
+        assert '<details class="fields"><summary>' in page
+
+    def test_a_step_says_what_changed_in_the_record(self, why_db: Path) -> None:
+        """At the approval request: the status moved and the call joined the waiting list;
+        `since=` compares with any earlier event."""
+        c = _signed(why_db)
+        with SQLiteEventStore(why_db) as store:
+            seq = next(e.sequence for e in store.events("why-1") if e.type == "approval.requested")
+        page = c.get(f"/run?id=why-1&at={seq}").text
+        section = page[page.index('id="changes"') : page.index("</section>", page.index('id="changes"'))]
+        assert f"What changed in the record from event {seq - 1} to event {seq}" in section
+        fields = re.findall(r"<tr><td><code>(\w+)</code></td>", section)
+        assert "status" in fields
+        assert "<code>t2.1</code> changed: <code>status</code>" in section
+        since = c.get(f"/run?id=why-1&at={seq}&since=1").text
+        assert f"from event 1 to event {seq}" in since
+        assert "<code>t1.1</code> added" in since

@@ -104,3 +104,31 @@
   mark();
   document.querySelectorAll("details").forEach((d) => d.addEventListener("toggle", mark));
 })();
+// The timeline: filter this page's rows by type, call and text (the server pages them).
+(function () {
+  const form = document.querySelector("form.timeline-filter");
+  if (!form) return;
+  form.hidden = false;
+  form.addEventListener("submit", (e) => e.preventDefault());
+  const search = document.getElementById("timeline-search");
+  const type = document.getElementById("timeline-type");
+  const action = document.getElementById("timeline-action");
+  const count = document.getElementById("timeline-count");
+  const rows = Array.from(document.querySelectorAll(".timeline-table tr[data-seq]"));
+  function apply() {
+    const text = search.value.trim().toLowerCase();
+    let shown = 0;
+    rows.forEach((row) => {
+      const ok = (!type.value || row.dataset.type === type.value) &&
+        (!action.value || row.dataset.action === action.value) &&
+        (!text || row.textContent.toLowerCase().includes(text));
+      row.classList.toggle("hidden-row", !ok);
+      if (ok) shown += 1;
+    });
+    document.querySelectorAll(".timeline-table tbody.turn-group").forEach((g) => {
+      g.hidden = !g.querySelector("tr[data-seq]:not(.hidden-row)");
+    });
+    count.textContent = shown === rows.length ? "" : `${shown} of ${rows.length} events on this page match`;
+  }
+  [search, type, action].forEach((el) => el.addEventListener("input", apply));
+})();
