@@ -24,7 +24,15 @@ from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
-from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
+from agentfsm.ui._source import (
+    CALLS_PER_PAGE,
+    EVENTS_PER_PAGE,
+    INBOX_RUNS,
+    PendingCall,
+    RunRow,
+    RunsPage,
+    Source,
+)
 from agentfsm.ui._svg import Diagram, diagram_svg
 from agentfsm.ui._timeline import record_changes, turn_groups
 from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
@@ -60,13 +68,47 @@ _diagrams: OrderedDict[tuple[str, int, bool], Diagram] = OrderedDict()
 _diagrams_lock = threading.Lock()
 
 
+#: Runs counted per status on the runs list; past it the count reads "N+" (an estimate
+#: that costs one bounded index read per status, whatever the store holds).
+COUNT_CAP = 1000
+#: Index pages the runs list reads to fill a page filtered on what only records know (the
+#: objective, agent or tools, the start date); it then says where to go on.
+FILTER_PAGES = 20
+#: Earlier pages' cursors the runs list carries in its address for "previous page".
+TRAIL_KEPT = 50
+
+
 def runs_page(
     source: Source, *, status: list[str], table: str | None, search: str | None,
-    after: str | None, limit: int,
+    after: str | None, limit: int, text: str | None = None, since: str | None = None,
+    until: str | None = None, trail: Sequence[str] = (), counts: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
-    """The runs list: one page from the index, filtered."""
-    page = source.runs_page(status=status, table=table, search=search, after=after, limit=limit)
+    """The runs list: one page from the index, filtered. `text` keeps runs whose objective,
+    agent or a tool they called holds it (any case); `since`/`until` (YYYY-MM-DD) keep runs
+    started in that range; `trail` is the cursors of the pages before (for "previous")."""
+    wanted = text.casefold() if text else None
+    if wanted or since or until:
+        rows: list[RunRow] = []
+        cursor, scanned, pages = after, 0, 0
+        while pages < FILTER_PAGES:
+            page = source.runs_page(
+                status=status, table=table, search=search, after=cursor, limit=limit
+            )
+            pages += 1
+            scanned += page.scanned
+            rows += [r for r in page.rows if _matches(r, wanted, since, until)]
+            cursor = page.next_after
+            if len(rows) >= limit or cursor is None:
+                break
+        cut = rows[:limit]
+        more = cursor is not None or len(rows) > limit
+        page = RunsPage(
+            tuple(cut), (cut[-1].info.run_id if cut else cursor) if more else None, scanned
+        )
+    else:
+        page = source.runs_page(status=status, table=table, search=search, after=after, limit=limit)
     statuses = sorted({s for t in source.tables() for s in t.state_names})
+    trail = [t for t in trail if t][-TRAIL_KEPT:]
     return {
         "page": page,
         "rows": [
@@ -80,13 +122,76 @@ def runs_page(
                     else row.problem
                 ),
                 "children": row.info.run_id.count("/"),
+                "driver": _driver(source, row),
             }
             for row in page.rows
         ],
         "statuses": statuses,
+        "counts": _counts(source, page.rows, statuses) if counts else [],
         "table_names": sorted({t.name for t in source.tables()}),
-        "filters": {"status": status, "table": table or "", "q": search or ""},
+        "filters": {
+            "status": status,
+            "table": table or "",
+            "q": search or "",
+            "text": text or "",
+            "since": since or "",
+            "until": until or "",
+        },
+        # The pages before are a trail of cursors (the first page has none): "previous" goes
+        # back one; past `TRAIL_KEPT` pages it goes back to the first.
+        "previous": trail[-1] if trail else None,
+        "has_previous": after is not None,
+        "trail_back": trail[:-1],
+        "trail_next": [*trail, after][-TRAIL_KEPT:] if after else [],
     }
+
+
+def _matches(row: RunRow, text: str | None, since: str | None, until: str | None) -> bool:
+    record = row.record
+    if record is None:
+        return False
+    if since or until:
+        day = (record.started_at or row.info.updated_at or "")[:10]
+        if not day or (since and day < since) or (until and day > until):
+            return False
+    if text:
+        said = [record.objective, record.current_agent]
+        if not any(isinstance(t, str) and text in t.casefold() for t in said) and not any(
+            text in a.tool.casefold() for a in record.actions.values()
+        ):
+            return False
+    return True
+
+
+def _counts(source: Source, rows: Sequence[RunRow], statuses: list[str]) -> list[dict[str, Any]]:
+    """Runs per status from the index, each count capped at `COUNT_CAP` (then `N+`): one
+    bounded index read per status, through the handle of a run on the page (the index is
+    the same whatever the run's table)."""
+    if not rows:
+        return []
+    run_id = rows[0].info.run_id
+    found = source.use(
+        run_id, lambda store: [len(store.runs(s, limit=COUNT_CAP + 1)) for s in statuses]
+    )
+    return [
+        {"status": s, "count": min(n, COUNT_CAP), "more": n > COUNT_CAP}
+        for s, n in zip(statuses, found, strict=True)
+        if n
+    ]
+
+
+def _driver(source: Source, row: RunRow) -> str | None:
+    """Who drives a run that has not ended: "worker w-3 (host)" or None if nobody does."""
+    record = row.record
+    if record is None:
+        return None
+    table = source.table_of(row.info.run_id)
+    if table.is_terminal(record.status):
+        return None
+    holder = source.use(row.info.run_id, lambda store: store.holder(row.info.run_id))
+    if holder is None:
+        return ""
+    return f"{holder.id}{f' on {holder.host}' if holder.host else ''}"
 
 
 def _run_diagram(source: Source, run_id: str, path_only: bool) -> Diagram:

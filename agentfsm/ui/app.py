@@ -121,9 +121,15 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
 
     async def runs(request: Request) -> Response:
         q = request.query_params
+        since, until = _day(request, "since"), _day(request, "until")
         data = await run_in_threadpool(
-            _pages.runs_page, source, status=q.getlist("status"), table=q.get("table") or None,
-            search=q.get("q") or None, after=q.get("after") or None, limit=config.page_size,
+            lambda: _pages.runs_page(
+                source, status=q.getlist("status"), table=q.get("table") or None,
+                search=q.get("q") or None, after=q.get("after") or None,
+                limit=config.page_size, text=(q.get("text") or "")[:200] or None,
+                since=since, until=until, trail=q.getlist("trail"),
+                counts=q.get("fragment") != "rows",
+            )
         )  # fmt: skip
         if q.get("fragment") == "rows":
             return render(request, "_run_rows.html", **data)
@@ -451,6 +457,16 @@ def _number(request: Request, name: str) -> int | None:
     if not value.isdigit() or len(value) > 12:
         raise HTTPException(400, f"?{name}= must be a positive whole number")
     return int(value)
+
+
+def _day(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name) or None
+    if value is not None:
+        try:
+            datetime.strptime(value, "%Y-%m-%d")
+        except ValueError:
+            raise HTTPException(400, f"?{name}= must be a date, YYYY-MM-DD") from None
+    return value
 
 
 def _field(fields: dict[str, str], name: str, *, required: bool = True) -> Any:

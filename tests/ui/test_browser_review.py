@@ -370,3 +370,39 @@ class TestTimelineInTheBrowser:
         assert said.startswith("What changed in the record with this event:")
         assert 'status: "running" → "waiting_approval"' in said
         assert "call t1.1 status" in said
+
+
+class TestRunsListInTheBrowser:
+    def test_phones_get_cards_without_horizontal_overflow(self, browser: Any, live: LiveServer) -> None:
+        """At 390 px wide (a phone) the runs list is a column of cards: nothing is wider
+        than the screen, and each cell says what it is."""
+        context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+        phone = context.new_page()
+        try:
+            phone.goto(live.url)
+            assert phone.evaluate("() => document.documentElement.scrollWidth") <= 390
+            # Read in one go: the list's rows are refreshed in place every half second here.
+            card = phone.evaluate(
+                """() => { const r = document.querySelector('tr[data-run="pay-1"]');
+                   const td = r.querySelector('td[data-label="status"]');
+                   return [getComputedStyle(r).display, r.getBoundingClientRect().width,
+                           getComputedStyle(td, '::before').content]; }"""
+            )
+            assert card[0] == "block"
+            assert 0 < card[1] <= 390
+            assert card[2] == '"status"'
+            screenshot(phone, "runs-phone")
+            assert _axe(phone) == []
+        finally:
+            context.close()
+
+    def test_counts_filters_and_liveness_on_a_wide_screen(self, wide: Any, live: LiveServer) -> None:
+        wide.goto(live.url)
+        assert "completed 2" in wide.locator(".counts").inner_text()
+        wide.fill('input[name="text"]', "bye")
+        with wide.expect_navigation():
+            wide.click('form.filters button[type="submit"]')
+        assert [r.get_attribute("data-run") for r in wide.locator("#run-rows tr").all()] == ["done-2"]
+        wide.goto(live.url)
+        assert wide.locator('tr[data-run="pay-1"] .driver').inner_text() == "no driver holds it"
+        screenshot(wide, "runs-wide")

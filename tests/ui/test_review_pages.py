@@ -4,6 +4,7 @@ the approver from the deployment's identity header, the favicon, the skip link."
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -168,3 +169,55 @@ class TestTimeline:
         since = c.get(f"/run?id=why-1&at={seq}&since=1").text
         assert f"from event 1 to event {seq}" in since
         assert "<code>t1.1</code> added" in since
+
+
+class TestRunsList:
+    def test_counts_per_status_and_totals(self, ui: TestClient) -> None:
+        page = ui.get("/").text
+        counts = dict(re.findall(r'<span class="status s-(\w+)">\w+</span> (\d+)</a>', page))
+        assert counts == {"completed": "2", "waiting_approval": "1"}
+        assert "3 runs in all" in page
+
+    def test_search_by_objective_agent_or_tool(self, ui: TestClient) -> None:
+        def found(text: str) -> list[str]:
+            return re.findall(r'<tr data-run="([^"]+)">', ui.get("/", params={"text": text}).text)
+
+        assert found("say BYE") == ["done-2"]  # the objective, any case
+        assert found("payments") == ["pay-1"]  # the agent
+        assert found("refund") == ["pay-1"]  # a tool it called (and its objective)
+        assert found("helper") == ["done-1", "done-2"]
+        assert found("nothing like it") == []
+
+    def test_a_date_range(self, ui: TestClient, runs_db: Path) -> None:
+        with SQLiteEventStore(runs_db) as store:
+            day = store.load("done-1").started_at[:10]
+        assert len(re.findall(r"<tr data-run=", ui.get("/", params={"since": day, "until": day}).text)) == 3
+        assert "No runs match." in ui.get("/", params={"until": "2000-01-01"}).text
+        bad = ui.get("/", params={"since": "yesterday"})
+        assert (bad.status_code, "must be a date, YYYY-MM-DD" in bad.text) == (400, True)
+
+    def test_previous_page_goes_back_one(self, runs_db: Path) -> None:
+        c = client(runs_db, page_size=1)
+        first = c.get("/").text
+        second_url = html.unescape(re.search(r'rel="next" href="([^"]+)"', first).group(1))
+        second = c.get(second_url).text
+        third_url = html.unescape(re.search(r'rel="next" href="([^"]+)"', second).group(1))
+        third = c.get(third_url).text
+        assert re.findall(r'<tr data-run="([^"]+)">', third) == ["pay-1"]
+        back = html.unescape(re.search(r'rel="prev" href="([^"]+)"', third).group(1))
+        assert re.findall(r'<tr data-run="([^"]+)">', c.get(back).text) == ["done-2"]
+        back = html.unescape(re.search(r'rel="prev" href="([^"]+)"', second).group(1))
+        assert re.findall(r'<tr data-run="([^"]+)">', c.get(back).text) == ["done-1"]
+
+    def test_the_driver_of_a_live_run_is_named(self, ui: TestClient, runs_db: Path) -> None:
+        """A run not ended says who holds its lease, or that nobody does."""
+        from agentfsm.stores._process import this_process
+
+        row = r'<tr data-run="pay-1">.*?<td data-label="driver" class="driver">(.*?)</td>'
+        assert "no driver holds it" in re.search(row, ui.get("/").text, re.S).group(1)
+        with SQLiteEventStore(runs_db) as store:
+            assert store._lease_rows().take("pay-1", "w-3", this_process(), 60)[0]
+            said = re.search(row, ui.get("/").text, re.S).group(1)
+        assert "driven by w-3 on" in said
+        done = r'<tr data-run="done-1">.*?<td data-label="driver" class="driver">(.*?)</td>'
+        assert re.search(done, ui.get("/").text, re.S).group(1) == ""
