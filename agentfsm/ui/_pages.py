@@ -24,6 +24,7 @@ from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
+from agentfsm.stores.base import EventStore
 from agentfsm.ui._source import (
     CALLS_PER_PAGE,
     EVENTS_PER_PAGE,
@@ -229,7 +230,13 @@ def run_page(
     page = min(max(page, 1), pages)
     events = source.events_page(run_id, page)
     step_at = at if at is not None else version
-    at_record = source.record_at(run_id, step_at) if at is not None else record
+    before: RunRecord | None = None
+    if at is None:
+        at_record = record
+    elif compare is None and step_at > 1:
+        before, at_record = _records_around(source, run_id, step_at)
+    else:
+        at_record = source.record_at(run_id, step_at)
     state_at = at_record.status
     timeline = [
         {
@@ -251,7 +258,9 @@ def run_page(
     groups = turn_groups(timeline, record.started_at, turns_before)
     if at is not None:
         since = step_at - 1 if compare is None else min(max(compare, 0), version)
-        changes = record_changes(source.record_at(run_id, since) if since >= 1 else None, at_record)
+        if since >= 1 and before is None:
+            before = source.record_at(run_id, since)
+        changes = record_changes(before if since >= 1 else None, at_record)
     else:
         since, changes = None, None
     touched = [str(t["action_id"]) for t in timeline if t["action_id"]]
@@ -317,6 +326,30 @@ def steering(table: TransitionTable, record: RunRecord) -> dict[str, bool]:
         "pause": "run.paused" in allowed,
         "unpause": "run.resumed" in allowed and not going,
     }
+
+
+def _records_around(source: Source, run_id: str, sequence: int) -> tuple[RunRecord, RunRecord]:
+    """The records right before and right after the event at `sequence`, from one fold
+    (from the path's checkpoint, as `Source.record_at` folds): a step's "what changed"
+    costs one event more than the step, not a second fold."""
+    path = source.path(run_id)
+    base = max((s for s in path.checkpoints if s <= sequence - 1), default=0)
+    start = path.checkpoints.get(base)
+
+    def fold(store: EventStore) -> tuple[RunRecord, RunRecord]:
+        record = start if start is not None else store.reducer.initial(run_id)
+        previous = record
+        events = store.events(run_id, after=base)
+        try:
+            for event in itertools.islice(events, sequence - base):
+                previous, record = record, store.reducer.reduce(record, event)
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+        return previous, record
+
+    return source.use(run_id, fold)
 
 
 def _step_move(steps: Sequence[Any], sequence: int) -> tuple[str, str] | None:

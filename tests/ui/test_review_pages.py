@@ -221,3 +221,17 @@ class TestRunsList:
         assert "driven by w-3 on" in said
         done = r'<tr data-run="done-1">.*?<td data-label="driver" class="driver">(.*?)</td>'
         assert re.search(done, ui.get("/").text, re.S).group(1) == ""
+
+
+def test_the_records_around_a_step_are_the_records_at_either_side(why_db: Path) -> None:
+    """The one-fold pair a step's "what changed" uses equals two folds of `record_at`."""
+    from agentfsm.ui import Source
+    from agentfsm.ui._pages import _records_around
+    from tests.ui.conftest import opener
+
+    source = Source(opener(why_db))
+    version = source.record("why-1").version
+    for seq in range(2, version + 1):
+        assert _records_around(source, "why-1", seq) == (
+            source.record_at("why-1", seq - 1), source.record_at("why-1", seq)
+        )  # fmt: skip
