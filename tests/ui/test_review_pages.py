@@ -213,13 +213,13 @@ class TestRunsList:
         """A run not ended says who holds its lease, or that nobody does."""
         from agentfsm.stores._process import this_process
 
-        row = r'<tr data-run="pay-1">.*?<td data-label="driver" class="driver">(.*?)</td>'
+        row = r'<tr data-run="pay-1">.*?<td class="driver" data-label="driver">(.*?)</td>'
         assert "no driver holds it" in re.search(row, ui.get("/").text, re.S).group(1)
         with SQLiteEventStore(runs_db) as store:
             assert store._lease_rows().take("pay-1", "w-3", this_process(), 60)[0]
             said = re.search(row, ui.get("/").text, re.S).group(1)
         assert "driven by w-3 on" in said
-        done = r'<tr data-run="done-1">.*?<td data-label="driver" class="driver">(.*?)</td>'
+        done = r'<tr data-run="done-1">.*?<td class="driver" data-label="driver">(.*?)</td>'
         assert re.search(done, ui.get("/").text, re.S).group(1) == ""
 
 
