@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from agentfsm.cli import _args
@@ -52,7 +53,18 @@ def add_parser(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "$AGENTFSM_UI_TOKEN, else a fresh random one)",
     )  # fmt: skip
     p.add_argument("--read-only", action="store_true", help="serve no changes at all")
+    p.add_argument(
+        "--identity-header", metavar="NAME", type=_args.text,
+        help="the request header in which your proxy names the signed-in person (e.g. "
+        "X-Forwarded-User): approvers and cancels are recorded under that name, and a "
+        "change without it is refused. Only behind a proxy that sets it and strips it "
+        "from clients' requests",
+    )  # fmt: skip
     p.set_defaults(handler=_ui)
+
+
+#: An HTTP header name as proxies write them.
+_HEADER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
 
 
 def _ui(args: argparse.Namespace) -> int:
@@ -73,6 +85,12 @@ def _ui(args: argparse.Namespace) -> int:
     if token is not None and (problem := token_problem(token)) is not None:
         raise UsageError(
             f"{PROG} ui: {where} {problem}; {TOKEN_RULE}, or leave it out for a fresh one"
+        )
+    header = args.identity_header
+    if header is not None and not _HEADER.fullmatch(header):
+        raise UsageError(
+            f"{PROG} ui: --identity-header '{shown(header)}' is not a header name "
+            "(letters, digits and '-', like X-Forwarded-User)"
         )
     tables = list(load_tables(args.table, "ui"))
     if args.log is not None:
@@ -106,7 +124,10 @@ def _ui(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     base = f"http://{shown_host}:{port}/"
-    config = UIConfig(token=token, read_only=read_only, allowed_hosts=allowed_hosts(args.host))
+    config = UIConfig(
+        token=token, read_only=read_only, allowed_hosts=allowed_hosts(args.host),
+        identity_header=header,
+    )  # fmt: skip
     app = create_app(source, config)
     mode = " (read-only)" if read_only else ""
     print(f"{PROG} ui: serving {shown(source.label)} at {base}{mode}", flush=True)

@@ -18,14 +18,25 @@ import attrs
 
 from agentfsm.events.canonical import digest
 from agentfsm.events.codec import event_to_dict
-from agentfsm.events.models import Event
+from agentfsm.events.models import Event, ModelCompleted
 from agentfsm.fsm.check import check_table
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.diff import diff_runs
+from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import SizedCache
-from agentfsm.ui._source import CALLS_PER_PAGE, EVENTS_PER_PAGE, INBOX_RUNS, PendingCall, Source
+from agentfsm.ui._source import (
+    CALLS_PER_PAGE,
+    EVENTS_PER_PAGE,
+    INBOX_RUNS,
+    PendingCall,
+    RunRow,
+    RunsPage,
+    Source,
+)
 from agentfsm.ui._svg import Diagram, diagram_svg
+from agentfsm.ui._timeline import record_changes, turn_groups
 from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
 
 __all__ = [
@@ -60,20 +71,54 @@ LEDGER_PAGE = 1000
 DIFF_EVENTS = 100
 
 _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
-#: Drawn diagrams by (run, version): Graphviz takes a few hundred ms a run, so the runs
-#: people are looking at are drawn once; bounded by the bytes of their SVG (~20-40 KiB each).
-_diagrams: SizedCache[tuple[str, int], Diagram] = SizedCache(
+#: Drawn diagrams by (run, version, path only): Graphviz takes a few hundred ms a run, so the
+#: runs people are looking at are drawn once; bounded by the bytes of their SVG (~20-40 KiB).
+_diagrams: SizedCache[tuple[str, int, bool], Diagram] = SizedCache(
     256, 16 * 2**20, lambda d: 256 + len(d.svg or d.problem or "")
 )
 
 
+#: Runs counted per status on the runs list; past it the count reads "N+" (an estimate
+#: that costs one bounded index read per status, whatever the store holds).
+COUNT_CAP = 1000
+#: Index pages the runs list reads to fill a page filtered on what only records know (the
+#: objective, agent or tools, the start date); it then says where to go on.
+FILTER_PAGES = 20
+#: Earlier pages' cursors the runs list carries in its address for "previous page".
+TRAIL_KEPT = 50
+
+
 def runs_page(
     source: Source, *, status: list[str], table: str | None, search: str | None,
-    after: str | None, limit: int,
+    after: str | None, limit: int, text: str | None = None, since: str | None = None,
+    until: str | None = None, trail: Sequence[str] = (), counts: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
-    """The runs list: one page from the index, filtered."""
-    page = source.runs_page(status=status, table=table, search=search, after=after, limit=limit)
+    """The runs list: one page from the index, filtered. `text` keeps runs whose objective,
+    agent or a tool they called holds it (any case); `since`/`until` (YYYY-MM-DD) keep runs
+    started in that range; `trail` is the cursors of the pages before (for "previous")."""
+    wanted = text.casefold() if text else None
+    if wanted or since or until:
+        rows: list[RunRow] = []
+        cursor, scanned, pages = after, 0, 0
+        while pages < FILTER_PAGES:
+            page = source.runs_page(
+                status=status, table=table, search=search, after=cursor, limit=limit
+            )
+            pages += 1
+            scanned += page.scanned
+            rows += [r for r in page.rows if _matches(r, wanted, since, until)]
+            cursor = page.next_after
+            if len(rows) >= limit or cursor is None:
+                break
+        cut = rows[:limit]
+        more = cursor is not None or len(rows) > limit
+        page = RunsPage(
+            tuple(cut), (cut[-1].info.run_id if cut else cursor) if more else None, scanned
+        )
+    else:
+        page = source.runs_page(status=status, table=table, search=search, after=after, limit=limit)
     statuses = sorted({s for t in source.tables() for s in t.state_names})
+    trail = [t for t in trail if t][-TRAIL_KEPT:]
     return {
         "page": page,
         "rows": [
@@ -87,32 +132,97 @@ def runs_page(
                     else row.problem
                 ),
                 "children": row.info.run_id.count("/"),
+                "driver": _driver(source, row),
             }
             for row in page.rows
         ],
         "statuses": statuses,
+        "counts": _counts(source, page.rows, statuses) if counts else [],
         "table_names": sorted({t.name for t in source.tables()}),
-        "filters": {"status": status, "table": table or "", "q": search or ""},
+        "filters": {
+            "status": status,
+            "table": table or "",
+            "q": search or "",
+            "text": text or "",
+            "since": since or "",
+            "until": until or "",
+        },
+        # The pages before are a trail of cursors (the first page has none): "previous" goes
+        # back one; past `TRAIL_KEPT` pages it goes back to the first.
+        "previous": trail[-1] if trail else None,
+        "has_previous": after is not None,
+        "trail_back": trail[:-1],
+        "trail_next": [*trail, after][-TRAIL_KEPT:] if after else [],
     }
 
 
-def _run_diagram(source: Source, run_id: str) -> Diagram:
+def _matches(row: RunRow, text: str | None, since: str | None, until: str | None) -> bool:
+    record = row.record
+    if record is None:
+        return False
+    if since or until:
+        day = (record.started_at or row.info.updated_at or "")[:10]
+        if not day or (since and day < since) or (until and day > until):
+            return False
+    if text:
+        said = [record.objective, record.current_agent]
+        if not any(isinstance(t, str) and text in t.casefold() for t in said) and not any(
+            text in a.tool.casefold() for a in record.actions.values()
+        ):
+            return False
+    return True
+
+
+def _counts(source: Source, rows: Sequence[RunRow], statuses: list[str]) -> list[dict[str, Any]]:
+    """Runs per status from the index, each count capped at `COUNT_CAP` (then `N+`): one
+    bounded index read per status, through the handle of a run on the page (the index is
+    the same whatever the run's table)."""
+    if not rows:
+        return []
+    run_id = rows[0].info.run_id
+    found = source.use(
+        run_id, lambda store: [len(store.runs(s, limit=COUNT_CAP + 1)) for s in statuses]
+    )
+    return [
+        {"status": s, "count": min(n, COUNT_CAP), "more": n > COUNT_CAP}
+        for s, n in zip(statuses, found, strict=True)
+        if n
+    ]
+
+
+def _driver(source: Source, row: RunRow) -> str | None:
+    """Who drives a run that has not ended: "worker w-3 (host)" or None if nobody does."""
+    record = row.record
+    if record is None:
+        return None
+    table = source.table_of(row.info.run_id)
+    if table.is_terminal(record.status):
+        return None
+    holder = source.use(row.info.run_id, lambda store: store.holder(row.info.run_id))
+    if holder is None:
+        return ""
+    return f"{holder.id}{f' on {holder.host}' if holder.host else ''}"
+
+
+def _run_diagram(source: Source, run_id: str, path_only: bool) -> Diagram:
     path = source.path(run_id)
-    key = (run_id, path.version)
+    key = (run_id, path.version, path_only)
     cached = _diagrams.get(key)
     if cached is not None:
         return cached
-    drawn = diagram_svg(source.table_of(run_id), path.trajectory)
+    drawn = diagram_svg(source.table_of(run_id), path.trajectory, path_only=path_only)
     _diagrams.put(key, drawn)
     return drawn
 
 
 def run_page(
     source: Source, run_id: str, page: int | None, at: int | None,
-    actions_page: int | None = None,
+    actions_page: int | None = None, whole_table: bool = False, compare: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A run: record, limits, a page of its actions, one page of its timeline, its path and
-    a step."""
+    a step. The diagram is the run's path only (the states it visited) unless
+    `whole_table`. Stepping (`at`), the page says what changed in the record since the
+    event before, or since event `compare`."""
     record = source.record(run_id)
     table = source.table_of(run_id)
     path = source.path(run_id)
@@ -125,7 +235,13 @@ def run_page(
     page = min(max(page, 1), pages)
     events = source.events_page(run_id, page)
     step_at = at if at is not None else version
-    at_record = source.record_at(run_id, step_at) if at is not None else record
+    before: RunRecord | None = None
+    if at is None:
+        at_record = record
+    elif compare is None and step_at > 1:
+        before, at_record = _records_around(source, run_id, step_at)
+    else:
+        at_record = source.record_at(run_id, step_at)
     state_at = at_record.status
     timeline = [
         {
@@ -137,10 +253,21 @@ def run_page(
             else None,
             "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
             "cut": clipped(fields)[1],
-            "action_id": getattr(e, "action_id", None),
+            "action_id": (action_id := getattr(e, "action_id", None)),
+            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
         }
         for e in events
     ]
+    first_seq = (page - 1) * EVENTS_PER_PAGE
+    turns_before = sum(1 for s in path.trajectory.steps[:first_seq] if s.event == "model.started")
+    groups = turn_groups(timeline, record.started_at, turns_before)
+    if at is not None:
+        since = step_at - 1 if compare is None else min(max(compare, 0), version)
+        if since >= 1 and before is None:
+            before = source.record_at(run_id, since)
+        changes = record_changes(before if since >= 1 else None, at_record)
+    else:
+        since, changes = None, None
     touched = [str(t["action_id"]) for t in timeline if t["action_id"]]
     selected = [
         a
@@ -168,6 +295,11 @@ def run_page(
         "actions_total": len(record.actions),
         "batch": batch_summary(record),
         "timeline": timeline,
+        "groups": groups,
+        "types": sorted({t["type"] for t in timeline}),
+        "action_ids": list(dict.fromkeys(str(t["action_id"]) for t in timeline if t["action_id"])),
+        "changes": changes,
+        "since": since,
         "page": page,
         "pages": pages,
         "per_page": EVENTS_PER_PAGE,
@@ -177,13 +309,16 @@ def run_page(
         "at_record": record_view(at_record, about),
         "at_event": at_event,
         "at_pin": event_pin(pinned) if (pinned := source.event(run_id, step_at)) else None,
-        "diagram": _run_diagram(source, run_id),
+        "diagram": _run_diagram(source, run_id, not whole_table),
+        "whole_table": whole_table,
+        "step_move": _step_move(path.trajectory.steps, step_at),
         "parent": source.parent(run_id),
         "children": children[:CHILDREN_SHOWN],
         "children_more": len(children) > CHILDREN_SHOWN,
         "refusal": refusal[0] if refusal else None,
         "allowed": refusal[1] if refusal else (),
         "child_ids": {c.run_id for c in children},
+        "steer": steering(table, record),
     }
 
 
@@ -210,10 +345,54 @@ def diff_page(source: Source, a: str, b: str) -> dict[str, Any]:
         "differences": [
             {"name": name, "a": pair[0], "b": pair[1]} for name, pair in found.differences.items()
         ],
-        "diagram": _run_diagram(source, a),
+        "diagram": _run_diagram(source, a, False),
         "also": visited,
         "envelope": _ENVELOPE,
     }
+
+
+def steering(table: TransitionTable, record: RunRecord) -> dict[str, bool]:
+    """Which steering buttons a run's page draws: those whose event the table allows in
+    the run's state now (a Pause on a run waiting for approval would only be refused)."""
+    allowed = set(table.allowed(record.status))
+    going = table.kind(record.status) in (StateKind.ACTIVE, StateKind.IN_FLIGHT)
+    return {
+        "cancel": "run.cancel_requested" in allowed and not table.settles_cancel(record.status),
+        "pause": "run.paused" in allowed,
+        "unpause": "run.resumed" in allowed and not going,
+    }
+
+
+def _records_around(source: Source, run_id: str, sequence: int) -> tuple[RunRecord, RunRecord]:
+    """The records right before and right after the event at `sequence`, from one fold
+    (from the path's checkpoint, as `Source.record_at` folds): a step's "what changed"
+    costs one event more than the step, not a second fold."""
+    path = source.path(run_id)
+    base = max((s for s in path.checkpoints if s <= sequence - 1), default=0)
+    start = path.checkpoints.get(base)
+
+    def fold(store: EventStore) -> tuple[RunRecord, RunRecord]:
+        record = start if start is not None else store.reducer.initial(run_id)
+        previous = record
+        events = store.events(run_id, after=base)
+        try:
+            for event in itertools.islice(events, sequence - base):
+                previous, record = record, store.reducer.reduce(record, event)
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+        return previous, record
+
+    return source.use(run_id, fold)
+
+
+def _step_move(steps: Sequence[Any], sequence: int) -> tuple[str, str] | None:
+    """The (source, target) of the move event `sequence` made, if it made one."""
+    if not 1 <= sequence <= len(steps):
+        return None
+    step = steps[sequence - 1]
+    return (step.source, step.target)
 
 
 def _event_at(timeline: list[dict[str, Any]], sequence: int) -> dict[str, Any] | None:
@@ -259,14 +438,62 @@ def approvals_page(
     }
 
 
+#: Earlier calls with their results an inbox card shows (the most recent ones).
+EARLIER_SHOWN = 3
+#: Pages of a run's timeline (from its end) the inbox reads to find the decision that
+#: proposed a waiting call (its text is the model's reasoning): bounded per run.
+PROPOSAL_PAGES = 2
+
+
+def _proposals(source: Source, record: RunRecord, wanted: set[str]) -> dict[str, Any]:
+    """For each waiting call of `wanted`, the `model.completed` event that proposed it
+    (looked for in the last `PROPOSAL_PAGES` pages of the timeline; absent past them)."""
+    found: dict[str, Any] = {}
+    last = max(1, -(-record.version // EVENTS_PER_PAGE))
+    for page in range(last, max(last - PROPOSAL_PAGES, 0), -1):
+        for event in source.events_page(record.run_id, page):
+            if isinstance(event, ModelCompleted) and event.tool_calls:
+                for tool_call in event.tool_calls:
+                    if tool_call.action_id in wanted:
+                        found.setdefault(tool_call.action_id, event)
+        if wanted <= found.keys():
+            break
+    return found
+
+
+def _earlier(record: RunRecord, wanted: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """For each call of `wanted`, the last calls that finished before it joined the ledger,
+    with their results: one pass over the ledger for all of them (never one per call)."""
+    finished: list[Action] = []
+    out: dict[str, list[dict[str, Any]]] = {}
+    for action_id, action in record.actions.items():
+        if action_id in wanted:
+            out[action_id] = [_action(a, record.run_id) for a in finished]
+            if len(out) == len(wanted):
+                break
+        if action.status in (ActionStatus.SUCCEEDED, ActionStatus.FAILED):
+            finished = [*finished[-(EARLIER_SHOWN - 1) :], action]
+    return out
+
+
 def _inbox_group(source: Source, calls: Sequence[PendingCall]) -> dict[str, Any]:
     record = calls[0].record
     on_page = {c.action_id for c in calls}
+    proposed = _proposals(source, record, on_page)
+    earlier = _earlier(record, on_page)
     others = [a for a in record.batch if a not in on_page and a in record.actions]
     return {
         "record": record,
         "table": calls[0].table,
-        "calls": [_action(record.actions[c.action_id], record.run_id) for c in calls],
+        "calls": [
+            {
+                **_action(record.actions[c.action_id], record.run_id),
+                "proposed_at": (event := proposed.get(c.action_id)) and event.sequence,
+                "said": event.output if event is not None else None,
+                "earlier": earlier.get(c.action_id, []),
+            }
+            for c in calls
+        ],
         "waiting": len(record.pending_approvals),
         "batch": batch_summary(record),
         "others": [_action(record.actions[a], record.run_id) for a in others[:OTHERS_SHOWN]],

@@ -62,6 +62,11 @@ class UIConfig:
         allowed_hosts: the `Host` names the app answers (`*` for any).
         page_size: runs per page of the runs list.
         poll_seconds: how often pages ask whether something changed (0: never).
+        identity_header: the request header in which the deployment's proxy names the
+            signed-in person (`X-Forwarded-User`, `X-Auth-Request-User`...). When set, a
+            decision's approver (and a cancel's "asked by") is that header's value, shown on
+            the forms and not typed; a change without it is refused. Only set it behind a
+            proxy that sets the header itself and strips it from what clients send.
     """
 
     token: str
@@ -69,6 +74,7 @@ class UIConfig:
     allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1", "[::1]")
     page_size: int = 50
     poll_seconds: float = 3.0
+    identity_header: str | None = None
 
 
 class _Headers:
@@ -109,15 +115,21 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         html = env.get_template(name).render(
             request=request, read_only=config.read_only, csrf=csrf, poll=config.poll_seconds,
             signed_in=_has_token(request, config.token), source=source.label, url=_url,
-            **context,
+            identity=_identity(request, config), **context,
         )  # fmt: skip
         return HTMLResponse(html, status_code=status)
 
     async def runs(request: Request) -> Response:
         q = request.query_params
+        since, until = _day(request, "since"), _day(request, "until")
         data = await run_in_threadpool(
-            _pages.runs_page, source, status=q.getlist("status"), table=q.get("table") or None,
-            search=q.get("q") or None, after=q.get("after") or None, limit=config.page_size,
+            lambda: _pages.runs_page(
+                source, status=q.getlist("status"), table=q.get("table") or None,
+                search=q.get("q") or None, after=q.get("after") or None,
+                limit=config.page_size, text=(q.get("text") or "")[:200] or None,
+                since=since, until=until, trail=q.getlist("trail"),
+                counts=q.get("fragment") != "rows",
+            )
         )  # fmt: skip
         if q.get("fragment") == "rows":
             return render(request, "_run_rows.html", **data)
@@ -130,7 +142,11 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         page = _number(request, "page")
         at = _number(request, "at")
         actions_page = _number(request, "actions_page")
-        data = await run_in_threadpool(_pages.run_page, source, run_id, page, at, actions_page)
+        whole = request.query_params.get("view") == "table"
+        compare = _number(request, "since")
+        data = await run_in_threadpool(
+            _pages.run_page, source, run_id, page, at, actions_page, whole, compare
+        )
         return render(request, "run.html", **data)
 
     async def run_record(request: Request) -> Response:
@@ -235,6 +251,17 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
                 raise HTTPException(
                     403, "the form's CSRF token is missing or wrong: reload the page and try again"
                 )
+            if config.identity_header is not None:
+                who = _identity(request, config)
+                if who is None:
+                    raise HTTPException(
+                        403,
+                        f"this deployment names who decides from the request header "
+                        f"'{config.identity_header}', and this request had none: sign in "
+                        "through the deployment's proxy",
+                    )
+                # The proxy's name, whatever the form said: a person cannot decide as another.
+                fields = {**fields, "approver": who, "requested_by": who, "by": who}
             return await act(request, fields)
 
         return endpoint
@@ -257,7 +284,12 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
             notes = list(getattr(exc, "__notes__", ()))
             return render(request, "done.html", 409, ok=False, what=what, run_id=run_id,
                           message=str(exc), notes=notes)  # fmt: skip
-        return render(request, "done.html", ok=True, what=what, run_id=run_id, record=record)
+        # Who goes on with the run now: its lease's live holder, if a driver holds it.
+        holder = await run_in_threadpool(source.use, run_id, lambda s: s.holder(run_id))
+        table = source.table_of(run_id)
+        return render(request, "done.html", ok=True, what=what, run_id=run_id, record=record,
+                      holder=holder, ended=table.is_terminal(record.status),
+                      kind=str(table.kind(record.status)))  # fmt: skip
 
     async def approve(request: Request, fields: dict[str, str]) -> Response:
         action_id, digest = _field(fields, "action_id"), _field(fields, "digest")
@@ -324,6 +356,10 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         return render(request, "done.html", ok=True, what=what, run_id=as_run, record=record,
                       compare=(run_id, as_run))  # fmt: skip
 
+    async def favicon(request: Request) -> Response:
+        # Browsers ask for /favicon.ico whatever the page links: the same icon, no 404.
+        return RedirectResponse("/static/favicon.svg", status_code=301)
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         titles = {400: "Bad request", 403: "Refused", 404: "Not found", 405: "Not allowed"}
@@ -354,6 +390,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         Route("/tables", tables),
         Route("/table", table),
         Route("/login", login, methods=["GET", "POST"]),
+        Route("/favicon.ico", favicon),
         Mount(
             "/static", StaticFiles(directory=str(files("agentfsm.ui") / "static")), name="static"
         ),
@@ -427,6 +464,14 @@ def _has_token(request: Request, token: str) -> bool:
     return same_secret(request.cookies.get(COOKIE), token) or same_secret(bearer, token)
 
 
+def _identity(request: Request, config: UIConfig) -> str | None:
+    """The signed-in person the deployment's proxy names, if it is configured to."""
+    if config.identity_header is None:
+        return None
+    value = request.headers.get(config.identity_header, "").strip()
+    return value[:200] or None
+
+
 def _origin(request: Request) -> str:
     return f"{request.url.scheme}://{request.headers.get('host', '')}"
 
@@ -445,6 +490,16 @@ def _number(request: Request, name: str) -> int | None:
     if not value.isdigit() or len(value) > 12:
         raise HTTPException(400, f"?{name}= must be a positive whole number")
     return int(value)
+
+
+def _day(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name) or None
+    if value is not None:
+        try:
+            datetime.strptime(value, "%Y-%m-%d")
+        except ValueError:
+            raise HTTPException(400, f"?{name}= must be a date, YYYY-MM-DD") from None
+    return value
 
 
 def _field(fields: dict[str, str], name: str, *, required: bool = True) -> Any:

@@ -97,7 +97,9 @@ def render_report(
     style = (static / "app.css").read_text(encoding="utf-8") + (static / "report.css").read_text(
         encoding="utf-8"
     )
-    script = (static / "report.js").read_text(encoding="utf-8")
+    script = (static / "zoom.js").read_text(encoding="utf-8") + (static / "report.js").read_text(
+        encoding="utf-8"
+    )
     csp = (
         "default-src 'none'; img-src data:; "
         f"style-src {_hash(style)}; script-src {_hash(script)}; "

@@ -203,3 +203,33 @@ def screenshot(page: Any, name: str) -> None:
     """Save the page as build/ui-screenshots/NAME.png (a test artifact)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def reasoned_agent() -> Agent:
+    """An agent that looks an order up (no approval), then proposes a refund with its
+    reasoning text; the refund needs approval within an hour."""
+    from datetime import timedelta
+
+    model = ScriptedModel(
+        [
+            Decision.call_tools(call("lookup", order="O-7")),
+            Decision.call_tools(
+                call("refund", order="O-7", amount=12),
+                output="The parcel never arrived (tracking says lost), so a refund is due.",
+            ),
+            Decision.answer("Refunded."),
+        ],
+        by_turn=True,
+    )
+    tools = [
+        Tool("lookup", lambda ctx: {"order": "O-7", "tracking": "lost"}, idempotent=True),
+        Tool("refund", lambda ctx: {"status": "done"}, idempotent=True),
+    ]
+    policy = ToolPolicy(approval={"refund"}, expires_in=timedelta(hours=1))
+    return Agent("payments", model, tools, policy=policy)
+
+
+def make_reasoned(path: Path, run_id: str = "why-1") -> None:
+    """A run of `reasoned_agent` on the SQLite store at `path`, waiting for its refund."""
+    with structlog.testing.capture_logs(), SQLiteEventStore(path) as store:
+        Runner(store, reasoned_agent()).run(run_id, "Refund a lost parcel")

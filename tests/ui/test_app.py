@@ -10,7 +10,7 @@ import pytest
 import structlog
 from starlette.testclient import TestClient
 
-from agentfsm import Runner, SQLiteEventStore
+from agentfsm import DEFAULT_TABLE, Runner, SQLiteEventStore
 from agentfsm.errors import ActionError
 from agentfsm.events.canonical import call_digest
 from agentfsm.runtime import control
@@ -72,7 +72,8 @@ class TestPages:
         text = page.text
         for piece in ("run.started", "approval.requested", "refund", "pay-1:t1.1", _digest(runs_db)):
             assert piece in text
-        assert 'class="node current" data-state="waiting_approval"' in text
+        # Not stepping: the step is the last event, so the state is both current and final.
+        assert 'class="node current final" data-state="waiting_approval"' in text
         assert "Waiting for a decision on t1.1." in text
 
     def test_step_through_shows_the_state_at_an_event(self, ui: TestClient) -> None:
@@ -82,6 +83,38 @@ class TestPages:
         assert 'class="node current" data-state="running"' in page
         record = ui.get("/run/record.json?id=done-1&at=1").json()
         assert (record["status"], record["version"]) == ("running", 1)
+
+    def test_a_step_marks_its_state_the_final_state_and_the_move_apart(self, ui: TestClient) -> None:
+        """Stepping: the step's state is `current`, the run's state now `final` (another node),
+        and the edge of the move the event made is `step`."""
+        page = ui.get("/run?id=done-1&at=3").text  # model.completed: a move within `running`
+        assert 'class="edge step"' not in page
+        assert 'class="node current" data-state="running"' in page
+        assert 'class="node final" data-state="completed"' in page
+        page = ui.get("/run?id=done-1&at=4").text  # run.completed
+        moves = re.findall(r'class="edge step" data-from="([^"]+)" data-to="([^"]+)"', page)
+        assert moves == [("running", "completed")]
+        assert 'class="node current final" data-state="completed"' in page
+
+    def test_the_run_diagram_is_the_path_only_unless_asked(self, ui: TestClient) -> None:
+        """By default the run's diagram draws only the states it visited, and says how many
+        it left out; `view=table` draws the whole table with the path on it."""
+        table = DEFAULT_TABLE.state_names
+        path_only = ui.get("/run?id=done-1").text
+        drawn = set(re.findall(r'data-state="([^"]+)"', path_only))
+        assert drawn == {"created", "running", "completed"}
+        assert f"{len(table) - 3} it never visited left out" in path_only
+        whole = ui.get("/run?id=done-1&view=table").text
+        assert set(re.findall(r'data-state="([^"]+)"', whole)) == set(table)
+        # Stepping keeps the view chosen.
+        assert "view=table" in re.search(r'<a [^>]*data-step="prev"[^>]*>|$', ui.get("/run?id=done-1&view=table&at=3").text).group(0)
+
+    def test_states_are_keyboard_controls(self, ui: TestClient) -> None:
+        """Each state of a diagram is a tab stop with a name a screen reader says."""
+        page = ui.get("/run?id=done-1").text
+        assert re.search(
+            r'data-state="running" tabindex="0" role="button" aria-label="state running"', page
+        )
 
     def test_version_answers_for_polling(self, ui: TestClient) -> None:
         """`/run/version` is the run's index row: version and status."""
