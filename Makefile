@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket demo-loan test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-engine clean
+.PHONY: install dist docs demo demo-ticket demo-loan test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,13 @@ demo-loan: $(STAMP)
 	$(AGENTFSM) append L-1 loan.documents_received 'document_ids:=["payslip-1","id-1"]' --store $(LOANS) --table $(LOAN)
 	$(PY) examples/demo_loan.py work --db $(LOANS) --until-settled --export $(DEMO)/loans.jsonl
 	@echo "Its path, drawn: $(AGENTFSM) diagram --table $(LOAN) --run $(DEMO)/loans.jsonl"
+
+# The sdist and the wheel in dist/, their metadata checked as PyPI would. tests/test_release.py
+# (part of `make test`) also installs the wheel into a clean venv and runs the README on it.
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
+	$(PY) -m twine check --strict dist/*
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentfsm tests benchmarks examples

@@ -19,8 +19,8 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack, redirect_stderr
-from importlib.metadata import PackageNotFoundError, version
 
+import agentfsm
 from agentfsm.cli import (
     check_table,
     control,
@@ -84,10 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    try:
-        return version("agentfsm")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "(not installed)"
+    # `agentfsm.__version__` is the one source (the wheel's metadata is built from it), so a
+    # source tree that was never installed prints the same version as the wheel.
+    return agentfsm.__version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
