@@ -78,8 +78,13 @@ dist: $(STAMP)
 	$(PY) -m build --no-isolation --outdir dist .
 	$(PY) -m twine check --strict dist/*
 
+# The documentation site in site/: docs/ and the API reference generated from the docstrings
+# (docsite/), strict: a broken link or a public name without a docstring fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check agentfsm tests benchmarks examples
+	$(VENV)/bin/ruff check agentfsm tests benchmarks examples docsite
 	$(VENV)/bin/ruff format --check agentfsm
 
 typecheck: $(STAMP)
