@@ -79,9 +79,10 @@ dist: $(STAMP)
 	$(PY) -m twine check --strict dist/*
 
 # The documentation site in site/: docs/ and the API reference generated from the docstrings
-# (docsite/), strict: a broken link or a public name without a docstring fails it.
+# (docsite/), strict: a broken link or a public name without a docstring fails it. Not
+# --quiet: it hides warnings from strict mode too, so a broken link would pass.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check agentfsm tests benchmarks examples docsite
