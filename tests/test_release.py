@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.parser
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -71,8 +72,17 @@ def _run(*argv: str | Path, cwd: Path | None = None) -> str:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel `python -m build` makes (the wheel built from the sdist, as a
     user's pip would), without build isolation: the dev extra holds the backend already."""
+    # Built from a copy of the checkout's files (tracked, or new and not ignored): a stale
+    # agentfsm.egg-info/SOURCES.txt in the checkout would otherwise put files in the sdist
+    # that pyproject no longer names, and hide the gap this test is for.
+    source = tmp_path_factory.mktemp("source")
+    listed = _run("git", "-C", REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     out = tmp_path_factory.mktemp("dist")
-    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, REPO)
+    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source)
     return out
 
 
