@@ -19,8 +19,8 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack, redirect_stderr
+from importlib.metadata import PackageNotFoundError, version
 
-import agentfsm
 from agentfsm.cli import (
     check_table,
     control,
@@ -84,9 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    # `agentfsm.__version__` is the one source (the wheel's metadata is built from it), so a
-    # source tree that was never installed prints the same version as the wheel.
-    return agentfsm.__version__
+    # The installed metadata's version, which the build reads from `agentfsm.__version__` (the
+    # one source; importing the top level from here would be an import back up the layers).
+    try:
+        return version("agentfsm")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
