@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo demo-ticket demo-loan test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-claims bench-engine clean
+.PHONY: install dist docs demo demo-ticket demo-loan test lint typecheck unit drift diagrams bench bench-cli bench-import bench-stores bench-runtime bench-ui bench-claims bench-engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,8 +71,21 @@ demo-loan: $(STAMP)
 	$(PY) examples/demo_loan.py work --db $(LOANS) --until-settled --export $(DEMO)/loans.jsonl
 	@echo "Its path, drawn: $(AGENTFSM) diagram --table $(LOAN) --run $(DEMO)/loans.jsonl"
 
+# The sdist and the wheel in dist/, their metadata checked as PyPI would. tests/test_release.py
+# (part of `make test`) also installs the wheel into a clean venv and runs the README on it.
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
+	$(PY) -m twine check --strict dist/*
+
+# The documentation site in site/: docs/ and the API reference generated from the docstrings
+# (docsite/), strict: a broken link or a public name without a docstring fails it. Not
+# --quiet: it hides warnings from strict mode too, so a broken link would pass.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check agentfsm tests benchmarks examples
+	$(VENV)/bin/ruff check agentfsm tests benchmarks examples docsite
 	$(VENV)/bin/ruff format --check agentfsm
 
 typecheck: $(STAMP)

@@ -147,8 +147,11 @@ def info_enabled(log: Any) -> bool:
     return True if check is None else bool(check(logging.INFO))
 
 
+#: The log event of a transition the table allowed and the store recorded.
 TRANSITION_APPLIED = "transition.applied"
+#: The log event of an event the table refused (the error says what was legal).
 TRANSITION_REJECTED = "transition.rejected"
+#: The log event of a guard stopping a run (its reason: max_turns, deadline, budget, ...).
 GUARD_REJECTED = "guard.rejected"
 
 

@@ -177,9 +177,10 @@ class ClaudeRun(SdkRun):
             process while the CLI works (a slow tool); the signals look at every step anyway.
         subagents: the subagents the model may ask, by tool name (`Subagent`, or an
             `AgentDefinition` with the caller's options): each call a child run.
-        guards, clock, logger, listeners, reserve_tokens, reserve_cost, pricing,
-            max_calls_per_decision, max_turns: as every adapter takes them (see `SdkRun`);
-            without `pricing` the cost is the SDK's own.
+
+    `guards`, `clock`, `logger`, `listeners`, `reserve_tokens`, `reserve_cost`, `pricing`,
+    `max_calls_per_decision` and `max_turns` are as every adapter takes them (see `SdkRun`);
+    without `pricing` the cost is the SDK's own.
     """
 
     sdk = SDK

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
+    # The installed metadata's version, which the build reads from `agentfsm.__version__` (the
+    # one source; importing the top level from here would be an import back up the layers).
     try:
         return version("agentfsm")
     except PackageNotFoundError:  # run from a source tree that was never installed

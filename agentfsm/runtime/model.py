@@ -286,6 +286,7 @@ class HandoffDelta:
     to_agent: str
 
 
+#: One piece of a streamed model turn: text, a tool call, token usage or a handoff.
 ModelChunk = TextDelta | ToolCallDelta | UsageDelta | HandoffDelta
 
 
