@@ -58,9 +58,17 @@ def _runtime() -> list[str]:
 
 
 def _stores() -> list[str]:
-    # tests/stores/test_store_docs.py: the first block of the page and of these sections.
+    # tests/stores/test_store_docs.py: the first block of the page and of these sections;
+    # tests/stores/test_memory_cap.py: the memory store's cap.
     sections = (None, "## Attachments", "## Leases", "## Tamper evidence")
-    return [code for heading in sections for code in _first_block_after("docs/stores.md", heading)]
+    found = [code for heading in sections for code in _first_block_after("docs/stores.md", heading)]
+    page = _text("docs/stores.md")
+    capped = [
+        c
+        for c in re.findall(r"```python\n(.*?)```", page, re.S)
+        if "MemoryStorage(max_runs=1)" in c
+    ]
+    return [*found, *capped]
 
 
 def _testing() -> list[str]:

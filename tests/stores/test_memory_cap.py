@@ -78,5 +78,5 @@ def test_the_docs_example_runs_and_prints_what_it_shows(
     page = (Path(__file__).resolve().parents[2] / "docs" / "stores.md").read_text("utf-8")
     blocks = re.findall(r"```python\n(.*?)```\n\n```text\n(.*?)```", page, re.S)
     code, shown = next((c, t) for c, t in blocks if "MemoryStorage(max_runs=1)" in c)
-    exec(compile("from agentfsm.events import make_event\n" + code, "stores.md", "exec"), {})
+    exec(compile(code, "stores.md", "exec"), {})
     assert capsys.readouterr().out == shown
