@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm import LogBuilder, SQLiteEventStore
+from agentfsm import SQLiteEventStore
 from agentfsm.events.models import Event
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
@@ -26,6 +26,7 @@ from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source
 from agentfsm.ui._pool import SizedCache, record_bytes
 from agentfsm.ui._source import _path_bytes
+from benchmarks.bench_ui import long_run
 from tests.ui.conftest import LiveServer, make_runs, opener
 
 
@@ -65,24 +66,6 @@ class TestNoDelay:
         assert flags == {1}
 
 
-def _long_run(run_id: str, events: int) -> list[Event]:
-    """A run of about `events` events: one tool call per turn, then an answer."""
-    log = LogBuilder(run_id)
-    log.add("run.started", objective="a long run", agent="test")
-    i = 0
-    while len(log.events) < events - 3:
-        i += 1
-        log.add("model.started")
-        calls = [{"action_id": f"a{i}", "tool": "lookup", "arguments": {"n": i}}]
-        log.add("model.completed", decision="tool_calls", tool_calls=calls)
-        log.add("tool.requested", action_id=f"a{i}", tool="lookup", arguments={"n": i})
-        log.add("tool.started", action_id=f"a{i}")
-        log.add("tool.completed", action_id=f"a{i}", result={"n": i})
-    log.add("model.started")
-    log.add("model.completed", decision="final", output="done")
-    return log.events
-
-
 def _store_run(path: Path, run_id: str, events: list[Event]) -> None:
     with SQLiteEventStore(path, synchronous="NORMAL") as store:
         for start in range(0, len(events), 2000):
@@ -94,7 +77,7 @@ def heavy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The runs of `make_runs`, and a run of 20,000 events whose first view takes seconds."""
     path = tmp_path_factory.mktemp("heavy") / "runs.db"
     make_runs(path)
-    _store_run(path, "heavy", _long_run("heavy", 20_000))
+    _store_run(path, "heavy", long_run("heavy", 20_000))
     return path
 
 
@@ -175,7 +158,7 @@ def many_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Twelve runs of 2,000 events each (about 0.5 MiB of record and 1 MiB of path apiece)."""
     path = tmp_path_factory.mktemp("many") / "runs.db"
     for i in range(12):
-        _store_run(path, f"long-{i:02d}", _long_run(f"long-{i:02d}", 2000))
+        _store_run(path, f"long-{i:02d}", long_run(f"long-{i:02d}", 2000))
     return path
 
 
