@@ -141,6 +141,9 @@ __all__ = [
 #: The attachment our store keeps a paused run's SDK session under (JSON: `session_id`, the
 #: deferred call `deferred` {id, name, input}, and the SDK's cost so far `total_cost_usd`).
 STATE = "claude-agent-sdk/session"
+#: The attachment our store keeps the CLI session id of a run its lifecycle made wait under
+#: (`Recorder.keep_wait`; JSON `{"waited_in", "state": {"session_id"}}`).
+WAIT = f"{SDK}/lifecycle_wait"
 
 #: Hook events the adapter listens to, with the `Signals` method that hears each.
 _HOOKS = {
@@ -313,6 +316,10 @@ class ClaudeRun(SdkRun):
         settled = await recorder.off_loop(self._settle_without_driving, record, STATE)
         if settled is not None:
             return settled
+        if state is None:
+            waited = await recorder.off_loop(recorder.kept_wait)
+            if waited is not None:
+                return await self._go_on(record, waited, options, transport)
         raw = state if state is not None else await recorder.off_loop(recorder.saved_state, STATE)
         try:
             kept = json.loads(raw)
@@ -334,6 +341,34 @@ class ClaudeRun(SdkRun):
         if kept_transcript is not None:
             await recorder.off_loop(restore, options, session, kept_transcript)
         return await self._drive(replace(options, resume=session), None, transport)
+
+    async def _go_on(
+        self,
+        record: RunRecord,
+        waited: Any,
+        options: ClaudeAgentOptions | None,
+        transport: _Transport | Callable[[ClaudeAgentOptions], _Transport] | None,
+    ) -> ObservedRun:
+        """Continue the CLI session kept when the run waited in a state of its lifecycle,
+        once the run may go on: the model's next prompt is what it has not read yet (the
+        events appended meanwhile, `Recorder.notes`). A run that still waits is returned
+        as it is, and nothing runs."""
+        recorder = self.recorder
+        if recorder.store.reducer.table.stops_driving(record.status):
+            return observed(recorder.store, record)
+        try:
+            session = str(waited["session_id"])
+        except (KeyError, TypeError) as exc:
+            raise SavedStateError.unreadable(record.run_id, WAIT, exc) from exc
+        options = options if options is not None else ClaudeAgentOptions()
+        _refuse_cli_agents(options)
+        # Kept with the wait (bound to it: the person's events since do not make it stale).
+        kept = await recorder.off_loop(_attachment, recorder, TRANSCRIPT)
+        if kept is not None:
+            await recorder.off_loop(restore, options, session, kept)
+        prompt = "\n\n".join(recorder.notes())
+        await recorder.off_loop(recorder.forget_wait)  # the CLI goes on from it now
+        return await self._drive(replace(options, resume=session), prompt, transport)
 
     async def _drive(
         self,
@@ -507,7 +542,7 @@ class ClaudeRun(SdkRun):
             await recorder.off_loop(recorder.failed, signals.error)
             raise signals.error
         if signals.stop is not None:
-            return await self._stopped(signals, signals.stop)
+            return await self._stopped(signals, signals.stop, options)
         if result is None:
             record = await recorder.off_loop(
                 recorder.fail, "no_result", "the SDK's stream ended without a result"
@@ -518,7 +553,7 @@ class ClaudeRun(SdkRun):
         try:
             return await self._ended(signals, result, options)
         except (GuardStop, CancelStop) as stop:
-            return await self._stopped(signals, stop)
+            return await self._stopped(signals, stop, options)
 
     async def _ended(
         self, signals: Signals, result: ResultMessage, options: ClaudeAgentOptions
@@ -552,6 +587,7 @@ class ClaudeRun(SdkRun):
         """Drop what a resume would need: the run ended."""
         self.recorder.forget_state(STATE)
         self.recorder.forget_state(TRANSCRIPT)
+        self.recorder.forget_wait()
 
     def _unknown(self, reason: str) -> list[Any]:
         """`tool.outcome_unknown` for the calls left running: nobody knows their effect."""
@@ -561,16 +597,21 @@ class ClaudeRun(SdkRun):
             if a.status in (ActionStatus.REQUESTED, ActionStatus.STARTED)
         ]
 
-    async def _stopped(self, signals: Signals, stop: GuardStop | CancelStop) -> ObservedRun:
+    async def _stopped(
+        self, signals: Signals, stop: GuardStop | CancelStop, options: ClaudeAgentOptions
+    ) -> ObservedRun:
         recorder = self.recorder
         cut = signals.cut_answer()
         if cut and not isinstance(stop, WaitStop):
             with contextlib.suppress(GuardStop, CancelStop, LifecycleError):
                 await recorder.aappend("interrupt (the answer was cut off)", cut)
         if isinstance(stop, WaitStop):
-            # An event a call caused made the run wait: it stays where its table put it.
+            # An event a call caused made the run wait: it stays where its table put it,
+            # and the CLI's session is kept for `resume` to go on from once it may.
             record = recorder.stopped(stop)
-        elif isinstance(stop, CancelStop):
+            await self._keep_wait(signals, options)
+            return observed(recorder.store, record, partial_output=signals.last)
+        if isinstance(stop, CancelStop):
             record = await recorder.off_loop(self._cancel)
         else:
             unknown = self._unknown("interrupted when a guard stopped the run")
@@ -583,6 +624,17 @@ class ClaudeRun(SdkRun):
             record.final_output if record.last_decision == DecisionKind.FINAL else signals.last
         )
         return observed(recorder.store, record, partial_output=partial)
+
+    async def _keep_wait(self, signals: Signals, options: ClaudeAgentOptions) -> None:
+        """Keep the CLI session of a run its lifecycle made wait: its id (`Recorder.keep_wait`)
+        and the CLI's transcript of it (`TRANSCRIPT`, so any machine resumes it)."""
+        recorder = self.recorder
+        if signals.session_id is None:
+            return  # the CLI named no session (nothing ran): a resume has nothing to go on
+        await recorder.off_loop(recorder.keep_wait, {"session_id": signals.session_id})
+        kept = await recorder.off_loop(transcript, options, signals.session_id)
+        if kept is not None:
+            await recorder.off_loop(recorder.save_state, TRANSCRIPT, kept)
 
     def _cancel(self) -> RunRecord:
         """`run.cancelled`, the cancel folded in first when it came by polling the store."""
@@ -623,6 +675,15 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
         )
+
+
+def _attachment(recorder: Any, name: str) -> bytes | None:
+    """The attachment `name` of the recorder's run, or None (none kept, or no store for it)."""
+    try:
+        kept = recorder.store.attachment(recorder.run_id, name)
+    except NotImplementedError:
+        return None
+    return None if kept is None else bytes(kept.data)
 
 
 def _upstream(options: ClaudeAgentOptions) -> tuple[str, dict[str, str]]:
