@@ -39,6 +39,16 @@ the attachment `claude-agent-sdk/transcript` and written back before a resume wh
 process's CLI looks for it: a run resumes on another machine with only the store in common
 (see `_claude_sessions`).
 
+Lifecycle events: a tool that proposes an event of the run's table (`emit`, the call named
+by `call_id`) has it appended with its outcome. An event that leaves the run waiting in a
+state of its lifecycle (for a person, say) ends the leg at that call's `PostToolUse`
+(`continue: false`: the CLI asks the model nothing more); the CLI's session id is kept
+(`Recorder.keep_wait`, attachment `claude-agent-sdk/lifecycle_wait`) with its transcript
+(`claude-agent-sdk/transcript`). Once a person's event lets the run go on, `resume(options)`
+resumes that session with what the model has not read (`Recorder.notes`: the events
+appended meanwhile) as the new prompt. A proposal the table refuses once the batch resolved
+reaches the model with the results (`PostToolUse`'s `additionalContext`).
+
 Guards and cancel: a refusal stops the SDK run with `ClaudeSDKClient.interrupt()`; the run is
 `run.terminated` with the verdict and the partial output. A cancel asked from another
 process (`agentfsm cancel`) is seen at the next signal, or by polling the store while a tool
@@ -294,7 +304,10 @@ class ClaudeRun(SdkRun):
         *,
         transport: _Transport | Callable[[ClaudeAgentOptions], _Transport] | None = None,
     ) -> ObservedRun:
-        """Continue a run waiting for approval: resume its SDK session, deciding the call.
+        """Continue a run waiting for approval: resume its SDK session, deciding the call;
+        or a run an event of its lifecycle made wait, once it may go on: resume the session
+        with the events appended meanwhile as the new prompt (a run that still waits is
+        returned as it is).
 
         A run asked to cancel while it waited ends cancelled here and nothing runs; a run
         that already ended is returned as it is (as `Runner.resume` does).
