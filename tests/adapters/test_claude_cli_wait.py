@@ -27,7 +27,7 @@ else:
 from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 
 from agentfsm.adapters._claude_sessions import TRANSCRIPT
-from agentfsm.adapters.claude_agent_sdk import ClaudeRun
+from agentfsm.adapters.claude_agent_sdk import WAIT, ClaudeRun
 from agentfsm.runtime import Emit, append_event
 from tests.adapters._claude_app import options
 from tests.adapters._common import types
@@ -84,7 +84,7 @@ def test_the_resumed_session_reads_what_the_person_appended(
 ) -> None:
     """Waiting in `documents_requested`: the session is kept, nothing more is asked of the
     model; once the documents come, `resume` goes on in the same CLI session, and the
-    model's next input is the note of what happened meanwhile."""
+    model's next input is the note of what happened meanwhile, on another machine too."""
     store = loan_store()
     loans = ClaudeRun(store, "L-1")
     event = Emit("loan.documents_requested", documents=["payslip", "id"])
@@ -95,17 +95,25 @@ def test_the_resumed_session_reads_what_the_person_appended(
     # The leg ended at the tool's result (`continue: false`): no request after it.
     assert len([r for r in api.requests if r.get("tools")]) == 1
     kept = store.attachment("L-1", TRANSCRIPT)
+    waited = store.attachment("L-1", WAIT)
     assert kept is not None
+    assert waited is not None
+    session = json.loads(waited.data)["state"]["session_id"]
+    assert session.encode() in kept.data
     assert drive(ClaudeRun(store, "L-1").resume(opts)).status == "documents_requested"
     assert len(api.requests) == asked  # still waiting: the CLI was not even started
     append_event(store, "L-1", "loan.documents_received", document_ids=RECEIVED)
-    again = drive(ClaudeRun(store, "L-1").resume(opts))
+    # Another machine: its CLI has its own (empty) config dir; the store has the transcript.
+    there = ClaudeRun(store, "L-1")
+    elsewhere = loan_options(api, tmp_path / "there", there, event)
+    again = drive(there.resume(elsewhere))
     answered_then_completed(store, again, "Documents complete.")
     last = json.dumps(api.requests[-1]["messages"])
     assert "toolu_d1" in last  # the same session: the tool's call and result are in it
     assert json.dumps(TOLD_RECEIVED) in last  # the note is the new prompt
+    assert list((tmp_path / "there" / "projects").glob(f"*/{session}.jsonl"))
     assert store.attachment("L-1", TRANSCRIPT) is None
-    assert store.attachment("L-1", "claude-agent-sdk/lifecycle_wait") is None
+    assert store.attachment("L-1", WAIT) is None
 
 
 def test_the_model_reads_a_proposal_refused_when_the_batch_resolved(
