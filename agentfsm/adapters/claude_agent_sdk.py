@@ -328,6 +328,7 @@ class ClaudeRun(SdkRun):
         record = await recorder.off_loop(recorder.load)
         settled = await recorder.off_loop(self._settle_without_driving, record, STATE)
         if settled is not None:
+            await recorder.off_loop(self._forget)  # cancelled while it waited: nothing resumes
             return settled
         if state is None:
             waited = await recorder.off_loop(recorder.kept_wait)
@@ -622,9 +623,10 @@ class ClaudeRun(SdkRun):
             # An event a call caused made the run wait: it stays where its table put it,
             # and the CLI's session is kept for `resume` to go on from once it may.
             record = recorder.stopped(stop)
-            await self._keep_wait(signals, options)
-            return observed(recorder.store, record, partial_output=signals.last)
-        if isinstance(stop, CancelStop):
+            if record.status not in recorder.store.reducer.table.terminal_states:
+                await self._keep_wait(signals, options)
+                return observed(recorder.store, record, partial_output=signals.last)
+        elif isinstance(stop, CancelStop):
             record = await recorder.off_loop(self._cancel)
         else:
             unknown = self._unknown("interrupted when a guard stopped the run")
