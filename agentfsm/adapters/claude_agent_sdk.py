@@ -562,11 +562,11 @@ class ClaudeRun(SdkRun):
                 recorder.fail, "no_result", "the SDK's stream ended without a result"
             )
             return observed(recorder.store, record, partial_output=signals.last)
-        if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
-            return await self._paused(signals, result, options)
         try:
+            if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
+                return await self._paused(signals, result, options)
             return await self._ended(signals, result, options)
-        except (GuardStop, CancelStop) as stop:
+        except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked as the leg paused
             return await self._stopped(signals, stop, options)
 
     async def _ended(
