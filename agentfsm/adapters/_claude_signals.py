@@ -147,6 +147,9 @@ class Signals:
         self._answer: _Answer | None = None
         self._completed = asyncio.Condition()
         self._interrupting: asyncio.Task[None] | None = None
+        #: The CLI's session id, from the first message that names it (a leg the run's
+        #: lifecycle made wait is resumed from that session).
+        self.session_id: str | None = None
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -211,6 +214,12 @@ class Signals:
 
     async def message(self, message: Any) -> None:
         """Hear one message of the SDK's stream (`receive_messages`)."""
+        if self.session_id is None:
+            data = getattr(message, "data", None)
+            named = getattr(message, "session_id", None) or (
+                data.get("session_id") if isinstance(data, dict) else None
+            )
+            self.session_id = str(named) if named else None
         if self.halted or getattr(message, "parent_tool_use_id", None) is not None:
             return  # stopping (nothing more is recorded), or a subagent's message
         if isinstance(message, StreamEvent):
@@ -443,7 +452,8 @@ class Signals:
         if self._started(tool_use_id, data):
             self.last = tool_result(data.get("tool_response"))
             spec = Spec(m.ToolCompleted, {"action_id": tool_use_id, "result": self.last})
-            await self._append(f"hook PostToolUse (call '{tool_use_id}')", [spec])
+            if await self._append(f"hook PostToolUse (call '{tool_use_id}')", [spec]):
+                return self._after_outcome("PostToolUse")
         return {}
 
     async def post_tool_use_failure(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
@@ -453,8 +463,32 @@ class Signals:
                 return {}  # cancelled while it ran: outcome unknown, settled with the run's end
             error = {"kind": "tool_error", "message": str(data.get("error") or "")}
             spec = Spec(m.ToolFailed, {"action_id": tool_use_id, "error": error})
-            await self._append(f"hook PostToolUseFailure (call '{tool_use_id}')", [spec])
+            if await self._append(f"hook PostToolUseFailure (call '{tool_use_id}')", [spec]):
+                return self._after_outcome("PostToolUseFailure")
         return {}
+
+    def _after_outcome(self, hook: str) -> dict[str, Any]:
+        """The answer of the hook whose call's outcome was just recorded.
+
+        An outcome that resolved the batch may have the table refuse an event a call of it
+        proposed (after the tools returned, so no tool could say it): the sentences go to
+        the model with the results (`additionalContext`, which the CLI adds to its next
+        request). And when the events the batch caused leave the run waiting in a state of
+        its lifecycle (for a person, say), the CLI is told to end the leg here
+        (`continue: false`), before it asks the model anything more.
+        """
+        out: dict[str, Any] = {}
+        untold = self.recorder.refused_untold()
+        if untold:
+            for aid in untold:
+                self.recorder.told(aid)
+            context = " ".join(untold.values())
+            out["hookSpecificOutput"] = {"hookEventName": hook, "additionalContext": context}
+        record = self.recorder.record
+        if self.recorder.store.reducer.table.stops_driving(record.status):
+            out["continue_"] = False
+            out["stopReason"] = f"the run waits in '{record.status}'"
+        return out
 
     def _started(self, tool_use_id: str | None, data: Any) -> bool:
         if tool_use_id is None or data.get("agent_id") or self.halted:

@@ -39,6 +39,16 @@ the attachment `claude-agent-sdk/transcript` and written back before a resume wh
 process's CLI looks for it: a run resumes on another machine with only the store in common
 (see `_claude_sessions`).
 
+Lifecycle events: a tool that proposes an event of the run's table (`emit`, the call named
+by `call_id`) has it appended with its outcome. An event that leaves the run waiting in a
+state of its lifecycle (for a person, say) ends the leg at that call's `PostToolUse`
+(`continue: false`: the CLI asks the model nothing more); the CLI's session id is kept
+(`Recorder.keep_wait`, attachment `claude-agent-sdk/lifecycle_wait`) with its transcript
+(`claude-agent-sdk/transcript`). Once a person's event lets the run go on, `resume(options)`
+resumes that session with what the model has not read (`Recorder.notes`: the events
+appended meanwhile) as the new prompt. A proposal the table refuses once the batch resolved
+reaches the model with the results (`PostToolUse`'s `additionalContext`).
+
 Guards and cancel: a refusal stops the SDK run with `ClaudeSDKClient.interrupt()`; the run is
 `run.terminated` with the verdict and the partial output. A cancel asked from another
 process (`agentfsm cancel`) is seen at the next signal, or by polling the store while a tool
@@ -141,6 +151,9 @@ __all__ = [
 #: The attachment our store keeps a paused run's SDK session under (JSON: `session_id`, the
 #: deferred call `deferred` {id, name, input}, and the SDK's cost so far `total_cost_usd`).
 STATE = "claude-agent-sdk/session"
+#: The attachment our store keeps the CLI session id of a run its lifecycle made wait under
+#: (`Recorder.keep_wait`; JSON `{"waited_in", "state": {"session_id"}}`).
+WAIT = f"{SDK}/lifecycle_wait"
 
 #: Hook events the adapter listens to, with the `Signals` method that hears each.
 _HOOKS = {
@@ -292,7 +305,10 @@ class ClaudeRun(SdkRun):
         *,
         transport: _Transport | Callable[[ClaudeAgentOptions], _Transport] | None = None,
     ) -> ObservedRun:
-        """Continue a run waiting for approval: resume its SDK session, deciding the call.
+        """Continue a run waiting for approval: resume its SDK session, deciding the call;
+        or a run an event of its lifecycle made wait, once it may go on: resume the session
+        with the events appended meanwhile as the new prompt (a run that still waits is
+        returned as it is).
 
         A run asked to cancel while it waited ends cancelled here and nothing runs; a run
         that already ended is returned as it is (as `Runner.resume` does).
@@ -313,7 +329,12 @@ class ClaudeRun(SdkRun):
         record = await recorder.off_loop(recorder.load)
         settled = await recorder.off_loop(self._settle_without_driving, record, STATE)
         if settled is not None:
+            await recorder.off_loop(self._forget)  # cancelled while it waited: nothing resumes
             return settled
+        if state is None:
+            waited = await recorder.off_loop(recorder.kept_wait)
+            if waited is not None:
+                return await self._go_on(record, waited, options, transport)
         raw = state if state is not None else await recorder.off_loop(recorder.saved_state, STATE)
         try:
             kept = json.loads(raw)
@@ -335,6 +356,34 @@ class ClaudeRun(SdkRun):
         if kept_transcript is not None:
             await recorder.off_loop(restore, options, session, kept_transcript)
         return await self._drive(replace(options, resume=session), None, transport)
+
+    async def _go_on(
+        self,
+        record: RunRecord,
+        waited: Any,
+        options: ClaudeAgentOptions | None,
+        transport: _Transport | Callable[[ClaudeAgentOptions], _Transport] | None,
+    ) -> ObservedRun:
+        """Continue the CLI session kept when the run waited in a state of its lifecycle,
+        once the run may go on: the model's next prompt is what it has not read yet (the
+        events appended meanwhile, `Recorder.notes`). A run that still waits is returned
+        as it is, and nothing runs."""
+        recorder = self.recorder
+        if recorder.store.reducer.table.stops_driving(record.status):
+            return observed(recorder.store, record)
+        try:
+            session = str(waited["session_id"])
+        except (KeyError, TypeError) as exc:
+            raise SavedStateError.unreadable(record.run_id, WAIT, exc) from exc
+        options = options if options is not None else ClaudeAgentOptions()
+        _refuse_cli_agents(options)
+        # Kept with the wait (bound to it: the person's events since do not make it stale).
+        kept = await recorder.off_loop(_attachment, recorder, TRANSCRIPT)
+        if kept is not None:
+            await recorder.off_loop(restore, options, session, kept)
+        prompt = "\n\n".join(recorder.notes())
+        await recorder.off_loop(recorder.forget_wait)  # the CLI goes on from it now
+        return await self._drive(replace(options, resume=session), prompt, transport)
 
     async def _drive(
         self,
@@ -508,18 +557,18 @@ class ClaudeRun(SdkRun):
             await recorder.off_loop(recorder.failed, signals.error)
             raise signals.error
         if signals.stop is not None:
-            return await self._stopped(signals, signals.stop)
+            return await self._stopped(signals, signals.stop, options)
         if result is None:
             record = await recorder.off_loop(
                 recorder.fail, "no_result", "the SDK's stream ended without a result"
             )
             return observed(recorder.store, record, partial_output=signals.last)
-        if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
-            return await self._paused(signals, result, options)
         try:
+            if result.deferred_tool_use is not None or result.stop_reason == "tool_deferred":
+                return await self._paused(signals, result, options)
             return await self._ended(signals, result, options)
-        except (GuardStop, CancelStop) as stop:
-            return await self._stopped(signals, stop)
+        except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked as the leg paused
+            return await self._stopped(signals, stop, options)
 
     async def _ended(
         self, signals: Signals, result: ResultMessage, options: ClaudeAgentOptions
@@ -553,6 +602,7 @@ class ClaudeRun(SdkRun):
         """Drop what a resume would need: the run ended."""
         self.recorder.forget_state(STATE)
         self.recorder.forget_state(TRANSCRIPT)
+        self.recorder.forget_wait()
 
     def _unknown(self, reason: str) -> list[Any]:
         """`tool.outcome_unknown` for the calls left running: nobody knows their effect."""
@@ -562,15 +612,21 @@ class ClaudeRun(SdkRun):
             if a.status in (ActionStatus.REQUESTED, ActionStatus.STARTED)
         ]
 
-    async def _stopped(self, signals: Signals, stop: GuardStop | CancelStop) -> ObservedRun:
+    async def _stopped(
+        self, signals: Signals, stop: GuardStop | CancelStop, options: ClaudeAgentOptions
+    ) -> ObservedRun:
         recorder = self.recorder
         cut = signals.cut_answer()
         if cut and not isinstance(stop, WaitStop):
             with contextlib.suppress(GuardStop, CancelStop, LifecycleError):
                 await recorder.aappend("interrupt (the answer was cut off)", cut)
         if isinstance(stop, WaitStop):
-            # An event a call caused made the run wait: it stays where its table put it.
+            # An event a call caused made the run wait: it stays where its table put it,
+            # and the CLI's session is kept for `resume` to go on from once it may.
             record = recorder.stopped(stop)
+            if record.status not in recorder.store.reducer.table.terminal_states:
+                await self._keep_wait(signals, options)
+                return observed(recorder.store, record, partial_output=signals.last)
         elif isinstance(stop, CancelStop):
             record = await recorder.off_loop(self._cancel)
         else:
@@ -584,6 +640,17 @@ class ClaudeRun(SdkRun):
             record.final_output if record.last_decision == DecisionKind.FINAL else signals.last
         )
         return observed(recorder.store, record, partial_output=partial)
+
+    async def _keep_wait(self, signals: Signals, options: ClaudeAgentOptions) -> None:
+        """Keep the CLI session of a run its lifecycle made wait: its id (`Recorder.keep_wait`)
+        and the CLI's transcript of it (`TRANSCRIPT`, so any machine resumes it)."""
+        recorder = self.recorder
+        if signals.session_id is None:
+            return  # the CLI named no session (nothing ran): a resume has nothing to go on
+        await recorder.off_loop(recorder.keep_wait, {"session_id": signals.session_id})
+        kept = await recorder.off_loop(transcript, options, signals.session_id)
+        if kept is not None:
+            await recorder.off_loop(recorder.save_state, TRANSCRIPT, kept)
 
     def _cancel(self) -> RunRecord:
         """`run.cancelled`, the cancel folded in first when it came by polling the store."""
@@ -624,6 +691,15 @@ class ClaudeRun(SdkRun):
             partial_output=signals.last,
             pending_approvals=await recorder.off_loop(waiting_on, recorder.store, record),
         )
+
+
+def _attachment(recorder: Any, name: str) -> bytes | None:
+    """The attachment `name` of the recorder's run, or None (none kept, or no store for it)."""
+    try:
+        kept = recorder.store.attachment(recorder.run_id, name)
+    except NotImplementedError:
+        return None
+    return None if kept is None else bytes(kept.data)
 
 
 def _upstream(options: ClaudeAgentOptions) -> tuple[str, dict[str, str]]:

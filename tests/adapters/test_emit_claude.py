@@ -5,6 +5,7 @@ else), over the scripted CLI."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ pytest.importorskip("claude_agent_sdk")
 
 from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 
-from agentfsm.adapters.claude_agent_sdk import ClaudeRun
-from agentfsm.runtime import Emit
+from agentfsm.adapters.claude_agent_sdk import WAIT, ClaudeRun
+from agentfsm.runtime import Emit, cancel
 from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
 from tests.adapters._emit import DOCUMENTS, refused_then_completed, waits_for_documents
 from tests.fixtures.emit_loan import loan_store
@@ -70,3 +71,20 @@ def test_a_call_is_named_by_its_tool_and_arguments() -> None:
     assert str(caught.value) == (
         "no call of 'request_documents' with these arguments is running in run 'L-1'"
     )
+
+
+def test_the_session_is_kept_while_the_run_waits_and_dropped_when_a_cancel_ends_it(
+    tmp_path: Path,
+) -> None:
+    """The wait keeps the CLI's session id for `resume`; a cancel asked meanwhile ends the
+    run at the resume, nothing runs, and what a resume would have needed is dropped."""
+    store, done, _ = drive(DOCUMENTS, tmp_path)
+    assert done.status == "documents_requested"
+    kept = store.attachment("L-1", WAIT)
+    assert kept is not None
+    assert json.loads(kept.data)["state"]["session_id"]
+    cancel(store, "L-1", reason="withdrawn")
+    with capture_logs():
+        ended = asyncio.run(ClaudeRun(store, "L-1").resume(ClaudeAgentOptions()))
+    assert ended.status == "cancelled"
+    assert store.attachment("L-1", WAIT) is None
