@@ -6,12 +6,12 @@ so they keep the same tables, the same one-statement append and the same errors.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from agentfsm.errors import StoreError
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._keys import META_KEY
+from agentfsm.stores._moment import moment
 from agentfsm.stores._rows import PreparedAppend, StoredEvent
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
@@ -24,19 +24,6 @@ PAGE = 2000
 #: runs.status_at: the event's time (see `moment`), or the database's now for a time that
 #: cannot be read (a run is queued when it arrives, not before every other).
 _MOMENT = "COALESCE(%(status_at)s::timestamptz, now())"
-
-
-def moment(occurred_at: str | None) -> datetime | None:
-    """An event's `occurred_at` (RFC 3339) as a moment, so times written with different
-    offsets compare as moments (one without an offset is UTC, as SQLite reads it); None
-    for one that cannot be read."""
-    if occurred_at is None:
-        return None
-    try:
-        at = datetime.fromisoformat(occurred_at)
-    except ValueError:
-        return None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 class Sql:

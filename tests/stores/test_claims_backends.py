@@ -1,0 +1,164 @@
+"""A worker's claim on every lease store (issue 32): first come, first served, a due timer
+before the queue, and no lease row kept for a run that ended — on memory, SQLite and
+PostgreSQL alike (the SQLite-only measures are in test_claims.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from agentfsm import Agent, Decision, Runner, SQLiteEventStore
+from agentfsm.runtime import Worker, submit
+from agentfsm.stores import EventStore, MemoryEventStore
+from agentfsm.stores.leases import SQLiteLeases
+from agentfsm.stores.memory import MemoryLeases
+
+
+class _Clock:
+    """Event times a second apart, so the order runs became runnable is known."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.at = (start or datetime(2026, 1, 1, tzinfo=UTC)) - timedelta(seconds=1)
+
+    def __call__(self) -> datetime:
+        self.at += timedelta(seconds=1)
+        return self.at
+
+
+@attrs.define
+class Backend:
+    """One store and how to open its worker leases and count its lease rows."""
+
+    name: str
+    store: EventStore
+    open_leases: Callable[[], Any]
+    lease_rows: Callable[[], int]
+
+
+def _memory() -> Iterator[Backend]:
+    store = MemoryEventStore()
+    yield Backend(
+        "memory", store, lambda: MemoryLeases(store), lambda: len(store.storage.leases.leases)
+    )
+
+
+def _sqlite(tmp_path: Path) -> Iterator[Backend]:
+    with SQLiteEventStore(tmp_path / "runs.db", synchronous="NORMAL") as store:
+
+        def rows() -> int:
+            with sqlite3.connect(store.path) as conn:
+                (count,) = conn.execute("SELECT count(*) FROM agentfsm_leases").fetchone()
+            conn.close()
+            return int(count)
+
+        yield Backend("sqlite", store, lambda: SQLiteLeases(store.path), rows)
+
+
+def _postgres(dsn: str, prefix: str) -> Iterator[Backend]:
+    import psycopg
+
+    from agentfsm.stores.postgres import PostgresEventStore
+    from agentfsm.stores.postgres_leases import PostgresLeases
+
+    with PostgresEventStore(dsn, table_prefix=prefix, migrate=True) as store:
+
+        def rows() -> int:
+            with psycopg.connect(dsn) as conn:
+                found = conn.execute(f"SELECT count(*) FROM {prefix}leases").fetchone()  # type: ignore[arg-type]
+            assert found is not None
+            return int(found[0])
+
+        yield Backend("postgres", store, lambda: PostgresLeases(dsn, table_prefix=prefix), rows)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "memory":
+        yield from _memory()
+    elif request.param == "sqlite":
+        yield from _sqlite(tmp_path)
+    else:
+        pytest.importorskip("psycopg", reason="needs the postgres extra")
+        dsn = request.getfixturevalue("postgres_dsn")
+        yield from _postgres(dsn, request.getfixturevalue("pg_prefix"))
+
+
+@pytest.fixture
+def leases(backend: Backend) -> Iterator[Any]:
+    opened = backend.open_leases()
+    yield opened
+    close = getattr(opened, "close", None)
+    if close is not None:
+        close()
+
+
+def _answer() -> Agent:
+    return Agent("a", lambda ctx: Decision.answer("done"), [])
+
+
+class TestFirstComeFirstServed:
+    """Runs are claimed in the order they became runnable, not in the order of their ids."""
+
+    def test_ids_that_do_not_grow_are_claimed_in_arrival_order(
+        self, backend: Backend, leases: Any
+    ) -> None:
+        """Submitted as `zeta`, `mid`, `alpha`: claimed as `zeta`, `mid`, `alpha`."""
+        clock = _Clock()
+        for run_id in ("zeta", "mid", "alpha"):
+            submit(backend.store, run_id, "work", clock=clock)
+        assert [leases.claim(f"w{i}", 30) for i in range(4)] == ["zeta", "mid", "alpha", None]
+
+    def test_times_with_other_offsets_compare_as_moments(
+        self, backend: Backend, leases: Any
+    ) -> None:
+        """A run submitted at 10:00+02:00 (08:00 UTC) is served before one at 09:00 UTC,
+        though its text sorts after."""
+        plus_two = _Clock(datetime(2026, 1, 1, 10, tzinfo=timezone(timedelta(hours=2))))
+        submit(backend.store, "later", "work", clock=_Clock(datetime(2026, 1, 1, 9, tzinfo=UTC)))
+        submit(backend.store, "earlier", "work", clock=plus_two)
+        assert leases.claim("w", 30) == "earlier"
+
+    def test_a_due_wake_up_comes_before_the_queue(self, backend: Backend, leases: Any) -> None:
+        """`b` released with a wake-up already due is claimed before `a` and `c`, which
+        waited in the queue (a before c: arrival order)."""
+        clock = _Clock()
+        for run_id in ("a", "b", "c"):
+            submit(backend.store, run_id, "work", clock=clock)
+        assert [leases.claim("w1", 30), leases.claim("w2", 30)] == ["a", "b"]
+        leases.release("b", "w2", wake_at=time.time() - 5)
+        leases.release("a", "w1")
+        assert [leases.claim("w", 30) for _ in range(4)] == ["b", "a", "c", None]
+
+
+class TestEndedRunsLeaveNoLeaseRow:
+    """A run that ends gives its lease row up; the rows are those of runs still to drive."""
+
+    def test_a_worker_leaves_no_row_for_the_runs_it_finished(
+        self, backend: Backend, leases: Any
+    ) -> None:
+        """Three runs drained to their end by a Worker: the leases table is empty."""
+        for run_id in ("a", "b", "c"):
+            submit(backend.store, run_id, "work")
+        results = Worker(Runner(backend.store, _answer()), leases, worker_id="w").drain()
+        assert [r.status for r in results] == ["completed"] * 3
+        assert backend.lease_rows() == 0
+
+    def test_a_runner_leaves_no_row_for_a_run_it_finished(self, backend: Backend) -> None:
+        """A Runner's own lease (take, then free) of a run it drove to the end is gone."""
+        Runner(backend.store, _answer()).run("r1", "work")
+        assert backend.lease_rows() == 0
+
+    def test_a_waiting_run_keeps_its_row(self, backend: Backend, leases: Any) -> None:
+        """A run released still runnable (its hold) keeps the row that holds it back."""
+        submit(backend.store, "r1", "work")
+        assert leases.claim("w", 30) == "r1"
+        leases.release("r1", "w", retry_after=60)
+        assert leases.claim("w", 30) is None
+        assert backend.lease_rows() == 1
