@@ -17,6 +17,7 @@ import pytest
 from agentfsm import Agent, Decision, Runner, SQLiteEventStore
 from agentfsm.runtime import Worker, submit
 from agentfsm.stores import EventStore, MemoryEventStore
+from agentfsm.stores._process import this_process
 from agentfsm.stores.leases import SQLiteLeases
 from agentfsm.stores.memory import MemoryLeases
 
@@ -162,3 +163,65 @@ class TestEndedRunsLeaveNoLeaseRow:
         leases.release("r1", "w", retry_after=60)
         assert leases.claim("w", 30) is None
         assert backend.lease_rows() == 1
+
+
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _plan_nodes(child)
+
+
+class TestPostgresConstantTime:
+    """The PostgreSQL claim reads the head of an index, never the whole backlog: the rows
+    its plan reads from the runs table (EXPLAIN ANALYZE of the claim statement itself) are
+    as few with 10,000 runs waiting as with 100 (it was every runnable run, sorted by id)."""
+
+    def test_a_claim_reads_as_many_runs_rows_at_100_as_at_10000_runnable(
+        self, postgres_dsn: str, pg_prefix: str
+    ) -> None:
+        pytest.importorskip("psycopg", reason="needs the postgres extra")
+        import psycopg
+
+        from agentfsm.stores.postgres import PostgresEventStore
+        from agentfsm.stores.postgres_leases import PostgresLeases
+
+        PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
+        runs = f"{pg_prefix}runs"
+        leases = PostgresLeases(postgres_dsn, table_prefix=pg_prefix)
+
+        def fill(start: int, stop: int) -> None:
+            # Rows as an append writes them (the claim reads the runs table only), queued a
+            # second apart; the first third ended (the oldest, lowest ids: they came first),
+            # which the claim must not read either.
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+                conn.execute(
+                    f"INSERT INTO {runs} (run_id, status, version, updated_at, status_at) "  # type: ignore[arg-type]
+                    "SELECT 'r' || lpad(i::text, 6, '0'), CASE WHEN i < %s THEN "
+                    "'completed' ELSE 'running' END, 1, '', "
+                    "timestamptz '2026-01-01' + make_interval(secs => i) "
+                    "FROM generate_series(%s, %s - 1) AS i",
+                    (start + (stop - start) // 3, start, stop),
+                )
+                conn.execute(f"ANALYZE {runs}")  # type: ignore[arg-type]
+
+        def runs_rows_read() -> tuple[int, list[str]]:
+            params = {**leases._sql.statuses, **leases._sql.params("", "w", this_process(), 30)}
+            found = leases._conn.execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) {leases._sql.claim}",  # type: ignore[arg-type]
+                params,
+            ).fetchone()
+            assert found is not None
+            nodes = list(_plan_nodes(found[0][0]["Plan"]))
+            on_runs = [n for n in nodes if n.get("Relation Name") == runs]
+            read = sum(int(n["Actual Rows"]) * int(n["Actual Loops"]) for n in on_runs)
+            return read, sorted({n["Node Type"] for n in on_runs})
+
+        try:
+            fill(0, 150)  # 100 runnable
+            few, _ = runs_rows_read()
+            fill(150, 15_000)  # 10,000 runnable in all
+            many, kinds = runs_rows_read()
+        finally:
+            leases.close()
+        assert kinds == ["Index Scan"], kinds  # no Seq Scan, no Bitmap over every match
+        assert many <= max(few, 3), (few, many)
