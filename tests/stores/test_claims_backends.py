@@ -120,11 +120,12 @@ class TestFirstComeFirstServed:
         self, backend: Backend, leases: Any
     ) -> None:
         """A run submitted at 10:00+02:00 (08:00 UTC) is served before one at 09:00 UTC,
-        though its text sorts after."""
+        though its text sorts after (and its id too)."""
         plus_two = _Clock(datetime(2026, 1, 1, 10, tzinfo=timezone(timedelta(hours=2))))
-        submit(backend.store, "later", "work", clock=_Clock(datetime(2026, 1, 1, 9, tzinfo=UTC)))
-        submit(backend.store, "earlier", "work", clock=plus_two)
-        assert leases.claim("w", 30) == "earlier"
+        at_nine = _Clock(datetime(2026, 1, 1, 9, tzinfo=UTC))
+        submit(backend.store, "a-later", "work", clock=at_nine)
+        submit(backend.store, "z-earlier", "work", clock=plus_two)
+        assert leases.claim("w", 30) == "z-earlier"
 
     def test_a_due_wake_up_comes_before_the_queue(self, backend: Backend, leases: Any) -> None:
         """`b` released with a wake-up already due is claimed before `a` and `c`, which
@@ -163,6 +164,44 @@ class TestEndedRunsLeaveNoLeaseRow:
         leases.release("r1", "w", retry_after=60)
         assert leases.claim("w", 30) is None
         assert backend.lease_rows() == 1
+
+
+class TestMemoryConstantTime:
+    """The memory claim reads the head of each runnable status's queue, never the backlog."""
+
+    def test_a_claim_runs_as_many_lines_at_100_as_at_10000_runnable(self) -> None:
+        """Python line events in one claim (counted by a trace function, so deterministic):
+        the same with 10,000 runs waiting as with 100 (it was one per runnable run: every
+        run listed and sorted by id)."""
+        import sys
+
+        store = MemoryEventStore()
+        leases = MemoryLeases(store)
+
+        def lines() -> int:
+            counted = [0]
+
+            def trace(frame: Any, event: str, arg: Any) -> Any:
+                counted[0] += 1
+                return trace
+
+            sys.settrace(trace)
+            try:
+                claimed = leases.claim("w", 30)
+            finally:
+                sys.settrace(None)
+            assert claimed is not None
+            return counted[0]
+
+        clock = _Clock()
+        for i in range(102):
+            submit(store, f"r{i:05d}", "work", clock=clock)
+        lines()  # the first claim also caches this process's identity
+        few = lines()
+        for i in range(102, 10_003):
+            submit(store, f"r{i:05d}", "work", clock=clock)
+        many = lines()  # it steps over the two runs held: a few lines each
+        assert many <= few * 1.5, (few, many)
 
 
 def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

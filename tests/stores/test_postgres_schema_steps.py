@@ -134,7 +134,7 @@ def test_a_version_4_database_gains_the_claim_queue_from_its_updated_at(
         ).fetchall()
         index = conn.execute("SELECT to_regclass(%s)", (f"{pg_prefix}runs_by_ready",)).fetchone()
     assert version == (str(SCHEMA_VERSION),)
-    assert index is not None and index[0] is not None
+    assert index == (f"{pg_prefix}runs_by_ready",)
     assert [(r, at.isoformat()) for r, at in queued] == [
         ("alpha", "2026-01-01T00:00:01+00:00"),
         ("zeta", "2026-01-01T00:00:00+00:00"),
