@@ -3,7 +3,7 @@ reads (EXPLAIN ANALYZE of the claim statement itself, so deterministic, not a ti
 its execution time, with 100 / 1,000 / 10,000 runnable runs waiting, for this agentfsm's
 claim beside the claim it replaced (ORDER BY run_id over every runnable run, issue 32).
 
-    CI=true .venv/bin/python benchmarks/claim_plan_postgres.py [--backlogs 100,1000,10000]
+    .venv/bin/python benchmarks/claim_plan_postgres.py [--backlogs 100,1000,10000]
 
 A PostgreSQL server of its own (agentfsm.testing.postgres_server). For each backlog, fresh
 tables: a third as many runs again that ended (the oldest, lowest ids: they came first),
