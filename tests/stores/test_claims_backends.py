@@ -127,6 +127,23 @@ class TestFirstComeFirstServed:
         submit(backend.store, "z-earlier", "work", clock=plus_two)
         assert leases.claim("w", 30) == "z-earlier"
 
+    def test_a_run_keeps_its_place_while_appended_to_in_its_status(
+        self, backend: Backend, leases: Any
+    ) -> None:
+        """`first` gets an event that leaves it `running` (a handoff) after `second`
+        arrived: it is still served first, as it became runnable first; `third`, moved to
+        another runnable status after both (a cancel request), goes to the end."""
+        from agentfsm.runtime import cancel
+        from agentfsm.runtime.control import append_event
+
+        clock = _Clock()
+        for run_id in ("third", "first", "second"):
+            submit(backend.store, run_id, "work", clock=clock)
+        cancel(backend.store, "third", clock=clock)
+        append_event(backend.store, "first", "handoff", {"to_agent": "b"}, clock=clock)
+        assert backend.store.run_info("first").status == "running"
+        assert [leases.claim("w", 30) for _ in range(3)] == ["first", "second", "third"]
+
     def test_a_due_wake_up_comes_before_the_queue(self, backend: Backend, leases: Any) -> None:
         """`b` released with a wake-up already due is claimed before `a` and `c`, which
         waited in the queue (a before c: arrival order)."""
