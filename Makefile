@@ -109,6 +109,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_guards.py
 	$(PY) benchmarks/growth.py --check
 	$(PY) benchmarks/claim_scaling.py
+	$(PY) benchmarks/claim_plan_postgres.py
 	$(PY) benchmarks/ui_load.py
 
 # Every command that reads a log or a store, at 10,000 to 200,000 runs (and events): flat or fail.
@@ -136,9 +137,11 @@ bench-ui: $(STAMP)
 	$(PY) benchmarks/bench_ui.py
 	$(PY) benchmarks/ui_load.py
 
-# A Worker's claim and three workers' drain rate from 0 to 50,000 runnable runs (issue 32).
+# A Worker's claim and three workers' drain rate from 0 to 50,000 runnable runs (issue 32),
+# and the rows one PostgreSQL claim reads at 100 / 1,000 / 10,000 runnable.
 bench-claims: $(STAMP)
 	$(PY) benchmarks/claim_scaling.py
+	$(PY) benchmarks/claim_plan_postgres.py
 
 # Procrastinate jobs vs the lease Worker on one throwaway PostgreSQL: runs/s, wake-up, failover.
 bench-engine: $(STAMP)

@@ -11,6 +11,7 @@ from typing import Any
 from agentfsm.errors import StoreError
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._keys import META_KEY
+from agentfsm.stores._moment import moment
 from agentfsm.stores._rows import PreparedAppend, StoredEvent
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
@@ -18,6 +19,11 @@ __all__ = ["PAGE", "Sql", "missing_tables", "newer_schema", "stored_event"]
 
 #: Rows per query when streaming a log.
 PAGE = 2000
+
+
+#: runs.status_at: the event's time (see `moment`), or the database's now for a time that
+#: cannot be read (a run is queued when it arrives, not before every other).
+_MOMENT = "COALESCE(%(status_at)s::timestamptz, now())"
 
 
 class Sql:
@@ -38,6 +44,13 @@ class Sql:
             f"CREATE TABLE IF NOT EXISTS {runs} (run_id text PRIMARY KEY, "
             "status text NOT NULL, version bigint NOT NULL, updated_at text)",
             f"CREATE INDEX IF NOT EXISTS {runs}_by_status ON {runs} (status, run_id)",
+            # Version 5: when the run's status last changed (when it became runnable, for
+            # a runnable run), and the claim's order on it: by status, then by that time,
+            # top-level runs only (a subagent is driven by its parent's call, never
+            # claimed), so the next run to claim is the head of each runnable status.
+            f"ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS status_at timestamptz",
+            f"CREATE INDEX IF NOT EXISTS {runs}_by_ready ON {runs} (status, status_at, run_id) "
+            "WHERE strpos(run_id, '/') = 0",
             f"CREATE TABLE IF NOT EXISTS {events} (run_id text NOT NULL, "
             "sequence bigint NOT NULL, type text NOT NULL, data text NOT NULL, "
             "hash text NOT NULL, PRIMARY KEY (run_id, sequence))",
@@ -55,6 +68,20 @@ class Sql:
             f"WHERE {meta}.value <> EXCLUDED.value",
         ]
         self.schema_version = f"SELECT value FROM {meta} WHERE key = 'schema_version'"
+        # Read before the schema statements: a runs table without status_at (version 4 or
+        # older) has its runs queued by their last event's time once the column is added.
+        # Run only then, so opening an up-to-date database never scans its runs.
+        self.lacks_status_at = (
+            "SELECT to_regclass(%(runs)s) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+            "pg_attribute WHERE attrelid = to_regclass(%(runs)s) AND attname = 'status_at' "
+            "AND NOT attisdropped)"
+        )
+        self.runs_table = {"runs": runs}
+        self.fill_status_at = (
+            f"UPDATE {runs} SET status_at = CASE WHEN updated_at ~ "
+            r"'^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|z|[+-]\d\d:?\d\d)?$' "
+            "THEN updated_at::timestamptz ELSE now() END WHERE status_at IS NULL"
+        )
         self.read_meta = f"SELECT value FROM {meta} WHERE key = %s"
         self.insert_meta = f"INSERT INTO {meta} VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
         self.swap_meta = f"UPDATE {meta} SET value = %s WHERE key = %s AND value = %s"
@@ -94,14 +121,19 @@ class Sql:
             "%(hashes)s::text[]) AS e(sequence, type, data, hash)"
         )
         self.new_run = (
-            f"WITH run AS (INSERT INTO {runs} (run_id, status, version, updated_at) "
+            f"WITH run AS (INSERT INTO {runs} (run_id, status, version, updated_at, status_at) "
             "SELECT %(run_id)s::text, %(status)s::text, %(version)s::bigint, "
-            f"%(updated_at)s::text WHERE {key} "
+            f"%(updated_at)s::text, {_MOMENT} WHERE {key} "
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id), " + tail
         )
         self.move_run = (
+            # status_at moves with the status only (the right side reads the row as it
+            # was): a runnable run keeps its place in the claim's queue while it is
+            # appended to without changing state.
             f"WITH run AS (UPDATE {runs} SET status = %(status)s, version = %(version)s, "
-            "updated_at = %(updated_at)s WHERE run_id = %(run_id)s "
+            "updated_at = %(updated_at)s, status_at = CASE WHEN status = %(status)s "
+            f"AND status_at IS NOT NULL THEN status_at ELSE {_MOMENT} END "
+            "WHERE run_id = %(run_id)s "
             f"AND version = %(expected)s AND {key} RETURNING run_id), " + tail
         )
         self.stored_version = (
@@ -138,6 +170,7 @@ class Sql:
             "status": info.status,
             "version": info.version,
             "updated_at": info.updated_at,
+            "status_at": moment(info.updated_at),
             "expected": prepared.expected_version,
             "snap_sequence": snap.sequence if snap else None,
             "snap_hash": snap.event_hash if snap else None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Sequence
 
 import attrs
@@ -28,6 +29,7 @@ from agentfsm.errors import StoreFullError
 from agentfsm.stores._checks import conflict
 from agentfsm.stores._holder import Holder, LeaseRows, from_epoch, takeable
 from agentfsm.stores._keys import META_KEY, key_refusal
+from agentfsm.stores._moment import moment
 from agentfsm.stores._process import Process, this_process
 from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
@@ -84,6 +86,10 @@ class MemoryStorage:
         max_events: refuse a new run once this many events are kept in all (None: no
             cap); the runs already kept may go past it, to their end.
         event_count: how many events are kept, in all runs.
+        queue: each status's top-level runs, sorted by when they took it (seconds since
+            the epoch, then id): a claim reads the head of each runnable status's list,
+            as the durable stores read the head of an index.
+        queued: each top-level run's place in `queue`: its status and when it took it.
     """
 
     runs: dict[str, RunInfo] = attrs.field(factory=dict)
@@ -96,6 +102,24 @@ class MemoryStorage:
     max_runs: int | None = attrs.field(default=None, kw_only=True, validator=_at_least_one)
     max_events: int | None = attrs.field(default=None, kw_only=True, validator=_at_least_one)
     event_count: int = attrs.field(default=0, kw_only=True)
+    queue: dict[str, list[tuple[float, str]]] = attrs.field(factory=dict, kw_only=True)
+    queued: dict[str, tuple[str, float]] = attrs.field(factory=dict, kw_only=True)
+
+    def requeue(self, info: RunInfo) -> None:
+        """Move `info`'s run to the end of its status's queue if its status changed; it
+        keeps its place while appended to in the same status (under `lock`)."""
+        if "/" in info.run_id:  # a subagent: driven by its parent's call, never claimed
+            return
+        old = self.queued.get(info.run_id)
+        if old is not None and old[0] == info.status:
+            return
+        if old is not None:
+            entries = self.queue[old[0]]
+            del entries[bisect_left(entries, (old[1], info.run_id))]
+        at = moment(info.updated_at)
+        seconds = at.timestamp() if at is not None else time.time()
+        insort(self.queue.setdefault(info.status, []), (seconds, info.run_id))
+        self.queued[info.run_id] = (info.status, seconds)
 
     def check_room(self, run_id: str) -> None:
         """Raise `StoreFullError` if a new run `run_id` would go past a cap (under `lock`)."""
@@ -161,6 +185,7 @@ class MemoryEventStore(EventStore):
             storage.events.setdefault(run_id, log).extend(prepared.rows)
             storage.event_count += len(prepared.rows)
             storage.runs[run_id] = prepared.info
+            storage.requeue(prepared.info)
             if prepared.snapshot is not None:
                 storage.snapshots[run_id] = prepared.snapshot
 
@@ -255,23 +280,62 @@ class MemoryLeases:
         """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
         with self.table.lock:
             now = self.clock()
-            for run_id, held in sorted(self.table.leases.items()):
-                if held.wake_at is not None and held.wake_at <= now and _free(held, now):
-                    # The time stays until the release: a worker that dies loses nothing.
-                    self._taken[run_id] = self._holder(run_id, now)
-                    self._held_by(run_id, worker_id, now, ttl, held.wake_at)
-                    return run_id
-            for info in self.store.runs(self.store.reducer.table.runnable_states):
-                if "/" in info.run_id:
-                    continue
-                lease = self.table.leases.get(info.run_id)
-                if lease is None or lease.expires_at <= now:
-                    self._taken[info.run_id] = self._holder(info.run_id, now)
-                    self._held_by(
-                        info.run_id, worker_id, now, ttl, None if lease is None else lease.wake_at
-                    )
+            # The run whose wake-up fell due first, then the one runnable longest (never
+            # by id: ids need not grow over time). Leases are kept only for runs not over.
+            due = min(
+                (
+                    (held.wake_at, run_id)
+                    for run_id, held in self.table.leases.items()
+                    if held.wake_at is not None and held.wake_at <= now and _free(held, now)
+                ),
+                default=None,
+            )
+            if due is not None:
+                # The time stays until the release: a worker that dies loses nothing.
+                wake_at, woken = due
+                self._taken[woken] = self._holder(woken, now)
+                self._held_by(woken, worker_id, now, ttl, wake_at)
+                return woken
+            ready = self._next_ready(now)
+            if ready is not None:
+                lease = self.table.leases.get(ready)
+                self._taken[ready] = self._holder(ready, now)
+                self._held_by(ready, worker_id, now, ttl, None if lease is None else lease.wake_at)
+            return ready
+
+    def _next_ready(self, now: float) -> str | None:
+        """The unleased (or lapsed) runnable run that took its status first (under the
+        table's lock): the head of each runnable status's queue, past the held runs."""
+        runnable = self.store.reducer.table.runnable_states
+        if not isinstance(self.store, MemoryEventStore):
+            # Another store's runs, by id: its own lease store claims in its order.
+            for info in self.store.runs(runnable):
+                if "/" not in info.run_id and self._unleased(info.run_id, now):
                     return info.run_id
-        return None
+            return None
+        best: tuple[float, str] | None = None
+        storage = self.store.storage
+        with storage.lock:
+            for status in runnable:
+                for entry in storage.queue.get(status, ()):
+                    if self._unleased(entry[1], now):
+                        best = entry if best is None or entry < best else best
+                        break
+        return None if best is None else best[1]
+
+    def _unleased(self, run_id: str, now: float) -> bool:
+        lease = self.table.leases.get(run_id)
+        return lease is None or lease.expires_at <= now
+
+    def _drop_if_ended(self, run_id: str) -> None:
+        """A run that ended gives its lease row up (under the table's lock): rows are kept
+        for the runs that may be driven again, not for every run ever driven."""
+        if not isinstance(self.store, MemoryEventStore):
+            return
+        with self.store.storage.lock:
+            info = self.store.storage.runs.get(run_id)
+        if info is not None and info.status in self.store.reducer.table.terminal_states:
+            self.table.leases.pop(run_id, None)
 
     def _held_by(
         self,
@@ -311,6 +375,7 @@ class MemoryLeases:
             lease = self.table.leases.get(run_id)
             if lease is not None and lease.worker_id == worker_id:
                 self.table.leases[run_id] = _Lease(None, self.clock() + retry_after, wake_at)
+                self._drop_if_ended(run_id)
 
     def take(
         self, run_id: str, holder: str, process: Process, ttl: float
@@ -331,6 +396,7 @@ class MemoryLeases:
             lease = self.table.leases.get(run_id)
             if lease is not None and lease.worker_id == holder:
                 self.table.leases[run_id] = _Lease(None, self.clock(), lease.wake_at)
+                self._drop_if_ended(run_id)
 
     def read(self, run_id: str) -> Holder | None:
         """The lease's holder, live or lapsed (see `LeaseRows.read`)."""

@@ -166,8 +166,12 @@ class PostgresEventStore(EventStore):
             found = self._conn.execute(self._sql.schema_version).fetchone()
             if found is not None and int(found[0]) > SCHEMA_VERSION:
                 raise newer_schema(found[0])
+            lacks = self._conn.execute(self._sql.lacks_status_at, self._sql.runs_table)
+            fill = bool(lacks.fetchone()[0])  # type: ignore[index]
             for statement in self._sql.schema:
                 self._conn.execute(statement)
+            if fill:
+                self._conn.execute(self._sql.fill_status_at)
         self._open_key_check()
 
     def _has_meta(self) -> bool:
@@ -187,6 +191,7 @@ class PostgresEventStore(EventStore):
                 self._conninfo,
                 table_prefix=self._prefix,
                 runnable=sorted(self.reducer.table.runnable_states),
+                ended=sorted(self.reducer.table.terminal_states),
             )
         return self._leases
 
@@ -378,8 +383,12 @@ class AsyncPostgresEventStore(AsyncEventStore):
             found = await cur.fetchone()
             if found is not None and int(found[0]) > SCHEMA_VERSION:
                 raise newer_schema(found[0])
+            lacks = await self._conn.execute(self._sql.lacks_status_at, self._sql.runs_table)
+            fill = bool((await lacks.fetchone())[0])  # type: ignore[index]
             for statement in self._sql.schema:
                 await self._conn.execute(statement)
+            if fill:
+                await self._conn.execute(self._sql.fill_status_at)
         await self._open_key_check()
 
     async def _open_key_check(self) -> None:
@@ -460,6 +469,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
                     conninfo,
                     table_prefix=self._prefix,
                     runnable=sorted(self.options.reducer.table.runnable_states),
+                    ended=sorted(self.options.reducer.table.terminal_states),
                 )
             return self._leases
 

@@ -1,10 +1,11 @@
 """Leases in PostgreSQL, for workers and drivers on many machines (needs the `postgres` extra).
 
-A claim is one statement: pick the first runnable run whose lease row is missing or expired,
-locking its runs row with `FOR UPDATE SKIP LOCKED` (so concurrent claims pass over each
-other's candidates instead of queueing on them), and insert or take over its lease row only
-if that row is still expired when the insert lands. Expiry is on the database's clock
-(`now()`), so the workers' clocks need not agree.
+A claim is one statement: pick the free run whose timer fell due first, else the unleased
+(or lapsed) run that became runnable first (the head of an index either way, so a claim
+costs the same whatever the backlog), locking its row with `FOR UPDATE SKIP LOCKED` (so
+concurrent claims pass over each other's candidates instead of queueing on them), and
+insert or take over its lease row only if that row is still expired when the insert lands.
+Expiry is on the database's clock (`now()`), so the workers' clocks need not agree.
 
 The same rows are every driver's lease (`EventStore.hold`, see `agentfsm.stores._lease`): a
 `take` reads the row, decides (free, lapsed, or its holder's process gone on this host), and
@@ -30,7 +31,7 @@ from agentfsm.errors import StoreError
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._holder import Holder, takeable
 from agentfsm.stores._process import Process, this_process
-from agentfsm.stores.leases import RUNNABLE_STATUSES
+from agentfsm.stores.leases import ENDED_STATUSES, RUNNABLE_STATUSES
 
 __all__ = ["AsyncPostgresLeases", "PostgresLeases"]
 
@@ -41,10 +42,10 @@ _TAKE_TRIES = 20  # a take that loses its compare-and-set reads the row again
 class _LeaseSql:
     """The lease table's statements, with its name spliced in once (sync and async alike)."""
 
-    def __init__(self, prefix: str, runnable: Sequence[str]) -> None:
+    def __init__(self, prefix: str, runnable: Sequence[str], ended: Sequence[str]) -> None:
         p = check_prefix(prefix)
         runs, leases = f"{p}runs", f"{p}leases"
-        self.runnable = list(runnable)
+        self._runs, self._leases = runs, leases
         self.create = [
             f"CREATE TABLE IF NOT EXISTS {leases} (run_id text PRIMARY KEY, worker_id text, "
             "expires_at timestamptz NOT NULL)",
@@ -66,17 +67,15 @@ class _LeaseSql:
             f"CREATE INDEX IF NOT EXISTS {leases}_by_wake ON {leases} (wake_at)",
             f"CREATE INDEX IF NOT EXISTS {leases}_by_resume ON {leases} (resume_at)",
         ]
-        due = "(l.wake_at <= now() OR l.resume_at <= now())"
-        # A run is claimable when runnable and unleased (or its lease lapsed), or when its
-        # time has come whatever its status, unless a live driver holds it.
-        free = (
-            f"SELECT r.run_id FROM {runs} r LEFT JOIN {leases} l "
-            "ON l.run_id = r.run_id WHERE strpos(r.run_id, '/') = 0 AND ("
-            "(r.status = ANY(%(statuses)s) AND (l.run_id IS NULL OR l.expires_at <= now())) "
-            f"OR ({due} AND (l.worker_id IS NULL OR l.expires_at <= now()))) "
-            "ORDER BY r.run_id LIMIT 1"
-        )
-        self.free = free
+        # A claim takes first the run whose time came first (a wake-up or a scheduled
+        # resume), then the one that became runnable first (runs.status_at), never by id:
+        # ids need not grow over time, and a filling queue must not starve high ones. Each
+        # part reads the head of an index (leases by wake_at, by resume_at; runs by status,
+        # status_at) and steps over held rows only (a few per worker), so a claim costs the
+        # same at 50 or 50,000 runnable (issue 32).
+        self.statuses = {f"s{i}": status for i, status in enumerate(sorted(runnable))}
+        self.free = self._heads(lock=False) + " SELECT run_id FROM heads LIMIT 1"
+        claim_heads = self._heads(lock=True)
         held = (
             "host, pid, process, claimed_at, heartbeat_at) "
             "SELECT run_id, %(worker)s, now() + make_interval(secs => %(ttl)s), %(host)s, "
@@ -93,7 +92,8 @@ class _LeaseSql:
             for c in ("worker_id", "expires_at", "host", "pid", "process", "claimed_at")
         )
         self.claim = (
-            f"WITH candidate AS ({free} FOR UPDATE OF r SKIP LOCKED), "
+            f"{claim_heads}, candidate AS (SELECT run_id FROM heads "
+            "ORDER BY k, t, run_id LIMIT 1), "
             f"was AS (SELECT l.* FROM {leases} l JOIN candidate c ON c.run_id = l.run_id) "
             f"INSERT INTO {leases} (run_id, worker_id, expires_at, {held} FROM candidate "
             f"ON CONFLICT (run_id) DO UPDATE SET {taken} WHERE {leases}.expires_at <= now() "
@@ -156,6 +156,44 @@ class _LeaseSql:
             f"UPDATE {leases} SET worker_id = NULL, expires_at = now() "
             "WHERE run_id = %s AND worker_id = %s"
         )
+        # A run that ends gives its lease row up (after a release or a free): rows are
+        # kept for the runs that may be driven again, not for every run ever driven.
+        self.ended = list(ended)
+        self.drop_ended = (
+            f"DELETE FROM {leases} WHERE run_id = %(run)s AND worker_id IS NULL AND "
+            f"(SELECT status FROM {runs} WHERE run_id = %(run)s) = ANY(%(ended)s)"
+        )
+
+    def _heads(self, *, lock: bool) -> str:
+        """`WITH ..., heads AS (...)`: the head of each queue, `k` 0 for a due timer and 1
+        for a runnable run, `t` its time. Locked (`FOR UPDATE SKIP LOCKED`) for a claim, so
+        concurrent claims pass over each other's candidates instead of queueing on them."""
+        leases, runs = self._leases, self._runs
+        parts: list[str] = []
+        for column in ("wake_at", "resume_at"):
+            # Due, and nobody drives it: released (a hold does not stop a due timer) or
+            # lapsed.
+            parts.append(
+                f"due_{column} AS (SELECT l.run_id, l.{column} AS t FROM {leases} l "
+                f"WHERE l.{column} <= now() AND strpos(l.run_id, '/') = 0 "
+                "AND (l.worker_id IS NULL OR l.expires_at <= now()) "
+                f"ORDER BY l.{column} LIMIT 1{' FOR UPDATE OF l SKIP LOCKED' if lock else ''})"
+            )
+        for key in self.statuses:
+            # A free or lapsed lease row, or none (a run no driver held yet); a row
+            # released with a hold (`retry_after`) waits for it to pass.
+            parts.append(
+                f"ready_{key} AS (SELECT r.run_id, r.status_at AS t FROM {runs} r "
+                f"LEFT JOIN {leases} l ON l.run_id = r.run_id WHERE r.status = %({key})s "
+                "AND strpos(r.run_id, '/') = 0 AND (l.run_id IS NULL OR l.expires_at <= now()) "
+                "ORDER BY r.status_at, r.run_id LIMIT 1"
+                f"{' FOR UPDATE OF r SKIP LOCKED' if lock else ''})"
+            )
+        union = " UNION ALL ".join(
+            [f"SELECT 0 AS k, t, run_id FROM due_{c}" for c in ("wake_at", "resume_at")]
+            + [f"SELECT 1 AS k, t, run_id FROM ready_{key}" for key in self.statuses]
+        )
+        return "WITH " + ", ".join(parts) + f", heads AS ({union})"
 
     @staticmethod
     def params(run_id: str, holder: str, p: Process, ttl: float) -> dict[str, Any]:
@@ -217,6 +255,11 @@ class PostgresLeases:
         migrate: create the leases table now, or add what an older one lacks (idempotent).
         runnable: the statuses a worker may claim (the store's table's `runnable_states`;
             the default table's unless given).
+        ended: the statuses in which a run is over (the store's table's terminal states):
+            its lease row is deleted when it is released or freed in one.
+
+    The database must have been migrated by a `PostgresEventStore` of this version (it
+    creates and upgrades the runs table and the index the claim reads).
     """
 
     def __init__(
@@ -226,8 +269,9 @@ class PostgresLeases:
         table_prefix: str = "agentfsm_",
         migrate: bool = True,
         runnable: Sequence[str] = RUNNABLE_STATUSES,
+        ended: Sequence[str] = ENDED_STATUSES,
     ):
-        self._sql = _LeaseSql(table_prefix, runnable)
+        self._sql = _LeaseSql(table_prefix, runnable, ended)
         self._lock = threading.RLock()
         self._taken: dict[str, Holder | None] = {}
         self._conn: psycopg.Connection[Any] = psycopg.connect(conninfo, autocommit=True)
@@ -247,10 +291,7 @@ class PostgresLeases:
 
     def claim(self, worker_id: str, ttl: float) -> str | None:
         """Take the lease of one runnable, unleased run (see `LeaseStore.claim`)."""
-        params = {
-            "statuses": self._sql.runnable,
-            **self._sql.params("", worker_id, this_process(), ttl),
-        }
+        params = {**self._sql.statuses, **self._sql.params("", worker_id, this_process(), ttl)}
         with self._lock:
             for _ in range(_CLAIM_TRIES):
                 row = self._conn.execute(self._sql.claim, params).fetchone()
@@ -272,8 +313,7 @@ class PostgresLeases:
             return self._taken.pop(run_id, None)
 
     def _claimable(self) -> bool:
-        params = {"statuses": self._sql.runnable}
-        return self._conn.execute(self._sql.free, params).fetchone() is not None
+        return self._conn.execute(self._sql.free, self._sql.statuses).fetchone() is not None
 
     def take(
         self, run_id: str, holder: str, process: Process, ttl: float
@@ -311,6 +351,7 @@ class PostgresLeases:
         params = {"hold": float(retry_after), "wake": wake_at, "run": run_id, "worker": worker_id}
         with self._lock:
             self._conn.execute(self._sql.release, params)
+            self._conn.execute(self._sql.drop_ended, {"run": run_id, "ended": self._sql.ended})
 
     def wake(self, conn: psycopg.Connection[Any], run_id: str, at: float | None) -> None:
         """Have `run_id` claimed at `at` (None: now, on the database's clock) at the latest,
@@ -348,6 +389,7 @@ class PostgresLeases:
         """Give up a lease `take` took (see `LeaseRows.free`)."""
         with self._lock:
             self._conn.execute(self._sql.let_go, (run_id, holder))
+            self._conn.execute(self._sql.drop_ended, {"run": run_id, "ended": self._sql.ended})
 
     def close(self) -> None:
         """Close the connection."""
@@ -363,6 +405,7 @@ class AsyncPostgresLeases:
         conn: an autocommit `psycopg.AsyncConnection`; the leases own it from now on.
         table_prefix: the store's table prefix.
         runnable: the statuses a worker may claim (kept for symmetry with `PostgresLeases`).
+        ended: the statuses in which a run is over: its lease row is deleted when freed.
     """
 
     def __init__(
@@ -371,8 +414,9 @@ class AsyncPostgresLeases:
         *,
         table_prefix: str = "agentfsm_",
         runnable: Sequence[str] = RUNNABLE_STATUSES,
+        ended: Sequence[str] = ENDED_STATUSES,
     ) -> None:
-        self._sql = _LeaseSql(table_prefix, runnable)
+        self._sql = _LeaseSql(table_prefix, runnable, ended)
         self._conn = conn
 
     @classmethod
@@ -382,10 +426,11 @@ class AsyncPostgresLeases:
         *,
         table_prefix: str = "agentfsm_",
         runnable: Sequence[str] = RUNNABLE_STATUSES,
+        ended: Sequence[str] = ENDED_STATUSES,
     ) -> AsyncPostgresLeases:
         """Open a connection, and create (or upgrade) the leases table on it."""
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
-        leases = cls(conn, table_prefix=table_prefix, runnable=runnable)
+        leases = cls(conn, table_prefix=table_prefix, runnable=runnable, ended=ended)
         try:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtext('agentfsm:leases'))")
@@ -425,6 +470,7 @@ class AsyncPostgresLeases:
     async def free(self, run_id: str, holder: str) -> None:
         """Give up a lease `take` took (see `LeaseRows.free`)."""
         await self._conn.execute(self._sql.let_go, (run_id, holder))
+        await self._conn.execute(self._sql.drop_ended, {"run": run_id, "ended": self._sql.ended})
 
     async def close(self) -> None:
         """Close the connection."""

@@ -269,3 +269,28 @@ def test_the_async_runner_on_native_async_postgres(postgres_dsn: str, pg_prefix:
 
     assert asyncio.run(scenario()) == ("completed", True)
     assert calls.tools() == ["get_order", "create_ticket"]
+
+
+def test_an_async_postgres_run_that_ended_leaves_no_lease_row(
+    postgres_dsn: str, pg_prefix: str
+) -> None:
+    """The async Runner's lease of a run it drove to the end is gone with it (issue 32): the
+    lease table keeps the runs that may be driven again."""
+    import psycopg
+
+    from agentfsm.stores.postgres import AsyncPostgresEventStore
+
+    async def scenario() -> str:
+        store = await AsyncPostgresEventStore.connect(
+            postgres_dsn, table_prefix=pg_prefix, migrate=True
+        )
+        try:
+            agent = Agent("a", lambda ctx: Decision.answer("done"), [])
+            return (await AsyncRunner(store, agent, sleep=_sleep).run("r1", "work")).status
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == "completed"
+    with psycopg.connect(postgres_dsn) as conn:
+        found = conn.execute(f"SELECT count(*) FROM {pg_prefix}leases").fetchone()  # type: ignore[arg-type]
+    assert found == (0,)

@@ -1,5 +1,6 @@
-"""A worker's claim on SQLite (issue 32): first come, first served, in constant time whatever
-the backlog, and no lease row kept for a run that ended."""
+"""A worker's claim on SQLite (issue 32): in constant time whatever the backlog, and the
+schema step that brought its queue order. The order and end-of-run tests run on every
+lease store, SQLite included, in test_claims_backends.py."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from agentfsm import Agent, Decision, Runner, SQLiteEventStore
-from agentfsm.runtime import Worker, submit
+from agentfsm import SQLiteEventStore
+from agentfsm.runtime import submit
 from agentfsm.stores.leases import SQLiteLeases
 
 
@@ -27,76 +27,11 @@ class _Clock:
         return self.at
 
 
-def _answer() -> Agent:
-    return Agent("a", lambda ctx: Decision.answer("done"), [])
-
-
-def _lease_rows(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        (count,) = conn.execute("SELECT count(*) FROM agentfsm_leases").fetchone()
-    conn.close()
-    return int(count)
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SQLiteEventStore]:
     """A SQLite store at `runs.db` (synchronous NORMAL: these tests are about order)."""
     with SQLiteEventStore(tmp_path / "runs.db", synchronous="NORMAL") as s:
         yield s
-
-
-class TestFirstComeFirstServed:
-    """Runs are claimed in the order they became runnable, not in the order of their ids."""
-
-    def test_ids_that_do_not_grow_are_claimed_in_arrival_order(
-        self, store: SQLiteEventStore
-    ) -> None:
-        """Submitted as `zeta`, `mid`, `alpha`: claimed as `zeta`, `mid`, `alpha`."""
-        clock = _Clock()
-        for run_id in ("zeta", "mid", "alpha"):
-            submit(store, run_id, "work", clock=clock)
-        leases = SQLiteLeases(store.path)
-        try:
-            assert [leases.claim(f"w{i}", 30) for i in range(4)] == ["zeta", "mid", "alpha", None]
-        finally:
-            leases.close()
-
-    def test_times_with_other_offsets_compare_as_moments(self, store: SQLiteEventStore) -> None:
-        """A run submitted at 10:00+02:00 (08:00 UTC) is served before one at 09:00 UTC,
-        though its text sorts after."""
-        plus_two = timezone_clock(datetime(2026, 1, 1, 10, tzinfo=_offset(2)))
-        utc = timezone_clock(datetime(2026, 1, 1, 9, tzinfo=UTC))
-        submit(store, "later", "work", clock=utc)
-        submit(store, "earlier", "work", clock=plus_two)
-        leases = SQLiteLeases(store.path)
-        try:
-            assert leases.claim("w", 30) == "earlier"
-        finally:
-            leases.close()
-
-    def test_a_due_wake_up_comes_before_the_queue(self, store: SQLiteEventStore) -> None:
-        """A run whose wake-up is due is claimed before runs that waited in the queue."""
-        clock = _Clock()
-        for run_id in ("first", "second"):
-            submit(store, run_id, "work", clock=clock)
-        leases = SQLiteLeases(store.path)
-        try:
-            leases.wake(leases._conn, "second", 0.0)
-            assert leases.claim("w", 30) == "second"
-        finally:
-            leases.close()
-
-
-def timezone_clock(at: datetime) -> _Clock:
-    clock = _Clock()
-    clock.at = at - timedelta(seconds=1)
-    return clock
-
-
-def _offset(hours: int) -> Any:
-    from datetime import timezone
-
-    return timezone(timedelta(hours=hours))
 
 
 class TestConstantTime:
@@ -134,39 +69,6 @@ class TestConstantTime:
         finally:
             leases.close()
         assert many <= few * 1.1, (few, many)
-
-
-class TestEndedRunsLeaveNoLeaseRow:
-    """A run that ends gives its lease row up; the rows are those of runs still to drive."""
-
-    def test_a_worker_leaves_no_row_for_the_runs_it_finished(self, store: SQLiteEventStore) -> None:
-        """Three runs drained to their end by a Worker: the leases table is empty."""
-        for run_id in ("a", "b", "c"):
-            submit(store, run_id, "work")
-        leases = SQLiteLeases(store.path)
-        try:
-            results = Worker(Runner(store, _answer()), leases, worker_id="w").drain()
-        finally:
-            leases.close()
-        assert [r.status for r in results] == ["completed"] * 3
-        assert _lease_rows(Path(store.path)) == 0
-
-    def test_a_runner_leaves_no_row_for_a_run_it_finished(self, store: SQLiteEventStore) -> None:
-        """A Runner's own lease (take, then free) of a run it drove to the end is gone."""
-        Runner(store, _answer()).run("r1", "work")
-        assert _lease_rows(Path(store.path)) == 0
-
-    def test_a_waiting_run_keeps_its_row(self, store: SQLiteEventStore) -> None:
-        """A run released still runnable (its hold) keeps the row that holds it back."""
-        submit(store, "r1", "work")
-        leases = SQLiteLeases(store.path)
-        try:
-            assert leases.claim("w", 30) == "r1"
-            leases.release("r1", "w", retry_after=60)
-            assert leases.claim("w", 30) is None
-        finally:
-            leases.close()
-        assert _lease_rows(Path(store.path)) == 1
 
 
 class TestSchemaFour:

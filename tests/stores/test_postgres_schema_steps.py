@@ -1,7 +1,7 @@
 """agentfsm's own PostgreSQL schema, upgraded from each version it had, one test per step.
 
 1: runs, events, snapshots. 2: + attachments. 3: + snapshots.digest. 4: + the key record in
-`meta`. The lease table gained its holder's columns, then the timers' (wake_at, resume_at,
+`meta`. 5: + runs.status_at and the claim's index. The lease table gained its holder's columns, then the timers' (wake_at, resume_at,
 resume_version). A database left at any of these is upgraded in place by `migrate()`, its
 runs intact and verifiable, and ends at the current schema.
 """
@@ -104,3 +104,43 @@ def test_an_older_lease_table_gains_the_holders_and_timers_columns(
     finally:
         leases.close()
         store.close()
+
+
+def test_a_version_4_database_gains_the_claim_queue_from_its_updated_at(
+    postgres_dsn: str, pg_prefix: str
+) -> None:
+    """Version 5 adds runs.status_at and the claim's index: a version-4 database (neither)
+    has its runs queued by their last event's time, so they are claimed in arrival order
+    (`zeta` before `alpha`), not by id, and is at version 5 with the index."""
+    from datetime import UTC, datetime, timedelta
+
+    times = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=i) for i in range(100))
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        for run_id in ("zeta", "alpha"):
+            submit(store, run_id, "work", clock=lambda: next(times))
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # what version 4 wrote
+        conn.execute(f"DROP INDEX {pg_prefix}runs_by_ready")  # type: ignore[arg-type]
+        conn.execute(f"ALTER TABLE {pg_prefix}runs DROP COLUMN status_at")  # type: ignore[arg-type]
+        conn.execute(
+            f"UPDATE {pg_prefix}meta SET value = '4' WHERE key = 'schema_version'"  # type: ignore[arg-type]
+        )
+    PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
+    with psycopg.connect(postgres_dsn) as conn:
+        version = conn.execute(
+            f"SELECT value FROM {pg_prefix}meta WHERE key = 'schema_version'"  # type: ignore[arg-type]
+        ).fetchone()
+        queued = conn.execute(
+            f"SELECT run_id, status_at FROM {pg_prefix}runs ORDER BY run_id"  # type: ignore[arg-type]
+        ).fetchall()
+        index = conn.execute("SELECT to_regclass(%s)", (f"{pg_prefix}runs_by_ready",)).fetchone()
+    assert version == (str(SCHEMA_VERSION),)
+    assert index == (f"{pg_prefix}runs_by_ready",)
+    assert [(r, at.isoformat()) for r, at in queued] == [
+        ("alpha", "2026-01-01T00:00:01+00:00"),
+        ("zeta", "2026-01-01T00:00:00+00:00"),
+    ]
+    leases = PostgresLeases(postgres_dsn, table_prefix=pg_prefix)
+    try:
+        assert [leases.claim("w", 30), leases.claim("w", 30)] == ["zeta", "alpha"]
+    finally:
+        leases.close()

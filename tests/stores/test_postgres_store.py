@@ -14,6 +14,7 @@ from agentfsm.errors import StoreError, StoreInconsistentError
 from agentfsm.reducers import replay
 from agentfsm.stores import Attachment
 from agentfsm.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
+from agentfsm.stores.sqlite import SCHEMA_VERSION
 from agentfsm.testing.store_checks import scripted_run, tool_turn
 
 
@@ -28,7 +29,7 @@ def test_migrate_is_idempotent(postgres_dsn: str, pg_prefix: str) -> None:
 
 def test_migrate_upgrades_a_version_1_schema(postgres_dsn: str, pg_prefix: str) -> None:
     """A database migrated by the first agentfsm (no attachments table, no snapshot digests,
-    no key record, schema version 1) keeps its runs and gains all three, and version 4."""
+    no key record, schema version 1) keeps its runs and gains all three, and the current version."""
     with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
         store.append("r1", scripted_run("r1", 1), 0)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
@@ -46,7 +47,7 @@ def test_migrate_upgrades_a_version_1_schema(postgres_dsn: str, pg_prefix: str) 
         found = conn.execute(
             f"SELECT key, value FROM {pg_prefix}meta ORDER BY key"  # type: ignore[arg-type]
         ).fetchall()
-    assert found == [("integrity", "unkeyed"), ("schema_version", "4")]
+    assert found == [("integrity", "unkeyed"), ("schema_version", str(SCHEMA_VERSION))]
 
 
 def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str, pg_prefix: str) -> None:
@@ -54,19 +55,20 @@ def test_a_newer_schema_is_refused_and_left_alone(postgres_dsn: str, pg_prefix: 
     PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True).close()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(
-            f"UPDATE {pg_prefix}meta SET value = '5' WHERE key = 'schema_version'"  # type: ignore[arg-type]
+            f"UPDATE {pg_prefix}meta SET value = %s WHERE key = 'schema_version'",  # type: ignore[arg-type]
+            (str(SCHEMA_VERSION + 1),),
         )
     with pytest.raises(StoreError) as info:
         PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True)
     assert str(info.value) == (
-        "the database has agentfsm schema version 5; this agentfsm reads version 4: "
-        "upgrade agentfsm"
+        f"the database has agentfsm schema version {SCHEMA_VERSION + 1}; this agentfsm reads "
+        f"version {SCHEMA_VERSION}: upgrade agentfsm"
     )
     with psycopg.connect(postgres_dsn) as conn:
         found = conn.execute(
             f"SELECT value FROM {pg_prefix}meta WHERE key = 'schema_version'"  # type: ignore[arg-type]
         ).fetchall()
-    assert found == [("5",)]
+    assert found == [(str(SCHEMA_VERSION + 1),)]
 
 
 def test_without_migrate_the_error_says_what_to_do(postgres_dsn: str, pg_prefix: str) -> None:
@@ -97,6 +99,9 @@ def test_load_and_listing_are_served_by_indexes(postgres_dsn: str, pg_prefix: st
         f"{pg_prefix}attachments_pkey": "btree (run_id, name)",
         f"{pg_prefix}events_pkey": "btree (run_id, sequence)",
         f"{pg_prefix}meta_pkey": "btree (key)",
+        f"{pg_prefix}runs_by_ready": (
+            "btree (status, status_at, run_id) WHERE (strpos(run_id, '/'::text) = 0)"
+        ),
         f"{pg_prefix}runs_by_status": "btree (status, run_id)",
         f"{pg_prefix}runs_pkey": "btree (run_id)",
         f"{pg_prefix}snapshots_pkey": "btree (run_id)",
