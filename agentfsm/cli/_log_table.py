@@ -46,10 +46,16 @@ def table_of_log(
     command: str,
     given: Sequence[TransitionTable] = (),
     run_id: str | None = None,
+    assumed: list[bool] | None = None,
 ) -> tuple[TransitionTable, Iterator[str]]:
     """The table the log's first run (or run `run_id`) ends under (its `run.started`, or its
     latest `run.migrated` within the look-ahead), among `given` when given, and the log's
     lines, none lost.
+
+    `assumed`, when given, is told (appended to) whether the default table was assumed for
+    a log with no `run.started` at all within the look-ahead: a run may end straight from
+    `created`, so such a log (a kit's counterexample among them) names no table and may be of
+    any lifecycle, and the command should say which table checked it.
 
     Raises:
         UsageError: that table is not known (not among `given`) (exit 2), naming the run,
@@ -58,13 +64,15 @@ def table_of_log(
     ahead: list[str] = []
     held = 0
     found: tuple[str, TableRef, int] | None = None  # the run, its latest table, that line
+    started = False  # any run.started in the look-ahead, naming a table or not
     for number, raw in enumerate(lines, start=1):
         ahead.append(raw)
         held += len(raw)
+        started = started or '"run.started"' in raw
         if found is None:
-            started = _names_table(raw, "run.started", "table")
-            if started is not None and run_id in (None, started[0]):
-                found = (*started, number)
+            named = _names_table(raw, "run.started", "table")
+            if named is not None and run_id in (None, named[0]):
+                found = (*named, number)
         else:
             moved = _names_table(raw, "run.migrated", "to_table")
             if moved is not None and moved[0] == found[0]:
@@ -72,6 +80,11 @@ def table_of_log(
         if number >= _LOOK_AHEAD or held >= _LOOK_AHEAD_BYTES:
             break
     table = given[0] if given else DEFAULT_TABLE
+    if assumed is not None:
+        # Only for a log with events in it: an empty one, or one of no event at all, is
+        # reported for what it is.
+        events = any('"type"' in raw for raw in ahead)
+        assumed.append(not given and not started and events)
     if found is not None:
         run_id, ref, number = found
         where = f"run '{shown(run_id)}' (line {number})"

@@ -79,10 +79,14 @@ def opened_log(
     counter = LineCounter(command)
     lines = counter.count(stream_lines(args.file, command, quiet=args.quiet))
     given = load_tables(args.table, command)
+    assumed: list[bool] = []
     if len(given) == 1:
         table = given[0]
     else:
-        table, lines = table_of_log(lines, command, given, getattr(args, "run_id", None))
+        run_id = getattr(args, "run_id", None)
+        table, lines = table_of_log(lines, command, given, run_id, assumed)
+    # Read by `validate`'s summary: a log that names no table is never checked silently.
+    args.table_assumed = any(assumed)
     return lines, Reducer(table, guards or (), tables=given), counter
 
 
@@ -187,7 +191,7 @@ def _validate(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(lambda: _as_json(report), "validate")
     else:
-        _print_text(report, reducer)
+        _print_text(report, reducer, assumed=getattr(args, "table_assumed", False))
     return report.exit_code
 
 
@@ -238,7 +242,7 @@ def _as_json(report: ValidationReport) -> dict[str, Any]:
     return out
 
 
-def _print_text(report: ValidationReport, reducer: Reducer) -> None:
+def _print_text(report: ValidationReport, reducer: Reducer, *, assumed: bool = False) -> None:
     style = Style(sys.stdout)
     ids = [shown(r.run_id) for r in report.runs]
     width = max(map(len, ids), default=0)
@@ -253,6 +257,11 @@ def _print_text(report: ValidationReport, reducer: Reducer) -> None:
     print(
         f"{verdict}: {report.events:,} events in {len(report.runs)} run(s), {report.lines:,} lines"
     )
+    if assumed:
+        print(
+            f"note: no run.started in the log names its table: checked against the default "
+            f"table '{reducer.table.name}' (give --table for another)"
+        )
 
 
 def _print_finding(f: Finding, style: Style) -> None:
