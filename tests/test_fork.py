@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -373,6 +374,6 @@ def test_the_runtime_pages_fork_example_prints_its_output() -> None:
     assert found is not None
     code, output = found.groups()
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with structlog.testing.capture_logs(), contextlib.redirect_stdout(printed):
         exec(compile(code, "docs/runtime.md", "exec"), {"__name__": "docs_example"})
     assert printed.getvalue() == output
