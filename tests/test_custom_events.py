@@ -505,3 +505,26 @@ class TestLogCommandsFindTheTable:
         out = capsys.readouterr().out
         assert "refused at sequence 1: " in out
         assert "line None" not in out
+
+
+def test_a_lifecycle_event_that_ends_the_run_ends_it_as_a_built_in_end_does() -> None:
+    """A person's event moves a run out of `running` while its model call is open, and
+    another ends it: the record closes the model call and its reservation, as `run.failed` or
+    `run.cancelled` would, and leaves nothing in flight (the testing kit's state machine found
+    `the run ended with a model call open`)."""
+    from agentfsm import Reducer
+    from agentfsm.events import LogBuilder
+    from agentfsm.testing.stateful import record_problems
+    from tests.fixtures.emit_loan import LOAN_TABLE
+
+    log = LogBuilder("r1", events=LOAN_TABLE.event_types)
+    log.add("run.started")
+    log.add("model.started", reserved_tokens=100)
+    log.add("loan.sent_to_underwriting", summary="a person sends it on", amount=90_000)
+    log.add("loan.underwriter_decision", decision="decline")
+    reducer = Reducer(LOAN_TABLE)
+    record = reducer.initial("r1")
+    for event in log.events:
+        record = reducer.reduce(record, event)
+    assert (record.status, record.model_call_open, record.reserved_tokens) == ("declined", False, 0)
+    assert record_problems(record, LOAN_TABLE) == []

@@ -521,9 +521,18 @@ def custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
             rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
         )
     if ended:
-        # The event ended the run: what else was proposed is never judged.
-        actions = _emits_settled(rec, actions, target)
-        decided = None
+        # The event ended the run, as a built-in end does (`_end`): what else was proposed is
+        # never judged, calls in flight are settled, an open model call and its reservation
+        # are closed.
+        done = set_ended(
+            rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+            actions=_emits_settled(rec, _settled(actions), target), model_call_open=False,
+            reserved_tokens=0, reserved_cost=0.0, pause_reason=None, error=None,
+            stop_reason=None, stop_detail=None, decided_emit=None,
+        )  # fmt: skip
+        return set_custom(
+            done, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
+        )
     return set_emitted(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom,
         actions=actions, decided_emit=decided,
