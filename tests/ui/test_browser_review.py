@@ -269,7 +269,7 @@ class TestAccessibility:
         wide.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
         wide.goto(f"{live.url}/run?id=done-1&at=2")
         wide.evaluate("() => fetch('/favicon.ico').then((r) => r.ok)")
-        wide.wait_for_load_state("networkidle")
+        wide.wait_for_load_state("load")  # not "networkidle": the page polls its run
         assert failed == []
         stepper = wide.locator(".stepper").inner_text()
         assert not set(stepper) & set("⏮⏭◀▶"), stepper
