@@ -118,12 +118,6 @@ class EventFormatError(AgentFSMError, ValueError):
         prefix = f"{', '.join(where)}: " if where else ""
         super().__init__(f"{prefix}not a valid event: {'; '.join(self.problems)}")
 
-    def at_line(self, line: int) -> EventFormatError:
-        """The same error, placed at an input line."""
-        return EventFormatError(
-            self.problems, line=line, run_id=self.run_id, sequence=self.sequence
-        )
-
 
 class LifecycleError(AgentFSMError):
     """A well-formed event that the run's lifecycle refuses. Nothing was applied.

@@ -25,10 +25,8 @@ from agentfsm.diagrams import (
     render_plantuml,
     trajectory_from_events,
     trajectory_from_jsonl,
-    trajectory_from_record,
 )
 from agentfsm.diagrams.model import EdgeLabel
-from agentfsm.reducers import DEFAULT_REDUCER
 from tests._diagram_tables import TINY
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -121,17 +119,6 @@ class TestPath:
         other = '{"run_id": "other", "sequence": 1, "type": "run.started"}'
         path = trajectory_from_jsonl([*CANCEL, other], run_id="run_cancel_123")
         assert (path.final_state, path.refusal) == ("completed", None)
-
-    def test_from_a_record_only_the_end_is_known(self) -> None:
-        """A folded record gives the final state and reason, and no steps."""
-        record = DEFAULT_REDUCER.replay(e for _, e in read_events(TERMINATED))
-        path = trajectory_from_record(record)
-        assert (path.steps, path.final_state, path.stop_reason, path.visited) == (
-            (),
-            "terminated",
-            "max_turns",
-            ("created", "terminated"),
-        )
 
 
 class TestRunSelection:

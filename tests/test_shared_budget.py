@@ -109,7 +109,7 @@ class TestSharedBudget:
             budget.spawn("b", parent="x")
         with value_error("run 'a' is already part of the budget of root 'root'"):
             budget.spawn("a", parent="root")
-        assert budget.spawn("b", parent="a").parent_of("b") == "a"
+        assert budget.spawn("b", parent="a").parents["b"] == "a"
         assert budget.spawn("b", parent="a").runs == ("root", "a", "b")
 
     def test_a_shared_budget_needs_a_limit(self) -> None:

@@ -21,7 +21,6 @@ from agentfsm.errors import TableMismatchError
 from agentfsm.events import BUILTIN_EVENTS, CustomEvent, LogBuilder
 from agentfsm.events.models import RunStarted
 from agentfsm.fsm import Condition, State, Transition, TransitionTable
-from agentfsm.fsm.check import spec_of
 from agentfsm.fsm.diff import Edge, KindChange, diff_tables
 from agentfsm.fsm.registry import lookup, register
 from agentfsm.names import StateKind
@@ -237,8 +236,8 @@ class TestTheCommandLine:
 
     def test_spec_files(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """Two table specs diff like the tables (their own event types by name only)."""
-        (tmp_path / "v1.json").write_text(spec_of(TICKET_TABLE), encoding="utf-8")
-        (tmp_path / "v2.json").write_text(spec_of(TICKET_TABLE_V2), encoding="utf-8")
+        (tmp_path / "v1.json").write_text(json.dumps(TICKET_TABLE.describe()), encoding="utf-8")
+        (tmp_path / "v2.json").write_text(json.dumps(TICKET_TABLE_V2.describe()), encoding="utf-8")
         code = main(
             ["check-table", str(tmp_path / "v2.json"), "--against", str(tmp_path / "v1.json")]
         )
@@ -333,7 +332,7 @@ class TestTheCommandLine:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """OLD must be a valid table to compare with: its problems are named, exit 2."""
-        spec = json.loads(spec_of(DEFAULT_TABLE))
+        spec = dict(DEFAULT_TABLE.describe())
         spec["initial"] = "nowhere"
         (tmp_path / "old.json").write_text(json.dumps(spec), encoding="utf-8")
         assert main(["check-table", V1, "--against", str(tmp_path / "old.json")]) == 2

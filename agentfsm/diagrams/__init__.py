@@ -40,7 +40,6 @@ from agentfsm.diagrams.trajectory import (
     format_sequences,
     trajectory_from_events,
     trajectory_from_jsonl,
-    trajectory_from_record,
 )
 
 __all__ = [
@@ -80,6 +79,5 @@ __all__ = [
     "render_svg",
     "trajectory_from_events",
     "trajectory_from_jsonl",
-    "trajectory_from_record",
     "write_diagrams",
 ]

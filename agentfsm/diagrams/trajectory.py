@@ -38,7 +38,6 @@ __all__ = [
     "sequenced",
     "trajectory_from_events",
     "trajectory_from_jsonl",
-    "trajectory_from_record",
 ]
 
 
@@ -234,15 +233,6 @@ def trajectory_from_jsonl(
             bad_line = item
             break
     return _walk(events, table, Reducer(table), bad_line)
-
-
-def trajectory_from_record(record: RunRecord, table: TransitionTable = DEFAULT_TABLE) -> Trajectory:
-    """The end of a run from its folded record alone.
-
-    A record says where a run ended and why, not how it got there, so the trajectory has no
-    steps: diagrams mark the final state and its stop reason only.
-    """
-    return _ended(record, table, (), None)
 
 
 def _walk(

@@ -13,7 +13,6 @@ sees every limit and every clock at once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -251,8 +250,3 @@ def _spec_edge(t: Mapping[str, Any]) -> Transition:
 
 def _always(_record: Any, _event: Any) -> bool:
     return True
-
-
-def spec_of(table: TransitionTable) -> str:
-    """The table's JSON spec text (round-trips through `table_from_spec`)."""
-    return json.dumps(table.describe(), indent=2)

@@ -109,12 +109,6 @@ class SharedBudget:
         """The root and every child, in the order they joined."""
         return (self.root, *self.parents)
 
-    def parent_of(self, run_id: str) -> str | None:
-        """The run that spawned `run_id` (None for the root)."""
-        if not self.covers(run_id):
-            raise KeyError(f"run '{run_id}' is not part of the budget of root '{self.root}'")
-        return self.parents.get(run_id)
-
     def spawn(self, child: str, *, parent: str) -> SharedBudget:
         """The budget with `child` added, charged to `parent` (and so to the root).
 

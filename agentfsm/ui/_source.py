@@ -152,10 +152,6 @@ class RunPath:
     trajectory: Trajectory
     checkpoints: dict[int, RunRecord]
 
-    def state_after(self, sequence: int) -> str:
-        """The run's state after the event at `sequence`."""
-        return self.trajectory.steps[sequence - 1].target
-
 
 class Source:
     """The runs a UI shows, read through store handles opened by `opener`.
