@@ -161,8 +161,9 @@ class TestWhatATableSpecNames:
         """With the list it says so; each version alone is clean."""
         assert main(["check-table", BOTH]) == 2
         assert capsys.readouterr().err == (
-            f"agentfsm check-table: '{BOTH}' names 2 tables; check one version at a time "
-            "(or compare two with --against)\n"
+            f"agentfsm check-table: '{BOTH}' names 2 tables ({named(LOAN_TABLE)}, "
+            f"{named(LOAN_TABLE_V2)}); check one version at a time (or compare two with "
+            "--against)\n"
         )
         assert main(["check-table", V2]) == 0
 

@@ -152,14 +152,24 @@ def load_table(specs: Sequence[str] | str | None, command: str) -> TransitionTab
     return only_table(load_tables([specs] if isinstance(specs, str) else specs, command), command)
 
 
-def only_table(tables: Sequence[TransitionTable], command: str) -> TransitionTable | None:
-    """The one of `tables` (None for none), or a `UsageError` naming them all."""
+def only_table(
+    tables: Sequence[TransitionTable],
+    command: str,
+    *,
+    given: str = "--table",
+    hint: str = "this command takes one",
+) -> TransitionTable | None:
+    """The one of `tables` (None for none), or a `UsageError` naming them all.
+
+    Args:
+        tables: the tables the command line named.
+        command: for the message.
+        given: what named them, for the message (`--table`, or the `MODULE:ATTR` given).
+        hint: what to do instead, for the message.
+    """
     if len(tables) > 1:
         named = ", ".join(f"'{t.name}' ({t.digest})" for t in tables)
-        raise UsageError(
-            f"{PROG} {command}: --table names {len(tables)} tables ({named}); this command "
-            "takes one"
-        )
+        raise UsageError(f"{PROG} {command}: {given} names {len(tables)} tables ({named}); {hint}")
     return tables[0] if tables else None
 
 

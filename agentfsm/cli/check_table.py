@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.cli import _args
-from agentfsm.cli._common import PROG, Parser, UsageError, import_tables
+from agentfsm.cli._common import PROG, Parser, UsageError, import_tables, only_table
 from agentfsm.cli._output import print_json, shown, why
 from agentfsm.cli._store import opened_store, run_tables
 from agentfsm.errors import InvalidTableError
@@ -306,11 +306,10 @@ def _load(spec: str) -> tuple[TransitionTable | None, TableReport]:
         tables = import_tables(spec, "check-table")
     except InvalidTableError as exc:
         return None, _broken(exc)
-    if len(tables) > 1:
-        raise UsageError(
-            f"{PROG} check-table: '{spec}' names {len(tables)} tables; check one version at a "
-            "time (or compare two with --against)"
-        )
+    only_table(  # refuses more than one; `import_tables` names at least one
+        tables, "check-table", given=f"'{spec}'",
+        hint="check one version at a time (or compare two with --against)",
+    )  # fmt: skip
     return tables[0], check_table(tables[0])
 
 
