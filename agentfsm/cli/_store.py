@@ -19,12 +19,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from agentfsm.cli import _args
 from agentfsm.cli._common import PROG, UsageError, load_tables, registered_table, table_among
-from agentfsm.errors import CorruptLogError, RunNotFoundError, StoreError
-from agentfsm.events.models import RunMigrated, RunStarted, TableRef
+from agentfsm.errors import RunNotFoundError, StoreError
+from agentfsm.events.models import TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import known_tables
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores import _load
 from agentfsm.stores.anchor import Anchor
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.sqlite import SQLiteEventStore
@@ -117,25 +118,11 @@ def run_tables(store: EventStore, run_id: str) -> tuple[TableRef | None, TableRe
     store's reducer can find that table (the registry); the reading stops at an event no
     known table reads, and the table named last is the answer, for the caller to look up.
     """
-    started: TableRef | None = None
-    current: TableRef | None = None
     try:
         events = store.events(run_id)
     except RunNotFoundError:
         return None, None  # the command reports it in its own words
-    try:
-        for event in events:
-            if isinstance(event, RunStarted):
-                started = current = event.table
-            elif isinstance(event, RunMigrated):
-                current = event.to_table
-    except CorruptLogError:
-        pass  # an event of a table not known here: its table is what to report
-    finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
-    return started, current
+    return _load.run_tables(events)
 
 
 def run_ids(store: EventStore, run_id: str | None = None) -> Iterator[str]:

@@ -24,6 +24,7 @@ from agentfsm.cli._store import add_store_argument, opened_store, run_ids
 from agentfsm.cli.control import command
 from agentfsm.errors import AgentFSMError, CorruptLogError, RunNotFoundError
 from agentfsm.events.codec import dump_event
+from agentfsm.stores._load import close_iterator
 from agentfsm.stores.base import EventStore
 
 __all__ = ["add_parser"]
@@ -81,7 +82,7 @@ def _write(
             finally:
                 # Closed now, not when garbage-collected: a reader gone mid-run must not leave
                 # the store's cursor to be closed after the store ("Exception ignored").
-                getattr(events, "close", lambda: None)()
+                close_iterator(events)
     except (BrokenPipeError, CorruptLogError):
         raise  # the reader left: `main` ends quietly; a bad row is the caller's exit 1
     except Exception as exc:  # noqa: BLE001 - whatever stops an export, the output is partial

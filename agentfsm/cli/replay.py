@@ -25,6 +25,7 @@ from agentfsm.fsm.registry import known_tables
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import ValidationReport
+from agentfsm.stores._load import close_iterator
 from agentfsm.stores.base import EventStore
 
 __all__ = ["add_parser", "summary"]
@@ -113,7 +114,7 @@ def _lines(store: EventStore, run_id: str | None) -> Iterator[str]:
             for event in events:
                 yield dump_event(event)
         finally:
-            getattr(events, "close", lambda: None)()
+            close_iterator(events)
 
 
 def _short(value: Any, width: int = 70) -> str:

@@ -8,12 +8,13 @@ to the log before it is used.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from agentfsm._log import get_logger
 from agentfsm.errors import CorruptLogError, EventFormatError, LifecycleError, TableMismatchError
 from agentfsm.events.canonical import canonical_text
 from agentfsm.events.codec import parse_event
-from agentfsm.events.models import Event
+from agentfsm.events.models import Event, RunMigrated, RunStarted, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
@@ -25,10 +26,11 @@ __all__ = [
     "TABLE_EVENTS",
     "check_link",
     "check_row",
-    "close_rows",
+    "close_iterator",
     "distrust",
     "fold_rows",
     "parse_row",
+    "run_tables",
     "trusted_snapshot",
     "types_after",
 ]
@@ -174,12 +176,40 @@ def fold_rows(
     return Head(record, last_hash)
 
 
-def close_rows(rows: Iterator[StoredEvent]) -> None:
-    """Close a backend's row iterator now, if it can be closed (a half-read SQLite cursor
-    keeps its read transaction open until it is)."""
+def close_iterator(rows: Iterable[Any]) -> None:
+    """Close a backend's rows or a store's events now, if they can be closed: a half-read
+    SQLite cursor keeps its read transaction open until it is, and one left to the garbage
+    collector may be closed after its store ("Exception ignored")."""
     close = getattr(rows, "close", None)
     if close is not None:
         close()
+
+
+def run_tables(
+    events: Iterator[Event], *, first_only: bool = False
+) -> tuple[TableRef | None, TableRef | None]:
+    """The table a run's log says it was started under, and the one it is under now: the
+    same unless a `run.migrated` moved it (None where the log names none).
+
+    `events` (a store's, read with whatever event types it knows) is read to its end, or
+    only its first event with `first_only`, and closed. The reading stops at an event no
+    known table reads: the table named last is the answer, for the caller to look up.
+    """
+    started: TableRef | None = None
+    current: TableRef | None = None
+    try:
+        for event in events:
+            if isinstance(event, RunStarted):
+                started = current = event.table
+            elif isinstance(event, RunMigrated):
+                current = event.to_table
+            if first_only:
+                break
+    except CorruptLogError:
+        pass  # an event of a table not known here: its table is what to report
+    finally:
+        close_iterator(events)
+    return started, current
 
 
 def check_link(integrity: Integrity, run_id: str, previous: str, row: StoredEvent) -> None:

@@ -88,7 +88,7 @@ from agentfsm.stores._lease import LEASE_TTL, Lease, root_of
 from agentfsm.stores._lease import take_lease as _take_lease
 from agentfsm.stores._load import (
     check_link,
-    close_rows,
+    close_iterator,
     fold_rows,
     parse_row,
     trusted_snapshot,
@@ -300,7 +300,7 @@ class EventStore(abc.ABC):
                     integrity=integrity,
                 )
             finally:
-                close_rows(rows)
+                close_iterator(rows)
             # An append that landed while the rows were read makes the runs row and the
             # log look apart; only a disagreement that stays put is reported.
             if report.ok or self._info(run_id) == info:
@@ -551,7 +551,7 @@ class EventStore(abc.ABC):
             try:
                 row = next(rows, None)
             finally:
-                close_rows(rows)
+                close_iterator(rows)
             row = row if row is not None and row.sequence == 1 else None
         refused = adoption_refusal(integrity, run_id, row)
         if refused is not None:
@@ -601,7 +601,7 @@ class EventStore(abc.ABC):
         try:
             row = next(rows, None)
         finally:
-            close_rows(rows)
+            close_iterator(rows)
         return row.hash if row is not None and row.sequence == anchored.version else None
 
     def _anchored_problem(
@@ -655,13 +655,13 @@ class EventStore(abc.ABC):
                 if head is not None:
                     head = fold_rows(self.reducer, run_id, head, rows, integrity)
             finally:
-                close_rows(rows)
+                close_iterator(rows)
         if head is None:
             rows = self._read_rows(run_id, 0)
             try:
                 head = fold_rows(self.reducer, run_id, None, rows, integrity)
             finally:
-                close_rows(rows)
+                close_iterator(rows)
         if head.record.version == 0:
             if self.options.anchor is not None:
                 self._check_anchor(run_id, None)
@@ -678,7 +678,7 @@ class EventStore(abc.ABC):
         try:
             found = [row.sequence for _, row in zip(range(2), rows, strict=False)]
         finally:
-            close_rows(rows)
+            close_iterator(rows)
         return inconsistency(run_id, before, found, self._read_run(run_id))
 
     def _iter_events(self, run_id: str, after: int) -> Iterator[Event]:
@@ -716,4 +716,4 @@ class EventStore(abc.ABC):
                 yield event
                 expected += 1
         finally:
-            close_rows(rows)
+            close_iterator(rows)

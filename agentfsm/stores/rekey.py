@@ -31,7 +31,7 @@ from agentfsm.errors import ConcurrencyConflictError, CorruptLogError, Integrity
 from agentfsm.events.canonical import canonical_text
 from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._keys import META_KEY, describe, key_refusal, rekeying, rekeying_keys
-from agentfsm.stores._load import BAD_LINK, close_rows, distrust
+from agentfsm.stores._load import BAD_LINK, close_iterator, distrust
 from agentfsm.stores._rows import GENESIS_HASH, StoredEvent, StoredSnapshot
 from agentfsm.stores.anchor import AnchoredHead
 from agentfsm.stores.base import EventStore
@@ -146,7 +146,7 @@ def _under(store: EventStore, run_id: str, integrity: Integrity) -> bool:
     try:
         first = next(rows, None)
     finally:
-        close_rows(rows)
+        close_iterator(rows)
     return first is not None and first.sequence == 1 and _link(integrity, "", first) == first.hash
 
 
@@ -172,7 +172,7 @@ def _relink(
             relinked = _link(new, relinked, row)
             hashes.append((row.sequence, relinked))
     finally:
-        close_rows(rows)
+        close_iterator(rows)
     return hashes, None
 
 
@@ -230,7 +230,7 @@ def _resealed(
     try:
         row = next(rows, None)
     finally:
-        close_rows(rows)
+        close_iterator(rows)
     if distrust(run_id, stored, row, old) is not None:
         return None
     at = hashes[stored.sequence]

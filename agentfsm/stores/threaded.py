@@ -19,6 +19,7 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._append import hands_fold, takes_fold
 from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
+from agentfsm.stores._load import close_iterator
 from agentfsm.stores._process import Process
 from agentfsm.stores._rows import Attachment, Folded, RunInfo, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
@@ -37,12 +38,6 @@ def _take(events: Iterator[Event], n: int) -> list[Event]:
         if len(page) == n:
             break
     return page
-
-
-def _close(events: Iterator[Event]) -> None:
-    close = getattr(events, "close", None)
-    if close is not None:
-        close()
 
 
 class ThreadedAsyncEventStore(AsyncEventStore):
@@ -93,7 +88,7 @@ class ThreadedAsyncEventStore(AsyncEventStore):
                 for event in page:
                     yield event
         finally:
-            await self._call(_close, events)
+            await self._call(close_iterator, events)
 
     async def run_info(self, run_id: str) -> RunInfo:
         """The run's row of the runs table (see `EventStore.run_info`)."""

@@ -24,6 +24,7 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.diff import diff_runs
+from agentfsm.stores._load import close_iterator
 from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._source import (
@@ -379,9 +380,7 @@ def _records_around(source: Source, run_id: str, sequence: int) -> tuple[RunReco
             for event in itertools.islice(events, sequence - base):
                 previous, record = record, store.reducer.reduce(record, event)
         finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
+            close_iterator(events)
         return previous, record
 
     return source.use(run_id, fold)

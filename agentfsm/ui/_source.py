@@ -15,26 +15,27 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 
 from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
 from agentfsm.errors import (
     AgentFSMError,
-    CorruptLogError,
     RunNotFoundError,
     TableMismatchError,
 )
-from agentfsm.events.models import Event, RunMigrated, RunStarted, TableRef
+from agentfsm.events.models import Event, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import UnknownTableError, known_tables, lookup
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores._load import close_iterator as _close
+from agentfsm.stores._load import run_tables
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import HandlePool, SizedCache, record_bytes
@@ -273,30 +274,13 @@ class Source:
 
     def _started(self, run_id: str) -> TableRef | None:
         with self._store(self._default) as store:
-            events = store.events(run_id)
-            try:
-                first = next(events, None)
-            finally:
-                _close(events)
-        return first.table if isinstance(first, RunStarted) else None
+            return run_tables(store.events(run_id), first_only=True)[0]
 
     def _migrated_to(self, run_id: str) -> TableRef | None:
         """The table the latest `run.migrated` of the log names (each stretch read with its
         own table's types where the reader knows it)."""
-        current: TableRef | None = None
         with self._store(self._default) as store:
-            events = store.events(run_id)
-            try:
-                for event in events:
-                    if isinstance(event, RunStarted):
-                        current = event.table
-                    elif isinstance(event, RunMigrated):
-                        current = event.to_table
-            except CorruptLogError:
-                pass  # an event no table known to this reader reads: the table named last
-            finally:
-                _close(events)
-        return current
+            return run_tables(store.events(run_id))[1]
 
     # -- reading -----------------------------------------------------------------------
 
@@ -537,12 +521,6 @@ def _first(events: Iterator[Event]) -> Event | None:
         return next(events, None)
     finally:
         _close(events)
-
-
-def _close(events: Iterable[Any]) -> None:
-    close = getattr(events, "close", None)
-    if close is not None:
-        close()
 
 
 def _fold_path(
