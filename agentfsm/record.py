@@ -22,7 +22,7 @@ from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal, Ta
 from agentfsm.ledger import ledger, unsettled
 from agentfsm.names import ActionStatus, RunStatus
 
-__all__ = ["Action", "RunRecord", "Timeout", "UsageTotals", "call_digest"]
+__all__ = ["Action", "RunRecord", "Timeout", "UsageTotals", "call_digest", "default_key"]
 
 
 @attrs.frozen(slots=True)
@@ -106,7 +106,8 @@ class Action(_ActionSlots):
         arguments: the call's arguments (JSON object).
         status: one of `ActionStatus`.
         attempts: how many `tool.started` events this action has had.
-        idempotency_key: what the tool is called with (`run_id:action_id` by default).
+        idempotency_key: what the tool is called with (`default_key` unless the call's
+            `tool.requested` names one).
         result: the tool's result, once succeeded.
         error: the last failure, once failed.
         cost: the cost the tool reported, once succeeded.
@@ -174,6 +175,12 @@ class Action(_ActionSlots):
                 f"does not match its tool and arguments ({action.arguments_digest})"
             )
         return action
+
+
+def default_key(run_id: str, action_id: str) -> str:
+    """The idempotency key of a call whose `tool.requested` names none: `run_id:action_id`,
+    the same on every attempt, in every process that drives the run."""
+    return f"{run_id}:{action_id}"
 
 
 _ACTION_KEYS = frozenset(attrs.fields_dict(Action))

@@ -23,7 +23,7 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import Condition, TransitionTable
 from agentfsm.ledger import put, put_all, unsettled
 from agentfsm.names import RESOLVED, ActionStatus
-from agentfsm.record import Action, RunRecord
+from agentfsm.record import Action, RunRecord, default_key
 from agentfsm.reducers._changes import (
     action_approved,
     action_asked_again,
@@ -246,7 +246,7 @@ def _approval_requested(
     if action is None:
         action = Action(
             ev.action_id, ev.tool, ev.arguments, A.APPROVAL_PENDING, 0,
-            f"{rec.run_id}:{ev.action_id}", expires_at=ev.expires_at,
+            default_key(rec.run_id, ev.action_id), expires_at=ev.expires_at,
         )  # fmt: skip
         batch = (*batch, ev.action_id)
     elif action.status == A.PROPOSED:
@@ -315,7 +315,7 @@ def _approval_rejected(r: Reducer, rec: RunRecord, ev: m.ApprovalRejected, move:
 
 def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
-    key = ev.idempotency_key or f"{rec.run_id}:{ev.action_id}"
+    key = ev.idempotency_key or default_key(rec.run_id, ev.action_id)
     action = rec.actions.get(ev.action_id)
     batch = rec.batch
     if action is None:

@@ -22,7 +22,7 @@ import attrs
 
 from agentfsm.events.codec import event_to_dict
 from agentfsm.events.models import Event
-from agentfsm.record import RunRecord
+from agentfsm.record import RunRecord, default_key
 from agentfsm.reducers.reduce import Reducer
 
 __all__ = ["RunDiff", "RunSide", "diff_runs"]
@@ -140,7 +140,7 @@ def _comparable(record: RunRecord) -> dict[str, Any]:
     data = json.loads(json.dumps(record.to_json()))
     fields = {k: v for k, v in data.items() if k not in _RECORD_ENVELOPE and k != "actions"}
     for action_id, action in data["actions"].items():
-        if action.get("idempotency_key") == f"{record.run_id}:{action_id}":
+        if action.get("idempotency_key") == default_key(record.run_id, action_id):
             action = {**action, "idempotency_key": None}
         fields[f"actions.{action_id}"] = action
     return fields

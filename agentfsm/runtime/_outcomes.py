@@ -18,8 +18,9 @@ from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
 from agentfsm.events.models import ProposedEvent, Refusal
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.guards.limits import cap_timeout
 from agentfsm.names import DecisionKind, EventType, RunStatus
-from agentfsm.record import Action, RunRecord
+from agentfsm.record import Action, RunRecord, default_key
 from agentfsm.runtime import _emits
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.specs import Spec, emit_refused, terminated
@@ -85,19 +86,16 @@ def tool_context(record: RunRecord, action: Action, tool: Tool, remaining: float
     args = tool.validate(action.arguments)
     if isinstance(args, InvalidCall):
         return args
-    timeout = tool.timeout
-    if remaining is not None:
-        timeout = remaining if timeout is None else min(timeout, remaining)
     return ToolContext(
         run_id=record.run_id,
         action_id=action.action_id,
         tool=tool.name,
         arguments=action.arguments,
         args=args,
-        idempotency_key=action.idempotency_key or f"{record.run_id}:{action.action_id}",
+        idempotency_key=action.idempotency_key or default_key(record.run_id, action.action_id),
         attempt=max(1, action.attempts),
         remaining=remaining,
-        timeout=timeout,
+        timeout=cap_timeout(tool.timeout, remaining),
     )
 
 
