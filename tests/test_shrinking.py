@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 from hypothesis import Phase, given, settings
 
-from agentfsm import Event, Reducer, RunRecord
+from agentfsm import Event, Reducer, RunRecord, TransitionTable
 from agentfsm.events import dump_event
 from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.testing import legal_runs
@@ -18,8 +18,8 @@ class ForgetfulReducer(Reducer):
         super().__init__()
         completed = self._handlers["tool.completed"]
 
-        def forget(r: Reducer, rec: RunRecord, ev: object, move: object) -> RunRecord:
-            return attrs.evolve(completed(r, rec, ev, move), facts={})
+        def forget(table: TransitionTable, rec: RunRecord, ev: object, move: object) -> RunRecord:
+            return attrs.evolve(completed(table, rec, ev, move), facts={})
 
         self._handlers["tool.completed"] = forget
 

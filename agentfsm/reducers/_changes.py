@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal
+from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal, TableRef
 from agentfsm.fsm.table import Transition
 from agentfsm.fsm.timeouts import due_at
 from agentfsm.record import Action, RunRecord, Timeout, UsageTotals
@@ -28,7 +28,7 @@ from agentfsm.reducers._evolve import evolves, makes
 def set_started(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     objective: str | None, current_agent: str | None, limits: Limits | None,
-    started_at: str | None,
+    started_at: str | None, table: TableRef | None,
 ) -> RunRecord: ...  # fmt: skip
 
 

@@ -1,17 +1,18 @@
 """One handler per event type: the rules beyond the table, then the event's effect.
 
-A handler gets the record before the event and the table's precomputed move, checks what
-DESIGN.md adds to the table (action ids, exact-call binding, open model calls, unresolved
-batches), resolves the move's condition, and returns the new record built by one of the
-typed changes in `_changes.py`. `Reducer.reduce` (reduce.py) checks the envelope and the
-table before, and the guards after; this module is the rest of steps 3 and 4 and the fold.
+A handler gets the table (not the reducer: every reducer of one table folds alike), the
+record before the event and the table's precomputed move, checks what DESIGN.md adds to the
+table (action ids, exact-call binding, open model calls, unresolved batches), resolves the
+move's condition, and returns the new record built by one of the typed changes in
+`_changes.py`. `Reducer.reduce` (reduce.py) checks the envelope and the table before, and
+the guards after; this module is the rest of steps 3 and 4 and the fold.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -53,14 +54,6 @@ from agentfsm.reducers._changes import (
     set_started,
 )
 
-
-class Reducer(Protocol):
-    """What a handler reads of the reducer that calls it: the table (not the class itself,
-    so this module does not import the one that imports it)."""
-
-    table: TransitionTable
-
-
 __all__ = ["HANDLERS", "Handler", "Move"]
 
 A = ActionStatus
@@ -69,17 +62,17 @@ _NOT_RUN = (A.PROPOSED, A.APPROVAL_PENDING, A.APPROVED)
 
 #: A precomputed move of the table: the target itself, or ordered (condition, target) pairs.
 Move = str | tuple[tuple[Condition | None, str], ...]
-Handler = Callable[[Reducer, RunRecord, Any, Move], RunRecord]
+Handler = Callable[[TransitionTable, RunRecord, Any, Move], RunRecord]
 
 
-def _to(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> str:
+def _to(table: TransitionTable, rec: RunRecord, ev: Any, move: Move) -> str:
     """Resolve a move: a plain target, or the first alternative whose condition holds."""
     if isinstance(move, str):
         return move
     for condition, target in move:  # inlined from TransitionTable.choose: hot
         if condition is None or condition.predicate(rec, ev):
             return target
-    return r.table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)
+    return table.choose(move, rec.status, ev.type, rec, ev, rec.run_id, ev.sequence)
 
 
 def _refuse(record: RunRecord, event: Any, reason: str) -> LifecycleError:
@@ -123,26 +116,31 @@ _with = put
 # -- handlers, one per event type ---------------------------------------------------------
 
 
-def _run_started(r: Reducer, rec: RunRecord, ev: m.RunStarted, move: Move) -> RunRecord:
+def _run_started(table: TransitionTable, rec: RunRecord, ev: m.RunStarted, move: Move) -> RunRecord:
     started = ev.table
-    if started is not None and started.digest != r.table.digest:
+    if started is not None and started.digest != table.digest:
         # Folding a run with another table (or another version of it) would read its log
         # under rules it was never written under.
         raise TableMismatchError(
             run_id=rec.run_id,
             sequence=ev.sequence,
             started_under=f"'{started.name}' ({started.digest})",
-            folded_with=f"'{r.table.name}' ({r.table.digest})",
+            folded_with=f"'{table.name}' ({table.digest})",
         )
     agent = ev.agent if ev.agent is not None else rec.current_agent
     return set_started(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         objective=ev.objective, current_agent=agent, limits=ev.limits,
         started_at=ev.occurred_at,
+        # The table's own reference, one object for every reducer of it: a run under the
+        # reducer's table is known by identity on the hot path (`Reducer.reduce`).
+        table=rec.table if started is None else table.ref,
     )  # fmt: skip
 
 
-def _model_started(r: Reducer, rec: RunRecord, ev: m.ModelStarted, move: Move) -> RunRecord:
+def _model_started(
+    table: TransitionTable, rec: RunRecord, ev: m.ModelStarted, move: Move
+) -> RunRecord:
     _no_open_model_call(rec, ev)
     actions = rec.actions
     for aid in rec.batch:
@@ -166,13 +164,15 @@ def _model_started(r: Reducer, rec: RunRecord, ev: m.ModelStarted, move: Move) -
             "applied yet",
         )  # fmt: skip
     return set_model_started(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         turn=rec.turn + 1, model_call_open=True, reserved_tokens=ev.reserved_tokens or 0,
         reserved_cost=ev.reserved_cost or 0.0,
     )  # fmt: skip
 
 
-def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Move) -> RunRecord:
+def _model_completed(
+    table: TransitionTable, rec: RunRecord, ev: m.ModelCompleted, move: Move
+) -> RunRecord:
     if not rec.model_call_open:
         raise _refuse(rec, ev, "no model call is open (model.completed without model.started)")
     actions: Mapping[str, Action] = rec.actions
@@ -202,17 +202,17 @@ def _model_completed(r: Reducer, rec: RunRecord, ev: m.ModelCompleted, move: Mov
         )
     final = ev.output if ev.decision == "final" else rec.final_output
     return set_model_completed(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
         last_decision=ev.decision, last_refusal=ev.refusal, decided_emit=ev.emit,
         final_output=final, actions=actions, batch=batch,
     )  # fmt: skip
 
 
-def _handoff(r: Reducer, rec: RunRecord, ev: m.Handoff, move: Move) -> RunRecord:
+def _handoff(table: TransitionTable, rec: RunRecord, ev: m.Handoff, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
     return set_agent(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         current_agent=ev.to_agent,
     )  # fmt: skip
 
@@ -238,7 +238,7 @@ def _expired(action: Action, ev: Any) -> bool:
 
 
 def _approval_requested(
-    r: Reducer, rec: RunRecord, ev: m.ApprovalRequested, move: Move
+    table: TransitionTable, rec: RunRecord, ev: m.ApprovalRequested, move: Move
 ) -> RunRecord:
     _no_open_model_call(rec, ev)
     action = rec.actions.get(ev.action_id)
@@ -265,7 +265,7 @@ def _approval_requested(
             "approval can only be asked for a new, proposed or approved (not yet run) "
             f"action; it is '{action.status}'",
         )  # fmt: skip
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     actions = _with(rec.actions, action)
     return set_actions_batch(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
@@ -290,12 +290,14 @@ def _pending_approval(rec: RunRecord, ev: m.ApprovalAccepted | m.ApprovalRejecte
     return action
 
 
-def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted, move: Move) -> RunRecord:
+def _approval_accepted(
+    table: TransitionTable, rec: RunRecord, ev: m.ApprovalAccepted, move: Move
+) -> RunRecord:
     action = _pending_approval(rec, ev)
     if _expired(action, ev):
         # Too late to approve; a rejection still settles the call.
         raise _action_error(rec, ev, ev.action_id, f"its approval expired at {action.expires_at}")
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     action = action_approved(action, status=A.APPROVED, approver=ev.approver, reason=ev.reason)
     return set_actions(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
@@ -303,9 +305,11 @@ def _approval_accepted(r: Reducer, rec: RunRecord, ev: m.ApprovalAccepted, move:
     )  # fmt: skip
 
 
-def _approval_rejected(r: Reducer, rec: RunRecord, ev: m.ApprovalRejected, move: Move) -> RunRecord:
+def _approval_rejected(
+    table: TransitionTable, rec: RunRecord, ev: m.ApprovalRejected, move: Move
+) -> RunRecord:
     action = _pending_approval(rec, ev)
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     action = action_rejected(action, status=A.REJECTED, approver=ev.approver, reason=ev.reason)
     return set_actions(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
@@ -313,7 +317,9 @@ def _approval_rejected(r: Reducer, rec: RunRecord, ev: m.ApprovalRejected, move:
     )  # fmt: skip
 
 
-def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move) -> RunRecord:
+def _tool_requested(
+    table: TransitionTable, rec: RunRecord, ev: m.ToolRequested, move: Move
+) -> RunRecord:
     _no_open_model_call(rec, ev)
     key = ev.idempotency_key or default_key(rec.run_id, ev.action_id)
     action = rec.actions.get(ev.action_id)
@@ -339,7 +345,7 @@ def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move)
         raise _action_error(
             rec, ev, ev.action_id, f"the action id is already used; it is '{action.status}'"
         )
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     actions = _with(rec.actions, action)
     return set_actions_batch(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
@@ -347,9 +353,11 @@ def _tool_requested(r: Reducer, rec: RunRecord, ev: m.ToolRequested, move: Move)
     )  # fmt: skip
 
 
-def _tool_started(r: Reducer, rec: RunRecord, ev: m.ToolStarted, move: Move) -> RunRecord:
+def _tool_started(
+    table: TransitionTable, rec: RunRecord, ev: m.ToolStarted, move: Move
+) -> RunRecord:
     action = _known_action(rec, ev)
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     if ev.attempt != action.attempts + 1:
         raise _action_error(
             rec, ev, ev.action_id,
@@ -370,9 +378,11 @@ def _in_flight_action(rec: RunRecord, ev: Any) -> Action:
     return action
 
 
-def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted, move: Move) -> RunRecord:
+def _tool_completed(
+    table: TransitionTable, rec: RunRecord, ev: m.ToolCompleted, move: Move
+) -> RunRecord:
     action = _in_flight_action(rec, ev)
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     usage = rec.usage
     if ev.cost:
         usage = new_usage(
@@ -392,9 +402,9 @@ def _tool_completed(r: Reducer, rec: RunRecord, ev: m.ToolCompleted, move: Move)
     )  # fmt: skip
 
 
-def _tool_failed(r: Reducer, rec: RunRecord, ev: m.ToolFailed, move: Move) -> RunRecord:
+def _tool_failed(table: TransitionTable, rec: RunRecord, ev: m.ToolFailed, move: Move) -> RunRecord:
     action = _in_flight_action(rec, ev)
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     action = action_failed(action, status=A.FAILED, error=ev.error)
     return set_actions(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
@@ -403,10 +413,10 @@ def _tool_failed(r: Reducer, rec: RunRecord, ev: m.ToolFailed, move: Move) -> Ru
 
 
 def _tool_outcome_unknown(
-    r: Reducer, rec: RunRecord, ev: m.ToolOutcomeUnknown, move: Move
+    table: TransitionTable, rec: RunRecord, ev: m.ToolOutcomeUnknown, move: Move
 ) -> RunRecord:
     action = _in_flight_action(rec, ev)
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     action = action_unknown(action, status=A.UNKNOWN, reason=ev.reason)
     return set_actions(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
@@ -414,26 +424,26 @@ def _tool_outcome_unknown(
     )  # fmt: skip
 
 
-def _run_paused(r: Reducer, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
+def _run_paused(table: TransitionTable, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
     return set_pause(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         pause_reason=ev.reason,
     )  # fmt: skip
 
 
-def _run_resumed(r: Reducer, rec: RunRecord, ev: m.RunResumed, move: Move) -> RunRecord:
+def _run_resumed(table: TransitionTable, rec: RunRecord, ev: m.RunResumed, move: Move) -> RunRecord:
     return set_pause(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         pause_reason=None,
     )  # fmt: skip
 
 
 def _run_cancel_requested(
-    r: Reducer, rec: RunRecord, ev: m.RunCancelRequested, move: Move
+    table: TransitionTable, rec: RunRecord, ev: m.RunCancelRequested, move: Move
 ) -> RunRecord:
     return set_cancel(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         cancel_reason=ev.reason, cancel_requested_by=ev.requested_by, pause_reason=None,
     )  # fmt: skip
 
@@ -458,7 +468,7 @@ def _settled(actions: Mapping[str, Action]) -> Mapping[str, Action]:
 
 
 def _end(
-    r: Reducer,
+    table: TransitionTable,
     rec: RunRecord,
     ev: Any,
     move: Move,
@@ -466,7 +476,7 @@ def _end(
     stop_reason: str | None = None,
     detail: str | None = None,
 ) -> RunRecord:
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     return set_ended(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
         actions=_emits_settled(rec, _settled(rec.actions), target), model_call_open=False,
@@ -475,23 +485,29 @@ def _end(
     )  # fmt: skip
 
 
-def _run_cancelled(r: Reducer, rec: RunRecord, ev: m.RunCancelled, move: Move) -> RunRecord:
-    return _end(r, rec, ev, move)
+def _run_cancelled(
+    table: TransitionTable, rec: RunRecord, ev: m.RunCancelled, move: Move
+) -> RunRecord:
+    return _end(table, rec, ev, move)
 
 
-def _run_completed(r: Reducer, rec: RunRecord, ev: m.RunCompleted, move: Move) -> RunRecord:
-    return _end(r, rec, ev, move)
+def _run_completed(
+    table: TransitionTable, rec: RunRecord, ev: m.RunCompleted, move: Move
+) -> RunRecord:
+    return _end(table, rec, ev, move)
 
 
-def _run_failed(r: Reducer, rec: RunRecord, ev: m.RunFailed, move: Move) -> RunRecord:
-    return _end(r, rec, ev, move, error=ev.error)
+def _run_failed(table: TransitionTable, rec: RunRecord, ev: m.RunFailed, move: Move) -> RunRecord:
+    return _end(table, rec, ev, move, error=ev.error)
 
 
-def _run_terminated(r: Reducer, rec: RunRecord, ev: m.RunTerminated, move: Move) -> RunRecord:
-    return _end(r, rec, ev, move, stop_reason=ev.stop_reason, detail=ev.detail)
+def _run_terminated(
+    table: TransitionTable, rec: RunRecord, ev: m.RunTerminated, move: Move
+) -> RunRecord:
+    return _end(table, rec, ev, move, stop_reason=ev.stop_reason, detail=ev.detail)
 
 
-def custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
+def custom_event(table: TransitionTable, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
     """A lifecycle's own event: the table moves the run, the event's `fold` records fields.
 
     One a call or a decision proposed (`emitted_by`) must be the very event proposed, and
@@ -507,7 +523,7 @@ def custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
         else:
             _decided_claim(rec, ev, by.turn)
             decided = None
-    target = _to(r, rec, ev, move)
+    target = _to(table, rec, ev, move)
     custom = ev.fold(rec.custom)
     if custom is not rec.custom:
         problem = unstorable(dict(custom)) if isinstance(custom, Mapping) else "not a mapping"
@@ -515,7 +531,7 @@ def custom_event(r: Reducer, rec: RunRecord, ev: Any, move: Move) -> RunRecord:
             raise TypeError(
                 f"{type(ev).__name__}.fold returned what no run record can hold: {problem}"
             )
-    ended = target in r.table.terminal_states
+    ended = target in table.terminal_states
     if by is None and not ended:
         return set_custom(
             rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
@@ -625,7 +641,9 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _emit_refused(r: Reducer, rec: RunRecord, ev: m.EmitRefused, move: Move) -> RunRecord:
+def _emit_refused(
+    table: TransitionTable, rec: RunRecord, ev: m.EmitRefused, move: Move
+) -> RunRecord:
     """A succeeded call's event is not applied: `Action.refusal` says why; the run stays."""
     action = _known_action(rec, ev)
     if action.status != A.SUCCEEDED:
@@ -648,12 +666,12 @@ def _emit_refused(r: Reducer, rec: RunRecord, ev: m.EmitRefused, move: Move) -> 
         _due(rec, ev, action)
     action = action_emit_refused(action, refusal=ev.refusal)
     return set_actions(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         actions=_with(rec.actions, action),
     )  # fmt: skip
 
 
-def _run_forked(r: Reducer, rec: RunRecord, ev: m.RunForked, move: Move) -> RunRecord:
+def _run_forked(table: TransitionTable, rec: RunRecord, ev: m.RunForked, move: Move) -> RunRecord:
     """The run was forked from `from_run` at `from_sequence`; it stays where it is."""
     if ev.from_run == rec.run_id:
         raise LifecycleError(
@@ -661,7 +679,7 @@ def _run_forked(r: Reducer, rec: RunRecord, ev: m.RunForked, move: Move) -> RunR
             run_id=rec.run_id, sequence=ev.sequence, state=rec.status, event=ev.type,
         )  # fmt: skip
     return set_forked(
-        rec, status=_to(r, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         forked_from=ev.from_run, forked_at=ev.from_sequence,
     )  # fmt: skip
 

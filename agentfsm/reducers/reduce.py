@@ -13,44 +13,58 @@ untouched (it is immutable; a refusal simply returns nothing new):
    A verdict raises `GuardRejectedError`; `run.terminated` is never refused.
 
 A `run.migrated` is on no table's edges: the reducer applies it in any state that has not
-ended, and the run is folded under the new table from then on (`_versions.py`). So are an
-`emit.refused` (why a call's proposed event is not applied) and a `run.forked` (where a
-forked run's first events came from): the run stays where it is.
-A run under another table than the reducer's is folded with that one, as long as it can be
-found.
+ended, and the run is folded under the new table from then on (see "Versions" below). So
+are an `emit.refused` (why a call's proposed event is not applied) and a `run.forked` (where
+a forked run's first events came from): the run stays where it is.
 
 Then the event's effect is folded in. The per-event work is a handful of dict lookups and
 one record construction: no validation, no hashing, no `attrs.evolve`. (Steps 3 and 4 run
 inside each event's handler together with the fold, in `_handlers.py`; the guards see the
 record *before* the event and the target state, and on a verdict the folded record is simply
 dropped.)
+
+Versions. A run is under the table its `run.started` names until a `run.migrated` moves it
+to another (`RunRecord.table`). Every event is folded under the rules of the table the run
+is under at that point. So a `Reducer` of the new version folds the part of a run before its
+migration with the old version, which it finds among the tables it was given
+(`Reducer(tables=...)`) or in the registry (`agentfsm.fsm.registry`); and a `Reducer` of the
+old version folds up to the migration and refuses what follows, naming the new version.
+
+Whether a whole run belongs to a reducer is known only at its end (a log folded with v2 may
+still migrate to v2 later on), so whoever folds a whole run asks `check_table` there:
+`Reducer.replay`, the stores' `load` and `append`, `verify`, validation. The hot path pays
+one identity check for this: a run under the reducer's own table carries the table's own
+`TableRef` object (`TransitionTable.ref`, the reducer's `_ref`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentfsm.errors import (
     IllegalTransitionError,
+    MigrationError,
     OverrunError,
     RunMismatchError,
     SequenceError,
+    TableMismatchError,
 )
-from agentfsm.events.models import Event
+from agentfsm.events import models as m
+from agentfsm.events.models import Event, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.registry import UnknownTableError, lookup
 from agentfsm.fsm.table import IN_PLACE, TransitionTable
 from agentfsm.guards.base import Guard, GuardContext
 from agentfsm.guards.guardset import GuardSet
 from agentfsm.guards.limits import SPENDING_TYPES
-from agentfsm.record import RunRecord
-from agentfsm.reducers import _versions
-from agentfsm.reducers._changes import entered
+from agentfsm.record import RunRecord, Timeout
+from agentfsm.reducers._changes import entered, timeout_of
+from agentfsm.reducers._evolve import evolves
 from agentfsm.reducers._handlers import HANDLERS, Handler, custom_event
 from agentfsm.reducers.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from agentfsm.events.models import TableRef
     from agentfsm.events.vocabulary import EventTypes
 
 __all__ = ["DEFAULT_REDUCER", "Reducer", "reduce", "replay"]
@@ -92,19 +106,16 @@ class Reducer:
         self._terminal = table.terminal_states
         self._timeouts = table._first_timeout
         self._handlers: dict[str, Handler] = dict(HANDLERS)
-        self._handlers["run.started"] = _versions.run_started
         for name in table.event_types.custom:
             self._handlers[name] = custom_event
         #: The guards bound to the table's edges (see `agentfsm.guards.guardset`).
         self.guards = GuardSet(table, guards, run_limits=run_limits)
         self._guarded = self.guards.events
         self._always = self.guards.always
-        # The one reference a run under this table carries (see `_versions.run_started`).
+        # The one reference a run under this table carries (`run.started` records it).
         self._ref = table.ref
         self._digest = table.digest
-        self._versions = _versions.Versions(
-            type(self), self.guards.guards, run_limits, tuple(tables)
-        )
+        self._versions = _Versions(type(self), self.guards.guards, run_limits, tuple(tables))
 
     def initial(self, run_id: str) -> RunRecord:
         """The record of a run before its first event."""
@@ -127,15 +138,15 @@ class Reducer:
             _envelope_error(record, event)
         under = record.table
         if under is not self._ref and (under is not None or record.version == 0):
-            other = _versions.route(self, record, event)
+            other = _route(self, record, event)
             if other is not None:  # the run is under another version of the table
                 if event.type == "run.migrated":
-                    return _versions.migrate(self, record, event, other)
+                    return _migrate(self, record, event, other)
                 return other.reduce(record, event, ctx)
         move = self._moves[record.status].get(event.type)
         if move is None:
             if event.type == "run.migrated":
-                return _versions.migrate(self, record, event, self)
+                return _migrate(self, record, event, self)
             state = record.status  # the refusal path is hot too: validators probe with it
             if event.type not in IN_PLACE or state in self._terminal:
                 raise IllegalTransitionError.quick(
@@ -143,7 +154,7 @@ class Reducer:
                     self._allowed.get(state, ()), state in self._terminal, (),
                 )  # fmt: skip
             move = state  # on no edge: applied in every state that has not ended, in place
-        new = self._handlers[event.type](self, record, event, move)
+        new = self._handlers[event.type](self.table, record, event, move)
         if new.status != record.status:
             # Entering a state: its timed edges count from now (staying in one does not).
             entered(new, event.occurred_at, self._timeouts.get(new.status))
@@ -244,7 +255,7 @@ class Reducer:
             TableMismatchError: naming both tables.
         """
         if record.table is not self._ref and record.table is not None:
-            _versions.check_table(self, record, after_append=after_append)
+            _check_table(self, record, after_append=after_append)
 
     def is_own(self, record: RunRecord) -> bool:
         """Whether the run is under this reducer's table (or its `run.started` names none)."""
@@ -292,6 +303,216 @@ def _envelope_error(record: RunRecord, event: Event) -> None:
         state=record.status,
         event=event.type,
     )
+
+
+# -- versions ----------------------------------------------------------------------------
+
+_HOW = "(`--table`, or the registry of `agentfsm.fsm.registry`)"
+
+
+def _named(ref: TableRef) -> str:
+    """How errors name a table: `'name' (digest)`."""
+    return f"'{ref.name}' ({ref.digest})"
+
+
+# The stub's body is never run (`evolves` replaces it).
+@evolves(RunRecord)
+def _set_migrated(  # type: ignore[empty-body]
+    r: RunRecord, /, *, version: int, updated_at: str | None, table: TableRef | None,
+    migrated_from: TableRef | None, migrated_at: int | None, timeout: Timeout | None,
+) -> RunRecord: ...  # fmt: skip
+
+
+class _Versions:
+    """The other tables a reducer can fold runs under, and a reducer for each (cached).
+
+    Args:
+        make: makes a reducer of another table (the top reducer's class).
+        guards: the top reducer's Python guards; each other table gets those its edges list.
+        run_limits: whether runs' own limits are checked.
+        tables: tables given explicitly; the registry is asked for any other.
+    """
+
+    __slots__ = ("_given", "_make", "_reducers", "guards", "run_limits")
+
+    def __init__(
+        self,
+        make: type[Reducer],
+        guards: tuple[Guard, ...],
+        run_limits: bool,
+        tables: tuple[TransitionTable, ...],
+    ) -> None:
+        self._make = make
+        self.guards = guards
+        self.run_limits = run_limits
+        self._given = {t.digest: t for t in tables}
+        self._reducers: dict[str, Reducer] = {}
+
+    @property
+    def given(self) -> tuple[TransitionTable, ...]:
+        """The tables given explicitly."""
+        return tuple(self._given.values())
+
+    def table(self, ref: TableRef) -> TransitionTable | None:
+        """The table `ref` names: a given one, else a registered one; None when unknown."""
+        found = self._given.get(ref.digest)
+        if found is not None:
+            return found
+        try:
+            return lookup(ref)
+        except UnknownTableError:
+            return None
+
+    def reducer(self, ref: TableRef) -> Reducer | None:
+        """A reducer of the table `ref` names (None when it is unknown)."""
+        found = self._reducers.get(ref.digest)
+        if found is not None:
+            return found
+        table = self.table(ref)
+        if table is None:
+            return None
+        listed = {name for t in table.transitions for name in t.guards}
+        found = self._make(
+            table,
+            [g for g in self.guards if g.name in listed],
+            run_limits=self.run_limits,
+        )
+        found._versions = self  # one set of tables for the whole fold
+        self._reducers[ref.digest] = found
+        return found
+
+
+def _route(r: Reducer, record: RunRecord, event: Any) -> Reducer | None:
+    """The reducer whose rules `event` is folded under, when the run is not under `r`'s
+    table (None: it is, or names none).
+
+    Raises:
+        TableMismatchError: the run left `r`'s table before this event, or it is under a
+            table that is not known.
+    """
+    under = record.table
+    if under is None:
+        # A run's first event names its table; a run whose run.started names none is
+        # folded with whichever table folds it (logs written before tables were recorded).
+        if event.type != "run.started" or event.table is None:
+            return None
+        if event.table.digest == r._digest:
+            return None
+        other = r._versions.reducer(event.table)
+        if other is None:
+            raise _unknown_start(r, record, event)
+        return other
+    if under.digest == r._digest:
+        return None
+    left = record.migrated_from
+    if left is not None and left.digest == r._digest and event.type != "run.migrated":
+        raise TableMismatchError(
+            run_id=record.run_id, sequence=event.sequence, state=record.status,
+            event=event.type, started_under=_named(under), folded_with=_named(r._ref),
+            reason=f"follows the run's migration to table {_named(under)} at sequence "
+            f"{record.migrated_at}: fold the run with that table, not {_named(r._ref)} {_HOW}",
+        )  # fmt: skip
+    other = r._versions.reducer(under)
+    if other is None:  # only a snapshot taken elsewhere can name a table never resolved here
+        raise TableMismatchError(
+            run_id=record.run_id, sequence=event.sequence, state=record.status,
+            event=event.type, started_under=_named(under), folded_with=_named(r._ref),
+            reason=f"comes while the run is under table {_named(under)}, which is not known: "
+            f"fold the run with that table, not {_named(r._ref)} {_HOW}",
+        )  # fmt: skip
+    return other
+
+
+def _unknown_start(r: Reducer, record: RunRecord, event: m.RunStarted) -> TableMismatchError:
+    started = _named(event.table) if event.table is not None else "?"
+    return TableMismatchError(
+        run_id=record.run_id, sequence=event.sequence, started_under=started,
+        folded_with=_named(r._ref),
+        reason=f"was started under table {started}, not {_named(r._ref)}: fold it with the "
+        f"table it started with {_HOW}; if it was migrated to {_named(r._ref)} since, the "
+        "table it started with must be known too (`register()` it, or pass it in "
+        "`Reducer(tables=...)`)",
+    )  # fmt: skip
+
+
+def _migrate(r: Reducer, record: RunRecord, event: m.RunMigrated, under: Reducer) -> RunRecord:
+    """The record after `event`, a `run.migrated` of a run under `under`'s table.
+
+    Raises:
+        IllegalTransitionError: the run has ended, or not started.
+        MigrationError: `from_table` is not the run's table, `to_table` is, the run names
+            no table, or the run's state is not in `to_table` or ends the run there.
+        TableMismatchError: `to_table` is not known.
+    """
+    state = record.status
+    table = under.table
+    if record.version == 0 or table.is_terminal(state):
+        raise IllegalTransitionError.quick(
+            record.run_id, event.sequence, state, event.type,
+            table.allowed(state), table.is_terminal(state), (),
+        )  # fmt: skip
+    current = record.table
+    to = event.to_table
+
+    def refused(problem: str) -> MigrationError:
+        return MigrationError(
+            run_id=record.run_id, sequence=event.sequence, state=state,
+            from_table=_named(event.from_table), to_table=_named(to), problems=[problem],
+        )  # fmt: skip
+
+    if current is None:
+        # Such a run is folded with whichever table folds it: it has no version to leave.
+        raise refused("its run.started names no table, so any table folds it already")
+    if event.from_table.digest != current.digest:
+        raise refused(f"the run is under table {_named(current)}")
+    if to.digest == current.digest:
+        raise refused("the run is under that table already")
+    new = r.table if to.digest == r._digest else r._versions.table(to)
+    if new is None:
+        raise TableMismatchError(
+            run_id=record.run_id, sequence=event.sequence, state=state, event=event.type,
+            started_under=_named(to), folded_with=_named(r._ref),
+            reason=f"moves the run to table {_named(to)}, which is not known: fold the run with "
+            f"that table, not {_named(r._ref)} {_HOW}",
+        )  # fmt: skip
+    if state not in new.state_names:
+        raise refused(f"state '{state}' is not in the new table")
+    if new.is_terminal(state):
+        raise refused(
+            f"state '{state}' is terminal in the new table, and a migration cannot end a run"
+        )
+    # The reducer's own reference when the run comes to its table (the hot path's check).
+    ref = r._ref if new is r.table else to
+    # The run stays where it stands, since when it came there: the new table says whether
+    # (and when) it times out there.
+    return _set_migrated(
+        record, version=event.sequence, updated_at=event.occurred_at, table=ref,
+        migrated_from=current, migrated_at=event.sequence,
+        timeout=timeout_of(new.timeout(state), record.entered_at),
+    )  # fmt: skip
+
+
+def _check_table(r: Reducer, record: RunRecord, *, after_append: bool = False) -> None:
+    """Refuse a whole run that is not under `r`'s table (see `Reducer.check_table`)."""
+    under = record.table
+    if under is None or under is r._ref or under.digest == r._digest:
+        return
+    if record.migrated_at is None:
+        raise TableMismatchError(
+            run_id=record.run_id, sequence=1, started_under=_named(under),
+            folded_with=_named(r._ref),
+        )  # fmt: skip
+    left = record.migrated_from
+    if after_append and left is not None and left.digest == r._digest:
+        # Appended through a store of the old version: the batch ends with the migration
+        # (anything after it would have been refused), which is the old version's to record.
+        return
+    raise TableMismatchError(
+        run_id=record.run_id, sequence=record.migrated_at, state=record.status,
+        event="run.migrated", started_under=_named(under), folded_with=_named(r._ref),
+        reason=f"moved the run to table {_named(under)}: fold the run with that table, not "
+        f"{_named(r._ref)} {_HOW}",
+    )  # fmt: skip
 
 
 #: The reducer of the default agent-run table.
