@@ -51,7 +51,7 @@ from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest
-from agentfsm.runtime.specs import Spec, approval_asked, call_started, declined
+from agentfsm.runtime.writer import Spec, approval_asked, call_started, declined
 
 __all__ = ["SDK", "Signals", "defer", "deny", "one_waiting_call", "tool_result"]
 

@@ -32,7 +32,7 @@ from agentfsm.events import models as m
 from agentfsm.events.canonical import canonical_json
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.specs import Spec, approval_asked
+from agentfsm.runtime.writer import Spec, approval_asked
 
 __all__ = ["CHECKPOINTED", "approval_calls", "ended", "finish", "resume_command", "settle"]
 

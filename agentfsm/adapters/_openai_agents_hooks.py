@@ -42,7 +42,7 @@ from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.specs import Spec, call_started
+from agentfsm.runtime.writer import Spec, call_started
 
 SDK = "openai-agents"
 

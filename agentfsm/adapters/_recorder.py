@@ -75,13 +75,19 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
 from agentfsm.runtime._metering import budgeted
-from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
-from agentfsm.runtime.specs import Spec, emit_refused, refused, terminated
 from agentfsm.runtime.tools import Emit
-from agentfsm.runtime.writer import StateChanged, Writer
+from agentfsm.runtime.writer import (
+    BudgetTree,
+    Spec,
+    StateChanged,
+    Writer,
+    emit_refused,
+    refused,
+    terminated,
+)
 from agentfsm.stores._lease import Lease, enclosing, new_holder
 from agentfsm.stores.base import EventStore
 

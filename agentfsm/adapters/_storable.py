@@ -14,7 +14,7 @@ from typing import Any
 from agentfsm._log import get_logger
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.writer import Spec
 
 __all__ = ["jsonable", "parse_arguments", "storable"]
 

@@ -135,7 +135,7 @@ from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.writer import Spec
 
 __all__ = [
     "ApprovalMismatchError",

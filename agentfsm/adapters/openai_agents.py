@@ -111,7 +111,7 @@ from agentfsm.adapters._sync import run_sync
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.specs import Spec, approval_asked
+from agentfsm.runtime.writer import Spec, approval_asked
 
 __all__ = [
     "AgentsRun",

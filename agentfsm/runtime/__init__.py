@@ -20,7 +20,6 @@ from agentfsm.runtime.agent import (
     subagent,
 )
 from agentfsm.runtime.async_runner import AsyncRunner
-from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.control import (
     aapprove,
     acancel,
@@ -77,6 +76,7 @@ from agentfsm.runtime.tools import (
     ToolResult,
 )
 from agentfsm.runtime.worker import AsyncWorker, Worker
+from agentfsm.runtime.writer import BudgetTree
 
 __all__ = [
     "ALLOW",

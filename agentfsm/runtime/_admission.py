@@ -16,8 +16,8 @@ from agentfsm.record import Action, RunRecord
 from agentfsm.runtime._outcomes import error
 from agentfsm.runtime.agent import Agent
 from agentfsm.runtime.policy import POLICY_APPROVER
-from agentfsm.runtime.specs import Spec, approval_asked, declined, requested
 from agentfsm.runtime.tools import InvalidCall
+from agentfsm.runtime.writer import Spec, approval_asked, declined, requested
 
 __all__ = ["admit"]
 

@@ -41,11 +41,9 @@ from agentfsm.runtime._effects import (
     appended,
 )
 from agentfsm.runtime.agent import RunnerConfig, RunResult, Subagent, SubagentTool
-from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
-from agentfsm.runtime.specs import Spec, Then
 from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
-from agentfsm.runtime.writer import RunWriter, StateChanged
+from agentfsm.runtime.writer import BudgetTree, RunWriter, Spec, StateChanged, Then
 
 __all__ = ["Calls", "ChildRunner", "child_budget", "new_tree"]
 

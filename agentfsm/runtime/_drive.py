@@ -74,12 +74,10 @@ from agentfsm.runtime._effects import (
     settle,
 )
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
-from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.runtime.model import Decision, ModelError
 from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.specs import Spec, refused, terminated
-from agentfsm.runtime.writer import RunWriter, StateChanged
+from agentfsm.runtime.writer import BudgetTree, RunWriter, Spec, StateChanged, refused, terminated
 from agentfsm.stores._lease import HeldLease
 
 __all__ = ["Driver", "utc_now"]

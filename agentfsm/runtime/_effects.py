@@ -35,9 +35,8 @@ from agentfsm.runtime._plan import Work
 from agentfsm.runtime.agent import Agent, RunResult
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import ModelContext
-from agentfsm.runtime.specs import Spec, Then
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import RunWriter, StateChanged
+from agentfsm.runtime.writer import RunWriter, Spec, StateChanged, Then
 
 # Effects and outcomes are `attrs.define` (slotted, not frozen) because a frozen instance
 # costs twice as much to build, and a turn builds a dozen: nothing mutates them.

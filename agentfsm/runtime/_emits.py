@@ -35,8 +35,8 @@ from agentfsm.events.vocabulary import EventTypes
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.runtime.specs import Spec, built, emit_refused
 from agentfsm.runtime.tools import Emit, Tool
+from agentfsm.runtime.writer import Spec, built, emit_refused
 
 __all__ = ["beside", "check", "declared_problems", "judge", "judge_one", "undeclared"]
 

@@ -23,7 +23,6 @@ from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import Action, RunRecord, default_key
 from agentfsm.runtime import _emits
 from agentfsm.runtime.model import Decision as ModelDecision
-from agentfsm.runtime.specs import Spec, emit_refused, terminated
 from agentfsm.runtime.tools import (
     Emit,
     InvalidCall,
@@ -33,6 +32,7 @@ from agentfsm.runtime.tools import (
     ToolError,
     ToolResult,
 )
+from agentfsm.runtime.writer import Spec, emit_refused, terminated
 
 __all__ = [
     "EmitCheck",

@@ -34,8 +34,8 @@ from agentfsm.runtime.agent import Agent, RunnerConfig
 from agentfsm.runtime.errors import UnknownAgentError
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
-from agentfsm.runtime.specs import Spec, built, refused, refused_decision
 from agentfsm.runtime.tools import Tool
+from agentfsm.runtime.writer import Spec, built, refused, refused_decision
 from agentfsm.stores._holder import Holder
 
 A = ActionStatus

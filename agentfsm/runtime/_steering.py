@@ -29,7 +29,7 @@ from agentfsm.events.models import ApprovalAccepted, ApprovalRejected, ApprovalR
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.writer import Spec, built
 from agentfsm.stores._holder import Holder
 from agentfsm.stores._lease import Patience
 from agentfsm.stores._rows import RunInfo
@@ -40,7 +40,6 @@ __all__ = [
     "Steps",
     "Want",
     "decide",
-    "event_of",
     "now",
     "run_async",
     "run_sync",
@@ -59,17 +58,6 @@ _Decision = ApprovalAccepted | ApprovalRejected
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-def event_of(record: RunRecord, want: Spec, clock: Clock) -> Event:
-    cls, fields = want.cls, want.fields
-    event: Event = cls(
-        run_id=record.run_id,
-        sequence=record.version + 1,
-        occurred_at=clock().isoformat(),
-        **{k: v for k, v in fields.items() if v is not None},
-    )
-    return event
 
 
 @attrs.frozen
@@ -174,7 +162,7 @@ def steer(
         want = what(record)
         if want is None:
             return record
-        got = yield _Put(event_of(record, want, clock))
+        got = yield _Put(built(want, record, clock().isoformat()))
         if isinstance(got, LifecycleError):
             raise got  # the run's lifecycle refused it: nothing was written
         if got is not _CONFLICT:

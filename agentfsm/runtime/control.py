@@ -44,13 +44,12 @@ from agentfsm.runtime._steering import (
     Clock,
     Want,
     decide,
-    event_of,
     now,
     run_async,
     run_sync,
     steer,
 )
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.writer import Spec, built
 from agentfsm.stores._checks import check_run_id
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
@@ -531,7 +530,7 @@ def _submitted(
         max_calls_per_decision=DEFAULT_MAX_CALLS_PER_DECISION,
     )
     fields = {"objective": objective, "agent": agent, "limits": capped, "table": table.ref}
-    return event_of(RunRecord(run_id=run_id), Spec(m.RunStarted, fields), clock)
+    return built(Spec(m.RunStarted, fields), RunRecord(run_id=run_id), clock().isoformat())
 
 
 async def aapprove(

@@ -16,10 +16,9 @@ from agentfsm.reducers.reduce import DEFAULT_REDUCER
 from agentfsm.runtime import Agent, Decision, ModelError, RunResult, ScriptedModel, Tool, call
 from agentfsm.runtime import _effects as fx
 from agentfsm.runtime._drive import Driver
-from agentfsm.runtime.budget_tree import BudgetTree
 from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.writer import StateChanged, _Base
+from agentfsm.runtime.writer import BudgetTree, StateChanged, _Base
 
 T = Any
 

@@ -13,8 +13,7 @@ from agentfsm.events import step_clock
 from agentfsm.events.codec import dump_event
 from agentfsm.record import RunRecord
 from agentfsm.runtime import cancel
-from agentfsm.runtime.specs import Spec, built
-from agentfsm.runtime.writer import Writer
+from agentfsm.runtime.writer import Spec, Writer, built
 from agentfsm.stores import MemoryEventStore
 
 CALLS = {
