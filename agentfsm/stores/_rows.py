@@ -145,7 +145,7 @@ class PreparedAppend:
         rows: the new log rows, in order.
         record: the run's record after the batch.
         snapshot: the snapshot to write with the batch, if the batch crosses a snapshot
-            point (a multiple of `snapshot_every`, spaced out for long runs: `_cadence.py`).
+            point (a multiple of `snapshot_every`, spaced out for long runs: `_append.py`).
         moved: whether the batch changes the run's status (when it does not, a backend may
             leave the status column, and the index listing by status, untouched).
     """

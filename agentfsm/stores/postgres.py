@@ -60,7 +60,7 @@ from agentfsm.errors import (
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._append import prepare_append, takes_fold
+from agentfsm.stores._append import HeadCache, prepare_append, takes_fold
 from agentfsm.stores._checks import (
     check_append_args,
     check_attachment,
@@ -71,7 +71,6 @@ from agentfsm.stores._checks import (
     inconsistency,
     statuses,
 )
-from agentfsm.stores._head_cache import HeadCache
 from agentfsm.stores._holder import AsyncLeaseRows, LeaseRows
 from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
 from agentfsm.stores._load import check_link, fold_rows, parse_row, trusted_snapshot, types_after

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from agentfsm.record import RunRecord
 from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.stores import MemoryEventStore, StoreOptions
-from agentfsm.stores._cadence import EVENTS_PER_ACTION, snapshot_due, snapshot_interval
+from agentfsm.stores._append import EVENTS_PER_ACTION, snapshot_due, snapshot_interval
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.growth import long_run
