@@ -1,17 +1,9 @@
-"""The shape of a run's transition log lines, for every place in agentfsm that logs them.
+"""The helpers that log a run's transitions, for every place in agentfsm that logs them.
 
-Three stable event names, each with the run's `run_id` bound:
-
-- `transition.applied`: `sequence`, `event_type`, `from_state`, `to_state` (and
-  `guard_verdict="passed"` when the edge taken is guarded);
-- `transition.rejected`: the table or the ledger refused an event: `sequence`,
-  `event_type`, `from_state`, `error_kind`, `reason`;
-- `guard.rejected`: a guard refused an event: `sequence`, `event_type`, `from_state`,
-  `guard`, `stop_reason`, `detail`.
-
-The event's type is `event_type`, not `event`: structlog keeps `event` for the message. It
-lives below the runtime and the reducers' users so that each of them logs the same shape;
-`agentfsm.adapters.structlog` is the user-facing side (`LoggingReducer`).
+The lines' shape (three stable event names, `transition.applied`, `transition.rejected` and
+`guard.rejected`, with their fields) is documented once, for users, in
+`agentfsm.adapters.structlog`, the user-facing side (`LoggingReducer`). This module lives
+below the runtime and the reducers' users so that each of them logs that same shape.
 
 Where the lines go is the application's choice, never ours: every logger agentfsm makes for
 itself comes from `get_logger`. While the application has not configured structlog

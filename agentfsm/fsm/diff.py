@@ -19,7 +19,7 @@ where the new version takes away a move a Runner makes there (`TableDiff.strande
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -238,38 +238,14 @@ class TableDiff:
     def affects(self, state: str) -> tuple[str, ...]:
         """Why a run in `state` under the old table would go on differently under the new
         one, one sentence each; empty when it would not."""
-        if state in self.states_removed:
-            return (f"state '{state}' is not in the new table",)
-        reasons = [
-            f"state '{k.state}' is '{k.new}' in the new table, was '{k.old}'"
-            for k in self.kinds_changed
-            if k.state == state
-        ]
-        moves = ", ".join(f"'{m.event}' {m.change}" for m in self.moves if m.source == state)
-        if moves:
-            reasons.append(f"its moves changed: {moves}")
-        return (*reasons, *self._strands(state))
+        return self._reasons(state, lambda _: True)
 
     def breaks(self, state: str) -> tuple[str, ...]:
         """What a run in `state` under the old table relies on that the new one takes away,
         one sentence each: its state removed or of another kind, a move there removed or
         changed, a state it can come to stranded. Empty when the change only adds to it
         (`adds`) or leaves it alone: deploying the new version breaks no such run."""
-        if state in self.states_removed:
-            return (f"state '{state}' is not in the new table",)
-        reasons = [
-            f"state '{k.state}' is '{k.new}' in the new table, was '{k.old}'"
-            for k in self.kinds_changed
-            if k.state == state
-        ]
-        moves = ", ".join(
-            f"'{m.event}' {m.change}"
-            for m in self.moves
-            if m.source == state and m.change != "added"
-        )
-        if moves:
-            reasons.append(f"its moves changed: {moves}")
-        return (*reasons, *self._strands(state))
+        return self._reasons(state, lambda m: m.change != "added")
 
     def adds(self, state: str) -> tuple[str, ...]:
         """The moves a run in `state` gains under the new table (nothing it relies on),
@@ -286,17 +262,27 @@ class TableDiff:
         something else, or be ended, without an event saying so), or the run can come to a
         state where a Runner could not go on (`stranded`). Empty when it can; moves that
         changed otherwise (`affects`) are what a migration is for."""
+        return self._reasons(state, None)
+
+    def _reasons(self, state: str, moves: Callable[[MoveChange], bool] | None) -> tuple[str, ...]:
+        """Why a run in `state` under the old table is touched, one sentence each: its
+        state removed (that alone), or of another kind; the moves out of it that `moves`
+        picks (none without it); the states it can come to that leave it stranded."""
         if state in self.states_removed:
             return (f"state '{state}' is not in the new table",)
-        kinds = tuple(
+        reasons = [
             f"state '{k.state}' is '{k.new}' in the new table, was '{k.old}'"
             for k in self.kinds_changed
             if k.state == state
-        )
-        return (*kinds, *self._strands(state))
-
-    def _strands(self, state: str) -> tuple[str, ...]:
-        return tuple(s.reason(state) for s in self.stranded if state in s.reached_from)
+        ]
+        if moves is not None:
+            changed = ", ".join(
+                f"'{m.event}' {m.change}" for m in self.moves if m.source == state and moves(m)
+            )
+            if changed:
+                reasons.append(f"its moves changed: {changed}")
+        stranded = (s.reason(state) for s in self.stranded if state in s.reached_from)
+        return (*reasons, *stranded)
 
     def sentences(self) -> tuple[str, ...]:
         """Every change, one sentence each, in the diff's stable order."""

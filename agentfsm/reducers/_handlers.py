@@ -113,6 +113,14 @@ def _known_action(record: RunRecord, event: Any) -> Action:
 _with = put
 
 
+def _changed(rec: RunRecord, ev: Any, target: str, action: Action) -> RunRecord:
+    """The record after `ev`, which moved the run to `target` and changed one call: `action`."""
+    return set_actions(
+        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        actions=_with(rec.actions, action),
+    )  # fmt: skip
+
+
 # -- handlers, one per event type ---------------------------------------------------------
 
 
@@ -299,10 +307,7 @@ def _approval_accepted(
         raise _action_error(rec, ev, ev.action_id, f"its approval expired at {action.expires_at}")
     target = _to(table, rec, ev, move)
     action = action_approved(action, status=A.APPROVED, approver=ev.approver, reason=ev.reason)
-    return set_actions(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
-        actions=_with(rec.actions, action),
-    )  # fmt: skip
+    return _changed(rec, ev, target, action)
 
 
 def _approval_rejected(
@@ -311,10 +316,7 @@ def _approval_rejected(
     action = _pending_approval(rec, ev)
     target = _to(table, rec, ev, move)
     action = action_rejected(action, status=A.REJECTED, approver=ev.approver, reason=ev.reason)
-    return set_actions(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
-        actions=_with(rec.actions, action),
-    )  # fmt: skip
+    return _changed(rec, ev, target, action)
 
 
 def _tool_requested(
@@ -365,10 +367,7 @@ def _tool_started(
             f"expected attempt {action.attempts + 1}",
         )  # fmt: skip
     action = action_started(action, status=A.STARTED, attempts=ev.attempt, error=None)
-    return set_actions(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
-        actions=_with(rec.actions, action),
-    )  # fmt: skip
+    return _changed(rec, ev, target, action)
 
 
 def _in_flight_action(rec: RunRecord, ev: Any) -> Action:
@@ -406,10 +405,7 @@ def _tool_failed(table: TransitionTable, rec: RunRecord, ev: m.ToolFailed, move:
     action = _in_flight_action(rec, ev)
     target = _to(table, rec, ev, move)
     action = action_failed(action, status=A.FAILED, error=ev.error)
-    return set_actions(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
-        actions=_with(rec.actions, action),
-    )  # fmt: skip
+    return _changed(rec, ev, target, action)
 
 
 def _tool_outcome_unknown(
@@ -418,10 +414,7 @@ def _tool_outcome_unknown(
     action = _in_flight_action(rec, ev)
     target = _to(table, rec, ev, move)
     action = action_unknown(action, status=A.UNKNOWN, reason=ev.reason)
-    return set_actions(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
-        actions=_with(rec.actions, action),
-    )  # fmt: skip
+    return _changed(rec, ev, target, action)
 
 
 def _run_paused(table: TransitionTable, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
@@ -665,10 +658,7 @@ def _emit_refused(
     if action.emit is not None:
         _due(rec, ev, action)
     action = action_emit_refused(action, refusal=ev.refusal)
-    return set_actions(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
-        actions=_with(rec.actions, action),
-    )  # fmt: skip
+    return _changed(rec, ev, _to(table, rec, ev, move), action)
 
 
 def _run_forked(table: TransitionTable, rec: RunRecord, ev: m.RunForked, move: Move) -> RunRecord:
