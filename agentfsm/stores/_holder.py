@@ -6,14 +6,23 @@ Times are the store's: a row's ages are measured to the store's clock when it wa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from agentfsm.stores._process import Process, gone
 
-__all__ = ["AsyncLeaseRows", "Holder", "LeaseRows", "from_epoch", "live_holder", "takeable"]
+__all__ = [
+    "AsyncLeaseRows",
+    "Holder",
+    "LeaseRows",
+    "from_epoch",
+    "holder_of",
+    "live_holder",
+    "takeable",
+]
 
 #: How much of a holder's id or host a message shows (both are free text).
 _SHOWN = 80
@@ -26,6 +35,38 @@ def _shown(text: str) -> str:
 def from_epoch(seconds: float) -> datetime:
     """A lease row's time (seconds since the epoch) as an aware datetime."""
     return datetime.fromtimestamp(seconds, UTC)
+
+
+def holder_of(
+    run_id: str, row: Sequence[Any] | None, time: Callable[[Any], datetime] | None = None
+) -> Holder | None:
+    """The holder a lease row names, or None (no row, or a lease given up).
+
+    Args:
+        run_id: the run the lease is on.
+        row: `(holder, expires, host, pid, process, since, heartbeat, read_at)`.
+        time: reads the row's times (`from_epoch` for SQLite's seconds; PostgreSQL's are
+            datetimes already).
+    """
+    if row is None or row[0] is None:
+        return None
+    worker, expires, host, pid, process, since, beat, read_at = row
+    at = time if time is not None else _same
+    return Holder(
+        run_id=run_id,
+        id=worker,
+        host=host,
+        pid=pid,
+        process=process,
+        since=None if since is None else at(since),
+        heartbeat=None if beat is None else at(beat),
+        expires=at(expires),
+        read_at=at(read_at),
+    )
+
+
+def _same(value: datetime) -> datetime:
+    return value
 
 
 @attrs.frozen

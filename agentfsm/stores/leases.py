@@ -48,7 +48,7 @@ from typing import Any, Literal, Protocol
 
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.stores._checks import check_prefix
-from agentfsm.stores._holder import Holder, from_epoch, takeable
+from agentfsm.stores._holder import Holder, from_epoch, holder_of, takeable
 from agentfsm.stores._process import Process, this_process
 from agentfsm.stores.memory import MemoryLeases, MemoryLeaseTable
 
@@ -324,20 +324,8 @@ class SQLiteLeases:
 
     @staticmethod
     def _holder(run_id: str, row: Any, now: float) -> Holder | None:
-        if row is None or row[0] is None:
-            return None
-        worker, expires, host, pid, process, since, beat = row
-        return Holder(
-            run_id=run_id,
-            id=worker,
-            host=host,
-            pid=pid,
-            process=process,
-            since=None if since is None else from_epoch(since),
-            heartbeat=None if beat is None else from_epoch(beat),
-            expires=from_epoch(expires),
-            read_at=from_epoch(now),
-        )
+        # The row says when it was read by the store's clock: `now`, asked in the transaction.
+        return holder_of(run_id, None if row is None else (*row, now), from_epoch)
 
     def resume_due(self, run_id: str) -> int | None:
         """The version of the pause whose scheduled resume was due when the run was last

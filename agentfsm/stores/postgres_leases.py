@@ -29,7 +29,7 @@ except ImportError as exc:
 
 from agentfsm.errors import StoreError
 from agentfsm.stores._checks import check_prefix
-from agentfsm.stores._holder import Holder, takeable
+from agentfsm.stores._holder import Holder, holder_of, takeable
 from agentfsm.stores._process import Process, this_process
 from agentfsm.stores.leases import ENDED_STATUSES, RUNNABLE_STATUSES
 
@@ -207,29 +207,12 @@ class _LeaseSql:
         }
 
 
-def _holder(run_id: str, row: Any) -> Holder | None:
-    if row is None or row[0] is None:
-        return None
-    worker, expires, host, pid, process, since, beat, now = row
-    return Holder(
-        run_id=run_id,
-        id=worker,
-        host=host,
-        pid=pid,
-        process=process,
-        since=since,
-        heartbeat=beat,
-        expires=expires,
-        read_at=now,
-    )
-
-
 def _decide(row: Any, params: dict[str, Any]) -> tuple[str, Holder | None]:
     """What a take does after reading `row`: `insert` (no row), `update` (a takeable row,
     compare-and-set on what was read), or `refuse` (a live holder)."""
     if row is None:
         return "insert", None
-    found = _holder(params["run"], row)
+    found = holder_of(params["run"], row)
     if not takeable(found):
         return "refuse", found
     params["old"], params["old_expires"] = row[0], row[1]
@@ -297,7 +280,7 @@ class PostgresLeases:
                 row = self._conn.execute(self._sql.claim, params).fetchone()
                 if row is not None:
                     run_id: str = row[0]
-                    self._taken[run_id] = _holder(run_id, row[1:])
+                    self._taken[run_id] = holder_of(run_id, row[1:])
                     return run_id
                 # Nothing taken: either nothing is runnable, or a racing claim took our
                 # candidate between our snapshot and our insert. Only the second is worth
@@ -334,7 +317,7 @@ class PostgresLeases:
     def read(self, run_id: str) -> Holder | None:
         """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
         with self._lock:
-            return _holder(run_id, self._conn.execute(self._sql.read, (run_id,)).fetchone())
+            return holder_of(run_id, self._conn.execute(self._sql.read, (run_id,)).fetchone())
 
     def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
         """Extend the lease (see `LeaseStore.renew`)."""
@@ -460,7 +443,7 @@ class AsyncPostgresLeases:
 
     async def read(self, run_id: str) -> Holder | None:
         """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
-        return _holder(run_id, await self._row(run_id))
+        return holder_of(run_id, await self._row(run_id))
 
     async def renew(self, run_id: str, worker_id: str, ttl: float) -> bool:
         """Extend the lease (see `LeaseStore.renew`)."""
