@@ -90,6 +90,7 @@ try:
 except ImportError as exc:
     raise missing_extra("GraphRun", "langgraph", exc) from exc
 
+from agentfsm.adapters._attempts import watching
 from agentfsm.adapters._langgraph_approvals import NeedsApproval, approval_node
 from agentfsm.adapters._langgraph_interrupts import ended, finish, resume_command
 from agentfsm.adapters._langgraph_signals import (
@@ -421,7 +422,7 @@ class GraphRun(SdkRun):
         interrupts: list[Any] = []
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
-            with quiet_intended_stops(self.handler):
+            with quiet_intended_stops(self.handler), watching(self.handler.attempts):
                 stream = graph.stream(input, self._config(config), stream_mode=self._modes())
                 for mode, chunk in stream:
                     if mode == "updates":
@@ -440,7 +441,7 @@ class GraphRun(SdkRun):
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
             modes = self._modes()
-            with quiet_intended_stops(self.handler):
+            with quiet_intended_stops(self.handler), watching(self.handler.attempts):
                 stream = graph.astream(input, self._config(config), stream_mode=modes)
                 async for mode, chunk in stream:
                     if mode == "updates":

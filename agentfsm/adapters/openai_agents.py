@@ -75,6 +75,7 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentsRun", "openai-agents", exc) from exc
 
+from agentfsm.adapters._attempts import watching
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,
@@ -381,7 +382,8 @@ class AgentsRun(SdkRun):
     ) -> ObservedRun:
         token = _CURRENT.set(self.recorder)
         try:
-            done = await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
+            with watching(self.hooks.attempts):
+                done = await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
             if not done.pending_approvals:
                 await self.recorder.off_loop(self.recorder.forget_state, STATE)
             return done

@@ -78,6 +78,7 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
+from agentfsm.adapters._attempts import Attempts, watching
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
 from agentfsm.adapters._sdk_errors import (
@@ -170,6 +171,8 @@ class AgentIterRun(SdkRun):
         # a token limit of the SDK's own stops the run before its last answer reaches us.
         self._sdk_run: Any = None
         self._recorded = (0, 0, 0)  # requests, input tokens, output tokens
+        #: Each HTTP attempt of the run's model calls, judged and recorded (`watching`).
+        self.attempts = Attempts(self.recorder)
 
     async def _forward(self, event: Any) -> None:
         if self.on_event is not None:
@@ -321,7 +324,8 @@ class AgentIterRun(SdkRun):
     ) -> ObservedRun:
         recorder = self.recorder
         try:
-            return await self._iterate(agent, prompt, kwargs)
+            with watching(self.attempts):
+                return await self._iterate(agent, prompt, kwargs)
         except (GuardStop, CancelStop) as stop:
             record = await recorder.off_loop(recorder.stopped, stop)
             return observed(recorder.store, record, partial_output=self._last)

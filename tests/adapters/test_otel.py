@@ -94,7 +94,8 @@ def test_a_failed_attempt_ends_its_chat_span_with_an_error_and_the_retry_is_the_
         "HTTP 500 from POST /v1/responses",
     )
     assert failed.attributes["error.type"] == "http_500"
-    assert failed.end_time is not None and retry.start_time is not None
+    assert failed.end_time is not None
+    assert retry.start_time is not None
     assert failed.end_time < retry.start_time  # the step clock: 1 s apart
     assert retry.status.status_code == StatusCode.UNSET
     assert spans["invoke_agent support"].attributes["agentfsm.turns"] == 2
