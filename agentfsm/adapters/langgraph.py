@@ -5,7 +5,10 @@
 chat models and tools inside it into our events, appended through the store as they happen:
 
 - before the stream: `run.started`;
-- `on_chat_model_start` / `on_llm_start`: `model.started` (max turns, budget, deadline);
+- `on_chat_model_start` / `on_llm_start`: `model.started` (max turns, budget, deadline); each
+  HTTP attempt a `ChatOpenAI`'s `openai` client retries behind it: `model.failed` for the
+  attempt that failed, then `model.started` for the retry, judged before it is sent
+  (`agentfsm.adapters._attempts`);
 - `on_llm_end`: `model.completed` with the message's `usage_metadata`; its `tool_calls`
   become our tool calls with the model's call ids as `action_id`s (a `with_structured_output`
   call's tool call is the answer instead: a `final` decision with the arguments as output);

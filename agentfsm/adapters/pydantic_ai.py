@@ -4,7 +4,9 @@
 node and appends our events before the agent takes the next step:
 
 - before the run: `run.started`;
-- a `ModelRequestNode`: `model.started` (max turns, budget, deadline);
+- a `ModelRequestNode`: `model.started` (max turns, budget, deadline); each HTTP attempt the
+  model's `openai` client retries behind it: `model.failed` for the attempt that failed, then
+  `model.started` for the retry, judged before it is sent (`agentfsm.adapters._attempts`);
 - a `CallToolsNode`: `model.completed` with the response's usage; its `ToolCallPart`s are the
   tool calls, with pydantic-ai's `tool_call_id`s as `action_id`s — except an output tool's
   call (structured output), which is the final answer (`decision: final`); a response with

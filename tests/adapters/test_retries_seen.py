@@ -42,7 +42,15 @@ from agentfsm.adapters.pydantic_ai import AgentIterRun
 from agentfsm.events.models import Limits
 from agentfsm.runtime import cancel
 from agentfsm.stores import MemoryEventStore
-from tests.adapters._fake_openai import Drop, Fail, FakeOpenAI, Reply, fake_openai, loopback_only
+from tests.adapters._fake_openai import (
+    Call,
+    Drop,
+    Fail,
+    FakeOpenAI,
+    Reply,
+    fake_openai,
+    loopback_only,
+)
 
 __all__ = ["fake_openai", "loopback_only"]  # the fixtures, used by name
 
@@ -310,3 +318,33 @@ def test_the_agents_sdks_own_retries_are_attempts_too(fake_openai: FakeOpenAI) -
         "model.started",
         "model.completed",
     ]
+
+
+def test_a_subagents_attempts_are_the_subagents(fake_openai: FakeOpenAI) -> None:
+    """An `agent_tool` child's request fails once: the child's run records both attempts,
+    the caller's run holds its own two model calls only."""
+    fake_openai.script += [
+        Reply(calls=(Call("c1", "helper", {"input": "look it up"}),)),
+        E500,
+        Reply(text="found it"),
+        Reply(text="done"),
+    ]
+    store = MemoryEventStore()
+
+    async def go() -> Any:
+        async with AsyncOpenAI(base_url=fake_openai.base_url, api_key="test") as c:
+            model = OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=c)
+            run = AgentsRun(store, "r")
+            helper: Agent[Any] = Agent(name="helper", model=model)
+            agent: Agent[Any] = Agent(
+                name="a", model=model, tools=[run.agent_tool(helper, tool_name="helper")]
+            )
+            return await run.run(agent, "hi")
+
+    done = asyncio.run(go())
+    assert done.status == "completed"
+    assert len(fake_openai.requests) == 4
+    child = [e.type for e in store.events("r/c1")]
+    assert child[1:5] == ["model.started", "model.failed", "model.started", "model.completed"]
+    assert _types(store).count("model.started") == 2
+    assert "model.failed" not in _types(store)
