@@ -332,6 +332,7 @@ def _sync_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         )
 
     setattr(_send_request, _MARK, True)
+    _send_request.__wrapped__ = original  # type: ignore[attr-defined]
     return _send_request
 
 
@@ -345,4 +346,5 @@ def _async_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
         )
 
     setattr(_send_request, _MARK, True)
+    _send_request.__wrapped__ = original  # type: ignore[attr-defined]
     return _send_request

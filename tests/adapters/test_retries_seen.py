@@ -348,3 +348,25 @@ def test_a_subagents_attempts_are_the_subagents(fake_openai: FakeOpenAI) -> None
     assert child[1:5] == ["model.started", "model.failed", "model.started", "model.completed"]
     assert _types(store).count("model.started") == 2
     assert "model.failed" not in _types(store)
+
+
+def test_outside_a_run_the_client_is_untouched(fake_openai: FakeOpenAI) -> None:
+    """After runs were driven (the wrapper is installed, once), a client used outside any
+    run retries as it always did, and nothing is recorded anywhere."""
+    from openai._base_client import AsyncAPIClient
+
+    for _ in range(2):
+        fake_openai.script += [Reply(text="hello")]
+        _pydantic_ai(fake_openai, MemoryEventStore())
+    wrapped = AsyncAPIClient.__dict__["_send_request"]
+    assert getattr(wrapped, "__agentfsm_attempts__", False)
+    assert not getattr(wrapped.__wrapped__, "__agentfsm_attempts__", False)
+    fake_openai.script += [E500, Reply(text="plain")]
+
+    async def plain() -> str | None:
+        async with AsyncOpenAI(base_url=fake_openai.base_url, api_key="test") as c:
+            answer = await c.chat.completions.create(model="gpt-4.1", messages=[])
+            return answer.choices[0].message.content
+
+    assert asyncio.run(plain()) == "plain"
+    assert len(fake_openai.requests) == 4
