@@ -60,6 +60,7 @@ class EventType(StrEnum):
     RUN_STARTED = "run.started"
     MODEL_STARTED = "model.started"
     MODEL_COMPLETED = "model.completed"
+    MODEL_FAILED = "model.failed"
     HANDOFF = "handoff"
     TOOL_REQUESTED = "tool.requested"
     TOOL_STARTED = "tool.started"

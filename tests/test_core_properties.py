@@ -142,7 +142,7 @@ def test_an_event_type_the_table_does_not_allow_is_always_illegal(
     if event_type in ON_NO_EDGE and not DEFAULT_TABLE.is_terminal(record.status):
         # On no edge: the reducer judges a migration by its tables (test_migration.py), a
         # refused emit by the ledger (test_emit_reducer.py), a fork's mark by its source
-        # (test_fork.py).
+        # (test_fork.py), a failed model attempt by the open call (test_model_failed.py).
         return
     with pytest.raises(IllegalTransitionError) as info:
         DEFAULT_REDUCER.reduce(record, _any_event(event_type, record))
@@ -152,6 +152,7 @@ def test_an_event_type_the_table_does_not_allow_is_always_illegal(
 
 _MINIMAL = {
     EventType.MODEL_COMPLETED: {"decision": "final", "output": "x"},
+    EventType.MODEL_FAILED: {"error": {"kind": "http_500", "message": "m", "retryable": True}},
     EventType.HANDOFF: {"to_agent": "b"},
     EventType.TOOL_REQUESTED: {"action_id": "zz", "tool": "t", "arguments": {}},
     EventType.TOOL_STARTED: {"action_id": "zz"},

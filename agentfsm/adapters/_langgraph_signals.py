@@ -23,6 +23,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.types import Command, interrupt
 
+from agentfsm.adapters._attempts import Attempts
 from agentfsm.adapters._recorder import Recorder
 from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable, parse_arguments
@@ -183,6 +184,13 @@ class _Handler(BaseCallbackHandler):
         self.agent: str | None = None
         #: The `ToolMessage` each call of the batch returned, what the model reads of it.
         self.returned: dict[str, ToolMessage] = {}
+        #: Each HTTP attempt of the run's model calls, judged and recorded (`watching`); a
+        #: stop raised for one is kept as any callback's (`stop`).
+        self.attempts = Attempts(recorder, stopping=self._stopped)
+
+    def _stopped(self, stop: GuardStop | CancelStop) -> GuardStop | CancelStop:
+        self.stop = stop
+        return stop
 
     def begin(self) -> None:
         """Get ready to observe one stream of the graph (a run or a resume)."""

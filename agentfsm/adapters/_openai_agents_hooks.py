@@ -36,6 +36,7 @@ from agents.tool import Tool
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 
+from agentfsm.adapters._attempts import Attempts
 from agentfsm.adapters._recorder import Recorder
 from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable, parse_arguments
@@ -177,6 +178,8 @@ class _Hooks(RunHooks[Any]):
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
+        #: Each HTTP attempt of the run's model calls, judged and recorded (`watching`).
+        self.attempts = Attempts(recorder, stopping=_Stopped)
         self.theirs: RunHooks[Any] | None = None
         #: `RunConfig.model`, which the SDK uses instead of each agent's model.
         self.model: str | Model | None = None

@@ -14,6 +14,7 @@ from typing import Any
 from agents import Agent, MaxTurnsExceeded
 from agents.tool_context import ToolContext
 
+from agentfsm.adapters._attempts import watching
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,
     _SUBAGENT,
@@ -56,7 +57,8 @@ async def drive_agent_tool(
             await recorder.off_loop(
                 recorder.start, objective=objective, agent=agent.name, limits=None
             )
-        output = await run_nested(ctx, input_json)
+        with watching(hooks.attempts):  # the child's model calls are the child's
+            output = await run_nested(ctx, input_json)
     except _Stopped as stopped:
         items = list(stopped.run_data.new_items) if stopped.run_data else []
         record = await recorder.off_loop(recorder.stopped, stopped.stop)

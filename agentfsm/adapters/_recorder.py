@@ -110,6 +110,7 @@ _DRIVEN = frozenset(
     {
         EventType.MODEL_STARTED,
         EventType.MODEL_COMPLETED,
+        EventType.MODEL_FAILED,
         EventType.TOOL_REQUESTED,
         EventType.TOOL_STARTED,
         EventType.TOOL_COMPLETED,

@@ -5,7 +5,10 @@
 chat models and tools inside it into our events, appended through the store as they happen:
 
 - before the stream: `run.started`;
-- `on_chat_model_start` / `on_llm_start`: `model.started` (max turns, budget, deadline);
+- `on_chat_model_start` / `on_llm_start`: `model.started` (max turns, budget, deadline); each
+  HTTP attempt a `ChatOpenAI`'s `openai` client retries behind it: `model.failed` for the
+  attempt that failed, then `model.started` for the retry, judged before it is sent
+  (`agentfsm.adapters._attempts`);
 - `on_llm_end`: `model.completed` with the message's `usage_metadata`; its `tool_calls`
   become our tool calls with the model's call ids as `action_id`s (a `with_structured_output`
   call's tool call is the answer instead: a `final` decision with the arguments as output);
@@ -90,6 +93,7 @@ try:
 except ImportError as exc:
     raise missing_extra("GraphRun", "langgraph", exc) from exc
 
+from agentfsm.adapters._attempts import watching
 from agentfsm.adapters._langgraph_approvals import NeedsApproval, approval_node
 from agentfsm.adapters._langgraph_interrupts import ended, finish, resume_command
 from agentfsm.adapters._langgraph_signals import (
@@ -421,7 +425,7 @@ class GraphRun(SdkRun):
         interrupts: list[Any] = []
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
-            with quiet_intended_stops(self.handler):
+            with quiet_intended_stops(self.handler), watching(self.handler.attempts):
                 stream = graph.stream(input, self._config(config), stream_mode=self._modes())
                 for mode, chunk in stream:
                     if mode == "updates":
@@ -440,7 +444,7 @@ class GraphRun(SdkRun):
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
             modes = self._modes()
-            with quiet_intended_stops(self.handler):
+            with quiet_intended_stops(self.handler), watching(self.handler.attempts):
                 stream = graph.astream(input, self._config(config), stream_mode=modes)
                 async for mode, chunk in stream:
                     if mode == "updates":

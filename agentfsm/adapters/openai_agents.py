@@ -5,7 +5,10 @@
 store *before* the SDK goes on (a hook is awaited before the model or tool call it announces):
 
 - before `Runner.run`: `run.started`;
-- `on_llm_start`: `model.started` (turn guards: max turns, budget, deadline);
+- `on_llm_start`: `model.started` (turn guards: max turns, budget, deadline); each HTTP
+  attempt the `openai` client (or the SDK's runner) retries behind it: `model.failed` for the
+  attempt that failed, then `model.started` for the retry, judged before it is sent
+  (`agentfsm.adapters._attempts`);
 - `on_llm_end`: `model.completed` with the response's usage; each `function_call` is a tool
   call whose `action_id` is the SDK's `call_id`; a handoff tool's call makes it `handoff`; a
   response with more calls than `max_calls_per_decision` is `refused`, and each of its calls
@@ -75,6 +78,7 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentsRun", "openai-agents", exc) from exc
 
+from agentfsm.adapters._attempts import watching
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._openai_agents_hooks import (
     _CURRENT,
@@ -381,7 +385,8 @@ class AgentsRun(SdkRun):
     ) -> ObservedRun:
         token = _CURRENT.set(self.recorder)
         try:
-            done = await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
+            with watching(self.hooks.attempts):
+                done = await self._drive_sdk(agent, input, max_turns, on_stream_event, kwargs)
             if not done.pending_approvals:
                 await self.recorder.off_loop(self.recorder.forget_state, STATE)
             return done

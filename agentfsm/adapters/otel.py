@@ -14,7 +14,9 @@
   `model.started` to the next `model.started` or the end, with `gen_ai.usage.input_tokens`
   / `output_tokens` and `gen_ai.response.finish_reasons` from `model.completed` (for a
   decision the run refused, the model's own reason, and `agentfsm.refusal.kind` /
-  `agentfsm.refusal.message` saying why it was refused).
+  `agentfsm.refusal.message` saying why it was refused). A `model.failed` (an attempt the
+  SDK's client retries) ends its turn span with ERROR and `error.type`; the retry's
+  `model.started` is the next turn span.
 - **tool** span `execute_tool {tool}` (`gen_ai.operation.name="execute_tool"`,
   `gen_ai.tool.name`, `gen_ai.tool.call.id` = action id), a child of the turn that proposed
   it: from `tool.started` to its result; ERROR with `error.type` for `tool.failed`.
@@ -127,6 +129,14 @@ class RunSpans:
             if event.usage is not None:
                 run.turn.set_attribute("gen_ai.usage.input_tokens", event.usage.input_tokens)
                 run.turn.set_attribute("gen_ai.usage.output_tokens", event.usage.output_tokens)
+        elif isinstance(event, m.ModelFailed):
+            if run.turn is not None:  # the attempt ends here; a retry is a turn of its own
+                run.turn.set_attribute("error.type", event.error.kind)
+                run.turn.set_status(Status(StatusCode.ERROR, event.error.message))
+                if event.usage is not None:
+                    run.turn.set_attribute("gen_ai.usage.input_tokens", event.usage.input_tokens)
+                    run.turn.set_attribute("gen_ai.usage.output_tokens", event.usage.output_tokens)
+            self._end_turn(run, at)
         elif isinstance(event, m.ToolRequested):
             run.names[event.action_id] = event.tool
         elif isinstance(event, m.ToolStarted):

@@ -4,7 +4,9 @@
 node and appends our events before the agent takes the next step:
 
 - before the run: `run.started`;
-- a `ModelRequestNode`: `model.started` (max turns, budget, deadline);
+- a `ModelRequestNode`: `model.started` (max turns, budget, deadline); each HTTP attempt the
+  model's `openai` client retries behind it: `model.failed` for the attempt that failed, then
+  `model.started` for the retry, judged before it is sent (`agentfsm.adapters._attempts`);
 - a `CallToolsNode`: `model.completed` with the response's usage; its `ToolCallPart`s are the
   tool calls, with pydantic-ai's `tool_call_id`s as `action_id`s — except an output tool's
   call (structured output), which is the final answer (`decision: final`); a response with
@@ -78,6 +80,7 @@ try:
 except ImportError as exc:
     raise missing_extra("AgentIterRun", "pydantic-ai", exc) from exc
 
+from agentfsm.adapters._attempts import Attempts, watching
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
 from agentfsm.adapters._sdk_errors import (
@@ -170,6 +173,8 @@ class AgentIterRun(SdkRun):
         # a token limit of the SDK's own stops the run before its last answer reaches us.
         self._sdk_run: Any = None
         self._recorded = (0, 0, 0)  # requests, input tokens, output tokens
+        #: Each HTTP attempt of the run's model calls, judged and recorded (`watching`).
+        self.attempts = Attempts(self.recorder)
 
     async def _forward(self, event: Any) -> None:
         if self.on_event is not None:
@@ -321,7 +326,8 @@ class AgentIterRun(SdkRun):
     ) -> ObservedRun:
         recorder = self.recorder
         try:
-            return await self._iterate(agent, prompt, kwargs)
+            with watching(self.attempts):
+                return await self._iterate(agent, prompt, kwargs)
         except (GuardStop, CancelStop) as stop:
             record = await recorder.off_loop(recorder.stopped, stop)
             return observed(recorder.store, record, partial_output=self._last)

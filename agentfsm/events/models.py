@@ -43,6 +43,7 @@ __all__ = [
     "Handoff",
     "Limits",
     "ModelCompleted",
+    "ModelFailed",
     "ModelStarted",
     "Proposal",
     "ProposedEvent",
@@ -445,6 +446,22 @@ class ModelCompleted(_Envelope):
         return self
 
 
+class ModelFailed(_Envelope):
+    """A model call's attempt failed without an answer: the call it started ends here.
+
+    An SDK's HTTP client retries a failed request (an error status, a timeout, a lost
+    connection) inside what the SDK sees as one model call; each attempt is recorded as a
+    model call of its own, so the guards judge every one before it is sent: this event ends
+    the attempt (its reservation is released, its `usage` counted if it reported any), and
+    the next attempt is a `model.started`. On no table's edges: the reducer applies it in
+    every state that has not ended, to an open model call, and the run stays where it is.
+    """
+
+    type: Literal["model.failed"] = "model.failed"
+    error: ErrorInfo
+    usage: Usage | None = None
+
+
 class Handoff(_Envelope):
     """The current agent changes; turns and budgets carry on."""
 
@@ -671,6 +688,7 @@ Event = Annotated[
     RunStarted
     | ModelStarted
     | ModelCompleted
+    | ModelFailed
     | Handoff
     | ToolRequested
     | ToolStarted
@@ -703,6 +721,7 @@ EVENT_CLASSES: dict[str, type[_Envelope]] = {
         RunStarted,
         ModelStarted,
         ModelCompleted,
+        ModelFailed,
         Handoff,
         ToolRequested,
         ToolStarted,

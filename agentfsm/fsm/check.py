@@ -101,8 +101,9 @@ class TableReport:
 def transition_matrix(table: TransitionTable) -> dict[tuple[str, str], Cell]:
     """Every (state, event type) pair of the table's vocabulary, with its moves (or none).
 
-    `run.migrated` and `emit.refused` are left out: no table moves on them (the reducer
-    applies them in every state that has not ended, and the state stays).
+    The event types on no edge (`ON_NO_EDGE`: `run.migrated`, `emit.refused`, `run.forked`,
+    `model.failed`) are left out: no table moves on them (the reducer applies them in every
+    state that has not ended, and the state stays).
     """
     events = sorted((set(table.events) | set(table.event_types.names)) - ON_NO_EDGE)
     return {
@@ -141,8 +142,8 @@ def check_parts(
     if built is not None:
         errors += runner_problems(built)
     terminal = {s.name for s in states if s.terminal}
-    # `run.migrated` and `emit.refused` are on no edge by design: the reducer applies them in
-    # every live state.
+    # The `ON_NO_EDGE` types are on no edge by design: the reducer applies them in every live
+    # state.
     used = {t.event for t in transitions} | ON_NO_EDGE
     warnings = [
         f"event '{e}' can never fire: no edge uses it"

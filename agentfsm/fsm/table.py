@@ -191,10 +191,21 @@ class Transition:
 #: The reducer applies `run.migrated` itself, in every state that has not ended.
 _MIGRATED = "run.migrated"
 #: The event types on no table's edges: the reducer applies them in every state that has
-#: not ended, and the run stays where it is (`run.migrated`, `emit.refused`, `run.forked`).
-ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused", "run.forked"})
+#: not ended, and the run stays where it is (`run.migrated`, `emit.refused`, `run.forked`,
+#: and `model.failed`, which ends an attempt of the open model call wherever a table lets
+#: a model call start: so no table, and no table's digest, changed when it came).
+ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused", "run.forked", "model.failed"})
 #: Those of them that leave the run's table as it is: applied in place by their handler.
 IN_PLACE = ON_NO_EDGE - {_MIGRATED}
+
+
+#: What each of them is, for the error that refuses one on an edge.
+_ON_NO_EDGE_WHY = {
+    _MIGRATED: "a migration",
+    "emit.refused": "a refused emit",
+    "run.forked": "a fork's mark",
+    "model.failed": "a model call's failed attempt",
+}
 
 
 def _own_schema(cls: type[Any]) -> dict[str, Any]:
@@ -568,7 +579,7 @@ def table_problems(
                 f"edge {t.source} --{t.event}--> {t.target} leaves terminal state '{t.source}'"
             )
         if t.event in ON_NO_EDGE:
-            why = "a migration" if t.event == _MIGRATED else "a refused emit"
+            why = _ON_NO_EDGE_WHY.get(t.event, "it")
             problems.append(
                 f"edge {t.source} --{t.event}--> {t.target}: '{t.event}' cannot be on an edge "
                 f"({why} keeps the run's state, in any state that has not ended)"

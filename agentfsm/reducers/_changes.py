@@ -50,6 +50,13 @@ def set_model_completed(
 
 
 @evolves(RunRecord)
+def set_model_failed(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
+    model_call_open: bool, reserved_tokens: int, reserved_cost: float, usage: UsageTotals,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
 def set_agent(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     current_agent: str | None,

@@ -49,6 +49,7 @@ from agentfsm.reducers._changes import (
     set_ended,
     set_forked,
     set_model_completed,
+    set_model_failed,
     set_model_started,
     set_pause,
     set_started,
@@ -214,6 +215,27 @@ def _model_completed(
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
         last_decision=ev.decision, last_refusal=ev.refusal, decided_emit=ev.emit,
         final_output=final, actions=actions, batch=batch,
+    )  # fmt: skip
+
+
+def _model_failed(
+    table: TransitionTable, rec: RunRecord, ev: m.ModelFailed, move: Move
+) -> RunRecord:
+    """An attempt of the open model call failed: the call ends, its reservation released,
+    and what it reported spending counted; the run stays where it is (on no edge)."""
+    if not rec.model_call_open:
+        raise _refuse(rec, ev, "no model call is open (model.failed without model.started)")
+    usage = rec.usage
+    if ev.usage is not None:
+        u = ev.usage
+        usage = new_usage(
+            input_tokens=usage.input_tokens + u.input_tokens,
+            output_tokens=usage.output_tokens + u.output_tokens,
+            cost=usage.cost + u.cost,
+        )
+    return set_model_failed(
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
     )  # fmt: skip
 
 
@@ -699,6 +721,7 @@ HANDLERS: dict[str, Handler] = {
     "run.started": _run_started,
     "model.started": _model_started,
     "model.completed": _model_completed,
+    "model.failed": _model_failed,
     "handoff": _handoff,
     "approval.requested": _approval_requested,
     "approval.accepted": _approval_accepted,

@@ -46,6 +46,7 @@ DRIVER_TYPES = frozenset(
     {
         "model.started",
         "model.completed",
+        "model.failed",
         "handoff",
         "approval.requested",
         "tool.requested",

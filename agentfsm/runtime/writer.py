@@ -263,6 +263,7 @@ DRIVING = frozenset(
         E.RUN_STARTED,
         E.MODEL_STARTED,
         E.MODEL_COMPLETED,
+        E.MODEL_FAILED,
         E.HANDOFF,
         E.TOOL_REQUESTED,
         E.TOOL_STARTED,

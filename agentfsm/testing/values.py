@@ -260,6 +260,9 @@ def _free_fields(
         elif f["decision"] == DecisionKind.EMIT and "emit" not in f:
             f["emit"] = draw(proposed_events())
         f["usage"] = _opt(draw, usages())
+    elif t == E.MODEL_FAILED:
+        f["error"] = draw(error_infos())
+        f["usage"] = _opt(draw, usages())
     elif t == E.HANDOFF:
         f["to_agent"] = draw(_agents)
     elif t in (E.TOOL_REQUESTED, E.APPROVAL_REQUESTED):

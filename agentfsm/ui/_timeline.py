@@ -102,8 +102,10 @@ def _bars(group: dict[str, Any]) -> None:
                 action is None or action == row["action_id"]
             ):
                 bar["end"], bar["to_seq"] = row["when"], row["sequence"]
-                if row["type"] == "model.completed":
+                if row["type"] in ("model.completed", "model.failed"):
                     bar["usage"] = row["fields"].get("usage")
+                if row["type"] == "model.failed":
+                    bar["label"] += " — failed"
                 if row["type"] in ("approval.accepted", "approval.rejected"):
                     bar["label"] += f" — {row['type'].split('.')[1]}"
                     who = row["fields"].get("approver")
@@ -128,7 +130,7 @@ def _bars(group: dict[str, Any]) -> None:
 
 #: The closing events of each kind of bar.
 _OPENS_ENDS = {
-    "model": ("model.completed",),
+    "model": ("model.completed", "model.failed"),  # a failed attempt ends its call too
     "tool": ("tool.completed", "tool.failed", "tool.outcome_unknown"),
     "wait": ("approval.accepted", "approval.rejected", "run.resumed", "run.cancel_requested",
              "run.cancelled"),

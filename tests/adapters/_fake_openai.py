@@ -8,7 +8,8 @@ next entry of `script`:
 
 - a `Reply` (text and tool calls, with the usage the server reports; `usage=False` leaves it
   out, as a server that does not report usage does);
-- a `Fail` (an HTTP error status, e.g. 500), which the SDKs' clients may retry.
+- a `Fail` (an HTTP error status, e.g. 500), which the SDKs' clients may retry;
+- a `Drop` (the connection closed without an answer, after the request was read).
 
 Chat Completions streams carry usage only when the request asks for it
 (`stream_options.include_usage`), as the real API does. Every request is kept in `requests`
@@ -20,10 +21,11 @@ process reach it while any other connection still fails.
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -53,12 +55,23 @@ class Reply:
 
 @dataclass(frozen=True)
 class Fail:
-    """An HTTP error answer (the SDKs' clients retry 500s unless told not to)."""
+    """An HTTP error answer (the SDKs' clients retry 500s unless told not to).
+
+    `retry_after_ms` sends a `retry-after-ms` header, which the `openai` client honours
+    instead of its backoff (half a second, then a second): retries a test can afford.
+    """
 
     status: int = 500
+    retry_after_ms: int | None = None
 
 
-Entry = Reply | Fail
+@dataclass(frozen=True)
+class Drop:
+    """No answer at all: the server reads the request and closes the connection (the
+    client sees a dropped connection after its request was sent)."""
+
+
+Entry = Reply | Fail | Drop
 
 
 def _chat_message(reply: Reply) -> dict[str, Any]:
@@ -218,6 +231,9 @@ class FakeOpenAI:
 
     script: list[Entry]
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: Called with the request's number (1 for the first) before it is answered, in the
+    #: server's thread: what happens elsewhere while the client waits.
+    on_request: Callable[[int], None] | None = None
 
     def __post_init__(self) -> None:
         fake = self
@@ -236,9 +252,19 @@ class FakeOpenAI:
                     fake.requests.append((self.path, body))
                     n = len(fake.requests)
                     entry = fake.script.pop(0) if fake.script else Fail(404)
+                if fake.on_request is not None:
+                    fake.on_request(n)
+                if isinstance(entry, Drop):
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if isinstance(entry, Fail):
+                    headers = {}
+                    if entry.retry_after_ms is not None:
+                        headers["retry-after-ms"] = str(entry.retry_after_ms)
                     self._json(entry.status, {"error": {"message": "scripted failure",
-                                                        "type": "server_error"}})  # fmt: skip
+                                                        "type": "server_error"}},
+                               headers)  # fmt: skip
                     return
                 model = body.get("model", "gpt-test")
                 stream = bool(body.get("stream"))
@@ -256,9 +282,13 @@ class FakeOpenAI:
                 else:
                     self._json(404, {"error": {"message": f"no such path {self.path}"}})
 
-            def _json(self, status: int, data: dict[str, Any]) -> None:
+            def _json(
+                self, status: int, data: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 raw = json.dumps(data).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(raw)))
                 self.end_headers()
@@ -279,7 +309,9 @@ class FakeOpenAI:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: `close` (shutdown) waits up to one poll for the serving loop to stop.
+        serve = functools.partial(self.server.serve_forever, poll_interval=0.02)
+        self._thread = threading.Thread(target=serve, daemon=True)
         self._thread.start()
 
     @property

@@ -76,6 +76,31 @@ def test_a_run_has_one_span_per_run_turn_and_tool_action() -> None:
     assert run.attributes["gen_ai.conversation.id"] == "r1"
 
 
+def test_a_failed_attempt_ends_its_chat_span_with_an_error_and_the_retry_is_the_next() -> None:
+    """`model.failed` (an attempt the SDK's client retried) ends its turn's span with ERROR
+    and `error.type`, at the failure's time; the retry's `model.started` is a span of its own."""
+    log = LogBuilder("r1")
+    log.add("run.started", agent="support")
+    log.add("model.started")
+    error = {"kind": "http_500", "message": "HTTP 500 from POST /v1/responses", "retryable": True}
+    log.add("model.failed", error=error)
+    log.add("model.started")
+    log.add("model.completed", decision="final", output="ok")
+    log.add("run.completed")
+    spans = {s.name + str(s.attributes.get("agentfsm.turn", "")): s for s in exported(log.events)}
+    failed, retry = spans["chat1"], spans["chat2"]
+    assert (failed.status.status_code, failed.status.description) == (
+        StatusCode.ERROR,
+        "HTTP 500 from POST /v1/responses",
+    )
+    assert failed.attributes["error.type"] == "http_500"
+    assert failed.end_time is not None
+    assert retry.start_time is not None
+    assert failed.end_time < retry.start_time  # the step clock: 1 s apart
+    assert retry.status.status_code == StatusCode.UNSET
+    assert spans["invoke_agent support"].attributes["agentfsm.turns"] == 2
+
+
 def test_span_times_are_the_events_times() -> None:
     """The run span starts at run.started and ends at the terminal event (step clock: 1 s apart)."""
     log = tool_run("run.completed")
