@@ -111,6 +111,7 @@ _DRIVEN = frozenset(
         EventType.TOOL_OUTCOME_UNKNOWN,
         EventType.HANDOFF,
         EventType.APPROVAL_REQUESTED,
+        EventType.USAGE_REPORTED,
     }
 )
 #: The envelope of an event, left out when the model is told what the event says.

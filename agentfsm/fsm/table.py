@@ -191,8 +191,9 @@ class Transition:
 #: The reducer applies `run.migrated` itself, in every state that has not ended.
 _MIGRATED = "run.migrated"
 #: The event types on no table's edges: the reducer applies them in every state that has
-#: not ended, and the run stays where it is (`run.migrated`, `emit.refused`, `run.forked`).
-ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused", "run.forked"})
+#: not ended, and the run stays where it is (`run.migrated`, `emit.refused`, `run.forked`,
+#: `usage.reported`).
+ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused", "run.forked", "usage.reported"})
 #: Those of them that leave the run's table as it is: applied in place by their handler.
 IN_PLACE = ON_NO_EDGE - {_MIGRATED}
 
