@@ -629,6 +629,21 @@ class Recorder:
             exc.add_note(f"caused by {self.sdk} {signal}")
             raise
 
+    def report(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        """`append` of what the SDK reported it spent (`usage.reported`), also once an event
+        of the run's lifecycle made it wait (`WaitStop` refuses the SDK's steps, and a report
+        is none: the spending happened before the wait).
+
+        Raises:
+            The same as `append`.
+        """
+        with self._lock:
+            waits, self._waits = self._waits, False
+            try:
+                return self.append(signal, specs)
+            finally:
+                self._waits = waits
+
     def waiting(self) -> RunRecord:
         """The run as it pauses with nothing of its own to record (it waits on a subagent).
 

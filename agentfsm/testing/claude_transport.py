@@ -22,7 +22,8 @@ keeps a recording of the real CLI's frames, and a test checks these against it):
 `PreToolUse` for a call while its answer still streams (a later call of the answer once the
 one before it ran); `can_use_tool`; the tool; hook `PostToolUse` or `PostToolUseFailure`; a
 `user` frame with the tool result; hook `Stop` and a `result` frame with the usage and
-`total_cost_usd` (over the session; `COST_PER_ANSWER` each).
+`total_cost_usd` and `modelUsage` (over the session, every leg: `COST_PER_ANSWER` and the
+answer's tokens each), also when a leg pauses or is interrupted, as the real CLI reports them.
 
 Tools: a call named `mcp__<server>__<tool>` of an in-process SDK MCP server in the options
 (`create_sdk_mcp_server`) is sent to the SDK over the protocol (`mcp_message`,
@@ -329,6 +330,9 @@ class ScriptedCLI(Transport):
         self._usage[0] += answer.input_tokens
         self._usage[1] += answer.output_tokens
         self._session["cost"] = self._session.get("cost", 0.0) + COST_PER_ANSWER
+        # The session's tokens over every leg, as the CLI's `modelUsage` reports them.
+        was = self._session.get("tokens", [0, 0])
+        self._session["tokens"] = [was[0] + answer.input_tokens, was[1] + answer.output_tokens]
         return pre
 
     def _pre(self, use: Use) -> Any:
@@ -438,6 +442,7 @@ class ScriptedCLI(Transport):
                 cost=self._session.get("cost", 0.0),
                 input_tokens=self._usage[0],
                 output_tokens=self._usage[1],
+                session_tokens=tuple(self._session.get("tokens", (0, 0))),
                 **fields,
             )
         )
