@@ -34,7 +34,10 @@ An MCP result with `isError` is the tool's error too.
 Like the CLI, it sets a call aside when `PreToolUse` says `defer`, runs the answer's other
 calls, then ends the leg (the `result` has `stop_reason: tool_deferred` and
 `deferred_tool_use`; one call: a second `defer` replaces the first), keeps the session in
-`sessions/<session_id>.json`, and on a resume (`options.resume`) replays that call first.
+`sessions/<session_id>.json` (or, when the options' `env` names a `CLAUDE_CONFIG_DIR`,
+where the real CLI keeps its transcript under it: so the adapter keeps it in its store and
+another machine's resume finds it there), and on a resume (`options.resume`) replays that
+call first.
 `interrupt` cancels a running tool (its result says the user did not want it) and ends with
 `error_during_execution`. Options that are CLI flags (`model`, `cwd`, ...) are not applied
 (the script is the model), but for `permission_mode="bypassPermissions"`: as the CLI, it then
@@ -56,6 +59,8 @@ import asyncio
 import inspect
 import itertools
 import json
+import os
+import re
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -224,6 +229,14 @@ class ScriptedCLI(Transport):
     # -- the session ------------------------------------------------------------------------
 
     def _file(self) -> Path:
+        config = (self.options.env or {}).get("CLAUDE_CONFIG_DIR")
+        if config:
+            # Where the real CLI keeps the session's transcript (`<config>/projects/<cwd,
+            # each character but letters and digits as '-'>/<id>.jsonl`): the adapter keeps
+            # it in its store at a pause and writes it back on the machine that resumes.
+            cwd = str(Path(self.options.cwd or os.getcwd()).resolve())
+            project = re.sub(r"[^A-Za-z0-9]", "-", cwd)
+            return Path(config) / "projects" / project / f"{self.session_id}.jsonl"
         return self.sessions / f"{self.session_id}.json"
 
     def _load(self) -> dict[str, Any]:
@@ -232,8 +245,9 @@ class ScriptedCLI(Transport):
         return {"deferred": None, "cost": 0.0}
 
     def _save(self) -> None:
-        self.sessions.mkdir(parents=True, exist_ok=True)
-        self._file().write_text(json.dumps(self._session), encoding="utf-8")
+        path = self._file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self._session), encoding="utf-8")
 
     # -- a turn -----------------------------------------------------------------------------
 

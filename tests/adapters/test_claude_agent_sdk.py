@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 pytest.importorskip("claude_agent_sdk")
 
@@ -449,3 +450,66 @@ class TestCostAtEveryMoment:
         assert paused.status == "waiting_approval"
         assert usage_of(store.load("r1")) == (10, 5, round(20 / 1_000_000, 12))
         assert "usage.reported" not in types(store, "r1", reports=True)
+
+
+class TestAdapterJobs:
+    """`AdapterJobs`: a job engine's advance of a run, done by the adapter, under the job's
+    lease (the engine itself is tested in `test_claude_procrastinate.py`)."""
+
+    def paused(self, tmp_path: Path) -> tuple[MemoryEventStore, Any]:
+        store = MemoryEventStore()
+        refund_o1 = Use("toolu_r", "mcp__shop__refund", {"order_id": "O-1"})
+        cli = scripted_cli([Answer(uses=(refund_o1,)), Answer("Refunded.")], sessions=tmp_path)
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        assert run(claude.run("go", shop(), transport=cli)).status == "waiting_approval"
+        approve(store, "r1", "toolu_r", approver="alice")
+        return store, cli
+
+    def test_the_adapter_drives_under_the_jobs_lease_and_leaves_it_held(
+        self, tmp_path: Path
+    ) -> None:
+        """The job holds the run's lease; the adapter's resume drives under it (a lease of
+        its own would be refused) and does not release it: the job does."""
+        from agentfsm.adapters.jobs import AdapterJobs
+        from agentfsm.errors import RunHeldError
+
+        store, cli = self.paused(tmp_path)
+
+        def drive(store: Any, run_id: str) -> Any:
+            claude = ClaudeRun(store, run_id, needs_approval={"mcp__shop__refund"})
+            return claude.resume(shop(), transport=cli)
+
+        lease = store.hold("r1", holder="job-1")
+        with capture_logs():
+            result = AdapterJobs(store, drive).resume("r1", lease=lease)
+        assert (result.status, result.final_output) == ("completed", "Refunded.")
+        assert RAN == ["refund O-1"]
+        with pytest.raises(RunHeldError):  # still the job's, until it lets go
+            store.hold("r1", holder="someone-else")
+        lease.release()
+        store.hold("r1", holder="someone-else").release()
+
+    def test_a_run_the_adapter_leaves_goes_to_the_runner_or_is_left_as_it_is(
+        self, tmp_path: Path
+    ) -> None:
+        """`drive` returns None: the fallback Runner resumes it; without one, nothing runs
+        and the job says so (`engine.not_driven`)."""
+        from agentfsm.adapters.jobs import AdapterJobs
+
+        store, _ = self.paused(tmp_path)
+        asked: list[str] = []
+
+        class Fallback:
+            reducer = store.reducer
+
+            def resume(self, run_id: str, **kw: Any) -> Any:
+                asked.append(run_id)
+                return "the runner's"
+
+        jobs = AdapterJobs(store, lambda store, run_id: None, runner=Fallback())  # type: ignore[arg-type]
+        assert jobs.resume("r1") == "the runner's"
+        assert asked == ["r1"]
+        with capture_logs() as logs:
+            left = AdapterJobs(store, lambda store, run_id: None).resume("r1")
+        assert (left.status, RAN) == ("running", [])
+        assert [e["event"] for e in logs] == ["engine.not_driven"]
