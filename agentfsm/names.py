@@ -80,6 +80,7 @@ class EventType(StrEnum):
     EMIT_REFUSED = "emit.refused"
     RUN_MIGRATED = "run.migrated"
     RUN_FORKED = "run.forked"
+    USAGE_REPORTED = "usage.reported"
 
 
 class ActionStatus(StrEnum):

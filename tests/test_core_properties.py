@@ -170,6 +170,7 @@ _MINIMAL = {
         "refusal": {"kind": "not_allowed", "message": "m", "proposed": {"event": "x.y"}},
     },
     EventType.RUN_FORKED: {"from_run": "another-run", "from_sequence": 1},
+    EventType.USAGE_REPORTED: {"usage": {"cost": 0.5}},
     EventType.RUN_MIGRATED: {
         "from_table": DEFAULT_TABLE.ref.model_dump(),
         "to_table": {"name": "agent_run", "digest": "sha256:" + "0" * 64},

@@ -133,6 +133,19 @@ class TestValidateLines:
             (6, "tool.completed", "spent 1.25 > max cost 1")
         ]
 
+    def test_usage_an_sdk_reported_can_overrun(self) -> None:
+        """A `usage.reported` (an SDK's cost for a stretch of the run, beyond the log's
+        calls) that takes the run past `max_cost` is the crossing event."""
+        log = new_run(limits={"max_cost": 1.0})
+        model_call(log, {"action_id": "a1", "tool": "search", "arguments": {}}, cost=0.5)
+        tool_call(log, "a1")
+        usage = {"input_tokens": 0, "output_tokens": 0, "cost": 0.75}
+        log.add("usage.reported", usage=usage, source="claude-agent-sdk")
+        report = validate_lines(dump_event(e) for e in log.events)
+        assert [(f.line, f.event, f.detail) for f in report.findings] == [
+            (7, "usage.reported", "spent 1.25 > max cost 1")
+        ]
+
 
 class TestAudit:
     def test_the_audit_reports_the_overrun_at_the_crossing_event(self) -> None:
@@ -258,8 +271,14 @@ def test_audit_reports_an_overrun_iff_recorded_usage_exceeds_the_limit(
 def test_only_the_spending_types_can_spend() -> None:
     """`SPENDING_TYPES` names every event class `spends` can say yes to (the reducer asks no
     guard about an overrun for any other type)."""
-    from agentfsm.events.models import EVENT_CLASSES, ModelCompleted, ToolCompleted
+    from agentfsm.events.models import (
+        EVENT_CLASSES,
+        ModelCompleted,
+        ToolCompleted,
+        UsageReported,
+    )
     from agentfsm.guards.limits import SPENDING_TYPES
 
-    can = {n for n, c in EVENT_CLASSES.items() if issubclass(c, ModelCompleted | ToolCompleted)}
+    spending = ModelCompleted | ToolCompleted | UsageReported
+    can = {n for n, c in EVENT_CLASSES.items() if issubclass(c, spending)}
     assert can == SPENDING_TYPES

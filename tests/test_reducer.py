@@ -552,6 +552,43 @@ class TestEnding:
         assert (record.status, record.pause_reason) == ("running", None)
 
 
+USAGE = {"input_tokens": 3, "output_tokens": 2, "cost": 0.25}
+
+
+class TestUsageReported:
+    """Spending an SDK reported beyond the log's model calls (`usage.reported`)."""
+
+    def test_it_adds_to_the_runs_usage_where_the_run_stands(self) -> None:
+        """Waiting for approval, the run takes the report and stays waiting; the usage is
+        the calls' plus the report's."""
+        log = started(CALL)
+        log.events[-1] = make_event(
+            "model.completed", run_id="run_1", sequence=3, occurred_at=log.events[-1].occurred_at,
+            decision="tool_calls", tool_calls=[CALL],
+            usage={"input_tokens": 10, "output_tokens": 5, "cost": 0.5},
+        )  # fmt: skip
+        log.add("approval.requested", **CALL)
+        log.add("usage.reported", usage=USAGE, source="claude-agent-sdk")
+        record = fold(log)
+        assert record.status == "waiting_approval"
+        assert (record.usage.input_tokens, record.usage.output_tokens) == (13, 7)
+        assert record.usage.cost == 0.75
+        assert record.pending_approvals == ("a1",)
+
+    def test_it_is_refused_once_the_run_ended(self) -> None:
+        """A report after the end is not a fact of the run any more."""
+        log = started()
+        log.add("run.cancel_requested")
+        log.add("run.cancelled")
+        record = fold(log)
+        err = refused(record, nxt(record, "usage.reported", usage=USAGE))
+        assert isinstance(err, IllegalTransitionError)
+        assert str(err) == (
+            "run 'run_1' is 'cancelled' (terminal): event 'usage.reported' (sequence 4) is "
+            "not allowed; allowed: none"
+        )
+
+
 class TestReplay:
     def test_replay_needs_something_to_fold(self) -> None:
         """No events and no snapshot is a usage error, not an empty run."""

@@ -9,5 +9,7 @@ needed by the adapter that uses it:
 - `agentfsm.adapters.langgraph` (`agentfsm[langgraph]`): `GraphRun`, `approval_request`;
 - `agentfsm.adapters.pydantic_ai` (`agentfsm[pydantic-ai]`): `AgentIterRun`;
 - `agentfsm.adapters.claude_agent_sdk` (`agentfsm[claude]`): `ClaudeRun`;
+- `agentfsm.adapters.jobs`: `AdapterJobs`, an adapter's runs as a job engine's
+  (`agentfsm.runtime.procrastinate`);
 - `agentfsm.adapters.otel` (`agentfsm[otel]`): `RunSpans`, `trace_run`.
 """

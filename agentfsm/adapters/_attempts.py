@@ -56,7 +56,7 @@ from agentfsm.errors import OverrunError
 from agentfsm.events import models as m
 from agentfsm.names import EventType, StopReason
 from agentfsm.runtime._metering import MISSING_USAGE
-from agentfsm.runtime.specs import Spec
+from agentfsm.runtime.writer import Spec
 
 __all__ = ["Attempts", "watching"]
 

@@ -319,8 +319,9 @@ class Signals:
         """`model.completed` of the final answer, with the SDK's cost of the run so far.
 
         The CLI reports cost only with its `ResultMessage` (`total_cost_usd`, over the whole
-        session, resumes included): what our record does not hold yet is this answer's, so a
-        `max_cost` limit trips on the SDK's own number. With `pricing=`, ours is used instead.
+        session, resumes included): what our record does not hold yet (the earlier legs' is
+        in it, `usage.reported`) is this leg's, put on this answer, so a `max_cost` limit trips
+        on the CLI's own number. With `pricing=`, ours is used instead.
         """
         answer = self.final
         if answer is None or not self.recorder.record.model_call_open:

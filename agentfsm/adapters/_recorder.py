@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -91,7 +92,7 @@ from agentfsm.runtime.writer import (
 from agentfsm.stores._lease import Lease, enclosing, new_holder
 from agentfsm.stores.base import EventStore
 
-__all__ = ["Recorder", "RecorderOptions"]
+__all__ = ["Recorder", "RecorderOptions", "given_lease"]
 
 #: The attachment (after the SDK's name) where an adapter keeps where the SDK stood when an
 #: event of the run's lifecycle made it wait (`Recorder.keep_wait`).
@@ -118,6 +119,7 @@ _DRIVEN = frozenset(
         EventType.TOOL_OUTCOME_UNKNOWN,
         EventType.HANDOFF,
         EventType.APPROVAL_REQUESTED,
+        EventType.USAGE_REPORTED,
     }
 )
 #: The envelope of an event, left out when the model is told what the event says.
@@ -126,6 +128,25 @@ _ENVELOPE = frozenset({"run_id", "sequence", "type", "occurred_at", "event_id", 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+#: The lease a job engine already holds on the run it hands an adapter (`given_lease`).
+_GIVEN: contextvars.ContextVar[Lease | None] = contextvars.ContextVar(
+    "agentfsm_given_lease", default=None
+)
+
+
+@contextlib.contextmanager
+def given_lease(lease: Lease | None) -> Iterator[None]:
+    """In the block, an adapter's `run` or `resume` of `lease`'s run drives under `lease`,
+    held already (a job's, `agentfsm.adapters.jobs`), instead of taking the run's lease
+    itself (which the job's would refuse); it keeps it renewed while it drives and leaves
+    releasing it to its owner. Its subagents' runs hold it as any caller's."""
+    token = _GIVEN.set(lease)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 @dataclass(frozen=True)
@@ -260,11 +281,21 @@ class Recorder:
 
     def _take(self) -> Lease | None:
         """The run's lease, taken for this recorder's call (within its caller's, for a
-        subagent's run started from a call of its caller; None: the store keeps none)."""
+        subagent's run started from a call of its caller; the one a job holds for it,
+        `given_lease`; None: the store keeps none)."""
+        given = _GIVEN.get()
+        if given is not None and given.run_id == self.run_id and not given.lost:
+            return given
         try:
             return self.store.hold(self.run_id, holder=new_holder(self.sdk or "sdk"))
         except NotImplementedError:  # a store of someone else's, without leases
             return None
+
+    @staticmethod
+    def _let_go(lease: Lease) -> None:
+        """Release `lease` once the call is done, unless a job holds it (`given_lease`)."""
+        if lease is not _GIVEN.get():
+            lease.release()
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -282,7 +313,7 @@ class Recorder:
             with lease.kept(), self._under(lease):
                 yield
         finally:
-            lease.release()
+            self._let_go(lease)
 
     @contextlib.asynccontextmanager
     async def aheld(self) -> AsyncIterator[None]:
@@ -295,7 +326,7 @@ class Recorder:
             with lease.kept(), self._under(lease):
                 yield
         finally:
-            await self.off_loop(lease.release)
+            await self.off_loop(self._let_go, lease)
 
     def child(self, action_id: str, sdk: str) -> Recorder:
         """The recorder of a subagent run started by this run's call `action_id`.
@@ -634,6 +665,21 @@ class Recorder:
         except LifecycleError as exc:
             exc.add_note(f"caused by {self.sdk} {signal}")
             raise
+
+    def report(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
+        """`append` of what the SDK reported it spent (`usage.reported`), also once an event
+        of the run's lifecycle made it wait (`WaitStop` refuses the SDK's steps, and a report
+        is none: the spending happened before the wait).
+
+        Raises:
+            The same as `append`.
+        """
+        with self._lock:
+            waits, self._waits = self._waits, False
+            try:
+                return self.append(signal, specs)
+            finally:
+                self._waits = waits
 
     def waiting(self) -> RunRecord:
         """The run as it pauses with nothing of its own to record (it waits on a subagent).

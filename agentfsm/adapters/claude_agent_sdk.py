@@ -15,10 +15,12 @@ appends our events before the CLI goes on (see `_claude_signals` for each signal
   `can_use_tool` deny each of its calls with the refusal's message, the model's to read;
 - hooks `PreToolUse`, `PostToolUse`, `PostToolUseFailure`: `tool.requested` +
   `tool.started`, `tool.completed`, `tool.failed`; `Stop`: a cancel asked meanwhile stops;
-- the `ResultMessage`: the run's end — `run.completed` after the final answer's
-  `model.completed`, which carries the SDK's own cost (`total_cost_usd`, less what the record
-  already holds); `error_max_turns` and `error_max_budget_usd` are `run.terminated`
-  (`max_turns`, `budget`); another error result is `run.failed`.
+- the `ResultMessage`: the leg's end, and the CLI's own figures of the session's spending
+  (`total_cost_usd`, `modelUsage`), in the record at once (`_claude_usage`): at a pause, a
+  stop or a cancel as a `usage.reported` of what they hold beyond the record; at the run's
+  end on the final answer's `model.completed` (its cost) — `run.completed` after it;
+  `error_max_turns` and `error_max_budget_usd` are `run.terminated` (`max_turns`,
+  `budget`); another error result is `run.failed`.
 
 Approvals: a call `needs_approval` names (tool names as the SDK reports them, e.g.
 `mcp__shop__refund`, or a predicate) is `approval.requested` and deferred by our `PreToolUse`
@@ -116,6 +118,7 @@ from agentfsm.adapters._claude_subagents import (
     objective,
     server,
 )
+from agentfsm.adapters._claude_usage import reported
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing, per_million_tokens
 from agentfsm.adapters._sdk_errors import (
@@ -193,7 +196,8 @@ class ClaudeRun(SdkRun):
 
     `guards`, `clock`, `logger`, `listeners`, `reserve_tokens`, `reserve_cost`, `pricing`,
     `max_calls_per_decision` and `max_turns` are as every adapter takes them (see `SdkRun`);
-    without `pricing` the cost is the SDK's own.
+    without `pricing` the cost is the CLI's own, recorded at the end of each leg (a pause,
+    a stop, the end: see `_claude_usage`).
     """
 
     sdk = SDK
@@ -557,7 +561,7 @@ class ClaudeRun(SdkRun):
             await recorder.off_loop(recorder.failed, signals.error)
             raise signals.error
         if signals.stop is not None:
-            return await self._stopped(signals, signals.stop, options)
+            return await self._stopped(signals, signals.stop, options, result)
         if result is None:
             record = await recorder.off_loop(
                 recorder.fail, "no_result", "the SDK's stream ended without a result"
@@ -568,13 +572,15 @@ class ClaudeRun(SdkRun):
                 return await self._paused(signals, result, options)
             return await self._ended(signals, result, options)
         except (GuardStop, CancelStop) as stop:  # e.g. a cancel asked as the leg paused
-            return await self._stopped(signals, stop, options)
+            return await self._stopped(signals, stop, options, result)
 
     async def _ended(
         self, signals: Signals, result: ResultMessage, options: ClaudeAgentOptions
     ) -> ObservedRun:
         recorder = self.recorder
         specs = signals.final_answer(result.total_cost_usd)
+        # What the CLI's figures hold beyond the log's calls (and the final answer's cost).
+        specs += reported(result, recorder.record.usage, specs, priced=self._priced)
         signal = f"ResultMessage ({result.subtype})"
         if result.subtype == "success" and not result.is_error:
             specs.append(Spec(m.RunCompleted, {}))
@@ -613,7 +619,11 @@ class ClaudeRun(SdkRun):
         ]
 
     async def _stopped(
-        self, signals: Signals, stop: GuardStop | CancelStop, options: ClaudeAgentOptions
+        self,
+        signals: Signals,
+        stop: GuardStop | CancelStop,
+        options: ClaudeAgentOptions,
+        result: ResultMessage | None = None,
     ) -> ObservedRun:
         recorder = self.recorder
         cut = signals.cut_answer()
@@ -625,11 +635,21 @@ class ClaudeRun(SdkRun):
             # and the CLI's session is kept for `resume` to go on from once it may.
             record = recorder.stopped(stop)
             if record.status not in recorder.store.reducer.table.terminal_states:
+                try:
+                    record = await self._report(result, waiting=True)
+                except GuardStop as over:  # the CLI's figure is past a budget: it stops
+                    return await self._stopped(signals, over, options)
                 await self._keep_wait(signals, options)
-                return observed(recorder.store, record, partial_output=signals.last)
+                return observed(
+                    recorder.store, record, partial_output=signals.last, sdk_result=result
+                )
         elif isinstance(stop, CancelStop):
+            with contextlib.suppress(GuardStop, CancelStop):  # it ends cancelled anyway
+                await self._report(result)
             record = await recorder.off_loop(self._cancel)
         else:
+            with contextlib.suppress(GuardStop, CancelStop):  # it ends terminated anyway
+                await self._report(result)
             unknown = self._unknown("interrupted when a guard stopped the run")
             if unknown:
                 with contextlib.suppress(GuardStop, CancelStop):
@@ -639,7 +659,32 @@ class ClaudeRun(SdkRun):
         partial = (
             record.final_output if record.last_decision == DecisionKind.FINAL else signals.last
         )
-        return observed(recorder.store, record, partial_output=partial)
+        return observed(recorder.store, record, partial_output=partial, sdk_result=result)
+
+    @property
+    def _priced(self) -> bool:
+        """Whether the run prices its calls itself (`pricing=`): then the CLI's cost is not
+        recorded (its tokens are)."""
+        return self.recorder.options.pricing is not None
+
+    async def _report(self, result: ResultMessage | None, *, waiting: bool = False) -> RunRecord:
+        """Append what the CLI's figures (its `ResultMessage`) hold beyond the record, as
+        the leg ends short of the run's end (see `_claude_usage`); the record after it.
+
+        Raises:
+            GuardStop: the figure took the run past a budget (it is appended all the same).
+            CancelStop: as any append.
+        """
+        recorder = self.recorder
+        if result is None:
+            return recorder.record  # the CLI reported nothing (its stream ended early)
+        specs = reported(result, recorder.record.usage, priced=self._priced)
+        if not specs:
+            return recorder.record
+        signal = f"ResultMessage ({result.subtype})"
+        if waiting:
+            return await recorder.off_loop(recorder.report, signal, specs)
+        return await recorder.aappend(signal, specs)
 
     async def _keep_wait(self, signals: Signals, options: ClaudeAgentOptions) -> None:
         """Keep the CLI session of a run its lifecycle made wait: its id (`Recorder.keep_wait`)
@@ -678,7 +723,10 @@ class ClaudeRun(SdkRun):
             "total_cost_usd": result.total_cost_usd,
         }
         data = json.dumps(kept, sort_keys=True)
-        record = await recorder.off_loop(recorder.waiting)
+        await recorder.off_loop(recorder.waiting)  # a cancel asked meanwhile ends it instead
+        # The CLI's cost of the leg, in the record while the run waits (a budget it took
+        # the run past stops it here: `GuardStop`, settled by the caller).
+        record = await self._report(result)
         await recorder.off_loop(recorder.save_state, STATE, data.encode())
         kept_transcript = await recorder.off_loop(transcript, options, result.session_id)
         if kept_transcript is not None:

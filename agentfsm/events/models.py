@@ -67,6 +67,7 @@ __all__ = [
     "ToolRequested",
     "ToolStarted",
     "Usage",
+    "UsageReported",
     "parse_timestamp",
 ]
 
@@ -642,6 +643,24 @@ class RunForked(_Envelope):
     reason: NonEmpty | None = None
 
 
+class UsageReported(_Envelope):
+    """Spending an SDK reported for the run that its model calls in the log do not hold:
+    added to the run's usage, as a model call's is.
+
+    An SDK that reports its cost (or tokens) for a stretch of the run rather than per call
+    (the Claude Agent SDK's `total_cost_usd`, at the end of each leg of the CLI: a pause, a
+    stop, the end) has the figure's excess over the record appended as soon as it is
+    reported, so the record's usage is the SDK's at every moment the run can be observed.
+    `source` says who reported it. On no table's edges, like `emit.refused`: applied in
+    every state that has not ended, and the run stays where it is. Budgets count it like a
+    model call's usage: a report past a limit stops the run (`budget`).
+    """
+
+    type: Literal["usage.reported"] = "usage.reported"
+    usage: Usage
+    source: Text | None = None
+
+
 #: The base of every event model, built-in or a lifecycle's own.
 Envelope = _Envelope
 
@@ -707,7 +726,8 @@ Event = Annotated[
     | RunTerminated
     | EmitRefused
     | RunForked
-    | RunMigrated,
+    | RunMigrated
+    | UsageReported,
     Field(discriminator="type"),
 ]
 
@@ -741,5 +761,6 @@ EVENT_CLASSES: dict[str, type[_Envelope]] = {
         EmitRefused,
         RunForked,
         RunMigrated,
+        UsageReported,
     )
 }

@@ -192,9 +192,10 @@ class Transition:
 _MIGRATED = "run.migrated"
 #: The event types on no table's edges: the reducer applies them in every state that has
 #: not ended, and the run stays where it is (`run.migrated`, `emit.refused`, `run.forked`,
-#: and `model.failed`, which ends an attempt of the open model call wherever a table lets
-#: a model call start: so no table, and no table's digest, changed when it came).
-ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused", "run.forked", "model.failed"})
+#: `usage.reported`, what an SDK reported spending for a stretch of the run, and
+#: `model.failed`, which ends an attempt of the open model call wherever a table lets a
+#: model call start: so no table, and no table's digest, changed when they came).
+ON_NO_EDGE = frozenset({_MIGRATED, "emit.refused", "run.forked", "model.failed", "usage.reported"})
 #: Those of them that leave the run's table as it is: applied in place by their handler.
 IN_PLACE = ON_NO_EDGE - {_MIGRATED}
 

@@ -47,6 +47,7 @@ from agentfsm.events.models import (
     ModelStarted,
     ToolCompleted,
     ToolStarted,
+    UsageReported,
 )
 from agentfsm.guards.base import AnyOf, Guard, GuardContext, Verdict, _instant
 from agentfsm.names import EventType, StopReason
@@ -355,16 +356,17 @@ def _overspent(
 
 #: The event types `spends` can say yes to: a reducer asks no guard about any other.
 SPENDING_TYPES = frozenset(
-    cls.model_fields["type"].default for cls in (ModelCompleted, ToolCompleted)
+    cls.model_fields["type"].default for cls in (ModelCompleted, ToolCompleted, UsageReported)
 )
 
 
 def spends(event: Event) -> bool:
-    """Whether `event` records spending: a model call's usage or a tool's cost (above zero).
+    """Whether `event` records spending: a model call's usage, a tool's cost, or usage an
+    SDK reported (`usage.reported`), above zero.
 
     Only such an event can take a run past a budget, so only it is checked for an overrun.
     """
-    if isinstance(event, ModelCompleted):
+    if isinstance(event, ModelCompleted | UsageReported):
         usage = event.usage
         return usage is not None and (
             usage.input_tokens > 0 or usage.output_tokens > 0 or usage.cost > 0

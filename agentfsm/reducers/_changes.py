@@ -107,6 +107,12 @@ def set_forked(
 
 
 @evolves(RunRecord)
+def set_usage(
+    r: RunRecord, /, *, status: str, version: int, updated_at: str | None, usage: UsageTotals,
+) -> RunRecord: ...  # fmt: skip
+
+
+@evolves(RunRecord)
 def set_pause(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     pause_reason: str | None,

@@ -53,6 +53,7 @@ from agentfsm.reducers._changes import (
     set_model_started,
     set_pause,
     set_started,
+    set_usage,
 )
 
 __all__ = ["HANDLERS", "Handler", "Move"]
@@ -696,6 +697,21 @@ def _run_forked(table: TransitionTable, rec: RunRecord, ev: m.RunForked, move: M
     )  # fmt: skip
 
 
+def _usage_reported(
+    table: TransitionTable, rec: RunRecord, ev: m.UsageReported, move: Move
+) -> RunRecord:
+    """Spending the SDK reported beyond the log's model calls: added to the run's usage."""
+    u, usage = ev.usage, rec.usage
+    return set_usage(
+        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        usage=new_usage(
+            input_tokens=usage.input_tokens + u.input_tokens,
+            output_tokens=usage.output_tokens + u.output_tokens,
+            cost=usage.cost + u.cost,
+        ),
+    )  # fmt: skip
+
+
 def _emits_settled(
     rec: RunRecord, actions: Mapping[str, Action], state: str
 ) -> Mapping[str, Action]:
@@ -740,4 +756,5 @@ HANDLERS: dict[str, Handler] = {
     "run.terminated": _run_terminated,
     "emit.refused": _emit_refused,
     "run.forked": _run_forked,
+    "usage.reported": _usage_reported,
 }

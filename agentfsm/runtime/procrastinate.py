@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -85,7 +85,6 @@ from agentfsm.runtime import _pq_schema
 from agentfsm.runtime._pq_schema import SchemaBehindError
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.errors import LeaseLostError
-from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
 from agentfsm.runtime.wakeups import Wake, root_of
 from agentfsm.stores._append import takes_fold
@@ -100,6 +99,7 @@ __all__ = [
     "TIMER",
     "EngineSettings",
     "ProcrastinateEngine",
+    "RunDriver",
     "SchemaBehindError",
     "Waker",
     "pause_until",
@@ -288,6 +288,25 @@ class _WakeHook:
             self.waker.wake(conn, wake)
 
 
+class RunDriver(Protocol):
+    """What an engine's job drives a run with: a `Runner`, or anything with its `resume`
+    (`agentfsm.adapters.jobs.AdapterJobs` for an SDK adapter's runs). A `reducer` with
+    `guards`, if it has one, sets the timers of its guards' deadlines."""
+
+    def resume(
+        self,
+        run_id: str,
+        *,
+        lease: Lease | None = ...,
+        heartbeat: Callable[[RunRecord], None] | None = ...,
+        unpause: bool = ...,
+        defer_retries: bool = ...,
+        confirm: Callable[[RunRecord], None] | None = ...,
+    ) -> RunResult:
+        """Drive the run from the store under the job's `lease` until it ends or waits."""
+        ...
+
+
 class _MeteredStore(PostgresEventStore):
     """The engine's store, counting what each append stored (`EngineMetrics.runs`)."""
 
@@ -406,7 +425,9 @@ class ProcrastinateEngine:
     Args:
         conninfo: the PostgreSQL database (the store's tables and Procrastinate's).
         runner: makes the Runner for a store (agents, guards, settings); called once per
-            worker thread, with that thread's store.
+            worker thread, with that thread's store. Anything with the Runner's `resume`
+            will do (`RunDriver`): `agentfsm.adapters.jobs.AdapterJobs` drives the runs of
+            an SDK adapter (a `ClaudeRun`'s, say) that way.
         settings: queue, heartbeat, recovery and fencing times.
         options: the store's options (its reducer and table).
         table_prefix: the store's table prefix.
@@ -419,7 +440,7 @@ class ProcrastinateEngine:
     def __init__(
         self,
         conninfo: str,
-        runner: Callable[[EventStore], Runner],
+        runner: Callable[[EventStore], RunDriver],
         *,
         settings: EngineSettings | None = None,
         options: StoreOptions | None = None,
@@ -672,7 +693,7 @@ class ProcrastinateEngine:
 
     # -- the tasks ------------------------------------------------------------------------
 
-    def _thread_state(self) -> tuple[PostgresEventStore, Runner, psycopg.Connection[Any]]:
+    def _thread_state(self) -> tuple[PostgresEventStore, RunDriver, psycopg.Connection[Any]]:
         local = self._local
         if getattr(local, "store", None) is None:
             local.store = self.store()
@@ -788,11 +809,13 @@ class ProcrastinateEngine:
         at = datetime.now(UTC) + timedelta(seconds=self.settings.stalled_after)
         self.waker.timer(conn, root_of(run_id), at)
 
-    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult, runner: Runner) -> None:
+    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult, runner: RunDriver) -> None:
         """Set the timer for the next time the run needs driving by itself: its clock (it
         may have fired early), a deadline of the Runner's guards, or a retry's end of
         backoff."""
-        due = next_wake(result, self.options.reducer.table, runner.reducer.guards)
+        reducer = getattr(runner, "reducer", None)
+        guards = getattr(reducer, "guards", None)
+        due = next_wake(result, self.options.reducer.table, guards)
         if due is not None:
             self.waker.timer(conn, root_of(result.run_id), due)
 

@@ -59,6 +59,7 @@ DRIVER_TYPES = frozenset(
         "run.terminated",
         "run.cancelled",
         "emit.refused",
+        "usage.reported",
     }
 )
 

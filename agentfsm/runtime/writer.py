@@ -274,6 +274,7 @@ DRIVING = frozenset(
         E.RUN_COMPLETED,
         E.RUN_CANCELLED,
         E.EMIT_REFUSED,
+        E.USAGE_REPORTED,
     }
 )
 

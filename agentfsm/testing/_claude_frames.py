@@ -241,9 +241,12 @@ def result(
     cost: float,
     input_tokens: int,
     output_tokens: int,
+    session_tokens: tuple[int, int] = (0, 0),
     **fields: Any,
 ) -> Frame:
-    """The turn's `result` frame: its usage, the session's cost so far, and `fields`."""
+    """The turn's `result` frame: its usage (the leg's), the session's cost and tokens so far
+    (`total_cost_usd`, `modelUsage`: over every leg, as the CLI reads them back from the
+    session), and `fields`."""
     usage = {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -260,6 +263,18 @@ def result(
         "session_id": session_id,
         "total_cost_usd": round(cost, 10),
         "usage": usage,
+        "modelUsage": {
+            MODEL: {
+                "inputTokens": session_tokens[0],
+                "outputTokens": session_tokens[1],
+                "cacheReadInputTokens": 0,
+                "cacheCreationInputTokens": 0,
+                "webSearchRequests": 0,
+                "costUSD": round(cost, 10),
+                "contextWindow": 200000,
+                "maxOutputTokens": 32000,
+            }
+        },
         "uuid": str(uuid.uuid4()),
         **fields,
     }

@@ -22,7 +22,8 @@ keeps a recording of the real CLI's frames, and a test checks these against it):
 `PreToolUse` for a call while its answer still streams (a later call of the answer once the
 one before it ran); `can_use_tool`; the tool; hook `PostToolUse` or `PostToolUseFailure`; a
 `user` frame with the tool result; hook `Stop` and a `result` frame with the usage and
-`total_cost_usd` (over the session; `COST_PER_ANSWER` each).
+`total_cost_usd` and `modelUsage` (over the session, every leg: `COST_PER_ANSWER` and the
+answer's tokens each), also when a leg pauses or is interrupted, as the real CLI reports them.
 
 Tools: a call named `mcp__<server>__<tool>` of an in-process SDK MCP server in the options
 (`create_sdk_mcp_server`) is sent to the SDK over the protocol (`mcp_message`,
@@ -33,7 +34,10 @@ An MCP result with `isError` is the tool's error too.
 Like the CLI, it sets a call aside when `PreToolUse` says `defer`, runs the answer's other
 calls, then ends the leg (the `result` has `stop_reason: tool_deferred` and
 `deferred_tool_use`; one call: a second `defer` replaces the first), keeps the session in
-`sessions/<session_id>.json`, and on a resume (`options.resume`) replays that call first.
+`sessions/<session_id>.json` (or, when the options' `env` names a `CLAUDE_CONFIG_DIR`,
+where the real CLI keeps its transcript under it: so the adapter keeps it in its store and
+another machine's resume finds it there), and on a resume (`options.resume`) replays that
+call first.
 `interrupt` cancels a running tool (its result says the user did not want it) and ends with
 `error_during_execution`. Options that are CLI flags (`model`, `cwd`, ...) are not applied
 (the script is the model), but for `permission_mode="bypassPermissions"`: as the CLI, it then
@@ -55,6 +59,8 @@ import asyncio
 import inspect
 import itertools
 import json
+import os
+import re
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -223,6 +229,14 @@ class ScriptedCLI(Transport):
     # -- the session ------------------------------------------------------------------------
 
     def _file(self) -> Path:
+        config = (self.options.env or {}).get("CLAUDE_CONFIG_DIR")
+        if config:
+            # Where the real CLI keeps the session's transcript (`<config>/projects/<cwd,
+            # each character but letters and digits as '-'>/<id>.jsonl`): the adapter keeps
+            # it in its store at a pause and writes it back on the machine that resumes.
+            cwd = str(Path(self.options.cwd or os.getcwd()).resolve())
+            project = re.sub(r"[^A-Za-z0-9]", "-", cwd)
+            return Path(config) / "projects" / project / f"{self.session_id}.jsonl"
         return self.sessions / f"{self.session_id}.json"
 
     def _load(self) -> dict[str, Any]:
@@ -231,8 +245,9 @@ class ScriptedCLI(Transport):
         return {"deferred": None, "cost": 0.0}
 
     def _save(self) -> None:
-        self.sessions.mkdir(parents=True, exist_ok=True)
-        self._file().write_text(json.dumps(self._session), encoding="utf-8")
+        path = self._file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self._session), encoding="utf-8")
 
     # -- a turn -----------------------------------------------------------------------------
 
@@ -329,6 +344,9 @@ class ScriptedCLI(Transport):
         self._usage[0] += answer.input_tokens
         self._usage[1] += answer.output_tokens
         self._session["cost"] = self._session.get("cost", 0.0) + COST_PER_ANSWER
+        # The session's tokens over every leg, as the CLI's `modelUsage` reports them.
+        was = self._session.get("tokens", [0, 0])
+        self._session["tokens"] = [was[0] + answer.input_tokens, was[1] + answer.output_tokens]
         return pre
 
     def _pre(self, use: Use) -> Any:
@@ -438,6 +456,7 @@ class ScriptedCLI(Transport):
                 cost=self._session.get("cost", 0.0),
                 input_tokens=self._usage[0],
                 output_tokens=self._usage[1],
+                session_tokens=tuple(self._session.get("tokens", (0, 0))),
                 **fields,
             )
         )

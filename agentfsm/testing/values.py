@@ -293,6 +293,9 @@ def _free_fields(
         f["reason"] = draw(_reasons)
     elif t == E.EMIT_REFUSED:
         f["refusal"] = draw(refusals())
+    elif t == E.USAGE_REPORTED:
+        f["usage"] = draw(usages())
+        f["source"] = _opt(draw, _text)
     elif t == E.RUN_FORKED:
         f["from_run"] = draw(run_ids())
         f["from_sequence"] = draw(st.integers(1, 10_000))

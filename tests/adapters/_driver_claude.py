@@ -30,6 +30,9 @@ class ClaudeDriver:
     name = "claude-agent-sdk"
     state_name = "claude-agent-sdk/session"
     failed_kind = "tool_error"
+    #: The scripted CLI is a custom transport, with no gateway before it: a call a guard
+    #: refused (at its answer's start) was sent, streamed, and is in the CLI's figures.
+    refused_call_tokens = 15
     approval_signal = "claude-agent-sdk hook PreToolUse (call 'call_r1')"
     corrupt_state = (b"{not json", "it does not load: JSONDecodeError: Expecting property")
     cannot: ClassVar[Mapping[str, str]] = {}

@@ -44,6 +44,7 @@ class LangGraphDriver:
     name = "langgraph"
     state_name = None
     failed_kind = "ValueError"
+    refused_call_tokens = 0
     approval_signal = "langgraph __interrupt__"
     corrupt_state = (b"", "")
     cannot: ClassVar[Mapping[str, str]] = {

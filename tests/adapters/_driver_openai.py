@@ -29,6 +29,7 @@ class OpenAIDriver:
     name = "openai-agents"
     state_name = "openai-agents/run_state"
     failed_kind = "ValueError"
+    refused_call_tokens = 0
     approval_signal = "openai-agents RunResult.interruptions"
     corrupt_state = (b"{not json", "it does not load: JSONDecodeError: Expecting property")
     cannot: ClassVar[Mapping[str, str]] = {}

@@ -53,6 +53,7 @@ class PydanticAIDriver:
     name = "pydantic-ai"
     state_name = "pydantic-ai/messages"
     failed_kind = "retried"
+    refused_call_tokens = 0
     approval_signal = "pydantic-ai DeferredToolRequests"
     corrupt_state = (b'[{"kind": "nonsense"}]', "it does not load: ValidationError: ")
     cannot: ClassVar[Mapping[str, str]] = {}

@@ -171,6 +171,9 @@ class Driver(Protocol):
     corrupt_state: tuple[bytes, str]
     #: Scenarios' features this SDK cannot express, each with why.
     cannot: Mapping[str, str]
+    #: Tokens of a model call a guard refused that the SDK sent all the same and reports
+    #: spent, so the record holds them (0: a refused call is never made).
+    refused_call_tokens: int
 
     def run(self, store: EventStore, run_id: str, spec: AgentSpec, *, prompt: str = "weather?",
             limits: Limits | None = None, **options: Any) -> Any:  # fmt: skip

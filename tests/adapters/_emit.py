@@ -34,7 +34,11 @@ def waits_for_documents(store: MemoryEventStore, done: Any, call_id: str, tmp_pa
     appended with the call's outcome, and nothing after it; the log validates."""
     assert (done.status, done.waiting, done.kind) == ("documents_requested", True, "waiting")
     events = list(store.events("L-1"))
-    completed, caused = events[-2:]
+    # After it, only what the SDK reported it spent (the Claude CLI, as its leg ended).
+    completed, caused = [e for e in events if e.type != "usage.reported"][-2:]
+    assert events.index(caused) == len(events) - 1 or {
+        e.type for e in events[events.index(caused) + 1 :]
+    } == {"usage.reported"}
     assert completed.type == "tool.completed"
     assert completed.emit is not None
     assert completed.emit.model_dump() == {

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 pytest.importorskip("claude_agent_sdk")
 
@@ -32,11 +33,13 @@ from agentfsm.adapters._claude_signals import (
     one_waiting_call,
     tool_result,
 )
-from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
+from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent, per_million_tokens
 from agentfsm.errors import RunNotFoundError
-from agentfsm.runtime import approve
+from agentfsm.events import Limits
+from agentfsm.guards import MaxTurns
+from agentfsm.runtime import approve, cancel
 from agentfsm.stores import MemoryEventStore
-from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
+from agentfsm.testing.claude_transport import COST_PER_ANSWER, Answer, Use, scripted_cli
 from tests.adapters._common import run, types, validates
 
 RAN: list[str] = []
@@ -150,8 +153,9 @@ class TestApprovalInABatch:
             ("toolu_r",),
         )
         assert RAN == ["weather Paris"]
-        assert types(store, "r1")[3:] == [
+        assert types(store, "r1", reports=True)[3:] == [
             "tool.requested", "tool.started", "tool.completed", "approval.requested",
+            "usage.reported",  # the CLI's cost of the leg (see TestCostAtEveryMoment)
         ]  # fmt: skip
         approve(store, "r1", "toolu_r", approver="alice")
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
@@ -338,3 +342,174 @@ class TestYourCallbacks:
         assert (done.status, texts) == ("completed", ["Looking.", "Sunny."])
         assert "StreamEvent" not in kinds
         assert kinds[-1] == "ResultMessage"
+
+
+@tool("slow", "Look something up slowly", {})
+async def slow(args: dict[str, Any]) -> dict[str, Any]:
+    """Asks for the run's cancel (as another process would), then works until interrupted."""
+    cancel(CANCELLING[0], "r1", reason="closed the tab")
+    await asyncio.sleep(30)
+    return {"content": [{"type": "text", "text": "never"}]}
+
+
+#: The store `slow` cancels its run in.
+CANCELLING: list[MemoryEventStore] = []
+
+
+def usage_of(record: Any) -> tuple[int, int, float]:
+    """The record's tokens and cost (the cost rounded past the floating point's noise)."""
+    u = record.usage
+    return (u.input_tokens, u.output_tokens, round(u.cost, 12))
+
+
+class TestCostAtEveryMoment:
+    """The CLI reports its cost (`total_cost_usd`) and tokens (`modelUsage`) over the
+    session at the end of each leg: the record holds them as soon as it does, whether the
+    run pauses, is stopped, cancelled or ends (without `pricing=`)."""
+
+    REFUND = Use("toolu_r", "mcp__shop__refund", {"order_id": "O-1"})
+
+    def test_a_paused_run_holds_the_clis_cost_and_the_resumed_one_its_total(
+        self, tmp_path: Path
+    ) -> None:
+        """Waiting for approval: the CLI's cost of the leg is in the record
+        (`usage.reported`, after the approval asked); resumed and ended: the CLI's total."""
+        store = MemoryEventStore()
+        cli = scripted_cli([Answer(uses=(self.REFUND,)), Answer("Refunded.")], sessions=tmp_path)
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        paused = run(claude.run("go", shop(), transport=cli))
+        assert paused.status == "waiting_approval"
+        assert usage_of(store.load("r1")) == (10, 5, COST_PER_ANSWER)
+        assert paused.sdk_result.total_cost_usd == COST_PER_ANSWER
+        assert types(store, "r1", reports=True)[-2:] == ["approval.requested", "usage.reported"]
+        approve(store, "r1", "toolu_r", approver="alice")
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        done = run(claude.resume(shop(), transport=cli))
+        assert done.status == "completed"
+        assert usage_of(done.record) == (20, 10, round(done.sdk_result.total_cost_usd, 12))
+        assert done.sdk_result.total_cost_usd == pytest.approx(2 * COST_PER_ANSWER)
+        ended = ["model.started", "model.completed", "run.completed"]  # no report: it rode
+        assert types(store, "r1", reports=True)[-3:] == ended  # on the final answer
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_run_a_guard_stopped_holds_what_the_cli_spent_also_on_the_refused_call(
+        self, tmp_path: Path
+    ) -> None:
+        """MaxTurns(2) and no gateway (a custom transport): the third answer was asked for
+        and streamed before its start was refused; the CLI counts it, so does the record."""
+        store = MemoryEventStore()
+        steps = [Answer(uses=(Use(f"toolu_{i}", "weather", {"city": "Paris"}),)) for i in range(3)]
+        cli = scripted_cli(steps, {"weather": weather}, tmp_path)
+        done = run(ClaudeRun(store, "r1", guards=[MaxTurns(2)]).run("go", shop(), transport=cli))
+        assert (done.status, done.stop_reason) == ("terminated", "max_turns")
+        assert types(store, "r1", reports=True).count("model.completed") == 2
+        assert usage_of(done.record) == (30, 15, round(3 * COST_PER_ANSWER, 12))
+        assert types(store, "r1", reports=True)[-2:] == ["usage.reported", "run.terminated"]
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_cancelled_run_holds_what_the_cli_spent(self, tmp_path: Path) -> None:
+        """A cancel while a tool runs: the CLI is interrupted and reports the leg's cost,
+        in the record before `run.cancelled`."""
+        store = MemoryEventStore()
+        CANCELLING[:] = [store]
+        options = ClaudeAgentOptions(
+            mcp_servers={"shop": create_sdk_mcp_server("shop", tools=[slow])}
+        )
+        cli = scripted_cli([Answer(uses=(Use("toolu_s", "mcp__shop__slow", {}),))], {}, tmp_path)
+        done = run(ClaudeRun(store, "r1", cancel_poll=0.02).run("go", options, transport=cli))
+        assert (done.status, done.record.cancel_reason) == ("cancelled", "closed the tab")
+        assert usage_of(done.record) == (10, 5, COST_PER_ANSWER)
+        assert types(store, "r1", reports=True)[-3:] == [
+            "usage.reported", "tool.outcome_unknown", "run.cancelled",
+        ]  # fmt: skip
+        assert validates(store, "r1", tmp_path) == 0
+
+    def test_a_cost_limit_reads_the_clis_figure_at_the_pause(self, tmp_path: Path) -> None:
+        """max_cost under the leg's cost: the report at the pause is past it, so the run is
+        stopped for `budget` instead of waiting (the refund never runs)."""
+        store = MemoryEventStore()
+        cli = scripted_cli([Answer(uses=(self.REFUND,))], sessions=tmp_path)
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        limits = Limits(max_cost=COST_PER_ANSWER / 2)
+        done = run(claude.run("go", shop(), limits=limits, transport=cli))
+        assert (done.status, done.stop_reason) == ("terminated", "budget")
+        assert done.record.stop_detail == "spent 0.00014 > max cost 0.00007"
+        assert store.attachment("r1", "claude-agent-sdk/session") is None
+        assert RAN == []
+
+    def test_with_pricing_the_record_holds_your_prices_not_the_clis(self, tmp_path: Path) -> None:
+        """`pricing=`: every call is priced by you as it is recorded; the CLI's cost is not
+        added (the tokens it reports are the calls' already)."""
+        store = MemoryEventStore()
+        cli = scripted_cli([Answer(uses=(self.REFUND,))], sessions=tmp_path)
+        claude = ClaudeRun(
+            store, "r1", needs_approval={"mcp__shop__refund"},
+            pricing=per_million_tokens(1.0, 2.0),
+        )  # fmt: skip
+        paused = run(claude.run("go", shop(), transport=cli))
+        assert paused.status == "waiting_approval"
+        assert usage_of(store.load("r1")) == (10, 5, round(20 / 1_000_000, 12))
+        assert "usage.reported" not in types(store, "r1", reports=True)
+
+
+class TestAdapterJobs:
+    """`AdapterJobs`: a job engine's advance of a run, done by the adapter, under the job's
+    lease (the engine itself is tested in `test_claude_procrastinate.py`)."""
+
+    def paused(self, tmp_path: Path) -> tuple[MemoryEventStore, Any]:
+        store = MemoryEventStore()
+        refund_o1 = Use("toolu_r", "mcp__shop__refund", {"order_id": "O-1"})
+        cli = scripted_cli([Answer(uses=(refund_o1,)), Answer("Refunded.")], sessions=tmp_path)
+        claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
+        assert run(claude.run("go", shop(), transport=cli)).status == "waiting_approval"
+        approve(store, "r1", "toolu_r", approver="alice")
+        return store, cli
+
+    def test_the_adapter_drives_under_the_jobs_lease_and_leaves_it_held(
+        self, tmp_path: Path
+    ) -> None:
+        """The job holds the run's lease; the adapter's resume drives under it (a lease of
+        its own would be refused) and does not release it: the job does."""
+        from agentfsm.adapters.jobs import AdapterJobs
+        from agentfsm.errors import RunHeldError
+
+        store, cli = self.paused(tmp_path)
+
+        def drive(store: Any, run_id: str) -> Any:
+            claude = ClaudeRun(store, run_id, needs_approval={"mcp__shop__refund"})
+            return claude.resume(shop(), transport=cli)
+
+        lease = store.hold("r1", holder="job-1")
+        with capture_logs():
+            result = AdapterJobs(store, drive).resume("r1", lease=lease)
+        assert (result.status, result.final_output) == ("completed", "Refunded.")
+        assert RAN == ["refund O-1"]
+        with pytest.raises(RunHeldError):  # still the job's, until it lets go
+            store.hold("r1", holder="someone-else")
+        lease.release()
+        store.hold("r1", holder="someone-else").release()
+
+    def test_a_run_the_adapter_leaves_goes_to_the_runner_or_is_left_as_it_is(
+        self, tmp_path: Path
+    ) -> None:
+        """`drive` returns None: the fallback Runner resumes it; without one, nothing runs
+        and the job says so (`engine.not_driven`)."""
+        from agentfsm.adapters.jobs import AdapterJobs
+
+        store, _ = self.paused(tmp_path)
+        asked: list[str] = []
+
+        class Fallback:
+            reducer = store.reducer
+
+            def resume(self, run_id: str, **kw: Any) -> Any:
+                asked.append(run_id)
+                return "the runner's"
+
+        jobs = AdapterJobs(store, lambda store, run_id: None, runner=Fallback())  # type: ignore[arg-type]
+        assert jobs.resume("r1") == "the runner's"
+        assert asked == ["r1"]
+        with capture_logs() as logs:
+            left = AdapterJobs(store, lambda store, run_id: None).resume("r1")
+        assert (left.status, RAN) == ("running", [])
+        assert [e["event"] for e in logs] == ["engine.not_driven"]

@@ -172,14 +172,20 @@ def drive(coro: Any) -> Any:
         return asyncio.run(coro)
 
 
-def resume_elsewhere(db: Path, run_id: str, api: FakeAnthropic, config: Path, calls: Path) -> Any:
-    """Resume `run_id` in a new process (the store and the CLI's config dir are all it has)."""
+def resume_elsewhere(
+    db: Path, run_id: str, api: FakeAnthropic, config: Path, calls: Path, *, cost: bool = False
+) -> Any:
+    """Resume `run_id` in a new process (the store and the CLI's config dir are all it has):
+    its status and final output (and with `cost`, the CLI's `total_cost_usd`)."""
     argv = [str(db), run_id, api.url, str(config), str(calls)]
     out = subprocess.run(
         [sys.executable, "-m", "tests.adapters._claude_app", *argv],
         cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    done = json.loads(out.stdout.strip().splitlines()[-1])
+    if not cost:
+        del done["total_cost_usd"]
+    return done
 
 
 def pause(store: SQLiteEventStore, api: FakeAnthropic, config: Path) -> Any:
@@ -204,8 +210,12 @@ class TestRealCLI:
         kept = json.loads(paused.state)
         assert kept["deferred"] == {"id": "toolu_r1", "name": REFUND, "input": {"order_id": "O-1"}}
         assert ran(calls) == []
+        # While it waits, the record holds what the CLI reported: its cost and tokens.
+        assert paused.sdk_result.total_cost_usd > 0
+        assert spent(store.load("r1")) == (10, 5, paused.sdk_result.total_cost_usd)
         approve(store, "r1", "toolu_r1", approver="alice")
-        out = resume_elsewhere(db, "r1", api, config, calls)
+        out = resume_elsewhere(db, "r1", api, config, calls, cost=True)
+        total = out.pop("total_cost_usd")
         assert out == {"status": "completed", "final_output": "Refunded."}
         assert ran(calls) == ["refund O-1"]
         assert types(store, "r1") == [
@@ -215,8 +225,9 @@ class TestRealCLI:
         ]  # fmt: skip
         record = store.load("r1")
         assert record.actions["toolu_r1"].result == "refunded O-1"
-        assert (record.usage.input_tokens, record.usage.output_tokens) == (20, 10)
-        assert record.usage.cost > 0  # the CLI's own total_cost_usd
+        # The CLI's total over both legs (read back from the session by the new process).
+        assert spent(record) == (20, 10, total)
+        assert total > paused.sdk_result.total_cost_usd
         assert store.attachment("r1", "claude-agent-sdk/session") is None
         assert validates(store, "r1", tmp_path) == 0
 
@@ -295,9 +306,11 @@ class TestRealCLI:
         done = drive(go())
         assert (done.status, done.record.cancel_reason) == ("cancelled", "closed the tab")
         assert done.record.actions["toolu_s1"].status == "unknown"
+        assert done.sdk_result.subtype == "error_during_execution"
+        assert spent(done.record) == (10, 5, done.sdk_result.total_cost_usd)
         assert ran(calls) == ["slow started", "slow cancelled"]
-        assert types(store, "r1")[-3:] == [
-            "run.cancel_requested", "tool.outcome_unknown", "run.cancelled",
+        assert types(store, "r1", reports=True)[-4:] == [
+            "run.cancel_requested", "usage.reported", "tool.outcome_unknown", "run.cancelled",
         ]  # fmt: skip
         assert validates(store, "r1", tmp_path) == 0
 
@@ -343,6 +356,7 @@ class TestRealCLI:
         assert ran(calls) == ["slow started", "slow started"]
         assert model_requests(api) == 2
         assert types(store, "r1").count("model.completed") == 2
+        assert spent(done.record) == (20, 10, done.sdk_result.total_cost_usd)
         assert validates(store, "r1", tmp_path) == 0
 
     def test_a_reservation_refuses_the_call_before_it_is_sent(
@@ -372,6 +386,8 @@ class TestRealCLI:
         done = drive(run.run("look twice", options(api.url, tmp_path)))
         assert (done.status, done.stop_reason) == ("terminated", "max_turns")
         assert model_requests(api) == 3
+        # The refused call was sent and answered: the CLI counts it, and so does the record.
+        assert spent(done.record) == (30, 15, done.sdk_result.total_cost_usd)
 
     def test_the_sdks_own_max_turns_is_told_in_model_calls_of_the_log(
         self, tmp_path: Path, api: FakeAnthropic, calls: Path
@@ -389,6 +405,14 @@ class TestRealCLI:
         )
         assert calls_in_log == len(api.requests)
         assert validates(store, "r1", tmp_path) == 0
+
+
+def spent(record: Any) -> tuple[int, int, float]:
+    """The record's tokens and cost, the cost to compare with the CLI's figure (a sum of
+    per-leg parts on our side, one total on the CLI's: equal up to the floating point's
+    last digits)."""
+    u = record.usage
+    return (u.input_tokens, u.output_tokens, pytest.approx(u.cost, rel=1e-9, abs=1e-15))
 
 
 def model_requests(api: FakeAnthropic) -> int:

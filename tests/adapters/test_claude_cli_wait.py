@@ -91,6 +91,9 @@ def test_the_resumed_session_reads_what_the_person_appended(
     opts = loan_options(api, tmp_path / "claude", loans, event)
     done = drive(loans.run("loan for A-7", opts))
     assert (done.status, done.waiting) == ("documents_requested", True)
+    # Waiting in its lifecycle, the record holds the CLI's cost of the leg.
+    assert done.sdk_result.total_cost_usd > 0
+    assert done.record.usage.cost == pytest.approx(done.sdk_result.total_cost_usd)
     asked = len(api.requests)
     # The leg ended at the tool's result (`continue: false`): no request after it.
     assert len([r for r in api.requests if r.get("tools")]) == 1

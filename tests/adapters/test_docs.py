@@ -20,9 +20,9 @@ EXAMPLES = re.findall(
 
 def test_the_page_has_its_examples() -> None:
     """A tool causing an event of your lifecycle, structlog, OpenAI Agents SDK (two),
-    LangGraph (three: the approval node too), pydantic-ai, the Claude Agent SDK and
-    OpenTelemetry."""
-    assert len(EXAMPLES) == 10
+    LangGraph (three: the approval node too), pydantic-ai, the Claude Agent SDK (two: its
+    cost at a pause and at the end too) and OpenTelemetry."""
+    assert len(EXAMPLES) == 11
 
 
 @pytest.mark.parametrize(("code", "output"), EXAMPLES)
