@@ -24,6 +24,7 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.diff import diff_runs
+from agentfsm.stores._rows import RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._source import (
@@ -46,6 +47,7 @@ __all__ = [
     "DIFF_EVENTS",
     "LEDGER_PAGE",
     "OTHERS_SHOWN",
+    "SORTS",
     "approvals_page",
     "diff_page",
     "event_pin",
@@ -78,9 +80,18 @@ _diagrams: SizedCache[tuple[str, int, bool], Diagram] = SizedCache(
 )
 
 
-#: Runs counted per status on the runs list; past it the count reads "N+" (an estimate
-#: that costs one bounded index read per status, whatever the store holds).
-COUNT_CAP = 1000
+#: Runs the runs list counts one by one, per status and in all, unless told otherwise
+#: (`UIConfig.count_up_to`); past it, the store estimates ("about 120,000"): a count stops
+#: after this many index entries (~0.3 ms on SQLite), so the counts cost the same whatever
+#: the store holds.
+COUNT_CAP = 10_000
+#: The runs list's orders, as its `sort=` says them, with their words.
+SORTS = {
+    "newest": "newest first",
+    "oldest": "oldest first",
+    "run_id": "by run id",
+    "status": "by status, then run id",
+}
 #: Index pages the runs list reads to fill a page filtered on what only records know (the
 #: objective, agent or tools, the start date); it then says where to go on.
 FILTER_PAGES = 20
@@ -92,17 +103,20 @@ def runs_page(
     source: Source, *, status: list[str], table: str | None, search: str | None,
     after: str | None, limit: int, text: str | None = None, since: str | None = None,
     until: str | None = None, trail: Sequence[str] = (), counts: bool = True,
+    sort: RunOrder = "newest", count_up_to: int = COUNT_CAP,
 ) -> dict[str, Any]:  # fmt: skip
-    """The runs list: one page from the index, filtered. `text` keeps runs whose objective,
-    agent or a tool they called holds it (any case); `since`/`until` (YYYY-MM-DD) keep runs
-    started in that range; `trail` is the cursors of the pages before (for "previous")."""
+    """The runs list: one page from the index in `sort` order, filtered. `text` keeps runs
+    whose objective, agent or a tool they called holds it (any case); `since`/`until`
+    (YYYY-MM-DD) keep runs started in that range; `trail` is the cursors of the pages
+    before (for "previous"). With `counts`, the runs per status and how many match the
+    status filter (counted up to `count_up_to`, estimated past it)."""
     wanted = text.casefold() if text else None
     if wanted or since or until:
         rows: list[RunRow] = []
         cursor, scanned, pages = after, 0, 0
         while pages < FILTER_PAGES:
             page = source.runs_page(
-                status=status, table=table, search=search, after=cursor, limit=limit
+                status=status, table=table, search=search, after=cursor, limit=limit, order=sort
             )
             pages += 1
             scanned += page.scanned
@@ -113,10 +127,15 @@ def runs_page(
         cut = rows[:limit]
         more = cursor is not None or len(rows) > limit
         page = RunsPage(
-            tuple(cut), (cut[-1].info.run_id if cut else cursor) if more else None, scanned
+            tuple(cut),
+            (cut[-1].info.run_id if cut else cursor) if more else None,
+            scanned,
+            page.order,
         )
     else:
-        page = source.runs_page(status=status, table=table, search=search, after=after, limit=limit)
+        page = source.runs_page(
+            status=status, table=table, search=search, after=after, limit=limit, order=sort
+        )
     statuses = sorted({s for t in source.tables() for s in t.state_names})
     trail = [t for t in trail if t][-TRAIL_KEPT:]
     return {
@@ -137,9 +156,16 @@ def runs_page(
             for row in page.rows
         ],
         "statuses": statuses,
-        "counts": _counts(source, page.rows, statuses) if counts else [],
+        "counts": _counts(source, statuses, count_up_to) if counts else [],
+        "total": source.count(status, count_up_to) if counts else None,
+        "sorts": SORTS,
+        "sort": page.order,
+        "sorted_as_asked": page.order == sort,
+        # Filters the index cannot apply: the page reads on through it to fill itself.
+        "scanning": bool(wanted or since or until or table or search),
         "table_names": sorted({t.name for t in source.tables()}),
         "filters": {
+            "sort": sort,
             "status": status,
             "table": table or "",
             "q": search or "",
@@ -173,21 +199,12 @@ def _matches(row: RunRow, text: str | None, since: str | None, until: str | None
     return True
 
 
-def _counts(source: Source, rows: Sequence[RunRow], statuses: list[str]) -> list[dict[str, Any]]:
-    """Runs per status from the index, each count capped at `COUNT_CAP` (then `N+`): one
-    bounded index read per status, through the handle of a run on the page (the index is
-    the same whatever the run's table)."""
-    if not rows:
-        return []
-    run_id = rows[0].info.run_id
-    found = source.use(
-        run_id, lambda store: [len(store.runs(s, limit=COUNT_CAP + 1)) for s in statuses]
-    )
-    return [
-        {"status": s, "count": min(n, COUNT_CAP), "more": n > COUNT_CAP}
-        for s, n in zip(statuses, found, strict=True)
-        if n
-    ]
+def _counts(source: Source, statuses: list[str], up_to: int) -> list[dict[str, Any]]:
+    """Runs per status from the index, each counted up to `up_to` and estimated past it
+    (one bounded index read per status, whatever the store holds); statuses with none left
+    out."""
+    found = [(s, source.count([s], up_to)) for s in statuses]
+    return [{"status": s, "count": n} for s, n in found if n.count]
 
 
 def _driver(source: Source, row: RunRow) -> str | None:

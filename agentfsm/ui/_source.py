@@ -35,7 +35,7 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._rows import RunInfo
+from agentfsm.stores._rows import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import HandlePool, SizedCache, record_bytes
 
@@ -102,11 +102,19 @@ class RunRow:
 
 @attrs.frozen
 class RunsPage:
-    """A page of the runs list, and the cursor of the next one (None on the last page)."""
+    """A page of the runs list, and the cursor of the next one (None on the last page).
+
+    Attributes:
+        rows: the runs on the page.
+        next_after: where the next page starts (after this run), or None.
+        scanned: how many index rows were read to fill it.
+        order: the order it is in (run id when the store lists in no other).
+    """
 
     rows: tuple[RunRow, ...]
     next_after: str | None
     scanned: int
+    order: RunOrder = "run_id"
 
 
 @attrs.frozen
@@ -337,13 +345,49 @@ class Source:
         search: str | None = None,
         after: str | None = None,
         limit: int = 50,
+        order: RunOrder = "run_id",
     ) -> RunsPage:
-        """A page of runs in run-id order, read from the store's index.
+        """A page of runs in `order`, read from the store's index, after run `after`.
 
         `search` keeps run ids that start with it; `table` keeps runs under a table of that
-        name (known only once a run's record is read, so a page reads up to 20 pages of the
-        index to fill itself, and says where to go on).
+        name (known only once a run's record is read). In run-id order a search is a range
+        of the index; otherwise, as with `table`, a page reads up to 20 pages of the index
+        to fill itself, and says where to go on. A store that lists by run id only is read
+        in that order (the page's `order` says which it was).
         """
+        if order == "run_id":
+            return self._runs_by_id(status, table, search, after, limit)
+        cursor = after
+        rows: list[RunRow] = []
+        scanned = 0
+        for _ in range(_SCAN_PAGES if table or search else 1):
+            try:
+                with self._store(self._default) as store:
+                    infos = store.runs(status or None, limit=limit, after=cursor, order=order)
+            except NotImplementedError:
+                return self._runs_by_id(status, table, search, after, limit)
+            for info in infos:
+                scanned += 1
+                cursor = info.run_id
+                if search and not info.run_id.startswith(search):
+                    continue
+                row = self._row(info)
+                if table is None or row.table == table:
+                    rows.append(row)
+                if len(rows) >= limit:
+                    return RunsPage(tuple(rows), cursor, scanned, order)
+            if len(infos) < limit:
+                return RunsPage(tuple(rows), None, scanned, order)
+        return RunsPage(tuple(rows), cursor, scanned, order)
+
+    def _runs_by_id(
+        self,
+        status: Sequence[str],
+        table: str | None,
+        search: str | None,
+        after: str | None,
+        limit: int,
+    ) -> RunsPage:
         # Each index read borrows a handle only for itself: a record read for a row takes
         # one of its own, and holding one while waiting for another could take every
         # handle of the pool and leave all readers waiting.
@@ -374,6 +418,12 @@ class Source:
             if len(infos) < limit:
                 return RunsPage(tuple(rows), None, scanned)
         return RunsPage(tuple(rows), cursor, scanned)
+
+    def count(self, status: Sequence[str] = (), up_to: int = COUNT_EXACT_UP_TO) -> RunCount:
+        """How many runs are in `status` (any status when empty), from the store's index:
+        exact up to `up_to`, estimated past it (`EventStore.count_runs`)."""
+        with self._store(self._default) as store:
+            return store.count_runs(status or None, exact_up_to=up_to)
 
     def children(self, run_id: str) -> list[RunInfo]:
         """The subagent runs `run_id` started (ids `run_id/action_id`), from the index."""

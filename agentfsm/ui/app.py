@@ -39,6 +39,7 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime import control
+from agentfsm.stores._rows import RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui import _pages
 from agentfsm.ui._pages import DECIDE_BUDGET
@@ -67,6 +68,8 @@ class UIConfig:
             decision's approver (and a cancel's "asked by") is that header's value, shown on
             the forms and not typed; a change without it is refused. Only set it behind a
             proxy that sets the header itself and strips it from what clients send.
+        count_up_to: how many runs the runs list counts one by one (per status, and those
+            matching its status filter) before the store estimates ("about 120,000").
     """
 
     token: str
@@ -75,6 +78,7 @@ class UIConfig:
     page_size: int = 50
     poll_seconds: float = 3.0
     identity_header: str | None = None
+    count_up_to: int = _pages.COUNT_CAP
 
 
 class _Headers:
@@ -122,15 +126,20 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     async def runs(request: Request) -> Response:
         q = request.query_params
         since, until = _day(request, "since"), _day(request, "until")
-        data = await run_in_threadpool(
-            lambda: _pages.runs_page(
-                source, status=q.getlist("status"), table=q.get("table") or None,
-                search=q.get("q") or None, after=q.get("after") or None,
-                limit=config.page_size, text=(q.get("text") or "")[:200] or None,
-                since=since, until=until, trail=q.getlist("trail"),
-                counts=q.get("fragment") != "rows",
-            )
-        )  # fmt: skip
+        sort = _sort(request)
+        try:
+            data = await run_in_threadpool(
+                lambda: _pages.runs_page(
+                    source, status=q.getlist("status"), table=q.get("table") or None,
+                    search=q.get("q") or None, after=q.get("after") or None,
+                    limit=config.page_size, text=(q.get("text") or "")[:200] or None,
+                    since=since, until=until, trail=q.getlist("trail"),
+                    counts=q.get("fragment") != "rows", sort=sort,
+                    count_up_to=config.count_up_to,
+                )
+            )  # fmt: skip
+        except ValueError as exc:  # a cursor naming no run: the store says which
+            raise HTTPException(400, str(exc)) from None
         if q.get("fragment") == "rows":
             return render(request, "_run_rows.html", **data)
         problems = getattr(source, "problems", ())
@@ -490,6 +499,17 @@ def _number(request: Request, name: str) -> int | None:
     if not value.isdigit() or len(value) > 12:
         raise HTTPException(400, f"?{name}= must be a positive whole number")
     return int(value)
+
+
+def _sort(request: Request) -> RunOrder:
+    """The runs list's `?sort=`: newest first unless asked, or, searching by a run id's
+    start, by run id (the index reads that range directly)."""
+    value = request.query_params.get("sort") or (
+        "run_id" if request.query_params.get("q") else "newest"
+    )
+    if value not in _pages.SORTS:
+        raise HTTPException(400, f"?sort= must be one of {', '.join(_pages.SORTS)}")
+    return value  # type: ignore[return-value]
 
 
 def _day(request: Request, name: str) -> str | None:
