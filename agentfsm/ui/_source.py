@@ -154,11 +154,23 @@ class CacheUse:
 
 @attrs.frozen
 class RunPath:
-    """A run's path through its table, computed once per version (one fold of the log)."""
+    """A run's path through its table, computed once per version: one fold of the log,
+    then of what it grew by (a live run's page folds each new event once, not its whole log
+    again).
+
+    Attributes:
+        version: the last event folded.
+        trajectory: each event's move.
+        checkpoints: the record every 256 events.
+        record: the record after the last event folded (None: not kept).
+        table: the digest of the table it was folded with.
+    """
 
     version: int
     trajectory: Trajectory
     checkpoints: dict[int, RunRecord]
+    record: RunRecord | None = None
+    table: str = ""
 
     def state_after(self, sequence: int) -> str:
         """The run's state after the event at `sequence`."""
@@ -476,9 +488,12 @@ class Source:
                 if cached is not None and cached.version >= info.version:
                     return cached
                 table = self.table_of(run_id)
+                grown = cached if cached is not None and _goes_on(cached, table) else None
 
                 def fold(store: EventStore) -> RunPath:
-                    return _fold_path(store.reducer, table, run_id, store.events(run_id))
+                    after = grown.version if grown is not None else 0
+                    events = store.events(run_id, after=after)
+                    return _fold_path(store.reducer, table, run_id, events, grown)
 
                 path = self.use(run_id, fold)
                 self._paths.put(run_id, path)
@@ -564,7 +579,8 @@ class Source:
 
 def _path_bytes(path: RunPath) -> int:
     """An estimate, on the high side, of the bytes `path` holds."""
-    checkpoint = max((record_bytes(r) for r in path.checkpoints.values()), default=0)
+    kept = [*path.checkpoints.values(), *([path.record] if path.record else [])]
+    checkpoint = max((record_bytes(r) for r in kept), default=0)
     return _PATH_PER_STEP * len(path.trajectory.steps) + checkpoint
 
 
@@ -599,10 +615,20 @@ def _close(events: Iterable[Any]) -> None:
         close()
 
 
+def _goes_on(path: RunPath, table: TransitionTable) -> bool:
+    """Whether a longer log's path can be folded on from `path` (same table, no refusal)."""
+    return path.record is not None and path.table == table.digest and not path.trajectory.refusal
+
+
 def _fold_path(
-    reducer: Reducer, table: TransitionTable, run_id: str, events: Iterator[Event]
+    reducer: Reducer,
+    table: TransitionTable,
+    run_id: str,
+    events: Iterator[Event],
+    since: RunPath | None = None,
 ) -> RunPath:
-    checkpoints: dict[int, RunRecord] = {}
+    checkpoints: dict[int, RunRecord] = dict(since.checkpoints) if since is not None else {}
+    before = (since.trajectory, since.record) if since is not None and since.record else None
 
     def keep(step: Step, before: RunRecord, after: RunRecord, event: Event) -> None:
         if step.sequence % _CHECKPOINT_EVERY == 0:
@@ -610,7 +636,9 @@ def _fold_path(
 
     try:
         # A stored log the reducer refuses now (a bug) ends the path at the refusal.
-        trajectory, record = fold_trajectory(run_id, events, table, reducer, on_step=keep)
+        trajectory, record = fold_trajectory(
+            run_id, events, table, reducer, on_step=keep, since=before
+        )
     finally:
         _close(events)
-    return RunPath(record.version, trajectory, checkpoints)
+    return RunPath(record.version, trajectory, checkpoints, record, table.digest)
