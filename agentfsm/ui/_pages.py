@@ -32,6 +32,7 @@ from agentfsm.ui._source import (
     EVENTS_PER_PAGE,
     INBOX_RUNS,
     PendingCall,
+    RunPath,
     RunRow,
     RunsPage,
     Source,
@@ -51,11 +52,13 @@ __all__ = [
     "approvals_page",
     "diff_page",
     "event_pin",
+    "inbox_groups",
     "record_json",
     "run_page",
     "runs_page",
     "table_page",
     "table_rows",
+    "timeline_update",
 ]
 
 #: Rows per page of a run page's actions table.
@@ -260,24 +263,8 @@ def run_page(
     else:
         at_record = source.record_at(run_id, step_at)
     state_at = at_record.status
-    timeline = [
-        {
-            "sequence": e.sequence,
-            "type": e.type,
-            "occurred_at": e.occurred_at,
-            "move": path.trajectory.steps[e.sequence - 1]
-            if e.sequence <= len(path.trajectory.steps)
-            else None,
-            "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
-            "cut": clipped(fields)[1],
-            "action_id": (action_id := getattr(e, "action_id", None)),
-            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
-        }
-        for e in events
-    ]
-    first_seq = (page - 1) * EVENTS_PER_PAGE
-    turns_before = sum(1 for s in path.trajectory.steps[:first_seq] if s.event == "model.started")
-    groups = turn_groups(timeline, record.started_at, turns_before)
+    timeline = _timeline(events, path, record)
+    groups = turn_groups(timeline, record.started_at, _turns_before(path, page))
     if at is not None:
         since = step_at - 1 if compare is None else min(max(compare, 0), version)
         if since >= 1 and before is None:
@@ -337,6 +324,49 @@ def run_page(
         "child_ids": {c.run_id for c in children},
         "steer": steering(table, record),
     }
+
+
+def _timeline(events: Sequence[Event], path: RunPath, record: RunRecord) -> list[dict[str, Any]]:
+    """A page of the timeline's rows: each event, the move it made, its fields."""
+    steps = path.trajectory.steps
+    return [
+        {
+            "sequence": e.sequence,
+            "type": e.type,
+            "occurred_at": e.occurred_at,
+            "move": steps[e.sequence - 1] if e.sequence <= len(steps) else None,
+            "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
+            "cut": clipped(fields)[1],
+            "action_id": (action_id := getattr(e, "action_id", None)),
+            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
+        }
+        for e in events
+    ]
+
+
+def _turns_before(path: RunPath, page: int) -> int:
+    """The turns the run had begun before timeline page `page` (turns are numbered as the
+    run counts them)."""
+    first_seq = (page - 1) * EVENTS_PER_PAGE
+    return sum(1 for s in path.trajectory.steps[:first_seq] if s.event == "model.started")
+
+
+def timeline_update(source: Source, run_id: str, after: int, until: int) -> dict[str, Any]:
+    """What a live run page is sent once the run went past event `after`: its record, and,
+    while the page's timeline (which ends at event `until`) has room, the turn groups of
+    that page the new events touched or began, each whole (a group's bars span its turn).
+    Bounded by one page: at most 100 events read, of the page `after + 1` is on."""
+    record = source.record(run_id)
+    last = min(record.version, until)
+    groups: list[dict[str, Any]] = []
+    if after < last:
+        page = after // EVENTS_PER_PAGE + 1
+        path = source.path(run_id)
+        events = [e for e in source.events_page(run_id, page) if e.sequence <= last]
+        timeline = _timeline(events, path, record)
+        every = turn_groups(timeline, record.started_at, _turns_before(path, page))
+        groups = [g for g in every if g["rows"] and g["rows"][-1]["sequence"] > after]
+    return {"record": record, "groups": groups, "shown": max(last, after)}
 
 
 def event_pin(event: Event) -> str:
@@ -442,8 +472,7 @@ def approvals_page(
     run's context and its batch summarised once per run (counts by tool and status, and a
     few of its other calls by name), never every call with every other."""
     inbox = source.pending(after, after_call)
-    groups = [_inbox_group(source, list(calls)) for _, calls in
-              itertools.groupby(inbox.calls, key=lambda c: c.record.run_id)]  # fmt: skip
+    groups = inbox_groups(source, inbox.calls)
     return {
         "groups": groups,
         "keys": [f"{c.record.run_id} {c.action_id}" for c in inbox.calls],
@@ -453,6 +482,12 @@ def approvals_page(
         "per_page": CALLS_PER_PAGE,
         "runs_read": INBOX_RUNS,
     }
+
+
+def inbox_groups(source: Source, calls: Sequence[PendingCall]) -> list[dict[str, Any]]:
+    """The inbox's sections for `calls` (in inbox order): one per run, each call once."""
+    by_run = itertools.groupby(calls, key=lambda c: c.record.run_id)
+    return [_inbox_group(source, list(run_calls)) for _, run_calls in by_run]
 
 
 #: Earlier calls with their results an inbox card shows (the most recent ones).
