@@ -95,6 +95,7 @@ COUNT_EXACT_UP_TO = 100_000
 #: The orders `runs()` lists in: by run id; by creation in the store, newest or oldest
 #: first; by status (A-Z), then run id.
 RunOrder = Literal["run_id", "newest", "oldest", "status"]
+#: Every `RunOrder`, the default of `runs()` (run id) first.
 RUN_ORDERS: tuple[RunOrder, ...] = ("run_id", "newest", "oldest", "status")
 
 
