@@ -356,12 +356,12 @@ def timeline_update(source: Source, run_id: str, after: int, until: int) -> dict
     while the page's timeline (which ends at event `until`) has room, the turn groups of
     that page the new events touched or began, each whole (a group's bars span its turn).
     Bounded by one page: at most 100 events read, of the page `after + 1` is on."""
+    path = source.path(run_id)  # folded on by the new events: its record is the run's now
     record = source.record(run_id)
     last = min(record.version, until)
     groups: list[dict[str, Any]] = []
     if after < last:
         page = after // EVENTS_PER_PAGE + 1
-        path = source.path(run_id)
         events = [e for e in source.events_page(run_id, page) if e.sequence <= last]
         timeline = _timeline(events, path, record)
         every = turn_groups(timeline, record.started_at, _turns_before(path, page))

@@ -338,6 +338,11 @@ class Source:
         cached = self._records.get(info.run_id)
         if cached is not None and cached[0] == info.version:
             return cached[1]
+        path = self._paths.get(info.run_id)
+        if path is not None and path.version == info.version and path.record is not None:
+            # The path was folded on to this version (a live page): its record is the load's.
+            self._records.put(info.run_id, (path.version, path.record))
+            return path.record
         record = self.use(info.run_id, lambda s: s.load(info.run_id))
         self._records.put(info.run_id, (record.version, record))
         return record

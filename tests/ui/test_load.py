@@ -275,7 +275,8 @@ class TestInstalledTablesReadOnce:
 class TestALongRunsPathGrows:
     def test_the_path_folded_on_is_the_path_folded_whole(self, tmp_path: Path) -> None:
         """A run that grew past a checkpoint is folded only where it grew, and its path,
-        checkpoints and record are those a fresh fold makes."""
+        checkpoints and record are those a fresh fold makes (the record is then the run's
+        record, without a load)."""
         from agentfsm.testing.store_checks import scripted_run
 
         path = tmp_path / "runs.db"
@@ -288,6 +289,8 @@ class TestALongRunsPathGrows:
             store.append("long", events[250:], 250)
         grown = source.path("long")
         fresh = Source(opener(path)).path("long")
+        with SQLiteEventStore(path) as store:  # the record a page shows: the path's, the load's
+            assert source.record("long").dumps() == store.load("long").dumps()
         assert (before.version, grown.version) == (250, 301)
         assert grown.trajectory == fresh.trajectory
         assert grown.checkpoints.keys() == fresh.checkpoints.keys() == {256}
