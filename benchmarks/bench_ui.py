@@ -15,7 +15,12 @@ whole request: routing, store reads, folds, Graphviz, template):
   timeline (served from the cached path), and one step of the step-through (`at=`);
 - the approvals inbox and the run page of a run whose one decision proposed `--batch` calls
   that each wait for approval (issue 25: this once drew every call with every other), cold,
-  with the bytes of each answer.
+  with the bytes of each answer;
+- the runs list in its other orders (oldest first, by status; a page deep in the list), and
+  its counts past the exact bound (issue 29: estimates);
+- a live page's stream (issue 29): one look at a run that did not move (what each open
+  stream costs a tick), and the look that sends a `--events`-event run's page the rows of
+  a tool turn (5 events) just appended to it, next to `store.run_info`.
 
 The store is built once in a temporary directory on /dev/shm when there is one (building
 100,000 runs with fsync per commit would measure the disk), with SQLite synchronous=NORMAL.
@@ -88,6 +93,11 @@ def batch_run(run_id: str, calls: int) -> list[Event]:
 
 def build(path: Path, runs: int, events: int, batch: int) -> None:
     with SQLiteEventStore(path, synchronous="NORMAL") as store:
+        # Made first, so the list's first page (newest first) holds what it held by run id:
+        # the batch, the long run and 48 short runs.
+        live = long_run("live-run", events)[:-3]  # the long run, not over: it goes on
+        for start in range(0, len(live), 1000):
+            store.append("live-run", live[start : start + 1000], start)
         for i in range(runs):
             run_id = f"run-{i:06d}"
             store.append(run_id, short_run(run_id, i), 0)
@@ -165,6 +175,13 @@ def main(argv: list[str] | None = None) -> None:
         load_batch = median_ms(lambda: store.load("batch"), rounds)
         inbox = cold("/approvals")
         batch_page = cold("/run?id=batch")
+        oldest = cold("/?sort=oldest")
+        by_status = cold(f"/?sort=status&after={deep}")
+        deep_newest = cold(f"/?after={deep}")
+        counted = median_ms(lambda: store.count_runs("completed", exact_up_to=10_000), rounds * 4)
+        estimate = str(store.count_runs("completed", exact_up_to=10_000))
+        info = median_ms(lambda: store.run_info("live-run"), rounds * 4)
+        idle, grown = _live_looks(opener, path, rounds)
 
         rows = [
             ("runs list, page 1 (cold: 50 records read)", cold_first, query),
@@ -175,18 +192,63 @@ def main(argv: list[str] | None = None) -> None:
             ("run page, step-through at=5000", step, load),
             (f"inbox, a {args.batch:,}-call batch waiting (cold)", inbox, load_batch),
             (f"run page, a {args.batch:,}-call batch (cold)", batch_page, load_batch),
+            ("runs list, oldest first (cold)", oldest, query),
+            (f"runs list, by status, after {deep} (cold)", by_status, query_deep),
+            (f"runs list, newest first, after {deep} (cold)", deep_newest, query_deep),
+            (f"count of 'completed' past 10,000 ({estimate})", counted, query),
+            ("live: a look at a run that did not move", idle, info),
+            (f"live: a {args.events:,}-event run's page sent 5 new rows", grown, info),
         ]
         print(f"{'what':<48} {'ms':>9} {'bare ms':>9} {'ratio':>7}")
         for what, ms, bare in rows:
             print(f"{what:<48} {ms:>9.1f} {bare:>9.2f} {ms / bare:>6.1f}x")
         print("bare: store.runs(limit=50) for the runs list, store.load('long-run') for the run, "
-              "store.load('batch') for the batch")  # fmt: skip
+              "store.load('batch') for the batch, store.run_info for a live look")  # fmt: skip
         print(f"a timeline page of the long run is {page_bytes / 1024:.0f} KiB of HTML "
               f"(100 events of {args.events:,})")  # fmt: skip
         print(f"the inbox with the {args.batch:,}-call batch is "
               f"{sizes['/approvals'] / 1024:.0f} KiB, its run page "
               f"{sizes['/run?id=batch'] / 1024:.0f} KiB")  # fmt: skip
         store.close()
+
+
+def _live_looks(
+    opener: Callable[[TransitionTable], EventStore], path: Path, rounds: int
+) -> tuple[float, float]:
+    """A live run page's stream: the median ms of one look at the run while it stands
+    still, and of the look after a tool turn (5 events) was appended (the turn's rows
+    rendered, the run's path folded on by those 5 events, not refolded whole)."""
+    from agentfsm.ui._feeds import RunFeed
+    from agentfsm.ui.app import create_app
+
+    source = Source(opener)
+    app = create_app(source, UIConfig(token="x" * 22, allowed_hosts=("testserver",)))
+    client = TestClient(app)
+    client.get("/run?id=live-run")  # the page: its path folded once
+    version = source.info("live-run").version
+    feed = RunFeed(source, lambda name, **c: name, "live-run", version, version + 10_000)
+    # The look itself, as the stream's loop has it done on the thread pool.
+    feed._look()  # the first look (as the page showed it)
+    idle = median_ms(feed._look, rounds * 4)
+    writer = SQLiteEventStore(path)
+    times = []
+    for i in range(rounds):
+        at = writer.run_info("live-run").version
+        turn = LogBuilder("live-run", start=at + 1)
+        calls = [{"action_id": f"live{i}", "tool": "lookup", "arguments": {"n": i}}]
+        turn.add("model.started")
+        turn.add("model.completed", decision="tool_calls", tool_calls=calls)
+        turn.add("tool.requested", action_id=f"live{i}", tool="lookup", arguments={"n": i})
+        turn.add("tool.started", action_id=f"live{i}")
+        turn.add("tool.completed", action_id=f"live{i}", result={"n": i})
+        writer.append("live-run", turn.events, at)
+        start = time.perf_counter()
+        sent = feed._look()
+        times.append(time.perf_counter() - start)
+        assert sent, "the look sent nothing"
+    writer.close()
+    source.close()
+    return idle, statistics.median(times) * 1000
 
 
 if __name__ == "__main__":

@@ -109,9 +109,11 @@ def test_bench_ui_prints_the_inbox_and_run_page_of_a_big_batch(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`make bench-ui` ends with the inbox and the run page of a run waiting on a batch, and
-    the bytes of each."""
+    the bytes of each; it measures the list's other orders and a live page's looks."""
     bench_ui.main(["--runs", "3", "--events", "40", "--batch", "60", "--rounds", "1"])
     out = capsys.readouterr().out
+    assert "runs list, oldest first (cold)" in out
+    assert "live: a 40-event run's page sent 5 new rows" in out
     assert "inbox, a 60-call batch waiting (cold)" in out
     assert "run page, a 60-call batch (cold)" in out
     assert "the inbox with the 60-call batch is " in out

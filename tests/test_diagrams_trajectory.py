@@ -27,6 +27,9 @@ from agentfsm.diagrams import (
     trajectory_from_jsonl,
 )
 from agentfsm.diagrams.model import EdgeLabel
+from agentfsm.diagrams.trajectory import fold_trajectory
+from agentfsm.reducers import DEFAULT_REDUCER
+from agentfsm.testing.strategies import legal_runs
 from tests._diagram_tables import TINY
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -376,3 +379,18 @@ class _CountedSteps(tuple[Step, ...]):
     def __iter__(self) -> Iterator[Step]:
         self.reads += 1
         return super().__iter__()
+
+
+@given(log=legal_runs(max_events=30), data=st.data())
+def test_a_path_folded_on_from_any_point_is_the_path_folded_whole(
+    log: list[Event], data: st.DataObject
+) -> None:
+    """`fold_trajectory(since=...)`: the path and record of a log's first k events, folded on
+    by the rest, are those of the whole log folded at once, for any legal log and any k."""
+    k = data.draw(st.integers(0, len(log)), label="k")
+    run_id = log[0].run_id
+    whole = fold_trajectory(run_id, log, DEFAULT_TABLE, DEFAULT_REDUCER)
+    head = fold_trajectory(run_id, log[:k], DEFAULT_TABLE, DEFAULT_REDUCER)
+    on = fold_trajectory(run_id, log[k:], DEFAULT_TABLE, DEFAULT_REDUCER, since=head)
+    assert on[0] == whole[0]
+    assert on[1].dumps() == whole[1].dumps()

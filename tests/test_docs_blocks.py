@@ -60,7 +60,13 @@ def _runtime() -> list[str]:
 def _stores() -> list[str]:
     # tests/stores/test_store_docs.py: the first block of the page and of these sections;
     # tests/stores/test_memory_cap.py: the memory store's cap.
-    sections = (None, "## Attachments", "## Leases", "## Tamper evidence")
+    sections = (
+        None,
+        "## Listing and counting",
+        "## Attachments",
+        "## Leases",
+        "## Tamper evidence",
+    )
     found = [code for heading in sections for code in _first_block_after("docs/stores.md", heading)]
     page = _text("docs/stores.md")
     capped = [

@@ -262,13 +262,21 @@ def fold_trajectory(
     *,
     bad_line: EventFormatError | None = None,
     on_step: OnStep | None = None,
+    since: tuple[Trajectory, RunRecord] | None = None,
 ) -> tuple[Trajectory, RunRecord]:
     """A run's path, folding its `events` up to the first one the reducer refuses, and its
     record there. `on_step` hears every step (what a page or report keeps besides the path);
     `bad_line` is an unreadable line of the run after its last event, shown as its end.
+    `since`: the path and record of the run's events before `events` (a path this function
+    made, without a refusal), which the new steps go on from: a longer log is folded only
+    where it grew.
     """
     record = reducer.initial(run_id)
     steps: list[Step] = []
+    if since is not None:
+        if since[0].refusal is not None:
+            raise ValueError("a path that ended at a refusal cannot be gone on from")
+        steps, record = list(since[0].steps), since[1]
     for event in events:
         before = record
         try:

@@ -11,10 +11,14 @@ from agentfsm.stores._holder import Holder
 from agentfsm.stores._integrity import chain_hash
 from agentfsm.stores._lease import LEASE_TTL, AsyncLease, HeldLease, Lease
 from agentfsm.stores._rows import (
+    COUNT_EXACT_UP_TO,
     GENESIS_HASH,
+    RUN_ORDERS,
     Attachment,
     Folded,
+    RunCount,
     RunInfo,
+    RunOrder,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
@@ -30,9 +34,11 @@ from agentfsm.stores.sqlite import SQLiteEventStore
 from agentfsm.stores.threaded import ThreadedAsyncEventStore
 
 __all__ = [
+    "COUNT_EXACT_UP_TO",
     "DEFAULT_SNAPSHOT_EVERY",
     "GENESIS_HASH",
     "LEASE_TTL",
+    "RUN_ORDERS",
     "AsyncEventStore",
     "AsyncLease",
     "Attachment",
@@ -43,8 +49,10 @@ __all__ = [
     "Lease",
     "MemoryEventStore",
     "MemoryStorage",
+    "RunCount",
     "RunInfo",
     "RunNotFoundError",
+    "RunOrder",
     "SQLiteEventStore",
     "StoreOptions",
     "StoredEvent",

@@ -17,7 +17,14 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._checks import check_run_id, no_attachments, no_leases
 from agentfsm.stores._holder import AsyncLeaseRows, Holder, live_holder
 from agentfsm.stores._lease import LEASE_TTL, AsyncLease, atake_lease, root_of
-from agentfsm.stores._rows import Attachment, RunInfo, VerifyReport
+from agentfsm.stores._rows import (
+    COUNT_EXACT_UP_TO,
+    Attachment,
+    RunCount,
+    RunInfo,
+    RunOrder,
+    VerifyReport,
+)
 
 __all__ = ["AsyncEventStore"]
 
@@ -59,12 +66,20 @@ class AsyncEventStore(abc.ABC):
         *,
         limit: int | None = None,
         after: str | None = None,
+        order: RunOrder = "run_id",
     ) -> list[RunInfo]:
-        """Runs ordered by run id (see `EventStore.runs`)."""
+        """Runs in `order`, paged by key (see `EventStore.runs`)."""
 
     @abc.abstractmethod
     async def verify(self, run_id: str) -> VerifyReport:
         """Check the run's hash chain (see `EventStore.verify`)."""
+
+    # Not abstract, as attachments below: async stores written before counts still work.
+    async def count_runs(
+        self, status: str | Iterable[str] | None = None, *, exact_up_to: int = COUNT_EXACT_UP_TO
+    ) -> RunCount:
+        """How many runs are in `status`, counted or estimated (see `EventStore.count_runs`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not count runs")
 
     # Not abstract, so async stores written before attachments existed still instantiate.
     async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:

@@ -15,13 +15,14 @@ from agentfsm.errors import (
     StoreInconsistentError,
 )
 from agentfsm.events.models import Event
-from agentfsm.stores._rows import RunInfo
+from agentfsm.stores._rows import RUN_ORDERS, RunInfo
 
 __all__ = [
     "check_append_args",
     "check_attachment",
     "check_attachment_name",
     "check_attachment_version",
+    "check_order",
     "check_prefix",
     "check_run_id",
     "conflict",
@@ -29,6 +30,7 @@ __all__ = [
     "no_attachments",
     "no_leases",
     "statuses",
+    "unplaced_cursor",
 ]
 
 
@@ -142,6 +144,22 @@ def check_append_args(events: Sequence[Event], expected_version: int) -> None:
         raise ValueError("append needs at least one event")
     if expected_version < 0:
         raise ValueError(f"expected_version must not be negative, got {expected_version}")
+
+
+def check_order(order: object) -> None:
+    """Refuse an order `runs()` does not list in, naming those it does."""
+    if order not in RUN_ORDERS:
+        raise ValueError(
+            f"order must be one of {', '.join(repr(o) for o in RUN_ORDERS)}, got {order!r}"
+        )
+
+
+def unplaced_cursor(after: str, order: str) -> ValueError:
+    """The error of a page cursor that names no run, in an order that places it by its run."""
+    return ValueError(
+        f"after={after!r} names no run in the store: listing {order!r}, a page starts after "
+        "a stored run (the last run id of the page before)"
+    )
 
 
 def statuses(status: str | Iterable[str] | None) -> tuple[str, ...] | None:

@@ -15,7 +15,7 @@ from agentfsm.stores._moment import moment
 from agentfsm.stores._rows import PreparedAppend, StoredEvent
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
-__all__ = ["PAGE", "Sql", "missing_tables", "newer_schema", "stored_event"]
+__all__ = ["PAGE", "Sql", "missing_tables", "newer_schema", "planned_rows", "stored_event"]
 
 #: Rows per query when streaming a log.
 PAGE = 2000
@@ -51,6 +51,14 @@ class Sql:
             f"ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS status_at timestamptz",
             f"CREATE INDEX IF NOT EXISTS {runs}_by_ready ON {runs} (status, status_at, run_id) "
             "WHERE strpos(run_id, '/') = 0",
+            # Version 6: the order runs were created in (a sequence's numbers, given by the
+            # column's default, so even a writer that names no number gets one), indexed
+            # alone and after the status: the runs list pages newest first by index ranges.
+            f"CREATE SEQUENCE IF NOT EXISTS {runs}_created",
+            f"ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS created bigint",
+            f"ALTER SEQUENCE {runs}_created OWNED BY {runs}.created",
+            f"CREATE INDEX IF NOT EXISTS {runs}_by_created ON {runs} (created)",
+            f"CREATE INDEX IF NOT EXISTS {runs}_by_status_created ON {runs} (status, created)",
             f"CREATE TABLE IF NOT EXISTS {events} (run_id text NOT NULL, "
             "sequence bigint NOT NULL, type text NOT NULL, data text NOT NULL, "
             "hash text NOT NULL, PRIMARY KEY (run_id, sequence))",
@@ -77,6 +85,28 @@ class Sql:
             "AND NOT attisdropped)"
         )
         self.runs_table = {"runs": runs}
+        # Read before the schema statements too: a runs table without `created` (version 5
+        # or older, or none yet) has its runs numbered by their first event's time (what it
+        # kept of when each began), then the column's default is set and the sequence
+        # moved past the numbers given. Run only then, as above.
+        self.lacks_created = (
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+            "to_regclass(%(runs)s) AND attname = 'created' AND NOT attisdropped)"
+        )
+        began = (
+            "CASE WHEN e.data::jsonb ->> 'occurred_at' ~ "
+            r"'^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|z|[+-]\d\d:?\d\d)?$' "
+            "THEN (e.data::jsonb ->> 'occurred_at')::timestamptz END"
+        )
+        self.number_runs = [
+            f"UPDATE {runs} AS r SET created = o.n FROM (SELECT r2.run_id, row_number() OVER "
+            f"(ORDER BY COALESCE({began}, r2.status_at, now()), r2.run_id) AS n "
+            f"FROM {runs} AS r2 LEFT JOIN {events} AS e ON e.run_id = r2.run_id "
+            "AND e.sequence = 1) AS o WHERE r.run_id = o.run_id",
+            f"ALTER TABLE {runs} ALTER COLUMN created SET DEFAULT nextval('{runs}_created')",
+            f"SELECT setval('{runs}_created', COALESCE(max(created), 0) + 1, false) FROM {runs}",
+        ]
+        self._runs = runs
         self.fill_status_at = (
             f"UPDATE {runs} SET status_at = CASE WHEN updated_at ~ "
             r"'^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|z|[+-]\d\d:?\d\d)?$' "
@@ -184,6 +214,77 @@ class Sql:
         }
         return (self.new_run if prepared.expected_version == 0 else self.move_run), params
 
+    def ordered_query(
+        self, order: str, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
+    ) -> tuple[str, dict[str, Any]]:
+        """`runs(order=...)` for the orders other than run id: one statement, each part an
+        index range after the cursor's row (read once, as an InitPlan or a one-row join).
+
+        By creation: `(created)`; for some statuses, one `(status, created)` range per
+        status in a LATERAL join, since `status = ANY(...) ORDER BY created` would read every
+        row of those statuses to sort them. By status: `(status, run_id)`, the same way.
+        Within a status the bound is a row comparison, which only the status's own index
+        can serve, so the planner never walks another index filtering by status (a rare
+        status would cost every row then).
+        """
+        runs = self._runs
+        args: dict[str, Any] = {"statuses": list(statuses or ()), "after": after, "n": limit}
+        columns = "r.run_id, r.status, r.version, r.updated_at"
+        page = "" if limit is None else " LIMIT %(n)s"
+        of = f"FROM {runs} WHERE run_id = %(after)s"
+        each = "unnest(%(statuses)s::text[]) AS s(status) CROSS JOIN LATERAL"
+        if order == "status":
+            if statuses is None:
+                bound = (
+                    ""
+                    if after is None
+                    else f" WHERE (status, run_id) > (SELECT status, run_id {of})"
+                )
+                sql = f"SELECT {columns} FROM {runs} AS r{bound} ORDER BY r.status, r.run_id{page}"
+                return sql, args
+            if after is None:
+                cursor, since, keep = "", "''", ""
+            else:
+                cursor = f"(SELECT status, run_id {of}) AS c CROSS JOIN "
+                since = "CASE WHEN s.status = c.status THEN c.run_id ELSE '' END"
+                keep = " WHERE s.status >= c.status"
+            sql = (
+                f"SELECT {columns} FROM {cursor}{each} (SELECT * FROM {runs} AS x "
+                f"WHERE x.status = s.status AND (x.status, x.run_id) > (s.status, {since}) "
+                f"ORDER BY x.run_id{page}) AS r{keep} ORDER BY r.status, r.run_id{page}"
+            )
+            return sql, args
+        newest = order == "newest"
+        direction, op = ("DESC", "<") if newest else ("ASC", ">")
+        if statuses is None:
+            bound = (
+                "created IS NOT NULL" if after is None else f"created {op} (SELECT created {of})"
+            )
+            by = f"ORDER BY r.created {direction}{page}"
+            return f"SELECT {columns} FROM {runs} AS r WHERE {bound} {by}", args
+        # No cursor: a bound past every number, so the row comparison is still there.
+        since = (
+            f"(SELECT created {of})" if after is not None else f"{'' if newest else '-'}{2**63 - 1}"
+        )
+        sql = (
+            f"SELECT {columns} FROM {each} (SELECT * FROM {runs} AS x WHERE x.status = s.status "
+            f"AND (x.status, x.created) {op} (s.status, {since}) ORDER BY x.created "
+            f"{direction}{page}) AS r ORDER BY r.created {direction}{page}"
+        )
+        return sql, args
+
+    def count_query(
+        self, statuses: tuple[str, ...] | None, up_to: int
+    ) -> tuple[str, list[Any], str, list[Any]]:
+        """How many runs are in `statuses`, counted up to `up_to` + 1; and the planner's
+        estimate of them (`EXPLAIN`: from the table's statistics, in constant time)."""
+        where, args = "", []
+        if statuses is not None:
+            where, args = " WHERE status = ANY(%s::text[])", [list(statuses)]
+        count = f"SELECT count(*) FROM (SELECT 1 FROM {self._runs}{where} LIMIT %s) AS t"
+        estimate = f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {self._runs}{where}"
+        return count, [*args, up_to + 1], estimate, args
+
     def runs_query(
         self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
     ) -> tuple[str, list[Any]]:
@@ -216,6 +317,14 @@ def newer_schema(found: str) -> StoreError:
         f"the database has agentfsm schema version {found}; this agentfsm reads version "
         f"{SCHEMA_VERSION}: upgrade agentfsm"
     )
+
+
+def planned_rows(plan: Any) -> int | None:
+    """The rows an `EXPLAIN (FORMAT JSON)` answer says its statement will return."""
+    try:
+        return int(plan[0]["Plan"]["Plan Rows"])
+    except (LookupError, TypeError, ValueError):
+        return None
 
 
 def stored_event(r: tuple[Any, ...]) -> StoredEvent:

@@ -75,12 +75,14 @@ from agentfsm.stores._checks import (
     check_attachment,
     check_attachment_name,
     check_attachment_version,
+    check_order,
     check_run_id,
     conflict,
     inconsistency,
     no_attachments,
     no_leases,
     statuses,
+    unplaced_cursor,
 )
 from agentfsm.stores._holder import Holder, LeaseRows, live_holder
 from agentfsm.stores._integrity import Integrity, key_from_env
@@ -96,15 +98,19 @@ from agentfsm.stores._load import (
     types_after,
 )
 from agentfsm.stores._rows import (
+    COUNT_EXACT_UP_TO,
     GENESIS_HASH,
     Attachment,
     Folded,
     Head,
     PreparedAppend,
+    RunCount,
     RunInfo,
+    RunOrder,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
+    bounded_count,
 )
 from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
 from agentfsm.stores.anchor import (
@@ -118,7 +124,13 @@ from agentfsm.stores.anchor import (
     to_anchor,
 )
 
-__all__ = ["DEFAULT_SNAPSHOT_EVERY", "AsyncEventStore", "EventStore", "StoreOptions"]
+__all__ = [
+    "COUNT_EXACT_UP_TO",
+    "DEFAULT_SNAPSHOT_EVERY",
+    "AsyncEventStore",
+    "EventStore",
+    "StoreOptions",
+]
 
 #: Snapshot after this many events unless told otherwise. A snapshot is the whole record,
 #: and the record's action ledger grows with the run, so writing one costs O(run) at append
@@ -313,18 +325,51 @@ class EventStore(abc.ABC):
         *,
         limit: int | None = None,
         after: str | None = None,
+        order: RunOrder = "run_id",
     ) -> list[RunInfo]:
-        """Runs ordered by run id, optionally only those in `status` (one or several).
+        """Runs in `order`, optionally only those in `status` (one or several).
+
+        Paged by key, never by offset: each page starts after the last run of the one
+        before, so a run added or moved between two pages shifts no other run off them, and
+        a page deep in the list costs what the first does (one index range each).
 
         Args:
             status: a status or several; None lists every run.
             limit: at most this many.
-            after: only run ids sorting after this one (for paging: pass the last id seen).
+            after: only the runs after this one in `order` (for paging: pass the last run id
+                seen). In run-id order any string will do; in the other orders it must name
+                a stored run.
+            order: `"run_id"`; `"newest"` or `"oldest"` (by creation in this store: the order
+                runs' first appends committed, so a run imported or forked today is newer
+                than one started yesterday, whatever times its events carry); or
+                `"status"` (A-Z, then by run id).
+
+        Raises:
+            ValueError: a negative `limit`, an unknown `order`, or (orders other than run
+                id) an `after` that names no run.
+            NotImplementedError: the backend lists runs by run id only.
         """
         self._usable()
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
-        return self._list_runs(statuses(status), limit, after)
+        check_order(order)
+        if order == "run_id":
+            return self._list_runs(statuses(status), limit, after)
+        found = self._list_runs_in(order, statuses(status), limit, after)
+        if not found and after is not None and limit != 0 and self._read_run(after) is None:
+            raise unplaced_cursor(after, order)
+        return found
+
+    def count_runs(
+        self, status: str | Iterable[str] | None = None, *, exact_up_to: int = COUNT_EXACT_UP_TO
+    ) -> RunCount:
+        """How many runs are in `status` (one or several; None: every run), counted up to
+        `exact_up_to` and estimated past it, so the answer costs the same however many runs
+        the store holds (see `RunCount`)."""
+        self._usable()
+        if exact_up_to < 0:
+            raise ValueError(f"exact_up_to must not be negative, got {exact_up_to}")
+        return self._count_runs(statuses(status), exact_up_to)
 
     def verify(self, run_id: str) -> VerifyReport:
         """Re-read every stored row of the run and check it; the report names the first
@@ -523,6 +568,29 @@ class EventStore(abc.ABC):
         self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
     ) -> list[RunInfo]:
         """Runs rows ordered by run id, filtered as `runs()` describes."""
+
+    # -- optional for a backend: other orders, counts ----------------------------------------
+
+    def _list_runs_in(
+        self,
+        order: RunOrder,
+        statuses: tuple[str, ...] | None,
+        limit: int | None,
+        after: str | None,
+    ) -> list[RunInfo]:
+        """Runs rows in `order` (not `"run_id"`), filtered as `runs()` describes, from an index
+        range after the row of run `after` (none when `after` names no run). Without it,
+        `runs()` lists by run id only."""
+        raise NotImplementedError(
+            f"{type(self).__name__} lists runs by run id only: its backend does not "
+            "implement `_list_runs_in`"
+        )
+
+    def _count_runs(self, statuses: tuple[str, ...] | None, up_to: int) -> RunCount:
+        """How many runs rows are in `statuses`, counted up to `up_to` (and, past it, an
+        estimate in bounded time, or the bound: see `RunCount`). By default, `up_to + 1`
+        rows listed by run id."""
+        return bounded_count(len(self._list_runs(statuses, up_to + 1, None)), up_to)
 
     # -- optional for a backend: attachments ------------------------------------------------
 

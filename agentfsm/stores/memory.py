@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterator, Sequence
 
 import attrs
@@ -31,7 +31,15 @@ from agentfsm.stores._holder import Holder, LeaseRows, from_epoch, takeable
 from agentfsm.stores._keys import META_KEY, key_refusal
 from agentfsm.stores._moment import moment
 from agentfsm.stores._process import Process, this_process
-from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
+from agentfsm.stores._rows import (
+    Attachment,
+    PreparedAppend,
+    RunCount,
+    RunInfo,
+    RunOrder,
+    StoredEvent,
+    StoredSnapshot,
+)
 from agentfsm.stores.base import EventStore, StoreOptions
 
 __all__ = ["MemoryEventStore", "MemoryLeaseTable", "MemoryLeases", "MemoryStorage"]
@@ -90,6 +98,11 @@ class MemoryStorage:
             the epoch, then id): a claim reads the head of each runnable status's list,
             as the durable stores read the head of an index.
         queued: each top-level run's place in `queue`: its status and when it took it.
+        made: the run ids in the order they were created (a run's creation number is its
+            place here + 1), which `runs(order="newest")` reads from the end.
+        created: each run's creation number.
+        by_status: each status's runs' creation numbers, ascending: a page of one status,
+            newest or oldest first, is a slice of its list.
     """
 
     runs: dict[str, RunInfo] = attrs.field(factory=dict)
@@ -104,6 +117,55 @@ class MemoryStorage:
     event_count: int = attrs.field(default=0, kw_only=True)
     queue: dict[str, list[tuple[float, str]]] = attrs.field(factory=dict, kw_only=True)
     queued: dict[str, tuple[str, float]] = attrs.field(factory=dict, kw_only=True)
+    made: list[str] = attrs.field(factory=list, kw_only=True)
+    created: dict[str, int] = attrs.field(factory=dict, kw_only=True)
+    by_status: dict[str, list[int]] = attrs.field(factory=dict, kw_only=True)
+
+    def index(self, old: RunInfo | None, info: RunInfo) -> None:
+        """Keep `made`, `created` and `by_status` up with `info` (under `lock`): a new run
+        takes the next creation number; one whose status changed moves between lists."""
+        if old is None:
+            self.made.append(info.run_id)
+            number = self.created[info.run_id] = len(self.made)
+            self.by_status.setdefault(info.status, []).append(number)  # the largest yet
+            return
+        if old.status == info.status:
+            return
+        number = self.created[info.run_id]
+        entries = self.by_status[old.status]
+        del entries[bisect_left(entries, number)]
+        insort(self.by_status.setdefault(info.status, []), number)
+
+    def page(
+        self,
+        order: str,
+        statuses: tuple[str, ...] | None,
+        limit: int | None,
+        after: str | None,
+    ) -> list[RunInfo]:
+        """Runs by creation, `"newest"` or `"oldest"` first, after run `after` (under `lock`):
+        a slice of each status's list (or of `made`), so a page costs its own rows."""
+        newest = order == "newest"
+        if after is None:
+            cursor = len(self.made) + 1 if newest else 0
+        elif after in self.created:
+            cursor = self.created[after]
+        else:
+            return []
+        lists = [range(1, len(self.made) + 1)] if statuses is None else [
+            self.by_status.get(s, []) for s in statuses
+        ]  # fmt: skip
+        numbers: list[int] = []
+        for entries in lists:
+            if newest:
+                end = bisect_left(entries, cursor)
+                start = 0 if limit is None else max(end - limit, 0)
+                numbers += entries[start:end]
+            else:
+                start = bisect_right(entries, cursor)
+                numbers += entries[start : None if limit is None else start + limit]
+        numbers.sort(reverse=newest)
+        return [self.runs[self.made[n - 1]] for n in numbers[:limit]]
 
     def requeue(self, info: RunInfo) -> None:
         """Move `info`'s run to the end of its status's queue if its status changed; it
@@ -186,6 +248,7 @@ class MemoryEventStore(EventStore):
             storage.event_count += len(prepared.rows)
             storage.runs[run_id] = prepared.info
             storage.requeue(prepared.info)
+            storage.index(current, prepared.info)
             if prepared.snapshot is not None:
                 storage.snapshots[run_id] = prepared.snapshot
 
@@ -247,6 +310,38 @@ class MemoryEventStore(EventStore):
             if (statuses is None or info.status in statuses)
             and (after is None or info.run_id > after)
         ][:limit]
+
+    def _list_runs_in(
+        self,
+        order: RunOrder,
+        statuses: tuple[str, ...] | None,
+        limit: int | None,
+        after: str | None,
+    ) -> list[RunInfo]:
+        storage = self.storage
+        with storage.lock:
+            if order != "status":
+                return storage.page(order, statuses, limit, after)
+            cursor = storage.runs.get(after) if after is not None else None
+            if after is not None and cursor is None:
+                return []
+            infos = sorted(storage.runs.values(), key=lambda info: (info.status, info.run_id))
+        start = (cursor.status, cursor.run_id) if cursor is not None else None
+        return [
+            info
+            for info in infos
+            if (statuses is None or info.status in statuses)
+            and (start is None or (info.status, info.run_id) > start)
+        ][:limit]
+
+    def _count_runs(self, statuses: tuple[str, ...] | None, up_to: int) -> RunCount:
+        # Exact whatever the bound: each status's list knows its length.
+        with self.storage.lock:
+            if statuses is None:
+                found = len(self.storage.runs)
+            else:
+                found = sum(len(self.storage.by_status.get(s, ())) for s in statuses)
+        return RunCount(found, True, found)
 
 
 class MemoryLeases:

@@ -66,25 +66,37 @@ from agentfsm.stores._checks import (
     check_attachment,
     check_attachment_name,
     check_attachment_version,
+    check_order,
     check_run_id,
     conflict,
     inconsistency,
     statuses,
+    unplaced_cursor,
 )
 from agentfsm.stores._holder import AsyncLeaseRows, LeaseRows
 from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
 from agentfsm.stores._load import check_link, fold_rows, parse_row, trusted_snapshot, types_after
-from agentfsm.stores._postgres_sql import PAGE, Sql, missing_tables, newer_schema, stored_event
+from agentfsm.stores._postgres_sql import (
+    PAGE,
+    Sql,
+    missing_tables,
+    newer_schema,
+    planned_rows,
+    stored_event,
+)
 from agentfsm.stores._rows import (
     GENESIS_HASH,
     Attachment,
     Folded,
     Head,
     PreparedAppend,
+    RunCount,
     RunInfo,
+    RunOrder,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
+    bounded_count,
 )
 from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
 from agentfsm.stores.anchor import (
@@ -94,7 +106,7 @@ from agentfsm.stores.anchor import (
     anchor_not_told,
     anchor_problem,
 )
-from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.base import COUNT_EXACT_UP_TO, AsyncEventStore, EventStore, StoreOptions
 from agentfsm.stores.postgres_leases import AsyncPostgresLeases, PostgresLeases
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
@@ -167,10 +179,14 @@ class PostgresEventStore(EventStore):
                 raise newer_schema(found[0])
             lacks = self._conn.execute(self._sql.lacks_status_at, self._sql.runs_table)
             fill = bool(lacks.fetchone()[0])  # type: ignore[index]
+            lacks = self._conn.execute(self._sql.lacks_created, self._sql.runs_table)
+            number = bool(lacks.fetchone()[0])  # type: ignore[index]
             for statement in self._sql.schema:
                 self._conn.execute(statement)
             if fill:
                 self._conn.execute(self._sql.fill_status_at)
+            for statement in self._sql.number_runs if number else ():
+                self._conn.execute(statement)
         self._open_key_check()
 
     def _has_meta(self) -> bool:
@@ -252,6 +268,24 @@ class PostgresEventStore(EventStore):
     ) -> list[RunInfo]:
         sql, args = self._sql.runs_query(statuses, limit, after)
         return [RunInfo(*r) for r in self._query(sql, args).fetchall()]
+
+    def _list_runs_in(
+        self,
+        order: RunOrder,
+        statuses: tuple[str, ...] | None,
+        limit: int | None,
+        after: str | None,
+    ) -> list[RunInfo]:
+        sql, args = self._sql.ordered_query(order, statuses, limit, after)
+        return [RunInfo(*r) for r in self._query(sql, args).fetchall()]
+
+    def _count_runs(self, statuses: tuple[str, ...] | None, up_to: int) -> RunCount:
+        count, args, estimate, estimate_args = self._sql.count_query(statuses, up_to)
+        counted = int(self._query(count, args).fetchone()[0])  # type: ignore[index]
+        if counted <= up_to:
+            return bounded_count(counted, up_to)
+        plan = self._query(estimate, estimate_args).fetchone()
+        return bounded_count(counted, up_to, planned_rows(plan[0] if plan else None))
 
     def _read_meta(self, key: str) -> str | None:
         return self.meta(key)
@@ -384,10 +418,14 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 raise newer_schema(found[0])
             lacks = await self._conn.execute(self._sql.lacks_status_at, self._sql.runs_table)
             fill = bool((await lacks.fetchone())[0])  # type: ignore[index]
+            lacks = await self._conn.execute(self._sql.lacks_created, self._sql.runs_table)
+            number = bool((await lacks.fetchone())[0])  # type: ignore[index]
             for statement in self._sql.schema:
                 await self._conn.execute(statement)
             if fill:
                 await self._conn.execute(self._sql.fill_status_at)
+            for statement in self._sql.number_runs if number else ():
+                await self._conn.execute(statement)
         await self._open_key_check()
 
     async def _open_key_check(self) -> None:
@@ -678,13 +716,36 @@ class AsyncPostgresEventStore(AsyncEventStore):
         *,
         limit: int | None = None,
         after: str | None = None,
+        order: RunOrder = "run_id",
     ) -> list[RunInfo]:
-        """Runs ordered by run id (see `EventStore.runs`)."""
+        """Runs in `order`, paged by key (see `EventStore.runs`)."""
         self._usable()
         if limit is not None and limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
-        sql, args = self._sql.runs_query(statuses(status), limit, after)
-        return [RunInfo(*r) for r in await self._fetch(sql, args)]
+        check_order(order)
+        if order == "run_id":
+            sql, args = self._sql.runs_query(statuses(status), limit, after)
+            return [RunInfo(*r) for r in await self._fetch(sql, args)]
+        query, named = self._sql.ordered_query(order, statuses(status), limit, after)
+        found = [RunInfo(*r) for r in await self._fetch(query, named)]
+        if not found and after is not None and limit != 0 and await self._read_run(after) is None:
+            raise unplaced_cursor(after, order)
+        return found
+
+    async def count_runs(
+        self, status: str | Iterable[str] | None = None, *, exact_up_to: int = COUNT_EXACT_UP_TO
+    ) -> RunCount:
+        """How many runs are in `status`, counted up to `exact_up_to` and estimated past it
+        (see `EventStore.count_runs`)."""
+        self._usable()
+        if exact_up_to < 0:
+            raise ValueError(f"exact_up_to must not be negative, got {exact_up_to}")
+        count, args, estimate, estimate_args = self._sql.count_query(statuses(status), exact_up_to)
+        counted = int((await self._fetch(count, args))[0][0])
+        if counted <= exact_up_to:
+            return bounded_count(counted, exact_up_to)
+        plan = await self._fetch(estimate, estimate_args)
+        return bounded_count(counted, exact_up_to, planned_rows(plan[0][0] if plan else None))
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Check every stored row of the run (see `EventStore.verify`)."""

@@ -34,14 +34,23 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from agentfsm.errors import CorruptLogError, IntegrityKeyError, StoreError
 from agentfsm.record import RunRecord
 from agentfsm.stores._checks import check_prefix, conflict
 from agentfsm.stores._holder import LeaseRows
 from agentfsm.stores._keys import META_KEY
-from agentfsm.stores._rows import Attachment, PreparedAppend, RunInfo, StoredEvent, StoredSnapshot
+from agentfsm.stores._rows import (
+    Attachment,
+    PreparedAppend,
+    RunCount,
+    RunInfo,
+    RunOrder,
+    StoredEvent,
+    StoredSnapshot,
+    bounded_count,
+)
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.leases import SQLiteLeases
 
@@ -59,7 +68,11 @@ SQLiteAfterAppend = Callable[[sqlite3.Connection, RunRecord, tuple[str, ...]], N
 #: runnable, for a runnable run), indexed with the status, so a `Worker` claims the run
 #: that has waited longest in constant time whatever the backlog (an older file's runs get
 #: their updated_at, the best time it kept).
-SCHEMA_VERSION = 5
+#: 6: + runs.created (the order runs were created in: 1, 2, 3... in the order their first
+#: appends committed), indexed alone and after the status, so the runs are listed newest
+#: first a page at a time from an index range whatever their number (an older file's runs
+#: are numbered by their first event's time, the best it kept).
+SCHEMA_VERSION = 6
 
 #: runs.status_at from an event's `occurred_at` (RFC 3339): a Julian day number, so times
 #: written with different offsets compare as moments; the database's now for a time it
@@ -146,9 +159,13 @@ class SQLiteEventStore(EventStore):
             "VALUES (?, ?, ?, ?, ?)"
         )
         # Each moves the runs row only while the store's key record is the handle's.
+        # A new run's creation number is the largest yet + 1 (one step down the index), read
+        # and written under the file's write lock: numbers never repeat, and run in the
+        # order the runs' first appends committed.
         self._sql_new_run = (
-            f"INSERT INTO {self._runs} (run_id, status, version, updated_at, status_at) "
-            f"SELECT ?1, ?2, ?3, ?4, {_MOMENT.format('?4')} "
+            f"INSERT INTO {self._runs} (run_id, status, version, updated_at, status_at, "
+            f"created) SELECT ?1, ?2, ?3, ?4, {_MOMENT.format('?4')}, "
+            f"(SELECT coalesce(max(created), 0) + 1 FROM {self._runs}) "
             f"WHERE {self._sql_key.replace('?', '?5')} ON CONFLICT (run_id) DO NOTHING"
         )
         # status_at moves with the status only: a runnable run keeps its place in the
@@ -200,7 +217,7 @@ class SQLiteEventStore(EventStore):
             c.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._runs} (run_id TEXT PRIMARY KEY, "
                 "status TEXT NOT NULL, version INTEGER NOT NULL, updated_at TEXT, "
-                "status_at REAL) WITHOUT ROWID"
+                "status_at REAL, created INTEGER) WITHOUT ROWID"
             )
             c.execute(
                 f"CREATE INDEX IF NOT EXISTS {self._runs}_by_status "
@@ -209,6 +226,17 @@ class SQLiteEventStore(EventStore):
             if "status_at" not in {r[1] for r in c.execute(f"PRAGMA table_info({self._runs})")}:
                 c.execute(f"ALTER TABLE {self._runs} ADD COLUMN status_at REAL")
                 c.execute(f"UPDATE {self._runs} SET status_at = {_MOMENT.format('updated_at')}")
+            if "created" not in {r[1] for r in c.execute(f"PRAGMA table_info({self._runs})")}:
+                c.execute(f"ALTER TABLE {self._runs} ADD COLUMN created INTEGER")
+                self._number_runs()
+            # The runs list's orders: by creation, of every run or of a status's.
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._runs}_by_created ON {self._runs} (created)"
+            )
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {self._runs}_by_status_created "
+                f"ON {self._runs} (status, created)"
+            )
             # The claim's order: by status, then by when the run took it, top-level runs
             # only (a subagent is driven by its parent's call, never claimed), so the next
             # run to claim is the first entry of each runnable status.
@@ -247,6 +275,29 @@ class SQLiteEventStore(EventStore):
         except BaseException:
             c.execute("ROLLBACK")
             raise
+
+    def _number_runs(self) -> None:
+        """Give an older file's runs their creation numbers, in the order of their first
+        event's time (then run id): what it kept of when each run began. One pass, in the
+        upgrade's transaction, through a numbered temporary table."""
+        c = self._conn
+        c.execute(
+            "CREATE TEMP TABLE agentfsm_numbered (run_id TEXT PRIMARY KEY, n INTEGER) WITHOUT ROWID"
+        )
+        try:
+            c.execute(
+                "INSERT INTO agentfsm_numbered SELECT run_id, row_number() OVER (ORDER BY "
+                "began, run_id) FROM (SELECT r.run_id AS run_id, coalesce(julianday("
+                "json_extract(e.data, '$.occurred_at')), r.status_at) AS began "
+                f"FROM {self._runs} AS r LEFT JOIN {self._events} AS e "
+                "ON e.run_id = r.run_id AND e.sequence = 1)"
+            )
+            c.execute(
+                f"UPDATE {self._runs} SET created = (SELECT n FROM agentfsm_numbered AS t "
+                f"WHERE t.run_id = {self._runs}.run_id)"
+            )
+        finally:
+            c.execute("DROP TABLE temp.agentfsm_numbered")
 
     def _schema_version(self) -> int | None:
         exists = self._conn.execute(
@@ -489,6 +540,100 @@ class SQLiteEventStore(EventStore):
                 raise StoreError(f"SQLite file '{self.path}' is damaged: {exc}") from None
             raise
         return [RunInfo(*row) for row in rows]
+
+    def _list_runs_in(
+        self,
+        order: RunOrder,
+        statuses: tuple[str, ...] | None,
+        limit: int | None,
+        after: str | None,
+    ) -> list[RunInfo]:
+        # One index range each: (created) for every run, (status, created) for some
+        # statuses, where SQLite reads each status's range in order and stops once `limit`
+        # rows are found (so several statuses cost a page each); (status, run_id) by status.
+        if order == "status":
+            return self._by_status(statuses, limit, after)
+        where: list[str] = []
+        args: list[object] = []
+        if statuses is not None:
+            where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            args.extend(statuses)
+        newest = order == "newest"
+        if after is not None:
+            where.append(
+                f"created {'<' if newest else '>'} "
+                f"(SELECT created FROM {self._runs} WHERE run_id = ?)"
+            )
+            args.append(after)
+        sql = f"SELECT run_id, status, version, updated_at FROM {self._runs}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY created {'DESC' if newest else 'ASC'}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [RunInfo(*row) for row in self._select(sql, args)]
+
+    def _by_status(
+        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
+    ) -> list[RunInfo]:
+        """Runs by (status, run id) after run `after`'s: one range of the (status, run_id)
+        index, or, for some statuses, one per status from the cursor's on, until the page
+        is full (a row value `(status, run_id) > (?, ?)` beside `status IN` would be read
+        from the start of the cursor's status instead)."""
+        start = ("", "")
+        if after is not None:
+            cursor = self._read_run(after)
+            if cursor is None:
+                return []
+            start = (cursor.status, cursor.run_id)
+        columns = f"SELECT run_id, status, version, updated_at FROM {self._runs}"
+        page = "" if limit is None else f" LIMIT {int(limit)}"
+        if statuses is None:
+            sql = f"{columns} WHERE (status, run_id) > (?, ?) ORDER BY status, run_id{page}"
+            return [RunInfo(*row) for row in self._select(sql, start)]
+        found: list[RunInfo] = []
+        for status in statuses:  # sorted
+            if status < start[0] or (limit is not None and len(found) >= limit):
+                continue
+            sql = f"{columns} WHERE status = ? AND run_id > ? ORDER BY run_id"
+            left = "" if limit is None else f" LIMIT {limit - len(found)}"
+            since = start[1] if status == start[0] else ""
+            found += [RunInfo(*row) for row in self._select(sql + left, (status, since))]
+        return found
+
+    def _count_runs(self, statuses: tuple[str, ...] | None, up_to: int) -> RunCount:
+        where, args = "", list(statuses or ())
+        if statuses is not None:
+            where = f" WHERE status IN ({', '.join('?' for _ in statuses)})"
+        (counted,) = self._select(
+            f"SELECT count(*) FROM (SELECT 1 FROM {self._runs}{where} LIMIT ?)", [*args, up_to + 1]
+        )[0]
+        if counted <= up_to:
+            return bounded_count(counted, up_to)
+        # Past the bound, from where it fell among the runs by creation: the newest
+        # `up_to + 1` of these runs span numbers `last`..`high`, and the same share of all
+        # the numbers `low`..`high` is the estimate (two more index reads, one a page long).
+        # Two statements: SQLite reads min() or max() alone from the end of the index, but
+        # both in one statement from all of it.
+        ((low,),) = self._select(f"SELECT min(created) FROM {self._runs}", [])
+        ((high,),) = self._select(f"SELECT max(created) FROM {self._runs}", [])
+        found = self._select(
+            f"SELECT created FROM {self._runs}{where} ORDER BY created DESC LIMIT 1 OFFSET ?",
+            [*args, up_to],
+        )
+        if low is None or high is None or not found or found[0][0] is None:
+            return bounded_count(counted, up_to)
+        span = max(high - found[0][0] + 1, 1)
+        return bounded_count(counted, up_to, round((up_to + 1) * (high - low + 1) / span))
+
+    def _select(self, sql: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
+        try:
+            return self._conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if _damaged(exc):
+                raise StoreError(f"SQLite file '{self.path}' is damaged: {exc}") from None
+            raise
 
     # -- helpers -------------------------------------------------------------------------
 

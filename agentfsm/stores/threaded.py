@@ -21,7 +21,15 @@ from agentfsm.stores._append import hands_fold, takes_fold
 from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
 from agentfsm.stores._load import close_iterator
 from agentfsm.stores._process import Process
-from agentfsm.stores._rows import Attachment, Folded, RunInfo, VerifyReport
+from agentfsm.stores._rows import (
+    COUNT_EXACT_UP_TO,
+    Attachment,
+    Folded,
+    RunCount,
+    RunInfo,
+    RunOrder,
+    VerifyReport,
+)
 from agentfsm.stores.base import AsyncEventStore, EventStore
 
 __all__ = ["ThreadedAsyncEventStore"]
@@ -100,9 +108,16 @@ class ThreadedAsyncEventStore(AsyncEventStore):
         *,
         limit: int | None = None,
         after: str | None = None,
+        order: RunOrder = "run_id",
     ) -> list[RunInfo]:
-        """Runs ordered by run id (see `EventStore.runs`)."""
-        return await self._call(self.store.runs, status, limit=limit, after=after)
+        """Runs in `order`, paged by key (see `EventStore.runs`)."""
+        return await self._call(self.store.runs, status, limit=limit, after=after, order=order)
+
+    async def count_runs(
+        self, status: str | Iterable[str] | None = None, *, exact_up_to: int = COUNT_EXACT_UP_TO
+    ) -> RunCount:
+        """How many runs are in `status`, counted or estimated (see `EventStore.count_runs`)."""
+        return await self._call(self.store.count_runs, status, exact_up_to=exact_up_to)
 
     async def verify(self, run_id: str) -> VerifyReport:
         """Check the run's hash chain (see `EventStore.verify`)."""

@@ -46,6 +46,7 @@ from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.testing._anchor_checks import AnchorChecks, AsyncAnchorChecks
 from agentfsm.testing._attachment_checks import AsyncAttachmentChecks, AttachmentChecks
 from agentfsm.testing._key_checks import AsyncKeyChecks, KeyChecks
+from agentfsm.testing._listing_checks import AsyncListingChecks, ListingChecks
 from agentfsm.testing._migration_checks import AsyncMigrationChecks, MigrationChecks
 from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
 from agentfsm.testing.store_integrity import AsyncIntegrityChecks, IntegrityChecks, Tamper
@@ -64,7 +65,9 @@ def expected_chain(events: list[Event]) -> str:
     return previous
 
 
-class StoreConformance(AttachmentChecks, MigrationChecks, IntegrityChecks, KeyChecks, AnchorChecks):
+class StoreConformance(
+    AttachmentChecks, ListingChecks, MigrationChecks, IntegrityChecks, KeyChecks, AnchorChecks
+):
     """The contract every `EventStore` must meet (see the module docstring); with a `tamper`
     fixture, the bad-data checks of `agentfsm.testing.store_integrity` too."""
 
@@ -342,6 +345,7 @@ class StoreConformance(AttachmentChecks, MigrationChecks, IntegrityChecks, KeyCh
 
 class AsyncStoreConformance(
     AsyncAttachmentChecks,
+    AsyncListingChecks,
     AsyncMigrationChecks,
     AsyncIntegrityChecks,
     AsyncKeyChecks,

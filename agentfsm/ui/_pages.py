@@ -25,6 +25,7 @@ from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.diff import diff_runs
 from agentfsm.stores._load import close_iterator
+from agentfsm.stores._rows import RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._source import (
@@ -32,6 +33,7 @@ from agentfsm.ui._source import (
     EVENTS_PER_PAGE,
     INBOX_RUNS,
     PendingCall,
+    RunPath,
     RunRow,
     RunsPage,
     Source,
@@ -47,14 +49,17 @@ __all__ = [
     "DIFF_EVENTS",
     "LEDGER_PAGE",
     "OTHERS_SHOWN",
+    "SORTS",
     "approvals_page",
     "diff_page",
     "event_pin",
+    "inbox_groups",
     "record_json",
     "run_page",
     "runs_page",
     "table_page",
     "table_rows",
+    "timeline_update",
 ]
 
 #: Rows per page of a run page's actions table.
@@ -79,9 +84,18 @@ _diagrams: SizedCache[tuple[str, int, bool], Diagram] = SizedCache(
 )
 
 
-#: Runs counted per status on the runs list; past it the count reads "N+" (an estimate
-#: that costs one bounded index read per status, whatever the store holds).
-COUNT_CAP = 1000
+#: Runs the runs list counts one by one, per status and in all, unless told otherwise
+#: (`UIConfig.count_up_to`); past it, the store estimates ("about 120,000"): a count stops
+#: after this many index entries (~0.3 ms on SQLite), so the counts cost the same whatever
+#: the store holds.
+COUNT_CAP = 10_000
+#: The runs list's orders, as its `sort=` says them, with their words.
+SORTS = {
+    "newest": "newest first",
+    "oldest": "oldest first",
+    "run_id": "by run id",
+    "status": "by status, then run id",
+}
 #: Index pages the runs list reads to fill a page filtered on what only records know (the
 #: objective, agent or tools, the start date); it then says where to go on.
 FILTER_PAGES = 20
@@ -93,17 +107,20 @@ def runs_page(
     source: Source, *, status: list[str], table: str | None, search: str | None,
     after: str | None, limit: int, text: str | None = None, since: str | None = None,
     until: str | None = None, trail: Sequence[str] = (), counts: bool = True,
+    sort: RunOrder = "newest", count_up_to: int = COUNT_CAP,
 ) -> dict[str, Any]:  # fmt: skip
-    """The runs list: one page from the index, filtered. `text` keeps runs whose objective,
-    agent or a tool they called holds it (any case); `since`/`until` (YYYY-MM-DD) keep runs
-    started in that range; `trail` is the cursors of the pages before (for "previous")."""
+    """The runs list: one page from the index in `sort` order, filtered. `text` keeps runs
+    whose objective, agent or a tool they called holds it (any case); `since`/`until`
+    (YYYY-MM-DD) keep runs started in that range; `trail` is the cursors of the pages
+    before (for "previous"). With `counts`, the runs per status and how many match the
+    status filter (counted up to `count_up_to`, estimated past it)."""
     wanted = text.casefold() if text else None
     if wanted or since or until:
         rows: list[RunRow] = []
         cursor, scanned, pages = after, 0, 0
         while pages < FILTER_PAGES:
             page = source.runs_page(
-                status=status, table=table, search=search, after=cursor, limit=limit
+                status=status, table=table, search=search, after=cursor, limit=limit, order=sort
             )
             pages += 1
             scanned += page.scanned
@@ -114,10 +131,15 @@ def runs_page(
         cut = rows[:limit]
         more = cursor is not None or len(rows) > limit
         page = RunsPage(
-            tuple(cut), (cut[-1].info.run_id if cut else cursor) if more else None, scanned
+            tuple(cut),
+            (cut[-1].info.run_id if cut else cursor) if more else None,
+            scanned,
+            page.order,
         )
     else:
-        page = source.runs_page(status=status, table=table, search=search, after=after, limit=limit)
+        page = source.runs_page(
+            status=status, table=table, search=search, after=after, limit=limit, order=sort
+        )
     statuses = sorted({s for t in source.tables() for s in t.state_names})
     trail = [t for t in trail if t][-TRAIL_KEPT:]
     return {
@@ -138,9 +160,16 @@ def runs_page(
             for row in page.rows
         ],
         "statuses": statuses,
-        "counts": _counts(source, page.rows, statuses) if counts else [],
+        "counts": _counts(source, statuses, count_up_to) if counts else [],
+        "total": source.count(status, count_up_to) if counts else None,
+        "sorts": SORTS,
+        "sort": page.order,
+        "sorted_as_asked": page.order == sort,
+        # Filters the index cannot apply: the page reads on through it to fill itself.
+        "scanning": bool(wanted or since or until or table or search),
         "table_names": sorted({t.name for t in source.tables()}),
         "filters": {
+            "sort": sort,
             "status": status,
             "table": table or "",
             "q": search or "",
@@ -174,21 +203,12 @@ def _matches(row: RunRow, text: str | None, since: str | None, until: str | None
     return True
 
 
-def _counts(source: Source, rows: Sequence[RunRow], statuses: list[str]) -> list[dict[str, Any]]:
-    """Runs per status from the index, each count capped at `COUNT_CAP` (then `N+`): one
-    bounded index read per status, through the handle of a run on the page (the index is
-    the same whatever the run's table)."""
-    if not rows:
-        return []
-    run_id = rows[0].info.run_id
-    found = source.use(
-        run_id, lambda store: [len(store.runs(s, limit=COUNT_CAP + 1)) for s in statuses]
-    )
-    return [
-        {"status": s, "count": min(n, COUNT_CAP), "more": n > COUNT_CAP}
-        for s, n in zip(statuses, found, strict=True)
-        if n
-    ]
+def _counts(source: Source, statuses: list[str], up_to: int) -> list[dict[str, Any]]:
+    """Runs per status from the index, each counted up to `up_to` and estimated past it
+    (one bounded index read per status, whatever the store holds); statuses with none left
+    out."""
+    found = [(s, source.count([s], up_to)) for s in statuses]
+    return [{"status": s, "count": n} for s, n in found if n.count]
 
 
 def _driver(source: Source, row: RunRow) -> str | None:
@@ -244,24 +264,8 @@ def run_page(
     else:
         at_record = source.record_at(run_id, step_at)
     state_at = at_record.status
-    timeline = [
-        {
-            "sequence": e.sequence,
-            "type": e.type,
-            "occurred_at": e.occurred_at,
-            "move": path.trajectory.steps[e.sequence - 1]
-            if e.sequence <= len(path.trajectory.steps)
-            else None,
-            "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
-            "cut": clipped(fields)[1],
-            "action_id": (action_id := getattr(e, "action_id", None)),
-            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
-        }
-        for e in events
-    ]
-    first_seq = (page - 1) * EVENTS_PER_PAGE
-    turns_before = sum(1 for s in path.trajectory.steps[:first_seq] if s.event == "model.started")
-    groups = turn_groups(timeline, record.started_at, turns_before)
+    timeline = _timeline(events, path, record)
+    groups = turn_groups(timeline, record.started_at, _turns_before(path, page))
     if at is not None:
         since = step_at - 1 if compare is None else min(max(compare, 0), version)
         if since >= 1 and before is None:
@@ -321,6 +325,49 @@ def run_page(
         "child_ids": {c.run_id for c in children},
         "steer": steering(table, record),
     }
+
+
+def _timeline(events: Sequence[Event], path: RunPath, record: RunRecord) -> list[dict[str, Any]]:
+    """A page of the timeline's rows: each event, the move it made, its fields."""
+    steps = path.trajectory.steps
+    return [
+        {
+            "sequence": e.sequence,
+            "type": e.type,
+            "occurred_at": e.occurred_at,
+            "move": steps[e.sequence - 1] if e.sequence <= len(steps) else None,
+            "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
+            "cut": clipped(fields)[1],
+            "action_id": (action_id := getattr(e, "action_id", None)),
+            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
+        }
+        for e in events
+    ]
+
+
+def _turns_before(path: RunPath, page: int) -> int:
+    """The turns the run had begun before timeline page `page` (turns are numbered as the
+    run counts them)."""
+    first_seq = (page - 1) * EVENTS_PER_PAGE
+    return sum(1 for s in path.trajectory.steps[:first_seq] if s.event == "model.started")
+
+
+def timeline_update(source: Source, run_id: str, after: int, until: int) -> dict[str, Any]:
+    """What a live run page is sent once the run went past event `after`: its record, and,
+    while the page's timeline (which ends at event `until`) has room, the turn groups of
+    that page the new events touched or began, each whole (a group's bars span its turn).
+    Bounded by one page: at most 100 events read, of the page `after + 1` is on."""
+    path = source.path(run_id)  # folded on by the new events: its record is the run's now
+    record = source.record(run_id)
+    last = min(record.version, until)
+    groups: list[dict[str, Any]] = []
+    if after < last:
+        page = after // EVENTS_PER_PAGE + 1
+        events = [e for e in source.events_page(run_id, page) if e.sequence <= last]
+        timeline = _timeline(events, path, record)
+        every = turn_groups(timeline, record.started_at, _turns_before(path, page))
+        groups = [g for g in every if g["rows"] and g["rows"][-1]["sequence"] > after]
+    return {"record": record, "groups": groups, "shown": max(last, after)}
 
 
 def event_pin(event: Event) -> str:
@@ -424,8 +471,7 @@ def approvals_page(
     run's context and its batch summarised once per run (counts by tool and status, and a
     few of its other calls by name), never every call with every other."""
     inbox = source.pending(after, after_call)
-    groups = [_inbox_group(source, list(calls)) for _, calls in
-              itertools.groupby(inbox.calls, key=lambda c: c.record.run_id)]  # fmt: skip
+    groups = inbox_groups(source, inbox.calls)
     return {
         "groups": groups,
         "keys": [f"{c.record.run_id} {c.action_id}" for c in inbox.calls],
@@ -435,6 +481,12 @@ def approvals_page(
         "per_page": CALLS_PER_PAGE,
         "runs_read": INBOX_RUNS,
     }
+
+
+def inbox_groups(source: Source, calls: Sequence[PendingCall]) -> list[dict[str, Any]]:
+    """The inbox's sections for `calls` (in inbox order): one per run, each call once."""
+    by_run = itertools.groupby(calls, key=lambda c: c.record.run_id)
+    return [_inbox_group(source, list(run_calls)) for _, run_calls in by_run]
 
 
 #: Earlier calls with their results an inbox card shows (the most recent ones).

@@ -36,7 +36,7 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._load import close_iterator as _close
 from agentfsm.stores._load import run_tables
-from agentfsm.stores._rows import RunInfo
+from agentfsm.stores._rows import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import HandlePool, SizedCache, record_bytes
 
@@ -103,11 +103,19 @@ class RunRow:
 
 @attrs.frozen
 class RunsPage:
-    """A page of the runs list, and the cursor of the next one (None on the last page)."""
+    """A page of the runs list, and the cursor of the next one (None on the last page).
+
+    Attributes:
+        rows: the runs on the page.
+        next_after: where the next page starts (after this run), or None.
+        scanned: how many index rows were read to fill it.
+        order: the order it is in (run id when the store lists in no other).
+    """
 
     rows: tuple[RunRow, ...]
     next_after: str | None
     scanned: int
+    order: RunOrder = "run_id"
 
 
 @attrs.frozen
@@ -147,11 +155,23 @@ class CacheUse:
 
 @attrs.frozen
 class RunPath:
-    """A run's path through its table, computed once per version (one fold of the log)."""
+    """A run's path through its table, computed once per version: one fold of the log,
+    then of what it grew by (a live run's page folds each new event once, not its whole log
+    again).
+
+    Attributes:
+        version: the last event folded.
+        trajectory: each event's move.
+        checkpoints: the record every 256 events.
+        record: the record after the last event folded (None: not kept).
+        table: the digest of the table it was folded with.
+    """
 
     version: int
     trajectory: Trajectory
     checkpoints: dict[int, RunRecord]
+    record: RunRecord | None = None
+    table: str = ""
 
 
 class Source:
@@ -298,6 +318,11 @@ class Source:
         cached = self._records.get(info.run_id)
         if cached is not None and cached[0] == info.version:
             return cached[1]
+        path = self._paths.get(info.run_id)
+        if path is not None and path.version == info.version and path.record is not None:
+            # The path was folded on to this version (a live page): its record is the load's.
+            self._records.put(info.run_id, (path.version, path.record))
+            return path.record
         record = self.use(info.run_id, lambda s: s.load(info.run_id))
         self._records.put(info.run_id, (record.version, record))
         return record
@@ -317,13 +342,49 @@ class Source:
         search: str | None = None,
         after: str | None = None,
         limit: int = 50,
+        order: RunOrder = "run_id",
     ) -> RunsPage:
-        """A page of runs in run-id order, read from the store's index.
+        """A page of runs in `order`, read from the store's index, after run `after`.
 
         `search` keeps run ids that start with it; `table` keeps runs under a table of that
-        name (known only once a run's record is read, so a page reads up to 20 pages of the
-        index to fill itself, and says where to go on).
+        name (known only once a run's record is read). In run-id order a search is a range
+        of the index; otherwise, as with `table`, a page reads up to 20 pages of the index
+        to fill itself, and says where to go on. A store that lists by run id only is read
+        in that order (the page's `order` says which it was).
         """
+        if order == "run_id":
+            return self._runs_by_id(status, table, search, after, limit)
+        cursor = after
+        rows: list[RunRow] = []
+        scanned = 0
+        for _ in range(_SCAN_PAGES if table or search else 1):
+            try:
+                with self._store(self._default) as store:
+                    infos = store.runs(status or None, limit=limit, after=cursor, order=order)
+            except NotImplementedError:
+                return self._runs_by_id(status, table, search, after, limit)
+            for info in infos:
+                scanned += 1
+                cursor = info.run_id
+                if search and not info.run_id.startswith(search):
+                    continue
+                row = self._row(info)
+                if table is None or row.table == table:
+                    rows.append(row)
+                if len(rows) >= limit:
+                    return RunsPage(tuple(rows), cursor, scanned, order)
+            if len(infos) < limit:
+                return RunsPage(tuple(rows), None, scanned, order)
+        return RunsPage(tuple(rows), cursor, scanned, order)
+
+    def _runs_by_id(
+        self,
+        status: Sequence[str],
+        table: str | None,
+        search: str | None,
+        after: str | None,
+        limit: int,
+    ) -> RunsPage:
         # Each index read borrows a handle only for itself: a record read for a row takes
         # one of its own, and holding one while waiting for another could take every
         # handle of the pool and leave all readers waiting.
@@ -354,6 +415,12 @@ class Source:
             if len(infos) < limit:
                 return RunsPage(tuple(rows), None, scanned)
         return RunsPage(tuple(rows), cursor, scanned)
+
+    def count(self, status: Sequence[str] = (), up_to: int = COUNT_EXACT_UP_TO) -> RunCount:
+        """How many runs are in `status` (any status when empty), from the store's index:
+        exact up to `up_to`, estimated past it (`EventStore.count_runs`)."""
+        with self._store(self._default) as store:
+            return store.count_runs(status or None, exact_up_to=up_to)
 
     def children(self, run_id: str) -> list[RunInfo]:
         """The subagent runs `run_id` started (ids `run_id/action_id`), from the index."""
@@ -406,9 +473,12 @@ class Source:
                 if cached is not None and cached.version >= info.version:
                     return cached
                 table = self.table_of(run_id)
+                grown = cached if cached is not None and _goes_on(cached, table) else None
 
                 def fold(store: EventStore) -> RunPath:
-                    return _fold_path(store.reducer, table, run_id, store.events(run_id))
+                    after = grown.version if grown is not None else 0
+                    events = store.events(run_id, after=after)
+                    return _fold_path(store.reducer, table, run_id, events, grown)
 
                 path = self.use(run_id, fold)
                 self._paths.put(run_id, path)
@@ -494,7 +564,8 @@ class Source:
 
 def _path_bytes(path: RunPath) -> int:
     """An estimate, on the high side, of the bytes `path` holds."""
-    checkpoint = max((record_bytes(r) for r in path.checkpoints.values()), default=0)
+    kept = [*path.checkpoints.values(), *([path.record] if path.record else [])]
+    checkpoint = max((record_bytes(r) for r in kept), default=0)
     return _PATH_PER_STEP * len(path.trajectory.steps) + checkpoint
 
 
@@ -523,10 +594,20 @@ def _first(events: Iterator[Event]) -> Event | None:
         _close(events)
 
 
+def _goes_on(path: RunPath, table: TransitionTable) -> bool:
+    """Whether a longer log's path can be folded on from `path` (same table, no refusal)."""
+    return path.record is not None and path.table == table.digest and not path.trajectory.refusal
+
+
 def _fold_path(
-    reducer: Reducer, table: TransitionTable, run_id: str, events: Iterator[Event]
+    reducer: Reducer,
+    table: TransitionTable,
+    run_id: str,
+    events: Iterator[Event],
+    since: RunPath | None = None,
 ) -> RunPath:
-    checkpoints: dict[int, RunRecord] = {}
+    checkpoints: dict[int, RunRecord] = dict(since.checkpoints) if since is not None else {}
+    before = (since.trajectory, since.record) if since is not None and since.record else None
 
     def keep(step: Step, before: RunRecord, after: RunRecord, event: Event) -> None:
         if step.sequence % _CHECKPOINT_EVERY == 0:
@@ -534,7 +615,9 @@ def _fold_path(
 
     try:
         # A stored log the reducer refuses now (a bug) ends the path at the refusal.
-        trajectory, record = fold_trajectory(run_id, events, table, reducer, on_step=keep)
+        trajectory, record = fold_trajectory(
+            run_id, events, table, reducer, on_step=keep, since=before
+        )
     finally:
         _close(events)
-    return RunPath(record.version, trajectory, checkpoints)
+    return RunPath(record.version, trajectory, checkpoints, record, table.digest)

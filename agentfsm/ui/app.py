@@ -28,7 +28,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,8 +45,11 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime import control
+from agentfsm.stores._rows import RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui import _pages
+from agentfsm.ui._feeds import InboxFeed, ListFeed, RunFeed
+from agentfsm.ui._live import LiveConfig, Step, StreamResponse, Streams, stream
 from agentfsm.ui._pages import DECIDE_BUDGET
 from agentfsm.ui._security import COOKIE, SECURITY_HEADERS, csrf_token, same_secret
 from agentfsm.ui._source import Source, UnknownRunTableError
@@ -67,6 +76,11 @@ class UIConfig:
             decision's approver (and a cancel's "asked by") is that header's value, shown on
             the forms and not typed; a change without it is refused. Only set it behind a
             proxy that sets the header itself and strips it from what clients send.
+        count_up_to: how many runs the runs list counts one by one (per status, and those
+            matching its status filter) before the store estimates ("about 120,000").
+        live: how pages are kept live by server-sent events (`LiveConfig`); a page the
+            server refuses a stream, or a browser without `EventSource`, polls every
+            `poll_seconds` instead.
     """
 
     token: str
@@ -75,6 +89,8 @@ class UIConfig:
     page_size: int = 50
     poll_seconds: float = 3.0
     identity_header: str | None = None
+    count_up_to: int = _pages.COUNT_CAP
+    live: LiveConfig = attrs.field(factory=LiveConfig)
 
 
 class _Headers:
@@ -111,26 +127,39 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     env.globals["record_budget"] = RECORD_BUDGET
     csrf = csrf_token(config.token)
 
-    def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = env.get_template(name).render(
+    live = config.live
+    streams = Streams(live.max_streams)
+
+    def text(request: Request, name: str, **context: Any) -> str:
+        return env.get_template(name).render(
             request=request, read_only=config.read_only, csrf=csrf, poll=config.poll_seconds,
             signed_in=_has_token(request, config.token), source=source.label, url=_url,
-            identity=_identity(request, config), **context,
+            identity=_identity(request, config), live=live.tick > 0, **context,
         )  # fmt: skip
-        return HTMLResponse(html, status_code=status)
+
+    def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(text(request, name, **context), status_code=status)
+
+    def list_query(request: Request) -> dict[str, Any]:
+        """The runs list's parameters, read from its address (the page's and its stream's)."""
+        q = request.query_params
+        return {
+            "status": q.getlist("status"), "table": q.get("table") or None,
+            "search": q.get("q") or None, "after": q.get("after") or None,
+            "limit": config.page_size, "text": (q.get("text") or "")[:200] or None,
+            "since": _day(request, "since"), "until": _day(request, "until"),
+            "trail": q.getlist("trail"), "sort": _sort(request),
+            "count_up_to": config.count_up_to,
+        }  # fmt: skip
 
     async def runs(request: Request) -> Response:
         q = request.query_params
-        since, until = _day(request, "since"), _day(request, "until")
-        data = await run_in_threadpool(
-            lambda: _pages.runs_page(
-                source, status=q.getlist("status"), table=q.get("table") or None,
-                search=q.get("q") or None, after=q.get("after") or None,
-                limit=config.page_size, text=(q.get("text") or "")[:200] or None,
-                since=since, until=until, trail=q.getlist("trail"),
-                counts=q.get("fragment") != "rows",
-            )
-        )  # fmt: skip
+        query = list_query(request)
+        counts = q.get("fragment") != "rows"
+        try:
+            data = await run_in_threadpool(lambda: _pages.runs_page(source, **query, counts=counts))
+        except ValueError as exc:  # a cursor naming no run: the store says which
+            raise HTTPException(400, str(exc)) from None
         if q.get("fragment") == "rows":
             return render(request, "_run_rows.html", **data)
         problems = getattr(source, "problems", ())
@@ -203,6 +232,41 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         )
         keys = sorted(f"{c.record.run_id} {c.action_id}" for c in page.calls)
         return JSONResponse({"count": len(keys), "calls": keys})
+
+    def opened(request: Request, feed: Step) -> Response:
+        """The stream of `feed`, if this server keeps one more open (see `_live`)."""
+        if live.tick <= 0:
+            raise HTTPException(404, "live streams are off on this server: the pages poll")
+        origin = request.headers.get("origin")
+        if origin is not None and origin != _origin(request):
+            raise HTTPException(403, "a live stream is only for this server's own pages")
+        refused = streams.take()
+        if refused is not None:
+            return PlainTextResponse(
+                f"{refused}: the page polls instead", 503, headers={"retry-after": "30"}
+            )
+        return StreamResponse(streams, stream(streams, live, feed))
+
+    def renderer(request: Request) -> Callable[..., str]:
+        return lambda name, **context: text(request, name, **context)
+
+    async def run_stream(request: Request) -> Response:
+        run_id = _required(request, "id")
+        after, until = _number(request, "after") or 0, _number(request, "until") or 0
+        resumed = request.headers.get("last-event-id", "")
+        if resumed.isdigit() and len(resumed) <= 12:  # a reconnect: on from the last shown
+            after = max(after, int(resumed))
+        await run_in_threadpool(source.info, run_id)  # RunNotFoundError: a 404
+        whole = request.query_params.get("view") == "table"
+        return opened(request, RunFeed(source, renderer(request), run_id, after, until, whole))
+
+    async def runs_stream(request: Request) -> Response:
+        return opened(request, ListFeed(source, renderer(request), list_query(request)))
+
+    async def approvals_stream(request: Request) -> Response:
+        q = request.query_params
+        feed = InboxFeed(source, renderer(request), q.get("after") or None, q.get("call") or None)
+        return opened(request, feed)
 
     async def diff(request: Request) -> Response:
         a, b = _required(request, "a"), _required(request, "b")
@@ -384,6 +448,9 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         Route("/run/action.json", run_action),
         Route("/run/event.json", run_event),
         Route("/run/version", run_version),
+        Route("/run/stream", run_stream),
+        Route("/runs/stream", runs_stream),
+        Route("/approvals/stream", approvals_stream),
         Route("/approvals", approvals),
         Route("/approvals/count", approvals_count),
         Route("/diff", diff),
@@ -431,6 +498,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         },
     )
     app.state.source = source
+    app.state.streams = streams
     return app
 
 
@@ -490,6 +558,17 @@ def _number(request: Request, name: str) -> int | None:
     if not value.isdigit() or len(value) > 12:
         raise HTTPException(400, f"?{name}= must be a positive whole number")
     return int(value)
+
+
+def _sort(request: Request) -> RunOrder:
+    """The runs list's `?sort=`: newest first unless asked, or, searching by a run id's
+    start, by run id (the index reads that range directly)."""
+    value = request.query_params.get("sort") or (
+        "run_id" if request.query_params.get("q") else "newest"
+    )
+    if value not in _pages.SORTS:
+        raise HTTPException(400, f"?sort= must be one of {', '.join(_pages.SORTS)}")
+    return value  # type: ignore[return-value]
 
 
 def _day(request: Request, name: str) -> str | None:

@@ -13,7 +13,21 @@ from collections.abc import Callable
 import uvicorn
 from starlette.applications import Starlette
 
-__all__ = ["allowed_hosts", "bind", "is_loopback", "serve"]
+__all__ = ["Server", "allowed_hosts", "bind", "is_loopback", "serve"]
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which ends the app's live streams first when it stops: it waits
+    for every open connection to finish its answer, and a stream's never would."""
+
+    def __init__(self, config: uvicorn.Config, app: Starlette) -> None:
+        super().__init__(config)
+        self._streams = getattr(app.state, "streams", None)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._streams is not None:
+            self._streams.close()
+        await super().shutdown(sockets)
 
 
 def is_loopback(host: str) -> bool:
@@ -55,7 +69,7 @@ def serve(
 ) -> uvicorn.Server:
     """Serve `app` on `sock` until interrupted (Ctrl-C), logging warnings only."""
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
+    server = Server(config, app)
     if ready is not None:
         ready(server)
     server.run(sockets=[sock])

@@ -14,6 +14,7 @@ import pytest
 from agentfsm import SQLiteEventStore
 from agentfsm.runtime import submit
 from agentfsm.stores.leases import SQLiteLeases
+from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 
 class _Clock:
@@ -76,7 +77,7 @@ class TestSchemaFour:
 
     def test_an_old_file_gains_the_queue_order_from_its_updated_at(self, tmp_path: Path) -> None:
         """Runs of a version-4 file are queued by their last event's time, and the file is
-        at version 5 with the ready index."""
+        at the current version with the ready index."""
         path = tmp_path / "runs.db"
         clock = _Clock()
         with SQLiteEventStore(path) as store:
@@ -94,7 +95,7 @@ class TestSchemaFour:
             ).fetchone()
             indexes = {r[1] for r in conn.execute("PRAGMA index_list(agentfsm_runs)")}
         conn.close()
-        assert version == ("5",)
+        assert version == (str(SCHEMA_VERSION),)
         assert "agentfsm_runs_by_ready" in indexes
         leases = SQLiteLeases(path)
         try:

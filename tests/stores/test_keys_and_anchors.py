@@ -238,7 +238,7 @@ class TestAStoreFromBeforeKeyRecords:
         with sqlite3.connect(path) as conn:
             meta = conn.execute("SELECT key, value FROM agentfsm_meta ORDER BY key").fetchall()
         conn.close()
-        assert meta == [("integrity", Integrity(KEY).record), ("schema_version", "5")]
+        assert meta == [("integrity", Integrity(KEY).record), ("schema_version", "6")]
 
 
 class WrittenBehindTheRecord(SQLiteEventStore):

@@ -1,7 +1,8 @@
 """agentfsm's own PostgreSQL schema, upgraded from each version it had, one test per step.
 
 1: runs, events, snapshots. 2: + attachments. 3: + snapshots.digest. 4: + the key record in
-`meta`. 5: + runs.status_at and the claim's index. The lease table gained its holder's columns, then the timers' (wake_at, resume_at,
+`meta`. 5: + runs.status_at and the claim's index. 6: + runs.created, its sequence and the runs
+list's indexes. The lease table gained its holder's columns, then the timers' (wake_at, resume_at,
 resume_version). A database left at any of these is upgraded in place by `migrate()`, its
 runs intact and verifiable, and ends at the current schema.
 """
@@ -111,7 +112,7 @@ def test_a_version_4_database_gains_the_claim_queue_from_its_updated_at(
 ) -> None:
     """Version 5 adds runs.status_at and the claim's index: a version-4 database (neither)
     has its runs queued by their last event's time, so they are claimed in arrival order
-    (`zeta` before `alpha`), not by id, and is at version 5 with the index."""
+    (`zeta` before `alpha`), not by id, and is at the current version with the index."""
     from datetime import UTC, datetime, timedelta
 
     times = iter(datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=i) for i in range(100))
@@ -144,3 +145,38 @@ def test_a_version_4_database_gains_the_claim_queue_from_its_updated_at(
         assert [leases.claim("w", 30), leases.claim("w", 30)] == ["zeta", "alpha"]
     finally:
         leases.close()
+
+
+def test_a_version_5_database_numbers_its_runs_by_their_first_event(
+    postgres_dsn: str, pg_prefix: str
+) -> None:
+    """Version 6 adds runs.created, its sequence and indexes: a version-5 database (none of
+    them) has its runs numbered by their first event's time (`zeta`, written first but
+    begun later, is the newer), and a run made after the upgrade takes the next number."""
+    from agentfsm.events.codec import make_event
+
+    times = {"zeta": "2026-01-01T00:00:10+00:00", "alpha": "2026-01-01T00:00:00+00:00"}
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        for run_id, at in times.items():
+            started = make_event("run.started", run_id=run_id, sequence=1, occurred_at=at)
+            store.append(run_id, [started], 0)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # what version 5 wrote
+        for statement in (
+            "DROP INDEX {p}runs_by_created",
+            "DROP INDEX {p}runs_by_status_created",
+            "ALTER TABLE {p}runs DROP COLUMN created",  # its sequence goes with it
+            "UPDATE {p}meta SET value = '5' WHERE key = 'schema_version'",
+        ):
+            conn.execute(statement.format(p=pg_prefix))  # type: ignore[arg-type]
+    with PostgresEventStore(postgres_dsn, table_prefix=pg_prefix, migrate=True) as store:
+        assert [r.run_id for r in store.runs(order="newest")] == ["zeta", "alpha"]
+        store.append("beta", scripted_run("beta", 0), 0)
+        assert [r.run_id for r in store.runs(order="newest")] == ["beta", "zeta", "alpha"]
+    with psycopg.connect(postgres_dsn) as conn:
+        numbers = conn.execute(
+            f"SELECT run_id, created FROM {pg_prefix}runs ORDER BY created"  # type: ignore[arg-type]
+        ).fetchall()
+        version = conn.execute(
+            f"SELECT value FROM {pg_prefix}meta WHERE key = 'schema_version'"  # type: ignore[arg-type]
+        ).fetchone()
+    assert (numbers, version) == ([("alpha", 1), ("zeta", 2), ("beta", 3)], ("6",))

@@ -34,6 +34,14 @@ def test_the_first_example_prints_its_output(
     _prints_its_output(DOC.read_text(), tmp_path, monkeypatch)
 
 
+def test_the_listing_example_prints_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing section's block: newest first, paged by key, and a bounded count."""
+    text = DOC.read_text().split("## Listing and counting", 1)[1]
+    _prints_its_output(text, tmp_path, monkeypatch)
+
+
 def test_the_attachments_example_prints_its_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,7 +27,8 @@ from agentfsm.runtime import RunnerConfig, ToolPolicy
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source, UIConfig, create_app
 from agentfsm.ui._security import COOKIE, csrf_token
-from agentfsm.ui.server import bind
+from agentfsm.ui._source import READERS
+from agentfsm.ui.server import Server, bind
 
 CHROMIUM = "/usr/bin/chromium"
 TOKEN = "test-token-0123456789abcdef"
@@ -123,14 +124,16 @@ def signed_in(runs_db: Path) -> TestClient:
 class LiveServer:
     """The app served by uvicorn on 127.0.0.1, in a thread of the test process."""
 
-    def __init__(self, path: Path, **config: Any) -> None:
+    def __init__(self, path: Path, *, readers: int = READERS, **config: Any) -> None:
+        settings = {"token": TOKEN, "poll_seconds": 0.5, **config}
+        source = Source(opener(path), label=str(path), readers=readers)
+        self.app = create_app(source, UIConfig(**settings))
         sock = bind("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        settings = {"token": TOKEN, "poll_seconds": 0.5, **config}
-        app = create_app(Source(opener(path), label=str(path)), UIConfig(**settings))
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        self.server = Server(
+            uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off"),
+            self.app,
         )
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
         self.sock = sock

@@ -31,18 +31,18 @@ def _approve(c: TestClient, path: Path, **override: str) -> object:
 
 class TestPages:
     def test_runs_list_shows_every_run_with_its_status(self, ui: TestClient) -> None:
-        """The list names each run the Runner made, with its status and agent."""
+        """The list names each run the Runner made, newest first, with its status and agent."""
         page = ui.get("/")
         assert page.status_code == 200
         rows = re.findall(r'<tr data-run="([^"]+)">', page.text)
-        assert rows == ["done-1", "done-2", "pay-1"]
+        assert rows == ["pay-1", "done-2", "done-1"]
         assert "waiting_approval" in page.text
         assert "payments" in page.text
 
     def test_runs_list_filters_by_status_table_and_id(self, ui: TestClient) -> None:
         """Status, table and run-id prefix each narrow the list."""
         only = lambda url: re.findall(r'<tr data-run="([^"]+)">', ui.get(url).text)  # noqa: E731
-        assert only("/?status=completed") == ["done-1", "done-2"]
+        assert only("/?status=completed") == ["done-2", "done-1"]
         assert only("/?q=done-2") == ["done-2"]
         assert only("/?q=done") == ["done-1", "done-2"]
         assert only("/?table=agent_run&status=waiting_approval") == ["pay-1"]
@@ -52,10 +52,10 @@ class TestPages:
         """With two runs a page, the next page starts after the last run shown."""
         c = client(runs_db, page_size=2)
         first = c.get("/")
-        assert re.findall(r'<tr data-run="([^"]+)">', first.text) == ["done-1", "done-2"]
-        assert 'href="/?after=done-2"' in first.text
+        assert re.findall(r'<tr data-run="([^"]+)">', first.text) == ["pay-1", "done-2"]
+        assert 'href="/?sort=newest&amp;after=done-2"' in first.text
         second = c.get("/?after=done-2")
-        assert re.findall(r'<tr data-run="([^"]+)">', second.text) == ["pay-1"]
+        assert re.findall(r'<tr data-run="([^"]+)">', second.text) == ["done-1"]
         assert 'rel="next"' not in second.text
 
     def test_rows_fragment_is_what_the_list_polls(self, ui: TestClient) -> None:

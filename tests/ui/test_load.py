@@ -270,3 +270,34 @@ class TestInstalledTablesReadOnce:
         source.pending()
         source.close()
         assert scans == [registry.ENTRY_POINT_GROUP]
+
+
+class TestALongRunsPathGrows:
+    def test_the_path_folded_on_is_the_path_folded_whole(self, tmp_path: Path) -> None:
+        """A run that grew past a checkpoint is folded only where it grew, and its path,
+        checkpoints and record are those a fresh fold makes (the record is then the run's
+        record, without a load)."""
+        from agentfsm.testing.store_checks import scripted_run
+
+        path = tmp_path / "runs.db"
+        make_runs(path)
+        events = scripted_run("long", 60)  # 301 events
+        source = Source(opener(path))
+        with SQLiteEventStore(path) as store:
+            store.append("long", events[:250], 0)
+            before = source.path("long")
+            store.append("long", events[250:], 250)
+        grown = source.path("long")
+        fresh = Source(opener(path)).path("long")
+        with SQLiteEventStore(path) as store:  # the record a page shows: the path's, the load's
+            assert source.record("long").dumps() == store.load("long").dumps()
+        assert (before.version, grown.version) == (250, 301)
+        assert grown.trajectory == fresh.trajectory
+        assert grown.checkpoints.keys() == fresh.checkpoints.keys() == {256}
+        assert grown.record is not None
+        assert fresh.record is not None
+        assert grown.record.dumps() == fresh.record.dumps()
+        assert (
+            source.record_at("long", 280).dumps()
+            == Source(opener(path)).record_at("long", 280).dumps()
+        )

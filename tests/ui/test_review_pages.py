@@ -177,7 +177,7 @@ class TestRunsList:
         page = ui.get("/").text
         counts = dict(re.findall(r'<span class="status s-(\w+)">\w+</span> (\d+)</a>', page))
         assert counts == {"completed": "2", "waiting_approval": "1"}
-        assert "3 runs in all" in page
+        assert "<strong>3</strong> runs in all" in page
 
     def test_search_by_objective_agent_or_tool(self, ui: TestClient) -> None:
         def found(text: str) -> list[str]:
@@ -186,7 +186,7 @@ class TestRunsList:
         assert found("say BYE") == ["done-2"]  # the objective, any case
         assert found("payments") == ["pay-1"]  # the agent
         assert found("refund") == ["pay-1"]  # a tool it called (and its objective)
-        assert found("helper") == ["done-1", "done-2"]
+        assert found("helper") == ["done-2", "done-1"]
         assert found("nothing like it") == []
 
     def test_a_date_range(self, ui: TestClient, runs_db: Path) -> None:
@@ -204,11 +204,70 @@ class TestRunsList:
         second = c.get(second_url).text
         third_url = html.unescape(re.search(r'rel="next" href="([^"]+)"', second).group(1))
         third = c.get(third_url).text
-        assert re.findall(r'<tr data-run="([^"]+)">', third) == ["pay-1"]
+        assert re.findall(r'<tr data-run="([^"]+)">', third) == ["done-1"]
         back = html.unescape(re.search(r'rel="prev" href="([^"]+)"', third).group(1))
         assert re.findall(r'<tr data-run="([^"]+)">', c.get(back).text) == ["done-2"]
         back = html.unescape(re.search(r'rel="prev" href="([^"]+)"', second).group(1))
-        assert re.findall(r'<tr data-run="([^"]+)">', c.get(back).text) == ["done-1"]
+        assert re.findall(r'<tr data-run="([^"]+)">', c.get(back).text) == ["pay-1"]
+
+    def test_newest_first_by_default_and_each_sort(self, runs_db: Path) -> None:
+        """Newest first unless asked (a run made last with the lowest id comes first), and
+        oldest first, by run id or by status on request."""
+        with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
+            Runner(store, answer_agent("late")).run("aaa-4", "Made last")
+        c = client(runs_db)
+
+        def rows(url: str) -> list[str]:
+            return re.findall(r'<tr data-run="([^"]+)">', c.get(url).text)
+
+        assert rows("/") == ["aaa-4", "pay-1", "done-2", "done-1"]
+        assert rows("/?sort=newest") == rows("/")
+        assert rows("/?sort=oldest") == ["done-1", "done-2", "pay-1", "aaa-4"]
+        assert rows("/?sort=run_id") == ["aaa-4", "done-1", "done-2", "pay-1"]
+        assert rows("/?sort=status") == ["aaa-4", "done-1", "done-2", "pay-1"]
+        assert rows("/?sort=oldest&status=completed") == ["done-1", "done-2", "aaa-4"]
+        assert rows("/?q=done") == ["done-1", "done-2"]  # a run id's start: by run id
+        assert rows("/?q=done&sort=newest") == ["done-2", "done-1"]
+        page = c.get("/?sort=oldest").text
+        assert '<option value="oldest" selected>oldest first</option>' in page
+        assert "runs in all · oldest first</p>" in page
+
+    def test_page_links_keep_the_sort_and_the_filters(self, runs_db: Path) -> None:
+        """Next, previous and first page, the polled rows and the status counts carry the
+        sort and the filters."""
+        c = client(runs_db, page_size=1)
+        first = c.get("/?sort=oldest&status=completed&text=helper").text
+        assert re.findall(r'<tr data-run="([^"]+)">', first) == ["done-1"]
+        next_url = html.unescape(re.search(r'rel="next" href="([^"]+)"', first).group(1))
+        assert next_url == "/?sort=oldest&status=completed&text=helper&after=done-1"
+        second = c.get(next_url).text
+        assert re.findall(r'<tr data-run="([^"]+)">', second) == ["done-2"]
+        back = html.unescape(re.search(r'rel="prev" href="([^"]+)"', second).group(1))
+        assert back == "/?sort=oldest&status=completed&text=helper"
+        polled = html.unescape(re.search(r'data-poll-rows="([^"]+)"', second).group(1))
+        assert polled.startswith("/?sort=oldest&status=completed&text=helper&after=done-1&")
+        assert re.findall(r'<tr data-run="([^"]+)">', c.get(polled).text) == ["done-2"]
+        assert 'href="/?sort=oldest&amp;status=waiting_approval"' in first
+
+    def test_a_bad_sort_or_a_cursor_naming_no_run_is_a_400(self, ui: TestClient) -> None:
+        bad = ui.get("/", params={"sort": "sideways"})
+        assert (bad.status_code, "?sort= must be one of newest, oldest, run_id, status" in bad.text) == (400, True)
+        gone = ui.get("/", params={"after": "no-such-run"})
+        assert gone.status_code == 400
+        assert "after=&#39;no-such-run&#39; names no run in the store" in gone.text
+
+    def test_past_the_count_bound_the_total_is_an_estimate_and_says_so(self, runs_db: Path) -> None:
+        """Counting stops at `count_up_to`: past it the page gives the store's estimate,
+        marked as one; under it, the exact count."""
+        page = client(runs_db, count_up_to=1).get("/").text
+        total = re.search(r'<p class="total" id="runs-total">(.*?)</p>', page).group(1)
+        assert total == (
+            '<strong>about 3</strong> runs in all <span class="muted">(an estimate: counting '
+            "stops at 1)</span> · newest first"
+        )
+        counts = dict(re.findall(r'<span class="status s-(\w+)">\w+</span> ([^<]+)</a>', page))
+        assert counts["waiting_approval"] == "1"
+        assert counts["completed"].startswith(("about ", "more than "))
 
     def test_the_driver_of_a_live_run_is_named(self, ui: TestClient, runs_db: Path) -> None:
         """A run not ended says who holds its lease, or that nobody does."""

@@ -1,7 +1,8 @@
-// agentfsm UI: the little script there is. Pages work without it; it adds live updates
-// (polling the server, which answers from the store's index) and clickable diagram states.
-// It never builds markup from data: text goes in with textContent, rows come pre-escaped
-// from the server.
+// agentfsm UI: the little script there is. Pages work without it; it keeps them live: a
+// stream of server-sent events (EventSource) where the page names one, else (no
+// EventSource, or the server refused the stream) polling the server, which answers from the
+// store's index. It never builds markup from data: text goes in with textContent, rows and
+// sections come pre-escaped from the server.
 "use strict";
 (function () {
   const body = document.body;
@@ -16,31 +17,138 @@
     if (!r.ok) throw new Error(String(r.status));
     return r.json();
   }
-
-  // Runs list: refresh the rows in place (server-rendered and escaped).
-  if (body.dataset.pollRows) {
-    const rows = document.getElementById("run-rows");
-    poll(async () => {
-      const r = await fetch(body.dataset.pollRows, { credentials: "same-origin" });
-      if (r.ok && rows) rows.innerHTML = await r.text();
+  // The page's stream, with a handler per event; `fallback` (polling) when there is none:
+  // no EventSource here, or the server refused it (past its cap, streams off), which
+  // closes it. A stream the server ended on its own is reopened by the browser.
+  function live(handlers, fallback) {
+    if (!body.dataset.stream || typeof window.EventSource !== "function") {
+      body.dataset.live = "poll";
+      fallback();
+      return;
+    }
+    const source = new EventSource(body.dataset.stream);
+    body.dataset.live = "stream";
+    Object.entries(handlers).forEach(([name, handle]) => {
+      source.addEventListener(name, (e) => handle(e.data));
     });
-  }
-  // A run: say when it moved on (never reload under a reader's feet).
-  if (body.dataset.pollVersion) {
-    poll(async () => {
-      const now = await getJSON(body.dataset.pollVersion);
-      if (String(now.version) !== body.dataset.version) {
-        document.getElementById("run-changed").hidden = false;
+    source.addEventListener("error", () => {
+      if (source.readyState === EventSource.CLOSED && body.dataset.live === "stream") {
+        body.dataset.live = "poll";
+        fallback();
       }
     });
+    window.addEventListener("pagehide", () => source.close());
   }
-  // Approvals: say when the calls waiting changed.
+  function fragment(html) {
+    const t = document.createElement("template");
+    t.innerHTML = html;
+    return t.content;
+  }
+
+  // Runs list: the rows (and the counts) replaced in place.
+  if (body.dataset.pollRows) {
+    const rows = document.getElementById("run-rows");
+    const counts = document.getElementById("run-counts");
+    const pager = document.getElementById("run-pager");
+    live({
+      rows: (html) => { if (rows) rows.innerHTML = html; },
+      counts: (html) => { if (counts) counts.innerHTML = html; },
+      pager: (html) => { if (pager) pager.innerHTML = html; },
+    }, () => poll(async () => {
+      const r = await fetch(body.dataset.pollRows, { credentials: "same-origin" });
+      if (r.ok && rows) rows.innerHTML = await r.text();
+    }));
+  }
+  // A run: new events' rows added to the timeline in place (the turn they belong to drawn
+  // again whole, its open rows kept open); past the page's end, say the run moved on.
+  if (body.dataset.pollVersion) {
+    const changed = () => { document.getElementById("run-changed").hidden = false; };
+    const table = document.querySelector("table.timeline-table");
+    const loaded = parseInt(body.dataset.version, 10);
+    live({
+      rows: (html) => {
+        if (!table) return;
+        fragment(html).querySelectorAll("tbody.turn-group").forEach((group) => {
+          const turn = group.dataset.turn;
+          const old = Array.from(table.querySelectorAll("tbody.turn-group")).find((g) => g.dataset.turn === turn);
+          if (old) {
+            const open = Array.from(old.querySelectorAll("tr[data-seq]"))
+              .filter((tr) => tr.querySelector("details[open]")).map((tr) => tr.dataset.seq);
+            open.forEach((seq) => {
+              const d = group.querySelector(`tr[data-seq="${seq}"] details`);
+              if (d) d.open = true;
+            });
+            old.replaceWith(group);
+          } else {
+            const refused = table.querySelector("tr.refused-row");
+            table.insertBefore(group, refused ? refused.closest("tbody") : null);
+          }
+        });
+        document.dispatchEvent(new CustomEvent("agentfsm:timeline"));
+      },
+      run: (data) => {
+        const now = JSON.parse(data);
+        const status = document.getElementById("run-status");
+        if (status && status.textContent !== now.status) {
+          status.textContent = now.status;
+          status.className = `status s-${now.status}`;
+          // What the table allowed in the state the page loaded in may not be allowed now.
+          document.querySelectorAll("section.steer button").forEach((b) => { b.disabled = true; });
+        }
+        const events = document.getElementById("run-events");
+        if (events) events.textContent = String(now.version);
+        const range = document.getElementById("timeline-range");
+        if (range) range.textContent = range.textContent.replace(/–\d+ of \d+$/, `–${now.shown} of ${now.version}`);
+        if (now.version > loaded) {
+          document.getElementById("run-live").hidden = false;
+          document.getElementById("run-live-count").textContent = String(now.version - loaded);
+        }
+        if (now.more) changed();
+      },
+    }, () => poll(async () => {
+      const now = await getJSON(body.dataset.pollVersion);
+      if (String(now.version) !== body.dataset.version) changed();
+    }));
+  }
+  // Approvals: a call no longer waiting is marked so (its forms disabled); a call that came
+  // is added under its run; a difference with what the page was made from is said.
   if (body.dataset.pollInbox) {
-    poll(async () => {
+    const seen = body.dataset.inbox.split("|").filter(Boolean).sort().join("|");
+    const changed = () => { document.getElementById("inbox-changed").hidden = false; };
+    const list = document.getElementById("inbox-runs");
+    const article = (key) => {
+      const [run, action] = [key.slice(0, key.lastIndexOf(" ")), key.slice(key.lastIndexOf(" ") + 1)];
+      return Array.from(document.querySelectorAll("article.approval"))
+        .find((a) => a.dataset.run === run && a.dataset.action === action);
+    };
+    live({
+      keys: (data) => { if (JSON.parse(data).join("|") !== seen) changed(); },
+      gone: (data) => {
+        JSON.parse(data).forEach((key) => {
+          const card = article(key);
+          if (!card || card.classList.contains("gone")) return;
+          card.classList.add("gone");
+          card.querySelectorAll("button, input").forEach((el) => { el.disabled = true; });
+          const note = document.createElement("p");
+          note.className = "notice gone-note";
+          note.textContent = "No longer waiting: decided, or the run moved on, since this page loaded.";
+          card.prepend(note);
+        });
+      },
+      calls: (html) => {
+        if (!list) return;
+        list.querySelectorAll(":scope > p.empty").forEach((p) => p.remove());
+        fragment(html).querySelectorAll("section.inbox-run").forEach((section) => {
+          const mine = Array.from(list.querySelectorAll("section.inbox-run")).find((s) => s.dataset.run === section.dataset.run);
+          if (mine) section.querySelectorAll("article.approval").forEach((a) => mine.append(a));
+          else list.append(section);
+        });
+        document.dispatchEvent(new CustomEvent("agentfsm:inbox"));
+      },
+    }, () => poll(async () => {
       const now = await getJSON(body.dataset.pollInbox);
-      const seen = body.dataset.inbox.split("|").filter(Boolean).sort().join("|");
-      if (now.calls.join("|") !== seen) document.getElementById("inbox-changed").hidden = false;
-    });
+      if (now.calls.join("|") !== seen) changed();
+    }));
   }
   // Diagrams: a click (or Enter) on a state opens its description below (a table's page),
   // or says what it is and whether the run was there (a run's page).
@@ -73,15 +181,15 @@
 })();
 // Approvals: each expiry counts down (the server refuses an expired approval anyway).
 (function () {
-  const clocks = document.querySelectorAll("time.countdown[datetime]");
-  if (!clocks.length) return;
+  if (!document.querySelector("time.countdown[datetime]") && !document.body.dataset.pollInbox) return;
   function words(ms) {
     const s = Math.round(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24,
       m = Math.floor(s / 60) % 60;
     return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : m ? `${m} min ${s % 60} s` : `${s} s`;
   }
   function tick() {
-    clocks.forEach((t) => {
+    // Read each time: the inbox's stream adds calls with clocks of their own.
+    document.querySelectorAll("time.countdown[datetime]").forEach((t) => {
       const left = Date.parse(t.getAttribute("datetime")) - Date.now();
       if (Number.isNaN(left)) return;
       t.textContent = left > 0 ? `in ${words(left)}` : "now: expired, approving is refused";
@@ -102,7 +210,10 @@
     });
   }
   mark();
-  document.querySelectorAll("details").forEach((d) => d.addEventListener("toggle", mark));
+  // `toggle` does not bubble: caught on the way down, so rows added later are heard too.
+  document.addEventListener("toggle", mark, true);
+  document.addEventListener("agentfsm:timeline", mark);
+  document.addEventListener("agentfsm:inbox", mark);
 })();
 // The timeline: filter this page's rows by type, call and text (the server pages them).
 (function () {
@@ -114,8 +225,9 @@
   const type = document.getElementById("timeline-type");
   const action = document.getElementById("timeline-action");
   const count = document.getElementById("timeline-count");
-  const rows = Array.from(document.querySelectorAll(".timeline-table tr[data-seq]"));
   function apply() {
+    // Read each time: the run's stream adds rows.
+    const rows = Array.from(document.querySelectorAll(".timeline-table tr[data-seq]"));
     const text = search.value.trim().toLowerCase();
     let shown = 0;
     rows.forEach((row) => {
@@ -131,4 +243,5 @@
     count.textContent = shown === rows.length ? "" : `${shown} of ${rows.length} events on this page match`;
   }
   [search, type, action].forEach((el) => el.addEventListener("input", apply));
+  document.addEventListener("agentfsm:timeline", apply);
 })();
