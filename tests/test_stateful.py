@@ -88,11 +88,14 @@ def test_subclass_binds_a_system_under_test() -> None:
 def test_a_wrong_system_is_caught() -> None:
     """A system under test that mishandles an event makes the machine fail."""
 
+    # The toy system breaks on any run's third event, not on one type: which types a fixed
+    # number of derandomized examples reaches moved with what the rest of the suite had run
+    # before (seen in CI: 60 examples and no tool.completed, while alone the 4th had one).
     class Wrong(run_machine()):  # type: ignore[misc]
         def on_event(self, event: Event, before: RunRecord, after: RunRecord) -> None:
-            assert event.type != "tool.completed", "the toy system cannot take results"
+            assert event.sequence < 3, "the toy system cannot take a third event"
 
-    with pytest.raises(AssertionError, match="the toy system cannot take results"):
+    with pytest.raises(AssertionError, match="the toy system cannot take a third event"):
         run_state_machine_as_test(
             Wrong,
             settings=settings(QUICK, max_examples=60, derandomize=True, phases=[Phase.generate]),
@@ -159,7 +162,7 @@ def test_a_counterexample_shows_its_log_as_json_lines() -> None:
 
     class Wrong(run_machine()):  # type: ignore[misc]
         def on_event(self, event: Event, before: RunRecord, after: RunRecord) -> None:
-            assert event.type != "tool.completed", "the toy system cannot take results"
+            assert event.sequence < 3, "the toy system cannot take a third event"
 
     with pytest.raises(AssertionError) as info:
         run_state_machine_as_test(
@@ -170,5 +173,5 @@ def test_a_counterexample_shows_its_log_as_json_lines() -> None:
     lines = [line for note in notes for line in note.splitlines() if line.startswith("{")]
     events = [parse_event(line) for line in lines]
     assert events[0].type == "run.started"
-    assert events[-1].type == "tool.completed"
-    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    assert [e.sequence for e in events] == [1, 2, 3]  # the run up to the event it broke on
+    assert len({e.run_id for e in events}) == 1
