@@ -54,7 +54,7 @@ from agentfsm.runtime.procrastinate import EngineSettings, ProcrastinateEngine
 from agentfsm.stores.base import EventStore
 from agentfsm.stores.postgres import PostgresEventStore
 from agentfsm.stores.postgres_leases import PostgresLeases
-from agentfsm.testing.postgres_server import postgres_server
+from agentfsm.testing.fixtures.postgres_server import postgres_server
 
 TURNS = 3
 SETTINGS = EngineSettings(heartbeat=0.5, stalled_after=2.0, recover_every=0.5, poll=1.0)

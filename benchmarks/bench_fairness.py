@@ -35,7 +35,7 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.runtime import Agent, Decision, Runner, RunnerConfig, Tool, ToolContext, call, submit
 from agentfsm.runtime.procrastinate import EngineSettings, ProcrastinateEngine
 from agentfsm.stores.base import EventStore
-from agentfsm.testing.postgres_server import postgres_server
+from agentfsm.testing.fixtures.postgres_server import postgres_server
 from benchmarks.bench_engine import SETTINGS, _database, _procs, _quiet, _stop
 
 

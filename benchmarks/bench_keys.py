@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.stores.anchor import AnchoredHead, FileAnchor
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing import scripted_run
 
 COMMITS = 300
 

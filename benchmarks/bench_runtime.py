@@ -268,7 +268,7 @@ def main() -> None:
             )
         if not args.skip_postgres:
             from agentfsm.stores.postgres import PostgresEventStore
-            from agentfsm.testing.postgres_server import postgres_server
+            from agentfsm.testing.fixtures.postgres_server import postgres_server
 
             with postgres_server() as server:
                 rows.append(

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agentfsm.events import event_to_dict
 from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.stores.postgres import PostgresEventStore
-from agentfsm.testing.postgres_server import postgres_server
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing import scripted_run
+from agentfsm.testing.fixtures.postgres_server import postgres_server
 from benchmarks.raw import batches, rows_of, sqlite_raw_conn
 from benchmarks.raw import raw_sqlite as raw_sqlite_rows
 

@@ -5,7 +5,7 @@ claim beside the claim it replaced (ORDER BY run_id over every runnable run, iss
 
     .venv/bin/python benchmarks/claim_plan_postgres.py [--backlogs 100,1000,10000]
 
-A PostgreSQL server of its own (agentfsm.testing.postgres_server). For each backlog, fresh
+A PostgreSQL server of its own (agentfsm.testing.fixtures.postgres_server). For each backlog, fresh
 tables: a third as many runs again that ended (the oldest, lowest ids: they came first),
 then the runnable ones, a second apart, rows as an append writes them. Each claim is rolled
 back, so both claims read the same queue.
@@ -23,7 +23,7 @@ from agentfsm.stores._process import this_process
 from agentfsm.stores.leases import RUNNABLE_STATUSES
 from agentfsm.stores.postgres import PostgresEventStore
 from agentfsm.stores.postgres_leases import PostgresLeases
-from agentfsm.testing.postgres_server import postgres_server
+from agentfsm.testing.fixtures.postgres_server import postgres_server
 
 #: The claim before issue 32 (agentfsm 2026-12-01), on the same tables.
 _BEFORE = (

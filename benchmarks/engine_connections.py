@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm.runtime import submit
 from agentfsm.runtime.procrastinate import ProcrastinateEngine
-from agentfsm.testing.postgres_server import postgres_server
+from agentfsm.testing.fixtures.postgres_server import postgres_server
 from benchmarks.bench_engine import SETTINGS, _database, _procs, _quiet, _runner, _stop
 from benchmarks.bench_fairness import _worker
 

@@ -21,7 +21,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentfsm.testing.postgres_server import postgres_server
+from agentfsm.testing.fixtures.postgres_server import postgres_server
 
 COMMITS_PER_TURN = 2
 

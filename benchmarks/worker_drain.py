@@ -26,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from agentfsm.runtime import submit
 from agentfsm.runtime.procrastinate import EngineSettings, Waker
 from agentfsm.stores.postgres import PostgresEventStore
-from agentfsm.testing.postgres_server import postgres_server
+from agentfsm.testing.fixtures.postgres_server import postgres_server
 from tests.runtime import _pq_app
 
 ROOT = Path(__file__).resolve().parents[1]

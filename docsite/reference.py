@@ -29,6 +29,8 @@ NAMESPACES = (
     "agentfsm.names",
     "agentfsm.diagrams",
     "agentfsm.testing",
+    "agentfsm.testing.fixtures.claude_transport",
+    "agentfsm.testing.fixtures.postgres_server",
     "agentfsm.ui",
     "agentfsm.adapters.openai_agents",
     "agentfsm.adapters.langgraph",

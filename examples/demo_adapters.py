@@ -13,7 +13,7 @@
 - pydantic-ai (`sdk-pydantic-ai`): a model that never stops, stopped by a token budget
   before the call that could overspend it (each call reserves its estimate).
 - Claude Agent SDK (`sdk-claude`): the SDK's own client over a scripted CLI
-  (`agentfsm.testing.claude_transport`); a refund is deferred for approval, approved in our
+  (`agentfsm.testing.fixtures.claude_transport`); a refund is deferred for approval, approved in our
   store, and a fresh `ClaudeRun` resumes the SDK session our store kept.
 
 `--export` writes the runs' events as JSON Lines: `agentfsm validate`, `replay` and
@@ -171,7 +171,7 @@ def claude_run(store: EventStore, sessions: Path) -> None:
     from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 
     from agentfsm.adapters.claude_agent_sdk import ClaudeRun
-    from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
+    from agentfsm.testing.fixtures.claude_transport import Answer, Use, scripted_cli
 
     @tool("refund", "Refund an order", {"order_id": str})
     async def refund(args: dict[str, Any]) -> dict[str, Any]:

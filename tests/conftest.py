@@ -11,7 +11,7 @@ import pytest
 
 from agentfsm import Event, read_events
 from agentfsm.fsm import registry
-from agentfsm.testing.postgres_server import postgres_server, unavailable_reason
+from agentfsm.testing.fixtures.postgres_server import postgres_server, unavailable_reason
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

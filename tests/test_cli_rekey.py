@@ -25,7 +25,8 @@ from agentfsm import SQLiteEventStore, StoreOptions
 from agentfsm.errors import IntegrityKeyError
 from agentfsm.events.canonical import canonical_text
 from agentfsm.stores._integrity import Integrity
-from agentfsm.testing.store_checks import scripted_run, tool_turn
+from agentfsm.testing import scripted_run
+from agentfsm.testing._stores.scripted import tool_turn
 from tests._cli_helpers import AGENTFSM, run_script
 from tests.stores.conftest import SQLiteTamper
 from tests.test_cli_keys import KEY, OTHER_KEY, key_id

@@ -20,7 +20,7 @@ from agentfsm.reducers import Reducer, replay
 from agentfsm.runtime import approve
 from agentfsm.stores import RunInfo
 from agentfsm.stores.anchor import AnchoredHead, FileAnchor
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing import scripted_run
 from examples.lifecycles.ticket import TICKET_TABLE
 from tests._cli_helpers import run_main, run_script, waiting_events
 from tests.stores.conftest import SQLiteTamper

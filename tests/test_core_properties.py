@@ -22,8 +22,7 @@ from agentfsm.events import EVENT_CLASSES, make_event
 from agentfsm.fsm.table import ON_NO_EDGE
 from agentfsm.names import EventType
 from agentfsm.reducers import DEFAULT_REDUCER, Snapshot
-from agentfsm.testing.store_checks import scripted_run
-from agentfsm.testing.strategies import illegal_steps, legal_runs
+from agentfsm.testing import illegal_steps, legal_runs, scripted_run
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

@@ -514,7 +514,7 @@ def test_a_lifecycle_event_that_ends_the_run_ends_it_as_a_built_in_end_does() ->
     `the run ended with a model call open`)."""
     from agentfsm import Reducer
     from agentfsm.events import LogBuilder
-    from agentfsm.testing.stateful import record_problems
+    from agentfsm.testing import record_problems
     from tests.fixtures.emit_loan import LOAN_TABLE
 
     log = LogBuilder("r1", events=LOAN_TABLE.event_types)

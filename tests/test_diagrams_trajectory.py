@@ -29,7 +29,7 @@ from agentfsm.diagrams import (
 from agentfsm.diagrams.model import EdgeLabel
 from agentfsm.diagrams.trajectory import fold_trajectory
 from agentfsm.reducers import DEFAULT_REDUCER
-from agentfsm.testing.strategies import legal_runs
+from agentfsm.testing import legal_runs
 from tests._diagram_tables import TINY
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -37,7 +37,7 @@ from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.diff import diff_runs
 from agentfsm.runtime import ToolPolicy, control
-from agentfsm.testing.strategies import legal_runs
+from agentfsm.testing import legal_runs
 from tests._cli_helpers import run_script, waiting_events
 
 KEY = b"a test key of thirty-two bytes!!"

@@ -25,7 +25,7 @@ from agentfsm.errors import EventFormatError
 from agentfsm.events import dump_event, make_event, parse_event
 from agentfsm.reducers import replay
 from agentfsm.stores import SQLiteEventStore
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing import scripted_run
 
 _leaves = (
     st.none()

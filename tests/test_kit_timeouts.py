@@ -27,7 +27,7 @@ from agentfsm.testing import (
     record_problems,
     run_machine,
 )
-from agentfsm.testing.coverage import edge_name
+from agentfsm.testing._runs.coverage import edge_name
 
 WEEK = timedelta(days=7)
 

@@ -32,8 +32,8 @@ from agentfsm.testing import (
     legal_runs,
     run_machine,
 )
-from agentfsm.testing._candidates import Clock, accepted
-from agentfsm.testing._tools import tool_set
+from agentfsm.testing._runs.candidates import Clock, accepted
+from agentfsm.testing._runs.tools import tool_set
 from tests._cli_helpers import run_main
 from tests.fixtures.emit_loan import TOOL_LOAN_TABLE, credit_results, loan_tools
 

@@ -176,3 +176,68 @@ def test_a_submodule_import_is_read_as_an_import_of_that_module() -> None:
     graph = _graph()
     assert "agentfsm.runtime._plan" in graph["agentfsm.runtime._drive"]
     assert "agentfsm.runtime" not in graph["agentfsm.runtime._drive"]
+
+
+#: The testing kit's groups (tests/test_public_api.py pins what it exports): each package of
+#: `agentfsm/testing/` and each module beside them is a group of its own.
+TESTING = PACKAGE / "testing"
+
+
+def _testing_group(module: str) -> str | None:
+    """The group of `agentfsm.testing.x...` (`x`), "" for the front door, None outside."""
+    names = module.split(".")
+    if names[:2] != ["agentfsm", "testing"]:
+        return None
+    return names[2] if len(names) > 2 else ""
+
+
+@pytest.mark.parametrize(
+    "path", sorted(TESTING.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_the_testing_kits_groups_import_only_themselves(path: Path) -> None:
+    """`_runs`, `_stores`, `fixtures`, the assertions, the promises and the plugin import
+    nothing of each other (nor the front door, which gathers them)."""
+    own = _testing_group(_module_name(path))
+    if own == "":
+        return
+    crossing = [
+        f"line {line}: {module}"
+        for line, module in _imports(path)
+        if _testing_group(module) not in (None, own)
+    ]
+    assert crossing == []
+
+
+def _private_names(path: Path, modules: set[str]) -> list[str]:
+    """`line: module.name` for each underscore name (not a module) the file imports."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [
+                f"line {node.lineno}: {node.module}.{alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and f"{node.module}.{alias.name}" not in modules
+            ]
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", sorted(TESTING.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_the_testing_kit_imports_no_private_name(path: Path) -> None:
+    """A module of the kit uses another's names from its `__all__` only: what several modules
+    share is named as shared, not reached for behind an underscore."""
+    modules = {_module_name(p) for p in _sources()}
+    assert _private_names(path, modules) == []
+
+
+def test_the_private_name_check_finds_one(tmp_path: Path) -> None:
+    """`from m import _x` is found; importing a private module (`from p import _m`) is not."""
+    source = tmp_path / "user.py"
+    source.write_text(
+        "from agentfsm.testing.fixtures import _claude_frames\n"
+        "from agentfsm.testing._runs.values import _opt, payloads\n",
+        encoding="utf-8",
+    )
+    modules = {_module_name(p) for p in _sources()}
+    assert _private_names(source, modules) == ["line 2: agentfsm.testing._runs.values._opt"]

@@ -55,7 +55,7 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer, Snapshot
 from agentfsm.runtime import ToolPolicy, append_event, call, migrate, pause, reject
 from agentfsm.stores import SQLiteEventStore, StoreOptions
-from agentfsm.testing.strategies import legal_runs
+from agentfsm.testing import legal_runs
 from examples.lifecycles.ticket import TICKET_TABLE
 from examples.lifecycles.ticket_v2 import TICKET_TABLE_V2
 from tests.test_versions import ticket_store

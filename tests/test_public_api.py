@@ -70,6 +70,7 @@ SUBPACKAGES = [
     "agentfsm.reducers",
     "agentfsm.runtime",
     "agentfsm.stores",
+    "agentfsm.testing",
 ]
 
 
@@ -215,3 +216,114 @@ def test_importing_has_no_global_side_effects() -> None:
         "after = (list(warnings.filters), logging.root.handlers[:], structlog.is_configured())\n"
         "assert before == after, (before, after)\n"
     )
+
+
+#: What `agentfsm.testing` exports, pinned like the top level: strategies, the stateful
+#: machine, coverage, the assertions and promises, the store conformance kit.
+TESTING = [
+    "FEATURES",
+    "ILLEGAL_KINDS",
+    "AsyncStoreConformance",
+    "CrashReport",
+    "EdgeCoverage",
+    "IllegalLogError",
+    "IllegalStep",
+    "RaceReport",
+    "RunMachine",
+    "Step",
+    "StoreConformance",
+    "StoreFactory",
+    "Tamper",
+    "arguments",
+    "assert_edge_coverage",
+    "assert_legal_log",
+    "assert_table_keeps_its_promises",
+    "crash_trials",
+    "edge_covering_paths",
+    "edge_ids",
+    "error_infos",
+    "events",
+    "illegal_steps",
+    "json_values",
+    "legal_runs",
+    "payloads",
+    "race_appends",
+    "record_problems",
+    "render_path",
+    "run_ids",
+    "run_machine",
+    "scripted_run",
+    "stop_problems",
+    "timestamps",
+    "tool_calls",
+    "usages",
+]
+
+#: The testing kit's public modules: the front door, the module pytest loads by its entry
+#: point, and what tests stand up to run against. Everything else is under an underscore.
+TESTING_MODULES = [
+    "agentfsm.testing",
+    "agentfsm.testing.fixtures",
+    "agentfsm.testing.fixtures.claude_transport",
+    "agentfsm.testing.fixtures.postgres_server",
+    "agentfsm.testing.pytest_plugin",
+]
+
+
+def test_the_testing_kit_exports_the_pinned_list() -> None:
+    """`agentfsm.testing.__all__` is exactly the list above, sorted as the top level is."""
+    import agentfsm.testing
+
+    assert list(agentfsm.testing.__all__) == TESTING
+    assert sorted(TESTING, key=lambda n: (not n.isupper(), n)) == TESTING
+
+
+def test_the_testing_kit_has_only_its_public_modules() -> None:
+    """A new module of the kit is private unless it is made public on purpose."""
+    root = PACKAGE / "testing"
+    public = sorted(
+        ".".join(
+            ["agentfsm", "testing", *path.relative_to(root).with_suffix("").parts]
+        ).removesuffix(".__init__")
+        for path in root.rglob("*.py")
+        if not any(part.startswith("_") for part in path.relative_to(root).parts[:-1])
+        and (path.name == "__init__.py" or not path.name.startswith("_"))
+    )
+    assert public == TESTING_MODULES
+
+
+def test_the_testing_kits_lazy_table_agrees_with_its_type_checking_imports() -> None:
+    """What mypy sees of `agentfsm.testing` is what its `__getattr__` serves; the rest of
+    `__all__` is imported eagerly and needs neither pytest nor Hypothesis."""
+    import agentfsm.testing
+
+    tree = ast.parse((PACKAGE / "testing" / "__init__.py").read_text(encoding="utf-8"))
+    typed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                assert imp.module is not None
+                typed |= {alias.asname or alias.name: imp.module for alias in imp.names}
+    assert typed == agentfsm.testing._LAZY
+    eager = sorted(set(TESTING) - set(typed))
+    assert eager == [
+        "IllegalLogError",
+        "Step",
+        "assert_legal_log",
+        "assert_table_keeps_its_promises",
+        "render_path",
+        "stop_problems",
+    ]
+
+
+@pytest.mark.parametrize("name", TESTING)
+def test_every_testing_name_is_its_modules_export(name: str) -> None:
+    """Each name the kit exports is listed in the `__all__` of the module it comes from."""
+    import agentfsm.testing
+
+    value = getattr(agentfsm.testing, name)
+    # The eager names are classes and functions: their module is where they are defined.
+    module = importlib.import_module(agentfsm.testing._LAZY.get(name) or value.__module__)
+    assert name in module.__all__
+    assert getattr(module, name) is value

@@ -24,7 +24,7 @@ def test_fixtures_are_available_to_any_project(tmp_path: Path) -> None:
             f"""
             from pathlib import Path
 
-            from agentfsm.testing.pytest_plugin import assert_legal_log
+            from agentfsm.testing import assert_legal_log
 
             LOG = Path({str(EXAMPLES / "order_ticket.jsonl")!r})
 
@@ -105,6 +105,25 @@ def test_testing_imports_without_pytest(tmp_path: Path) -> None:
     )
     result = _run(tmp_path, "-c", code)
     assert (result.returncode, result.stdout) == (0, "ok\n"), result.stderr
+
+
+def test_the_store_kit_without_pytest_says_what_to_install(tmp_path: Path) -> None:
+    """Without pytest the kit's process checks and scripted runs load; the conformance
+    suites (pytest test classes) say what to install."""
+    code = (
+        "import sys; sys.modules['pytest'] = None\n"
+        "from agentfsm.testing import Tamper, crash_trials, race_appends, scripted_run\n"
+        "print(len(scripted_run('r', 1)))\n"
+        "try:\n"
+        "    from agentfsm.testing import AsyncStoreConformance\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = _run(tmp_path, "-c", code)
+    assert (result.returncode, result.stdout) == (
+        0,
+        "6\nagentfsm.testing.AsyncStoreConformance needs pytest: pip install pytest\n",
+    ), result.stderr
 
 
 def test_plugin_and_assertions_import_without_hypothesis(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from agentfsm import DEFAULT_TABLE, Event, LifecycleError, RunRecord, State, Transition
 from agentfsm.reducers import Action
-from agentfsm.testing.stateful import RunMachine, record_problems, run_machine
+from agentfsm.testing import RunMachine, record_problems, run_machine
 
 QUICK = settings(
     max_examples=15,

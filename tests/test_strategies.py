@@ -13,14 +13,7 @@ from agentfsm import DEFAULT_TABLE, Event, IllegalTransitionError, Reducer, Stat
 from agentfsm.events import make_event, parse_timestamp
 from agentfsm.events.models import EVENT_CLASSES
 from agentfsm.reducers import DEFAULT_REDUCER
-from agentfsm.testing.strategies import (
-    FEATURES,
-    IllegalStep,
-    illegal_steps,
-    legal_runs,
-    payloads,
-    timestamps,
-)
+from agentfsm.testing import FEATURES, IllegalStep, illegal_steps, legal_runs, payloads, timestamps
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

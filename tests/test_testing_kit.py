@@ -13,8 +13,7 @@ from hypothesis import settings
 from agentfsm import LogBuilder, TransitionTable
 from agentfsm.events import dump_event
 from agentfsm.fsm.check import check_table
-from agentfsm.testing import assert_edge_coverage, legal_runs, run_machine
-from agentfsm.testing.pytest_plugin import assert_legal_log
+from agentfsm.testing import assert_edge_coverage, assert_legal_log, legal_runs, run_machine
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
 BLOCK = re.compile(r"```python\n(?P<code>.*?)```\n(?:\n```text\n(?P<out>.*?)```)?", re.DOTALL)

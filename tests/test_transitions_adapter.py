@@ -9,7 +9,7 @@ from transitions import MachineError
 from agentfsm import DEFAULT_TABLE, Event, IllegalTransitionError, State, Transition
 from agentfsm.adapters.transitions import to_machine
 from agentfsm.reducers import DEFAULT_REDUCER
-from agentfsm.testing.strategies import IllegalStep, illegal_steps, legal_runs
+from agentfsm.testing import IllegalStep, illegal_steps, legal_runs
 
 SETTINGS = settings(max_examples=120, deadline=None)
 

@@ -25,8 +25,8 @@ from agentfsm import (
 )
 from agentfsm.adapters.transitions import to_machine
 from agentfsm.events import make_event
-from agentfsm.testing._candidates import EVENT_ORDER, Clock, plausible, rule_breaking
-from agentfsm.testing.strategies import legal_runs
+from agentfsm.testing import legal_runs
+from agentfsm.testing._runs.candidates import EVENT_ORDER, Clock, plausible, rule_breaking
 
 Outcome = tuple[str, str]
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

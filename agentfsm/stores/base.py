@@ -44,8 +44,8 @@ are *optional* (no-ops by default), and so are the attachment hooks (`_write_att
 `_put_meta` too, calls `_open_key_check()` when it opens, and refuses in `_write` (raising
 what `_key_refusal()` returns) when the store's key record is not the handle's; with
 `_rewrite_run` as well, `agentfsm.stores.rekey` can re-key it. Validation, hashing,
-snapshots and folding stay here, so a backend only moves rows. Then run
-`agentfsm.testing.store_conformance` against it.
+snapshots and folding stay here, so a backend only moves rows. Then run the
+conformance suite (`agentfsm.testing.StoreConformance`) against it.
 """
 
 from __future__ import annotations

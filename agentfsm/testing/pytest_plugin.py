@@ -1,4 +1,4 @@
-"""The agentfsm pytest plugin: fixtures for the table, and a log assertion that explains itself.
+"""The agentfsm pytest plugin: fixtures for the table under test.
 
 Registered through the `pytest11` entry point, so installing agentfsm makes the fixtures
 available to every pytest session. It needs neither Hypothesis nor anything beyond agentfsm
@@ -9,8 +9,9 @@ Fixtures:
         `conftest.py` to test yours).
     agent_run_reducer: a `Reducer` for `agent_run_table`.
 
-`assert_legal_log(events, table)` (re-exported from `agentfsm.testing.assertions`) folds a
-log and fails with the offending event and the path so far.
+The assertions are not here but in `agentfsm.testing` (`assert_legal_log(events, table)`
+folds a log and fails with the offending event and the path so far), one import for any test
+runner.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import pytest
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing.assertions import IllegalLogError, assert_legal_log
 
-__all__ = ["IllegalLogError", "agent_run_reducer", "agent_run_table", "assert_legal_log"]
+__all__ = ["agent_run_reducer", "agent_run_table"]
 
 
 @pytest.fixture

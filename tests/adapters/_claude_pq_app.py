@@ -2,7 +2,7 @@
 
 Each "machine" is a process of its own with its own `CLAUDE_CONFIG_DIR` (and working
 directory): only the PostgreSQL store is in common. The CLI is the scripted one
-(`agentfsm.testing.claude_transport`), which keeps its session where the real CLI keeps its
+(`agentfsm.testing.fixtures.claude_transport`), which keeps its session where the real CLI keeps its
 transcript under `CLAUDE_CONFIG_DIR`, so the adapter must carry it from one machine to the
 other through the store.
 
@@ -33,7 +33,7 @@ from agentfsm.adapters.claude_agent_sdk import ClaudeRun
 from agentfsm.adapters.jobs import AdapterJobs
 from agentfsm.runtime.procrastinate import EngineSettings, ProcrastinateEngine
 from agentfsm.stores.base import EventStore
-from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
+from agentfsm.testing.fixtures.claude_transport import Answer, Use, scripted_cli
 
 REFUND = "mcp__shop__refund"
 AGENT = "refunds"

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
 from agentfsm.events import Limits
 from agentfsm.stores.base import EventStore
-from agentfsm.testing.claude_transport import Answer, ScriptedCLI, Use
+from agentfsm.testing.fixtures.claude_transport import Answer, ScriptedCLI, Use
 from tests.adapters._common import run as drive
 from tests.adapters._drivers import AgentSpec, Say
 

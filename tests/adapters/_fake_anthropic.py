@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentfsm.testing.claude_transport import Use
+from agentfsm.testing.fixtures.claude_transport import Use
 
 #: A `tool_use` block: the model asks for `name` with `input`, under id `id` (the scripted
 #: CLI's own, so a test can script either side with the same value).

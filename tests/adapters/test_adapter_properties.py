@@ -315,7 +315,7 @@ def test_claude_agent_sdk_runs_always_log_legally(
     from claude_agent_sdk import ClaudeAgentOptions
 
     from agentfsm.adapters.claude_agent_sdk import ClaudeRun, Subagent
-    from agentfsm.testing.claude_transport import Answer, ScriptedCLI, Use, scripted_cli
+    from agentfsm.testing.fixtures.claude_transport import Answer, ScriptedCLI, Use, scripted_cli
     from tests.adapters._drivers import get_weather, refund
 
     turns, votes = drawn

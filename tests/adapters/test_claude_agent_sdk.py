@@ -1,6 +1,6 @@
 """Fast tests of the Claude adapter's parts the shared scenarios do not reach.
 
-Over the scripted CLI (`agentfsm.testing.claude_transport`): in-process SDK MCP tools and
+Over the scripted CLI (`agentfsm.testing.fixtures.claude_transport`): in-process SDK MCP tools and
 tools the CLI runs itself in one run, calls needing approval asked beside other calls, a
 subagent whose call sits in a batch; and the pure parts (`tool_result`, the refusal of a call
 needing approval inside one of the CLI's own subagents).
@@ -39,7 +39,7 @@ from agentfsm.events import Limits
 from agentfsm.guards import MaxTurns
 from agentfsm.runtime import approve, cancel
 from agentfsm.stores import MemoryEventStore
-from agentfsm.testing.claude_transport import COST_PER_ANSWER, Answer, Use, scripted_cli
+from agentfsm.testing.fixtures.claude_transport import COST_PER_ANSWER, Answer, Use, scripted_cli
 from tests.adapters._common import run, types, validates
 
 RAN: list[str] = []

@@ -23,7 +23,7 @@ from structlog.testing import capture_logs
 from agentfsm.adapters.claude_agent_sdk import ClaudeRun
 from agentfsm.runtime import approve
 from agentfsm.stores import MemoryEventStore
-from agentfsm.testing.claude_transport import Answer, ScriptedCLI, Use
+from agentfsm.testing.fixtures.claude_transport import Answer, ScriptedCLI, Use
 from tests.adapters.record_claude_frames import FRAMES, SCENARIOS, shape
 
 REFUND = "mcp__shop__refund"

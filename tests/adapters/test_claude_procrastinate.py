@@ -27,7 +27,7 @@ pytest.importorskip("claude_agent_sdk")
 pytest.importorskip("procrastinate")
 
 from agentfsm.runtime import approve
-from agentfsm.testing.claude_transport import COST_PER_ANSWER
+from agentfsm.testing.fixtures.claude_transport import COST_PER_ANSWER
 from tests.adapters._claude_pq_app import engine
 from tests.adapters.test_claude_cli import no_network  # noqa: F401  (loopback only)
 from tests.runtime import _pq_app

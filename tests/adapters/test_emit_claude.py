@@ -18,7 +18,7 @@ from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server, tool
 
 from agentfsm.adapters.claude_agent_sdk import WAIT, ClaudeRun
 from agentfsm.runtime import Emit, cancel
-from agentfsm.testing.claude_transport import Answer, Use, scripted_cli
+from agentfsm.testing.fixtures.claude_transport import Answer, Use, scripted_cli
 from tests.adapters._emit import DOCUMENTS, refused_then_completed, waits_for_documents
 from tests.fixtures.emit_loan import loan_store
 

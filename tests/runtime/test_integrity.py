@@ -28,7 +28,7 @@ from agentfsm.runtime import (
 )
 from agentfsm.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
 from agentfsm.stores._integrity import PLAIN
-from agentfsm.testing.store_integrity import KEY
+from agentfsm.testing._stores.tamper import KEY
 
 from .helpers import runner_for, validate
 

@@ -40,7 +40,7 @@ from agentfsm.events import dump_event
 from agentfsm.reducers.validate import validate_lines
 from agentfsm.runtime import approve, submit
 from agentfsm.stores.postgres import PostgresEventStore
-from agentfsm.testing.postgres_server import postgres_server, unavailable_reason
+from agentfsm.testing.fixtures.postgres_server import postgres_server, unavailable_reason
 from tests.runtime import _pq_app
 from tests.runtime.helpers import DurableLedger
 

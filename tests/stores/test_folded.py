@@ -28,7 +28,7 @@ from agentfsm.stores import (
 )
 from agentfsm.stores._append import hands_fold
 from agentfsm.testing import legal_runs
-from agentfsm.testing.store_checks import run_started, tool_turn
+from agentfsm.testing._stores.scripted import run_started, tool_turn
 
 
 def counting(reducer: Reducer) -> Counter[str]:

@@ -41,9 +41,7 @@ from agentfsm.stores._keys import key_refusal, rekeying, rekeying_keys
 from agentfsm.stores._rows import PreparedAppend
 from agentfsm.stores.anchor import AnchoredHead, FileAnchor, anchor_problem
 from agentfsm.stores.rekey import REKEY_TRIES, rekey
-from agentfsm.testing.store_checks import scripted_run
-from agentfsm.testing.store_conformance import StoreConformance
-from agentfsm.testing.walk import legal_runs
+from agentfsm.testing import StoreConformance, legal_runs, scripted_run
 from tests._cli_helpers import run_script, waiting_events
 from tests.test_cli_keys import KEY, keyed
 

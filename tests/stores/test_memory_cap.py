@@ -12,7 +12,7 @@ import pytest
 from agentfsm.errors import RunNotFoundError, StoreFullError
 from agentfsm.stores import MemoryEventStore
 from agentfsm.stores.memory import MemoryStorage
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing import scripted_run
 
 
 class TestMaxRuns:

@@ -24,7 +24,7 @@ from agentfsm.stores import Attachment
 from agentfsm.stores.postgres import PostgresEventStore
 from agentfsm.stores.postgres_leases import PostgresLeases
 from agentfsm.stores.sqlite import SCHEMA_VERSION
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing import scripted_run
 
 #: What each older version lacks, as statements that take a current schema back to it.
 BACK_TO = {

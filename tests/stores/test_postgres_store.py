@@ -17,7 +17,8 @@ from agentfsm.reducers import replay
 from agentfsm.stores import Attachment
 from agentfsm.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
 from agentfsm.stores.sqlite import SCHEMA_VERSION
-from agentfsm.testing.store_checks import scripted_run, tool_turn
+from agentfsm.testing import scripted_run
+from agentfsm.testing._stores.scripted import tool_turn
 
 
 def test_migrate_is_idempotent(postgres_dsn: str, pg_prefix: str) -> None:

@@ -17,7 +17,8 @@ from agentfsm.errors import (
 from agentfsm.events.codec import make_event
 from agentfsm.reducers import replay
 from agentfsm.stores import Attachment, SQLiteEventStore, StoreOptions
-from agentfsm.testing.store_checks import scripted_run, tool_turn
+from agentfsm.testing import scripted_run
+from agentfsm.testing._stores.scripted import tool_turn
 
 # The schema of agentfsm before attachments (schema version 1), as it created it.
 _SCHEMA_1 = """

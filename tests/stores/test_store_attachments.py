@@ -19,8 +19,7 @@ from agentfsm.stores import (
     ThreadedAsyncEventStore,
 )
 from agentfsm.stores._rows import PreparedAppend
-from agentfsm.testing.store_checks import scripted_run
-from agentfsm.testing.store_conformance import AsyncStoreConformance, StoreConformance
+from agentfsm.testing import AsyncStoreConformance, StoreConformance, scripted_run
 
 NO_ATTACHMENTS = (
     "RowsOnly keeps no attachments: its backend does not implement `_write_attachment`, "

@@ -26,9 +26,8 @@ from agentfsm.stores import (
 )
 from agentfsm.stores._append import prepare_append
 from agentfsm.stores._rows import Head
-from agentfsm.testing import legal_runs
-from agentfsm.testing.postgres_server import unavailable_reason
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing import legal_runs, scripted_run
+from agentfsm.testing.fixtures.postgres_server import unavailable_reason
 
 
 def test_chain_hash_is_sha256_of_previous_plus_canonical() -> None:

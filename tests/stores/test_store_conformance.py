@@ -17,7 +17,7 @@ from agentfsm.stores import (
     StoreOptions,
     ThreadedAsyncEventStore,
 )
-from agentfsm.testing.store_conformance import AsyncStoreConformance, StoreConformance, Tamper
+from agentfsm.testing import AsyncStoreConformance, StoreConformance, Tamper
 from tests.stores.conftest import MemoryTamper, PostgresTamper, SQLiteTamper
 
 

@@ -20,7 +20,7 @@ from agentfsm.stores import (
     SQLiteEventStore,
     StoreOptions,
 )
-from agentfsm.testing.store_checks import finish_events, run_started, tool_turn
+from agentfsm.testing._stores.scripted import finish_events, run_started, tool_turn
 
 RUNS = ("a", "b", "c")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm.stores import SQLiteEventStore
-from agentfsm.testing.store_checks import crash_trials, race_appends
+from agentfsm.testing import crash_trials, race_appends
 
 
 class TestRacingWriters:

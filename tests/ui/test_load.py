@@ -277,7 +277,7 @@ class TestALongRunsPathGrows:
         """A run that grew past a checkpoint is folded only where it grew, and its path,
         checkpoints and record are those a fresh fold makes (the record is then the run's
         record, without a load)."""
-        from agentfsm.testing.store_checks import scripted_run
+        from agentfsm.testing import scripted_run
 
         path = tmp_path / "runs.db"
         make_runs(path)

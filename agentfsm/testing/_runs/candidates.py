@@ -32,8 +32,8 @@ from agentfsm.names import ActionStatus as A
 from agentfsm.names import EventType as E
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._custom import variants
-from agentfsm.testing._tools import DEFAULT_TOOLS, Tools
+from agentfsm.testing._runs.custom import variants
+from agentfsm.testing._runs.tools import DEFAULT_TOOLS, Tools
 
 #: Every optional behaviour a generated run may show. `legal_runs(features=...)` picks some.
 FEATURES = frozenset(
@@ -192,7 +192,7 @@ def plausible(
 
     A type of the table's own (in `events`, not built in) gets the event a call or the
     model's decision proposed and is now due (`emitted_by` set), then the fixed payloads its
-    model's annotations allow (see `agentfsm.testing._custom.variants`). Calls name `tools`,
+    model's annotations allow (see `agentfsm.testing._runs.custom.variants`). Calls name `tools`,
     results are `tools`' examples, and a call of a tool that may propose events proposes
     each of them (feature `emits`); so does a decision.
     """

@@ -36,8 +36,9 @@ from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._rows import StoredSnapshot
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
-from agentfsm.testing._snapshot_integrity import SnapshotIntegrityChecks
-from agentfsm.testing._tamper import (
+from agentfsm.testing._stores.scripted import scripted_run, tool_turn
+from agentfsm.testing._stores.snapshot_checks import SnapshotIntegrityChecks
+from agentfsm.testing._stores.tamper import (
     KEY,
     OpenStore,
     Tamper,
@@ -46,16 +47,8 @@ from agentfsm.testing._tamper import (
     ignored_snapshot_reasons,
     payment_waiting_for_approval,
 )
-from agentfsm.testing.store_checks import scripted_run, tool_turn
 
-__all__ = [
-    "KEY",
-    "AsyncIntegrityChecks",
-    "IntegrityChecks",
-    "Tamper",
-    "chain",
-    "payment_waiting_for_approval",
-]
+__all__ = ["AsyncIntegrityChecks", "IntegrityChecks"]
 
 
 class IntegrityChecks(SnapshotIntegrityChecks):

@@ -18,7 +18,7 @@ import pytest
 from agentfsm.events.models import Event
 from agentfsm.stores._rows import RunCount, RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
-from agentfsm.testing.store_checks import finish_events, scripted_run
+from agentfsm.testing._stores.scripted import finish_events, scripted_run
 
 __all__ = ["AsyncListingChecks", "ListingChecks"]
 

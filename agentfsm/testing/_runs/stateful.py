@@ -53,12 +53,12 @@ from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.reducers._changes import timeout_of
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import EVENT_ORDER, Clock, Next, accepted, try_next
-from agentfsm.testing._tools import ToolsLike
-from agentfsm.testing._walkspec import TableLike, Walk, make_walk
-from agentfsm.testing.illegal import _refused
-from agentfsm.testing.values import Calls, _free_fields
-from agentfsm.testing.walk import _widen, with_table_ref
+from agentfsm.testing._runs.candidates import EVENT_ORDER, Clock, Next, accepted, try_next
+from agentfsm.testing._runs.illegal import refused_events
+from agentfsm.testing._runs.tools import ToolsLike
+from agentfsm.testing._runs.values import Calls, free_fields
+from agentfsm.testing._runs.walk import widen_calls, with_table_ref
+from agentfsm.testing._runs.walkspec import TableLike, Walk, make_walk
 
 __all__ = ["RunMachine", "record_problems", "run_machine"]
 
@@ -200,7 +200,7 @@ class RunMachine(RuleBasedStateMachine):
         group = self.options(event_type)
         chosen = group[data.draw(st.integers(0, len(group) - 1), label="candidate")]
         calls = data.draw(st.integers(1, self.walk.max_calls), label="calls")
-        chosen = _widen(self.walk, self.record, chosen, calls)
+        chosen = widen_calls(self.walk, self.record, chosen, calls)
         event = self._dress(data, chosen)
         before = self.record
         self.record = self.reducer.reduce(before, event)
@@ -218,7 +218,7 @@ class RunMachine(RuleBasedStateMachine):
         cand = chosen.candidate
         # Drawn straight from `data` (no strategy built per event: that cost more than the
         # rest of a step).
-        fields = _free_fields(data.draw, cand.type, cand.fields, self._calls)
+        fields = free_fields(data.draw, cand.type, cand.fields, self._calls)
         event = cand.event(
             self.record, chosen.event.occurred_at, fields, events=self.table.event_types
         )
@@ -243,7 +243,7 @@ class RunMachine(RuleBasedStateMachine):
         if self._not_now(data, "refuse"):
             return
         at = self._clock.next(self.record)
-        options = _refused(self.reducer, self.record, at, frozenset({"table", "rule"}))
+        options = refused_events(self.reducer, self.record, at, frozenset({"table", "rule"}))
         event, _ = options[data.draw(st.integers(0, len(options) - 1), label="illegal")]
         before = self.record
         result = try_next(self.reducer, before, event)

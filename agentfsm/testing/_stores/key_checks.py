@@ -22,8 +22,8 @@ from agentfsm.stores._integrity import KEY_ENV, Integrity, key_id
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.stores.rekey import rekey
-from agentfsm.testing._tamper import KEY, OpenStore, Tamper, chain
-from agentfsm.testing.store_checks import scripted_run, tool_turn
+from agentfsm.testing._stores.scripted import scripted_run, tool_turn
+from agentfsm.testing._stores.tamper import KEY, OpenStore, Tamper, chain
 
 __all__ = ["OTHER_KEY", "AsyncKeyChecks", "KeyChecks", "RecordTamper", "record_tamper"]
 

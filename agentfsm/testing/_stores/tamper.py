@@ -1,6 +1,6 @@
 """Tampering with a store's rows: the `Tamper` protocol and the forged data the checks use.
 
-Shared by the integrity checks of `store_integrity` and its snapshot checks, which both
+Shared by the integrity checks of `integrity_checks` and its snapshot checks, which both
 edit a backend's rows behind its API to see what it trusts.
 """
 

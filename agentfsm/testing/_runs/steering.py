@@ -1,6 +1,6 @@
 """Steering `legal_runs` walks towards edges a log has not taken yet.
 
-Every edge a log can take is reached by the plain logs of `_plans`, drawn once each; the
+Every edge a log can take is reached by the plain logs of `plans`, drawn once each; the
 steering is for variety: it makes rare edges (an edge behind a condition, a custom event
 in one state) come up again in walks, after other events, with drawn payloads. A walk that
 picks each next event by weight reaches the everyday edges over and over and a rare one
@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 
 from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
-from agentfsm.testing._candidates import Candidate, Clock, Next, times_for, try_next
-from agentfsm.testing._walkspec import Walk
-from agentfsm.testing.coverage import EdgeKey, taken_edge
+from agentfsm.testing._runs.candidates import Candidate, Clock, Next, times_for, try_next
+from agentfsm.testing._runs.coverage import EdgeKey, taken_edge
+from agentfsm.testing._runs.walkspec import Walk
 
 __all__ = [
     "BUDGET", "distances_to", "draw_goal", "follow", "route_to", "steered_step",
@@ -106,7 +106,7 @@ def _drawn(draw: st.DrawFn, walk: Walk, record: RunRecord, at: str) -> list[Next
 
 
 def route_to(walk: Walk, goal: Transition | None) -> list[Candidate]:
-    """The events of the shortest log from a run's start that takes `goal` (see `_plans`)."""
+    """The events of the shortest log from a run's start that takes `goal` (see `plans`)."""
     if goal is None:
         return []
     return [n.candidate for n in walk.plans.paths.get(goal.key, ())]

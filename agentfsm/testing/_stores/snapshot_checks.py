@@ -16,7 +16,8 @@ from agentfsm.reducers.reduce import replay
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._rows import StoredSnapshot
-from agentfsm.testing._tamper import (
+from agentfsm.testing._stores.scripted import scripted_run
+from agentfsm.testing._stores.tamper import (
     KEY,
     OpenStore,
     Tamper,
@@ -25,7 +26,6 @@ from agentfsm.testing._tamper import (
     ignored_snapshot_reasons,
     payment_waiting_for_approval,
 )
-from agentfsm.testing.store_checks import scripted_run
 
 __all__ = ["SnapshotIntegrityChecks"]
 

@@ -28,7 +28,7 @@ from agentfsm.events.vocabulary import EventTypes
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import (
+from agentfsm.testing._runs.candidates import (
     FEATURES,
     Candidate,
     Clock,
@@ -38,10 +38,10 @@ from agentfsm.testing._candidates import (
     times_for,
     try_next,
 )
-from agentfsm.testing._custom import payload_strategy
-from agentfsm.testing._sampling import samples
-from agentfsm.testing._tools import DEFAULT_TOOLS, Tools, ToolsLike, tool_set
-from agentfsm.testing.coverage import EdgeKey, edge_name, taken_edge
+from agentfsm.testing._runs.coverage import EdgeKey, edge_name, taken_edge
+from agentfsm.testing._runs.custom import payload_strategy
+from agentfsm.testing._runs.sampling import samples
+from agentfsm.testing._runs.tools import DEFAULT_TOOLS, Tools, ToolsLike, tool_set
 
 __all__ = [
     "covering_candidates", "edge_covering_paths", "edge_ids", "payload_examples",

@@ -18,12 +18,18 @@ from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import Candidate, event_order, plausible, rule_breaking, try_next
-from agentfsm.testing._walkspec import TableLike, make_walk
-from agentfsm.testing.values import _as_strategy, run_ids
-from agentfsm.testing.walk import _dress, _skeleton
+from agentfsm.testing._runs.candidates import (
+    Candidate,
+    event_order,
+    plausible,
+    rule_breaking,
+    try_next,
+)
+from agentfsm.testing._runs.values import as_strategy, run_ids
+from agentfsm.testing._runs.walk import dress_run, walk_skeleton
+from agentfsm.testing._runs.walkspec import TableLike, make_walk
 
-__all__ = ["ILLEGAL_KINDS", "IllegalStep", "illegal_kind", "illegal_steps"]
+__all__ = ["ILLEGAL_KINDS", "IllegalStep", "illegal_kind", "illegal_steps", "refused_events"]
 
 #: The kinds of illegal step `illegal_steps` can produce.
 #: `table`: the table has no edge for the event in the reached state;
@@ -93,12 +99,14 @@ def illegal_steps(
     if unknown or not wanted:
         raise ValueError(f"kinds must be a non-empty subset of {sorted(ILLEGAL_KINDS)}")
     walk = make_walk(table, features, 3)
-    runs = _as_strategy(run_id, run_ids())
+    runs = as_strategy(run_id, run_ids())
 
     @st.composite
     def step(draw: st.DrawFn) -> IllegalStep:
-        run = _dress(draw, walk, _skeleton(draw, walk, runs, 0, max_prefix, None, steer=False))
-        options = _refused(walk.reducer, run.record, run.clock.next(run.record), wanted)
+        run = dress_run(
+            draw, walk, walk_skeleton(draw, walk, runs, 0, max_prefix, None, steer=False)
+        )
+        options = refused_events(walk.reducer, run.record, run.clock.next(run.record), wanted)
         if not options:
             reject()  # nothing of the wanted kinds is refused here (possible in odd tables)
         by_kind: dict[str, list[tuple[Event, LifecycleError]]] = {}
@@ -111,7 +119,7 @@ def illegal_steps(
     return step()
 
 
-def _refused(
+def refused_events(
     reducer: Reducer, record: RunRecord, occurred_at: str, kinds: frozenset[str]
 ) -> list[tuple[Event, LifecycleError]]:
     """Every candidate event the reducer refuses with an error of one of `kinds`."""

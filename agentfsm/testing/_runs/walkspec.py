@@ -2,7 +2,7 @@
 
 The table's reducer, the enabled features, how often each kind of event is picked, the
 payload strategies of the table's own event types, how far each state is from an end, and
-the shortest log to each edge (`_plans`). `walk` (the walk itself), `steering` (goals) and
+the shortest log to each edge (`plans`). `walk` (the walk itself), `steering` (goals) and
 `stateful` (the rule-based machine) all read a `Walk`; none of them builds one another way.
 """
 
@@ -19,10 +19,10 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import EVENT_ORDER, FEATURES, Clock, Next, accepted
-from agentfsm.testing._custom import payload_strategy
-from agentfsm.testing._plans import PlanBook
-from agentfsm.testing._tools import Tools, ToolsLike, tool_set
+from agentfsm.testing._runs.candidates import EVENT_ORDER, FEATURES, Clock, Next, accepted
+from agentfsm.testing._runs.custom import payload_strategy
+from agentfsm.testing._runs.plans import PlanBook
+from agentfsm.testing._runs.tools import Tools, ToolsLike, tool_set
 
 __all__ = ["KINDS", "WEIGHT", "TableLike", "Walk", "make_walk", "resolve", "weight"]
 

@@ -18,7 +18,7 @@ from agentfsm.events.codec import dump_event
 from agentfsm.reducers.reduce import replay
 from agentfsm.stores._rows import Attachment
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
-from agentfsm.testing.store_checks import scripted_run
+from agentfsm.testing._stores.scripted import scripted_run
 
 __all__ = ["BINARY", "AsyncAttachmentChecks", "AttachmentChecks"]
 

@@ -29,7 +29,7 @@ from agentfsm.events.models import Event
 from agentfsm.fsm.table import Transition, TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._custom import variants
+from agentfsm.testing._runs.custom import variants
 
 __all__ = ["EdgeCoverage", "EdgeKey", "assert_edge_coverage", "edge_name", "taken_edge"]
 

@@ -19,15 +19,24 @@ from agentfsm.events.codec import make_event
 from agentfsm.events.models import EVENT_CLASSES, Event
 from agentfsm.names import DecisionKind, StopReason
 from agentfsm.names import EventType as E
-from agentfsm.testing._candidates import ACTION_EVENTS, EPOCH, EVENT_ORDER, Clock, render_timestamp
+from agentfsm.testing._runs.candidates import (
+    ACTION_EVENTS,
+    EPOCH,
+    EVENT_ORDER,
+    Clock,
+    render_timestamp,
+)
 
 __all__ = [
     "Calls",
     "Draw",
     "action_ids",
     "arguments",
+    "as_strategy",
+    "clocks",
     "error_infos",
     "events",
+    "free_fields",
     "json_values",
     "payloads",
     "proposed_events",
@@ -180,7 +189,7 @@ def timestamps(
     @st.composite
     def series(draw: st.DrawFn) -> list[str]:
         n = draw(sizes)
-        clock = draw(_clocks(start))
+        clock = draw(clocks(start))
         gaps = draw(st.lists(st.integers(0, gap), min_size=n, max_size=n))
         moments, now = [], clock.start
         for g in gaps:
@@ -194,7 +203,8 @@ def timestamps(
 _OFFSETS = (timedelta(0), timedelta(hours=8), timedelta(hours=-5, minutes=-30))
 
 
-def _clocks(start: datetime = EPOCH) -> st.SearchStrategy[Clock]:
+def clocks(start: datetime = EPOCH) -> st.SearchStrategy[Clock]:
+    """Clocks from `start`, each writing its timestamps in one of a few offsets and forms."""
     return st.builds(
         Clock,
         start=st.just(start),
@@ -233,7 +243,7 @@ def _call(draw: Draw, action_id: str, calls: Calls, tool: str | None = None) -> 
     return {"action_id": action_id, "tool": tool, "arguments": args}
 
 
-def _free_fields(
+def free_fields(
     draw: Draw, event_type: str, base: Mapping[str, Any], calls: Calls
 ) -> dict[str, Any]:
     """`base` (the structural fields) plus drawn values for every field that is free.
@@ -328,7 +338,7 @@ def payloads(event_type: str, *, max_calls: int = 3) -> st.SearchStrategy[dict[s
             if base["decision"] == DecisionKind.TOOL_CALLS:
                 ids = draw(st.lists(action_ids(), min_size=1, max_size=max_calls, unique=True))
                 base["tool_calls"] = [{"action_id": i} for i in ids]
-        return _free_fields(draw, event_type, base, {})
+        return free_fields(draw, event_type, base, {})
 
     return fields()
 
@@ -341,8 +351,8 @@ def events(
 ) -> st.SearchStrategy[Event]:
     """Single valid events of `event_type` (or of any type), out of context."""
     types = st.sampled_from(EVENT_ORDER) if event_type is None else st.just(event_type)
-    runs = _as_strategy(run_id, run_ids())
-    sequences = _as_strategy(sequence, st.integers(1, 1_000))
+    runs = as_strategy(run_id, run_ids())
+    sequences = as_strategy(sequence, st.integers(1, 1_000))
 
     @st.composite
     def one(draw: st.DrawFn) -> Event:
@@ -358,7 +368,8 @@ def events(
     return one()
 
 
-def _as_strategy(value: Any, default: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+def as_strategy(value: Any, default: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """A knob given as a value or a strategy, as a strategy: `default` when it is None."""
     if value is None:
         return default
     if isinstance(value, st.SearchStrategy):

@@ -31,16 +31,16 @@ from hypothesis import strategies as st
 from agentfsm.events.codec import dump_event
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.testing._candidates import Next
-from agentfsm.testing._tools import DEFAULT_TOOLS, Tools
-from agentfsm.testing.coverage import EdgeKey
-from agentfsm.testing.paths import (
+from agentfsm.testing._runs.candidates import Next
+from agentfsm.testing._runs.coverage import EdgeKey
+from agentfsm.testing._runs.paths import (
     covering_candidates,
     payload_examples,
     shortest_paths,
     to_the_end,
     with_run_id,
 )
+from agentfsm.testing._runs.tools import DEFAULT_TOOLS, Tools
 
 __all__ = ["PlanBook"]
 

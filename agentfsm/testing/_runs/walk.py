@@ -7,7 +7,7 @@ reducer is the judge, so the same strategy serves the default table and any tabl
 from it.
 
 Every edge is reached by design, not by luck: the first choice of an example is a walk (0)
-or one of the plain logs that take each edge by the shortest way (see `_plans`), and
+or one of the plain logs that take each edge by the shortest way (see `plans`), and
 Hypothesis draws each of those once, among the first examples. The walks are steered
 towards edges they have not taken (see `steering`), so rare edges also come up in varied
 company.
@@ -44,15 +44,18 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import DecisionKind
 from agentfsm.names import EventType as E
 from agentfsm.record import RunRecord
-from agentfsm.testing._candidates import FEATURES, Clock, Next, accepted, fresh_ids, try_next
-from agentfsm.testing._sampling import simplest
-from agentfsm.testing._tools import ToolsLike
-from agentfsm.testing._walkspec import TableLike, Walk, make_walk, weight
-from agentfsm.testing.coverage import EdgeKey, taken_edge
-from agentfsm.testing.steering import BUDGET, STEER, draw_goal, follow, route_to, steered_step
-from agentfsm.testing.values import Calls, _as_strategy, _clocks, _free_fields, run_ids
+from agentfsm.testing._runs.candidates import FEATURES, Clock, Next, accepted, fresh_ids, try_next
+from agentfsm.testing._runs.coverage import EdgeKey, taken_edge
+from agentfsm.testing._runs.sampling import simplest
+from agentfsm.testing._runs.steering import BUDGET, STEER, draw_goal, follow, route_to, steered_step
+from agentfsm.testing._runs.tools import ToolsLike
+from agentfsm.testing._runs.values import Calls, as_strategy, clocks, free_fields, run_ids
+from agentfsm.testing._runs.walkspec import TableLike, Walk, make_walk, weight
 
-__all__ = ["FEATURES", "TableLike", "legal_runs", "with_table_ref"]
+__all__ = [
+    "FEATURES", "TableLike", "dress_run", "legal_runs", "walk_skeleton", "widen_calls",
+    "with_table_ref",
+]  # fmt: skip
 
 #: When ending a run, how much each event type moves it towards the end (lower first):
 #: settle what is in flight, decide what waits, then let the model give its final answer.
@@ -90,7 +93,7 @@ class _Run:
     record: RunRecord
 
 
-def _skeleton(
+def walk_skeleton(
     draw: st.DrawFn,
     walk: Walk,
     run_id: st.SearchStrategy[str],
@@ -101,18 +104,18 @@ def _skeleton(
 ) -> _Run:
     """A legal log with only the structural fields: which events, in which order.
 
-    With `steer`, the walk pursues goal edges (see `agentfsm.testing.steering`); without,
+    With `steer`, the walk pursues goal edges (see `steering`); without,
     it picks each step by weight alone (as `illegal_steps` wants: steered prefixes end in
     terminal states too often, where no rule can be broken).
 
     Each step is the same few choices (go on?, which kind, which candidate, how many
-    calls), kinds are named by a stable place (see `_walkspec.KINDS`), and the free fields are drawn
-    afterwards (`_dress`): so the shrinker can delete whole steps without garbling the
+    calls), kinds are named by a stable place (see `walkspec.KINDS`), and the free fields are drawn
+    afterwards (`dress_run`): so the shrinker can delete whole steps without garbling the
     choices of the steps after them.
     """
     table = walk.table
     rid = draw(run_id)
-    clock = draw(_clocks())
+    clock = draw(clocks())
     record = walk.reducer.initial(rid)
     log: list[Event] = []
     taken: set[EdgeKey] = set()
@@ -135,7 +138,7 @@ def _skeleton(
                 break  # nothing worth doing is possible: the walk is over
             group = groups.of(_draw_kind(draw, walk, groups))
             chosen = group[draw(_PICK) % len(group)]
-            chosen = _widen(walk, record, chosen, 1 + draw(_CALLS) % walk.max_calls)
+            chosen = widen_calls(walk, record, chosen, 1 + draw(_CALLS) % walk.max_calls)
         edge = taken_edge(table, record, chosen.event)
         if edge is not None:
             taken.add(edge.key)
@@ -211,7 +214,7 @@ def _draw_kind(draw: st.DrawFn, walk: Walk, groups: _Groups) -> str:
     raise AssertionError("unreachable: the ticket is below the total weight")
 
 
-def _widen(walk: Walk, record: RunRecord, chosen: Next, calls: int) -> Next:
+def widen_calls(walk: Walk, record: RunRecord, chosen: Next, calls: int) -> Next:
     """A tool-call decision with `calls` calls instead of one, if the reducer agrees."""
     fields = chosen.candidate.fields
     if calls == 1 or not fields.get("tool_calls"):
@@ -268,7 +271,7 @@ def _finish(
     return reject()  # no way to a terminal state with the enabled features
 
 
-def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
+def dress_run(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
     """The skeleton with its free fields drawn: results, usage, reasons, the calls' tools.
 
     A payload strategy (given, or a table's own type's) is drawn over the free fields. Each
@@ -282,7 +285,7 @@ def _dress(draw: st.DrawFn, walk: Walk, run: _Run) -> _Run:
     out: list[Event] = []
     for plain in run.events:
         base = {k: v for k, v in plain.model_dump(exclude_none=True).items() if k not in _ENVELOPE}
-        fields = _free_fields(draw, plain.type, base, calls)
+        fields = free_fields(draw, plain.type, base, calls)
         if plain.type == "tool.completed" and "result" not in base:
             # A tool told its results (`results=`) returns one of them, not any JSON.
             examples = walk.tools.results_of(record.actions[base["action_id"]].tool)
@@ -409,18 +412,18 @@ def legal_runs(
     if max_calls < 1:
         raise ValueError(f"max_calls must be at least 1, got {max_calls}")
     walk = make_walk(table, features, max_calls, payloads, fields, tools, results)
-    runs = _as_strategy(run_id, run_ids())
+    runs = as_strategy(run_id, run_ids())
 
     @st.composite
     def logs(draw: st.DrawFn) -> list[Event]:
         plans = walk.plans.logs(_plan_run_id(run_id), min_events, max_events, finished)
-        # 0 walks; k is the k-th plan, and nothing more is drawn (see `_plans`).
+        # 0 walks; k is the k-th plan, and nothing more is drawn (see `plans`).
         which = draw(st.integers(0, len(plans)))
         if which:
             out = list(plans[which - 1])
         else:
-            skeleton = _skeleton(draw, walk, runs, min_events, max_events, finished)
-            out = list(_dress(draw, walk, skeleton).events)
+            skeleton = walk_skeleton(draw, walk, runs, min_events, max_events, finished)
+            out = list(dress_run(draw, walk, skeleton).events)
         _note_log(out, walk.table)
         return out
 

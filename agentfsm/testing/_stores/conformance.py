@@ -7,7 +7,7 @@ Optionally give it a `tamper` fixture (a `Tamper`) to run the bad-data checks to
 one they are skipped, saying so::
 
     import pytest
-    from agentfsm.testing.store_conformance import StoreConformance
+    from agentfsm.testing import StoreConformance
 
     class TestMyStore(StoreConformance):
         @pytest.fixture
@@ -15,7 +15,7 @@ one they are skipped, saying so::
             return lambda options: MyStore(tmp_path / "db", options=options)
 
 `AsyncStoreConformance` does the same for an `AsyncEventStore` (its `make_store` returns
-an awaitable of the store). For the multi-process checks see `store_checks`.
+an awaitable of the store). For the multi-process checks see `race_appends` and `crash_trials`.
 
 Attachments are optional for a backend: when its store raises `NotImplementedError` for
 them, the attachment checks are skipped, saying so.
@@ -43,15 +43,16 @@ from agentfsm.reducers.reduce import replay
 from agentfsm.stores._integrity import chain_hash
 from agentfsm.stores._rows import GENESIS_HASH, RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
-from agentfsm.testing._anchor_checks import AnchorChecks, AsyncAnchorChecks
-from agentfsm.testing._attachment_checks import AsyncAttachmentChecks, AttachmentChecks
-from agentfsm.testing._key_checks import AsyncKeyChecks, KeyChecks
-from agentfsm.testing._listing_checks import AsyncListingChecks, ListingChecks
-from agentfsm.testing._migration_checks import AsyncMigrationChecks, MigrationChecks
-from agentfsm.testing.store_checks import finish_events, scripted_run, tool_turn
-from agentfsm.testing.store_integrity import AsyncIntegrityChecks, IntegrityChecks, Tamper
+from agentfsm.testing._stores.anchor_checks import AnchorChecks, AsyncAnchorChecks
+from agentfsm.testing._stores.attachment_checks import AsyncAttachmentChecks, AttachmentChecks
+from agentfsm.testing._stores.integrity_checks import AsyncIntegrityChecks, IntegrityChecks
+from agentfsm.testing._stores.key_checks import AsyncKeyChecks, KeyChecks
+from agentfsm.testing._stores.listing_checks import AsyncListingChecks, ListingChecks
+from agentfsm.testing._stores.migration_checks import AsyncMigrationChecks, MigrationChecks
+from agentfsm.testing._stores.scripted import finish_events, scripted_run, tool_turn
+from agentfsm.testing._stores.tamper import Tamper
 
-__all__ = ["AsyncStoreConformance", "StoreConformance", "Tamper"]
+__all__ = ["AsyncStoreConformance", "StoreConformance"]
 
 MakeStore = Callable[[StoreOptions], EventStore]
 MakeAsyncStore = Callable[[StoreOptions], Awaitable[AsyncEventStore]]
@@ -68,8 +69,13 @@ def expected_chain(events: list[Event]) -> str:
 class StoreConformance(
     AttachmentChecks, ListingChecks, MigrationChecks, IntegrityChecks, KeyChecks, AnchorChecks
 ):
-    """The contract every `EventStore` must meet (see the module docstring); with a `tamper`
-    fixture, the bad-data checks of `agentfsm.testing.store_integrity` too."""
+    """The contract every `EventStore` must meet, for a test class of yours to inherit.
+
+    Give the subclass a `make_store` fixture: a callable that takes `StoreOptions` and opens
+    a new handle on the same storage each time it is called. With a `tamper` fixture (a
+    `Tamper`: direct access to the backend's rows) the bad-data checks run too; without one
+    they are skipped, saying so.
+    """
 
     @pytest.fixture
     def make_store(self) -> MakeStore:
@@ -352,7 +358,7 @@ class AsyncStoreConformance(
     AsyncAnchorChecks,
 ):
     """The contract for an `AsyncEventStore`: the same promises, awaited (with a `tamper`
-    fixture, the bad-data checks of `agentfsm.testing.store_integrity` too).
+    fixture, the bad-data checks too).
 
     Give it a `make_store` fixture returning a callable `StoreOptions -> Awaitable[store]`.
     Each test runs its own event loop (`asyncio.run`), so no asyncio plugin is needed.

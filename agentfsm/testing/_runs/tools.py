@@ -21,7 +21,7 @@ import attrs
 from hypothesis import strategies as st
 
 from agentfsm.events.vocabulary import EventTypes
-from agentfsm.testing._sampling import samples
+from agentfsm.testing._runs.sampling import samples
 
 __all__ = ["DEFAULT_TOOLS", "Tools", "ToolsLike", "tool_set"]
 

@@ -23,9 +23,9 @@ from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.anchor import AnchoredHead
 from agentfsm.stores.base import AsyncEventStore, StoreOptions
-from agentfsm.testing._key_checks import record_tamper
-from agentfsm.testing._tamper import KEY, OpenStore, Tamper, chain
-from agentfsm.testing.store_checks import scripted_run, tool_turn
+from agentfsm.testing._stores.key_checks import record_tamper
+from agentfsm.testing._stores.scripted import scripted_run, tool_turn
+from agentfsm.testing._stores.tamper import KEY, OpenStore, Tamper, chain
 
 __all__ = ["AnchorChecks", "AsyncAnchorChecks", "MemoryAnchor", "cut"]
 
