@@ -24,7 +24,7 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import Condition, TransitionTable
 from agentfsm.ledger import put, put_all, unsettled
 from agentfsm.names import RESOLVED, ActionStatus
-from agentfsm.record import Action, RunRecord, default_key
+from agentfsm.record import Action, RunRecord, UsageTotals, default_key
 from agentfsm.reducers._changes import (
     action_approved,
     action_asked_again,
@@ -202,14 +202,7 @@ def _model_completed(
             ))  # fmt: skip
         actions = new
         batch = tuple(c.action_id for c in ev.tool_calls)
-    usage = rec.usage
-    if ev.usage is not None:
-        u = ev.usage
-        usage = new_usage(
-            input_tokens=usage.input_tokens + u.input_tokens,
-            output_tokens=usage.output_tokens + u.output_tokens,
-            cost=usage.cost + u.cost,
-        )
+    usage = _plus(rec.usage, ev.usage)
     final = ev.output if ev.decision == "final" else rec.final_output
     return set_model_completed(
         rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
@@ -219,6 +212,18 @@ def _model_completed(
     )  # fmt: skip
 
 
+def _plus(usage: UsageTotals, spent: m.Usage | None) -> UsageTotals:
+    """`usage` with what an event reports spending added (model.completed, model.failed,
+    usage.reported)."""
+    if spent is None:
+        return usage
+    return new_usage(
+        input_tokens=usage.input_tokens + spent.input_tokens,
+        output_tokens=usage.output_tokens + spent.output_tokens,
+        cost=usage.cost + spent.cost,
+    )
+
+
 def _model_failed(
     table: TransitionTable, rec: RunRecord, ev: m.ModelFailed, move: Move
 ) -> RunRecord:
@@ -226,14 +231,7 @@ def _model_failed(
     and what it reported spending counted; the run stays where it is (on no edge)."""
     if not rec.model_call_open:
         raise _refuse(rec, ev, "no model call is open (model.failed without model.started)")
-    usage = rec.usage
-    if ev.usage is not None:
-        u = ev.usage
-        usage = new_usage(
-            input_tokens=usage.input_tokens + u.input_tokens,
-            output_tokens=usage.output_tokens + u.output_tokens,
-            cost=usage.cost + u.cost,
-        )
+    usage = _plus(rec.usage, ev.usage)
     return set_model_failed(
         rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
@@ -701,14 +699,9 @@ def _usage_reported(
     table: TransitionTable, rec: RunRecord, ev: m.UsageReported, move: Move
 ) -> RunRecord:
     """Spending the SDK reported beyond the log's model calls: added to the run's usage."""
-    u, usage = ev.usage, rec.usage
     return set_usage(
         rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
-        usage=new_usage(
-            input_tokens=usage.input_tokens + u.input_tokens,
-            output_tokens=usage.output_tokens + u.output_tokens,
-            cost=usage.cost + u.cost,
-        ),
+        usage=_plus(rec.usage, ev.usage),
     )  # fmt: skip
 
 
