@@ -18,6 +18,7 @@ one table, so a claim is a driver's lease.
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from bisect import bisect_left, bisect_right, insort
@@ -71,6 +72,36 @@ class MemoryLeaseTable:
     leases: dict[str, _Lease] = attrs.field(factory=dict)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     clock: Callable[[], float] = time.time
+    #: `(wake_at, run_id)` of every timer set, earliest first (a heap). An entry whose row
+    #: no longer has that time is stale and dropped when met: a claim reads the head, not
+    #: every lease row.
+    timers: list[tuple[float, str]] = attrs.field(factory=list)
+
+    def put(self, run_id: str, lease: _Lease) -> None:
+        """Write a run's lease row (under `lock`), keeping `timers` in step."""
+        old = self.leases.get(run_id)
+        self.leases[run_id] = lease
+        if lease.wake_at is not None and (old is None or old.wake_at != lease.wake_at):
+            heapq.heappush(self.timers, (lease.wake_at, run_id))
+
+    def first_due(self, now: float) -> tuple[float, str] | None:
+        """The earliest `(wake_at, run_id)` due by `now` whose run nobody drives (under
+        `lock`). The held ones passed over are few: one per live driver."""
+        timers, passed = self.timers, []
+        found = None
+        while timers and timers[0][0] <= now:
+            wake_at, run_id = timers[0]
+            lease = self.leases.get(run_id)
+            if lease is None or lease.wake_at != wake_at:
+                heapq.heappop(timers)  # stale: the row's time moved or the row is gone
+            elif _free(lease, now):
+                found = (wake_at, run_id)  # kept: the time stays until the release
+                break
+            else:
+                passed.append(heapq.heappop(timers))
+        for entry in passed:
+            heapq.heappush(timers, entry)
+        return found
 
 
 def _at_least_one(_: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
@@ -377,14 +408,7 @@ class MemoryLeases:
             now = self.clock()
             # The run whose wake-up fell due first, then the one runnable longest (never
             # by id: ids need not grow over time). Leases are kept only for runs not over.
-            due = min(
-                (
-                    (held.wake_at, run_id)
-                    for run_id, held in self.table.leases.items()
-                    if held.wake_at is not None and held.wake_at <= now and _free(held, now)
-                ),
-                default=None,
-            )
+            due = self.table.first_due(now)
             if due is not None:
                 # The time stays until the release: a worker that dies loses nothing.
                 wake_at, woken = due
@@ -442,9 +466,7 @@ class MemoryLeases:
         process: Process | None = None,
     ) -> None:
         p = process if process is not None else this_process()
-        self.table.leases[run_id] = _Lease(
-            holder, now + ttl, wake_at, p.host, p.pid, p.key, now, now
-        )
+        self.table.put(run_id, _Lease(holder, now + ttl, wake_at, p.host, p.pid, p.key, now, now))
 
     def taken_over(self, run_id: str) -> Holder | None:
         """The holder whose lapsed lease this object's last claim of `run_id` took (see
@@ -459,7 +481,7 @@ class MemoryLeases:
             lease = self.table.leases.get(run_id)
             if lease is None or lease.worker_id != worker_id or lease.expires_at <= now:
                 return False
-            self.table.leases[run_id] = attrs.evolve(lease, expires_at=now + ttl, heartbeat_at=now)
+            self.table.put(run_id, attrs.evolve(lease, expires_at=now + ttl, heartbeat_at=now))
             return True
 
     def release(
@@ -469,7 +491,7 @@ class MemoryLeases:
         with self.table.lock:
             lease = self.table.leases.get(run_id)
             if lease is not None and lease.worker_id == worker_id:
-                self.table.leases[run_id] = _Lease(None, self.clock() + retry_after, wake_at)
+                self.table.put(run_id, _Lease(None, self.clock() + retry_after, wake_at))
                 self._drop_if_ended(run_id)
 
     def take(
@@ -490,7 +512,7 @@ class MemoryLeases:
         with self.table.lock:
             lease = self.table.leases.get(run_id)
             if lease is not None and lease.worker_id == holder:
-                self.table.leases[run_id] = _Lease(None, self.clock(), lease.wake_at)
+                self.table.put(run_id, _Lease(None, self.clock(), lease.wake_at))
                 self._drop_if_ended(run_id)
 
     def read(self, run_id: str) -> Holder | None:

@@ -221,6 +221,55 @@ class TestMemoryConstantTime:
         assert many <= few * 1.5, (few, many)
 
 
+    def test_a_due_timer_is_found_in_as_many_lines_at_100_as_at_10000_timers_set(self) -> None:
+        """The run whose wake-up fell due first is the head of a heap of timers, not the
+        minimum of a scan of every lease row (it was one per run with a lease row: 10,000
+        runs waiting on timers made every claim read 10,000 rows under the lock)."""
+        import sys
+
+        store = MemoryEventStore()
+        leases = MemoryLeases(store)
+        now = leases.clock()
+
+        def lines() -> tuple[int, str | None]:
+            counted = [0]
+
+            def trace(frame: Any, event: str, arg: Any) -> Any:
+                counted[0] += 1
+                return trace
+
+            sys.settrace(trace)
+            try:
+                claimed = leases.claim("w", 30)
+            finally:
+                sys.settrace(None)
+            return counted[0], claimed
+
+        def waiting(first: int, last: int) -> None:
+            # Runs a worker let go until a time far ahead: each keeps a lease row and a timer.
+            for i in range(first, last):
+                submit(store, f"t{i:05d}", "work")
+                assert leases.take(f"t{i:05d}", "w0", this_process(), 30)[0]
+                leases.release(f"t{i:05d}", "w0", retry_after=3600, wake_at=now + 3600)
+
+        def due(run_id: str) -> None:
+            submit(store, run_id, "work")
+            assert leases.take(run_id, "w0", this_process(), 30)[0]
+            leases.release(run_id, "w0", retry_after=3600, wake_at=now - 1)
+
+        waiting(0, 100)
+        due("due-1")
+        lines()  # the first claim also caches this process's identity
+        due("due-2")
+        few, claimed = lines()
+        assert claimed == "due-2"
+        waiting(100, 10_000)
+        due("due-3")
+        many, claimed = lines()
+        assert claimed == "due-3"
+        assert many <= few * 1.5, (few, many)
+
+
 def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("Plans", ()):
