@@ -51,10 +51,15 @@ def _pairs_of(module: str) -> Callable[[], list[str]]:
 
 def _runtime() -> list[str]:
     # tests/runtime/test_docs.py runs the page's first block with its output; the time-travel
-    # section's block is run by tests/test_fork.py::test_the_runtime_pages_fork_example_...
+    # section's block is run by tests/test_fork.py::test_the_runtime_pages_fork_example_...;
+    # the tenants section's by tests/runtime/test_procrastinate_tenants.py.
     first = PAIR.search(_text("docs/runtime.md"))
     assert first is not None
-    return [first.group(1), *_first_block_after("docs/runtime.md", "## Time travel")]
+    return [
+        first.group(1),
+        *_first_block_after("docs/runtime.md", "## Time travel"),
+        *_first_block_after("docs/runtime.md", "### Tenants: queues and priorities"),
+    ]
 
 
 def _stores() -> list[str]:

@@ -33,7 +33,8 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 __all__ = ["add_parser", "list_jobs"]
 
 _LIST = """
-SELECT j.id, j.args->>'run_id', j.task_name, j.status::text, j.queue_name, j.attempts,
+SELECT j.id, j.args->>'run_id', j.task_name, j.status::text, j.queue_name, j.priority,
+       j.attempts,
        j.scheduled_at, j.worker_id, w.last_heartbeat,
        (w.id IS NULL OR w.last_heartbeat < now() - make_interval(secs => %(stalled)s)),
        now(), j.args->>'kind'
@@ -80,7 +81,9 @@ def list_jobs(
         _LIST, {"tasks": [pq.ADVANCE, pq.TIMER], "run": run, "stalled": stalled_after}
     ).fetchall()
     jobs = []
-    for job_id, run_id, task, status, queue, attempts, at, worker, beat, silent, now, kind in rows:
+    for row in rows:
+        job_id, run_id, task, status, queue, priority, attempts, at, worker, beat, silent = row[:11]
+        now, kind = row[11:]
         state = _state(status, at, now, bool(silent))
         job: dict[str, Any] = {
             "job": job_id,
@@ -88,6 +91,7 @@ def list_jobs(
             "task": "timer" if task == pq.TIMER else "advance",
             "state": state,
             "queue": queue,
+            "priority": priority,
             "attempts": attempts,
         }
         if task == pq.TIMER:
@@ -160,15 +164,16 @@ def _print(jobs: list[dict[str, Any]], *, as_json: bool) -> None:
             extra = f" at {job['at']}"
         elif job["state"] in ("running", "stalled"):
             extra = f" on worker {job['worker']} (heartbeat {job['heartbeat']})"
+        priority = f" (priority {job['priority']})" if job["priority"] else ""
         print(
-            f"  job {job['job']}: {what} {job['state']}{extra}, queue {shown(job['queue'])}, "
-            f"attempts {job['attempts']}"
+            f"  job {job['job']}: {what} {job['state']}{extra}, queue {shown(job['queue'])}"
+            f"{priority}, attempts {job['attempts']}"
         )
 
 
 def _job(conn: Any, pq: Any, job_id: int) -> tuple[Any, ...]:
     row = conn.execute(
-        "SELECT id, task_name, args, lock, queueing_lock, status::text, queue_name "
+        "SELECT id, task_name, args, lock, queueing_lock, status::text, queue_name, priority "
         "FROM procrastinate_jobs WHERE id = %s AND task_name = ANY(%s)",
         (job_id, [pq.ADVANCE, pq.TIMER]),
     ).fetchone()
@@ -186,7 +191,7 @@ def _retry(conn: Any, pq: Any, job_id: int, stalled_after: float) -> int:
     with conn.transaction():
         # The run's jobs are looked at and the copy queued under the engine's lock on the
         # run, so two operators (or the recovery pass) do not both queue one.
-        _, task, args, lock, queueing_lock, status, queue = _job(conn, pq, job_id)
+        _, task, args, lock, queueing_lock, status, queue, priority = _job(conn, pq, job_id)
         run_id = args.get("run_id", "")
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agentfsm:jobs:{run_id}",))
         if status != "failed":
@@ -202,7 +207,11 @@ def _retry(conn: Any, pq: Any, job_id: int, stalled_after: float) -> int:
             return _refuse(
                 f"run '{run_id}' has job {other['job']} {other['state']}, which drives it already"
             )
-        pq.Waker(queue)._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock)
+        # The copy keeps the job's queue and priority: the run's route.
+        route = pq.Route(queue, priority)
+        pq.Waker(queue)._defer(
+            conn, task, args, lock=lock, queueing_lock=queueing_lock, route=route
+        )
         fresh = conn.execute(
             "SELECT max(id) FROM procrastinate_jobs WHERE args->>'run_id' = %s", (run_id,)
         ).fetchone()
@@ -211,7 +220,7 @@ def _retry(conn: Any, pq: Any, job_id: int, stalled_after: float) -> int:
 
 
 def _cancel(conn: Any, pq: Any, job_id: int, table: Any, stalled_after: float) -> int:
-    _, _task, args, _lock, _ql, status, _queue = _job(conn, pq, job_id)
+    _, _task, args, _lock, _ql, status, _queue, _priority = _job(conn, pq, job_id)
     run_id = args.get("run_id", "")
     if status == "doing":
         return _refuse(

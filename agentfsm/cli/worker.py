@@ -110,8 +110,9 @@ def _add_worker(subparsers: argparse._SubParsersAction[Parser]) -> None:
     )  # fmt: skip
     p.add_argument(
         "--queue", action="append", type=_args.text, metavar="Q",
-        help="a queue to take jobs from (repeatable; default 'agentfsm'; the first is the "
-        "one this worker queues wake-ups on)",
+        help="a queue to take jobs from (repeatable: jobs are taken by priority, then age, "
+        "across them, and the recovery pass covers each; default 'agentfsm'). A run's jobs "
+        "stay in the queue its route chose at submission",
     )  # fmt: skip
     p.add_argument("--name", type=_args.text, help="the worker's name (default: host-pid)")
     p.add_argument(

@@ -19,6 +19,11 @@ The model:
   run's decision, a deadline or an approval's expiry). Use `engine.store()` (or
   `Waker.store(...)`) wherever runs are steered: the API, `agentfsm approve` and the UI
   alike (the command line finds the engine recorded in the database by `migrate()`).
+- **Routes.** A run's jobs go to the queue, at the priority, chosen when it was
+  submitted (`submit_routed`, or the engine's `router`): the `Route` is recorded in the
+  engine's `routes` table with `run.started` and kept by every later job of the run,
+  whichever process queues it (a steering process reads it from the table; a worker
+  takes it from the job it runs). A run with no route is in the engine's queue.
 - **Timers** are scheduled jobs of their own (`agentfsm.timer`), with no lock: a scheduled
   job holding the run's lock would hold back every later job of the run until its time
   (Procrastinate runs a lock's jobs in id order). When due it queues the run's advance
@@ -54,6 +59,7 @@ The model:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import signal
 import threading
 import time
@@ -78,12 +84,13 @@ except ImportError as exc:
 
 from agentfsm._log import get_logger
 from agentfsm.errors import RunHeldError, RunNotFoundError
-from agentfsm.events.models import Event
+from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.runtime import _pq_schema
 from agentfsm.runtime._pq_schema import SchemaBehindError
 from agentfsm.runtime.agent import RunResult
+from agentfsm.runtime.control import submit
 from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
 from agentfsm.runtime.wakeups import Wake, root_of
@@ -99,11 +106,13 @@ __all__ = [
     "TIMER",
     "EngineSettings",
     "ProcrastinateEngine",
+    "Route",
     "RunDriver",
     "SchemaBehindError",
     "Waker",
     "pause_until",
     "recovery_lock_key",
+    "submit_routed",
 ]
 
 #: The task that drives a run; its jobs carry `lock` and `queueing_lock` = the run id.
@@ -172,57 +181,216 @@ class EngineSettings:
     poll: float = 1.0
 
 
+#: Procrastinate's `queue_name` is a `varchar(128)`, its `priority` a PostgreSQL `integer`.
+_QUEUE_MAX = 128
+_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+
+
+@attrs.frozen
+class Route:
+    """Where a run's jobs go: its queue, and its priority in the queue.
+
+    Chosen once, when the run is submitted (`submit_routed`, or the Waker's `router`), kept
+    in the engine's `routes` table in the same transaction as `run.started`, and used for
+    every job of the run after that: its advances (a person's approval from the UI or the
+    command line included), its timers, its time slices, and the recovery pass's copies.
+    Procrastinate takes a worker's next job by `priority` (higher first), then by age,
+    across all the queues the worker serves.
+
+    Attributes:
+        queue: a Procrastinate queue (1 to 128 characters).
+        priority: higher is taken first (a PostgreSQL `integer`; default 0).
+    """
+
+    queue: str
+    priority: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.queue, str) or not 0 < len(self.queue) <= _QUEUE_MAX:
+            raise ValueError(
+                f"Route.queue must be a name of 1 to {_QUEUE_MAX} characters, got {self.queue!r}"
+            )
+        low, high = _PRIORITY_RANGE
+        if type(self.priority) is not int or not low <= self.priority <= high:
+            raise ValueError(
+                f"Route.priority must be a whole number from {low} to {high}, got {self.priority!r}"
+            )
+
+
+#: A function of a new run (its `run.started` record: id, objective, agent) that picks its
+#: route, or None for the engine's queue.
+Router = Callable[[RunRecord], "Route | None"]
+
+#: The route `submit_routed` gives the run it submits, read by the hook in that append.
+_SUBMITTING: contextvars.ContextVar[tuple[str, Route] | None] = contextvars.ContextVar(
+    "agentfsm_submitting", default=None
+)
+
+# Routes are never changed once set (a run id is never reused: runs are not deleted), so
+# a process may keep what it has read; bounded, and simply emptied when full.
+_ROUTES_KEPT = 10_000
+
+
+def routes_table(table_prefix: str) -> str:
+    """The engine's table of routed runs (root run id -> queue, priority)."""
+    return f"{table_prefix}routes"
+
+
+def _create_routes(table_prefix: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {routes_table(table_prefix)} ("
+        "run_id TEXT PRIMARY KEY, queue TEXT NOT NULL, priority INTEGER NOT NULL)"
+    )
+
+
 class Waker:
     """Enqueues wake-ups and timers on a connection the caller gives, in its transaction.
 
     Needs no worker and no open pool: this is what a steering process (the API, the
     command line, the UI) uses, through the store's `after_append` hook.
 
+    Every job goes where its run's `Route` says: a run submitted with one (`submit_routed`,
+    or `router`) has it recorded in the engine's `routes` table, read (once per process and
+    run) by every later wake-up; a run without one goes to `queue` at priority 0.
+
     Args:
-        queue: the engine's queue.
+        queue: the engine's queue, for runs without a route.
+        router: picks the route of each run submitted through this Waker's stores (None
+            for the engine's queue); `submit_routed` overrides it for one run.
+        table_prefix: the store's table prefix (the `routes` table is named with it).
     """
 
-    def __init__(self, queue: str = "agentfsm") -> None:
+    def __init__(
+        self,
+        queue: str = "agentfsm",
+        *,
+        router: Router | None = None,
+        table_prefix: str = "agentfsm_",
+    ) -> None:
         self.queue = queue
+        self.default = Route(queue)
+        self.router = router
+        self.table_prefix = check_prefix(table_prefix)
         # Used only with connections we are given: never opened.
         self._jobs = JobManager(procrastinate.SyncPsycopgConnector())
         self.log = get_logger()
+        self._routes: dict[tuple[str, str], Route] = {}
+        self._tables: set[str] = set()  # prefixes whose routes table was seen
 
-    def hook(self, table: TransitionTable) -> AfterAppend:
+    def hook(self, table: TransitionTable, table_prefix: str | None = None) -> AfterAppend:
         """The `after_append` of a PostgreSQL store whose runs are under `table`."""
-        return _WakeHook(self, table)
+        return _WakeHook(self, table, table_prefix or self.table_prefix)
 
     def store(
         self,
         conninfo: str,
         *,
         options: StoreOptions | None = None,
-        table_prefix: str = "agentfsm_",
+        table_prefix: str | None = None,
         migrate: bool = False,
     ) -> PostgresEventStore:
         """A PostgreSQL store whose appends enqueue the wake-ups they cause."""
         table = (options or StoreOptions()).reducer.table
+        prefix = table_prefix or self.table_prefix
         return PostgresEventStore(
             conninfo,
             options=options,
-            table_prefix=table_prefix,
+            table_prefix=prefix,
             migrate=migrate,
-            after_append=self.hook(table),
+            after_append=self.hook(table, prefix),
         )
 
     def install(self, store: PostgresEventStore) -> PostgresEventStore:
         """Give an open store this waker's hook (for its reducer's table); returns it."""
-        store.after_append = self.hook(store.reducer.table)
+        store.after_append = self.hook(store.reducer.table, store.table_prefix)
         return store
 
-    def wake(self, conn: psycopg.Connection[Any], wake: Wake) -> None:
-        """Queue the run's advance now, or a timer for `wake.at` (a resume's, with one)."""
+    # -- routes ---------------------------------------------------------------------------
+
+    def route_of(
+        self, conn: psycopg.Connection[Any], run_id: str, table_prefix: str | None = None
+    ) -> Route:
+        """The route of `run_id`'s root run: recorded at its submission, else the engine's
+        queue."""
+        prefix = table_prefix or self.table_prefix
+        key = (prefix, root_of(run_id))
+        known = self._routes.get(key)
+        if known is not None:
+            return known
+        route = self.default
+        if self._has_routes(conn, prefix):
+            row = conn.execute(
+                f"SELECT queue, priority FROM {routes_table(prefix)} WHERE run_id = %s",
+                (key[1],),
+            ).fetchone()
+            if row is not None:
+                route = Route(row[0], row[1])
+        self.remember(key[1], route, prefix)
+        return route
+
+    def remember(self, run_id: str, route: Route, table_prefix: str | None = None) -> None:
+        """Keep `route` as the route of `run_id`'s root run in this process (a worker does,
+        from the job it runs: the job is where the run's route put it)."""
+        if len(self._routes) >= _ROUTES_KEPT:
+            self._routes.clear()
+        self._routes[(table_prefix or self.table_prefix, root_of(run_id))] = route
+
+    def _has_routes(self, conn: psycopg.Connection[Any], prefix: str) -> bool:
+        # A database set up before routes existed has no table, hence no routed run: its
+        # runs are the engine queue's. Looked at again until it appears (`agentfsm setup`).
+        if prefix in self._tables:
+            return True
+        found = conn.execute("SELECT to_regclass(%s)", (routes_table(prefix),)).fetchone()
+        if found is not None and found[0] is not None:
+            self._tables.add(prefix)
+            return True
+        return False
+
+    def _route_new(self, conn: psycopg.Connection[Any], record: RunRecord, prefix: str) -> Route:
+        """The route of a root run being submitted (in its `run.started` transaction):
+        `submit_routed`'s, else the router's, recorded; else the engine's queue."""
+        chosen: Route | None = None
+        asked = _SUBMITTING.get()
+        if asked is not None and asked[0] == record.run_id:
+            chosen = asked[1]
+        elif self.router is not None:
+            chosen = self.router(record)
+            if chosen is not None and not isinstance(chosen, Route):
+                raise TypeError(
+                    f"the Waker's router returned {type(chosen).__name__} for run "
+                    f"'{record.run_id}': it must return a Route or None"
+                )
+        if chosen is None:
+            self.remember(record.run_id, self.default, prefix)
+            return self.default
+        if not self._has_routes(conn, prefix):
+            raise SchemaBehindError(
+                f"the database has no {routes_table(prefix)} table, so run "
+                f"'{record.run_id}' cannot be routed to queue '{chosen.queue}': run "
+                f"`agentfsm setup --store URL --queue {self.queue}` once"
+            )
+        conn.execute(
+            f"INSERT INTO {routes_table(prefix)} (run_id, queue, priority) VALUES (%s, %s, %s) "
+            "ON CONFLICT (run_id) DO UPDATE SET queue = EXCLUDED.queue, "
+            "priority = EXCLUDED.priority",
+            (record.run_id, chosen.queue, chosen.priority),
+        )
+        self.remember(record.run_id, chosen, prefix)
+        return chosen
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def wake(self, conn: psycopg.Connection[Any], wake: Wake, route: Route | None = None) -> None:
+        """Queue the run's advance now, or a timer for `wake.at` (a resume's, with one),
+        where `route` says (default: the run's own route, `route_of`)."""
+        if route is None:
+            route = self.route_of(conn, wake.run_id)
         if wake.at is None:
-            self._defer(conn, ADVANCE, {"run_id": wake.run_id}, lock=wake.run_id)
+            self._defer(conn, ADVANCE, {"run_id": wake.run_id}, lock=wake.run_id, route=route)
         elif wake.resume is not None:
-            self.timer(conn, wake.run_id, wake.at, kind="resume", version=wake.resume)
+            self.timer(conn, wake.run_id, wake.at, kind="resume", version=wake.resume, route=route)
         else:
-            self.timer(conn, wake.run_id, wake.at)
+            self.timer(conn, wake.run_id, wake.at, route=route)
 
     def timer(
         self,
@@ -232,14 +400,18 @@ class Waker:
         *,
         kind: str = "wake",
         version: int = 0,
+        route: Route | None = None,
     ) -> None:
-        """Schedule a timer job for `at` (the same timer twice is one job)."""
+        """Schedule a timer job for `at` (the same timer twice is one job), where `route`
+        says (default: the run's own route)."""
+        if route is None:
+            route = self.route_of(conn, run_id)
         args: dict[str, Any] = {"run_id": run_id, "kind": kind}
         key = f"{run_id}@{at.isoformat()}#{kind}"
         if kind == "resume":
             args["version"] = version
             key += f"{version}"
-        self._defer(conn, TIMER, args, lock=None, queueing_lock=key, at=at)
+        self._defer(conn, TIMER, args, lock=None, queueing_lock=key, at=at, route=route)
 
     def _defer(
         self,
@@ -248,11 +420,13 @@ class Waker:
         args: dict[str, Any],
         *,
         lock: str | None,
+        route: Route,
         queueing_lock: str | None = None,
         at: datetime | None = None,
     ) -> None:
         job = Job(
-            queue=self.queue,
+            queue=route.queue,
+            priority=route.priority,
             lock=lock,
             queueing_lock=queueing_lock if queueing_lock is not None else lock,
             task_name=task,
@@ -268,15 +442,48 @@ class Waker:
             return
 
 
+def submit_routed(
+    store: PostgresEventStore,
+    run_id: str,
+    objective: str | None = None,
+    *,
+    route: Route,
+    agent: str | None = None,
+    limits: Limits | None = None,
+) -> RunRecord:
+    """`submit` a run whose jobs go where `route` says, for its whole life.
+
+    The route is recorded with `run.started`, in the same transaction, so the first advance
+    and every later job of the run (wake-ups from any process, timers, time slices,
+    recovered jobs) land in `route.queue` with `route.priority`.
+
+    Raises:
+        ValueError: `store` does not wake runs (not `engine.store()` / `Waker.store()`).
+        SchemaBehindError: the database predates routes (run `agentfsm setup`).
+        ConcurrencyConflictError: a run with this id already exists.
+    """
+    if not isinstance(getattr(store, "after_append", None), _WakeHook):
+        raise ValueError(
+            "submit_routed needs a store whose appends wake runs: engine.store() or "
+            "Waker(...).store(...)/install(store)"
+        )
+    token = _SUBMITTING.set((run_id, route))
+    try:
+        return submit(store, run_id, objective, agent=agent, limits=limits)
+    finally:
+        _SUBMITTING.reset(token)
+
+
 class _WakeHook:
     """`Waker.hook`: defers the wake-ups and timers an append calls for, and says up front
     (`wants`) which appends call for none, so those stay one autocommit statement."""
 
     sets_timers = True
 
-    def __init__(self, waker: Waker, table: TransitionTable) -> None:
+    def __init__(self, waker: Waker, table: TransitionTable, table_prefix: str) -> None:
         self.waker = waker
         self.table = table
+        self.prefix = table_prefix
 
     def wants(self, record: RunRecord, types: tuple[str, ...]) -> bool:
         return wants_wakes(record, types, self.table)
@@ -284,8 +491,16 @@ class _WakeHook:
     def __call__(
         self, conn: psycopg.Connection[Any], record: RunRecord, types: tuple[str, ...]
     ) -> None:
-        for wake in due_wakes(record, types, self.table):
-            self.waker.wake(conn, wake)
+        wakes = due_wakes(record, types, self.table)
+        if not wakes:
+            return
+        waker = self.waker
+        if "run.started" in types and "/" not in record.run_id:
+            route = waker._route_new(conn, record, self.prefix)
+        else:
+            route = waker.route_of(conn, record.run_id, self.prefix)
+        for wake in wakes:
+            waker.wake(conn, wake, route)
 
 
 class RunDriver(Protocol):
@@ -431,6 +646,9 @@ class ProcrastinateEngine:
         settings: queue, heartbeat, recovery and fencing times.
         options: the store's options (its reducer and table).
         table_prefix: the store's table prefix.
+        router: picks the `Route` (queue, priority) of each run submitted through the
+            engine's stores (see `Waker`); None: the engine's queue, unless
+            `submit_routed` says otherwise.
         metrics: an `agentfsm.adapters.otel_metrics.EngineMetrics` (typed loosely: the
             runtime does not import the adapters) to record, through OpenTelemetry:
             the runs' events as jobs append them, wake-up latency, timer lateness, lease
@@ -445,6 +663,7 @@ class ProcrastinateEngine:
         settings: EngineSettings | None = None,
         options: StoreOptions | None = None,
         table_prefix: str = "agentfsm_",
+        router: Router | None = None,
         metrics: Any = None,
     ) -> None:
         self.conninfo = conninfo
@@ -453,8 +672,10 @@ class ProcrastinateEngine:
         self.settings = settings if settings is not None else EngineSettings()
         self.options = options if options is not None else StoreOptions()
         self.table_prefix = check_prefix(table_prefix)
-        self.waker = Waker(self.settings.queue)
+        self.waker = Waker(self.settings.queue, router=router, table_prefix=self.table_prefix)
         self.log = get_logger()
+        # The queues this process's worker serves (its recovery passes are one per queue).
+        self._queues: list[str] = [self.settings.queue]
         self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
         self._local = threading.local()
         # Every thread's store and connection, to close when the worker stops.
@@ -479,7 +700,7 @@ class ProcrastinateEngine:
             context: procrastinate.JobContext, run_id: str, kind: str = "wake", version: int = 0
         ) -> str:
             self._measure_timer(context, kind)
-            return self._timer(run_id, kind, version)
+            return self._timer(run_id, kind, version, _route(context))
 
     # -- setting up -----------------------------------------------------------------------
 
@@ -490,8 +711,8 @@ class ProcrastinateEngine:
 
         Procrastinate's pending migrations are applied in order (see
         `agentfsm.runtime._pq_schema`): its `pre` ones always, its `post` ones only with
-        `post=True`, once no worker of the older Procrastinate runs. Returns the
-        migrations applied."""
+        `post=True`, once no worker of the older Procrastinate runs. The engine's own
+        `routes` table (`Route`) is created if missing. Returns the migrations applied."""
         PostgresEventStore(
             self.conninfo, options=self.options, table_prefix=self.table_prefix, migrate=True
         ).close()
@@ -501,6 +722,7 @@ class ProcrastinateEngine:
             applied = _pq_schema.upgrade(conn, meta, post=post)
             for name in applied:
                 self.log.info("engine.migration_applied", migration=name)
+            conn.execute(_create_routes(self.table_prefix))
             conn.execute(
                 f"INSERT INTO {meta} (key, value) VALUES (%s, %s) ON CONFLICT (key) "
                 "DO UPDATE SET value = EXCLUDED.value",
@@ -521,8 +743,9 @@ class ProcrastinateEngine:
         """Refuse to serve a database whose schema this version cannot run on.
 
         Raises:
-            SchemaBehindError: the tables are missing, or a migration this Procrastinate
-                needs is pending; the message names the command that fixes it.
+            SchemaBehindError: the tables are missing (Procrastinate's, or the engine's
+                `routes`), or a migration this Procrastinate needs is pending; the message
+                names the command that fixes it.
         """
         now = self.schema()
         command = f"agentfsm setup --store URL --queue {self.settings.queue}"
@@ -531,16 +754,27 @@ class ProcrastinateEngine:
                 f"the database has no Procrastinate schema yet: run `{command}` once"
             )
         needed = now.needed
-        if not needed:
-            return
-        how = f"run `{command}`"
-        if any(_pq_schema.is_post(name) for name in needed):
-            # Releases skipped: their `post` migrations must not run under older workers.
-            how = f"stop every older worker, then run `{command} --post`"
-        raise SchemaBehindError(
-            f"Procrastinate's schema is behind the installed Procrastinate "
-            f"({len(needed)} migration(s) pending, from {needed[0]}): {how}"
-        )
+        if needed:
+            how = f"run `{command}`"
+            if any(_pq_schema.is_post(name) for name in needed):
+                # Releases skipped: their `post` migrations must not run under older workers.
+                how = f"stop every older worker, then run `{command} --post`"
+            raise SchemaBehindError(
+                f"Procrastinate's schema is behind the installed Procrastinate "
+                f"({len(needed)} migration(s) pending, from {needed[0]}): {how}"
+            )
+        if not self._has_routes_table():
+            # Made by an agentfsm before runs had routes (queues, priorities per run).
+            raise SchemaBehindError(
+                f"the database has no {routes_table(self.table_prefix)} table (the runs' "
+                f"queues and priorities): run `{command}`"
+            )
+
+    def _has_routes_table(self) -> bool:
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            name = routes_table(self.table_prefix)
+            found = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+            return found is not None and found[0] is not None
 
     def store(self) -> PostgresEventStore:
         """A store on the engine's database whose appends enqueue their wake-ups (and, with
@@ -569,14 +803,16 @@ class ProcrastinateEngine:
         end, nor leaving another worker to wait out its heartbeat.
 
         Args:
-            queues: the queues to take jobs from (default: the engine's).
+            queues: the queues to take jobs from (default: the engine's), by priority then
+                age across all of them; the worker's recovery pass covers each.
             on_ready: called once the worker is registered and takes jobs.
         """
         s = self.settings
         self._stopping.clear()
+        self._queues = list(dict.fromkeys(queues)) if queues else [s.queue]
         async with self.app.open_async():
             worker: Any = self.app._worker(
-                queues=list(queues) if queues else [s.queue],
+                queues=self._queues,
                 name=name or "agentfsm-worker",
                 concurrency=s.concurrency,
                 wait=wait,
@@ -636,30 +872,38 @@ class ProcrastinateEngine:
                 with self._recovery_lock:
                     self._close_recovery()  # opened afresh for the next pass
 
-    def recover(self) -> list[str]:
+    def recover(self, queues: Sequence[str] | None = None) -> list[str]:
         """One recovery pass: run elsewhere the jobs of workers silent for `stalled_after`
         seconds (see the module docstring); the runs whose jobs were re-queued.
 
-        One worker of a queue at a time does the pass: it takes a transaction-scoped
-        advisory lock (`recovery_lock_key`) without waiting, and a worker that finds it
-        taken skips its turn (the holder is scanning the same jobs). A serving worker runs
-        its passes on one connection it keeps; called alone, a pass opens its own.
+        A pass per queue of `queues` (default: those the worker serves, `serve(queues=...)`,
+        else the engine's), and
+        one worker of a queue at a time does it: it takes a transaction-scoped advisory
+        lock (`recovery_lock_key(queue)`) without waiting, and a worker that finds it taken
+        skips that queue's turn (the holder is scanning the same jobs). A serving worker
+        runs its passes on one connection it keeps; called alone, a pass opens its own.
         """
+        served = list(queues) if queues is not None else self._queues
         with self._recovery_lock:
             if self._recovery is not None:
-                return self._pass_on(self._recovery)
+                return self._passes_on(self._recovery, served)
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
-            return self._pass_on(conn)
+            return self._passes_on(conn, served)
 
-    def _pass_on(self, conn: psycopg.Connection[Any]) -> list[str]:
+    def _passes_on(self, conn: psycopg.Connection[Any], queues: list[str]) -> list[str]:
+        moved: list[str] = []
+        for queue in queues:
+            moved += self._pass_on(conn, queue)
+        return moved
+
+    def _pass_on(self, conn: psycopg.Connection[Any], queue: str) -> list[str]:
         with conn.transaction():
             taken = conn.execute(
-                "SELECT pg_try_advisory_xact_lock(hashtext(%s))",
-                (recovery_lock_key(self.settings.queue),),
+                "SELECT pg_try_advisory_xact_lock(hashtext(%s))", (recovery_lock_key(queue),)
             ).fetchone()
             if taken is None or not taken[0]:
                 return []  # another worker's pass is under way
-            return self._recover_on(conn)
+            return self._recover_on(conn, queue)
 
     def _keep_recovery_conn(self) -> None:
         """Open the serving worker's recovery connection (again, if it broke)."""
@@ -674,15 +918,17 @@ class ProcrastinateEngine:
             with suppress(Exception):  # a broken handle is dropped anyway
                 conn.close()
 
-    def _recover_on(self, conn: psycopg.Connection[Any]) -> list[str]:
+    def _recover_on(self, conn: psycopg.Connection[Any], queue: str) -> list[str]:
         s = self.settings
         moved: list[str] = []
         rows = conn.execute(
-            _STALLED, {"tasks": [ADVANCE, TIMER], "queue": s.queue, "seconds": s.stalled_after}
+            _STALLED, {"tasks": [ADVANCE, TIMER], "queue": queue, "seconds": s.stalled_after}
         ).fetchall()
-        for job_id, task, args, lock, queueing_lock, _queue, _priority in rows:
+        for job_id, task, args, lock, queueing_lock, job_queue, priority in rows:
             conn.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (job_id,))
-            self.waker._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock)
+            # The copy keeps the job's queue and priority: the run's route.
+            route = Route(job_queue, priority)
+            self.waker._defer(conn, task, args, lock=lock, queueing_lock=queueing_lock, route=route)
             moved.append(args.get("run_id", ""))
             self.log.warning(
                 "engine.job_recovered", job_id=job_id, task=task, run_id=args.get("run_id")
@@ -725,11 +971,15 @@ class ProcrastinateEngine:
         job_id = context.job.id
         assert job_id is not None
         worker = context.worker_name or "worker"
+        # The job is where the run's route put it: every job this one queues goes there
+        # too, and the hook's wake-ups of this run need not look the route up.
+        route = _route(context)
+        self.waker.remember(run_id, route)
         fence = _Fence(conn, job_id, run_id, worker, self.settings.fence_every)
-        lease = self._hold(store, conn, run_id, f"{worker} job {job_id}")
+        lease = self._hold(store, conn, run_id, f"{worker} job {job_id}", route)
         if lease is None:
             return "held"
-        self._measure_wakeup(conn, job_id, lease)
+        self._measure_wakeup(conn, job_id, lease, route)
         stopping = self._stopping
         s = self.settings
         timeslice = _Slice(fence.beat, s.slice_turns, s.slice_seconds)
@@ -754,7 +1004,7 @@ class ProcrastinateEngine:
         except _SliceOver:
             # Behind every job queued meanwhile; `lock` keeps it from starting before this
             # one has ended.
-            self.waker.wake(conn, Wake(run_id))
+            self.waker.wake(conn, Wake(run_id), route)
             self.log.info("engine.sliced", run_id=run_id, job_id=job_id)
             return "sliced"
         except RunNotFoundError:
@@ -763,7 +1013,7 @@ class ProcrastinateEngine:
         except _HandBack:
             # The worker is stopping: the run goes back to the queue, its lease released
             # (above), for another worker to take at once.
-            self.waker.wake(conn, Wake(run_id))
+            self.waker.wake(conn, Wake(run_id), route)
             self.log.info("engine.handed_back", run_id=run_id, job_id=job_id, worker=worker)
             return "handed back"
         except LeaseLostError:
@@ -776,14 +1026,19 @@ class ProcrastinateEngine:
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
             if lease.lost:
                 # The lease lapsed under a job nobody closed: the run may have no job left.
-                self._later(conn, run_id)
+                self._later(conn, run_id, route)
             return "superseded"
-        self._rearm(conn, result, runner)
+        self._rearm(conn, result, runner, route)
         self.log.info("engine.advanced", run_id=run_id, job_id=job_id, status=result.status)
         return result.status
 
     def _hold(
-        self, store: PostgresEventStore, conn: psycopg.Connection[Any], run_id: str, holder: str
+        self,
+        store: PostgresEventStore,
+        conn: psycopg.Connection[Any],
+        run_id: str,
+        holder: str,
+        route: Route,
     ) -> Lease | None:
         """The run's lease for this job, lasting `stalled_after` (a job whose worker dies
         is run elsewhere about then, and its lease has lapsed by then too): waited for that
@@ -795,7 +1050,7 @@ class ProcrastinateEngine:
             )
         except RunHeldError as exc:
             self.log.warning("engine.held", run_id=run_id, holder=exc.holder.id)
-            self._later(conn, run_id)
+            self._later(conn, run_id, route)
             return None
 
     def _release(self, lease: Lease) -> None:
@@ -804,12 +1059,14 @@ class ProcrastinateEngine:
         except Exception as exc:  # noqa: BLE001  (a lease not released lapses by its ttl)
             self.log.warning("engine.release_failed", run_id=lease.run_id, error=repr(exc))
 
-    def _later(self, conn: psycopg.Connection[Any], run_id: str) -> None:
+    def _later(self, conn: psycopg.Connection[Any], run_id: str, route: Route) -> None:
         """A timer to advance the run once its other driver is done with it."""
         at = datetime.now(UTC) + timedelta(seconds=self.settings.stalled_after)
-        self.waker.timer(conn, root_of(run_id), at)
+        self.waker.timer(conn, root_of(run_id), at, route=route)
 
-    def _rearm(self, conn: psycopg.Connection[Any], result: RunResult, runner: RunDriver) -> None:
+    def _rearm(
+        self, conn: psycopg.Connection[Any], result: RunResult, runner: RunDriver, route: Route
+    ) -> None:
         """Set the timer for the next time the run needs driving by itself: its clock (it
         may have fired early), a deadline of the Runner's guards, or a retry's end of
         backoff."""
@@ -817,7 +1074,7 @@ class ProcrastinateEngine:
         guards = getattr(reducer, "guards", None)
         due = next_wake(result, self.options.reducer.table, guards)
         if due is not None:
-            self.waker.timer(conn, root_of(result.run_id), due)
+            self.waker.timer(conn, root_of(result.run_id), due, route=route)
 
     def _metered_store(self) -> PostgresEventStore:
         assert self.metrics is not None
@@ -825,11 +1082,13 @@ class ProcrastinateEngine:
             self.conninfo,
             options=self.options,
             table_prefix=self.table_prefix,
-            after_append=self.waker.hook(self.options.reducer.table),
+            after_append=self.waker.hook(self.options.reducer.table, self.table_prefix),
             runs=self.metrics.runs,
         )
 
-    def _measure_wakeup(self, conn: psycopg.Connection[Any], job_id: int, lease: Lease) -> None:
+    def _measure_wakeup(
+        self, conn: psycopg.Connection[Any], job_id: int, lease: Lease, route: Route
+    ) -> None:
         metrics = self.metrics
         if metrics is None:
             return
@@ -842,7 +1101,7 @@ class ProcrastinateEngine:
             (job_id,),
         ).fetchone()
         if row is not None and row[0] is not None:
-            metrics.wakeup_latency.record(max(float(row[0]), 0.0), {"queue": self.settings.queue})
+            metrics.wakeup_latency.record(max(float(row[0]), 0.0), {"queue": route.queue})
 
     def _measure_timer(self, context: procrastinate.JobContext, kind: str) -> None:
         metrics = self.metrics
@@ -854,15 +1113,21 @@ class ProcrastinateEngine:
             (context.job.id,),
         ).fetchone()
         if row is not None and row[0] is not None:
-            attributes = {"queue": self.settings.queue, "kind": kind}
+            attributes = {"queue": context.job.queue, "kind": kind}
             metrics.timer_lateness.record(max(float(row[0]), 0.0), attributes)
 
-    def _timer(self, run_id: str, kind: str, version: int) -> str:
+    def _timer(self, run_id: str, kind: str, version: int, route: Route) -> str:
         store, _runner, conn = self._thread_state()
+        self.waker.remember(run_id, route)
         if kind != "resume":
-            self.waker.wake(conn, Wake(run_id))
+            self.waker.wake(conn, Wake(run_id), route)
             return "woken"
         # Un-paused only if still in that pause; the store's hook queues the advance.
         if resume_paused(store, run_id, version, self.options.reducer.table):
             return "resumed"
         return "moved on"  # un-paused already, or paused again since: not ours to undo
+
+
+def _route(context: procrastinate.JobContext) -> Route:
+    """The route of the run a job is for: the job's own queue and priority."""
+    return Route(context.job.queue, context.job.priority)

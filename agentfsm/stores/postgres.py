@@ -189,6 +189,11 @@ class PostgresEventStore(EventStore):
                 self._conn.execute(statement)
         self._open_key_check()
 
+    @property
+    def table_prefix(self) -> str:
+        """The prefix of this store's table names."""
+        return self._prefix
+
     def _has_meta(self) -> bool:
         found = self._conn.execute("SELECT to_regclass(%s)", (self._sql.meta,)).fetchone()
         return found is not None and found[0] is not None

@@ -7,6 +7,7 @@ A run's objective says what it does (so any worker, in any process, drives it th
 - `expire`: the ticket's approval expires after `EXPIRES` seconds if nobody decides;
 - `sub`: a subagent (`research`) looks the order up and answers, then the parent answers;
 - `subask`: the subagent opens a ticket, which needs a person's approval in its own run;
+- `quick`: answers at once (one model turn, no tool);
 - `mail`: sends an email (side effects, not idempotent: never re-run, else
   `outcome_unknown`) and answers;
 - `flaky`: asks for a quote (safe), which fails retryably on its first attempt: the retry
@@ -114,6 +115,8 @@ def _model(ctx: Any) -> Decision:
         if ctx.turn < int(ctx.objective.split()[1]):
             return Decision.call_tools(call("get_order", order_id=f"{ctx.run_id}-{ctx.turn}"))
         return Decision.answer("long done")
+    if kind == "quick":  # one turn, no tool: what a queue's cost per run is made of
+        return Decision.answer("quick")
     if kind == "mail":
         if ctx.turn == 1:
             return Decision.call_tools(call("send_email", to="ann@example.com"))

@@ -61,7 +61,9 @@ class _ClosedWhileStarting:
             assert row is not None
             other.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (row[0],))
             waker: Waker = self.engine.waker
-            waker._defer(other, row[1], row[2], lock=row[3], queueing_lock=row[4])
+            waker._defer(
+                other, row[1], row[2], lock=row[3], queueing_lock=row[4], route=waker.default
+            )
 
 
 class CutEngine(ProcrastinateEngine):
