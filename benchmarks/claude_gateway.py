@@ -7,7 +7,8 @@ events: `message_start`, N `content_block_delta`s (one token each, each written 
 on its own, as a model streams), `message_delta`, `message_stop`. One client (httpx, as a
 CLI would stream it) sends the same request directly and through `Gateway` (whose check is
 an instant no-op here: what the guards themselves cost is the recorder's append, measured in
-`bench_adapters`), alternating direct / gateway request by request, in one process, for
+`bench_adapters`; each request is watched, so the stream is read as it passes, as a run's
+model call is), alternating direct / gateway request by request, in one process, for
 N = 1 and N = 400 tokens. Reported: the median wall time of a request each way, the ratio,
 the added time per request (N = 1) and per streamed token (the slope between N = 1 and 400);
 and the same in the process's CPU time, which a loaded machine's scheduling disturbs less
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from agentfsm.adapters._claude_gateway import Gateway
+from agentfsm.adapters._claude_gateway import Failure, Gateway, Verdict
 
 BODY = {"model": "claude-fake", "stream": True, "tools": [{"name": "t"}], "messages": []}
 
@@ -90,11 +91,24 @@ async def _time(client: httpx.AsyncClient, url: str, tokens: int, way: str = "")
     return time.perf_counter() - t0
 
 
-async def _measure(api: str, requests: int, tokens: int) -> tuple[float, float]:
-    async def allow(body: dict[str, Any]) -> None:
-        return None
+class _Allow:
+    """Sends every request as a watched model call, and hears nothing go wrong."""
 
-    async with Gateway(api, allow, {}) as gateway, httpx.AsyncClient() as client:
+    async def request(self, body: dict[str, Any]) -> Verdict:
+        return Verdict()
+
+    async def failed(self, failure: Failure) -> None:
+        raise AssertionError(f"the fake API's answer failed: {failure}")
+
+    async def answered(self, message: dict[str, Any]) -> None:
+        pass
+
+    async def streamed(self, message_id: str | None) -> None:
+        pass
+
+
+async def _measure(api: str, requests: int, tokens: int) -> tuple[float, float]:
+    async with Gateway(api, _Allow(), {}) as gateway, httpx.AsyncClient() as client:
         await _time(client, api, tokens)  # warm both paths (connections, code)
         await _time(client, gateway, tokens)
         direct, through = [], []

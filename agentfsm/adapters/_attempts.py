@@ -32,6 +32,11 @@ context is an attempt of the model call the adapter recorded last:
 A request outside any model call the run recorded (a tool's own client, a node calling the
 client directly) is left alone.
 
+The same decisions serve the Claude adapter's loopback gateway (`_claude_gateway`), which sees
+each request the `claude` CLI sends and opens every model call itself (`opens=True`: its
+first attempt is a `model.started` of `opening` too); what failed is seen there (an error
+status, an `error` event in the stream, a stream broken off), with the usage it reported.
+
 What this does to your client: nothing to the object, its settings or its `http_client`. The
 `openai` client classes' `_send_request` (the one method each HTTP attempt of theirs goes
 through) is wrapped once, the first time an adapter drives a run in the process; outside the
@@ -58,7 +63,7 @@ from agentfsm.names import EventType, StopReason
 from agentfsm.runtime._metering import MISSING_USAGE
 from agentfsm.runtime.writer import Spec
 
-__all__ = ["Attempts", "watching"]
+__all__ = ["Attempts", "Step", "lost", "refused", "watching"]
 
 #: The attempts of the run an adapter drives in this context (see `watching`).
 _WATCH: ContextVar[Attempts | None] = ContextVar("agentfsm_model_attempts", default=None)
@@ -93,11 +98,26 @@ class Attempts:
     Args:
         recorder: the run's recorder.
         stopping: what to raise for a stop (default: the stop itself).
+        source: who sends the requests, naming the signal of each event.
+        retrier: who retries, in a stop's detail.
+        opens: whether the first attempt of a call opens it here (a `model.started` of
+            `opening`), as the Claude gateway's do; else the SDK's own `model.started` does.
     """
 
-    def __init__(self, recorder: Recorder, stopping: Stopping = _same) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        stopping: Stopping = _same,
+        *,
+        source: str = "openai client",
+        retrier: str = "client",
+        opens: bool = False,
+    ) -> None:
         self.recorder = recorder
         self._stopping = stopping
+        self.source = source
+        self.retrier = retrier
+        self.opens = opens
         #: The turn whose call an attempt was sent under (a second request under it is the
         #: SDK sending it again), and which attempt of the SDK's call that was.
         self._sent: int | None = None
@@ -111,9 +131,10 @@ class Attempts:
 
     # -- what to append, decided from the record ----------------------------------------------
 
-    def _opening(self, path: str) -> list[_Step]:
+    def opening(self, path: str) -> list[Step]:
         """What to append before an attempt to `path` is sent: nothing for the first attempt
-        of the call the SDK started (or for a request outside any call of the run)."""
+        of the call the SDK started (or for a request outside any call of the run); with
+        `opens`, the first attempt's `model.started`."""
         record = self.recorder.record
         if record.model_call_open:
             if self._sent != record.turn:  # the first attempt of the SDK's own call
@@ -121,33 +142,50 @@ class Attempts:
                 return []
             # Sent again under the same call, no failure seen: its answer was not used, and
             # may have cost what it reported to nobody.
-            resent = self._failure(
+            resent = self.failure(
                 path,
                 "resent",
-                "the SDK sent the request again after an answer it did not use",
+                "the request was sent again after an answer that was not used",
                 retryable=True,
                 spent=True,
             )
-            return [resent, self._retry(path)]
+            return [resent, self._call(path, retry=True)]
         if self._failed_at is not None and self._failed_at == record.version:
-            return [self._retry(path)]
-        return []
+            return [self._call(path, retry=True)]
+        return [self._call(path, retry=False)] if self.opens else []
 
-    def _retry(self, path: str) -> _Step:
-        signal = f"openai client: POST {path}, attempt {self._attempt + 1} of the model call"
-        return _Step(signal, self.recorder.model_call(), spent=False)
+    def _call(self, path: str, *, retry: bool) -> Step:
+        attempt = self._attempt + 1 if retry else 1
+        signal = f"{self.source}: POST {path}"
+        if retry:
+            signal += f", attempt {attempt} of the model call"
+        return Step(signal, self.recorder.model_call(), spent=False, attempt=attempt)
 
-    def _failure(self, path: str, kind: str, message: str, retryable: bool, spent: bool) -> _Step:
+    def failure(
+        self,
+        path: str,
+        kind: str,
+        message: str,
+        retryable: bool,
+        spent: bool,
+        usage: dict[str, Any] | None = None,
+    ) -> Step:
+        """The `model.failed` of the open call's attempt: `spent` when it may have cost what
+        nobody reported (under a budget `after` then stops the run); `usage` what it did
+        report."""
         error = {"kind": kind, "message": message[:_MESSAGE], "retryable": retryable}
-        signal = f"openai client: POST {path}, attempt {self._attempt} failed ({kind})"
-        return _Step(signal, Spec(m.ModelFailed, {"error": error}), spent=spent)
+        fields: dict[str, Any] = {"error": error}
+        if usage is not None:
+            fields["usage"] = usage
+        signal = f"{self.source}: POST {path}, attempt {self._attempt} failed ({kind})"
+        return Step(signal, Spec(m.ModelFailed, fields), spent=spent, attempt=self._attempt)
 
-    def _after(self, step: _Step) -> GuardStop | None:
+    def after(self, step: Step) -> GuardStop | None:
         """Note what `step` appended; the stop it calls for, if any."""
         record = self.recorder.record
         if step.spec.cls is m.ModelStarted:  # the next attempt goes out under this call
             self._sent = record.turn
-            self._attempt += 1
+            self._attempt = step.attempt
             self._failed_at = None
             return None
         self._failed_at = record.version
@@ -157,7 +195,7 @@ class Attempts:
         detail = (
             f"{MISSING_USAGE}: attempt {self._attempt} of the model call got no usable answer "
             f"after its request was sent, so what it spent is unknown and {under} cannot be "
-            "checked; the client's retry was not sent (docs/adapters.md, 'Retries')"
+            f"checked; the {self.retrier}'s retry was not sent (docs/adapters.md, 'Retries')"
         )
         return GuardStop(
             OverrunError(
@@ -186,19 +224,19 @@ class Attempts:
 
     # -- the two shells: the client's sync and async send -------------------------------------
 
-    def _apply(self, step: _Step) -> None:
+    def _apply(self, step: Step) -> None:
         try:
             self.recorder.append(step.signal, [step.spec])
-            over = self._after(step)
+            over = self.after(step)
         except (GuardStop, CancelStop) as stop:
             raise self._raise(stop) from stop
         if over is not None:
             raise self._raise(over) from None
 
-    async def _aapply(self, step: _Step) -> None:
+    async def _aapply(self, step: Step) -> None:
         try:
             await self.recorder.aappend(step.signal, [step.spec])
-            over = self._after(step)
+            over = self.after(step)
         except (GuardStop, CancelStop) as stop:
             raise self._raise(stop) from stop
         if over is not None:
@@ -209,18 +247,18 @@ class Attempts:
         path = request.url.path
         if not self._mine(path):
             return original()
-        for step in self._opening(path):
+        for step in self.opening(path):
             self._apply(step)
         if not self._in_call():
             return original()
         try:
             response = original()
         except Exception as exc:
-            self._apply(self._failure(path, *_lost(exc)))
+            self._apply(self.failure(path, *lost(exc)))
             raise
         if response.status_code >= 400:
             response.read()
-            self._apply(self._failure(path, *_refused(client, response)))
+            self._apply(self.failure(path, *refused(client, response)))
         return response
 
     async def asend(self, client: Any, request: Any, original: Callable[[], Any]) -> Any:
@@ -228,31 +266,33 @@ class Attempts:
         path = request.url.path
         if not self._mine(path):
             return await original()
-        for step in self._opening(path):
+        for step in self.opening(path):
             await self._aapply(step)
         if not self._in_call():
             return await original()
         try:
             response = await original()
         except Exception as exc:
-            await self._aapply(self._failure(path, *_lost(exc)))
+            await self._aapply(self.failure(path, *lost(exc)))
             raise
         if response.status_code >= 400:
             await response.aread()
-            await self._aapply(self._failure(path, *_refused(client, response)))
+            await self._aapply(self.failure(path, *refused(client, response)))
         return response
 
 
 @dataclass(frozen=True)
-class _Step:
-    """One event to append about an attempt, and whether it may have spent unreported."""
+class Step:
+    """One event to append about an attempt: whether it may have spent what nobody
+    reported, and which attempt of the model call it is about."""
 
     signal: str
     spec: Spec
     spent: bool
+    attempt: int = 1
 
 
-def _lost(exc: Exception) -> tuple[str, str, bool, bool]:
+def lost(exc: Exception) -> tuple[str, str, bool, bool]:
     """kind, message, retryable (the client retries it), spent (it may have reached the
     server) of an attempt that raised `exc` instead of answering."""
     names = {cls.__name__ for cls in type(exc).__mro__}
@@ -266,7 +306,7 @@ def _lost(exc: Exception) -> tuple[str, str, bool, bool]:
     )
 
 
-def _refused(client: Any, response: Any) -> tuple[str, str, bool, bool]:
+def refused(client: Any, response: Any) -> tuple[str, str, bool, bool]:
     """kind, message, retryable, spent of an attempt the server answered with an error."""
     status = response.status_code
     detail = response.text
@@ -275,10 +315,14 @@ def _refused(client: Any, response: Any) -> tuple[str, str, bool, bool]:
         detail = error["message"] if isinstance(error, dict) else str(error)
     reason = f" {response.reason_phrase}" if response.reason_phrase else ""
     message = f"HTTP {status}{reason}: {detail}" if detail else f"HTTP {status}{reason}"
-    # The client's own rule (statuses, `x-should-retry`), as it decides whether to retry.
+    # The client's own rule (statuses, `x-should-retry`), as it decides whether to retry;
+    # without one (the Claude gateway's client), the rule the `openai` and `anthropic`
+    # clients share, which the `claude` CLI follows too (529, overloaded, is a 5xx).
     should = getattr(client, "_should_retry", None)
     if should is not None:
         retry = bool(should(response))
+    elif (header := response.headers.get("x-should-retry")) in ("true", "false"):
+        retry = header == "true"
     else:
         retry = status in (408, 409, 429) or status >= 500
     return f"http_{status}", message, retry, False

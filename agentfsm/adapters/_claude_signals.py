@@ -5,7 +5,13 @@ the model's answers (`StreamEvent`s, with `include_partial_messages=True`, and t
 `AssistantMessage`s built from them) and asks the SDK's callbacks over the control protocol
 (hooks, `can_use_tool`). `Signals` hears both, in the order the CLI sent them:
 
-- `message_start` of a main-thread answer: `model.started`;
+- a model request our loopback gateway sees before it goes upstream (`request`, the
+  default): `model.started`, judged by the guards; a request the CLI sends again after a
+  failure (`failed`: an error status, an `error` event, a stream broken off) is a model call
+  of its own, judged likewise (`agentfsm.adapters._attempts`); a whole answer (the CLI's
+  request without streaming, after a broken stream) is heard there too (`answered`). The
+  stream's events of an attempt that failed are not the call's: they are left out;
+- without the gateway, `message_start` of a main-thread answer: `model.started`;
 - its `message_stop`: `model.completed` with the answer's `ToolUseBlock`s as tool calls
   (`ToolUseBlock.id` is the action id) and its usage (`message_start`'s input tokens,
   `message_delta`'s output tokens); a final answer is recorded with the run's end, when the
@@ -44,6 +50,8 @@ from claude_agent_sdk import (
     ToolUseBlock,
 )
 
+from agentfsm.adapters._attempts import Attempts, Step
+from agentfsm.adapters._claude_gateway import Failure, Verdict
 from agentfsm.adapters._recorder import Recorder
 from agentfsm.adapters._sdk_errors import ApprovalMismatchError, CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable
@@ -150,6 +158,14 @@ class Signals:
         #: The CLI's session id, from the first message that names it (a leg the run's
         #: lifecycle made wait is resumed from that session).
         self.session_id: str | None = None
+        #: Whether our gateway sees the model requests (it opens each call, `request`).
+        self.gated = False
+        #: The attempts of the run's model calls the gateway sees, and the ids of the
+        #: answers whose attempt failed (their streamed events are not the call's).
+        self.attempts = Attempts(recorder, source="claude gateway", retrier="CLI", opens=True)
+        self._failed_ids: set[str] = set()
+        #: Whether the gateway saw the open call's stream reach its `message_stop`.
+        self._streamed = False
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -226,8 +242,9 @@ class Signals:
             await self._stream_event(message.event)
         elif isinstance(message, AssistantMessage):
             answer = self._answer
-            if answer is None:
-                return
+            named = getattr(message, "message_id", None)
+            if answer is None or (named and answer.message_id and named != answer.message_id):
+                return  # no streamed answer, or not this one's (a whole answer: `answered`)
             answer.model = message.model or answer.model
             for block in message.content:
                 if isinstance(block, TextBlock):
@@ -248,6 +265,10 @@ class Signals:
             )
             if self.recorder.record.model_call_open:
                 pass  # the gateway recorded this call's `model.started` before sending it
+            elif self.gated:
+                # Under the gateway every call it sent is open until it ends: this is the
+                # answer of an attempt already over (failed, or answered whole).
+                self._answer = None
             elif not await self._append("StreamEvent message_start", [self.recorder.model_call()]):
                 self._answer = None  # refused: what the model says now is not kept
         elif kind == "message_delta" and self._answer is not None:
@@ -257,29 +278,119 @@ class Signals:
             self._answer.output_tokens = int(usage.get("output_tokens") or 0)
         elif kind == "message_stop" and self._answer is not None:
             answer, self._answer = self._answer, None
+            if answer.message_id in self._failed_ids or not self.recorder.record.model_call_open:
+                return  # the CLI ends a failed attempt's answer too: not the call's answer
             await self._answered(answer)
 
-    async def request(self) -> str | None:
+    # -- what the gateway sees (`_claude_gateway.Watch`) --------------------------------------
+
+    async def request(self, body: dict[str, Any]) -> Verdict:
         """A model request about to be sent (our gateway sees it): `model.started`, judged
-        by the guards. None to send it; the refusal's sentence when the run stops instead."""
+        by the guards, the CLI's retry of a failed one included (`_attempts`). Sent, and its
+        outcome watched, unless a guard refuses it (the refusal's sentence)."""
         record = self.recorder.record
-        if record.model_call_open:
-            return None  # one is open already (a request the CLI retries): send it
+        if record.model_call_open and self.final is None and self._streamed:
+            # The open call's answer came whole, yet the CLI asks again before the SDK's
+            # stream brought it here (a call the CLI refused itself needs no hook of ours):
+            # a next turn, not a resend; its answer is recorded first.
+            await self._caught_up()
+            record = self.recorder.record
+        if self.halted:
+            return Verdict(refusal=self._refusal())
         if any(a.status in _IN_FLIGHT for a in record.actions.values()):
             # A call of ours is running: this is a request of the CLI's own subagent (its
             # `Agent` tool), not a turn of this run (nor recorded as one, as its messages).
-            return None
-        if await self._append("gateway POST /v1/messages", [self.recorder.model_call()]):
-            return None
+            return Verdict(watched=False)
+        if record.model_call_open and self.final is not None:
+            # After the final answer, recorded with the run's end: not a retry of it.
+            return Verdict(watched=False)
+        if await self._attempt(self.attempts.opening("/v1/messages")):
+            self._streamed = False
+            return Verdict()
+        return Verdict(refusal=self._refusal())
+
+    async def _caught_up(self) -> None:
+        """Wait until the open call's streamed answer is recorded (or the run stops)."""
+
+        def done() -> bool:
+            record = self.recorder.record
+            return self.halted or not record.model_call_open or self.final is not None
+
+        async with self._completed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._completed.wait_for(done), ANSWER_WAIT)
+
+    async def streamed(self, message_id: str | None) -> None:
+        """The open call's stream reached its `message_stop` at the gateway."""
+        self._streamed = True
+
+    def _refusal(self) -> str:
         stop = self.stop
         why = str(stop.error.detail) if isinstance(stop, GuardStop) else "the run was stopped"
         return f"refused before it was sent: {why}"
+
+    async def _attempt(self, steps: list[Step]) -> bool:
+        """Append an attempt's events; False when the run stops (a guard, or what the
+        attempt may have spent unreported under a budget)."""
+        for step in steps:
+            if not await self._append(step.signal, [step.spec]):
+                return False
+            over = self.attempts.after(step)
+            if over is not None:
+                self.stopped(over)
+                return False
+        return True
+
+    async def failed(self, failure: Failure) -> None:
+        """A request the gateway sent as the open call failed: `model.failed`, with the
+        usage its stream reported, before the CLI hears of it (and retries)."""
+        if self.halted or not self.recorder.record.model_call_open:
+            return
+        if failure.message_id is not None:
+            self._failed_ids.add(failure.message_id)
+        usage = self.recorder.reported_usage(
+            failure.input_tokens, failure.output_tokens, failure.model
+        )
+        step = self.attempts.failure(
+            "/v1/messages",
+            failure.kind,
+            failure.message,
+            failure.retryable,
+            failure.spent,
+            usage,
+        )
+        await self._attempt([step])
+
+    async def answered(self, message: dict[str, Any]) -> None:
+        """A whole answer to the open call (a request without streaming, as the CLI sends
+        after a broken stream): the CLI streams no events of it, so it is heard here."""
+        if self.halted or not self.recorder.record.model_call_open:
+            return
+        usage = message.get("usage") or {}
+        answer = _Answer(
+            str(message.get("id") or ""),
+            message.get("model"),
+            int(usage.get("input_tokens") or 0),
+            int(usage.get("output_tokens") or 0),
+        )
+        for block in message.get("content") or []:
+            if block.get("type") == "text":
+                answer.text.append(str(block.get("text") or ""))
+            elif block.get("type") == "tool_use":
+                use = ToolUseBlock(
+                    id=str(block["id"]), name=str(block["name"]), input=block.get("input") or {}
+                )
+                answer.calls[use.id] = use
+        self._answer = None  # what a broken stream began is over
+        await self._answered(answer)
 
     async def _answered(self, answer: _Answer) -> None:
         text = "".join(answer.text)
         if not answer.calls:
             self.final = answer  # recorded with the run's end, which brings the SDK's cost
             self.last = text
+            async with self._completed:
+                self._completed.notify_all()
             return
         calls = [
             {"action_id": b.id, "tool": b.name, "arguments": jsonable(b.input)}

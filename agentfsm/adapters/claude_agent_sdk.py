@@ -8,7 +8,10 @@ appends our events before the CLI goes on (see `_claude_signals` for each signal
 - before the run: `run.started`;
 - a model request, seen by our loopback gateway before it goes upstream (`gateway=True`, the
   default; `_claude_gateway`): `model.started`, judged by the guards, a refused call never
-  sent (without the gateway: at the answer's `message_start`);
+  sent (without the gateway: at the answer's `message_start`); a request that failed (an
+  error status, an `error` event, a stream broken off) is `model.failed` there, before the
+  CLI hears of it, and the CLI's retry a model call of its own, judged likewise
+  (`agentfsm.adapters._attempts`; docs/adapters.md, "Retries");
 - an answer's `message_stop`: `model.completed` (its
   `ToolUseBlock`s as tool calls, `ToolUseBlock.id` the action id; usage per answer); an
   answer with more calls than `max_calls_per_decision` is `refused`, and `PreToolUse` and
@@ -409,7 +412,8 @@ class ClaudeRun(SdkRun):
         gateway = None
         if self.gateway and transport is None:
             upstream, env = _upstream(options)
-            gateway = Gateway(upstream, functools.partial(_before, signals), env)
+            gateway = Gateway(upstream, signals, env)
+            signals.gated = True
             ours = replace(ours, env=_through(ours.env, await gateway.__aenter__()))
         if callable(transport):
             transport = transport(ours)
@@ -763,12 +767,6 @@ def _through(env: Mapping[str, str] | None, url: str) -> dict[str, str]:
     no_proxy = out.get("NO_PROXY") or os.environ.get("NO_PROXY") or ""
     out["NO_PROXY"] = ",".join(p for p in (no_proxy, "127.0.0.1") if p)
     return out
-
-
-async def _before(signals: Signals, body: dict[str, Any]) -> str | None:
-    """The gateway's check of a model request: `model.started` with the guards, before
-    the request goes upstream; the refusal's sentence when a guard (or a cancel) says no."""
-    return await signals.request()
 
 
 async def _call(fn: Callable[[Any], Any], value: Any) -> None:

@@ -133,7 +133,8 @@ class FakeAnthropic:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: `shutdown` (each test's teardown) waits for the loop to see it.
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -154,7 +155,9 @@ def _whole(reply: Reply, model: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if reply.text or not reply.tools:
         content.append({"type": "text", "text": reply.text})
-    content += [{"type": "tool_use", "id": u.id, "name": u.name, "input": u.input} for u in reply.tools]
+    content += [
+        {"type": "tool_use", "id": u.id, "name": u.name, "input": u.input} for u in reply.tools
+    ]
     return {"id": "msg_whole", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": "tool_use" if reply.tools else "end_turn",
             "stop_sequence": None,
