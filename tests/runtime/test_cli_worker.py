@@ -16,26 +16,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from agentfsm.runtime import submit
 from agentfsm.stores.postgres import PostgresEventStore
-from tests.runtime import _pq_app
 from tests.runtime.helpers import DurableLedger
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
 
 
 def url_of(dsn: str) -> str:

@@ -10,11 +10,9 @@ for a run that waits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer
@@ -26,7 +24,6 @@ from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.stores.base import EventStore
 from agentfsm.stores.leases import SQLiteLeases
 from tests.fixtures.emit_loan import LOAN_TABLE, loan_script, loan_tools
-from tests.runtime import _pq_app
 
 OPTIONS = StoreOptions(reducer=Reducer(LOAN_TABLE))
 
@@ -71,13 +68,6 @@ class TestWorker:
             record = store.load("L-1")
             assert (record.status, record.custom["decision"]) == ("declined", "decline")
             assert store.verify("L-1").ok
-
-
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    """A fresh database on the session's server."""
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
 
 
 def _jobs(dsn: str, status: str) -> int:

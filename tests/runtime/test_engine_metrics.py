@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -20,12 +18,6 @@ from agentfsm.events import LogBuilder
 from agentfsm.runtime import submit
 from agentfsm.runtime.procrastinate import ProcrastinateEngine
 from tests.runtime import _pq_app
-
-
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
 
 
 def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:

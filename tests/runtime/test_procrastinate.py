@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,13 +33,6 @@ from agentfsm.runtime.procrastinate import (
 )
 from agentfsm.stores.postgres import PostgresEventStore
 from tests.runtime import _pq_app
-
-
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    """A fresh database on the session's server: Procrastinate's tables are not prefixed."""
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
 
 
 @pytest.fixture

@@ -12,13 +12,11 @@ repeat, and records its outcome as unknown.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import psycopg
-import pytest
 
 from agentfsm.record import RunRecord
 from agentfsm.runtime import submit
@@ -26,12 +24,6 @@ from agentfsm.runtime.procrastinate import ProcrastinateEngine, Waker
 from agentfsm.stores.postgres import PostgresEventStore
 from tests.runtime import _pq_app
 from tests.runtime.helpers import DurableLedger
-
-
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
 
 
 class _ClosedWhileStarting:

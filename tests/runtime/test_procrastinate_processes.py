@@ -50,12 +50,6 @@ KILLS = int(os.environ.get("AGENTFSM_PQ_KILLS", "100"))
 KINDS = ("plain", "approve", "sub", "subask", "mail")
 
 
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
-
-
 def _worker(dsn: str, ledger: str, name: str) -> None:
     os.environ.setdefault("PQ_TOOL_DELAY", "0.01")
     _pq_app.main([dsn, "agentfsm", ledger, name])

@@ -18,7 +18,6 @@ import contextlib
 import statistics
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,12 +46,6 @@ from tests.test_docs_blocks import _first_block_after
 
 B = Route("tenant-b", priority=7)
 ENDED = {"completed", "failed", "cancelled", "terminated"}
-
-
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
 
 
 @pytest.fixture

@@ -28,12 +28,6 @@ OLDEST_AT = "03.00.00_50_post_cancel_notification"
 
 
 @pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
-
-
-@pytest.fixture
 def fresh_dsn(postgres_dsn: str) -> Iterator[str]:
     with _pq_app.fresh_database(postgres_dsn) as dsn:
         yield dsn

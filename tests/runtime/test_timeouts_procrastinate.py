@@ -13,7 +13,6 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,15 +22,9 @@ import pytest
 from agentfsm.runtime import append_event, submit
 from agentfsm.runtime.procrastinate import ADVANCE, TIMER, ProcrastinateEngine
 from agentfsm.stores.postgres import PostgresEventStore
-from tests.runtime import _pq_app, _pq_loans
+from tests.runtime import _pq_loans
 
 EXPIRED = "loan.documents_expired"
-
-
-@pytest.fixture
-def pq_dsn(postgres_dsn: str) -> Iterator[str]:
-    with _pq_app.fresh_database(postgres_dsn) as dsn:
-        yield dsn
 
 
 @pytest.fixture
