@@ -1,36 +1,68 @@
-"""Every exception agentfsm raises, in one small tree.
+"""Every exception agentfsm raises, in one tree.
 
 ::
 
     AgentFSMError
-    ├── InvalidTableError (ValueError)        a table that cannot be built; .problems lists all
-    ├── EventFormatError (ValueError)         wire input that is not a valid event
-    ├── InvalidRunIdError (ValueError)        a run id no store can hold (empty, NUL, ...)
-    ├── LifecycleError                        a well-formed event that breaks the run's lifecycle
-    │   ├── IllegalTransitionError            not in the table, or no condition held
-    │   ├── SequenceError                     a gap, repeat or wrong start in `sequence`
-    │   ├── RunMismatchError                  the event belongs to another run
-    │   ├── ActionError                       the ledger refuses it (unknown id, changed call)
-    │   │   └── AlreadyDecidedError           a decision on a call someone already decided
-    │   ├── TableMismatchError                the run is under another table than the fold's
-    │   ├── MigrationError                    a `run.migrated` the run cannot take
-    │   ├── ForkError                         a point a run cannot be forked at
-    │   └── GuardRejectedError                a limit said no: max turns, deadline, budget, loop
-    │       └── OverrunError                  a recorded event took spending past a budget
-    └── StoreError
-        ├── ConcurrencyConflictError          someone else appended first
-        ├── CorruptLogError                   stored data that does not read back
-        │   ├── StoreInconsistentError        the runs row and the log disagree
-        │   └── TruncatedLogError             the log is shorter than its external anchor
-        ├── IntegrityKeyError                 the handle's key is not the one the store records
-        ├── AnchorError                       the external anchor cannot be read or written
-        ├── RunHeldError                      a live driver holds the run's lease
-        ├── RunNotFoundError (LookupError)    the store has no such run
-        └── StoreFullError                    a memory store at its cap refuses a new run
+    ├── InvalidTableError (ValueError)          a table that cannot be built; .problems lists all
+    ├── EventFormatError (ValueError)           wire input that is not a valid event
+    ├── InvalidRunIdError (ValueError)          a run id no store can hold (empty, NUL, ...)
+    ├── UnknownTableError (LookupError)         a run names a table no registry knows
+    ├── LifecycleError                          a well-formed event that breaks the run's lifecycle
+    │   ├── IllegalTransitionError              not in the table, or no condition held
+    │   │   └── SignalIllegalTransitionError    ... caused by an SDK's signal, which it names
+    │   ├── SequenceError                       a gap, repeat or wrong start in `sequence`
+    │   ├── RunMismatchError                    the event belongs to another run
+    │   ├── ActionError                         the ledger refuses it (unknown id, changed call)
+    │   │   └── AlreadyDecidedError             a decision on a call someone already decided
+    │   ├── TableMismatchError                  the run is under another table than the fold's
+    │   ├── MigrationError                      a `run.migrated` the run cannot take
+    │   ├── ForkError                           a point a run cannot be forked at
+    │   └── GuardRejectedError                  a limit said no: max turns, deadline, budget, loop
+    │       └── OverrunError                    a recorded event took spending past a budget
+    ├── StoreError
+    │   ├── ConcurrencyConflictError            someone else appended first
+    │   ├── CorruptLogError                     stored data that does not read back
+    │   │   ├── StoreInconsistentError          the runs row and the log disagree
+    │   │   └── TruncatedLogError               the log is shorter than its external anchor
+    │   ├── IntegrityKeyError                   the handle's key is not the one the store records
+    │   ├── AnchorError                         the external anchor cannot be read or written
+    │   ├── RunHeldError                        a live driver holds the run's lease
+    │   ├── RunNotFoundError (LookupError)      the store has no such run
+    │   ├── StoreFullError                      a memory store at its cap refuses a new run
+    │   └── SchemaBehindError                   Procrastinate's schema is older than its code
+    ├── RunSupersededError                      another process drove the run meanwhile
+    │   └── LeaseLostError                      the driver's lease expired or was taken over
+    ├── UnknownAgentError (LookupError)         a run names an agent the Runner was not given
+    ├── ModelError                              yours to raise from a model: may a retry help?
+    │   └── IncompleteStreamError               a streamed tool call that never completed
+    ├── ToolError                               yours to raise from a tool: a failure it knows
+    ├── OutcomeUnknownError                     yours to raise from a tool: did its effect happen?
+    ├── ApprovalMismatchError                   the SDK state's call is not the approved one
+    ├── SavedStateError                         the kept SDK state cannot resume the run
+    ├── UnknownModelError (LookupError)         a `Pricing` has no price for the model
+    ├── FinishedCallError (RuntimeError)        LangGraph re-ran a call that already finished
+    ├── RefusedCallError (ToolInvocationError)  a call the run refused        [adapters.langgraph]
+    ├── DiagramError
+    │   ├── ToolMissingError (RuntimeError)     an external renderer (Graphviz `dot`) is absent
+    │   ├── RenderError (RuntimeError)          the external renderer refused the input
+    │   └── RunNotInLogError (ValueError)       the log has no such run, or several to choose from
+    ├── UnknownRunTableError                    the web UI does not know a run's table
+    └── IllegalLogError (AssertionError)        a log `assert_legal_log` refuses   [testing]
+
+All are defined here but the two marked with the namespace that defines them (their bases or
+their data are of higher layers: LangGraph's `ToolInvocationError`, the testing kit's `Step`);
+the namespaces a user imports from (`agentfsm`, `agentfsm.runtime`, `agentfsm.diagrams`,
+`agentfsm.stores`, the adapters) re-export the ones their calls raise. A builtin base in
+parentheses is kept so that code catching that builtin (a missing key, a bad value) catches
+these too. `tests/test_errors.py` holds this drawing to the classes.
 
 "Not in the table" (`IllegalTransitionError`) is kept apart from "a limit said no"
 (`GuardRejectedError`): the first is a bug in whoever produced the event, the second is
-the machine doing its job.
+the machine doing its job. `ModelError`, `ToolError` and `OutcomeUnknownError` are raised by
+your model and tool code, for the Runner: it records them as events rather than raising them.
+
+Not drawn: the signals agentfsm raises and catches inside itself (a stop carried through an
+SDK's code, a driver re-deciding); none reaches a caller.
 """
 
 from __future__ import annotations
@@ -43,27 +75,46 @@ __all__ = [
     "AgentFSMError",
     "AlreadyDecidedError",
     "AnchorError",
+    "ApprovalMismatchError",
     "ConcurrencyConflictError",
     "CorruptLogError",
+    "DiagramError",
     "EventFormatError",
+    "FinishedCallError",
     "ForkError",
     "GuardRejectedError",
     "IllegalTransitionError",
+    "IncompleteStreamError",
     "IntegrityKeyError",
     "InvalidRunIdError",
     "InvalidTableError",
+    "LeaseLostError",
     "LifecycleError",
     "MigrationError",
+    "ModelError",
+    "OutcomeUnknownError",
     "OverrunError",
+    "RenderError",
     "RunHeldError",
     "RunMismatchError",
     "RunNotFoundError",
+    "RunNotInLogError",
+    "RunSupersededError",
+    "SavedStateError",
+    "SchemaBehindError",
     "SequenceError",
+    "SignalIllegalTransitionError",
     "StoreError",
     "StoreFullError",
     "StoreInconsistentError",
     "TableMismatchError",
+    "ToolError",
+    "ToolMissingError",
     "TruncatedLogError",
+    "UnknownAgentError",
+    "UnknownModelError",
+    "UnknownRunTableError",
+    "UnknownTableError",
 ]
 
 
@@ -725,3 +776,367 @@ class RunHeldError(StoreError):
 
 def _held(run_id: str, holder: _Described, waited: float | None) -> RunHeldError:
     return RunHeldError(run_id, holder, waited=waited)
+
+
+class _TableRef(Protocol):
+    """A table as a run names it (`agentfsm.events.TableRef`): its name and digest."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def digest(self) -> str: ...
+
+
+#: The entry point group packages publish their tables under (`agentfsm.fsm.registry`).
+_ENTRY_POINT_GROUP = "agentfsm.tables"
+
+
+class UnknownTableError(AgentFSMError, LookupError):
+    """No known table has the digest a run was started under (`agentfsm.fsm.registry`).
+
+    Attributes:
+        ref: the table the run names (`agentfsm.events.TableRef`).
+        same_name: digests of known tables with the same name (other versions).
+    """
+
+    def __init__(self, ref: _TableRef, same_name: list[str]) -> None:
+        self.ref = ref
+        self.same_name = same_name
+        versions = (
+            f"; known versions of '{ref.name}': {', '.join(same_name)}"
+            if same_name
+            else f"; no table named '{ref.name}' is known"
+        )
+        super().__init__(
+            f"table '{ref.name}' ({ref.digest}) is not registered{versions}: pass it with "
+            f"--table MODULE:ATTR, register() it, or publish it under the '{_ENTRY_POINT_GROUP}' "
+            "entry point group"
+        )
+
+
+class UnknownRunTableError(AgentFSMError):
+    """A run is under a table the web UI's server does not know (start it with --table)."""
+
+
+class SchemaBehindError(StoreError):
+    """Procrastinate's schema in the database is older than the installed Procrastinate."""
+
+
+# -- the runtime ----------------------------------------------------------------------------
+
+
+class RunSupersededError(AgentFSMError):
+    """Someone else appended driving events (model, tool, approval request) to this run.
+
+    The Runner stops rather than fork the work; optimistic concurrency already kept the log
+    whole. It is caught inside the Runner and reported as `RunResult.superseded`.
+
+    Attributes:
+        run_id: the run.
+        sequence: the sequence of the other writer's event (None for a `LeaseLostError`).
+        event: its type (None for a `LeaseLostError`).
+    """
+
+    sequence: int | None
+    event: str | None
+
+    def __init__(self, *, run_id: str, sequence: int, event: str) -> None:
+        self.run_id = run_id
+        self.sequence = sequence
+        self.event = event
+        super().__init__(
+            f"run '{run_id}' is being driven by another process: it appended '{event}' "
+            f"(sequence {sequence}); this runner stops"
+        )
+
+
+class LeaseLostError(RunSupersededError):
+    """A driver no longer holds the lease on the run it drives: it stops before writing.
+
+    Its heartbeat was refused (another driver took the run over), or has not got through
+    for the lease's ttl (a partition: another may take it over at any moment).
+
+    As for any `RunSupersededError`, the Runner reports it as `RunResult.superseded`.
+
+    Attributes:
+        run_id: the run.
+        worker_id: the lease's holder (a worker's id, or a drive's).
+    """
+
+    def __init__(self, *, run_id: str, worker_id: str) -> None:
+        self.run_id = run_id
+        self.worker_id = worker_id
+        self.sequence = None
+        self.event = None
+        AgentFSMError.__init__(
+            self, f"'{worker_id}' lost its lease on run '{run_id}' (it expired or was taken over)"
+        )
+
+
+class UnknownAgentError(AgentFSMError, LookupError):
+    """The run's current agent is not one the Runner knows.
+
+    Attributes:
+        run_id: the run.
+        agent: the agent it names.
+        known: the agents the Runner was given, sorted.
+    """
+
+    def __init__(self, *, run_id: str, agent: str, known: tuple[str, ...]) -> None:
+        self.run_id = run_id
+        self.agent = agent
+        self.known = known
+        names = ", ".join(f"'{n}'" for n in known) or "none"
+        super().__init__(
+            f"run '{run_id}' is with agent '{agent}', which this Runner lacks: {names}"
+        )
+
+
+class ModelError(AgentFSMError):
+    """A model call failed; raise it from an adapter to say whether a retry may help.
+
+    Any other exception from a model ends the run as `failed` (kind `model_error`) at once.
+
+    Args:
+        message: what went wrong.
+        retryable: the Runner may call the model again (with backoff, up to the
+            configured number of attempts) — rate limits, timeouts, a cut stream.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+
+
+class IncompleteStreamError(ModelError):
+    """The stream ended with a tool call whose arguments never completed or parsed.
+
+    Attributes:
+        index: the call's position in the stream.
+    """
+
+    def __init__(self, message: str, *, index: int) -> None:
+        super().__init__(message, retryable=True)
+        self.index = index
+
+
+class ToolError(AgentFSMError):
+    """A failure the tool understands, recorded as `tool.failed` and shown to the model.
+
+    Args:
+        message: what went wrong, for the model and for people.
+        kind: a machine-readable kind (`not_found`, `rate_limited`, ...).
+        retryable: trying again may succeed (the Runner retries only tools that are
+            safe to repeat, up to their `max_attempts`).
+    """
+
+    def __init__(self, message: str, *, kind: str = "tool_error", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.retryable = retryable
+
+
+class OutcomeUnknownError(AgentFSMError):
+    """The tool cannot tell whether its effect happened (e.g. a timeout after sending).
+
+    Recorded as `tool.outcome_unknown`, never as failed: someone must look.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# -- the SDK adapters -----------------------------------------------------------------------
+
+
+class SignalIllegalTransitionError(IllegalTransitionError):
+    """An `IllegalTransitionError` caused by an SDK signal, which its message names.
+
+    Attributes:
+        signal: the SDK signal, e.g. `openai-agents RunHooks.on_tool_start (call 'c1')`.
+    """
+
+    def __init__(self, error: IllegalTransitionError, signal: str) -> None:
+        self.signal = signal
+        super().__init__(
+            run_id=error.run_id,
+            sequence=error.sequence,
+            state=error.state,
+            event=error.event,
+            allowed=error.allowed,
+            terminal=error.terminal,
+            failed_conditions=error.failed_conditions,
+        )
+
+    def _render(self) -> str:
+        return f"{super()._render()} (caused by {self.signal})"
+
+
+class ApprovalMismatchError(AgentFSMError):
+    """The SDK state's call is not the one our store holds a decision for: nothing ran.
+
+    Attributes:
+        run_id: our run.
+        action_id: the SDK's call id.
+        expected: the digest of the call as approval was requested (None: no such call).
+        actual: the digest of the call in the SDK state.
+    """
+
+    def __init__(self, *, run_id: str, action_id: str, expected: str | None, actual: str) -> None:
+        self.run_id = run_id
+        self.action_id = action_id
+        self.expected = expected
+        self.actual = actual
+        why = (
+            "no approval was requested for it"
+            if expected is None
+            else f"approval was requested for {expected}"
+        )
+        super().__init__(
+            f"run '{run_id}': the SDK state's call '{action_id}' is {actual}, but {why}; "
+            "refusing to resume"
+        )
+
+
+class SavedStateError(AgentFSMError):
+    """The SDK state kept in our store cannot resume the run: nothing ran.
+
+    Attributes:
+        run_id: our run.
+        name: the attachment the state is kept under (e.g. `openai-agents/run_state`).
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, *, run_id: str, name: str, reason: str) -> None:
+        self.run_id = run_id
+        self.name = name
+        self.reason = reason
+        super().__init__(f"run '{run_id}': cannot resume from the saved state '{name}': {reason}")
+
+    @classmethod
+    def unreadable(cls, run_id: str, name: str, exc: BaseException) -> SavedStateError:
+        """The kept state does not load (corrupt, or another agent's): `exc` says why."""
+        reason = f"it does not load: {type(exc).__name__}: {exc}"
+        return cls(run_id=run_id, name=name, reason=reason)
+
+
+class UnknownModelError(AgentFSMError, LookupError):
+    """A `Pricing` was asked the price of a model it has no price for (or of no model).
+
+    Under a cost limit the adapter lets it end the run (`run.failed`, re-raised): a cost it
+    cannot compute would leave the limit unchecked. Without one the call's cost is left out
+    and a warning logged.
+
+    Attributes:
+        model: the model's name as the SDK reported it, or None when it reported none.
+        known: the models the table has prices for.
+    """
+
+    def __init__(self, model: str | None, known: tuple[str, ...] = ()) -> None:
+        self.model = model
+        self.known = known
+        what = f"model {model!r}" if model is not None else "a model call that names no model"
+        listed = ", ".join(repr(k) for k in known) if known else "none"
+        super().__init__(f"no price for {what} (the price table has: {listed})")
+
+
+class FinishedCallError(AgentFSMError, RuntimeError):
+    """LangGraph started a tool call again that already ran to its end in this run.
+
+    A node that pauses (a tool's `interrupt()`, a `delegate`d subagent waiting for approval)
+    runs again from its start when the graph resumes, so the other calls of its `ToolNode`
+    batch would run twice. The adapter refuses before the tool runs; `ToolNode` hands the
+    message to the model (or, not handling tool errors, the run fails). Give each tool call
+    a task of its own (`Send`, as `create_react_agent(version="v2")` does), and a resume
+    repeats none.
+    """
+
+    def __init__(self, run_id: str, action_id: str, status: str) -> None:
+        super().__init__(
+            f"call '{action_id}' already ran in run '{run_id}' ({status}): LangGraph re-ran "
+            "its node on resume, and a finished call does not run twice; give each tool call "
+            "a task of its own (Send) so a resume repeats none"
+        )
+        self.run_id = run_id
+        self.action_id = action_id
+
+
+# -- the diagrams ---------------------------------------------------------------------------
+
+
+class DiagramError(AgentFSMError):
+    """The base of the diagram tools' errors.
+
+    The text formats (Mermaid, DOT, PlantUML, Markdown) never raise these: they need no tool.
+    """
+
+
+class ToolMissingError(DiagramError, RuntimeError):
+    """An external program a format needs is not installed.
+
+    Attributes:
+        tool: the program's name, e.g. `dot`.
+        install: the command that installs it, e.g. `apt-get install graphviz`.
+    """
+
+    def __init__(self, tool: str, install: str, needed_for: str) -> None:
+        self.tool = tool
+        self.install = install
+        super().__init__(
+            f"'{tool}' is not installed (needed for {needed_for}); install it with `{install}`"
+        )
+
+
+class RenderError(DiagramError, RuntimeError):
+    """An external renderer failed on the input.
+
+    Attributes:
+        tool: the program's name.
+        returncode: its exit status.
+        stderr: what it printed on standard error.
+    """
+
+    def __init__(self, tool: str, returncode: int, stderr: str) -> None:
+        self.tool = tool
+        self.returncode = returncode
+        self.stderr = stderr
+        super().__init__(f"'{tool}' failed with exit status {returncode}: {stderr.strip()}")
+
+
+class RunNotInLogError(DiagramError, ValueError):
+    """A log given to draw a run holds no such run, or several when none was named.
+
+    Attributes:
+        run_id: the run asked for, or None when none was named.
+        available: the runs the log holds, in order of first appearance (the message
+            names the first ten).
+    """
+
+    def __init__(self, run_id: str | None, available: Sequence[str]) -> None:
+        self.run_id = run_id
+        self.available: tuple[str, ...] = tuple(available)
+        if run_id is not None:
+            msg = f"the log has no run '{run_id}'; it has: {_some(self.available)}"
+        elif not self.available:
+            msg = "the log has no events"
+        else:
+            msg = (
+                f"the log holds {len(self.available):,} runs ({_some(self.available)}); "
+                "name one with a run id"
+            )
+        super().__init__(msg)
+
+
+#: Runs a message names at most: a log may hold a million.
+_NAMED = 10
+
+
+def _some(names: Sequence[str]) -> str:
+    """`'a', 'b'`, or the first `_NAMED` and how many more."""
+    if len(names) <= _NAMED:
+        return quote_list(names)
+    return f"{quote_list(names[:_NAMED])}, and {len(names) - _NAMED:,} more"

@@ -295,8 +295,9 @@ class TestTheTableTravelsWithTheRun:
     def test_the_registry_finds_a_table_by_its_digest(self) -> None:
         """Registered (or published under the entry point group), a table is found again
         from what a run recorded; an unknown one is named with its known versions."""
+        from agentfsm.errors import UnknownTableError
         from agentfsm.fsm import Transition
-        from agentfsm.fsm.registry import UnknownTableError, lookup, register
+        from agentfsm.fsm.registry import lookup, register
 
         register(TICKET_TABLE)
         assert lookup(TICKET_TABLE.ref) is TICKET_TABLE

@@ -56,7 +56,7 @@ from typing import Any
 
 from agentfsm._log import get_logger
 from agentfsm.adapters._recorder import Recorder
-from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop
 from agentfsm.errors import OverrunError
 from agentfsm.events import models as m
 from agentfsm.names import EventType, StopReason

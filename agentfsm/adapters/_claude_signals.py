@@ -53,9 +53,9 @@ from claude_agent_sdk import (
 from agentfsm.adapters._attempts import Attempts, Step
 from agentfsm.adapters._claude_gateway import Failure, Verdict
 from agentfsm.adapters._recorder import Recorder
-from agentfsm.adapters._sdk_errors import ApprovalMismatchError, CancelStop, GuardStop
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable
-from agentfsm.errors import LifecycleError
+from agentfsm.errors import ApprovalMismatchError, LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest

@@ -18,7 +18,7 @@ from langgraph.types import Command
 from agentfsm.adapters._langgraph_signals import APPROVAL, SDK, _Handler
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._recorder import Recorder
-from agentfsm.adapters._sdk_errors import CancelStop, GuardStop, WaitStop
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop, WaitStop
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import (
     approved_call,

@@ -25,10 +25,10 @@ from langgraph.types import Command, interrupt
 
 from agentfsm.adapters._attempts import Attempts
 from agentfsm.adapters._recorder import Recorder
-from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.adapters._subagents import approved_call, waits_for_person
-from agentfsm.errors import LifecycleError, RunNotFoundError
+from agentfsm.errors import AgentFSMError, FinishedCallError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
 from agentfsm.runtime.writer import Spec, call_started, declined
@@ -44,34 +44,14 @@ _DECIDED = frozenset({ActionStatus.APPROVED, ActionStatus.REJECTED})
 APPROVAL = "agentfsm.approval"
 
 
-class FinishedCallError(RuntimeError):
-    """LangGraph started a tool call again that already ran to its end in this run.
-
-    A node that pauses (a tool's `interrupt()`, a `delegate`d subagent waiting for approval)
-    runs again from its start when the graph resumes, so the other calls of its `ToolNode`
-    batch would run twice. The adapter refuses before the tool runs; `ToolNode` hands the
-    message to the model (or, not handling tool errors, the run fails). Give each tool call
-    a task of its own (`Send`, as `create_react_agent(version="v2")` does), and a resume
-    repeats none.
-    """
-
-    def __init__(self, run_id: str, action_id: str, status: str) -> None:
-        super().__init__(
-            f"call '{action_id}' already ran in run '{run_id}' ({status}): LangGraph re-ran "
-            "its node on resume, and a finished call does not run twice; give each tool call "
-            "a task of its own (Send) so a resume repeats none"
-        )
-        self.run_id = run_id
-        self.action_id = action_id
-
-
-class RefusedCallError(ToolInvocationError):
+class RefusedCallError(AgentFSMError, ToolInvocationError):
     """A call of a model answer the run refused (more calls than `max_calls_per_decision`).
 
     Raised before the tool runs; its message is the refusal's, which the model reads. It is
     a `ToolInvocationError` because that is what `ToolNode` hands to the model by default (a
     call it may not make, as one with invalid arguments); a `ToolNode` told not to handle
-    tool errors fails the run instead.
+    tool errors fails the run instead. It stays here, not in `agentfsm.errors`, because its
+    base is LangGraph's (the errors module imports no SDK).
     """
 
     def __init__(self, run_id: str, action_id: str, message: str) -> None:

@@ -38,7 +38,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from agentfsm.adapters._attempts import Attempts
 from agentfsm.adapters._recorder import Recorder
-from agentfsm.adapters._sdk_errors import CancelStop, GuardStop
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop
 from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m

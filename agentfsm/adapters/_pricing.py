@@ -4,31 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-__all__ = ["Pricing", "UnknownModelError", "per_million_tokens", "price_table"]
+from agentfsm.errors import UnknownModelError
+
+__all__ = ["Pricing", "per_million_tokens", "price_table"]
 
 #: The cost of one model call: `pricing(model, input_tokens, output_tokens)`; `model` is the
 #: model's name when the SDK reports one, else None.
 Pricing = Callable[[str | None, int, int], float]
-
-
-class UnknownModelError(LookupError):
-    """A `Pricing` was asked the price of a model it has no price for (or of no model).
-
-    Under a cost limit the adapter lets it end the run (`run.failed`, re-raised): a cost it
-    cannot compute would leave the limit unchecked. Without one the call's cost is left out
-    and a warning logged.
-
-    Attributes:
-        model: the model's name as the SDK reported it, or None when it reported none.
-        known: the models the table has prices for.
-    """
-
-    def __init__(self, model: str | None, known: tuple[str, ...] = ()) -> None:
-        self.model = model
-        self.known = known
-        what = f"model {model!r}" if model is not None else "a model call that names no model"
-        listed = ", ".join(repr(k) for k in known) if known else "none"
-        super().__init__(f"no price for {what} (the price table has: {listed})")
 
 
 def per_million_tokens(input: float, output: float) -> Pricing:

@@ -51,14 +51,8 @@ from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from agentfsm._log import get_logger
-from agentfsm.adapters._pricing import Pricing, UnknownModelError
-from agentfsm.adapters._sdk_errors import (
-    CancelStop,
-    GuardStop,
-    SavedStateError,
-    SignalIllegalTransitionError,
-    WaitStop,
-)
+from agentfsm.adapters._pricing import Pricing
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop, WaitStop
 from agentfsm.adapters._storable import storable
 from agentfsm.adapters._subagents import subagents, waits_for_person
 from agentfsm.errors import (
@@ -66,6 +60,10 @@ from agentfsm.errors import (
     IllegalTransitionError,
     LifecycleError,
     RunNotFoundError,
+    RunSupersededError,
+    SavedStateError,
+    SignalIllegalTransitionError,
+    UnknownModelError,
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, Limits, ProposedEvent, Refusal
@@ -76,7 +74,6 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
 from agentfsm.runtime._metering import budgeted
-from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.recovery import rebuild_tree
 from agentfsm.runtime.runner import child_budget, new_tree
 from agentfsm.runtime.tools import Emit

@@ -11,8 +11,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from agentfsm.adapters._sdk_errors import ApprovalMismatchError
-from agentfsm.errors import RunNotFoundError
+from agentfsm.errors import ApprovalMismatchError, RunNotFoundError
 from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord, call_digest
 from agentfsm.runtime.agent import PendingApproval

@@ -124,18 +124,16 @@ from agentfsm.adapters._claude_subagents import (
 from agentfsm.adapters._claude_usage import reported
 from agentfsm.adapters._observed import ObservedRun, observed
 from agentfsm.adapters._pricing import Pricing, per_million_tokens
-from agentfsm.adapters._sdk_errors import (
-    ApprovalMismatchError,
-    CancelStop,
-    GuardStop,
-    SavedStateError,
-    SignalIllegalTransitionError,
-    WaitStop,
-)
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop, WaitStop
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
-from agentfsm.errors import LifecycleError
+from agentfsm.errors import (
+    ApprovalMismatchError,
+    LifecycleError,
+    SavedStateError,
+    SignalIllegalTransitionError,
+)
 from agentfsm.events import models as m
 from agentfsm.events.canonical import same_json
 from agentfsm.events.models import Limits

@@ -100,21 +100,22 @@ from agentfsm.adapters._langgraph_signals import (
     _DRIVING,
     APPROVAL,
     SDK,
-    FinishedCallError,
     RefusedCallError,
     _Handler,
     approval_request,
     quiet_intended_stops,
 )
 from agentfsm.adapters._observed import ObservedRun
-from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
-from agentfsm.adapters._sdk_errors import (
-    ApprovalMismatchError,
-    SignalIllegalTransitionError,
-)
+from agentfsm.adapters._pricing import Pricing, per_million_tokens, price_table
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased, leased
 from agentfsm.adapters._subagents import (
     stopped_line,
+)
+from agentfsm.errors import (
+    ApprovalMismatchError,
+    FinishedCallError,
+    SignalIllegalTransitionError,
+    UnknownModelError,
 )
 from agentfsm.events.models import Limits
 from agentfsm.names import RunStatus

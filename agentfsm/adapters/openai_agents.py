@@ -93,17 +93,10 @@ from agentfsm.adapters._openai_agents_hooks import (
     tool_failure,
 )
 from agentfsm.adapters._openai_agents_tools import drive_agent_tool
-from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
+from agentfsm.adapters._pricing import Pricing, per_million_tokens, price_table
 from agentfsm.adapters._recorder import Recorder
-from agentfsm.adapters._sdk_errors import (
-    ApprovalMismatchError,
-    CancelStop,
-    GuardStop,
-    SavedStateError,
-    SignalIllegalTransitionError,
-    WaitStop,
-)
 from agentfsm.adapters._sdk_run import SdkRun, aleased
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop, WaitStop
 from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.adapters._subagents import (
     approved_call,
@@ -112,6 +105,12 @@ from agentfsm.adapters._subagents import (
     waiting_on,
 )
 from agentfsm.adapters._sync import run_sync
+from agentfsm.errors import (
+    ApprovalMismatchError,
+    SavedStateError,
+    SignalIllegalTransitionError,
+    UnknownModelError,
+)
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind

@@ -82,20 +82,19 @@ except ImportError as exc:
 
 from agentfsm.adapters._attempts import Attempts, watching
 from agentfsm.adapters._observed import ObservedRun, observed
-from agentfsm.adapters._pricing import Pricing, UnknownModelError, per_million_tokens, price_table
-from agentfsm.adapters._sdk_errors import (
-    ApprovalMismatchError,
-    CancelStop,
-    GuardStop,
-    SavedStateError,
-    SignalIllegalTransitionError,
-    WaitStop,
-)
+from agentfsm.adapters._pricing import Pricing, per_million_tokens, price_table
 from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
+from agentfsm.adapters._sdk_stops import CancelStop, GuardStop, WaitStop
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
 from agentfsm.adapters._sync import run_sync
-from agentfsm.errors import LifecycleError
+from agentfsm.errors import (
+    ApprovalMismatchError,
+    LifecycleError,
+    SavedStateError,
+    SignalIllegalTransitionError,
+    UnknownModelError,
+)
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NoReturn
 
-from agentfsm.errors import InvalidTableError
+from agentfsm.errors import InvalidTableError, UnknownTableError
 from agentfsm.events.models import TableRef
-from agentfsm.fsm.registry import UnknownTableError, lookup
+from agentfsm.fsm.registry import lookup
 from agentfsm.fsm.table import TransitionTable
 
 __all__ = [

@@ -45,8 +45,8 @@ from agentfsm.cli._store import (
     run_tables,
 )
 from agentfsm.cli.control import command
-from agentfsm.errors import RunNotFoundError
-from agentfsm.fsm.registry import UnknownTableError, known_tables, lookup
+from agentfsm.errors import RunNotFoundError, UnknownTableError
+from agentfsm.fsm.registry import known_tables, lookup
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.stores._rows import VerifyReport
 from agentfsm.stores.anchor import Anchor, AnchoredHead, FileAnchor, anchor_problem

@@ -7,7 +7,6 @@ per format (`render_mermaid`, `render_dot`, `render_plantuml`, `render_markdown`
 """
 
 from agentfsm.diagrams.dot import render_dot
-from agentfsm.diagrams.errors import DiagramError, RenderError, RunNotInLogError, ToolMissingError
 from agentfsm.diagrams.files import (
     DIAGRAM_SUFFIXES,
     StaleFile,
@@ -41,6 +40,7 @@ from agentfsm.diagrams.trajectory import (
     trajectory_from_events,
     trajectory_from_jsonl,
 )
+from agentfsm.errors import DiagramError, RenderError, RunNotInLogError, ToolMissingError
 
 __all__ = [
     "ANY_ACTIVE",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from agentfsm.diagrams.errors import RenderError, ToolMissingError
+from agentfsm.errors import RenderError, ToolMissingError
 
 __all__ = ["GRAPHVIZ_INSTALL", "graphviz_available", "render_png", "render_svg"]
 

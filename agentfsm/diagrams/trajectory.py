@@ -14,9 +14,8 @@ from typing import Any
 
 import attrs
 
-from agentfsm.diagrams.errors import RunNotInLogError
 from agentfsm.diagrams.model import DiagramModel, EdgeLabel
-from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
+from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError, RunNotInLogError
 from agentfsm.events.codec import parse_event
 from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import EmitRefused, Event

@@ -20,11 +20,12 @@ import threading
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
+from agentfsm.errors import UnknownTableError
 from agentfsm.events.models import TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE, EARLIER_DEFAULT_TABLES
 from agentfsm.fsm.table import TransitionTable
 
-__all__ = ["ENTRY_POINT_GROUP", "UnknownTableError", "known_tables", "lookup", "register"]
+__all__ = ["ENTRY_POINT_GROUP", "known_tables", "lookup", "register"]
 
 #: The entry point group packages publish their tables under.
 ENTRY_POINT_GROUP = "agentfsm.tables"
@@ -33,29 +34,6 @@ _lock = threading.Lock()
 _registered: dict[str, TransitionTable] = {
     t.digest: t for t in (DEFAULT_TABLE, *EARLIER_DEFAULT_TABLES)
 }
-
-
-class UnknownTableError(LookupError):
-    """No known table has the digest a run was started under.
-
-    Attributes:
-        ref: the table the run names.
-        same_name: digests of known tables with the same name (other versions).
-    """
-
-    def __init__(self, ref: TableRef, same_name: list[str]) -> None:
-        self.ref = ref
-        self.same_name = same_name
-        versions = (
-            f"; known versions of '{ref.name}': {', '.join(same_name)}"
-            if same_name
-            else f"; no table named '{ref.name}' is known"
-        )
-        super().__init__(
-            f"table '{ref.name}' ({ref.digest}) is not registered{versions}: pass it with "
-            f"--table MODULE:ATTR, register() it, or publish it under the '{ENTRY_POINT_GROUP}' "
-            "entry point group"
-        )
 
 
 def register(*tables: TransitionTable) -> None:

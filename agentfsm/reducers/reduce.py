@@ -49,11 +49,12 @@ from agentfsm.errors import (
     RunMismatchError,
     SequenceError,
     TableMismatchError,
+    UnknownTableError,
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Event, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.registry import UnknownTableError, lookup
+from agentfsm.fsm.registry import lookup
 from agentfsm.fsm.table import IN_PLACE, TransitionTable
 from agentfsm.guards.base import Guard, GuardContext
 from agentfsm.guards.guardset import GuardSet

@@ -6,6 +6,15 @@ retry only what is safe to repeat, and continue any run from the store after a c
 `control` steers runs from other processes; `Worker` shares runs among processes by lease.
 """
 
+from agentfsm.errors import (
+    IncompleteStreamError,
+    LeaseLostError,
+    ModelError,
+    OutcomeUnknownError,
+    RunSupersededError,
+    ToolError,
+    UnknownAgentError,
+)
 from agentfsm.runtime.agent import (
     Agent,
     ModelFn,
@@ -37,14 +46,11 @@ from agentfsm.runtime.control import (
     submit,
     unpause,
 )
-from agentfsm.runtime.errors import LeaseLostError, RunSupersededError, UnknownAgentError
 from agentfsm.runtime.model import (
     Decision,
     HandoffDelta,
-    IncompleteStreamError,
     ModelChunk,
     ModelContext,
-    ModelError,
     ProposedCall,
     StreamAssembler,
     TextDelta,
@@ -65,16 +71,7 @@ from agentfsm.runtime.policy import (
 from agentfsm.runtime.recovery import RUNNABLE, InFlight, in_flight, resumable, unknown_outcomes
 from agentfsm.runtime.runner import Runner, utc_now
 from agentfsm.runtime.scripted import ScriptedModel
-from agentfsm.runtime.tools import (
-    Emit,
-    InvalidCall,
-    OutcomeUnknownError,
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolRegistry,
-    ToolResult,
-)
+from agentfsm.runtime.tools import Emit, InvalidCall, Tool, ToolContext, ToolRegistry, ToolResult
 from agentfsm.runtime.worker import AsyncWorker, Worker
 from agentfsm.runtime.writer import BudgetTree
 

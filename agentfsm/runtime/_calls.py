@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from agentfsm.errors import GuardRejectedError, IllegalTransitionError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError, RunSupersededError
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits, parse_timestamp
 from agentfsm.guards.budget import SharedBudget
@@ -41,7 +41,6 @@ from agentfsm.runtime._effects import (
     appended,
 )
 from agentfsm.runtime.agent import RunnerConfig, RunResult, Subagent, SubagentTool
-from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
 from agentfsm.runtime.writer import BudgetTree, RunWriter, Spec, StateChanged, Then
 

@@ -39,7 +39,10 @@ from agentfsm.errors import (
     GuardRejectedError,
     IllegalTransitionError,
     InvalidTableError,
+    LeaseLostError,
     LifecycleError,
+    ModelError,
+    RunSupersededError,
 )
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
@@ -74,8 +77,7 @@ from agentfsm.runtime._effects import (
     settle,
 )
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
-from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
-from agentfsm.runtime.model import Decision, ModelError
+from agentfsm.runtime.model import Decision
 from agentfsm.runtime.recovery import rebuild_steps
 from agentfsm.runtime.writer import BudgetTree, RunWriter, Spec, StateChanged, refused, terminated
 from agentfsm.stores._lease import HeldLease

@@ -28,12 +28,11 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentfsm.errors import GuardRejectedError, IllegalTransitionError
+from agentfsm.errors import GuardRejectedError, IllegalTransitionError, RunSupersededError
 from agentfsm.events import models as m
 from agentfsm.record import RunRecord
 from agentfsm.runtime._plan import Work
 from agentfsm.runtime.agent import Agent, RunResult
-from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool, ToolContext
 from agentfsm.runtime.writer import RunWriter, Spec, StateChanged, Then

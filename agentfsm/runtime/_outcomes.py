@@ -13,7 +13,14 @@ from typing import Any
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from agentfsm.errors import GuardRejectedError, IllegalTransitionError, OverrunError, quote_list
+from agentfsm.errors import (
+    GuardRejectedError,
+    IllegalTransitionError,
+    OutcomeUnknownError,
+    OverrunError,
+    ToolError,
+    quote_list,
+)
 from agentfsm.events import models as m
 from agentfsm.events.bounds import unstorable
 from agentfsm.events.models import ProposedEvent, Refusal
@@ -23,15 +30,7 @@ from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import Action, RunRecord, default_key
 from agentfsm.runtime import _emits
 from agentfsm.runtime.model import Decision as ModelDecision
-from agentfsm.runtime.tools import (
-    Emit,
-    InvalidCall,
-    OutcomeUnknownError,
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolResult,
-)
+from agentfsm.runtime.tools import Emit, InvalidCall, Tool, ToolContext, ToolResult
 from agentfsm.runtime.writer import Spec, emit_refused, terminated
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import attrs
 
-from agentfsm.errors import GuardRejectedError
+from agentfsm.errors import GuardRejectedError, UnknownAgentError
 from agentfsm.events import models as m
 from agentfsm.events.models import EmittedBy, Refusal, parse_timestamp
 from agentfsm.fsm.table import TransitionTable
@@ -31,7 +31,6 @@ from agentfsm.runtime import _emits
 from agentfsm.runtime._admission import admit
 from agentfsm.runtime._outcomes import error, stopped_after, storable
 from agentfsm.runtime.agent import Agent, RunnerConfig
-from agentfsm.runtime.errors import UnknownAgentError
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool

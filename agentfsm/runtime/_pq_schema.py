@@ -28,19 +28,13 @@ import attrs
 import psycopg
 from procrastinate.schema import SchemaManager
 
-from agentfsm.errors import StoreError
-
-__all__ = ["BASELINE", "KEY", "Migrations", "SchemaBehindError", "migrations", "state"]
+__all__ = ["BASELINE", "KEY", "Migrations", "migrations", "state"]
 
 #: The `meta` key naming the last Procrastinate migration the schema includes.
 KEY = "procrastinate_migration"
 #: The schema of Procrastinate 3.9-3.10 (its `schema.sql` includes every migration up to
 #: this one): where a database made before the record was kept is taken to be.
 BASELINE = "03.04.00_50_post_add_retry_failed_job_procedure"
-
-
-class SchemaBehindError(StoreError):
-    """Procrastinate's schema in the database is older than the installed Procrastinate."""
 
 
 @attrs.frozen

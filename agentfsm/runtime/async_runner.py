@@ -28,7 +28,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from agentfsm.errors import RunNotFoundError
+from agentfsm.errors import RunNotFoundError, RunSupersededError
 from agentfsm.events.models import Limits
 from agentfsm.guards.base import Guard
 from agentfsm.record import RunRecord
@@ -38,7 +38,6 @@ from agentfsm.runtime import _plan as p
 from agentfsm.runtime._drive import Driver, utc_now
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
 from agentfsm.runtime.control import acancel
-from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import REFUSALS, check_given
 from agentfsm.runtime.tools import Tool, ToolContext

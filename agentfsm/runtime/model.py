@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from agentfsm.errors import IncompleteStreamError, ModelError
 from agentfsm.events.models import Refusal, Usage
 from agentfsm.runtime.tools import Emit
 
@@ -32,10 +33,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Decision",
     "HandoffDelta",
-    "IncompleteStreamError",
     "ModelChunk",
     "ModelContext",
-    "ModelError",
     "ProposedCall",
     "StreamAssembler",
     "TextDelta",
@@ -201,35 +200,6 @@ class ModelContext:
     remaining: float | None
     now: datetime
     refusal: Refusal | None = None
-
-
-class ModelError(Exception):
-    """A model call failed; raise it from an adapter to say whether a retry may help.
-
-    Any other exception from a model ends the run as `failed` (kind `model_error`) at once.
-
-    Args:
-        message: what went wrong.
-        retryable: the Runner may call the model again (with backoff, up to the
-            configured number of attempts) — rate limits, timeouts, a cut stream.
-    """
-
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.retryable = retryable
-
-
-class IncompleteStreamError(ModelError):
-    """The stream ended with a tool call whose arguments never completed or parsed.
-
-    Attributes:
-        index: the call's position in the stream.
-    """
-
-    def __init__(self, message: str, *, index: int) -> None:
-        super().__init__(message, retryable=True)
-        self.index = index
 
 
 # -- streaming ------------------------------------------------------------------------------

@@ -83,15 +83,13 @@ except ImportError as exc:
     raise missing_extra("ProcrastinateEngine", "procrastinate", exc) from exc
 
 from agentfsm._log import get_logger
-from agentfsm.errors import RunHeldError, RunNotFoundError
+from agentfsm.errors import LeaseLostError, RunHeldError, RunNotFoundError, SchemaBehindError
 from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.runtime import _pq_schema
-from agentfsm.runtime._pq_schema import SchemaBehindError
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.control import submit
-from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
 from agentfsm.runtime.wakeups import Wake, root_of
 from agentfsm.stores._append import takes_fold

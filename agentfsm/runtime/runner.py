@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
-from agentfsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError
+from agentfsm.errors import GuardRejectedError, LifecycleError, RunNotFoundError, RunSupersededError
 from agentfsm.events.models import Limits
 from agentfsm.guards.base import Guard
 from agentfsm.record import RunRecord
@@ -42,7 +42,6 @@ from agentfsm.runtime._calls import child_budget, new_tree
 from agentfsm.runtime._drive import Driver, utc_now
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
 from agentfsm.runtime.control import cancel
-from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.tools import ToolContext
 from agentfsm.runtime.writer import BudgetTree, RunWriter, StateChanged, Writer

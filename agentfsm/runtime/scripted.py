@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agentfsm.runtime.model import Decision, ModelContext, ModelError
+from agentfsm.errors import ModelError
+from agentfsm.runtime.model import Decision, ModelContext
 
 __all__ = ["ScriptedModel"]
 

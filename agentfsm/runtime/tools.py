@@ -37,10 +37,8 @@ from agentfsm._extras import missing_extra
 __all__ = [
     "Emit",
     "InvalidCall",
-    "OutcomeUnknownError",
     "Tool",
     "ToolContext",
-    "ToolError",
     "ToolRegistry",
     "ToolResult",
 ]
@@ -117,34 +115,6 @@ class ToolResult:
     def __attrs_post_init__(self) -> None:
         if self.emit is not None and not isinstance(self.emit, Emit):
             raise TypeError(f"ToolResult.emit is an Emit, got {self.emit!r}")
-
-
-class ToolError(Exception):
-    """A failure the tool understands, recorded as `tool.failed` and shown to the model.
-
-    Args:
-        message: what went wrong, for the model and for people.
-        kind: a machine-readable kind (`not_found`, `rate_limited`, ...).
-        retryable: trying again may succeed (the Runner retries only tools that are
-            safe to repeat, up to their `max_attempts`).
-    """
-
-    def __init__(self, message: str, *, kind: str = "tool_error", retryable: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-        self.retryable = retryable
-
-
-class OutcomeUnknownError(Exception):
-    """The tool cannot tell whether its effect happened (e.g. a timeout after sending).
-
-    Recorded as `tool.outcome_unknown`, never as failed: someone must look.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @attrs.frozen

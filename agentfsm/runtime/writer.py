@@ -58,8 +58,10 @@ from agentfsm._log import get_logger, info_enabled, log_applied, log_guard_rejec
 from agentfsm.errors import (
     ConcurrencyConflictError,
     GuardRejectedError,
+    LeaseLostError,
     LifecycleError,
     OverrunError,
+    RunSupersededError,
     StoreError,
 )
 from agentfsm.events import models as m
@@ -71,7 +73,6 @@ from agentfsm.names import DecisionKind, EventType
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime._metering import missing_usage
-from agentfsm.runtime.errors import LeaseLostError, RunSupersededError
 from agentfsm.stores._append import hands_fold
 from agentfsm.stores._lease import HeldLease
 from agentfsm.stores._rows import Folded

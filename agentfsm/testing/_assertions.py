@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.errors import EventFormatError, LifecycleError
+from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.events.codec import dump_event, parse_event
 from agentfsm.events.models import Event
 from agentfsm.events.vocabulary import EventTypes
@@ -39,8 +39,12 @@ class Step:
     target: str
 
 
-class IllegalLogError(AssertionError):
+class IllegalLogError(AgentFSMError, AssertionError):
     """A log the table (or the wire format) refuses.
+
+    An `AssertionError` so that test runners report it as a failed assertion; it stays in the
+    testing kit, not in `agentfsm.errors`, because it holds and renders the kit's `Step`s and
+    the offending `Event` (types of higher layers than the errors module).
 
     Attributes:
         table: the table's name.

@@ -26,10 +26,12 @@ from agentfsm.errors import (
     AgentFSMError,
     RunNotFoundError,
     TableMismatchError,
+    UnknownRunTableError,
+    UnknownTableError,
 )
 from agentfsm.events.models import Event, TableRef
 from agentfsm.fsm.default import DEFAULT_TABLE
-from agentfsm.fsm.registry import UnknownTableError, known_tables, lookup
+from agentfsm.fsm.registry import known_tables, lookup
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
@@ -54,7 +56,6 @@ __all__ = [
     "RunsPage",
     "Source",
     "StoreOpener",
-    "UnknownRunTableError",
 ]
 
 #: Opens a handle on the store whose runs are folded with the given table.
@@ -85,10 +86,6 @@ _TABLES_PER_RECORD = 4
 _PATH_PER_STEP = 512
 
 _T = TypeVar("_T")
-
-
-class UnknownRunTableError(AgentFSMError):
-    """A run is under a table this server does not know (start it with --table)."""
 
 
 @attrs.frozen

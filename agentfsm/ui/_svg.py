@@ -23,10 +23,10 @@ import attrs
 from markupsafe import Markup
 
 from agentfsm.diagrams.dot import render_dot
-from agentfsm.diagrams.errors import DiagramError
 from agentfsm.diagrams.model import DiagramModel, Edge, diagram_model
 from agentfsm.diagrams.svg import GRAPHVIZ_INSTALL, graphviz_available, render_svg
 from agentfsm.diagrams.trajectory import Overlay, Trajectory
+from agentfsm.errors import DiagramError
 from agentfsm.fsm.table import TransitionTable
 
 __all__ = ["Diagram", "diagram_svg", "mark_current", "mark_states", "path_model"]

@@ -39,7 +39,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentfsm.errors import AgentFSMError, LifecycleError, RunHeldError, RunNotFoundError
+from agentfsm.errors import (
+    AgentFSMError,
+    LifecycleError,
+    RunHeldError,
+    RunNotFoundError,
+    UnknownRunTableError,
+)
 from agentfsm.events.codec import event_to_dict
 from agentfsm.events.models import parse_timestamp
 from agentfsm.names import ActionStatus
@@ -52,7 +58,7 @@ from agentfsm.ui._feeds import InboxFeed, ListFeed, RunFeed
 from agentfsm.ui._live import LiveConfig, Step, StreamResponse, Streams, stream
 from agentfsm.ui._pages import DECIDE_BUDGET
 from agentfsm.ui._security import COOKIE, SECURITY_HEADERS, csrf_token, same_secret
-from agentfsm.ui._source import Source, UnknownRunTableError
+from agentfsm.ui._source import Source
 from agentfsm.ui._words import MAX_LISTED, RECORD_BUDGET, clip, named, pretty_json
 
 __all__ = ["UIConfig", "create_app"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.errors import GuardRejectedError
+from agentfsm.errors import GuardRejectedError, RunSupersededError
 from agentfsm.events import models as m
 from agentfsm.events import step_clock
 from agentfsm.guards.budget import SharedBudget
@@ -16,7 +16,6 @@ from agentfsm.reducers.reduce import DEFAULT_REDUCER
 from agentfsm.runtime import Agent, Decision, ModelError, RunResult, ScriptedModel, Tool, call
 from agentfsm.runtime import _effects as fx
 from agentfsm.runtime._drive import Driver
-from agentfsm.runtime.errors import RunSupersededError
 from agentfsm.runtime.recovery import rebuild_steps
 from agentfsm.runtime.writer import BudgetTree, StateChanged, _Base
 

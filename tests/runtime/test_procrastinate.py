@@ -20,10 +20,9 @@ import psycopg
 import pytest
 
 from agentfsm.cli import main
-from agentfsm.errors import ConcurrencyConflictError
+from agentfsm.errors import ConcurrencyConflictError, LeaseLostError
 from agentfsm.events.models import Limits
 from agentfsm.runtime import approve, cancel, submit
-from agentfsm.runtime.errors import LeaseLostError
 from agentfsm.runtime.procrastinate import (
     ADVANCE,
     ProcrastinateEngine,
