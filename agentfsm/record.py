@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from agentfsm.events.canonical import call_digest
+from agentfsm.events._canonical import call_digest
 from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal, TableRef
 from agentfsm.ledger import ledger, unsettled
 from agentfsm.names import ActionStatus, RunStatus

@@ -1,13 +1,13 @@
 """What strict parsing costs: `parse_event` next to pydantic's own `validate_json`.
 
 `parse_event` reads text with jiter (refusing repeated keys, NaN and Infinity) and then
-validates the object, checking the value limits of `agentfsm.events.bounds`; pydantic's
+validates the object, checking the value limits of `agentfsm.events._bounds`; pydantic's
 `validate_json` does neither check (a repeated `sequence` silently keeps the last one). Both
 run over the same seeded corpus, interleaved round by round; the ratio is what the checks
 cost.
 
 Then reading the same corpus as a JSON Lines file: the bounded reader every command goes
-through (`agentfsm.events.lines.iter_lines`, one `readline(limit + 2)` a line) next to the
+through (`agentfsm.events._lines.iter_lines`, one `readline(limit + 2)` a line) next to the
 path it replaced (iterating the file and decoding each line, which holds any line whole),
 alone and followed by the parse, interleaved round by round likewise (CPU time: the
 machine these run on is shared).

@@ -32,7 +32,7 @@ import structlog
 
 from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.runtime import Agent, Decision, Runner, Tool, call
-from agentfsm.runtime.writer import Writer
+from agentfsm.runtime._writer import Writer
 from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
 
 TURNS = 20

@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm.events import dump_event
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._canonical import canonical_text
 from agentfsm.reducers import DEFAULT_REDUCER, Reducer
 from agentfsm.stores import GENESIS_HASH, Folded, SQLiteEventStore, chain_hash
 from agentfsm.stores._rows import PreparedAppend

@@ -68,8 +68,8 @@ from agentfsm.runtime import (  # noqa: E402
     call,
     needs_approval,
 )
+from agentfsm.runtime._wakeups import DRIVER_TYPES  # noqa: E402
 from agentfsm.runtime.procrastinate import ProcrastinateEngine, Route, submit_routed  # noqa: E402
-from agentfsm.runtime.wakeups import DRIVER_TYPES  # noqa: E402
 from agentfsm.stores import StoreOptions  # noqa: E402
 from agentfsm.stores.base import EventStore  # noqa: E402
 from agentfsm.stores.postgres import PostgresEventStore  # noqa: E402

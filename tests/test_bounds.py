@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from agentfsm import EventFormatError, dump_event, parse_event
 from agentfsm.events import make_event
-from agentfsm.events.bounds import MAX_DEPTH, MAX_EVENT_BYTES, MAX_INT_DIGITS
+from agentfsm.events._bounds import MAX_DEPTH, MAX_EVENT_BYTES, MAX_INT_DIGITS
 
 ENVELOPE = {"run_id": "run_1", "sequence": 1, "occurred_at": "2026-09-01T10:02:11+08:00"}
 

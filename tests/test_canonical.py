@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.events.canonical import canonical_json, canonical_text, same_json
+from agentfsm.events._canonical import canonical_json, canonical_text, same_json
 
 # Scalars chosen to collide under Python's `==` (True == 1 == 1.0) but not as JSON.
 scalars = st.one_of(

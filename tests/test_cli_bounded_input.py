@@ -23,7 +23,7 @@ import attrs
 import pytest
 
 from agentfsm.events import dump_event, make_event
-from agentfsm.events.bounds import MAX_EVENT_BYTES
+from agentfsm.events._bounds import MAX_EVENT_BYTES
 from tests._cli_helpers import run_main, waiting_log
 from tests.test_lines import line_of_size
 

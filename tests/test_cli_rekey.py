@@ -23,7 +23,7 @@ import pytest
 
 from agentfsm import SQLiteEventStore, StoreOptions
 from agentfsm.errors import IntegrityKeyError
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._canonical import canonical_text
 from agentfsm.stores._integrity import Integrity
 from agentfsm.testing import scripted_run
 from agentfsm.testing._stores.scripted import tool_turn

@@ -1,4 +1,4 @@
-"""The one bounded line reader (`agentfsm.events.lines`), and `read_events` on files.
+"""The one bounded line reader (`agentfsm.events._lines`), and `read_events` on files.
 
 A line is refused the moment reading passes the limit, so no input can make a reader hold
 more than one bounded line: `/dev/zero`, a sparse file, a pipe that never sends a newline.
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from agentfsm import EventFormatError, dump_event, parse_event, read_events
 from agentfsm.diagrams import trajectory_from_jsonl
 from agentfsm.events import iter_lines, make_event
-from agentfsm.events.bounds import MAX_EVENT_BYTES
-from agentfsm.events.lines import CHUNK
+from agentfsm.events._bounds import MAX_EVENT_BYTES
+from agentfsm.events._lines import CHUNK
 from agentfsm.reducers.validate import validate_lines
 from agentfsm.ui import render_report
 from tests._cli_helpers import waiting_log

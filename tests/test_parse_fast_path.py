@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from agentfsm.errors import EventFormatError
 from agentfsm.events import dump_event, parse_event
-from agentfsm.events.bounds import MAX_DEPTH, MAX_INT_DIGITS
+from agentfsm.events._bounds import MAX_DEPTH, MAX_INT_DIGITS
 from benchmarks.corpus import build_corpus
 
 HEAD = '{"run_id":"r-1","sequence":3,"type":"tool.completed","occurred_at":"2026-09-01T10:02:11Z","action_id":"a1","result":'

@@ -61,7 +61,7 @@ from agentfsm.errors import OverrunError
 from agentfsm.events import models as m
 from agentfsm.names import EventType, StopReason
 from agentfsm.runtime._metering import MISSING_USAGE
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime._writer import Spec
 
 __all__ = ["Attempts", "Step", "lost", "refused", "watching"]
 

@@ -59,7 +59,7 @@ from agentfsm.errors import ApprovalMismatchError, LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import call_digest
-from agentfsm.runtime.writer import Spec, approval_asked, call_started, declined
+from agentfsm.runtime._writer import Spec, approval_asked, call_started, declined
 
 __all__ = ["SDK", "Signals", "defer", "deny", "one_waiting_call", "tool_result"]
 

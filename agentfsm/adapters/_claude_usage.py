@@ -28,7 +28,7 @@ from typing import Any
 
 from agentfsm.events import models as m
 from agentfsm.record import UsageTotals
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime._writer import Spec
 
 __all__ = ["excess", "reported"]
 

@@ -29,10 +29,10 @@ from agentfsm.adapters._subagents import (
 )
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
-from agentfsm.events.canonical import canonical_json
+from agentfsm.events._canonical import canonical_json
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.writer import Spec, approval_asked
+from agentfsm.runtime._writer import Spec, approval_asked
 
 __all__ = ["CHECKPOINTED", "approval_calls", "ended", "finish", "resume_command", "settle"]
 

@@ -31,7 +31,7 @@ from agentfsm.adapters._subagents import approved_call, waits_for_person
 from agentfsm.errors import AgentFSMError, FinishedCallError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.writer import Spec, call_started, declined
+from agentfsm.runtime._writer import Spec, call_started, declined
 
 SDK = "langgraph"
 #: Calls that are decided or waiting to run but have not run (see `_Handler._passed_over`).

@@ -43,7 +43,7 @@ from agentfsm.adapters._storable import jsonable, parse_arguments
 from agentfsm.errors import LifecycleError
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.writer import Spec, call_started
+from agentfsm.runtime._writer import Spec, call_started
 
 SDK = "openai-agents"
 

@@ -30,7 +30,7 @@ from agentfsm.adapters._storable import parse_arguments
 from agentfsm.adapters._subagents import stopped_line
 from agentfsm.events import models as m
 from agentfsm.names import ActionStatus
-from agentfsm.runtime.writer import Spec, approval_asked
+from agentfsm.runtime._writer import Spec, approval_asked
 
 __all__ = ["drive_agent_tool"]
 

@@ -74,10 +74,8 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
 from agentfsm.runtime._metering import budgeted
-from agentfsm.runtime.recovery import rebuild_tree
-from agentfsm.runtime.runner import child_budget, new_tree
-from agentfsm.runtime.tools import Emit
-from agentfsm.runtime.writer import (
+from agentfsm.runtime._recovery import rebuild_tree
+from agentfsm.runtime._writer import (
     BudgetTree,
     Spec,
     StateChanged,
@@ -86,6 +84,8 @@ from agentfsm.runtime.writer import (
     refused,
     terminated,
 )
+from agentfsm.runtime.runner import child_budget, new_tree
+from agentfsm.runtime.tools import Emit
 from agentfsm.stores._lease import Lease, enclosing, new_holder
 from agentfsm.stores.base import EventStore
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from agentfsm._log import get_logger
 from agentfsm.events import models as m
-from agentfsm.events.bounds import unstorable
-from agentfsm.runtime.writer import Spec
+from agentfsm.events._bounds import unstorable
+from agentfsm.runtime._writer import Spec
 
 __all__ = ["jsonable", "parse_arguments", "storable"]
 

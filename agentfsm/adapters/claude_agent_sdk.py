@@ -135,11 +135,11 @@ from agentfsm.errors import (
     SignalIllegalTransitionError,
 )
 from agentfsm.events import models as m
-from agentfsm.events.canonical import same_json
+from agentfsm.events._canonical import same_json
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime._writer import Spec
 
 __all__ = [
     "ApprovalMismatchError",

@@ -114,7 +114,7 @@ from agentfsm.errors import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind
-from agentfsm.runtime.writer import Spec, approval_asked
+from agentfsm.runtime._writer import Spec, approval_asked
 
 __all__ = [
     "AgentsRun",

@@ -98,7 +98,7 @@ from agentfsm.errors import (
 from agentfsm.events import models as m
 from agentfsm.events.models import Limits
 from agentfsm.names import ActionStatus, DecisionKind, RunStatus
-from agentfsm.runtime.writer import Spec, approval_asked, call_started
+from agentfsm.runtime._writer import Spec, approval_asked, call_started
 from agentfsm.stores.base import EventStore
 
 __all__ = [

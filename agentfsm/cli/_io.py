@@ -12,7 +12,7 @@ from typing import IO, TextIO
 from agentfsm.cli._common import PROG, UsageError
 from agentfsm.cli._output import shown, why
 from agentfsm.errors import AgentFSMError, EventFormatError
-from agentfsm.events.lines import iter_lines
+from agentfsm.events._lines import iter_lines
 
 __all__ = ["LineCounter", "Style", "stream_lines"]
 
@@ -23,7 +23,7 @@ def stream_lines(path: Path, command: str, *, quiet: bool = False) -> Iterator[s
     """The lines of `path` (or of standard input for `-`), read lazily and bounded.
 
     Every log-reading command reads here, through the one bounded reader
-    (`agentfsm.events.lines.iter_lines`): lines are split on `\\n` only and decoded one by
+    (`agentfsm.events._lines.iter_lines`): lines are split on `\\n` only and decoded one by
     one, so a JSON string holding U+2028 stays on its line and bytes that are not UTF-8 are
     named by line, whatever the locale (a C locale would otherwise turn them into lone
     surrogates on standard input); a line is refused the moment it is longer than one event

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from agentfsm.events.lines import is_blank
+from agentfsm.events._lines import is_blank
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.validate import RunSummary, ValidationReport, validate_lines
 

@@ -16,8 +16,8 @@ import attrs
 
 from agentfsm.diagrams.model import DiagramModel, EdgeLabel
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError, RunNotInLogError
+from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.codec import parse_event
-from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import EmitRefused, Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable

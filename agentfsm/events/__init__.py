@@ -1,7 +1,8 @@
 """The wire format: validated event models, JSON Lines in and out, canonical digests."""
 
+from agentfsm.events._canonical import call_digest, canonical_json, digest
+from agentfsm.events._lines import iter_lines
 from agentfsm.events.builder import LogBuilder, step_clock
-from agentfsm.events.canonical import call_digest, canonical_json, digest
 from agentfsm.events.codec import (
     dump_event,
     event_json_schema,
@@ -10,7 +11,6 @@ from agentfsm.events.codec import (
     parse_event,
     read_events,
 )
-from agentfsm.events.lines import iter_lines
 from agentfsm.events.models import (
     EVENT_ADAPTER,
     EVENT_CLASSES,

@@ -14,8 +14,8 @@ import jiter
 from pydantic import ValidationError
 
 from agentfsm.errors import EventFormatError
-from agentfsm.events.bounds import PARSED_TEXT, check_size
-from agentfsm.events.lines import is_blank, lines_of
+from agentfsm.events._bounds import PARSED_TEXT, check_size
+from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 
@@ -39,7 +39,7 @@ def parse_event(
 
     Text is read strictly: a repeated key, `NaN`/`Infinity`, a lone surrogate escape or an
     integer too long to print is not JSON here, and a line over `MAX_EVENT_BYTES` is
-    refused before it is parsed. Either way the value limits of `agentfsm.events.bounds`
+    refused before it is parsed. Either way the value limits of `agentfsm.events._bounds`
     apply, so what parses is what every store and reader takes back.
 
     Args:
@@ -121,7 +121,7 @@ def read_events(
 
     Args:
         lines: the lines (text or bytes), or an open file or stream (binary or text), which
-            is read one bounded line at a time (`agentfsm.events.lines.iter_lines`): no
+            is read one bounded line at a time (`agentfsm.events._lines.iter_lines`): no
             line longer than `MAX_EVENT_BYTES` is ever held whole.
         events: the event types to accept.
 

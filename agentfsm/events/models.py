@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from agentfsm.events.bounds import MAX_EVENT_BYTES, PARSED_TEXT, check_json_value
+from agentfsm.events._bounds import MAX_EVENT_BYTES, PARSED_TEXT, check_json_value
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -163,7 +163,7 @@ def _bounded_object(value: Any, handler: ValidatorFunctionWrapHandler, info: Val
     return handler(check_json_value(value))
 
 
-#: A JSON value within the limits of `agentfsm.events.bounds` (depth, finite numbers,
+#: A JSON value within the limits of `agentfsm.events._bounds` (depth, finite numbers,
 #: printable integers, valid Unicode), checked before pydantic walks it.
 Json = Annotated[JsonValue, WrapValidator(_bounded)]
 Arguments = Annotated[dict[str, JsonValue], WrapValidator(_bounded_object)]
@@ -670,7 +670,7 @@ class CustomEvent(_Envelope):
 
     Subclass it with `type: Literal["your.event"] = "your.event"` and typed fields; the
     fields are strict, closed and frozen like the built-in events', and their values meet
-    the same limits (`agentfsm.events.bounds`). Override `fold` to record fields on the run
+    the same limits (`agentfsm.events._bounds`). Override `fold` to record fields on the run
     record's `custom` mapping when the event is applied.
 
     `emitted_by` is envelope: set by the runtime on an event a call or a decision proposed

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from agentfsm.errors import IllegalTransitionError, InvalidTableError
-from agentfsm.events.canonical import digest
+from agentfsm.events._canonical import digest
 from agentfsm.events.models import CustomEvent, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.fsm.timeouts import Elapsed, due_at, duration_words, seconds, timeout_problems

@@ -10,7 +10,7 @@ naming when it falls due.
 
 The runtime appends the event by itself when the time comes, with no fields of its own: the
 reducer notes on the record when the run's next timeout falls due (`RunRecord.timeout`), the
-drivers' timers wake the run then (`agentfsm.runtime.wakeups`), and the Runner appends it
+drivers' timers wake the run then (`agentfsm.runtime._wakeups`), and the Runner appends it
 (`Planner.overdue`). So an edge with `after=` takes no other condition, and its event type
 must be one that can be built with no fields (the table refuses either, by name).
 

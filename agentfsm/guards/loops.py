@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from agentfsm.events.canonical import digest, same_json
+from agentfsm.events._canonical import digest, same_json
 from agentfsm.events.models import ToolRequested
 from agentfsm.guards.base import GuardContext, Verdict
 from agentfsm.names import ActionStatus, StopReason

@@ -18,8 +18,8 @@ from pydantic import ValidationError
 
 from agentfsm.errors import ActionError, LifecycleError, TableMismatchError
 from agentfsm.events import models as m
-from agentfsm.events.bounds import unstorable
-from agentfsm.events.canonical import same_json
+from agentfsm.events._bounds import unstorable
+from agentfsm.events._canonical import same_json
 from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import Condition, TransitionTable
 from agentfsm.ledger import put, put_all, unsettled

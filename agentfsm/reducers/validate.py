@@ -31,9 +31,9 @@ from agentfsm.errors import (
     SequenceError,
     TableMismatchError,
 )
-from agentfsm.events.bounds import MAX_EVENT_BYTES
+from agentfsm.events._bounds import MAX_EVENT_BYTES
+from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.codec import parse_event
-from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.record import RunRecord
 from agentfsm.reducers._fold import InterleavedFold
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer

@@ -15,6 +15,8 @@ from agentfsm.errors import (
     ToolError,
     UnknownAgentError,
 )
+from agentfsm.runtime._recovery import RUNNABLE, InFlight, in_flight, resumable, unknown_outcomes
+from agentfsm.runtime._writer import BudgetTree
 from agentfsm.runtime.agent import (
     Agent,
     ModelFn,
@@ -68,12 +70,11 @@ from agentfsm.runtime.policy import (
     deny,
     needs_approval,
 )
-from agentfsm.runtime.recovery import RUNNABLE, InFlight, in_flight, resumable, unknown_outcomes
 from agentfsm.runtime.runner import Runner, utc_now
 from agentfsm.runtime.scripted import ScriptedModel
+from agentfsm.runtime.timers import install_timers, pause_until
 from agentfsm.runtime.tools import Emit, InvalidCall, Tool, ToolContext, ToolRegistry, ToolResult
 from agentfsm.runtime.worker import AsyncWorker, Worker
-from agentfsm.runtime.writer import BudgetTree
 
 __all__ = [
     "ALLOW",
@@ -135,9 +136,11 @@ __all__ = [
     "exponential_backoff",
     "fork",
     "in_flight",
+    "install_timers",
     "migrate",
     "needs_approval",
     "pause",
+    "pause_until",
     "reject",
     "resumable",
     "subagent",

@@ -14,10 +14,10 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.names import ActionStatus
 from agentfsm.record import Action, RunRecord
 from agentfsm.runtime._outcomes import error
+from agentfsm.runtime._writer import Spec, approval_asked, declined, requested
 from agentfsm.runtime.agent import Agent
 from agentfsm.runtime.policy import POLICY_APPROVER
 from agentfsm.runtime.tools import InvalidCall
-from agentfsm.runtime.writer import Spec, approval_asked, declined, requested
 
 __all__ = ["admit"]
 

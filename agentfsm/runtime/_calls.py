@@ -40,9 +40,9 @@ from agentfsm.runtime._effects import (
     Waiting,
     appended,
 )
+from agentfsm.runtime._writer import BudgetTree, RunWriter, Spec, StateChanged, Then
 from agentfsm.runtime.agent import RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.tools import InvalidCall, Tool, ToolContext
-from agentfsm.runtime.writer import BudgetTree, RunWriter, Spec, StateChanged, Then
 
 __all__ = ["Calls", "ChildRunner", "child_budget", "new_tree"]
 

@@ -76,10 +76,10 @@ from agentfsm.runtime._effects import (
     appended,
     settle,
 )
+from agentfsm.runtime._recovery import rebuild_steps
+from agentfsm.runtime._writer import BudgetTree, RunWriter, Spec, StateChanged, refused, terminated
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.model import Decision
-from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.writer import BudgetTree, RunWriter, Spec, StateChanged, refused, terminated
 from agentfsm.stores._lease import HeldLease
 
 __all__ = ["Driver", "utc_now"]

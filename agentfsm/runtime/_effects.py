@@ -32,10 +32,10 @@ from agentfsm.errors import GuardRejectedError, IllegalTransitionError, RunSuper
 from agentfsm.events import models as m
 from agentfsm.record import RunRecord
 from agentfsm.runtime._plan import Work
+from agentfsm.runtime._writer import RunWriter, Spec, StateChanged, Then
 from agentfsm.runtime.agent import Agent, RunResult
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import RunWriter, Spec, StateChanged, Then
 
 # Effects and outcomes are `attrs.define` (slotted, not frozen) because a frozen instance
 # costs twice as much to build, and a turn builds a dozen: nothing mutates them.

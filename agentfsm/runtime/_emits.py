@@ -29,14 +29,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentfsm.errors import IllegalTransitionError, quote_list
-from agentfsm.events.bounds import unstorable
+from agentfsm.events._bounds import unstorable
 from agentfsm.events.models import EmittedBy, Proposal, ProposedEvent, Refusal
 from agentfsm.events.vocabulary import EventTypes
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.runtime._writer import Spec, built, emit_refused
 from agentfsm.runtime.tools import Emit, Tool
-from agentfsm.runtime.writer import Spec, built, emit_refused
 
 __all__ = ["beside", "check", "declared_problems", "judge", "judge_one", "undeclared"]
 

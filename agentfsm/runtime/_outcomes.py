@@ -22,16 +22,16 @@ from agentfsm.errors import (
     quote_list,
 )
 from agentfsm.events import models as m
-from agentfsm.events.bounds import unstorable
+from agentfsm.events._bounds import unstorable
 from agentfsm.events.models import ProposedEvent, Refusal
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.limits import cap_timeout
 from agentfsm.names import DecisionKind, EventType, RunStatus
 from agentfsm.record import Action, RunRecord, default_key
 from agentfsm.runtime import _emits
+from agentfsm.runtime._writer import Spec, emit_refused, terminated
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.tools import Emit, InvalidCall, Tool, ToolContext, ToolResult
-from agentfsm.runtime.writer import Spec, emit_refused, terminated
 
 __all__ = [
     "EmitCheck",

@@ -30,11 +30,11 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
 from agentfsm.runtime._admission import admit
 from agentfsm.runtime._outcomes import error, stopped_after, storable
+from agentfsm.runtime._writer import Spec, built, refused, refused_decision
 from agentfsm.runtime.agent import Agent, RunnerConfig
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool
-from agentfsm.runtime.writer import Spec, built, refused, refused_decision
 from agentfsm.stores._holder import Holder
 
 A = ActionStatus
@@ -261,7 +261,7 @@ class Planner:
 
         A run that waits for a person or is paused gets no append that would trip a guard,
         so its deadline, its approvals' expiries and its state's timeout are settled here
-        when it is next driven (a timer wakes it, `agentfsm.runtime.wakeups`): past the
+        when it is next driven (a timer wakes it, `agentfsm.runtime._wakeups`): past the
         deadline it is `run.terminated` (`deadline`); an approval past its `expires_at` is
         rejected by `expiry` (the table's way on, as a person's rejection would be); past
         its state's timeout (`RunRecord.timeout`, a `Transition(after=...)`) the timeout's

@@ -29,7 +29,7 @@ from agentfsm.events.models import ApprovalAccepted, ApprovalRejected, ApprovalR
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
-from agentfsm.runtime.writer import Spec, built
+from agentfsm.runtime._writer import Spec, built
 from agentfsm.stores._holder import Holder
 from agentfsm.stores._lease import Patience
 from agentfsm.stores._rows import RunInfo

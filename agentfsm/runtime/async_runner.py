@@ -36,12 +36,12 @@ from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
 from agentfsm.runtime import _effects as fx
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime._drive import Driver, utc_now
+from agentfsm.runtime._writer import AsyncWriter, BudgetTree, RunWriter
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
 from agentfsm.runtime.control import acancel
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import REFUSALS, check_given
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.runtime.writer import AsyncWriter, BudgetTree, RunWriter
 from agentfsm.stores._lease import AsyncLease, new_holder
 from agentfsm.stores.base import AsyncEventStore
 

@@ -49,7 +49,7 @@ from agentfsm.runtime._steering import (
     run_sync,
     steer,
 )
-from agentfsm.runtime.writer import Spec, built
+from agentfsm.runtime._writer import Spec, built
 from agentfsm.stores._checks import check_run_id
 from agentfsm.stores.base import AsyncEventStore, EventStore
 

@@ -14,7 +14,7 @@ The model:
   tools their idempotency key, so a late or duplicate job finds the run moved on (or
   waiting) and ends quietly after one load. A job never undoes a pause (`unpause=False`).
 - **No lost wake-ups.** `Waker.hook(table)` is the PostgreSQL store's `after_append`: in the
-  append's transaction, on its connection, it defers what `agentfsm.runtime.wakeups` says
+  append's transaction, on its connection, it defers what `agentfsm.runtime._wakeups` says
   the batch calls for (a steering verb's event that leaves the run runnable, a subagent
   run's decision, a deadline or an approval's expiry). Use `engine.store()` (or
   `Waker.store(...)`) wherever runs are steered: the API, `agentfsm approve` and the UI
@@ -88,10 +88,10 @@ from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.runtime import _pq_schema
+from agentfsm.runtime._wakeups import Wake, root_of
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.control import submit
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
-from agentfsm.runtime.wakeups import Wake, root_of
 from agentfsm.stores._append import takes_fold
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._lease import Lease

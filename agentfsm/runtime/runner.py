@@ -40,11 +40,11 @@ from agentfsm.runtime import _effects as fx
 from agentfsm.runtime import _plan as p
 from agentfsm.runtime._calls import child_budget, new_tree
 from agentfsm.runtime._drive import Driver, utc_now
+from agentfsm.runtime._writer import BudgetTree, RunWriter, StateChanged, Writer
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
 from agentfsm.runtime.control import cancel
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.tools import ToolContext
-from agentfsm.runtime.writer import BudgetTree, RunWriter, StateChanged, Writer
 from agentfsm.stores._lease import AsyncLease, Lease, new_holder, root_of
 from agentfsm.stores.base import EventStore
 

@@ -39,23 +39,14 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.guards.guardset import GuardSet
 from agentfsm.names import StateKind
 from agentfsm.record import RunRecord
+from agentfsm.runtime._wakeups import Wake, next_due, wakeups
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.control import pause
-from agentfsm.runtime.wakeups import Wake, next_due, wakeups
 from agentfsm.stores.base import EventStore
 from agentfsm.stores.leases import SQLiteLeases
 from agentfsm.stores.sqlite import SQLiteEventStore
 
-__all__ = [
-    "LeaseTimers",
-    "due_wakes",
-    "install_timers",
-    "next_wake",
-    "pause_until",
-    "resume_paused",
-    "sets_timers",
-    "wants_wakes",
-]
+__all__ = ["install_timers", "pause_until"]
 
 #: The resume a verb asks the store's hook to set with the append it makes (`pause_until`).
 S = TypeVar("S", bound=EventStore)

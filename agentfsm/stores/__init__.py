@@ -23,13 +23,16 @@ from agentfsm.stores._rows import (
     StoredSnapshot,
     VerifyReport,
 )
+from agentfsm.stores.anchor import Anchor, AnchoredHead, FileAnchor
 from agentfsm.stores.base import (
     DEFAULT_SNAPSHOT_EVERY,
     AsyncEventStore,
     EventStore,
     StoreOptions,
 )
+from agentfsm.stores.leases import LeaseStore, MemoryLeases, SQLiteLeases
 from agentfsm.stores.memory import MemoryEventStore, MemoryStorage
+from agentfsm.stores.rekey import RekeyReport, rekey
 from agentfsm.stores.sqlite import SQLiteEventStore
 from agentfsm.stores.threaded import ThreadedAsyncEventStore
 
@@ -39,25 +42,33 @@ __all__ = [
     "GENESIS_HASH",
     "LEASE_TTL",
     "RUN_ORDERS",
+    "Anchor",
+    "AnchoredHead",
     "AsyncEventStore",
     "AsyncLease",
     "Attachment",
     "EventStore",
+    "FileAnchor",
     "Folded",
     "HeldLease",
     "Holder",
     "Lease",
+    "LeaseStore",
     "MemoryEventStore",
+    "MemoryLeases",
     "MemoryStorage",
+    "RekeyReport",
     "RunCount",
     "RunInfo",
     "RunNotFoundError",
     "RunOrder",
     "SQLiteEventStore",
+    "SQLiteLeases",
     "StoreOptions",
     "StoredEvent",
     "StoredSnapshot",
     "ThreadedAsyncEventStore",
     "VerifyReport",
     "chain_hash",
+    "rekey",
 ]

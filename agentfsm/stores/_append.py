@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from agentfsm.errors import EventFormatError
-from agentfsm.events.bounds import MAX_EVENT_BYTES
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._bounds import MAX_EVENT_BYTES
+from agentfsm.events._canonical import canonical_text
 from agentfsm.events.codec import dump_event
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord

@@ -16,7 +16,7 @@ handle cannot adopt a keyed store (nor a keyed one a keyless store).
 from __future__ import annotations
 
 from agentfsm.errors import IntegrityKeyError
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._canonical import canonical_text
 from agentfsm.stores._integrity import KEY_ENV, PLAIN, UNKEYED, Integrity
 from agentfsm.stores._rows import GENESIS_HASH, StoredEvent
 

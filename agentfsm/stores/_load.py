@@ -12,7 +12,7 @@ from typing import Any
 
 from agentfsm._log import get_logger
 from agentfsm.errors import CorruptLogError, EventFormatError, LifecycleError, TableMismatchError
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._canonical import canonical_text
 from agentfsm.events.codec import parse_event
 from agentfsm.events.models import Event, RunMigrated, RunStarted, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes

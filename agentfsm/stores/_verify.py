@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import attrs
 
 from agentfsm.errors import LifecycleError, TableMismatchError
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._canonical import canonical_text
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot

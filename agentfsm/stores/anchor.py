@@ -27,18 +27,7 @@ import attrs
 
 from agentfsm.errors import AnchorError, CorruptLogError, TruncatedLogError
 
-__all__ = [
-    "ANCHOR_ENV",
-    "Anchor",
-    "AnchoredHead",
-    "FileAnchor",
-    "anchor_error",
-    "anchor_from_env",
-    "anchor_not_read",
-    "anchor_not_told",
-    "anchor_problem",
-    "to_anchor",
-]
+__all__ = ["Anchor", "AnchoredHead", "FileAnchor"]
 
 #: The environment variable a store's anchor file is read from when none is given.
 ANCHOR_ENV = "AGENTFSM_ANCHOR"

@@ -50,16 +50,9 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._holder import Holder, from_epoch, holder_of, takeable
 from agentfsm.stores._process import Process, this_process
-from agentfsm.stores.memory import MemoryLeases, MemoryLeaseTable
+from agentfsm.stores.memory import MemoryLeases
 
-__all__ = [
-    "ENDED_STATUSES",
-    "RUNNABLE_STATUSES",
-    "LeaseStore",
-    "MemoryLeaseTable",
-    "MemoryLeases",
-    "SQLiteLeases",
-]
+__all__ = ["LeaseStore", "MemoryLeases", "SQLiteLeases"]
 
 #: The default table's states in which a run has work a worker can do without a person
 #: (its `runnable_states`, read from the kinds the table declares).

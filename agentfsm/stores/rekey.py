@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import attrs
 
 from agentfsm.errors import ConcurrencyConflictError, CorruptLogError, IntegrityKeyError
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._canonical import canonical_text
 from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._keys import META_KEY, describe, key_refusal, rekeying, rekeying_keys
 from agentfsm.stores._load import BAD_LINK, close_iterator, distrust
@@ -36,7 +36,7 @@ from agentfsm.stores._rows import GENESIS_HASH, StoredEvent, StoredSnapshot
 from agentfsm.stores.anchor import AnchoredHead
 from agentfsm.stores.base import EventStore
 
-__all__ = ["REKEY_TRIES", "RekeyReport", "rekey"]
+__all__ = ["RekeyReport", "rekey"]
 
 #: How often a run whose version moves while it is rewritten is read again before the
 #: re-key stops.

@@ -14,8 +14,8 @@ import attrs
 
 from agentfsm.diagrams.trajectory import Refusal
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
+from agentfsm.events._lines import is_blank, iter_lines
 from agentfsm.events.codec import parse_event
-from agentfsm.events.lines import is_blank, iter_lines
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.registry import known_tables
@@ -36,7 +36,7 @@ class LogSource(Source):
         table: the table the log's runs are under (the default table unless given).
 
     Raises:
-        EventFormatError: a line is too long or not UTF-8 (`agentfsm.events.lines`): the
+        EventFormatError: a line is too long or not UTF-8 (`agentfsm.events._lines`): the
             rest of the log cannot be read, so none of it is served.
     """
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.events.canonical import digest
+from agentfsm.events._canonical import digest
 from agentfsm.events.codec import event_to_dict
 from agentfsm.events.models import Event, ModelCompleted
 from agentfsm.fsm.check import check_table

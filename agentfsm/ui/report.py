@@ -27,8 +27,8 @@ from markupsafe import Markup
 
 from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
 from agentfsm.errors import EventFormatError
+from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.codec import event_to_dict, parse_event
-from agentfsm.events.lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable

@@ -9,7 +9,7 @@ from typing import Any
 from agentfsm.adapters._storable import jsonable, storable
 from agentfsm.events import call_digest
 from agentfsm.events import models as m
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime._writer import Spec
 
 NAN = "the value at 'x' is nan, which JSON cannot hold (numbers must be finite)"
 

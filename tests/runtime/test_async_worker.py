@@ -23,7 +23,8 @@ from agentfsm.runtime import (
 )
 from agentfsm.runtime import Runner as SyncRunner
 from agentfsm.stores import MemoryEventStore, SQLiteEventStore, ThreadedAsyncEventStore
-from agentfsm.stores.leases import MemoryLeases, MemoryLeaseTable, SQLiteLeases
+from agentfsm.stores.leases import MemoryLeases, SQLiteLeases
+from agentfsm.stores.memory import MemoryLeaseTable
 
 from .helpers import Calls, order_tools, turn_order_script, types, validate
 

@@ -30,7 +30,7 @@ from agentfsm.runtime import (
     call,
     cancel,
 )
-from agentfsm.runtime.writer import Spec
+from agentfsm.runtime._writer import Spec
 from agentfsm.stores import MemoryEventStore, StoreOptions
 
 from .helpers import RUNNERS, Calls, Sleeps, drive_r1, order_tools, runner_for, types

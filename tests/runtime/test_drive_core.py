@@ -16,8 +16,8 @@ from agentfsm.reducers.reduce import DEFAULT_REDUCER
 from agentfsm.runtime import Agent, Decision, ModelError, RunResult, ScriptedModel, Tool, call
 from agentfsm.runtime import _effects as fx
 from agentfsm.runtime._drive import Driver
-from agentfsm.runtime.recovery import rebuild_steps
-from agentfsm.runtime.writer import BudgetTree, StateChanged, _Base
+from agentfsm.runtime._recovery import rebuild_steps
+from agentfsm.runtime._writer import BudgetTree, StateChanged, _Base
 
 T = Any
 

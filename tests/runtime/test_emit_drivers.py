@@ -17,9 +17,9 @@ import psycopg
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer
 from agentfsm.runtime import Agent, Runner, Worker, append_event, submit
+from agentfsm.runtime._wakeups import Wake, wakeups
 from agentfsm.runtime.procrastinate import EngineSettings, ProcrastinateEngine
 from agentfsm.runtime.timers import install_timers
-from agentfsm.runtime.wakeups import Wake, wakeups
 from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.stores.base import EventStore
 from agentfsm.stores.leases import SQLiteLeases

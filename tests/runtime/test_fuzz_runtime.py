@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from agentfsm.errors import AgentFSMError
 from agentfsm.events import Limits, call_digest, make_event
-from agentfsm.events.bounds import MAX_EVENT_BYTES
+from agentfsm.events._bounds import MAX_EVENT_BYTES
 from agentfsm.runtime import (
     Decision,
     ProposedCall,

@@ -232,7 +232,7 @@ class TestUnstorableValues:
 
     def test_a_result_over_the_size_limit_is_a_failed_call(self) -> None:
         """A result too large for one event is refused before it is appended."""
-        from agentfsm.events.bounds import MAX_EVENT_BYTES
+        from agentfsm.events._bounds import MAX_EVENT_BYTES
 
         model = ScriptedModel([Decision.call_tools(call("lookup", q="x")), Decision.answer("done")])
         outcome, events, _ = self._run(model, "x" * MAX_EVENT_BYTES)

@@ -50,7 +50,7 @@ from agentfsm.stores import (
     SQLiteEventStore,
     StoreOptions,
 )
-from agentfsm.stores.leases import MemoryLeaseTable
+from agentfsm.stores.memory import MemoryLeaseTable
 
 from .helpers import runner_for, types, validate
 

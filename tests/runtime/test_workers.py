@@ -13,7 +13,8 @@ from structlog.testing import capture_logs
 from agentfsm.runtime import ALLOW, Agent, Decision, Runner, ScriptedModel, Worker, call, submit
 from agentfsm.runtime import cancel as cancel_run
 from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
-from agentfsm.stores.leases import MemoryLeases, MemoryLeaseTable, SQLiteLeases
+from agentfsm.stores.leases import MemoryLeases, SQLiteLeases
+from agentfsm.stores.memory import MemoryLeaseTable
 
 from .helpers import (
     Calls,

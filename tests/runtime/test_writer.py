@@ -13,7 +13,7 @@ from agentfsm.events import step_clock
 from agentfsm.events.codec import dump_event
 from agentfsm.record import RunRecord
 from agentfsm.runtime import cancel
-from agentfsm.runtime.writer import Spec, Writer, built
+from agentfsm.runtime._writer import Spec, Writer, built
 from agentfsm.stores import MemoryEventStore
 
 CALLS = {

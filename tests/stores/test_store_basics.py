@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agentfsm.errors import EventFormatError
 from agentfsm.events import canonical_json, dump_event, event_to_dict, make_event
-from agentfsm.events.canonical import canonical_text
+from agentfsm.events._canonical import canonical_text
 from agentfsm.events.models import Event
 from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.stores import (

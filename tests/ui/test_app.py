@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from agentfsm import DEFAULT_TABLE, Runner, SQLiteEventStore
 from agentfsm.errors import ActionError
-from agentfsm.events.canonical import call_digest
+from agentfsm.events._canonical import call_digest
 from agentfsm.runtime import control
 from agentfsm.ui._security import CSP
 from tests.ui.conftest import CSRF, TOKEN, client, refund_agent

@@ -36,7 +36,7 @@ from agentfsm.errors import (
     RunNotFoundError,
     SequenceError,
 )
-from agentfsm.events.canonical import canonical_json
+from agentfsm.events._canonical import canonical_json
 from agentfsm.events.codec import dump_event, event_to_dict, make_event
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay

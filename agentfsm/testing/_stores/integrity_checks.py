@@ -29,7 +29,7 @@ from agentfsm.errors import (
     RunNotFoundError,
     StoreInconsistentError,
 )
-from agentfsm.events.bounds import MAX_EVENT_BYTES
+from agentfsm.events._bounds import MAX_EVENT_BYTES
 from agentfsm.events.codec import dump_event, event_to_dict
 from agentfsm.reducers.reduce import replay
 from agentfsm.reducers.snapshot import Snapshot

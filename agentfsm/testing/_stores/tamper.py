@@ -10,8 +10,8 @@ import json
 from collections.abc import Callable, MutableMapping
 from typing import Any, Protocol
 
+from agentfsm.events._canonical import canonical_json
 from agentfsm.events.builder import LogBuilder
-from agentfsm.events.canonical import canonical_json
 from agentfsm.events.codec import event_to_dict
 from agentfsm.events.models import Event
 from agentfsm.stores._integrity import PLAIN, Integrity

@@ -23,8 +23,8 @@ from agentfsm.errors import RunNotFoundError
 from agentfsm.names import ActionStatus, RunStatus
 from agentfsm.record import Action, RunRecord
 from agentfsm.runtime._effects import Load
+from agentfsm.runtime._writer import BudgetTree
 from agentfsm.runtime.tools import ToolRegistry
-from agentfsm.runtime.writer import BudgetTree
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import EventStore
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from agentfsm.errors import EventFormatError
-from agentfsm.events.bounds import MAX_EVENT_BYTES, utf8_size
+from agentfsm.events._bounds import MAX_EVENT_BYTES, utf8_size
 
 __all__ = ["is_blank", "iter_lines", "lines_of"]
 

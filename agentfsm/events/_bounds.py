@@ -12,7 +12,7 @@ whether the event came as text or as Python objects:
 - numbers are finite, and integers have at most `MAX_INT_DIGITS` digits;
 - strings (and object keys) are valid Unicode: no lone surrogates;
 - one event's JSON line is at most `MAX_EVENT_BYTES` bytes, its end left out (checked where
-  the line exists: reading a file, line by line as it is read (`agentfsm.events.lines`),
+  the line exists: reading a file, line by line as it is read (`agentfsm.events._lines`),
   parsing text, and a store's append).
 """
 

@@ -65,7 +65,7 @@ from agentfsm.errors import (
     StoreError,
 )
 from agentfsm.events import models as m
-from agentfsm.events.canonical import call_digest
+from agentfsm.events._canonical import call_digest
 from agentfsm.events.models import Event, Proposal, ProposedEvent, Refusal
 from agentfsm.guards.base import GuardContext
 from agentfsm.guards.budget import SharedBudget
