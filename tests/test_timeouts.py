@@ -23,10 +23,10 @@ from agentfsm import DEFAULT_TABLE, State, Transition, TransitionTable
 from agentfsm.cli import main
 from agentfsm.errors import IllegalTransitionError, InvalidTableError, MigrationError
 from agentfsm.events import BUILTIN_EVENTS, CustomEvent, Event, parse_event
+from agentfsm.fsm._timeouts import duration_words
 from agentfsm.fsm.check import check_table, table_from_spec
 from agentfsm.fsm.diff import diff_tables
 from agentfsm.fsm.needs import runner_problems
-from agentfsm.fsm.timeouts import duration_words
 from agentfsm.record import RunRecord, Timeout
 from agentfsm.reducers import Reducer
 from agentfsm.reducers.snapshot import Snapshot

@@ -73,6 +73,7 @@ from agentfsm.names import RESOLVED, ActionStatus, DecisionKind, EventType, RunS
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _emits
+from agentfsm.runtime._calls import child_budget, new_tree
 from agentfsm.runtime._metering import budgeted
 from agentfsm.runtime._recovery import rebuild_tree
 from agentfsm.runtime._writer import (
@@ -84,7 +85,6 @@ from agentfsm.runtime._writer import (
     refused,
     terminated,
 )
-from agentfsm.runtime.runner import child_budget, new_tree
 from agentfsm.runtime.tools import Emit
 from agentfsm.stores._lease import Lease, enclosing, new_holder
 from agentfsm.stores.base import EventStore

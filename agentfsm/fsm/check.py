@@ -21,9 +21,9 @@ import attrs
 
 from agentfsm.errors import InvalidTableError
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
+from agentfsm.fsm._timeouts import duration_words, seconds
 from agentfsm.fsm.needs import runner_problems
 from agentfsm.fsm.table import ON_NO_EDGE, Condition, State, Transition, TransitionTable
-from agentfsm.fsm.timeouts import duration_words, seconds
 
 __all__ = ["TableReport", "check_parts", "check_table", "table_from_spec", "transition_matrix"]
 

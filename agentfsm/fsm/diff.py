@@ -26,9 +26,9 @@ from typing import Any, Literal
 import attrs
 
 from agentfsm.events.models import TableRef
+from agentfsm.fsm._timeouts import duration_words, seconds
 from agentfsm.fsm.needs import runner_needs
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.fsm.timeouts import duration_words, seconds
 from agentfsm.names import StateKind
 
 __all__ = ["Edge", "KindChange", "MoveChange", "Stranded", "TableDiff", "diff_tables"]

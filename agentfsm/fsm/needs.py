@@ -40,8 +40,8 @@ from __future__ import annotations
 import attrs
 
 from agentfsm.errors import quote_list
+from agentfsm.fsm._timeouts import duration_words
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.fsm.timeouts import duration_words
 from agentfsm.names import EventType, StateKind
 
 __all__ = ["RunnerNeeds", "runner_needs", "runner_problems", "unmet_needs"]

@@ -19,7 +19,7 @@ from agentfsm.errors import IllegalTransitionError, InvalidTableError
 from agentfsm.events._canonical import digest
 from agentfsm.events.models import CustomEvent, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
-from agentfsm.fsm.timeouts import Elapsed, due_at, duration_words, seconds, timeout_problems
+from agentfsm.fsm._timeouts import Elapsed, due_at, duration_words, seconds, timeout_problems
 from agentfsm.names import StateKind
 
 __all__ = [
@@ -134,7 +134,7 @@ def _check_after(edge: Transition, _: object, after: timedelta | None) -> None:
 class Transition:
     """An edge: on `event` in `source`, go to `target` when `condition` holds (or always).
 
-    An edge declared with `after=` is a timeout (see `agentfsm.fsm.timeouts`): its condition
+    An edge declared with `after=` is a timeout (see `agentfsm.fsm._timeouts`): its condition
     is the time the run has stood in `source` (`after 7 d`), and the runtime appends `event`
     by itself when it falls due.
 

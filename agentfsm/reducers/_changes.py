@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentfsm.events.models import ErrorInfo, Limits, ProposedEvent, Refusal, TableRef
+from agentfsm.fsm._timeouts import due_at
 from agentfsm.fsm.table import Transition
-from agentfsm.fsm.timeouts import due_at
 from agentfsm.record import Action, RunRecord, Timeout, UsageTotals
 from agentfsm.reducers._evolve import evolves, makes
 

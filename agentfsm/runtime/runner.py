@@ -38,7 +38,6 @@ from agentfsm.guards.base import Guard
 from agentfsm.record import RunRecord
 from agentfsm.runtime import _effects as fx
 from agentfsm.runtime import _plan as p
-from agentfsm.runtime._calls import child_budget, new_tree
 from agentfsm.runtime._drive import Driver, utc_now
 from agentfsm.runtime._writer import BudgetTree, RunWriter, StateChanged, Writer
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
@@ -48,7 +47,7 @@ from agentfsm.runtime.tools import ToolContext
 from agentfsm.stores._lease import AsyncLease, Lease, new_holder, root_of
 from agentfsm.stores.base import EventStore
 
-__all__ = ["Runner", "call_within", "check_given", "child_budget", "new_tree", "utc_now"]
+__all__ = ["Runner", "utc_now"]
 
 T = TypeVar("T")
 
