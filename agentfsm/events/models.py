@@ -37,7 +37,6 @@ __all__ = [
     "CustomEvent",
     "EmitRefused",
     "EmittedBy",
-    "Envelope",
     "ErrorInfo",
     "Event",
     "Handoff",

@@ -23,13 +23,10 @@ from agentfsm.fsm._timeouts import Elapsed, due_at, duration_words, seconds, tim
 from agentfsm.names import StateKind
 
 __all__ = [
-    "IN_PLACE",
-    "ON_NO_EDGE",
     "Condition",
     "State",
     "Transition",
     "TransitionTable",
-    "table_problems",
 ]
 
 #: A condition looks at the context (for the reducer: the run record before the event)

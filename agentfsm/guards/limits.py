@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_CALLS_PER_DECISION",
     "DEFAULT_MAX_TURNS",
-    "SPENDING_TYPES",
     "Budget",
     "Deadline",
     "MaxAttempts",
