@@ -1,7 +1,7 @@
 """Durable timers, one design for both drivers: when a run must be driven again by itself.
 
 A run's own clock acts on it at times its log or its driver knows: its deadline, an
-approval's expiry (`wakeups.next_due`), a paused run's scheduled resume (`pause_until`),
+approval's expiry (`_wakeups.next_due`), a paused run's scheduled resume (`pause_until`),
 and a failed safe call's retry after its backoff (`RunResult.wake_at`). None of these
 waits in a process: each is written down in the same transaction as the event that sets
 it (by the store's `after_append` hook) or when the driver lets the run go, and the driver
