@@ -50,9 +50,9 @@ demo-ticket: $(STAMP)
 	$(PY) examples/demo_ticket.py start --db $(TICKETS)
 	$(AGENTFSM) reject t-1 t1.1 --approver ann --reason "needs a human" --store $(TICKETS) --table $(TICKET)
 	$(AGENTFSM) append t-1 ticket.escalated escalated_to=tier-2 --store $(TICKETS) --table $(TICKET)
-	$(PY) examples/demo_ticket.py resume --db $(TICKETS)
+	$(PY) examples/demo_ticket.py drive --db $(TICKETS)
 	$(AGENTFSM) append t-1 ticket.handed_back note="refunded by hand" --store $(TICKETS) --table $(TICKET)
-	$(PY) examples/demo_ticket.py resume --db $(TICKETS)
+	$(PY) examples/demo_ticket.py drive --db $(TICKETS)
 	$(AGENTFSM) export --store $(TICKETS) --table $(TICKET) -o $(DEMO)/tickets.jsonl
 	$(AGENTFSM) validate $(DEMO)/tickets.jsonl --table $(TICKET)
 	$(AGENTFSM) diagram --table $(TICKET) --run $(DEMO)/tickets.jsonl --format mermaid

@@ -51,17 +51,17 @@ if TYPE_CHECKING:
     from agentfsm.runtime import AsyncRunner as AsyncRunner
     from agentfsm.runtime import Decision as Decision
     from agentfsm.runtime import Emit as Emit
+    from agentfsm.runtime import ProposedCall as ProposedCall
     from agentfsm.runtime import Runner as Runner
     from agentfsm.runtime import RunResult as RunResult
     from agentfsm.runtime import ScriptedModel as ScriptedModel
     from agentfsm.runtime import Tool as Tool
     from agentfsm.runtime import approve as approve
-    from agentfsm.runtime import call as call
     from agentfsm.runtime import cancel as cancel
     from agentfsm.runtime import pause as pause
     from agentfsm.runtime import reject as reject
+    from agentfsm.runtime import resume as resume
     from agentfsm.runtime import submit as submit
-    from agentfsm.runtime import unpause as unpause
     from agentfsm.stores import MemoryEventStore as MemoryEventStore
     from agentfsm.stores import SQLiteEventStore as SQLiteEventStore
     from agentfsm.stores import StoreOptions as StoreOptions
@@ -98,17 +98,17 @@ _LAZY: dict[str, str] = {
     "AsyncRunner": "agentfsm.runtime",
     "Decision": "agentfsm.runtime",
     "Emit": "agentfsm.runtime",
+    "ProposedCall": "agentfsm.runtime",
     "RunResult": "agentfsm.runtime",
     "Runner": "agentfsm.runtime",
     "ScriptedModel": "agentfsm.runtime",
     "Tool": "agentfsm.runtime",
-    "call": "agentfsm.runtime",
     # Steering a run from anywhere.
     "approve": "agentfsm.runtime",
     "cancel": "agentfsm.runtime",
     "pause": "agentfsm.runtime",
     "reject": "agentfsm.runtime",
-    "unpause": "agentfsm.runtime",
+    "resume": "agentfsm.runtime",
     "submit": "agentfsm.runtime",
     # Where the log lives.
     "MemoryEventStore": "agentfsm.stores",
@@ -142,6 +142,7 @@ __all__ = [
     "LoopDetector",
     "MaxTurns",
     "MemoryEventStore",
+    "ProposedCall",
     "Reducer",
     "RunRecord",
     "RunResult",
@@ -155,7 +156,6 @@ __all__ = [
     "Transition",
     "TransitionTable",
     "approve",
-    "call",
     "cancel",
     "dump_event",
     "parse_event",
@@ -164,8 +164,8 @@ __all__ = [
     "reduce",
     "reject",
     "replay",
+    "resume",
     "submit",
-    "unpause",
 ]
 
 # Hidden from type checkers: with a visible `__getattr__`, mypy would accept

@@ -77,11 +77,11 @@ async def main() -> None:
         await Runner.run(agent(), "go", max_turns=100)
 
     async def memory(i: int) -> None:
-        await AgentsRun(MemoryEventStore(), f"m{i}").run(agent(), "go", max_turns=100)
+        await AgentsRun(MemoryEventStore(), f"m{i}").arun(agent(), "go", max_turns=100)
 
     async def sqlite(i: int) -> None:
         store = SQLiteEventStore(db, synchronous="NORMAL")
-        await AgentsRun(store, f"s{i}").run(agent(), "go", max_turns=100)
+        await AgentsRun(store, f"s{i}").arun(agent(), "go", max_turns=100)
 
     await measure(
         [
@@ -97,7 +97,7 @@ async def main() -> None:
 
     async def agent_tool(i: int) -> None:
         run = AgentsRun(MemoryEventStore(), f"t{i}")
-        await run.run(agent(run.agent_tool(helper(), tool_name="ask")), "go", max_turns=100)
+        await run.arun(agent(run.agent_tool(helper(), tool_name="ask")), "go", max_turns=100)
 
     print()
     await measure(

@@ -41,12 +41,12 @@ from agentfsm.runtime import (
     ALLOW,
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     Tool,
     ToolContext,
     Worker,
     approve,
-    call,
     needs_approval,
     submit,
 )
@@ -62,9 +62,9 @@ SETTINGS = EngineSettings(heartbeat=0.5, stalled_after=2.0, recover_every=0.5, p
 
 def _model(ctx: Any) -> Decision:
     if ctx.turn == 1:
-        return Decision.call_tools(call("lookup", key=ctx.run_id))
+        return Decision.call_tools(ProposedCall("lookup", {"key": ctx.run_id}))
     if ctx.turn == 2:
-        return Decision.call_tools(call("act", key=ctx.run_id))
+        return Decision.call_tools(ProposedCall("act", {"key": ctx.run_id}))
     return Decision.answer("done")
 
 
@@ -91,7 +91,7 @@ def _quiet() -> None:
 def _pq_worker(dsn: str, wait: bool) -> None:
     _quiet()
     engine = ProcrastinateEngine(dsn, _runner, settings=SETTINGS)
-    asyncio.run(engine.serve(wait=wait))
+    asyncio.run(engine.aserve(wait=wait))
 
 
 def _lease_worker(dsn: str, name: str, wait: bool) -> None:

@@ -32,7 +32,16 @@ import attrs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm.events.models import parse_timestamp
-from agentfsm.runtime import Agent, Decision, Runner, RunnerConfig, Tool, ToolContext, call, submit
+from agentfsm.runtime import (
+    Agent,
+    Decision,
+    ProposedCall,
+    Runner,
+    RunnerConfig,
+    Tool,
+    ToolContext,
+    submit,
+)
 from agentfsm.runtime.procrastinate import EngineSettings, ProcrastinateEngine
 from agentfsm.stores.base import EventStore
 from agentfsm.testing.fixtures.postgres_server import postgres_server
@@ -43,7 +52,7 @@ def _model(ctx: Any) -> Decision:
     objective = ctx.objective or "go"
     turns = int(objective.split()[1]) if objective.startswith("long") else 3
     if ctx.turn < turns:
-        return Decision.call_tools(call("lookup", key=f"{ctx.run_id}-{ctx.turn}"))
+        return Decision.call_tools(ProposedCall("lookup", {"key": f"{ctx.run_id}-{ctx.turn}"}))
     return Decision.answer("done")
 
 
@@ -57,7 +66,7 @@ def _runner(store: EventStore) -> Runner:
 
 def _worker(dsn: str, settings: EngineSettings) -> None:
     _quiet()
-    asyncio.run(ProcrastinateEngine(dsn, _runner, settings=settings).serve(wait=True))
+    asyncio.run(ProcrastinateEngine(dsn, _runner, settings=settings).aserve(wait=True))
 
 
 def case(

@@ -45,7 +45,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentfsm.record import RunRecord
-from agentfsm.runtime import Agent, Decision, Runner, Tool, ToolContext, call
+from agentfsm.runtime import Agent, Decision, ProposedCall, Runner, Tool, ToolContext
 from agentfsm.stores import EventStore, Folded, MemoryEventStore, SQLiteEventStore
 from agentfsm.stores._append import takes_fold
 
@@ -54,7 +54,7 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 def _fake_decisions(turns: int) -> Callable[[int], Decision]:
     """Turn n (1-based) asks for one lookup, until the last turn answers."""
-    calls = [Decision.call_tools(call("lookup", n=i)) for i in range(turns)]
+    calls = [Decision.call_tools(ProposedCall("lookup", {"n": i})) for i in range(turns)]
     final = Decision.answer("done")
     return lambda turn: final if turn > turns - 1 else calls[turn - 1]
 

@@ -27,7 +27,7 @@ import structlog
 structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
 import agentfsm
 assert agentfsm.__file__.startswith(root), agentfsm.__file__
-from agentfsm.runtime import Agent, Decision, Runner, Tool, call
+from agentfsm.runtime import Agent, Decision, ProposedCall, Runner, Tool
 try:
     from agentfsm import stores
 except ImportError:  # before the stores had a package of their own
@@ -35,7 +35,7 @@ except ImportError:  # before the stores had a package of their own
 turns = 20
 ask = getattr(Decision, "call_tools", None) or Decision.calls
 answer = getattr(Decision, "answer", None) or Decision.final
-calls = [ask(call("lookup", n=i)) for i in range(turns)]
+calls = [ask(ProposedCall("lookup", {"n": i})) for i in range(turns)]
 final = answer("done")
 agent = Agent(
     "bench",

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import structlog
 
 from agentfsm.reducers import DEFAULT_REDUCER
-from agentfsm.runtime import Agent, Decision, Runner, Tool, call
+from agentfsm.runtime import Agent, Decision, ProposedCall, Runner, Tool
 from agentfsm.runtime._writer import Writer
 from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
 
@@ -39,7 +39,7 @@ TURNS = 20
 
 
 def _agent() -> Agent:
-    asks = [Decision.call_tools(call("lookup", n=i)) for i in range(TURNS)]
+    asks = [Decision.call_tools(ProposedCall("lookup", {"n": i})) for i in range(TURNS)]
     final = Decision.answer("done")
     return Agent(
         "bench",
@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         leased, unleased = turns(make, args.rounds, args.runs)
         drive = per_drive(make(), max(args.runs * 10, 10))
         print(
-            f"| {name} | {leased:.1f} | {unleased:.1f} | {leased / unleased:.3f}x | "
-            f"{drive:.1f} |"
+            f"| {name} | {leased:.1f} | {unleased:.1f} | {leased / unleased:.3f}x | {drive:.1f} |"
         )
     print(f"\nthe writer's check of its lease, per append: {per_append(100_000):.2f} µs")
     return 0

@@ -61,11 +61,11 @@ from agentfsm.runtime import (  # noqa: E402
     ALLOW,
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     Tool,
     ToolContext,
     approve,
-    call,
     needs_approval,
 )
 from agentfsm.runtime._wakeups import DRIVER_TYPES  # noqa: E402
@@ -118,9 +118,9 @@ def _tool(ctx: ToolContext) -> Any:
 
 def _model(ctx: Any) -> Decision:
     if ctx.turn == 1:
-        return Decision.call_tools(call("reserve", item=ctx.run_id))
+        return Decision.call_tools(ProposedCall("reserve", {"item": ctx.run_id}))
     if ctx.turn == 2:
-        return Decision.call_tools(call("notify", to=f"{ctx.run_id}@example.com"))
+        return Decision.call_tools(ProposedCall("notify", {"to": f"{ctx.run_id}@example.com"}))
     return Decision.answer("done")
 
 

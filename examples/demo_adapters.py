@@ -4,10 +4,10 @@
 
 - OpenAI Agents SDK (`sdk-openai`): one response asks for a lookup and a refund that needs
   approval; the SDK runs the lookup, the run waits; a person approves in our store; a
-  fresh `AgentsRun` resumes from the store alone and the refund runs.
+  fresh `AgentsRun` drives it on from the store alone and the refund runs.
 - OpenAI Agents SDK, a subagent (`sdk-subagent`): a manager asks its refunds agent through
   `agent_tool`; the refunds agent's call needs approval, so both runs wait; a person decides
-  in the subagent's run (`sdk-subagent/call_ask`); resuming the manager goes on with both.
+  in the subagent's run (`sdk-subagent/call_ask`); driving the manager on goes on with both.
 - LangGraph (`sdk-langgraph`): a triage node routes to a billing node; `agents=[...]`
   records the move as a handoff.
 - pydantic-ai (`sdk-pydantic-ai`): a model that never stops, stopped by a token budget
@@ -42,7 +42,7 @@ RUNS = ("sdk-openai", "sdk-subagent", "sdk-langgraph", "sdk-pydantic-ai", "sdk-c
 
 
 def openai_run(store: EventStore) -> None:
-    """A mixed batch, an approval given in our store, a resume from the store alone."""
+    """A mixed batch, an approval given in our store, a drive from the store alone."""
     from agents import Agent, function_tool, set_tracing_disabled
     from agents.testing import ScriptedModel, assistant_message, function_call
 
@@ -69,11 +69,11 @@ def openai_run(store: EventStore) -> None:
             function_call("refund", {"order_id": "O-7"}, call_id="call_refund"),
         ]
     )
-    paused = AgentsRun(store, "sdk-openai").run_sync(first, "Refund O-7 if it is paid")
+    paused = AgentsRun(store, "sdk-openai").run(first, "Refund O-7 if it is paid")
     print(f"   paused: {paused.status}, waiting for {list(paused.record.pending_approvals)}")
     approve(store, "sdk-openai", "call_refund", approver="alice")  # or: agentfsm approve
     later = agent([assistant_message("O-7 was paid; it is refunded.")])
-    AgentsRun(store, "sdk-openai").resume_sync(later)
+    AgentsRun(store, "sdk-openai").drive(later)
 
 
 def subagent_run(store: EventStore) -> None:
@@ -94,7 +94,7 @@ def subagent_run(store: EventStore) -> None:
         return Agent(name="manager", model=ScriptedModel(list(steps)), tools=[tool])
 
     run = AgentsRun(store, "sdk-subagent")
-    paused = run.run_sync(
+    paused = run.run(
         manager(
             run,
             [function_call("ask_refunds", {"input": "refund O-9"}, call_id="call_ask")],
@@ -108,7 +108,7 @@ def subagent_run(store: EventStore) -> None:
     # Bound to the call's digest: if the call changed since it was reviewed, nothing runs.
     approve(store, child_id, call_id, approver="alice", digest=pending.arguments_digest)
     run = AgentsRun(store, "sdk-subagent")  # a new process would build the same
-    run.resume_sync(
+    run.drive(
         manager(
             run,
             [assistant_message("O-9 is refunded.")],
@@ -163,7 +163,7 @@ def pydantic_ai_run(store: EventStore) -> None:
         return f"{order_id}: paid, not shipped"
 
     run = AgentIterRun(store, "sdk-pydantic-ai", reserve_tokens=700)
-    asyncio.run(run.run(agent, "Where is O-1?", limits=Limits(max_tokens=1_500)))
+    asyncio.run(run.arun(agent, "Where is O-1?", limits=Limits(max_tokens=1_500)))
 
 
 def claude_run(store: EventStore, sessions: Path) -> None:
@@ -189,11 +189,11 @@ def claude_run(store: EventStore, sessions: Path) -> None:
     )
     needs = {"mcp__shop__refund"}
     run = ClaudeRun(store, "sdk-claude", needs_approval=needs)
-    paused = asyncio.run(run.run("Refund O-1", options, agent="support", transport=cli))
+    paused = asyncio.run(run.arun("Refund O-1", options, agent="support", transport=cli))
     print(f"   paused: {paused.status}, waiting for {list(paused.record.pending_approvals)}")
     approve(store, "sdk-claude", "toolu_refund", approver="alice")
     fresh = ClaudeRun(store, "sdk-claude", needs_approval=needs)  # as another process would
-    asyncio.run(fresh.resume(options, transport=cli))
+    asyncio.run(fresh.adrive(options, transport=cli))
 
 
 def run_all(workdir: Path, export: Path | None = None) -> dict[str, str]:

@@ -112,14 +112,14 @@ def test_unknown_run_is_a_usage_error(store_path: Path) -> None:
     assert result.stderr.startswith("agentfsm cancel: run 'nope' is not in the store")
 
 
-def test_pause_then_unpause(store_path: Path) -> None:
-    """`unpause` (named apart from `Runner.resume`, which drives) makes a paused run runnable."""
+def test_pause_then_resume(store_path: Path) -> None:
+    """`resume` (the other half of `pause`; `Runner.drive` drives) makes a paused run runnable."""
     store = str(store_path)
     run("approve", "r1", "a1", "--store", store)
     assert run("pause", "r1", "--reason", "callback", "--store", store).stdout.strip() == (
         "run r1: paused (version 6)"
     )
-    result = run("unpause", "r1", "--store", store)
+    result = run("resume", "r1", "--store", store)
     assert (result.returncode, result.stdout.strip()) == (0, "run r1: running (version 7)")
 
 

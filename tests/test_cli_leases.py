@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm import DEFAULT_TABLE, SQLiteEventStore
-from agentfsm.runtime import Agent, Runner, ScriptedModel
+from agentfsm.runtime import submit
 from agentfsm.stores import Lease
 from tests.test_cli_control import run
 
@@ -27,7 +27,7 @@ def held(tmp_path: Path) -> Iterator[tuple[Path, Lease]]:
     """A store whose run `r1` is running, its lease held by 'w1' (renewed every 0.1 s)."""
     path = tmp_path / "runs.db"
     store = SQLiteEventStore(path)
-    Runner(store, Agent("support", ScriptedModel([]))).start("r1")
+    submit(store, "r1")
     lease = store.hold("r1", ttl=0.3, holder="w1")
     with lease.kept():
         yield path, lease
@@ -69,7 +69,7 @@ def test_with_wait_it_goes_in_once_the_driver_lets_go(held: tuple[Path, Lease]) 
     assert (result.returncode, result.stdout) == (0, "run r1: paused (version 2)\n")
 
 
-def test_cancel_and_unpause_go_in_while_the_run_is_held(held: tuple[Path, Lease]) -> None:
+def test_cancel_and_resume_go_in_while_the_run_is_held(held: tuple[Path, Lease]) -> None:
     """A cancel is what a driven run expects: it goes in, and the driver settles it."""
     path, _ = held
     result = run("cancel", "r1", "--reason", "stop", "--store", str(path))

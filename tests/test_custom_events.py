@@ -201,16 +201,16 @@ class TestTheRunnerByKinds:
     def test_a_run_escalated_to_a_person_waits_and_goes_on_when_handed_back(
         self, tmp_path: Path
     ) -> None:
-        """Resuming a run in `escalated` returns it waiting (it used to raise "'escalated':
-        event 'model.started' is not allowed"); once handed back, resume finishes it."""
+        """Driving a run in `escalated` on returns it waiting (it used to raise "'escalated':
+        event 'model.started' is not allowed"); once handed back, `drive` finishes it."""
         from agentfsm.runtime import (
             Agent,
             Decision,
+            ProposedCall,
             Runner,
             ScriptedModel,
             Tool,
             ToolPolicy,
-            call,
             reject,
         )  # fmt: skip
 
@@ -219,7 +219,7 @@ class TestTheRunnerByKinds:
         )
         model = ScriptedModel(
             [
-                Decision.call_tools(call("refund", amount=40)),
+                Decision.call_tools(ProposedCall("refund", {"amount": 40})),
                 lambda ctx: Decision.answer(f"refunded by hand: {ctx.record.custom['note']}"),
             ],
             by_turn=True,
@@ -236,11 +236,11 @@ class TestTheRunnerByKinds:
             store.append("t-1", log.events, version)
 
         happen("ticket.escalated", escalated_to="tier-2")
-        waiting = Runner(store, agent).resume("t-1")
+        waiting = Runner(store, agent).drive("t-1")
         assert (waiting.status, waiting.waiting) == ("escalated", True)
         assert waiting.record.custom["escalated_to"] == "tier-2"
         happen("ticket.handed_back", note="done in the billing tool")
-        done = Runner(store, agent).resume("t-1")
+        done = Runner(store, agent).drive("t-1")
         assert (done.status, done.final_output) == (
             "completed",
             "refunded by hand: done in the billing tool",
@@ -409,6 +409,27 @@ def test_append_names_every_field_it_sets_itself(tmp_path: Path) -> None:
         )
         assert info.value.run_id == "t-1"
         assert store.load("t-1").version == 1
+
+
+def test_append_refuses_run_started_naming_submit(tmp_path: Path) -> None:
+    """A run is started one way per job (`submit` for a worker, `Runner.run` here), so
+    `append_event` refuses `run.started` by name, for a new run and an existing one alike,
+    instead of a missing run or an illegal move."""
+    from agentfsm.runtime import append_event, submit
+
+    with SQLiteEventStore(
+        tmp_path / "t.db", options=StoreOptions(reducer=Reducer(TICKET_TABLE))
+    ) as store:
+        submit(store, "t-1", "refund")
+        for run_id in ("t-1", "t-2"):
+            with pytest.raises(EventFormatError) as info:
+                append_event(store, run_id, "run.started", objective="again")
+            assert info.value.problems == (
+                "'run.started' is written by agentfsm.runtime.control.submit (or Runner.run,"
+                " which drives it too), not appended",
+            )
+        assert store.load("t-1").version == 1
+        assert [r.run_id for r in store.runs()] == ["t-1"]
 
 
 def test_append_takes_its_fields_as_a_mapping_too(tmp_path: Path) -> None:

@@ -40,9 +40,9 @@ def test_the_ticket_demo_waits_for_a_person_and_finishes(
         lambda: demo.main(["start", "--db", db]),  # type: ignore[attr-defined]
         lambda: cli(["reject", "t-1", "t1.1", "--approver", "ann", "--reason", "a human", *store]),
         lambda: cli(["append", "t-1", "ticket.escalated", "escalated_to=tier-2", *store]),
-        lambda: demo.main(["resume", "--db", db]),  # type: ignore[attr-defined]
+        lambda: demo.main(["drive", "--db", db]),  # type: ignore[attr-defined]
         lambda: cli(["append", "t-1", "ticket.handed_back", "note=refunded by hand", *store]),
-        lambda: demo.main(["resume", "--db", db]),  # type: ignore[attr-defined]
+        lambda: demo.main(["drive", "--db", db]),  # type: ignore[attr-defined]
     ]
     for step in steps:
         assert step() == 0

@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from agentfsm.cli import main
 from agentfsm.events import dump_event, step_clock
-from agentfsm.runtime import Agent, Decision, Runner, ScriptedModel, call
+from agentfsm.runtime import Agent, Decision, ProposedCall, Runner, ScriptedModel
 from tests.fixtures.emit_loan import loan_store, loan_tools
 
 TABLE = "tests.fixtures.emit_loan:LOAN_TABLE"
@@ -21,7 +21,7 @@ def log(tmp_path: Path) -> Path:
     """A loan run whose two calls ask for documents: the first's event applied, the
     second's refused where the first left the run."""
     store = loan_store()
-    asks = [call("request_documents", documents=[d]) for d in ("payslip", "id")]
+    asks = [ProposedCall("request_documents", {"documents": [d]}) for d in ("payslip", "id")]
     with capture_logs():
         runner = Runner(
             store,

@@ -21,13 +21,13 @@ from agentfsm import (
     Agent,
     Decision,
     MemoryEventStore,
+    ProposedCall,
     Runner,
     ScriptedModel,
     SQLiteEventStore,
     StoreOptions,
     Tool,
     approve,
-    call,
     reject,
     replay,
 )
@@ -206,7 +206,7 @@ class TestRefusals:
 
 def _agent(answer: str, *, approval: bool = True) -> Agent:
     model = ScriptedModel([
-        Decision.call_tools(call("refund", order_id=7)),
+        Decision.call_tools(ProposedCall("refund", {"order_id": 7})),
         lambda ctx: Decision.answer(f"{answer}: {ctx.results[0].status}"),
     ], by_turn=True)  # fmt: skip
     refund = Tool("refund", lambda ctx: {"refunded": 7}, idempotent=True)
@@ -228,12 +228,12 @@ class TestDrivenOn:
             assert waiting.status == "waiting_approval"
             at = store.run_info("r1").version
             approve(store, "r1", "t1.1", approver="ann")
-            source = Runner(store, agent).resume("r1")
+            source = Runner(store, agent).drive("r1")
             assert source.final_output == "done: succeeded"
             before = list(store.events("r1"))
             control.fork(store, "r1", at=at, as_run="r1-no", by="bob", reason="try a no")
             reject(store, "r1-no", "t1.1", approver="bob", reason="not this one")
-            fork = Runner(store, agent).resume("r1-no")
+            fork = Runner(store, agent).drive("r1-no")
             assert fork.final_output == "done: rejected"
             assert list(store.events("r1")) == before
             assert [store.verify(r).ok for r in ("r1", "r1-no")] == [True, True]
@@ -251,7 +251,7 @@ class TestDrivenOn:
         store = MemoryEventStore()
         Runner(store, _agent("first", approval=False)).run("r1", "refund order 7")
         control.fork(store, "r1", at=1, as_run="r2")
-        second = Runner(store, _agent("second", approval=False)).resume("r2")
+        second = Runner(store, _agent("second", approval=False)).drive("r2")
         assert second.final_output == "second: succeeded"
         found = diff_runs(store.events("r1"), store.events("r2"))
         assert found.diverges_at == 2

@@ -8,16 +8,25 @@ import textwrap
 
 import structlog
 
-from agentfsm import Agent, Decision, MaxTurns, Runner, ScriptedModel, SQLiteEventStore, Tool, call
+from agentfsm import (
+    Agent,
+    Decision,
+    MaxTurns,
+    ProposedCall,
+    Runner,
+    ScriptedModel,
+    SQLiteEventStore,
+    Tool,
+)
 from agentfsm._log import get_logger
 
 #: A run a guard stops: info lines for each transition and a warning (`guard.rejected`).
 RUN = textwrap.dedent(
     """
-    from agentfsm import (Agent, Decision, MaxTurns, Runner, ScriptedModel, SQLiteEventStore,
-                          Tool, call)
+    from agentfsm import (Agent, Decision, MaxTurns, ProposedCall, Runner, ScriptedModel,
+                          SQLiteEventStore, Tool)
 
-    model = ScriptedModel([Decision.call_tools(call("get", k=1))] * 5, by_turn=True)
+    model = ScriptedModel([Decision.call_tools(ProposedCall("get", {"k": 1}))] * 5, by_turn=True)
     agent = Agent("a", model, [Tool("get", lambda ctx: {"ok": True}, idempotent=True)])
     result = Runner(SQLiteEventStore(":memory:"), agent, guards=[MaxTurns(2)]).run("r1", "go")
     assert result.stop_reason == "max_turns", result
@@ -98,7 +107,7 @@ def test_an_application_that_configures_structlog_gets_its_configuration() -> No
 
 def test_capture_logs_sees_a_logger_made_and_bound_before_it() -> None:
     """The route is chosen per line, so a Runner built earlier is still captured."""
-    model = ScriptedModel([Decision.call_tools(call("get", k=1))] * 5, by_turn=True)
+    model = ScriptedModel([Decision.call_tools(ProposedCall("get", {"k": 1}))] * 5, by_turn=True)
     agent = Agent("a", model, [Tool("get", lambda ctx: {"ok": True}, idempotent=True)])
     runner = Runner(SQLiteEventStore(":memory:"), agent, guards=[MaxTurns(1)])
     with structlog.testing.capture_logs() as logs:

@@ -53,7 +53,7 @@ from agentfsm.fsm import TransitionTable, registry
 from agentfsm.names import EventType, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer, Snapshot
-from agentfsm.runtime import ToolPolicy, append_event, call, migrate, pause, reject
+from agentfsm.runtime import ProposedCall, ToolPolicy, append_event, migrate, pause, reject
 from agentfsm.stores import SQLiteEventStore, StoreOptions
 from agentfsm.testing import legal_runs
 from examples.lifecycles.ticket import TICKET_TABLE
@@ -535,7 +535,7 @@ def ticket_agent() -> Agent:
     """The shipped ticket demo's agent: asks to refund (approval needed), then answers."""
     model = ScriptedModel(
         [
-            Decision.call_tools(call("refund", order_id="O-1001", amount=40)),
+            Decision.call_tools(ProposedCall("refund", {"order_id": "O-1001", "amount": 40})),
             Decision.answer("Your refund is done."),
         ],
         by_turn=True,
@@ -558,7 +558,7 @@ def parked(db: Path, run_id: str = "t-3", **escalation: Any) -> None:
         [action] = waiting.record.pending_approvals
         reject(store, run_id, action, approver="ann", reason="needs a human")
         append_event(store, run_id, "ticket.escalated", escalated_to="ann", **escalation)
-        assert runner.resume(run_id).kind == StateKind.WAITING
+        assert runner.drive(run_id).kind == StateKind.WAITING
 
 
 class TestTheRunnerAfterAMigration:
@@ -589,9 +589,9 @@ class TestTheRunnerAfterAMigration:
                 '"reason":"v2 can pause it"}'
             )
             runner = Runner(store, ticket_agent(), clock=step_clock())
-            assert runner.resume("t-3").status == "escalated"
+            assert runner.drive("t-3").status == "escalated"
             assert pause(store, "t-3", "ann is on leave").status == "paused"
-            done = runner.resume("t-3")
+            done = runner.drive("t-3")
             assert (done.status, done.final_output) == ("completed", "Your refund is done.")
             assert store.verify("t-3").ok
 
@@ -602,7 +602,7 @@ class TestTheRunnerAfterAMigration:
         with opened(db, V1, V2) as store:
             migrate(store, "t-3", to=V2, by="ann", reason="v2 can pause it")
             with pytest.raises(TableMismatchError) as info:
-                Runner(store, ticket_agent()).resume("t-3")
+                Runner(store, ticket_agent()).drive("t-3")
         assert info.value.started_under == named(V2)
 
 

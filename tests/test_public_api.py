@@ -36,6 +36,7 @@ TOP_LEVEL = [
     "LoopDetector",
     "MaxTurns",
     "MemoryEventStore",
+    "ProposedCall",
     "Reducer",
     "RunRecord",
     "RunResult",
@@ -49,7 +50,6 @@ TOP_LEVEL = [
     "Transition",
     "TransitionTable",
     "approve",
-    "call",
     "cancel",
     "dump_event",
     "parse_event",
@@ -58,8 +58,8 @@ TOP_LEVEL = [
     "reduce",
     "reject",
     "replay",
+    "resume",
     "submit",
-    "unpause",
 ]
 
 SUBPACKAGES = [

@@ -25,7 +25,7 @@ from agentfsm.fsm.check import check_table
 from agentfsm.fsm.needs import runner_problems, unmet_needs
 from agentfsm.names import StateKind
 from agentfsm.reducers import Reducer
-from agentfsm.runtime import Agent, AsyncRunner, Decision, Runner, ScriptedModel, Tool, call
+from agentfsm.runtime import Agent, AsyncRunner, Decision, ProposedCall, Runner, ScriptedModel, Tool
 from agentfsm.stores import MemoryEventStore, StoreOptions, ThreadedAsyncEventStore
 from tests.fixtures.loan import LOAN_TABLE, loan_table
 from tests.fixtures.tables import NO_RESUME, NO_TURN
@@ -139,7 +139,12 @@ _TOOL = Tool("lookup", lambda ctx: {"found": True}, side_effects=False)
 
 def _script() -> ScriptedModel:
     return ScriptedModel(
-        [Decision.call_tools(call("lookup", q="a"), call("lookup", q="b")), Decision.answer("ok")]
+        [
+            Decision.call_tools(
+                ProposedCall("lookup", {"q": "a"}), ProposedCall("lookup", {"q": "b"})
+            ),
+            Decision.answer("ok"),
+        ]
     )
 
 
@@ -192,4 +197,4 @@ def test_a_runner_either_refuses_the_table_or_never_raises_on_its_states(
         log.add("run.started", table=table.ref.model_dump())
         log.add("review.asked")
         store.append("r2", log.events, 0)
-        assert table.stops_driving(runner.resume("r2").status)
+        assert table.stops_driving(runner.drive("r2").status)

@@ -4,7 +4,7 @@ The `claude` CLI keeps a conversation in one JSON-lines file,
 `<config dir>/projects/<cwd, every character but letters and digits as '-'>/<session id>.jsonl`
 (the config dir is `CLAUDE_CONFIG_DIR`, by default `~/.claude`). `--resume <session id>` reads
 it from there, so a run paused on one machine would resume only where that directory is.
-At a pause the adapter keeps the file as the run's attachment `TRANSCRIPT`; before a resume
+At a pause the adapter keeps the file as the run's attachment `TRANSCRIPT`; before a drive
 it writes it back where this process's CLI will look (its config dir and working directory),
 unless a file is already there. Found by the bundled CLI 2.1.x; a CLI that keeps sessions
 elsewhere finds none restored and resumes only where its own files are, as before.

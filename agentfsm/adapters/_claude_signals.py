@@ -20,7 +20,7 @@ the model's answers (`StreamEvent`s, with `include_partial_messages=True`, and t
   `max_calls_per_decision`: recorded as `refused`) is denied with the refusal's message, the
   error the model reads, before it runs or waits for a person; a call that needs approval
   and is undecided is `approval.requested` and deferred (`permissionDecision: "defer"`: the
-  CLI ends the leg keeping the call, and replays it on a resume); a rejected one is denied
+  CLI ends the leg keeping the call, and replays it on a drive); a rejected one is denied
   (never runs); otherwise `tool.requested` +
   `tool.started`. The CLI sends it while the answer still streams, so the hook waits for the
   answer's `model.completed` first;

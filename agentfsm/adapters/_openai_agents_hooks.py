@@ -268,7 +268,7 @@ class _Hooks(RunHooks[Any]):
         if isinstance(context, ToolContext):  # hosted and shell-like tools carry no call id
             aid = context.tool_call_id
             action = self.recorder.record.actions.get(aid)
-            # An agent tool whose subagent paused for approval runs again on the resume,
+            # An agent tool whose subagent paused for approval runs again on the drive,
             # continuing the subagent: the call started before, and still runs.
             if action is None or action.status != ActionStatus.STARTED:
                 args = parse_arguments(context.tool_arguments)

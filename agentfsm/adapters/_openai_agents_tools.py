@@ -1,7 +1,7 @@
 """An agent as another agent's tool: each call of an `agent_tool` a subagent run of its own.
 
 `AgentsRun.agent_tool` wraps the SDK's `agent.as_tool(...)` invoker; each call is driven
-here as the child run (`AgentsRun.subagent(call_id)`): started (or, on a resume, continued),
+here as the child run (`AgentsRun.subagent(call_id)`): started (or, on a drive, continued),
 its nested SDK run recorded through the child's hooks, and its end turned into what the
 calling model reads: the answer, a line saying how a guard stopped it, or why it failed.
 """
@@ -50,7 +50,7 @@ async def drive_agent_tool(
     try:
         # Inside the `try`: a cancel that lands while the child starts (its caller was
         # cancelled by a sibling call) must end the child too, not leave it running.
-        # Stored: called again on a resume, it paused.
+        # Stored: called again on a drive, it paused.
         if not await recorder.off_loop(recorder.load_if_stored):
             args = parse_arguments(input_json)
             objective = args["input"] if isinstance(args.get("input"), str) else input_json

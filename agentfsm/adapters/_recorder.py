@@ -21,16 +21,16 @@ call's `tool.completed`, is judged once the batch is resolved (in the batch's or
 append of the outcome that resolved it: `agentfsm.runtime._emits`, as for the Runner), and
 an event that makes the run wait (or ends it) stops the SDK at its next signal: `WaitStop`.
 The adapter then keeps where the SDK stood (`keep_wait`); once a person's event makes the run
-runnable again, its `resume` continues the SDK from there (`kept_wait`). What the model has
+runnable again, its `adrive` continues the SDK from there (`kept_wait`). What the model has
 not read yet goes into its next input (`notes`): a proposal the table refused when the batch
-was resolved (after the tool had returned), and on such a resume the events appended while
+was resolved (after the tool had returned), and on such a drive the events appended while
 the run waited.
 
 From asyncio code (an SDK's async hooks, an async iteration) use `aappend` and `off_loop`:
 the store is written in a worker thread, in the order the calls were made, so a slow store
 does not stall the event loop the SDK's model calls and tools share.
 
-An adapter's `run` or `resume` holds the run's lease for the whole call (`held`, `aheld`), as
+An adapter's `run` or `drive` holds the run's lease for the whole call (`held`, `aheld`), as
 every driver does: a second driver of the run is refused at once (`RunHeldError`), and this
 process's heartbeat thread renews the lease while the SDK's tools run. A subagent's run is
 driven inside its caller's call, under the caller's lease (it is of the same run tree, and
@@ -135,7 +135,7 @@ _GIVEN: contextvars.ContextVar[Lease | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def given_lease(lease: Lease | None) -> Iterator[None]:
-    """In the block, an adapter's `run` or `resume` of `lease`'s run drives under `lease`,
+    """In the block, an adapter's `run` or `drive` of `lease`'s run drives under `lease`,
     held already (a job's, `agentfsm.adapters.jobs`), instead of taking the run's lease
     itself (which the job's would refuse); it keeps it renewed while it drives and leaves
     releasing it to its owner. Its subagents' runs hold it as any caller's."""
@@ -217,7 +217,7 @@ class Recorder:
         self.sdk = sdk
         self.options = options if options is not None else RecorderOptions()
         self.budget = budget
-        #: The lease of the `run`/`resume` call recording now (see `held`).
+        #: The lease of the `run`/`drive` call recording now (see `held`).
         self._lease: Lease | None = None
         self._delivered = 0
         self._reducer = Reducer(
@@ -296,7 +296,7 @@ class Recorder:
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        """Hold the run's lease for the block (an adapter's `run` or `resume`), renewed by
+        """Hold the run's lease for the block (an adapter's `run` or `drive`), renewed by
         this process's heartbeat thread; a subagent's run is held with its caller's.
 
         Raises:
@@ -382,7 +382,7 @@ class Recorder:
         return True
 
     def load(self) -> RunRecord:
-        """Continue a stored run (a resume): read its record from the store.
+        """Continue a stored run (a drive): read its record from the store.
 
         A run with token or cost limits gets its budget tree back: the subagent runs it
         started before (in this process or another) count against its limits again.
@@ -392,7 +392,7 @@ class Recorder:
             self.budget = rebuild_tree(self.store, record, new_tree(record))
         self._open(record)
         self._delivered = record.version  # listeners hear what happens from here on
-        self._waits = False  # a wait before is over once a resume may drive the run again
+        self._waits = False  # a wait before is over once the run may be driven again
         return record
 
     def append(self, signal: str, specs: Sequence[Spec]) -> RunRecord:
@@ -446,7 +446,7 @@ class Recorder:
 
     def _ordered(self) -> asyncio.Lock:
         """The lock that orders this loop's `off_loop` calls (an asyncio lock is one loop's:
-        `run_sync` and `resume_sync` each run a loop of their own)."""
+        the sync `run` and `drive` each run a loop of their own)."""
         loop = asyncio.get_running_loop()
         if self._queue is None or self._queue[0] is not loop:
             self._queue = (loop, asyncio.Lock())
@@ -501,7 +501,7 @@ class Recorder:
 
     def notes(self) -> list[str]:
         """What the model has not read yet, for its next input (one sentence each): first,
-        on a resume that continues after a wait, the events appended while the run waited;
+        on a drive that continues after a wait, the events appended while the run waited;
         then the events proposed by the latest batch's calls that the table refused once
         the batch was resolved (`refused_untold`).
 
@@ -787,14 +787,14 @@ class Recorder:
             kept = self.store.attachment(self.run_id, name)
         except NotImplementedError as exc:
             raise SavedStateError(
-                run_id=self.run_id, name=name, reason=f"{exc}; pass the state to resume"
+                run_id=self.run_id, name=name, reason=f"{exc}; pass the state to drive"
             ) from None
         if kept is None:
             raise SavedStateError(
                 run_id=self.run_id,
                 name=name,
                 reason="none is kept (the run never paused for approval here); "
-                "pass the state to resume",
+                "pass the state to drive",
             )
         for event in self.store.events(self.run_id, after=kept.version):
             if event.type not in _AFTER_A_PAUSE:

@@ -21,12 +21,12 @@ from agentfsm.stores.base import EventStore
 __all__ = ["RunOptions", "SdkRun", "aleased", "leased"]
 
 _R = TypeVar("_R", bound="SdkRun")
-#: An adapter's `run` or `resume` (its signature kept as it is by the decorators).
+#: An adapter's `run` or `drive` (its signature kept as it is by the decorators).
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def leased(method: _F) -> _F:
-    """An adapter's `run`/`resume`, holding the run's lease for the call (`Recorder.held`)."""
+    """An adapter's `run`/`drive`, holding the run's lease for the call (`Recorder.held`)."""
 
     @functools.wraps(method)
     def drive(self: SdkRun, *args: Any, **kwargs: Any) -> Any:
@@ -37,7 +37,7 @@ def leased(method: _F) -> _F:
 
 
 def aleased(method: _F) -> _F:
-    """`leased` for an async `run`/`resume` (`Recorder.aheld`)."""
+    """`leased` for an async `run`/`drive` (`Recorder.aheld`)."""
 
     @functools.wraps(method)
     async def drive(self: SdkRun, *args: Any, **kwargs: Any) -> Any:
@@ -178,12 +178,12 @@ class SdkRun:
         return cls._over(self.recorder.child(action_id, cls.sdk))
 
     def _settle_without_driving(self, record: RunRecord, state: str | None) -> ObservedRun | None:
-        """What `resume` returns when there is nothing to drive; None when there is.
+        """What `drive` returns when there is nothing to drive; None when there is.
 
-        A run that already ended is returned as it is, like `Runner.resume` does: resuming
+        A run that already ended is returned as it is, like `Runner.drive` does: driving
         it again is not an error, and nothing runs. A run asked to cancel while it waited is
         ended here: nothing drove it when the cancel came (it waited for a decision, or on
-        a subagent that did), so the resume settles it: `run.cancelled`, a call it waited on
+        a subagent that did), so the drive settles it: `run.cancelled`, a call it waited on
         outcome unknown, and the subagents still waiting cancelled first.
         """
         if record.status in self.recorder.store.reducer.table.terminal_states:

@@ -1,9 +1,10 @@
 """Run a Claude Agent SDK agent under our lifecycle: validated, guarded, stored, logged.
 
-`ClaudeRun(store, run_id, guards=[...]).run(prompt, options)` drives a `ClaudeSDKClient` with
-your `ClaudeAgentOptions`, to which it adds its hooks (before yours), its `can_use_tool`
-(which asks yours once our store allows a call) and `include_partial_messages=True`, and
-appends our events before the CLI goes on (see `_claude_signals` for each signal):
+`ClaudeRun(store, run_id, guards=[...]).arun(prompt, options)` (sync: `.run`) drives a
+`ClaudeSDKClient` with your `ClaudeAgentOptions`, to which it adds its hooks (before yours),
+its `can_use_tool` (which asks yours once our store allows a call) and
+`include_partial_messages=True`, and appends our events before the CLI goes on (see
+`_claude_signals` for each signal):
 
 - before the run: `run.started`;
 - a model request, seen by our loopback gateway before it goes upstream (`gateway=True`, the
@@ -32,7 +33,7 @@ session, and the run waits in `waiting_approval`. The CLI keeps one deferred cal
 second `defer` drops the first from its conversation), so a second call needing approval in
 the same answer is declined, saying why (the model may ask again). The session id and the
 deferred call are kept in our store (attachment `claude-agent-sdk/session`). Decide with
-`approve` / `reject` (or `agentfsm approve`) in any process; `resume(options)` checks the kept
+`approve` / `reject` (or `agentfsm approve`) in any process; `adrive(options)` checks the kept
 call against the ledger (tool_use id and arguments digest, else `ApprovalMismatchError`,
 nothing runs), resumes the SDK session, and answers the replayed call from the decision: an
 approved call runs, a rejected one is denied with the reason (it never runs; the model reads
@@ -40,8 +41,8 @@ why). The replayed call is checked again when the CLI asks (`PreToolUse`, `can_u
 session changed meanwhile fails closed the same way.
 
 The CLI's transcript of the session (its `.jsonl` under `CLAUDE_CONFIG_DIR`) is kept as
-the attachment `claude-agent-sdk/transcript` and written back before a resume where this
-process's CLI looks for it: a run resumes on another machine with only the store in common
+the attachment `claude-agent-sdk/transcript` and written back before a drive where this
+process's CLI looks for it: a run is driven on on another machine with only the store in common
 (see `_claude_sessions`).
 
 Lifecycle events: a tool that proposes an event of the run's table (`emit`, the call named
@@ -49,7 +50,7 @@ by `call_id`) has it appended with its outcome. An event that leaves the run wai
 state of its lifecycle (for a person, say) ends the leg at that call's `PostToolUse`
 (`continue: false`: the CLI asks the model nothing more); the CLI's session id is kept
 (`Recorder.keep_wait`, attachment `claude-agent-sdk/lifecycle_wait`) with its transcript
-(`claude-agent-sdk/transcript`). Once a person's event lets the run go on, `resume(options)`
+(`claude-agent-sdk/transcript`). Once a person's event lets the run go on, `adrive(options)`
 resumes that session with what the model has not read (`Recorder.notes`: the events
 appended meanwhile) as the new prompt. A proposal the table refuses once the batch resolved
 reaches the model with the results (`PostToolUse`'s `additionalContext`).
@@ -68,7 +69,7 @@ its own `ClaudeRun` and SDK session, drawing on this run's token and cost limits
 saying so. A child waiting for approval pauses this run too: the call waiting on it is
 deferred (unless another call of the leg already is: the CLI keeps one), this run waits in
 `waiting_tool`, and `pending_approvals` names the child's run and call, decided there; a
-resume resumes the child, then this run. The CLI's own subagents are refused up front:
+drive drives the child on, then this run. The CLI's own subagents are refused up front:
 options with `agents=` raise `ValueError` naming `subagents=` (an `AgentDefinition` works
 there as it is). The CLI's built-in `Agent` tool (its general-purpose agent, when your
 `tools` offer it) runs inside the CLI, unrecorded, and a call of its subagent that needs
@@ -264,7 +265,7 @@ class ClaudeRun(SdkRun):
         self._answers = Answers()
 
     @aleased
-    async def run(
+    async def arun(
         self,
         prompt: str,
         options: ClaudeAgentOptions | None = None,
@@ -282,7 +283,7 @@ class ClaudeRun(SdkRun):
             agent: the agent's name in our log (default: the options' `model`, if any).
             transport: a `Transport` to use instead of the CLI subprocess (the SDK's own
                 `transport=` parameter), or `fn(options)` returning one: options that are
-                CLI flags (`resume` on a resume, `model`, ...) never reach a custom transport,
+                CLI flags (`adrive` on a drive, `model`, ...) never reach a custom transport,
                 so one that plays the CLI may read them from the options it is built with.
         """
         options = options if options is not None else ClaudeAgentOptions()
@@ -290,20 +291,18 @@ class ClaudeRun(SdkRun):
         recorder = self.recorder
         name = agent if agent is not None else options.model
         await recorder.off_loop(recorder.start, objective=prompt, agent=name, limits=limits)
-        return await self._drive(options, prompt, transport)
+        return await self._leg(options, prompt, transport)
 
-    def run_sync(
-        self, prompt: str, options: ClaudeAgentOptions | None = None, **kw: Any
-    ) -> ObservedRun:
-        """`run` for code without an event loop (same arguments)."""
-        return asyncio.run(self.run(prompt, options, **kw))
+    def run(self, prompt: str, options: ClaudeAgentOptions | None = None, **kw: Any) -> ObservedRun:
+        """`arun` for code without an event loop (same arguments)."""
+        return asyncio.run(self.arun(prompt, options, **kw))
 
-    def resume_sync(self, options: ClaudeAgentOptions | None = None, **kw: Any) -> ObservedRun:
-        """`resume` for code without an event loop (same arguments)."""
-        return asyncio.run(self.resume(options, **kw))
+    def drive(self, options: ClaudeAgentOptions | None = None, **kw: Any) -> ObservedRun:
+        """`adrive` for code without an event loop (same arguments)."""
+        return asyncio.run(self.adrive(options, **kw))
 
     @aleased
-    async def resume(
+    async def adrive(
         self,
         options: ClaudeAgentOptions | None = None,
         state: str | bytes | None = None,
@@ -316,10 +315,10 @@ class ClaudeRun(SdkRun):
         returned as it is).
 
         A run asked to cancel while it waited ends cancelled here and nothing runs; a run
-        that already ended is returned as it is (as `Runner.resume` does).
+        that already ended is returned as it is (as `Runner.drive` does).
 
         Args:
-            options: your `ClaudeAgentOptions`, as this process builds them (`resume` is set
+            options: your `ClaudeAgentOptions`, as this process builds them (`adrive` is set
                 to the kept session id).
             state: the session JSON the pause returned (`.state`); by default the one our
                 store kept.
@@ -360,7 +359,7 @@ class ClaudeRun(SdkRun):
             kept_transcript = None  # none kept (a scripted CLI, an earlier version): as before
         if kept_transcript is not None:
             await recorder.off_loop(restore, options, session, kept_transcript)
-        return await self._drive(replace(options, resume=session), None, transport)
+        return await self._leg(replace(options, resume=session), None, transport)
 
     async def _go_on(
         self,
@@ -388,9 +387,9 @@ class ClaudeRun(SdkRun):
             await recorder.off_loop(restore, options, session, kept)
         prompt = "\n\n".join(recorder.notes())
         await recorder.off_loop(recorder.forget_wait)  # the CLI goes on from it now
-        return await self._drive(replace(options, resume=session), prompt, transport)
+        return await self._leg(replace(options, resume=session), prompt, transport)
 
-    async def _drive(
+    async def _leg(
         self,
         options: ClaudeAgentOptions,
         prompt: str | None,
@@ -502,9 +501,9 @@ class ClaudeRun(SdkRun):
         options = child_options(spec, caller)
         try:
             if await child.recorder.off_loop(child.recorder.stored):
-                done = await child.resume(options, transport=spec.transport)
+                done = await child.adrive(options, transport=spec.transport)
             else:
-                done = await child.run(
+                done = await child.arun(
                     objective(arguments), options, agent=agent, transport=spec.transport
                 )
         except ApprovalMismatchError as exc:
@@ -607,7 +606,7 @@ class ClaudeRun(SdkRun):
         )
 
     def _forget(self) -> None:
-        """Drop what a resume would need: the run ended."""
+        """Drop what a drive would need: the run ended."""
         self.recorder.forget_state(STATE)
         self.recorder.forget_state(TRANSCRIPT)
         self.recorder.forget_wait()
@@ -634,7 +633,7 @@ class ClaudeRun(SdkRun):
                 await recorder.aappend("interrupt (the answer was cut off)", cut)
         if isinstance(stop, WaitStop):
             # An event a call caused made the run wait: it stays where its table put it,
-            # and the CLI's session is kept for `resume` to go on from once it may.
+            # and the CLI's session is kept for `adrive` to go on from once it may.
             record = recorder.stopped(stop)
             if record.status not in recorder.store.reducer.table.terminal_states:
                 try:
@@ -693,7 +692,7 @@ class ClaudeRun(SdkRun):
         and the CLI's transcript of it (`TRANSCRIPT`, so any machine resumes it)."""
         recorder = self.recorder
         if signals.session_id is None:
-            return  # the CLI named no session (nothing ran): a resume has nothing to go on
+            return  # the CLI named no session (nothing ran): a drive has nothing to go on
         await recorder.off_loop(recorder.keep_wait, {"session_id": signals.session_id})
         kept = await recorder.off_loop(transcript, options, signals.session_id)
         if kept is not None:

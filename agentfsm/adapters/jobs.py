@@ -1,25 +1,25 @@
-"""SDK adapters' runs driven as jobs: a paused run resumes on whichever worker takes its job.
+"""SDK adapters' runs driven as jobs: a waiting run is driven on by whichever worker takes its job.
 
 A job engine (`agentfsm.runtime.procrastinate.ProcrastinateEngine`) advances a run when an
 append leaves it with work to do: an approval decided, a cancel asked, a lifecycle's event
-that lets it go on. Its workers drive runs through a `Runner`'s `resume`; `AdapterJobs` is
-that same `resume` for the runs an SDK adapter drives (a `ClaudeRun`, an `AgentsRun`, ...),
+that lets it go on. Its workers drive runs through a `Runner`'s `drive`; `AdapterJobs` is
+that same `drive` for the runs an SDK adapter drives (a `ClaudeRun`, an `AgentsRun`, ...),
 so they are jobs too::
 
     def claude(store, run_id):
         if store.load(run_id).current_agent != "refunds":
             return None                                  # not one of ours: `runner` drives it
-        return ClaudeRun(store, run_id, needs_approval={REFUND}).resume(options())
+        return ClaudeRun(store, run_id, needs_approval={REFUND}).adrive(options())
 
     engine = ProcrastinateEngine(dsn, lambda store: AdapterJobs(store, claude, runner=...))
 
-`drive(store, run_id)` resumes the run with your adapter, built as this worker builds it
+`adapter(store, run_id)` drives the run with your adapter, built as this worker builds it
 (its tools, its `ClaudeAgentOptions` with this machine's `CLAUDE_CONFIG_DIR`): a coroutine
 (run to its end in the job's thread) or its result. It runs under the job's lease on the
 run (`given_lease`): the adapter holds that one instead of taking its own, keeps it renewed
-while it drives, and the engine releases it. What a resume needs is in the store (the
+while it drives, and the engine releases it. What driving it on needs is in the store (the
 adapter's kept state: for Claude the session id, the deferred call and the CLI's
-transcript), so any worker, on any machine, resumes any run.
+transcript), so any worker, on any machine, drives any run.
 
 What a job of an adapter's run does not do, since the SDK runs a leg as one piece: it is
 not sliced (`slice_turns` / `slice_seconds`), a stopping worker lets the leg end rather
@@ -49,7 +49,7 @@ from agentfsm.stores.base import EventStore
 
 __all__ = ["AdapterJobs", "Drive", "given_lease"]
 
-#: Resume a run with your adapter: a coroutine giving its `ObservedRun` (or that run
+#: Drive a run with your adapter: a coroutine giving its `ObservedRun` (or that run
 #: itself), or None for a run that is not the adapter's.
 Drive = Callable[[EventStore, str], Awaitable[ObservedRun] | ObservedRun | None]
 
@@ -59,15 +59,15 @@ class AdapterJobs:
 
     Args:
         store: the worker's store (the engine's, one per worker thread).
-        drive: `drive(store, run_id)`: resume the run with your adapter, or None if the run
-            is not its own.
-        runner: drives the runs `drive` leaves (a `Runner` of your agents); without one such
+        adapter: `adapter(store, run_id)`: drive the run with your adapter, or None if the
+            run is not its own.
+        runner: drives the runs `adapter` leaves (a `Runner` of your agents); without one such
             a run is left as it is (logged `engine.not_driven`).
     """
 
-    def __init__(self, store: EventStore, drive: Drive, *, runner: Runner | None = None) -> None:
+    def __init__(self, store: EventStore, adapter: Drive, *, runner: Runner | None = None) -> None:
         self.store = store
-        self.drive = drive
+        self.adapter = adapter
         self.runner = runner
 
     @property
@@ -75,31 +75,31 @@ class AdapterJobs:
         """The fallback Runner's reducer (its guards' deadlines set timers), or the store's."""
         return self.runner.reducer if self.runner is not None else self.store.reducer
 
-    def resume(
+    def drive(
         self,
         run_id: str,
         *,
         lease: Lease | None = None,
         heartbeat: Callable[[RunRecord], None] | None = None,
-        unpause: bool = True,
+        resume_paused: bool = True,
         defer_retries: bool = False,
         confirm: Callable[[RunRecord], None] | None = None,
         wait: float | None = None,
     ) -> RunResult:
-        """Advance run `run_id` as `Runner.resume` does, with your adapter if it is its own.
+        """Advance run `run_id` as `Runner.drive` does, with your adapter if it is its own.
 
-        `heartbeat`, `unpause`, `defer_retries` and `confirm` go to the fallback Runner; an
+        `heartbeat`, `resume_paused`, `defer_retries` and `confirm` go to the fallback Runner; an
         adapter's leg runs as the SDK runs it (see the module docstring).
         """
         with given_lease(lease):
-            done = self.drive(self.store, run_id)
+            done = self.adapter(self.store, run_id)
             if inspect.isawaitable(done):
                 done = _run(_awaited(done))
         if isinstance(done, ObservedRun):
             return RunResult(record=done.record, kind=done.kind)
         if self.runner is not None:
-            return self.runner.resume(
-                run_id, wait=wait, lease=lease, heartbeat=heartbeat, unpause=unpause,
+            return self.runner.drive(
+                run_id, wait=wait, lease=lease, heartbeat=heartbeat, resume_paused=resume_paused,
                 defer_retries=defer_retries, confirm=confirm,
             )  # fmt: skip
         get_logger().warning("engine.not_driven", run_id=run_id, reason="no driver for it")

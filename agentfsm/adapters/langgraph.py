@@ -34,7 +34,7 @@ node's nested chains carry its `langgraph_node` metadata too), so an agent may b
 subgraph. The first agent node entered while the run names no agent (`run(agent=...)`
 unset) becomes the current one without a handoff; entering the current agent again is none.
 Name the entry agent with `run(agent=...)`: our log then knows who is in charge, also when
-a later `resume` (a new stream) enters its first agent node.
+a later `drive` (a new stream) enters its first agent node.
 A handoff tool (`transfer_to_billing` returning `Command(goto="billing")`, the
 langgraph-swarm/supervisor way) stays what LangGraph made it, a tool call: the model's
 decision is `tool_calls`, the call is `tool.requested` … `tool.completed` (its result is
@@ -55,14 +55,14 @@ calls are the child's only — also for parallel tool calls, each in its own thr
 `graph_run.delegate(tool_call_id, other, input)` runs the child and returns what the model
 reads; a child compiled without a checkpointer of its own is a nested subgraph whose
 interrupt (approvals, `interrupt()`) pauses this graph too, recorded in the child's run,
-and this run's `resume` continues both (see `GraphRun.delegate`).
+and this run's `drive` continues both (see `GraphRun.delegate`).
 
 The handler sets `raise_error = True`, so a guard's refusal raised from it stops the graph;
 the adapter then records `run.terminated` and returns the partial output. LangChain logs
 every error a callback raises as a warning before re-raising it; for the stop a guard or a
 cancel raised on purpose, that warning is dropped (`quiet_intended_stops`), so an intended
 stop prints nothing. Approvals are
-decided in our store (`agentfsm.runtime.approve`/`reject`, any process); `resume(graph,
+decided in our store (`agentfsm.runtime.approve`/`reject`, any process); `drive(graph,
 config)` then resumes the graph from its checkpointer with `Command(resume={call_id:
 {"approved": bool, "reason": str | None}})`, after checking that the interrupted calls are
 exactly the ones approval was requested for (call id and arguments digest): else
@@ -161,7 +161,7 @@ class GraphRun(SdkRun):
             ("messages" for a UI's tokens, "custom", "values", ... or a list of them).
         on_chunk: called with each chunk of `stream_mode`, shaped as `graph.stream` would
             yield it (the chunk for one mode, `(mode, chunk)` for a list); `arun` and
-            `aresume` await it if it returns an awaitable.
+            `adrive` await it if it returns an awaitable.
 
     Raises:
         TypeError: `agents` is a single string, not a collection of node names.
@@ -222,17 +222,17 @@ class GraphRun(SdkRun):
             limits: the run's own limits, recorded on `run.started` and enforced.
         """
         self.recorder.start(objective=objective, agent=agent, limits=limits)
-        return self._drive(graph, input, config)
+        return self._leg(graph, input, config)
 
     @leased
-    def resume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
+    def drive(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
         """Continue a paused run from the graph's checkpointer (any process).
 
         A run waiting for approval resumes with the decisions stored in our store (`value`
         is ignored); a run paused by another `interrupt()` records `run.resumed` and resumes
         with `value`. Calls still undecided leave the run waiting (nothing runs); a run
         asked to cancel while it waited ends cancelled here, and nothing runs; a run that
-        already ended is returned as it is (as `Runner.resume` does).
+        already ended is returned as it is (as `Runner.drive` does).
 
         A run an event of its lifecycle made wait (a tool's `emit`) goes on from the
         graph's checkpoint once a person's event let it (and is returned as it is while it
@@ -251,7 +251,7 @@ class GraphRun(SdkRun):
             told = self._telling(state.values)
             if told is not None:
                 graph.update_state(config, told)
-        return self._drive(graph, command, config)
+        return self._leg(graph, command, config)
 
     def delegate(
         self,
@@ -274,7 +274,7 @@ class GraphRun(SdkRun):
         in this graph's checkpoints, and a child that waits for approval (or calls
         `interrupt()`) pauses this graph too. The child records the wait in its own run;
         this run waits in `waiting_tool` on the tool's call, `pending_approvals` naming the
-        child's run and call. Decide in the child's run; `resume` then carries the decision
+        child's run and call. Decide in the child's run; `drive` then carries the decision
         to the child, LangGraph runs the tool again, and `delegate` continues the child
         instead of starting it.
 
@@ -283,8 +283,8 @@ class GraphRun(SdkRun):
                 run going on without it).
         """
         child = self._delegated(graph, tool_call_id)
-        if child.recorder.load_if_stored():  # called again on a resume: it paused
-            done = child._drive(graph, input, config)
+        if child.recorder.load_if_stored():  # called again on a drive: it paused
+            done = child._leg(graph, input, config)
         else:
             done = child.run(graph, input, config, objective=objective, agent=agent)
         return _said(graph, done, agent)
@@ -301,9 +301,9 @@ class GraphRun(SdkRun):
     ) -> Any:
         """`delegate` for async graphs and tools (`graph.astream`)."""
         child = self._delegated(graph, tool_call_id)
-        # Stored: called again on a resume, it paused.
+        # Stored: called again on a drive, it paused.
         if await child.recorder.off_loop(child.recorder.load_if_stored):
-            done = await child._adrive(graph, input, config)
+            done = await child._aleg(graph, input, config)
         else:
             done = await child.arun(graph, input, config, objective=objective, agent=agent)
         return _said(graph, done, agent)
@@ -354,11 +354,11 @@ class GraphRun(SdkRun):
         """
         recorder = self.recorder
         await recorder.off_loop(recorder.start, objective=objective, agent=agent, limits=limits)
-        return await self._adrive(graph, input, config)
+        return await self._aleg(graph, input, config)
 
     @aleased
-    async def aresume(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
-        """`resume` for async graphs and checkpointers (`graph.aget_state`, `astream`)."""
+    async def adrive(self, graph: Any, config: dict[str, Any], value: Any = None) -> ObservedRun:
+        """`drive` for async graphs and checkpointers (`graph.aget_state`, `astream`)."""
         state = await graph.aget_state(config)
         command = await self.recorder.off_loop(self._resume_command, state.interrupts, value)
         if isinstance(command, ObservedRun):
@@ -367,7 +367,7 @@ class GraphRun(SdkRun):
             told = self._telling(state.values)
             if told is not None:
                 await graph.aupdate_state(config, told)
-        return await self._adrive(graph, command, config)
+        return await self._aleg(graph, command, config)
 
     def _telling(self, values: Any) -> dict[str, Any] | None:
         """The update that tells the model what it has not read (`Recorder.notes`: the events
@@ -422,7 +422,7 @@ class GraphRun(SdkRun):
             return self.on_chunk(chunk) if mode == wanted else None
         return self.on_chunk((mode, chunk)) if mode in wanted else None
 
-    def _drive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
+    def _leg(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:
@@ -440,7 +440,7 @@ class GraphRun(SdkRun):
             _DRIVING.reset(driving)
         return finish(self.recorder, self.handler, interrupts)
 
-    async def _adrive(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
+    async def _aleg(self, graph: Any, input: Any, config: dict[str, Any] | None) -> ObservedRun:
         interrupts: list[Any] = []
         driving = _DRIVING.set(self.handler)  # see `_Handler.mine`
         try:

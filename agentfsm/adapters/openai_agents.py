@@ -1,6 +1,7 @@
 """Run an OpenAI Agents SDK agent under our lifecycle: validated, guarded, stored, logged.
 
-`AgentsRun(store, run_id, guards=[...]).run(agent, input)` calls the SDK's own
+`AgentsRun(store, run_id, guards=[...]).arun(agent, input)` (or, without an event loop,
+`.run(agent, input)`) calls the SDK's own
 `Runner.run` with `RunHooks` that turn each SDK signal into our events, appended through the
 store *before* the SDK goes on (a hook is awaited before the model or tool call it announces):
 
@@ -31,7 +32,7 @@ naming the signal (`SignalIllegalTransitionError`) after recording `run.failed`.
 Approvals: a paused run returns `status == "waiting_approval"`; the SDK's `RunState` JSON
 is kept in our store (attachment `openai-agents/run_state`, bound to the run's version) and
 returned in `.state`. Decide with `agentfsm.runtime.approve`/`reject` from any process, then
-`resume(agent)` — in any process — applies the stored decisions to the kept state (or to a
+`adrive(agent)` — in any process — applies the stored decisions to the kept state (or to a
 `state` you pass). Each decision is bound to the call id *and* the digest of the tool name
 and arguments: if the state's call differs from the one approved, `ApprovalMismatchError`
 and nothing runs; a kept state the run has moved on from is refused (`SavedStateError`).
@@ -43,11 +44,12 @@ draws on this run's token and cost limits; a child waiting for approval pauses t
 
 Turns: our `max_turns` counts model calls (`model.started`) over the whole run. The SDK's
 `max_turns` counts the iterations of its loop, one model call each, and carries its count in
-`RunState` across an approval resume; so within one run the two agree, and the stricter
-limit stops first. They differ when a conversation is continued with a new `Runner.run` (the
-SDK's count restarts at 0; ours is a new run too), and in how a stop reads: our guard stops
-*before* the call (`detail` "3 of 3 turns used"), the SDK raises `MaxTurnsExceeded`
-("Max turns (3) exceeded"); both end as `run.terminated` with `stop_reason` `max_turns`.
+`RunState` across an approval and the drive after it; so within one run the two agree, and
+the stricter limit stops first. They differ when a conversation is continued with a new
+`Runner.run` (the SDK's count restarts at 0; ours is a new run too), and in how a stop
+reads: our guard stops *before* the call (`detail` "3 of 3 turns used"), the SDK raises
+`MaxTurnsExceeded` ("Max turns (3) exceeded"); both end as `run.terminated` with
+`stop_reason` `max_turns`.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ from agentfsm.adapters._subagents import (
     subagent_records,
     waiting_on,
 )
-from agentfsm.adapters._sync import run_sync
+from agentfsm.adapters._sync import run_blocking
 from agentfsm.errors import (
     ApprovalMismatchError,
     SavedStateError,
@@ -207,7 +209,7 @@ class AgentsRun(SdkRun):
         approvals do: the child records `approval.requested` for its call and waits in
         `waiting_approval`; this run waits in `waiting_tool` on the agent tool's call, its
         `pending_approvals` naming the child's run and call. Decide in the child's run
-        (`approve(store, "<run_id>/<call_id>", child_call_id)`); `resume` then carries the
+        (`approve(store, "<run_id>/<call_id>", child_call_id)`); `adrive` then carries the
         decision into the kept state, and the child and this run go on.
 
         Args:
@@ -242,13 +244,13 @@ class AgentsRun(SdkRun):
                 child.recorder, child.hooks, agent, run_nested, ctx, input_json
             )
 
-        # The SDK's own invoker stays inside: it runs (and on a resume, continues) the
+        # The SDK's own invoker stays inside: it runs (and on a drive, continues) the
         # nested run; ours records it as the child's.
         tool.on_invoke_tool = invoke
         return tool
 
     @aleased
-    async def run(
+    async def arun(
         self,
         agent: Agent[Any],
         input: str | list[Any],
@@ -275,25 +277,26 @@ class AgentsRun(SdkRun):
         await recorder.off_loop(
             recorder.start, objective=objective, agent=agent.name, limits=limits
         )
-        return await self._drive(agent, input, max_turns, on_stream_event, runner_kwargs)
+        return await self._leg(agent, input, max_turns, on_stream_event, runner_kwargs)
 
-    def run_sync(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> ObservedRun:
-        """`run` for code without an event loop, as `Runner.run_sync` (same arguments).
+    def run(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> ObservedRun:
+        """`arun` for code without an event loop, as the SDK's `Runner.run_sync` (same
+        arguments).
 
         It runs on an event loop this thread keeps, so an async client shared across
-        `run_sync` and `resume_sync` calls (`AsyncOpenAI`) keeps working; called while a
-        loop runs, it raises `RuntimeError` saying to `await run()`.
+        `run` and `drive` calls (`AsyncOpenAI`) keeps working; called while a loop runs, it
+        raises `RuntimeError` saying to `await arun()`.
         """
-        return run_sync(self.run(agent, input, **kwargs), "run")
+        return run_blocking(self.arun(agent, input, **kwargs), "run")
 
-    def resume_sync(
+    def drive(
         self, agent: Agent[Any], state: dict[str, Any] | None = None, **kwargs: Any
     ) -> ObservedRun:
-        """`resume` for code without an event loop (same arguments), on the loop `run_sync` uses."""
-        return run_sync(self.resume(agent, state, **kwargs), "resume")
+        """`adrive` for code without an event loop (same arguments), on the loop `run` uses."""
+        return run_blocking(self.adrive(agent, state, **kwargs), "drive")
 
     @aleased
-    async def resume(
+    async def adrive(
         self,
         agent: Agent[Any],
         state: dict[str, Any] | None = None,
@@ -312,7 +315,7 @@ class AgentsRun(SdkRun):
         appended meanwhile (`loan.documents_received` and its fields); a run still waiting
         there is returned as it is.
         A run asked to cancel while it waited ends cancelled here, and nothing runs; a run
-        that already ended is returned as it is (as `Runner.resume` does).
+        that already ended is returned as it is (as `Runner.drive` does).
 
         Args:
             agent: the SDK agent, as this process builds it.
@@ -355,7 +358,7 @@ class AgentsRun(SdkRun):
         undecided = pending_in(owners)
         if undecided:
             return observed(recorder.store, record, state=state, pending_approvals=undecided)
-        return await self._drive(agent, run_state, max_turns, on_stream_event, runner_kwargs)
+        return await self._leg(agent, run_state, max_turns, on_stream_event, runner_kwargs)
 
     async def _go_on(
         self,
@@ -372,9 +375,9 @@ class AgentsRun(SdkRun):
         if recorder.store.reducer.table.stops_driving(record.status):
             return observed(recorder.store, record)
         await recorder.off_loop(recorder.forget_wait)  # the SDK goes on from it now
-        return await self._drive(agent, conversation, max_turns, on_stream_event, kwargs)
+        return await self._leg(agent, conversation, max_turns, on_stream_event, kwargs)
 
-    async def _drive(
+    async def _leg(
         self,
         agent: Agent[Any],
         input: Any,
@@ -429,7 +432,7 @@ class AgentsRun(SdkRun):
             items = list(stopped.run_data.new_items) if stopped.run_data else []
             record = await recorder.off_loop(recorder.stopped, stopped.stop)
             if isinstance(stopped.stop, WaitStop) and stopped.run_data is not None:
-                # Where the SDK stood, for `resume` to go on from once the run may.
+                # Where the SDK stood, for `adrive` to go on from once the run may.
                 said = ItemHelpers.input_to_new_input_list(stopped.run_data.input)
                 conversation = [*said, *(item.to_input_item() for item in items)]
                 await recorder.off_loop(recorder.keep_wait, jsonable(conversation))

@@ -1,7 +1,7 @@
 """Run a pydantic-ai agent under our lifecycle: validated, guarded, stored, logged.
 
-`AgentIterRun(store, run_id, guards=[...]).run(agent, prompt)` drives `agent.iter()` node by
-node and appends our events before the agent takes the next step:
+`AgentIterRun(store, run_id, guards=[...]).arun(agent, prompt)` (sync: `.run`) drives
+`agent.iter()` node by node and appends our events before the agent takes the next step:
 
 - before the run: `run.started`;
 - a `ModelRequestNode`: `model.started` (max turns, budget, deadline); each HTTP attempt the
@@ -25,19 +25,19 @@ node and appends our events before the agent takes the next step:
 
 A guard's refusal stops the iteration before the next model request or tool call; the run is
 recorded as `run.terminated` and the partial output returned. Approvals are decided in our
-store (`agentfsm.runtime.approve`/`reject`, any process); `resume(agent)` reads the run's
+store (`agentfsm.runtime.approve`/`reject`, any process); `adrive(agent)` reads the run's
 message history JSON our store kept when it paused (attachment `pydantic-ai/messages`; also
-returned as `ObservedRun.state`, and `resume(agent, history)` takes one you pass), checks
+returned as `ObservedRun.state`, and `adrive(agent, history)` takes one you pass), checks
 each deferred call against the one approval was requested for (call id and arguments
 digest; else `ApprovalMismatchError`, nothing runs) and continues with `DeferredToolResults`.
 A response with free and deferred calls runs the free ones first, then waits.
-Subagents: inside a tool, `run.subagent(ctx.tool_call_id).run(other_agent, prompt)` is a run
-of its own that draws on this run's token and cost limits; `await run.delegate(ctx,
-other_agent, prompt)` also pauses this run while the child waits for approval, and resumes
-the child when this run is resumed.
+Subagents: inside a tool, `run.subagent(ctx.tool_call_id).arun(other_agent, prompt)` is a run
+of its own that draws on this run's token and cost limits; `await run.adelegate(ctx,
+other_agent, prompt)` also pauses this run while the child waits for approval, and drives
+the child on when this run is driven on.
 
 Turns: pydantic-ai's `UsageLimits(request_limit=n)` counts model requests like our
-`max_turns` does, but only within one `iter()`/`run()` call (a resume starts again at 0,
+`max_turns` does, but only within one `iter()`/`run()` call (a drive starts again at 0,
 ours goes on), and it is checked before the request as ours is. Its default is 50.
 """
 
@@ -87,7 +87,7 @@ from agentfsm.adapters._sdk_run import RunOptions, SdkRun, aleased
 from agentfsm.adapters._sdk_stops import CancelStop, GuardStop, WaitStop
 from agentfsm.adapters._storable import jsonable
 from agentfsm.adapters._subagents import approved_call, stopped_line, waiting_on
-from agentfsm.adapters._sync import run_sync
+from agentfsm.adapters._sync import run_blocking
 from agentfsm.errors import (
     ApprovalMismatchError,
     LifecycleError,
@@ -182,7 +182,7 @@ class AgentIterRun(SdkRun):
                 await done
 
     @aleased
-    async def run(
+    async def arun(
         self,
         agent: Agent[Any, Any],
         prompt: str,
@@ -200,24 +200,25 @@ class AgentIterRun(SdkRun):
         """
         recorder = self.recorder
         await recorder.off_loop(recorder.start, objective=prompt, agent=agent.name, limits=limits)
-        return await self._drive(agent, prompt, iter_kwargs)
+        return await self._leg(agent, prompt, iter_kwargs)
 
-    def run_sync(self, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> ObservedRun:
-        """`run` for code without an event loop, as `agent.run_sync` (same arguments).
+    def run(self, agent: Agent[Any, Any], prompt: str, **kwargs: Any) -> ObservedRun:
+        """`arun` for code without an event loop, as pydantic-ai's `agent.run_sync` (same
+        arguments).
 
         It runs on an event loop this thread keeps, so an async client shared across
-        `run_sync` and `resume_sync` calls (`AsyncOpenAI`) keeps working; called while a
-        loop runs, it raises `RuntimeError` saying to `await run()`.
+        `run` and `drive` calls (`AsyncOpenAI`) keeps working; called while a loop runs, it
+        raises `RuntimeError` saying to `await arun()`.
         """
-        return run_sync(self.run(agent, prompt, **kwargs), "run")
+        return run_blocking(self.arun(agent, prompt, **kwargs), "run")
 
-    def resume_sync(
+    def drive(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **kwargs: Any
     ) -> ObservedRun:
-        """`resume` for code without an event loop (same arguments), on the loop `run_sync` uses."""
-        return run_sync(self.resume(agent, history, **kwargs), "resume")
+        """`adrive` for code without an event loop (same arguments), on the loop `run` uses."""
+        return run_blocking(self.adrive(agent, history, **kwargs), "drive")
 
-    async def delegate(
+    async def adelegate(
         self, ctx: RunContext[Any], agent: Agent[Any, Any], prompt: str, **iter_kwargs: Any
     ) -> Any:
         """Ask `agent` as a subagent of the tool call in `ctx`; return what the model reads.
@@ -227,22 +228,22 @@ class AgentIterRun(SdkRun):
         guard or a cancel stopped, a line saying so and its partial output. A child that
         waits for approval pauses this run too: the tool's call stays started (it waits on
         the child), `pending_approvals` names the child's run and call, and the decision is
-        taken in the child's run; `resume` then calls the tool again (pydantic-ai's deferred
-        approval of it), and `delegate` resumes the child instead of starting it.
+        taken in the child's run; `adrive` then calls the tool again (pydantic-ai's deferred
+        approval of it), and `adelegate` drives the child on instead of starting it.
 
         Raises:
             ApprovalRequired: the child waits for a decision (pydantic-ai defers the call).
             ValueError: `ctx` is not a tool call's (it has no `tool_call_id`).
         """
         if ctx.tool_call_id is None:
-            raise ValueError("delegate() asks for a tool call's context: call it from a tool")
+            raise ValueError("adelegate() asks for a tool call's context: call it from a tool")
         child = self.subagent(ctx.tool_call_id)
         if await child.recorder.off_loop(
             child.recorder.stored
-        ):  # called again by this run's resume: it paused
-            done = await child.resume(agent, **iter_kwargs)
+        ):  # called again by this run's drive: it paused
+            done = await child.adrive(agent, **iter_kwargs)
         else:
-            done = await child.run(agent, prompt, **iter_kwargs)
+            done = await child.arun(agent, prompt, **iter_kwargs)
         if done.status == RunStatus.COMPLETED:
             return done.final_output
         if done.pending_approvals:
@@ -250,7 +251,7 @@ class AgentIterRun(SdkRun):
         return stopped_line(agent.name, done.record, done.partial_output)
 
     @aleased
-    async def resume(
+    async def adrive(
         self, agent: Agent[Any, Any], history: str | bytes | None = None, **iter_kwargs: Any
     ) -> ObservedRun:
         """Continue a run waiting for approval from its message history JSON, or one an
@@ -261,7 +262,7 @@ class AgentIterRun(SdkRun):
         tools' returns, is sent), and that request also says which events were appended
         meanwhile (`loan.documents_received` and its fields); a run still waiting there is
         returned as it is. A run asked to cancel while it waited ends cancelled here, and
-        nothing runs; a run that already ended is returned as it is (as `Runner.resume`
+        nothing runs; a run that already ended is returned as it is (as `Runner.drive`
         does).
 
         Args:
@@ -288,7 +289,7 @@ class AgentIterRun(SdkRun):
                     return observed(recorder.store, record)
                 await recorder.off_loop(recorder.forget_wait)  # the agent goes on from it now
                 kwargs = {**iter_kwargs, "message_history": _messages(kept)}
-                return await self._drive(agent, None, kwargs)
+                return await self._leg(agent, None, kwargs)
             history = await recorder.off_loop(recorder.saved_state, STATE)
             try:
                 messages = ModelMessagesTypeAdapter.validate_json(history)
@@ -308,7 +309,7 @@ class AgentIterRun(SdkRun):
             if action.status == ActionStatus.REJECTED:
                 approvals[part.tool_call_id] = ToolDenied(action.reason or "rejected")
             elif action.status in (ActionStatus.APPROVED, ActionStatus.STARTED):
-                approvals[part.tool_call_id] = True  # started: `delegate` resumes its child
+                approvals[part.tool_call_id] = True  # started: `adelegate` drives its child on
         waiting = await recorder.off_loop(waiting_on, recorder.store, record)
         if waiting:
             state = history if isinstance(history, str) else history.decode()
@@ -318,9 +319,9 @@ class AgentIterRun(SdkRun):
             "message_history": messages,
             "deferred_tool_results": DeferredToolResults(approvals=approvals),
         }
-        return await self._drive(agent, None, kwargs)
+        return await self._leg(agent, None, kwargs)
 
-    async def _drive(
+    async def _leg(
         self, agent: Agent[Any, Any], prompt: str | None, kwargs: dict[str, Any]
     ) -> ObservedRun:
         recorder = self.recorder
@@ -406,7 +407,7 @@ class AgentIterRun(SdkRun):
                     try:
                         await recorder.aappend("ModelRequestNode", [recorder.model_call()])
                     except WaitStop:
-                        # Where the agent stood, for `resume` to go on from once it may.
+                        # Where the agent stood, for `adrive` to go on from once it may.
                         stood = [*run.all_messages(), node.request]
                         await recorder.off_loop(recorder.keep_wait, _dumped(stood))
                         raise
@@ -428,7 +429,7 @@ class AgentIterRun(SdkRun):
         assert result is not None  # the iteration ran to its End node
         output = result.output
         if isinstance(output, DeferredToolRequests):
-            # A call that started waits on its subagent (`delegate`), asked in its own run.
+            # A call that started waits on its subagent (`adelegate`), asked in its own run.
             actions = recorder.record.actions
             specs: list[Any] = [
                 approval_asked(part.tool_call_id, part.tool_name, jsonable(part.args_as_dict()))

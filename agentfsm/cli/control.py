@@ -1,4 +1,4 @@
-"""`agentfsm cancel|pause|unpause|append|runs`: steer runs in a store, and list them.
+"""`agentfsm cancel|pause|resume|append|runs`: steer runs in a store, and list them.
 
 Each steering command appends one event and prints the run's status after it; the process
 driving the run notices at its next step. `steer` is the frame every steering command
@@ -8,7 +8,7 @@ usage error (exit 2), a refusal one line with its notes (exit 1).
 `pause` and `append` (and `migrate`) would change a run under the driver that holds it: while
 one does they are refused, exit 1, naming it ("run 'r1' is being driven by 'w1' (pid 4242 on
 box, heartbeat 2 s ago); wait for it or stop it"), unless `--wait S` gives it S seconds to let
-go. `cancel`, `unpause`, `approve` and `reject` go in whoever drives the run.
+go. `cancel`, `resume`, `approve` and `reject` go in whoever drives the run.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def _pause(store: EventStore, a: argparse.Namespace) -> RunRecord:
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
-    """Register cancel, pause, unpause, append and runs."""
+    """Register cancel, pause, resume, append and runs."""
     p = command(
         subparsers, "cancel", "ask a run to stop; calls in flight settle, then it is cancelled",
         'agentfsm cancel run_123 --reason "customer hung up" --store runs.db',
@@ -204,12 +204,12 @@ def add_parsers(subparsers: argparse._SubParsersAction[Parser]) -> None:
     p.set_defaults(handler=steer("pause", _pause))
 
     p = command(
-        subparsers, "unpause", "un-pause a run; a worker or Runner.resume then drives it",
-        "agentfsm unpause run_123 --store runs.db",
+        subparsers, "resume", "resume a paused run; a worker or Runner.drive then drives it",
+        "agentfsm resume run_123 --store runs.db",
     )  # fmt: skip
     run_argument(p)
-    # `unpause`, not `resume`: the command only makes the run runnable, it drives nothing.
-    p.set_defaults(handler=steer("unpause", lambda s, a: control.unpause(s, a.run_id)))
+    # The other half of `pause`: it only makes the run runnable, it drives nothing.
+    p.set_defaults(handler=steer("resume", lambda s, a: control.resume(s, a.run_id)))
 
     p = command(
         subparsers, "append", "append one event of the run's table (a lifecycle's own, too)",

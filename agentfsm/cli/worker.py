@@ -270,7 +270,7 @@ def _worker(args: argparse.Namespace) -> int:
             _write_atomically(ready_file, f"{os.getpid()}\n")
 
     try:
-        asyncio.run(engine.serve(name=name, queues=queues, on_ready=ready))
+        asyncio.run(engine.aserve(name=name, queues=queues, on_ready=ready))
     except psycopg.Error as exc:
         log.error("worker.failed", worker=name, error=_one_line(exc))
         raise UsageError(f"{PROG} worker: error: the store failed: {_one_line(exc)}") from None

@@ -15,7 +15,7 @@ would take a move away (`TableDiff.stranded`), a static check of a table (`check
   (`run.completed`) or a failure (`run.failed`);
 - `in_flight`: a call's start and its outcome (`tool.started`, `tool.completed`,
   `tool.failed`, `tool.outcome_unknown`), and `run.failed`;
-- `paused`: `run.resumed` (`Runner.resume` un-pauses);
+- `paused`: `run.resumed` (`Runner.drive` resumes);
 - `waiting`, terminal: nothing (a person moves a waiting run on; an ended one stays).
 
 These are the moves of every run of that kind; what only some runs need (`tool.requested`

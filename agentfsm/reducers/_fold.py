@@ -119,7 +119,7 @@ class InterleavedFold:
             if rid in self._stopped or self._reducer.is_own(record):
                 continue
             try:
-                self._reducer.check_table(record)
+                self._reducer.check_run_table(record)
             except TableMismatchError as err:
                 yield err
 

@@ -31,7 +31,7 @@ migration with the old version, which it finds among the tables it was given
 old version folds up to the migration and refuses what follows, naming the new version.
 
 Whether a whole run belongs to a reducer is known only at its end (a log folded with v2 may
-still migrate to v2 later on), so whoever folds a whole run asks `check_table` there:
+still migrate to v2 later on), so whoever folds a whole run asks `check_run_table` there:
 `Reducer.replay`, the stores' `load` and `append`, `verify`, validation. The hot path pays
 one identity check for this: a run under the reducer's own table carries the table's own
 `TableRef` object (`TransitionTable.ref`, the reducer's `_ref`).
@@ -224,7 +224,7 @@ class Reducer:
         Raises:
             ValueError: no events and no snapshot (there is no run to speak of).
             TableMismatchError: the run is not under this reducer's table at its end (see
-                `check_table`).
+                `check_run_table`).
         """
         it = iter(events)
         if snapshot is not None:
@@ -237,10 +237,10 @@ class Reducer:
         reduce = self.reduce
         for event in it:
             record = reduce(record, event)
-        self.check_table(record)
+        self.check_run_table(record)
         return record
 
-    def check_table(self, record: RunRecord, *, after_append: bool = False) -> None:
+    def check_run_table(self, record: RunRecord, *, after_append: bool = False) -> None:
         """Refuse a whole run that is not under this reducer's table.
 
         Folding a run started under another table is left to its end (the run may be
@@ -256,7 +256,7 @@ class Reducer:
             TableMismatchError: naming both tables.
         """
         if record.table is not self._ref and record.table is not None:
-            _check_table(self, record, after_append=after_append)
+            _check_run_table(self, record, after_append=after_append)
 
     def is_own(self, record: RunRecord) -> bool:
         """Whether the run is under this reducer's table (or its `run.started` names none)."""
@@ -493,8 +493,8 @@ def _migrate(r: Reducer, record: RunRecord, event: m.RunMigrated, under: Reducer
     )  # fmt: skip
 
 
-def _check_table(r: Reducer, record: RunRecord, *, after_append: bool = False) -> None:
-    """Refuse a whole run that is not under `r`'s table (see `Reducer.check_table`)."""
+def _check_run_table(r: Reducer, record: RunRecord, *, after_append: bool = False) -> None:
+    """Refuse a whole run that is not under `r`'s table (see `Reducer.check_run_table`)."""
     under = record.table
     if under is None or under is r._ref or under.digest == r._digest:
         return

@@ -1,7 +1,7 @@
 """The Runner: drives model, tool and policy callables through the table, durably.
 
 `Runner` (sync) and `AsyncRunner` (asyncio) persist every step through an event store before
-acting on it, pause for approvals and resume the exact approved call, cancel in two phases,
+acting on it, pause for approvals and then run exactly the approved call, cancel in two phases,
 retry only what is safe to repeat, and continue any run from the store after a crash.
 `control` steers runs from other processes; `Worker` shares runs among processes by lease.
 """
@@ -15,7 +15,7 @@ from agentfsm.errors import (
     ToolError,
     UnknownAgentError,
 )
-from agentfsm.runtime._recovery import RUNNABLE, InFlight, in_flight, resumable, unknown_outcomes
+from agentfsm.runtime._recovery import RUNNABLE, InFlight, in_flight, runs_to_drive, unknown_outcomes
 from agentfsm.runtime._writer import BudgetTree
 from agentfsm.runtime.agent import (
     Agent,
@@ -38,15 +38,15 @@ from agentfsm.runtime.control import (
     append_event,
     approve,
     areject,
+    aresume,
     asubmit,
-    aunpause,
     cancel,
     fork,
     migrate,
     pause,
     reject,
+    resume,
     submit,
-    unpause,
 )
 from agentfsm.runtime.model import (
     Decision,
@@ -58,7 +58,6 @@ from agentfsm.runtime.model import (
     TextDelta,
     ToolCallDelta,
     UsageDelta,
-    call,
 )
 from agentfsm.runtime.policy import (
     ALLOW,
@@ -128,9 +127,8 @@ __all__ = [
     "append_event",
     "approve",
     "areject",
+    "aresume",
     "asubmit",
-    "aunpause",
-    "call",
     "cancel",
     "deny",
     "exponential_backoff",
@@ -142,10 +140,10 @@ __all__ = [
     "pause",
     "pause_until",
     "reject",
-    "resumable",
+    "resume",
+    "runs_to_drive",
     "subagent",
     "submit",
     "unknown_outcomes",
-    "unpause",
     "utc_now",
 ]

@@ -95,7 +95,11 @@ class ChildRunner(Protocol):
     ) -> Steps[RunRecord]: ...
 
     def _proceed(
-        self, writer: RunWriter, beat: bool = False, unpause: bool = True, defer: bool = False
+        self,
+        writer: RunWriter,
+        beat: bool = False,
+        resume_paused: bool = True,
+        defer: bool = False,
     ) -> Steps[RunResult]: ...
 
     def _writer(self, record: RunRecord, budget: BudgetTree | None) -> RunWriter: ...
@@ -289,7 +293,7 @@ class Calls:
         aid: str,
         children: dict[str, RunResult],
     ) -> Steps[tuple[Spec, ...]]:
-        """Run (or resume) a subagent call's child run; its end is the call's outcome."""
+        """Run (or drive on) a subagent call's child run; its end is the call's outcome."""
         child_id, tree = child_budget(writer, record, aid)
         runner = self._child(sub)
         child = yield Load(child_id)

@@ -1,7 +1,7 @@
 """The drive loop, once, with no I/O of its own: both runners are shells around it.
 
 `Driver` holds what a runner is configured with and decides, step by step, what to do next
-(with the planner in `_plan`): its `_run_new`, `_resume` and `_drive` methods are
+(with the planner in `_plan`): its `_run_new`, `_drive_stored` and `_drive` methods are
 generators that yield effects (`_effects`: append these specs, ask the model, call this
 tool, sleep, load or start a run, run a batch) and are sent back what happened. `Runner`
 performs the effects with direct calls, `AsyncRunner` with awaits (a batch's calls
@@ -9,10 +9,10 @@ concurrently). So the two cannot drift: every decision, retry and recovery rule 
 core.
 
 The core is two classes, split where the loop hands a batch over. Here, `Driver`: a run's
-start and resume, the loop, a model turn (asking, retrying a model error, admitting the
-answer, an answer that comes back after a cancel) and the run's result. In `_calls`, the
-`Calls` a driver holds: how each call of a batch goes, retries and subagents' child runs
-with it. The loop reads a batch's end (`settle`); it never sees how a call got there.
+start and its drive from the store, the loop, a model turn (asking, retrying a model error,
+admitting the answer, an answer that comes back after a cancel) and the run's result. In
+`_calls`, the `Calls` a driver holds: how each call of a batch goes, retries and subagents'
+child runs with it. The loop reads a batch's end (`settle`); it never sees how a call got there.
 
 A step's append may take the next step's opening event along (`Append.then`, see
 `Writer.append`): the first call's `tool.started` goes in with the decision that requested it
@@ -104,7 +104,7 @@ def _agents(agents: Agent | Iterable[Agent]) -> tuple[Agent, ...]:
 def _strands(error: Exception, writer: RunWriter) -> TypeGuard[IllegalTransitionError]:
     """Whether `error` is the table refusing the Runner's own next move in `writer`'s run:
     no edge for it, or none whose condition holds (a table that dropped one alternative of
-    several); not another run's refusal. Either would come back on every resume."""
+    several); not another run's refusal. Either would come back on every drive."""
     return isinstance(error, IllegalTransitionError) and error.run_id == writer.run_id
 
 
@@ -244,15 +244,15 @@ class Driver:
         tree = new_tree(record) if self._subagent_tools else None
         return (yield from self._drive(self._leased(self._writer(record, tree), lease)))
 
-    def _resume(
+    def _drive_stored(
         self,
         run_id: str,
         beat: bool = False,
-        unpause: bool = True,
+        resume_paused: bool = True,
         defer: bool = False,
         lease: HeldLease | None = None,
     ) -> Steps[RunResult]:
-        """Load a run, put its budget tree back, un-pause it (unless not to), and drive it
+        """Load a run, put its budget tree back, resume it (unless not to), and drive it
         (returning at a retry's backoff instead of sleeping, with `defer`; under `lease`, if
         given)."""
         record: RunRecord = yield Load(run_id, required=True)
@@ -261,7 +261,7 @@ class Driver:
             is_sub = self._subagent_tools.__contains__
             tree = yield from rebuild_steps(record, new_tree(record), is_sub)
         writer = self._leased(self._writer(record, tree), lease)
-        return (yield from self._proceed(writer, beat, unpause, defer))
+        return (yield from self._proceed(writer, beat, resume_paused, defer))
 
     @staticmethod
     def _leased(writer: RunWriter, lease: HeldLease | None) -> RunWriter:
@@ -270,13 +270,17 @@ class Driver:
         return writer
 
     def _proceed(
-        self, writer: RunWriter, beat: bool = False, unpause: bool = True, defer: bool = False
+        self,
+        writer: RunWriter,
+        beat: bool = False,
+        resume_paused: bool = True,
+        defer: bool = False,
     ) -> Steps[RunResult]:
         record = writer.record
         # A pause whose clock ran out meanwhile (its timeout, a deadline) is settled by the
         # drive first, as it would have been had a timer driven it in time.
         if (
-            unpause
+            resume_paused
             and self.reducer.table.kind(record.status) == StateKind.PAUSED
             and not self.planner.overdue(record, self.clock())
         ):
@@ -290,7 +294,7 @@ class Driver:
     def _stranded(self, writer: RunWriter, refused: IllegalTransitionError) -> Steps[None]:
         """Fail the run its table leaves no move for the Runner's next step (`refused`).
 
-        The refusal would come back on every resume, the run standing still: failing it
+        The refusal would come back on every drive, the run standing still: failing it
         once, with the state and the move named, ends that (a table that lacks a move every
         run of a kind makes is refused up front: `agentfsm.fsm.needs`; this is for moves only
         some runs make, a call or an approval). Where `run.failed` is refused as well (a
@@ -387,8 +391,8 @@ class Driver:
             reason = f"the run '{record.run_id}' that called it ended ({record.status})"
             writer.check_lease()
             yield Cancel(child_id, reason)
-            # Resuming settles the cancel, and ends the child's own children.
-            yield from self._child(sub)._resume(child_id, lease=writer.lease)
+            # Driving it settles the cancel, and ends the child's own children.
+            yield from self._child(sub)._drive_stored(child_id, lease=writer.lease)
 
     def _result(
         self,

@@ -224,7 +224,7 @@ def stopped_after(decided: Sequence[Spec], error: GuardRejectedError) -> tuple[S
 
 def stranded(refused: IllegalTransitionError, table: TransitionTable) -> Spec:
     """`run.failed` for a run whose table has no edge for the Runner's next move where the
-    run stands: every resume would be refused the same way, so the run fails, once."""
+    run stands: every drive would be refused the same way, so the run fails, once."""
     failed = refused.failed_conditions
     whose = f" whose condition holds (tried {quote_list(failed)})" if failed else ""
     message = (
@@ -246,7 +246,7 @@ def child_outcome(
     """The parent's record of a subagent's run: its answer, or why it has none.
 
     A child that waits (for approval, a pause, its own child) leaves the parent's call in
-    flight: `waiting(result)` is raised, and resuming the parent resumes the child.
+    flight: `waiting(result)` is raised, and driving the parent on drives the child.
     """
     record = result.record
     # By what the child's log says, not by the default table's names: a table of your own

@@ -2,7 +2,7 @@
 
 Both runners (sync and asyncio) ask `Planner.next(record, now)` what to do, do it, and ask
 again. The answer depends only on the record, the agents and the settings, never on what the
-process remembers, so resuming after a crash is the same code as going on: a run is always
+process remembers, so driving a run on after a crash is the same code as going on: a run is always
 continued from the store.
 
 How a batch of proposed calls is admitted (policy, approvals) is `_admission`; the events

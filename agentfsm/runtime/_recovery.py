@@ -1,15 +1,15 @@
 """Crash recovery: what a run left in flight, and putting a subagent tree's budget back.
 
-Recovery needs no special mode: `Runner.resume(run_id)` decides every step from the stored
+Recovery needs no special mode: `Runner.drive(run_id)` decides every step from the stored
 record, so it continues a crashed run exactly where the log ends (see `agentfsm.runtime.runner`
 for the rules on calls left in flight). This module holds the pieces around it:
 
-- `in_flight(record)`: the calls a dead worker left requested or started, and what resuming
-  will do with each (`start`, `reexecute`, `outcome_unknown`) — to show before resuming;
+- `in_flight(record)`: the calls a dead worker left requested or started, and what driving
+  it on will do with each (`start`, `reexecute`, `outcome_unknown`) — to show before;
 - `unknown_outcomes(record)`: the calls whose effect nobody knows, for a person to check;
 - `rebuild_tree(...)`: the shared budget of a root run and its subagent runs, from the store
   (a `SharedBudget` lives in memory; the runs' usage is in their logs);
-- `resumable(store)`: the runs a restarted process should resume.
+- `runs_to_drive(store)`: the runs a restarted process should drive.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agentfsm.runtime.tools import ToolRegistry
 from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import EventStore
 
-__all__ = ["RUNNABLE", "InFlight", "in_flight", "rebuild_tree", "resumable", "unknown_outcomes"]
+__all__ = ["RUNNABLE", "InFlight", "in_flight", "rebuild_tree", "runs_to_drive", "unknown_outcomes"]
 
 #: Statuses in which a run has work a Runner can do without a person.
 RUNNABLE = frozenset({RunStatus.RUNNING, RunStatus.WAITING_TOOL, RunStatus.CANCEL_REQUESTED})
@@ -36,7 +36,7 @@ RUNNABLE = frozenset({RunStatus.RUNNING, RunStatus.WAITING_TOOL, RunStatus.CANCE
 
 @attrs.frozen
 class InFlight:
-    """A call a run left in flight, and what resuming will do with it.
+    """A call a run left in flight, and what driving the run on will do with it.
 
     Attributes:
         action: the ledger entry.
@@ -50,7 +50,7 @@ class InFlight:
 
 
 def in_flight(record: RunRecord, tools: ToolRegistry) -> tuple[InFlight, ...]:
-    """The run's calls in flight and how `resume` will settle each."""
+    """The run's calls in flight and how `Runner.drive` will settle each."""
     out = []
     for action in record.actions.values():
         if action.status == ActionStatus.REQUESTED:
@@ -119,6 +119,6 @@ def rebuild_steps(
     return tree
 
 
-def resumable(store: EventStore) -> list[RunInfo]:
-    """Top-level runs with work to do (subagent runs, `a/b`, are resumed by their parent)."""
+def runs_to_drive(store: EventStore) -> list[RunInfo]:
+    """Top-level runs with work to do (subagent runs, `a/b`, are driven by their parent)."""
     return [info for info in store.runs(RUNNABLE) if "/" not in info.run_id]

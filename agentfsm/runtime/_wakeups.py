@@ -40,7 +40,7 @@ from agentfsm.stores._lease import root_of
 __all__ = ["DRIVER_TYPES", "Wake", "next_due", "root_of", "wakeups"]
 
 #: Event types only the driving Runner appends: on their own they never wake a run (the
-#: driver is already at it). `run.resumed` is a steering verb's as well (`unpause`), and
+#: driver is already at it). `run.resumed` is a steering verb's as well (`resume`), and
 #: so wakes; a Runner's own `run.resumed` costs one idle wake-up.
 DRIVER_TYPES = frozenset(
     {
@@ -71,7 +71,7 @@ _TIMED = frozenset({"run.started", "approval.requested"})
 class Wake:
     """Drive `run_id` (a root run) now, or at `at` (an aware datetime).
 
-    With `resume` (a scheduled resume, `timers.pause_until`): at `at`, un-pause `run_id`
+    With `resume` (a scheduled resume, `timers.pause_until`): at `at`, resume `run_id`
     if it is still in the pause made at version `resume`, then drive it.
     """
 

@@ -132,7 +132,7 @@ def subagent(
     """A tool whose call runs a child run of `agent` and returns its final output.
 
     The child's run id is `<parent run>/<action id>`, so the call is idempotent: after a
-    crash the same child run is resumed, never started twice.
+    crash the same child run is driven on, never started twice.
 
     Args:
         name: the tool's name.
@@ -331,7 +331,7 @@ class RunResult:
             unknown).
         children: results of the subagent runs this call drove, by run id.
         wake_at: when the run must be driven again by itself, though it is runnable: a
-            failed call's retry is due then (`resume(..., defer_retries=True)` returns at
+            failed call's retry is due then (`drive(..., defer_retries=True)` returns at
             a backoff instead of sleeping; a driver keeps the time as a durable timer).
     """
 

@@ -107,17 +107,6 @@ class AsyncRunner(Driver):
         self.sleep = sleep
         self._store_reducer = store_reducer(store)
 
-    async def start(
-        self,
-        run_id: str,
-        objective: str | None = None,
-        *,
-        agent: str | None = None,
-        limits: Limits | None = None,
-    ) -> RunRecord:
-        """Append `run.started` for a new run (see `Runner.start`)."""
-        return await self._run(self._start(run_id, objective, agent, limits))
-
     async def run(
         self,
         run_id: str,
@@ -130,20 +119,22 @@ class AsyncRunner(Driver):
         async with self._held(run_id, None, None) as lease:
             return await self._run(self._run_new(run_id, objective, agent, limits, lease))
 
-    async def resume(
+    async def drive(
         self,
         run_id: str,
         *,
         wait: float | None = None,
         lease: AsyncLease | None = None,
         heartbeat: Heartbeat | None = None,
-        unpause: bool = True,
+        resume_paused: bool = True,
         defer_retries: bool = False,
         confirm: Heartbeat | None = None,
     ) -> RunResult:
-        """Continue a run from the store (see `Runner.resume`; `lease` is an `AsyncLease`)."""
+        """Continue a run from the store (see `Runner.drive`; `lease` is an `AsyncLease`)."""
         async with self._held(run_id, lease, wait) as held:
-            steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries, held)
+            steps = self._drive_stored(
+                run_id, heartbeat is not None, resume_paused, defer_retries, held
+            )
             return await self._run(steps, heartbeat, confirm)
 
     @asynccontextmanager

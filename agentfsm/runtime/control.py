@@ -1,4 +1,4 @@
-"""Steering a run from anywhere: approve, reject, cancel, pause, unpause, submit, migrate,
+"""Steering a run from anywhere: approve, reject, cancel, pause, resume, submit, migrate,
 and fork (a new run that starts from another's first events).
 
 Each function appends one event through the store, from any thread, process or machine that
@@ -7,7 +7,7 @@ process running it notices at its next append (the store's optimistic concurrenc
 someone else wrote), and a `Worker` picks up runs that became runnable.
 
 What a driven run expects from outside goes in while a driver holds its lease: `approve`,
-`reject`, `cancel` (and `unpause`, which only a paused run takes, and no driver drives).
+`reject`, `cancel` (and `resume`, which only a paused run takes, and no driver drives).
 What would change the run under its driver (`pause`, `append_event`, `migrate`) is refused
 while a live driver holds it, with `RunHeldError` naming the holder, or waits `wait=`
 seconds for it to let go.
@@ -60,15 +60,15 @@ __all__ = [
     "append_event",
     "approve",
     "areject",
+    "aresume",
     "asubmit",
-    "aunpause",
     "cancel",
     "fork",
     "migrate",
     "pause",
     "reject",
+    "resume",
     "submit",
-    "unpause",
 ]
 
 
@@ -125,9 +125,9 @@ def _pause(reason: str) -> Callable[[RunRecord], Want]:
     return lambda r: Spec(m.RunPaused, {"reason": reason})
 
 
-def _unpause(table: TransitionTable) -> Callable[[RunRecord], Want]:
+def _resume(table: TransitionTable) -> Callable[[RunRecord], Want]:
     def what(record: RunRecord) -> Want:
-        # A run that is going (its model's side, or calls in flight) needs no un-pausing.
+        # A run that is going (its model's side, or calls in flight) needs no resuming.
         if table.kind(record.status) in _GOING:
             return None
         return Spec(m.RunResumed, {})
@@ -135,7 +135,7 @@ def _unpause(table: TransitionTable) -> Callable[[RunRecord], Want]:
     return what
 
 
-#: The kinds of the states where a run is going already (`unpause` leaves it be).
+#: The kinds of the states where a run is going already (`resume` leaves it be).
 _GOING = frozenset({StateKind.ACTIVE, StateKind.IN_FLIGHT})
 
 
@@ -237,7 +237,7 @@ def cancel(
     """Ask for the run to stop (`run.cancel_requested`); a no-op if already asked.
 
     The process driving it stops starting work at its next step, settles calls in flight
-    and appends `run.cancelled`; a run nobody drives is settled by the next `resume` or
+    and appends `run.cancelled`; a run nobody drives is settled by the next `Runner.drive` or
     `Worker`.
 
     Raises:
@@ -269,17 +269,17 @@ def pause(
     return run_sync(store, steer(run_id, _pause(reason), clock, unless_held=True, wait=wait))
 
 
-def unpause(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
-    """Un-pause a run (`run.resumed`); a no-op if it is already running.
+def resume(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
+    """Resume a paused run (`run.resumed`); a no-op if it is already running.
 
-    Named apart from `Runner.resume`, which drives a run: this only makes it runnable, and
-    `Runner.resume(run_id)` or a `Worker` then drives it.
+    The other half of `pause`: this only makes the run runnable, and `Runner.drive(run_id)`
+    or a `Worker` then drives it.
 
     Raises:
         IllegalTransitionError: the run is neither paused nor running.
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _unpause(store.reducer.table), clock))
+    return run_sync(store, steer(run_id, _resume(store.reducer.table), clock))
 
 
 #: The envelope fields `append_event` stamps itself, each with what it stamps, in wire order.
@@ -293,8 +293,12 @@ _STAMPED = {
     "emitted_by": "the runtime (what proposed the event)",
 }
 #: Event types a verb of their own writes: `run.forked` vouches that the events before it are
-#: another run's, which only `fork`, copying them, can say.
-_OWN_VERB = {"run.forked": "agentfsm.runtime.control.fork (agentfsm fork)"}
+#: another run's, which only `fork`, copying them, can say; `run.started` opens a run, one way
+#: per job (`submit` for a worker to drive, `Runner.run` to drive it here).
+_OWN_VERB = {
+    "run.forked": "agentfsm.runtime.control.fork (agentfsm fork)",
+    "run.started": "agentfsm.runtime.control.submit (or Runner.run, which drives it too)",
+}
 
 
 def append_event(
@@ -324,7 +328,8 @@ def append_event(
     Raises:
         EventFormatError: the table has no such event type, a field is wrong, or it is one
             the verb stamps itself; or the type is one another verb writes (`run.forked`:
-            `fork`, whose copied events it vouches for).
+            `fork`, whose copied events it vouches for; `run.started`: `submit`, or
+            `Runner.run`).
         LifecycleError: the run's lifecycle refuses it now (nothing was written).
         RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
@@ -590,9 +595,9 @@ async def apause(
     return await run_async(store, steps)
 
 
-async def aunpause(store: AsyncEventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
-    """`unpause` over an `AsyncEventStore`."""
-    return await run_async(store, steer(run_id, _unpause(store.reducer.table), clock))
+async def aresume(store: AsyncEventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
+    """`resume` over an `AsyncEventStore`."""
+    return await run_async(store, steer(run_id, _resume(store.reducer.table), clock))
 
 
 async def asubmit(

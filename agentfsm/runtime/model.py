@@ -40,7 +40,6 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "UsageDelta",
-    "call",
 ]
 
 
@@ -83,11 +82,6 @@ def _usage(value: Usage | Mapping[str, Any] | None) -> Usage | None:
 
 #: What a decision's `usage` may be given as: a `Usage`, or a dict of its fields.
 UsageLike = Usage | Mapping[str, Any]
-
-
-def call(tool: str, /, **arguments: Any) -> ProposedCall:
-    """A `ProposedCall` from keyword arguments: `call("get_order", order_id="O-1")`."""
-    return ProposedCall(tool, arguments)
 
 
 DecisionKind = Literal["final", "tool_calls", "handoff", "emit"]

@@ -12,7 +12,7 @@ The model:
   were queued) and `queueing_lock=R` (a second wake-up while one waits to start is that
   one). Delivery is at least once, and that is safe: appends carry `expected_version` and
   tools their idempotency key, so a late or duplicate job finds the run moved on (or
-  waiting) and ends quietly after one load. A job never undoes a pause (`unpause=False`).
+  waiting) and ends quietly after one load. A job never undoes a pause (`resume_paused=False`).
 - **No lost wake-ups.** `Waker.hook(table)` is the PostgreSQL store's `after_append`: in the
   append's transaction, on its connection, it defers what `agentfsm.runtime._wakeups` says
   the batch calls for (a steering verb's event that leaves the run runnable, a subagent
@@ -27,7 +27,7 @@ The model:
 - **Timers** are scheduled jobs of their own (`agentfsm.timer`), with no lock: a scheduled
   job holding the run's lock would hold back every later job of the run until its time
   (Procrastinate runs a lock's jobs in id order). When due it queues the run's advance
-  (kind `wake`), or un-pauses the pause it was set with (kind `resume`, `pause_until`).
+  (kind `wake`), or resumes the pause it was set with (kind `resume`, `pause_until`).
   An advance that leaves a run waiting re-arms its next due time, so a timer that fired
   early (clock skew) or was never set (a run created without the hook) is set again; an
   advance drives with `defer_retries=True`, so a failed safe call's backoff is a timer
@@ -45,10 +45,10 @@ The model:
   if not, and its late `finish` cannot end the new attempt. It checks again, always,
   after a call's durable `tool.started` and before a tool with side effects runs: a
   partition that held back the reply to that write must not let a closed attempt act
-  once it heals. The run resumes from its log:
+  once it heals. The run is driven on from its log:
   calls left in flight are re-run only if safe, else `tool.outcome_unknown`.
 - **The run's lease.** A job drives under the store's lease on the run, like any driver
-  (`EventStore.hold`), so a user's own `Runner.resume` cannot race a job, nor a job a
+  (`EventStore.hold`), so a user's own `Runner.drive` cannot race a job, nor a job a
   user's drive. The job's lease lasts `stalled_after` seconds past its last heartbeat
   (renewed by the process's heartbeat thread, tools running or not), so a dead worker's
   lease has lapsed by the time its job runs elsewhere (on its own host, at once: its
@@ -115,7 +115,7 @@ __all__ = [
 
 #: The task that drives a run; its jobs carry `lock` and `queueing_lock` = the run id.
 ADVANCE = "agentfsm.advance"
-#: The task of a timer: when due, it queues the run's advance (or un-pauses it).
+#: The task of a timer: when due, it queues the run's advance (or resumes it).
 TIMER = "agentfsm.timer"
 #: The key of the store's `meta` row that names the engine serving the database.
 ENGINE_KEY = "engine"
@@ -502,17 +502,17 @@ class _WakeHook:
 
 
 class RunDriver(Protocol):
-    """What an engine's job drives a run with: a `Runner`, or anything with its `resume`
+    """What an engine's job drives a run with: a `Runner`, or anything with its `drive`
     (`agentfsm.adapters.jobs.AdapterJobs` for an SDK adapter's runs). A `reducer` with
     `guards`, if it has one, sets the timers of its guards' deadlines."""
 
-    def resume(
+    def drive(
         self,
         run_id: str,
         *,
         lease: Lease | None = ...,
         heartbeat: Callable[[RunRecord], None] | None = ...,
-        unpause: bool = ...,
+        resume_paused: bool = ...,
         defer_retries: bool = ...,
         confirm: Callable[[RunRecord], None] | None = ...,
     ) -> RunResult:
@@ -638,7 +638,7 @@ class ProcrastinateEngine:
     Args:
         conninfo: the PostgreSQL database (the store's tables and Procrastinate's).
         runner: makes the Runner for a store (agents, guards, settings); called once per
-            worker thread, with that thread's store. Anything with the Runner's `resume`
+            worker thread, with that thread's store. Anything with the Runner's `drive`
             will do (`RunDriver`): `agentfsm.adapters.jobs.AdapterJobs` drives the runs of
             an SDK adapter (a `ClaudeRun`'s, say) that way.
         settings: queue, heartbeat, recovery and fencing times.
@@ -783,7 +783,7 @@ class ProcrastinateEngine:
 
     # -- serving --------------------------------------------------------------------------
 
-    async def serve(
+    async def aserve(
         self,
         *,
         name: str | None = None,
@@ -855,9 +855,9 @@ class ProcrastinateEngine:
         if on_ready is not None:
             on_ready()
 
-    def run_worker(self, *, name: str | None = None, wait: bool = True) -> None:
-        """`serve` in a new event loop (SIGINT/SIGTERM stop it gracefully)."""
-        asyncio.run(self.serve(name=name, wait=wait))
+    def serve(self, *, name: str | None = None, wait: bool = True) -> None:
+        """`aserve` in a new event loop (SIGINT/SIGTERM stop it gracefully)."""
+        asyncio.run(self.aserve(name=name, wait=wait))
 
     async def _recovering(self) -> None:
         while True:
@@ -874,7 +874,7 @@ class ProcrastinateEngine:
         """One recovery pass: run elsewhere the jobs of workers silent for `stalled_after`
         seconds (see the module docstring); the runs whose jobs were re-queued.
 
-        A pass per queue of `queues` (default: those the worker serves, `serve(queues=...)`,
+        A pass per queue of `queues` (default: those the worker serves, `aserve(queues=...)`,
         else the engine's), and
         one worker of a queue at a time does it: it takes a transaction-scoped advisory
         lock (`recovery_lock_key(queue)`) without waiting, and a worker that finds it taken
@@ -989,12 +989,12 @@ class ProcrastinateEngine:
 
         try:
             try:
-                result = runner.resume(
+                result = runner.drive(
                     run_id,
                     lease=lease,
                     heartbeat=beat,
                     confirm=fence.confirm,
-                    unpause=False,
+                    resume_paused=False,
                     defer_retries=True,
                 )
             finally:
@@ -1120,10 +1120,10 @@ class ProcrastinateEngine:
         if kind != "resume":
             self.waker.wake(conn, Wake(run_id), route)
             return "woken"
-        # Un-paused only if still in that pause; the store's hook queues the advance.
+        # Resumed only if still in that pause; the store's hook queues the advance.
         if resume_paused(store, run_id, version, self.options.reducer.table):
             return "resumed"
-        return "moved on"  # un-paused already, or paused again since: not ours to undo
+        return "moved on"  # resumed already, or paused again since: not ours to undo
 
 
 def _route(context: procrastinate.JobContext) -> Route:

@@ -3,7 +3,7 @@
 Each step is decided from the run's record (see `_plan`), and every fact is appended
 before the code that depends on it runs: `model.started` before the model is called,
 `tool.requested` and `tool.started` before the tool runs, its result right after. A crash
-at any point leaves a log that `resume(run_id)` continues from:
+at any point leaves a log that `drive(run_id)` continues from:
 
 - a call requested but never started is started (it cannot have run);
 - a call started with no outcome is run again only if its tool is safe to repeat (no side
@@ -11,7 +11,7 @@ at any point leaves a log that `resume(run_id)` continues from:
   `tool.outcome_unknown` and surfaced in `RunResult.unknown_outcomes`, never repeated;
 - a model call started with no decision is made again (within the same turn).
 
-One driver per run: `run` and `resume` hold the run's lease for the whole drive (taken from
+One driver per run: `run` and `drive` hold the run's lease for the whole drive (taken from
 the store once, renewed by this process's heartbeat thread while tools and models run,
 released at the end, also when the drive raises). A second driver is refused at once with
 `RunHeldError` naming the holder, or waits `wait=` seconds; a `Worker` hands its claim over
@@ -133,23 +133,6 @@ class Runner(Driver):
         self.store = store
         self.sleep = sleep
 
-    def start(
-        self,
-        run_id: str,
-        objective: str | None = None,
-        *,
-        agent: str | None = None,
-        limits: Limits | None = None,
-    ) -> RunRecord:
-        """Append `run.started` for a new run and return its record (without driving it).
-
-        A `Worker` (or `resume`) drives it from there.
-
-        Raises:
-            ConcurrencyConflictError: a run with this id already exists.
-        """
-        return self._run(self._start(run_id, objective, agent, limits))
-
     def run(
         self,
         run_id: str,
@@ -158,8 +141,8 @@ class Runner(Driver):
         agent: str | None = None,
         limits: Limits | None = None,
     ) -> RunResult:
-        """Start a new run and drive it until it ends or waits for a person (holding its
-        lease: see the module docstring).
+        """Start a new run and drive it here until it ends or waits for a person (holding its
+        lease: see the module docstring). To start one for a `Worker` to drive, `submit` it.
 
         Raises:
             ConcurrencyConflictError: a run with this id already exists.
@@ -168,21 +151,21 @@ class Runner(Driver):
         with self._held(run_id, None, None) as lease:
             return self._run(self._run_new(run_id, objective, agent, limits, lease))
 
-    def resume(
+    def drive(
         self,
         run_id: str,
         *,
         wait: float | None = None,
         lease: Lease | None = None,
         heartbeat: Callable[[RunRecord], None] | None = None,
-        unpause: bool = True,
+        resume_paused: bool = True,
         defer_retries: bool = False,
         confirm: Callable[[RunRecord], None] | None = None,
     ) -> RunResult:
         """Continue a run from the store: after a crash, an approval, a pause, or a cancel.
 
-        A paused run is resumed (`run.resumed`) first. A run waiting for approval returns
-        at once, still waiting.
+        A paused run is resumed (`run.resumed`) first, unless `resume_paused` is False. A run
+        waiting for approval returns at once, still waiting.
 
         Args:
             run_id: the run.
@@ -192,12 +175,12 @@ class Runner(Driver):
                 alive while it drives and leaves releasing it to its owner.
             heartbeat: called before every step (a job checks its fence there; raise to
                 stop driving).
-            unpause: resume a paused run (`run.resumed`) first; with False a paused run
+            resume_paused: resume a paused run (`run.resumed`) first; with False a paused run
                 stays paused and only what is overdue is settled (a wake-up job uses it:
                 a timer or a late job must not undo a person's pause).
             defer_retries: where a failed safe call's retry must wait out its backoff,
                 return instead of sleeping, with `RunResult.wake_at` = when it is due (the
-                run stays runnable); resumed at or after that time, the retry is made. A
+                run stays runnable); driven at or after that time, the retry is made. A
                 driver keeps the time as a durable timer, so no process sleeps through a
                 backoff and a crash during one loses nothing. (A subagent run's retries,
                 inside its parent's call, are still waited out in place.)
@@ -212,7 +195,9 @@ class Runner(Driver):
             ValueError: `lease` is another run's, or comes with a `wait`.
         """
         with self._held(run_id, lease, wait) as held:
-            steps = self._resume(run_id, heartbeat is not None, unpause, defer_retries, held)
+            steps = self._drive_stored(
+                run_id, heartbeat is not None, resume_paused, defer_retries, held
+            )
             return self._run(steps, heartbeat, confirm)
 
     @contextmanager

@@ -5,7 +5,7 @@ of the `ModelContext` when a step needs to look at results (`lambda ctx: Decisio
 ctx.results[0].result)`). It keeps what it was shown in `contexts`.
 
 With `by_turn=True` it answers turn `n` with step `n` instead, whatever this instance was
-asked before: a run resumed in another process (with a new model object) gets the answers
+asked before: a run driven on in another process (with a new model object) gets the answers
 the script gives for the turns it is at.
 """
 

@@ -20,7 +20,7 @@ Two kinds of driver keep them:
 
 This module is what both share: the wake-ups a batch causes including a scheduled resume
 (`due_wakes`), the next time a driven run needs its driver again (`next_wake`), the verb
-that sets a resume (`pause_until`), and the exact un-pause a due resume makes
+that sets a resume (`pause_until`), and the exact resume a due resume makes
 (`resume_paused`).
 """
 
@@ -122,10 +122,10 @@ def _resuming_at(run_id: str, at: datetime) -> Iterator[None]:
 def pause_until(
     store: EventStore, run_id: str, reason: str, resume_at: datetime, **kwargs: Any
 ) -> RunRecord:
-    """`pause` a run, with a timer (set in the pause's transaction) that un-pauses it at
+    """`pause` a run, with a timer (set in the pause's transaction) that resumes it at
     `resume_at` and has it driven on.
 
-    The timer un-pauses only this pause (not a later one). The store must be one whose
+    The timer resumes only this pause (not a later one). The store must be one whose
     appends set timers: `engine.store()` (Procrastinate) or a SQLite store given
     `install_timers(store, leases)`.
 
@@ -154,7 +154,7 @@ def resume_paused(
     """A due scheduled resume: `run.resumed`, appended only if the run is still in the pause
     made at `version` (never undoing a later pause, nor resuming a run that moved on).
 
-    Returns whether it un-paused the run.
+    Returns whether it resumed the run.
     """
     try:
         record = store.load(run_id)

@@ -1,20 +1,20 @@
 """`Worker` / `AsyncWorker`: claim runnable runs from a store by lease and drive them.
 
 Start N workers (threads, processes, machines) on one store and they share the runs: each
-claims one run at a time (`LeaseStore.claim`), resumes it from the store, renews its lease
+claims one run at a time (`LeaseStore.claim`), drives it from the store, renews its lease
 while it drives it, and releases it when the run ends or waits for a person. A worker that
-dies stops renewing; once its lease expires another worker claims the run and resumes it —
+dies stops renewing; once its lease expires another worker claims the run and drives it on —
 calls the dead one left in flight are re-run only if safe, else recorded `outcome_unknown`.
 
 A claim is the run's lease, the one every driver holds (`agentfsm.stores._lease`): the worker
-hands it to the Runner (`resume(run_id, lease=...)`), whose heartbeat renews it while tools
-run, so a `Runner.resume` elsewhere is refused while the worker drives, and the worker never
+hands it to the Runner (`drive(run_id, lease=...)`), whose heartbeat renews it while tools
+run, so a `Runner.drive` elsewhere is refused while the worker drives, and the worker never
 claims a run someone else drives. A worker whose lease is lost stops before its next write.
 
-New runs are created with `control.submit(store, run_id, objective, ...)` (or
-`Runner.start`); approvals, rejections, resumes and cancels make runs runnable again.
+New runs are created with `control.submit(store, run_id, objective, ...)`; approvals,
+rejections, resumes and cancels make runs runnable again.
 
-Timers (`agentfsm.runtime.timers`): a worker drives a run with `unpause=False` (a person's
+Timers (`agentfsm.runtime.timers`): a worker drives a run with `resume_paused=False` (a person's
 pause stands) and `defer_retries=True`, and when it lets the run go it leaves on the lease
 row the next time the run needs driving by itself: its deadline, an approval's expiry, a
 retry's end of backoff (`release(..., wake_at=...)`); a due scheduled resume
@@ -144,7 +144,7 @@ class Worker(_Leasing):
         leases: the lease store shared with the other workers.
         worker_id: this worker's name (unique among the workers).
         ttl: seconds a lease lasts without renewal (a dead worker's runs wait this long for
-            another worker; a `Runner.resume` on its host takes them at once).
+            another worker; a `Runner.drive` on its host takes them at once).
         renew_every: seconds between renewals while driving (a third of `ttl` by default;
             the Runner's heartbeat renews on its own clock, tools running or not).
         retry_after: seconds before a run released while still runnable (e.g. superseded,
@@ -193,7 +193,7 @@ class Worker(_Leasing):
             version = self._resume_due(run_id)
             if version is not None:
                 resume_paused(self.runner.store, run_id, version, self.table, self.runner.clock)
-            result = self.runner.resume(run_id, lease=lease, unpause=False, defer_retries=True)
+            result = self.runner.drive(run_id, lease=lease, resume_paused=False, defer_retries=True)
         finally:
             self.leases.release(run_id, self.worker_id, **self._release_args(result))
         if result.superseded and lease.lost:
@@ -347,8 +347,8 @@ class AsyncWorker(_Leasing):
             version = await self._lease(self._resume_due, run_id)
             if version is not None:
                 await self._resume_paused(run_id, version)
-            result = await self.runner.resume(
-                run_id, lease=lease, unpause=False, defer_retries=True
+            result = await self.runner.drive(
+                run_id, lease=lease, resume_paused=False, defer_retries=True
             )
         finally:
             args = self._release_args(result)
@@ -358,7 +358,7 @@ class AsyncWorker(_Leasing):
         return self._released(run_id, result)
 
     async def _resume_paused(self, run_id: str, version: int) -> None:
-        """`timers.resume_paused` over the async store: un-pause exactly that pause."""
+        """`timers.resume_paused` over the async store: resume exactly that pause."""
         store = self.runner.store
         try:
             record = await store.load(run_id)

@@ -95,7 +95,7 @@ def prepare_append(
         rows.append(StoredEvent(event.sequence, event.type, line, previous))
     # A run under another version may be appended to only by the migration that brings it
     # to this table (or, through a store of the old version, takes it away).
-    reducer.check_table(record, after_append=True)
+    reducer.check_run_table(record, after_append=True)
     snapshot = None
     if snapshot_due(record, expected_version, snapshot_every):
         data = Snapshot(record).dumps()

@@ -17,7 +17,7 @@ lease may be taken over only when its heartbeat stopped:
 - its ttl passed without a renewal: the one rule across machines;
 - or, on the same host (same boot and pid namespace), its holder's process is gone: the pid
   runs no more, runs another program (its start time differs: a reused pid), or is a zombie.
-  So a SIGKILLed driver's runs are resumed at once on its own machine.
+  So a SIGKILLed driver's runs are driven on at once on its own machine.
 
 A driver knows its lease is `lost` (a renewal was refused: another took the run over; or none
 got through for `ttl` seconds: a partition, and another may take it over any moment) before

@@ -76,7 +76,9 @@ def verify_rows(
         if row.type in TABLE_EVENTS:
             types = reducer.event_types_for(record)
     try:
-        reducer.check_table(record)  # a run under another table is not this store's to vouch for
+        reducer.check_run_table(
+            record
+        )  # a run under another table is not this store's to vouch for
     except TableMismatchError as exc:
         return broken(exc.sequence, f"the event breaks the run's lifecycle: {exc}")
     if info is not None and info.version != checked:

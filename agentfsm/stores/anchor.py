@@ -3,7 +3,7 @@
 A hash chain proves every row a log holds, not that none was removed from its end: delete
 the last rows of a run and move its runs row to match, and the chain that is left is
 intact. A paid call whose `tool.requested` was removed that way would be made again by the
-next resume. An anchor keeps each run's head (version and chain hash) somewhere the store's
+next drive. An anchor keeps each run's head (version and chain hash) somewhere the store's
 attacker cannot write; a log shorter than its anchor, or no longer holding the anchored
 event, is then refused by a load and reported by `verify`.
 

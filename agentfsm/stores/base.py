@@ -24,7 +24,7 @@ What a store promises, whatever keeps its rows:
   load refuses a run whose log is shorter than its anchor (`TruncatedLogError`).
 
 Beside the log, a store keeps *attachments*: named blobs per run (an SDK's saved state
-while the run waits for an approval), so a run can be resumed in another process from the
+while the run waits for an approval), so a run can be driven on in another process from the
 store alone. `put_attachment(run_id, name, data, version=)` replaces the value under
 `(run_id, name)` (last write wins); `attachment(run_id, name)` reads it back (None when
 absent); `delete_attachment(run_id, name)` drops it. They never touch the log, the runs row,
@@ -289,7 +289,7 @@ class EventStore(abc.ABC):
         record = self._load_head(run_id).record
         # Judged here, not while folding: an append folds a run under an older version up to
         # the `run.migrated` that brings it to this store's table.
-        self.reducer.check_table(record)
+        self.reducer.check_run_table(record)
         return record
 
     def events(self, run_id: str, *, after: int = 0) -> Iterator[Event]:

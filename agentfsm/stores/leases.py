@@ -3,17 +3,17 @@
 A worker `claim`s a runnable run (one whose status is in `RUNNABLE_STATUSES` and whose lease
 is free or expired), drives it while its heartbeat `renew`s the lease, and `release`s it when
 the run ends or waits. A worker that dies stops renewing; its lease expires after `ttl`
-seconds and another worker claims the run and resumes it from the store. If a stale worker
+seconds and another worker claims the run and drives it on from the store. If a stale worker
 still writes after its lease was taken, it finds its lease lost and stops, and the store's
 `expected_version` would refuse its append anyway (a run never forks).
 
 These are the very rows every other driver holds (`EventStore.hold`, see
-`agentfsm.stores._lease`): a claim is a driver's lease, so a `Runner.resume` elsewhere is
+`agentfsm.stores._lease`): a claim is a driver's lease, so a `Runner.drive` elsewhere is
 refused while a worker drives the run, a worker never claims a run a `Runner` drives, and a
-worker hands its claim to the Runner it drives with (`Runner.resume(run_id, lease=...)`).
+worker hands its claim to the Runner it drives with (`Runner.drive(run_id, lease=...)`).
 Each class is both: a `LeaseStore` for workers (`claim`, `renew`, `release`) and the store's
 `LeaseRows` for drivers (`take`, `renew`, `free`, `read`). A claim records the claiming
-process (host, pid) like a `take`, so a `Runner.resume` on its host takes a dead worker's run
+process (host, pid) like a `take`, so a `Runner.drive` on its host takes a dead worker's run
 at once (another worker's claim waits for the lease to lapse).
 
 Subagent runs (`parent/action`) are never claimed: their parent's call drives them.
@@ -98,7 +98,7 @@ class SQLiteLeases:
     own thread, opens a connection of its own, the first time it renews.
 
     A lease row also keeps the run's timers: `wake_at` (drive the run then, whatever its
-    status) and `resume_at` / `resume_version` (un-pause the pause made at that version,
+    status) and `resume_at` / `resume_version` (resume the pause made at that version,
     then drive it). `claim` takes a run that is runnable, or whose time has come, and
     whose lease is free (a released run's `retry_after` hold gives way to a due time: a
     wake-up for now overrides it). A timer is consumed by the `release` of the claim that
@@ -322,7 +322,7 @@ class SQLiteLeases:
 
     def resume_due(self, run_id: str) -> int | None:
         """The version of the pause whose scheduled resume was due when the run was last
-        claimed, or None: the claiming worker un-pauses exactly that pause."""
+        claimed, or None: the claiming worker resumes exactly that pause."""
         with self._lock:
             row = self._conn.execute(
                 f"SELECT resume_version FROM {self._leases} WHERE run_id = ? "
@@ -386,7 +386,7 @@ class SQLiteLeases:
     def schedule_resume(
         self, conn: sqlite3.Connection, run_id: str, at: float, version: int
     ) -> None:
-        """Un-pause the pause made at `version` at `at` (then drive the run), on `conn`."""
+        """Resume the pause made at `version` at `at` (then drive the run), on `conn`."""
         conn.execute(self._resume_sql, (run_id, at, version))
 
     def timers(self, run_id: str) -> tuple[float | None, float | None, int | None]:

@@ -663,7 +663,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
         self._usable()
         check_run_id(run_id)
         record = (await self._load_head(run_id)).record
-        self.options.reducer.check_table(record)  # as `EventStore.load` does
+        self.options.reducer.check_run_table(record)  # as `EventStore.load` does
         return record
 
     async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:

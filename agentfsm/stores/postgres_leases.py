@@ -345,7 +345,7 @@ class PostgresLeases:
     def schedule_resume(
         self, conn: psycopg.Connection[Any], run_id: str, at: float, version: int
     ) -> None:
-        """Un-pause the pause made at `version` at `at` (then drive the run), on `conn`."""
+        """Resume the pause made at `version` at `at` (then drive the run), on `conn`."""
         conn.execute(self._sql.schedule_resume, {"run": run_id, "at": at, "version": version})
 
     def resume_due(self, run_id: str) -> int | None:

@@ -407,7 +407,7 @@ def steering(table: TransitionTable, record: RunRecord) -> dict[str, bool]:
     return {
         "cancel": "run.cancel_requested" in allowed and not table.settles_cancel(record.status),
         "pause": "run.paused" in allowed,
-        "unpause": "run.resumed" in allowed and not going,
+        "resume": "run.resumed" in allowed and not going,
     }
 
 

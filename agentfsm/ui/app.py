@@ -4,7 +4,7 @@ Pages (GET): `/` runs, `/run?id=` a run, `/approvals` the inbox, `/tables` and
 `/table?digest=` tables, `/run/record.json`, `/run/action.json` and `/run/event.json` (what
 a page cut, whole), `/run/version`, `/approvals/count` (for the page's polling). Each answer
 is bounded whatever the store holds (see `_pages`). Mutations (POST, absent in read-only
-mode): `/act/approve`, `/act/reject`, `/act/cancel`, `/act/pause`, `/act/unpause`; each
+mode): `/act/approve`, `/act/reject`, `/act/cancel`, `/act/pause`, `/act/resume`; each
 needs the token and the CSRF token (see `_security`), and appends through
 `agentfsm.runtime.control`, so the reducer judges every decision like any other event.
 Errors are pages with a sentence, never a traceback.
@@ -397,8 +397,8 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
             request, fields, "pause the run", lambda s, r: control.pause(s, r, reason)
         )
 
-    async def unpause(request: Request, fields: dict[str, str]) -> Response:
-        return await steer(request, fields, "unpause the run", control.unpause)
+    async def resume(request: Request, fields: dict[str, str]) -> Response:
+        return await steer(request, fields, "resume the run", control.resume)
 
     async def fork(request: Request, fields: dict[str, str]) -> Response:
         run_id, as_run = _field(fields, "run_id"), _field(fields, "as_run")
@@ -474,7 +474,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
             Route("/act/reject", mutation(reject), methods=["POST"]),
             Route("/act/cancel", mutation(cancel), methods=["POST"]),
             Route("/act/pause", mutation(pause), methods=["POST"]),
-            Route("/act/unpause", mutation(unpause), methods=["POST"]),
+            Route("/act/resume", mutation(resume), methods=["POST"]),
             Route("/act/fork", mutation(fork), methods=["POST"]),
         ]
 

@@ -33,10 +33,10 @@ from agentfsm.runtime import (
     Decision,
     Emit,
     ModelContext,
+    ProposedCall,
     ScriptedModel,
     Tool,
     ToolContext,
-    call,
 )
 
 __all__ = [
@@ -231,8 +231,8 @@ def loan_agent() -> Agent:
     model = ScriptedModel(
         [
             Decision.call_tools(
-                call("check_credit", applicant="A-7"),
-                call("request_documents", documents=["payslip", "id"]),
+                ProposedCall("check_credit", {"applicant": "A-7"}),
+                ProposedCall("request_documents", {"documents": ["payslip", "id"]}),
             ),
             _offer,
         ],

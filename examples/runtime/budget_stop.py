@@ -18,12 +18,12 @@ from agentfsm.events import Limits, Usage
 from agentfsm.runtime import (
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     RunnerConfig,
     RunResult,
     ScriptedModel,
     Tool,
-    call,
 )
 from agentfsm.stores import EventStore
 
@@ -38,7 +38,11 @@ def runner(store: EventStore) -> Runner:
 
     spend = Usage(input_tokens=600, output_tokens=100)
     model = ScriptedModel(
-        [lambda ctx: Decision.call_tools(call("read_page", page=ctx.turn), usage=spend)],
+        [
+            lambda ctx: Decision.call_tools(
+                ProposedCall("read_page", {"page": ctx.turn}), usage=spend
+            )
+        ],
         repeat_last=True,
         by_turn=True,
     )

@@ -1,7 +1,7 @@
 """Cancel an order with a person's approval, given from another process.
 
 The run pauses in `waiting_approval` (this process could exit here); a second process
-approves the exact call with `agentfsm approve`, through the SQLite store; `resume`
+approves the exact call with `agentfsm approve`, through the SQLite store; `drive`
 then runs that call, re-checked by the policy, without asking the model again.
 
     python examples/runtime/cancel_order_approval.py
@@ -22,13 +22,13 @@ from agentfsm.events import Limits
 from agentfsm.runtime import (
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     RunResult,
     ScriptedModel,
     Tool,
     ToolContext,
     ToolPolicy,
-    call,
 )
 from agentfsm.stores import EventStore
 
@@ -47,8 +47,8 @@ def model() -> ScriptedModel:
 
     return ScriptedModel(
         [
-            Decision.call_tools(call("get_order", order_id=123)),
-            Decision.call_tools(call("cancel_order", order_id=123)),
+            Decision.call_tools(ProposedCall("get_order", {"order_id": 123})),
+            Decision.call_tools(ProposedCall("cancel_order", {"order_id": 123})),
             report,
         ],
         by_turn=True,
@@ -88,7 +88,7 @@ def approve_elsewhere(db: Path, action_id: str, who: str) -> None:
 
 
 def main(workdir: Path) -> RunResult:
-    """Run until the approval, approve from another process, resume to the end."""
+    """Run until the approval, approve from another process, drive it to the end."""
     db = workdir / "runs.db"
     ledger = EffectLedger(workdir / "effects.db")
     with open_store(db) as store:
@@ -100,7 +100,7 @@ def main(workdir: Path) -> RunResult:
         )
     approve_elsewhere(db, pending.action_id, "alice@support")
     with open_store(db) as store:
-        result = runner(store, ledger).resume(RUN_ID)
+        result = runner(store, ledger).drive(RUN_ID)
         show(store, result, "cancel order with approval")
     return result
 

@@ -1,11 +1,11 @@
-"""A worker dies (SIGKILL) in the middle of a run, twice; the run is resumed from the store.
+"""A worker dies (SIGKILL) in the middle of a run, twice; the run is driven on from the store.
 
 1. Process A runs the order/ticket run and is killed inside `create_ticket`, right after
    the ticket system acted and before the result was recorded.
-2. Process B resumes: `create_ticket` is idempotent, so it is called again with the same
+2. Process B drives it on: `create_ticket` is idempotent, so it is called again with the same
    idempotency key (the ticket system returns the first ticket; no second one); then B is
    killed inside `send_confirmation`, after the email went out.
-3. This process resumes: `send_confirmation` is not idempotent, so it is *not* sent again:
+3. This process drives it on: `send_confirmation` is not idempotent, so it is *not* sent again:
    it is recorded `outcome_unknown` and surfaced, and the model is told.
 
     python examples/runtime/crash_resume.py
@@ -26,12 +26,12 @@ from kit import EffectLedger, open_store, quiet_logs, show
 from agentfsm.runtime import (
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     RunResult,
     ScriptedModel,
     Tool,
     ToolContext,
-    call,
 )
 from agentfsm.stores import EventStore
 
@@ -61,8 +61,8 @@ def runner(store: EventStore, ledger: EffectLedger, die_in: str | None) -> Runne
     model = ScriptedModel(
         [
             Decision.call_tools(
-                call("create_ticket", order_id="O-1001"),
-                call("send_confirmation", to="customer@example.com"),
+                ProposedCall("create_ticket", {"order_id": "O-1001"}),
+                ProposedCall("send_confirmation", {"to": "customer@example.com"}),
             ),
             answer,
         ],
@@ -76,7 +76,7 @@ def runner(store: EventStore, ledger: EffectLedger, die_in: str | None) -> Runne
 
 
 def worker(workdir: Path, die_in: str) -> None:
-    """What processes A and B do: start or resume the run, and die in `die_in`."""
+    """What processes A and B do: start or drive on the run, and die in `die_in`."""
     with open_store(workdir / "runs.db") as store:
         r = runner(store, EffectLedger(workdir / "effects.db"), die_in)
         try:
@@ -84,11 +84,11 @@ def worker(workdir: Path, die_in: str) -> None:
         except LookupError:
             r.run(RUN_ID, "Open a ticket for O-1001 and tell the customer.")
         else:
-            r.resume(RUN_ID)
+            r.drive(RUN_ID)
 
 
 def main(workdir: Path) -> RunResult:
-    """Kill two workers at two points, then resume here and print what happened."""
+    """Kill two workers at two points, then drive the run here and print what happened."""
     for die_in in ("create_ticket", "send_confirmation"):
         code = subprocess.run(  # noqa: S603  (this interpreter, this very script)
             [sys.executable, __file__, "--worker", str(workdir), die_in], check=False
@@ -96,7 +96,7 @@ def main(workdir: Path) -> RunResult:
         print(f"  worker killed inside {die_in} (exit {code})")
     ledger = EffectLedger(workdir / "effects.db")
     with open_store(workdir / "runs.db") as store:
-        result = runner(store, ledger, None).resume(RUN_ID)
+        result = runner(store, ledger, None).drive(RUN_ID)
         show(store, result, "crash and resume")
     print(f"  ticket system / mail server effects per key: {ledger.effects()}")
     print(f"  calls per key: {ledger.calls()}")

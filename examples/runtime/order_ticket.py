@@ -11,7 +11,7 @@ from pathlib import Path
 from kit import EffectLedger, open_store, order_tools, quiet_logs, show
 
 from agentfsm.events import Limits, Usage
-from agentfsm.runtime import Agent, Decision, Runner, RunResult, ScriptedModel, call
+from agentfsm.runtime import Agent, Decision, ProposedCall, Runner, RunResult, ScriptedModel
 from agentfsm.stores import EventStore
 
 RUN_ID = "order-O-1001"
@@ -24,9 +24,10 @@ def model() -> ScriptedModel:
     usage = Usage(input_tokens=420, output_tokens=40, cost=0.002)
     return ScriptedModel(
         [
-            Decision.call_tools(call("get_order", order_id="O-1001"), usage=usage),
+            Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1001"}), usage=usage),
             lambda ctx: Decision.call_tools(
-                call("create_ticket", order_id=ctx.results[0].result["order_id"]), usage=usage
+                ProposedCall("create_ticket", {"order_id": ctx.results[0].result["order_id"]}),
+                usage=usage,
             ),
             lambda ctx: Decision.answer(
                 f"Order O-1001 is paid but not shipped; I opened ticket "

@@ -20,11 +20,11 @@ from agentfsm.runtime import (
     Agent,
     AsyncRunner,
     Decision,
+    ProposedCall,
     RunResult,
     ScriptedModel,
     Tool,
     ToolContext,
-    call,
 )
 from agentfsm.stores import ThreadedAsyncEventStore
 
@@ -70,11 +70,11 @@ def agent(flight: Flight) -> Agent:
     model = ScriptedModel(
         [
             Decision.call_tools(
-                call("warehouse", site="north"),
-                call("warehouse", site="south"),
-                call("warehouse", site="east"),
-                call("reserve", units=2),
-                call("reserve", units=3),
+                ProposedCall("warehouse", {"site": "north"}),
+                ProposedCall("warehouse", {"site": "south"}),
+                ProposedCall("warehouse", {"site": "east"}),
+                ProposedCall("reserve", {"units": 2}),
+                ProposedCall("reserve", {"units": 3}),
             ),
             answer,
         ],

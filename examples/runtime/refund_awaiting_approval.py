@@ -3,7 +3,7 @@
 The agent looks the order up and asks to refund it; `refund` needs a person's approval, so
 the run returns waiting in `waiting_approval`, and stays there: `agentfsm ui --store
 .demo/runs.db` opens on an inbox with this call in it (approve or reject it there, or with
-`agentfsm approve refund-77 t2.1 --store .demo/runs.db`, then `resume` goes on).
+`agentfsm approve refund-77 t2.1 --store .demo/runs.db`, then `drive` goes on).
 
     python examples/runtime/refund_awaiting_approval.py
 """
@@ -19,13 +19,13 @@ from kit import open_store, quiet_logs, show
 from agentfsm.runtime import (
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     RunResult,
     ScriptedModel,
     Tool,
     ToolContext,
     ToolPolicy,
-    call,
 )
 from agentfsm.stores import EventStore
 
@@ -36,8 +36,8 @@ def model() -> ScriptedModel:
     """Look the order up, ask to refund it, then say what was decided."""
     return ScriptedModel(
         [
-            Decision.call_tools(call("get_order", order_id=77)),
-            Decision.call_tools(call("refund", order_id=77, amount=129.0)),
+            Decision.call_tools(ProposedCall("get_order", {"order_id": 77})),
+            Decision.call_tools(ProposedCall("refund", {"order_id": 77, "amount": 129.0})),
             lambda ctx: Decision.answer(f"Refund of order 77: {ctx.results[0].status}."),
         ],
         by_turn=True,

@@ -13,7 +13,7 @@ from kit import open_store, quiet_logs, show
 
 from agentfsm.events import Limits
 from agentfsm.guards import LoopDetector
-from agentfsm.runtime import Agent, Decision, Runner, RunResult, ScriptedModel, Tool, call
+from agentfsm.runtime import Agent, Decision, ProposedCall, Runner, RunResult, ScriptedModel, Tool
 from agentfsm.stores import EventStore
 
 RUN_ID = "runaway-1"
@@ -26,7 +26,7 @@ def runner(store: EventStore) -> Runner:
         return {"order_id": "O-77", "status": "in_transit"}
 
     model = ScriptedModel(
-        [Decision.call_tools(call("shipment_status", order_id="O-77"))],
+        [Decision.call_tools(ProposedCall("shipment_status", {"order_id": "O-77"}))],
         repeat_last=True,
         by_turn=True,
     )

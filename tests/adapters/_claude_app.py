@@ -82,7 +82,7 @@ def _main(db: str, run_id: str, api: str, config_dir: str, calls: str) -> None:
 
     run = ClaudeRun(SQLiteEventStore(db), run_id, needs_approval={"mcp__shop__refund"})
     with capture_logs():
-        done = run.resume_sync(options(api, Path(config_dir)))
+        done = run.drive(options(api, Path(config_dir)))
     cost = done.sdk_result.total_cost_usd if done.sdk_result is not None else None
     print(json.dumps({"status": done.status, "final_output": done.final_output,
                       "total_cost_usd": cost}))  # fmt: skip

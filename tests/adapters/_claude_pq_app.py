@@ -75,11 +75,11 @@ def engine(dsn: str, config: Path, calls: Path, api: str | None = None) -> Procr
         if store.load(run_id).current_agent != AGENT:
             return None  # not a Claude run of ours
         if api is not None:
-            return claude(store, run_id).resume(real_options(api, config, calls))
+            return claude(store, run_id).adrive(real_options(api, config, calls))
         # The model's answer after the refund (the deferred call is replayed from the
         # session the adapter restores from the store).
         cli = scripted_cli([Answer("Refunded O-1.")])
-        return claude(store, run_id).resume(options(config, calls), transport=cli)
+        return claude(store, run_id).adrive(options(config, calls), transport=cli)
 
     settings = EngineSettings(heartbeat=0.3, stalled_after=1.5, poll=0.2, delete_jobs="never")
     return ProcrastinateEngine(dsn, lambda store: AdapterJobs(store, drive), settings=settings)
@@ -98,10 +98,10 @@ def main(role: str, dsn: str, config_dir: str, calls_file: str, api: str | None 
             use = Use("toolu_r1", REFUND, {"order_id": "O-1"})
             cli = None if api is not None else scripted_cli([Answer(uses=(use,))])
             opts = real_options(api, config, calls) if api is not None else options(config, calls)
-            run = claude(store, "c1").run("refund O-1", opts, agent=AGENT, transport=cli)
+            run = claude(store, "c1").arun("refund O-1", opts, agent=AGENT, transport=cli)
             done = asyncio.run(run)
         else:
-            asyncio.run(jobs.serve(wait=False, install_signal_handlers=False))
+            asyncio.run(jobs.aserve(wait=False, install_signal_handlers=False))
             done = None
         record = store.load("c1")
     print(json.dumps({

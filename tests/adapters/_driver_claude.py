@@ -91,37 +91,37 @@ class ClaudeDriver:
 
     def run(self, store: EventStore, run_id: str, spec: AgentSpec, *, prompt: str = "weather?",
             limits: Limits | None = None, **options: Any) -> Any:  # fmt: skip
-        """`ClaudeRun.run`."""
+        """`ClaudeRun.arun`."""
         run = self.claude_run(store, run_id, spec, **options)
         return drive(
-            run.run(prompt, ClaudeAgentOptions(), limits=limits, agent=spec.name,
+            run.arun(prompt, ClaudeAgentOptions(), limits=limits, agent=spec.name,
                     transport=self.transport(spec))
         )  # fmt: skip
 
-    def resume(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
-               **options: Any) -> Any:  # fmt: skip
-        """`ClaudeRun.resume`."""
+    def drive(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
+              **options: Any) -> Any:  # fmt: skip
+        """`ClaudeRun.adrive`."""
         run = self.claude_run(store, run_id, spec, **options)
-        return drive(run.resume(ClaudeAgentOptions(), state, transport=self.transport(spec)))
+        return drive(run.adrive(ClaudeAgentOptions(), state, transport=self.transport(spec)))
 
-    def run_sync(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
-        """`ClaudeRun.run_sync`."""
+    def run_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
+        """`ClaudeRun.run` (sync)."""
         run = self.claude_run(store, run_id, spec)
         with capture_logs():
-            return run.run_sync(prompt, ClaudeAgentOptions(), transport=self.transport(spec))
+            return run.run(prompt, ClaudeAgentOptions(), transport=self.transport(spec))
 
-    def resume_sync(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
-        """`ClaudeRun.resume_sync`."""
+    def drive_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
+        """`ClaudeRun.drive` (sync)."""
         run = self.claude_run(store, run_id, spec)
         with capture_logs():
-            return run.resume_sync(ClaudeAgentOptions(), transport=self.transport(spec))
+            return run.drive(ClaudeAgentOptions(), transport=self.transport(spec))
 
     def state_text(self, paused: Any) -> str:
         """The kept session JSON."""
         return str(paused.state)
 
     def state_from_text(self, text: str) -> Any:
-        """The session JSON, as `resume` takes it."""
+        """The session JSON, as `adrive` takes it."""
         return text
 
     def seen(self, agent: str) -> dict[str, str]:

@@ -129,27 +129,27 @@ class LangGraphDriver:
                 limits=limits,
             )
 
-    def resume(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
-               **options: Any) -> Any:  # fmt: skip
-        """`GraphRun.resume` (`state` is ignored: the checkpointer holds the graph's)."""
+    def drive(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
+              **options: Any) -> Any:  # fmt: skip
+        """`GraphRun.drive` (`state` is ignored: the checkpointer holds the graph's)."""
         run = GraphRun(store, run_id, **options)
         with capture_logs():
-            return run.resume(self.build(spec, run), self._config(run_id))
+            return run.drive(self.build(spec, run), self._config(run_id))
 
-    def run_sync(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
+    def run_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
         """`GraphRun.run` (LangGraph's own API is synchronous)."""
         return self.run(store, run_id, spec, prompt=prompt)
 
-    def resume_sync(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
-        """`GraphRun.resume`."""
-        return self.resume(store, run_id, spec)
+    def drive_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
+        """`GraphRun.drive`."""
+        return self.drive(store, run_id, spec)
 
     def state_text(self, paused: Any) -> str:
         """Nothing: the graph's state is in its checkpointer."""
         return ""
 
     def state_from_text(self, text: str) -> Any:
-        """Nothing to pass: `resume` reads the checkpointer."""
+        """Nothing to pass: `drive` reads the checkpointer."""
         return None
 
     def seen(self, agent: str) -> dict[str, str]:

@@ -73,25 +73,25 @@ class OpenAIDriver:
 
     def run(self, store: EventStore, run_id: str, spec: AgentSpec, *, prompt: str = "weather?",
             limits: Limits | None = None, **options: Any) -> Any:  # fmt: skip
-        """`AgentsRun.run`."""
+        """`AgentsRun.arun`."""
         run = AgentsRun(store, run_id, **options)
-        return drive(run.run(self.build(spec, run), prompt, limits=limits))
+        return drive(run.arun(self.build(spec, run), prompt, limits=limits))
 
-    def resume(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
-               **options: Any) -> Any:  # fmt: skip
-        """`AgentsRun.resume`."""
+    def drive(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
+              **options: Any) -> Any:  # fmt: skip
+        """`AgentsRun.adrive`."""
         run = AgentsRun(store, run_id, **options)
-        return drive(run.resume(self.build(spec, run), state))
+        return drive(run.adrive(self.build(spec, run), state))
 
-    def run_sync(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
-        """`AgentsRun.run_sync`."""
+    def run_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
+        """`AgentsRun.run` (sync)."""
         run = AgentsRun(store, run_id)
-        return run.run_sync(self.build(spec, run), prompt)
+        return run.run(self.build(spec, run), prompt)
 
-    def resume_sync(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
-        """`AgentsRun.resume_sync`."""
+    def drive_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
+        """`AgentsRun.drive` (sync)."""
         run = AgentsRun(store, run_id)
-        return run.resume_sync(self.build(spec, run))
+        return run.drive(self.build(spec, run))
 
     def state_text(self, paused: Any) -> str:
         """The `RunState` JSON."""

@@ -80,40 +80,40 @@ class PydanticAIDriver:
 
         async def ask(ctx: RunContext[None], question: str) -> Any:
             """Ask the subagent."""
-            return await run.delegate(ctx, child, question)
+            return await run.adelegate(ctx, child, question)
 
         return ask
 
     def run(self, store: EventStore, run_id: str, spec: AgentSpec, *, prompt: str = "weather?",
             limits: Limits | None = None, **options: Any) -> Any:  # fmt: skip
-        """`AgentIterRun.run`."""
+        """`AgentIterRun.arun`."""
         run = AgentIterRun(store, run_id, **options)
-        return drive(run.run(self.build(spec, run), prompt, limits=limits))
+        return drive(run.arun(self.build(spec, run), prompt, limits=limits))
 
-    def resume(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
-               **options: Any) -> Any:  # fmt: skip
-        """`AgentIterRun.resume`."""
+    def drive(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
+              **options: Any) -> Any:  # fmt: skip
+        """`AgentIterRun.adrive`."""
         run = AgentIterRun(store, run_id, **options)
-        return drive(run.resume(self.build(spec, run), state))
+        return drive(run.adrive(self.build(spec, run), state))
 
-    def run_sync(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
-        """`AgentIterRun.run_sync`."""
+    def run_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
+        """`AgentIterRun.run` (sync)."""
         run = AgentIterRun(store, run_id)
         with capture_logs():
-            return run.run_sync(self.build(spec, run), prompt)
+            return run.run(self.build(spec, run), prompt)
 
-    def resume_sync(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
-        """`AgentIterRun.resume_sync`."""
+    def drive_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
+        """`AgentIterRun.drive` (sync)."""
         run = AgentIterRun(store, run_id)
         with capture_logs():
-            return run.resume_sync(self.build(spec, run))
+            return run.drive(self.build(spec, run))
 
     def state_text(self, paused: Any) -> str:
         """The message history JSON."""
         return str(paused.state)
 
     def state_from_text(self, text: str) -> Any:
-        """The message history JSON, as `resume` takes it."""
+        """The message history JSON, as `adrive` takes it."""
         return text
 
     def seen(self, agent: str) -> dict[str, str]:

@@ -179,15 +179,15 @@ class Driver(Protocol):
             limits: Limits | None = None, **options: Any) -> Any:  # fmt: skip
         """Start run `run_id` of `spec` and drive it to its end or pause (an `ObservedRun`)."""
 
-    def resume(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
-               **options: Any) -> Any:  # fmt: skip
-        """Resume run `run_id` with `spec` as a new process builds it (only its steps left)."""
+    def drive(self, store: EventStore, run_id: str, spec: AgentSpec, state: Any = None,
+              **options: Any) -> Any:  # fmt: skip
+        """Drive run `run_id` on with `spec` as a new process builds it (only its steps left)."""
 
-    def run_sync(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
-        """`run`, from code without an event loop."""
+    def run_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec, prompt: str) -> Any:
+        """The adapter's sync `run`, from code without an event loop."""
 
-    def resume_sync(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
-        """`resume` from our store's state, from code without an event loop."""
+    def drive_without_loop(self, store: EventStore, run_id: str, spec: AgentSpec) -> Any:
+        """The adapter's sync `drive` from our store's state, without an event loop."""
 
     def state_text(self, paused: Any) -> str:
         """The SDK state a pause returned, as text (what a caller would save)."""
@@ -196,7 +196,7 @@ class Driver(Protocol):
         """The tool results agent `agent`'s model was last shown, as text, by call id."""
 
     def state_from_text(self, text: str) -> Any:
-        """The state to pass to `resume` from what `state_text` wrote."""
+        """The state to pass to `drive` from what `state_text` wrote."""
 
 
 def require(driver: Driver, feature: str) -> None:
@@ -283,7 +283,7 @@ def _main(name: str, workdir: str, db: str, run_id: str, state_file: str, spec: 
     if state_file != "-":
         state = driver.state_from_text(Path(state_file).read_text(encoding="utf-8"))
     store = SQLiteEventStore(db)
-    done = driver.resume(store, run_id, AgentSpec.from_json(json.loads(spec)), state)
+    done = driver.drive(store, run_id, AgentSpec.from_json(json.loads(spec)), state)
     print(json.dumps({"status": done.status, "final_output": done.final_output, "calls": CALLS}))
 
 

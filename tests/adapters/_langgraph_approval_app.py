@@ -64,7 +64,7 @@ def main(workdir: Path, base_url: str, what: str) -> None:
     if what == "run":
         done = run.run(app, {"messages": [HumanMessage("refund O-1 and O-2")]}, config)
     else:
-        done = run.resume(app, config)
+        done = run.drive(app, config)
     print(json.dumps({"status": done.status, "final_output": done.final_output,
                       "pending": [p.action_id for p in done.pending_approvals]}))  # fmt: skip
 

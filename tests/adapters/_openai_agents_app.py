@@ -108,7 +108,7 @@ def _main(db: str, run_id: str, state_file: str) -> None:
         store = SQLiteEventStore(db)
     run = AgentsRun(store, run_id)
     agent = manager_agent(run, resumed=True) if run_id == "m1" else resumed_agent()
-    done = asyncio.run(run.resume(agent, state))
+    done = asyncio.run(run.adrive(agent, state))
     print(
         json.dumps(
             {"status": done.status, "final_output": done.final_output, "calls": CALLS},

@@ -97,10 +97,10 @@ def record() -> dict[str, list[str]]:
             opts = options(api.url, Path(tmp))
             run = ClaudeRun(store, "r1", needs_approval={REFUND})
             leg = lambda name, p=prefix: lambda o: Recording(p + name, o)  # noqa: E731
-            asyncio.run(run.run(prompt, opts, transport=leg("run")))
+            asyncio.run(run.arun(prompt, opts, transport=leg("run")))
             approve(store, "r1", "toolu_r1", approver="alice")
             run = ClaudeRun(store, "r1", needs_approval={REFUND})
-            done = asyncio.run(run.resume(opts, transport=leg("resume")))
+            done = asyncio.run(run.adrive(opts, transport=leg("resume")))
             assert done.status == "completed", done.status
     return legs
 

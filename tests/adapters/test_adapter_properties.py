@@ -174,13 +174,13 @@ def test_openai_agents_runs_always_log_legally(
     guards = _guards(max_turns)
     driver = AgentsRun(store, "r1", guards=guards)
     current = agent(steps, driver)
-    done = run(driver.run(current, "go"))
+    done = run(driver.arun(current, "go"))
     used = len(current.model.calls)  # type: ignore[union-attr]
     while done.pending_approvals:
         _decide(store, done.pending_approvals, votes)
         driver = AgentsRun(store, "r1", guards=guards)
         current = agent(steps[used:], driver)
-        done = run(driver.resume(current))
+        done = run(driver.adrive(current))
         used += len(current.model.calls)  # type: ignore[union-attr]
     _check(store, done, turns, tmp_path, max_turns)
 
@@ -223,16 +223,16 @@ def test_pydantic_ai_runs_always_log_legally(
     @agent.tool
     async def ask(ctx: RunContext[None], question: str) -> Any:
         """Ask the refunds agent."""
-        return await driver[0].delegate(ctx, refunds, question)
+        return await driver[0].adelegate(ctx, refunds, question)
 
     try:
         guards = _guards(max_turns)
         driver[:] = [AgentIterRun(store, "r1", guards=guards)]
-        done = run(driver[0].run(agent, "go"))
+        done = run(driver[0].arun(agent, "go"))
         while done.pending_approvals:
             _decide(store, done.pending_approvals, votes)
             driver[:] = [AgentIterRun(store, "r1", guards=guards)]
-            done = run(driver[0].resume(agent))
+            done = run(driver[0].adrive(agent))
     except UnexpectedModelBehavior as exc:
         gave_up = str(exc)  # the SDK gave up (a tool retried past its limit)
     else:
@@ -299,7 +299,7 @@ def test_langgraph_runs_always_log_legally(tmp_path: Path, drawn: Any, gated: bo
         while done.pending_approvals:
             _decide(store, done.pending_approvals, votes)
             driver[:] = [GraphRun(store, "r1")]
-            done = driver[0].resume(g, config)
+            done = driver[0].drive(g, config)
     _check(store, done, [[("ok", "")]], tmp_path)
 
 
@@ -353,8 +353,8 @@ def test_claude_agent_sdk_runs_always_log_legally(
         return ClaudeRun(store, "r1", needs_approval={"refund"}, subagents=subagents,
                          guards=_guards(max_turns))  # fmt: skip
 
-    done = run(claude().run("go", ClaudeAgentOptions(), transport=parent))
+    done = run(claude().arun("go", ClaudeAgentOptions(), transport=parent))
     while done.pending_approvals:
         _decide(store, done.pending_approvals, votes)
-        done = run(claude().resume(ClaudeAgentOptions(), transport=parent))
+        done = run(claude().adrive(ClaudeAgentOptions(), transport=parent))
     _check(store, done, turns, tmp_path, max_turns)

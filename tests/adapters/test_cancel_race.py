@@ -60,7 +60,7 @@ def test_a_subagent_starting_while_its_caller_is_cancelled_ends(tmp_path: Path) 
                 driver.agent_tool(helper, tool_name="ask"),
             ]
             model = app.scripted(batch, [assistant_message("done")])
-            done = asyncio.run(driver.run(Agent(name="support", model=model, tools=tools), "go"))
+            done = asyncio.run(driver.arun(Agent(name="support", model=model, tools=tools), "go"))
             children = [(i.run_id, i.status) for i in store[0].runs() if i.run_id != "r1"]
             outcomes.append((done.status, children))
             assert validates(store[0], "r1", tmp_path) == 0

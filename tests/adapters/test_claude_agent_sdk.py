@@ -113,7 +113,7 @@ class TestScriptedTools:
             Answer("Done."),
         ]
         transport = scripted_cli(steps, {"weather": weather}, tmp_path)
-        done = run(ClaudeRun(store, "r1").run("go", shop(), transport=transport))
+        done = run(ClaudeRun(store, "r1").arun("go", shop(), transport=transport))
         assert (done.status, done.final_output) == ("completed", "Done.")
         assert RAN == ["refund O-1", "weather Paris"]
         actions = done.record.actions
@@ -147,7 +147,7 @@ class TestApprovalInABatch:
         ]
         transport = scripted_cli(steps, {"weather": weather}, tmp_path)
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
-        paused = run(claude.run("go", shop(), transport=transport))
+        paused = run(claude.arun("go", shop(), transport=transport))
         assert (paused.status, paused.record.pending_approvals) == (
             "waiting_approval",
             ("toolu_r",),
@@ -159,7 +159,7 @@ class TestApprovalInABatch:
         ]  # fmt: skip
         approve(store, "r1", "toolu_r", approver="alice")
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
-        done = run(claude.resume(shop(), transport=transport))
+        done = run(claude.adrive(shop(), transport=transport))
         assert (done.status, done.final_output) == ("completed", "Refunded; sunny.")
         assert RAN == ["weather Paris", "refund O-1"]
         assert validates(store, "r1", tmp_path) == 0
@@ -181,7 +181,7 @@ class TestApprovalInABatch:
         ]
         transport = scripted_cli(steps, {"weather": weather}, tmp_path)
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
-        paused = run(claude.run("go", shop(), transport=transport))
+        paused = run(claude.arun("go", shop(), transport=transport))
         assert (paused.status, paused.record.pending_approvals) == (
             "waiting_approval",
             ("toolu_r",),
@@ -215,7 +215,7 @@ class TestSubagentInABatch:
         claude = ClaudeRun(
             store, "m1", needs_approval={"mcp__shop__refund"}, subagents={"refunds": refunds}
         )
-        done = run(claude.run("go", shop(), transport=scripted_cli(steps, {"weather": weather},
+        done = run(claude.arun("go", shop(), transport=scripted_cli(steps, {"weather": weather},
                                                                    tmp_path)))  # fmt: skip
         assert (done.status, [p.run_id for p in done.pending_approvals]) == (
             "waiting_tool",
@@ -248,7 +248,7 @@ class TestSubagentInABatch:
         claude = ClaudeRun(
             store, "m1", needs_approval={"mcp__shop__refund"}, subagents={"refunds": refunds}
         )
-        done = run(claude.run("go", shop(), transport=scripted_cli(steps, sessions=tmp_path)))
+        done = run(claude.arun("go", shop(), transport=scripted_cli(steps, sessions=tmp_path)))
         assert (done.status, done.record.pending_approvals) == ("waiting_approval", ("toolu_r",))
         assert RAN == []
         call = done.record.actions["toolu_m"]
@@ -306,7 +306,7 @@ class TestCLIAgents:
         definition = AgentDefinition("Refunds orders.", "You refund orders.")
         options = replace(shop(), agents={"refunds": definition})
         with pytest.raises(ValueError, match=r"ClaudeRun\(subagents=") as err:
-            run(ClaudeRun(store, "r1").run("go", options, transport=scripted_cli([])))
+            run(ClaudeRun(store, "r1").arun("go", options, transport=scripted_cli([])))
         assert "(refunds)" in str(err.value)
         with pytest.raises(RunNotFoundError):  # refused before run.started
             store.load("r1")
@@ -338,7 +338,7 @@ class TestYourCallbacks:
             on_message=lambda m: kinds.append(type(m).__name__),
         )
         transport = scripted_cli(steps, {"weather": weather}, tmp_path)
-        done = run(claude.run("go", shop(), transport=transport))
+        done = run(claude.arun("go", shop(), transport=transport))
         assert (done.status, texts) == ("completed", ["Looking.", "Sunny."])
         assert "StreamEvent" not in kinds
         assert kinds[-1] == "ResultMessage"
@@ -369,7 +369,7 @@ class TestCostAtEveryMoment:
 
     REFUND = Use("toolu_r", "mcp__shop__refund", {"order_id": "O-1"})
 
-    def test_a_paused_run_holds_the_clis_cost_and_the_resumed_one_its_total(
+    def test_a_paused_run_holds_the_clis_cost_and_the_driven_one_its_total(
         self, tmp_path: Path
     ) -> None:
         """Waiting for approval: the CLI's cost of the leg is in the record
@@ -377,14 +377,14 @@ class TestCostAtEveryMoment:
         store = MemoryEventStore()
         cli = scripted_cli([Answer(uses=(self.REFUND,)), Answer("Refunded.")], sessions=tmp_path)
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
-        paused = run(claude.run("go", shop(), transport=cli))
+        paused = run(claude.arun("go", shop(), transport=cli))
         assert paused.status == "waiting_approval"
         assert usage_of(store.load("r1")) == (10, 5, COST_PER_ANSWER)
         assert paused.sdk_result.total_cost_usd == COST_PER_ANSWER
         assert types(store, "r1", reports=True)[-2:] == ["approval.requested", "usage.reported"]
         approve(store, "r1", "toolu_r", approver="alice")
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
-        done = run(claude.resume(shop(), transport=cli))
+        done = run(claude.adrive(shop(), transport=cli))
         assert done.status == "completed"
         assert usage_of(done.record) == (20, 10, round(done.sdk_result.total_cost_usd, 12))
         assert done.sdk_result.total_cost_usd == pytest.approx(2 * COST_PER_ANSWER)
@@ -400,7 +400,7 @@ class TestCostAtEveryMoment:
         store = MemoryEventStore()
         steps = [Answer(uses=(Use(f"toolu_{i}", "weather", {"city": "Paris"}),)) for i in range(3)]
         cli = scripted_cli(steps, {"weather": weather}, tmp_path)
-        done = run(ClaudeRun(store, "r1", guards=[MaxTurns(2)]).run("go", shop(), transport=cli))
+        done = run(ClaudeRun(store, "r1", guards=[MaxTurns(2)]).arun("go", shop(), transport=cli))
         assert (done.status, done.stop_reason) == ("terminated", "max_turns")
         assert types(store, "r1", reports=True).count("model.completed") == 2
         assert usage_of(done.record) == (30, 15, round(3 * COST_PER_ANSWER, 12))
@@ -416,7 +416,7 @@ class TestCostAtEveryMoment:
             mcp_servers={"shop": create_sdk_mcp_server("shop", tools=[slow])}
         )
         cli = scripted_cli([Answer(uses=(Use("toolu_s", "mcp__shop__slow", {}),))], {}, tmp_path)
-        done = run(ClaudeRun(store, "r1", cancel_poll=0.02).run("go", options, transport=cli))
+        done = run(ClaudeRun(store, "r1", cancel_poll=0.02).arun("go", options, transport=cli))
         assert (done.status, done.record.cancel_reason) == ("cancelled", "closed the tab")
         assert usage_of(done.record) == (10, 5, COST_PER_ANSWER)
         assert types(store, "r1", reports=True)[-3:] == [
@@ -431,7 +431,7 @@ class TestCostAtEveryMoment:
         cli = scripted_cli([Answer(uses=(self.REFUND,))], sessions=tmp_path)
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
         limits = Limits(max_cost=COST_PER_ANSWER / 2)
-        done = run(claude.run("go", shop(), limits=limits, transport=cli))
+        done = run(claude.arun("go", shop(), limits=limits, transport=cli))
         assert (done.status, done.stop_reason) == ("terminated", "budget")
         assert done.record.stop_detail == "spent 0.00014 > max cost 0.00007"
         assert store.attachment("r1", "claude-agent-sdk/session") is None
@@ -446,7 +446,7 @@ class TestCostAtEveryMoment:
             store, "r1", needs_approval={"mcp__shop__refund"},
             pricing=per_million_tokens(1.0, 2.0),
         )  # fmt: skip
-        paused = run(claude.run("go", shop(), transport=cli))
+        paused = run(claude.arun("go", shop(), transport=cli))
         assert paused.status == "waiting_approval"
         assert usage_of(store.load("r1")) == (10, 5, round(20 / 1_000_000, 12))
         assert "usage.reported" not in types(store, "r1", reports=True)
@@ -461,7 +461,7 @@ class TestAdapterJobs:
         refund_o1 = Use("toolu_r", "mcp__shop__refund", {"order_id": "O-1"})
         cli = scripted_cli([Answer(uses=(refund_o1,)), Answer("Refunded.")], sessions=tmp_path)
         claude = ClaudeRun(store, "r1", needs_approval={"mcp__shop__refund"})
-        assert run(claude.run("go", shop(), transport=cli)).status == "waiting_approval"
+        assert run(claude.arun("go", shop(), transport=cli)).status == "waiting_approval"
         approve(store, "r1", "toolu_r", approver="alice")
         return store, cli
 
@@ -477,11 +477,11 @@ class TestAdapterJobs:
 
         def drive(store: Any, run_id: str) -> Any:
             claude = ClaudeRun(store, run_id, needs_approval={"mcp__shop__refund"})
-            return claude.resume(shop(), transport=cli)
+            return claude.adrive(shop(), transport=cli)
 
         lease = store.hold("r1", holder="job-1")
         with capture_logs():
-            result = AdapterJobs(store, drive).resume("r1", lease=lease)
+            result = AdapterJobs(store, drive).drive("r1", lease=lease)
         assert (result.status, result.final_output) == ("completed", "Refunded.")
         assert RAN == ["refund O-1"]
         with pytest.raises(RunHeldError):  # still the job's, until it lets go
@@ -492,7 +492,7 @@ class TestAdapterJobs:
     def test_a_run_the_adapter_leaves_goes_to_the_runner_or_is_left_as_it_is(
         self, tmp_path: Path
     ) -> None:
-        """`drive` returns None: the fallback Runner resumes it; without one, nothing runs
+        """The adapter returns None: the fallback Runner drives it; without one, nothing runs
         and the job says so (`engine.not_driven`)."""
         from agentfsm.adapters.jobs import AdapterJobs
 
@@ -502,14 +502,14 @@ class TestAdapterJobs:
         class Fallback:
             reducer = store.reducer
 
-            def resume(self, run_id: str, **kw: Any) -> Any:
+            def drive(self, run_id: str, **kw: Any) -> Any:
                 asked.append(run_id)
                 return "the runner's"
 
         jobs = AdapterJobs(store, lambda store, run_id: None, runner=Fallback())  # type: ignore[arg-type]
-        assert jobs.resume("r1") == "the runner's"
+        assert jobs.drive("r1") == "the runner's"
         assert asked == ["r1"]
         with capture_logs() as logs:
-            left = AdapterJobs(store, lambda store, run_id: None).resume("r1")
+            left = AdapterJobs(store, lambda store, run_id: None).drive("r1")
         assert (left.status, RAN) == ("running", [])
         assert [e["event"] for e in logs] == ["engine.not_driven"]

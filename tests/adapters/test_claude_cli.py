@@ -191,7 +191,7 @@ def resume_elsewhere(
 def pause(store: SQLiteEventStore, api: FakeAnthropic, config: Path) -> Any:
     """Run r1 asks to refund O-1, which needs approval: it waits."""
     run = ClaudeRun(store, "r1", needs_approval={REFUND})
-    paused = drive(run.run("refund O-1", options(api.url, config)))
+    paused = drive(run.arun("refund O-1", options(api.url, config)))
     assert (paused.status, paused.record.pending_approvals) == ("waiting_approval", ("toolu_r1",))
     return paused
 
@@ -231,7 +231,7 @@ class TestRealCLI:
         assert store.attachment("r1", "claude-agent-sdk/session") is None
         assert validates(store, "r1", tmp_path) == 0
 
-    def test_a_paused_run_resumes_on_another_machine_with_only_the_store_in_common(
+    def test_a_paused_run_is_driven_on_on_another_machine_with_only_the_store_in_common(
         self, tmp_path: Path, api: FakeAnthropic, calls: Path
     ) -> None:
         """The CLI's transcript is kept in the store at the pause and written back into
@@ -266,7 +266,7 @@ class TestRealCLI:
         run = ClaudeRun(store, "r1", needs_approval={REFUND})
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            paused = drive(run.run("refund O-1", opts))
+            paused = drive(run.arun("refund O-1", opts))
         assert [w for w in seen if issubclass(w.category, CanUseToolShadowedWarning)] == []
         assert (paused.status, paused.record.pending_approvals) == (
             "waiting_approval",
@@ -297,7 +297,7 @@ class TestRealCLI:
 
         async def go() -> Any:
             run = ClaudeRun(store, "r1", cancel_poll=0.05)
-            task = asyncio.ensure_future(run.run("look slowly", options(api.url, tmp_path)))
+            task = asyncio.ensure_future(run.arun("look slowly", options(api.url, tmp_path)))
             while "slow started" not in ran(calls):
                 await asyncio.sleep(0.05)
             cancel(SQLiteEventStore(tmp_path / "runs.db"), "r1", reason="closed the tab")
@@ -324,7 +324,7 @@ class TestRealCLI:
 
         async def go() -> Any:
             run = ClaudeRun(store, "r1", cancel_poll=0.05)
-            task = asyncio.ensure_future(run.run("think slowly", options(api.url, tmp_path)))
+            task = asyncio.ensure_future(run.arun("think slowly", options(api.url, tmp_path)))
             while model_requests(api) < 1:
                 await asyncio.sleep(0.05)
             cancel(SQLiteEventStore(tmp_path / "runs.db"), "r1", reason="took too long")
@@ -346,7 +346,7 @@ class TestRealCLI:
         last tool result as its partial output; each request sent is a model call logged."""
         store = SQLiteEventStore(tmp_path / "runs.db")
         run = ClaudeRun(store, "r1", guards=[MaxTurns(2)])
-        done = drive(run.run("look twice", options(api.url, tmp_path)))
+        done = drive(run.arun("look twice", options(api.url, tmp_path)))
         assert (done.status, done.stop_reason, done.record.stop_detail) == (
             "terminated",
             "max_turns",
@@ -368,7 +368,7 @@ class TestRealCLI:
         store = SQLiteEventStore(tmp_path / "runs.db")
         run = ClaudeRun(store, "r1", reserve_tokens=10)
         limits = Limits(max_tokens=20)
-        done = drive(run.run("look twice", options(api.url, tmp_path), limits=limits))
+        done = drive(run.arun("look twice", options(api.url, tmp_path), limits=limits))
         assert (done.status, done.stop_reason) == ("terminated", "budget")
         assert model_requests(api) == 1
         assert types(store, "r1").count("model.started") == 1
@@ -383,7 +383,7 @@ class TestRealCLI:
         its answer's start: what the gateway saves."""
         store = SQLiteEventStore(tmp_path / "runs.db")
         run = ClaudeRun(store, "r1", guards=[MaxTurns(2)], gateway=False)
-        done = drive(run.run("look twice", options(api.url, tmp_path)))
+        done = drive(run.arun("look twice", options(api.url, tmp_path)))
         assert (done.status, done.stop_reason) == ("terminated", "max_turns")
         assert model_requests(api) == 3
         # The refused call was sent and answered: the CLI counts it, and so does the record.
@@ -396,7 +396,7 @@ class TestRealCLI:
         is terminated and its detail counts the model calls the log holds."""
         store = SQLiteEventStore(tmp_path / "runs.db")
         opts = replace(options(api.url, tmp_path), max_turns=1)
-        done = drive(ClaudeRun(store, "r1").run("look twice", opts))
+        done = drive(ClaudeRun(store, "r1").arun("look twice", opts))
         calls_in_log = types(store, "r1").count("model.started")
         assert (done.status, done.stop_reason) == ("terminated", "max_turns")
         plural = "s" if calls_in_log != 1 else ""
@@ -441,7 +441,7 @@ class TestRealCLIParallelCalls:
         db, config = tmp_path / "runs.db", tmp_path / "claude"
         store = SQLiteEventStore(db)
         run = ClaudeRun(store, "r1", needs_approval={REFUND})
-        paused = drive(run.run(f"batch {order}", options(api.url, config)))
+        paused = drive(run.arun(f"batch {order}", options(api.url, config)))
         assert (paused.status, paused.record.pending_approvals) == (
             "waiting_approval",
             ("toolu_r1",),
@@ -464,7 +464,7 @@ class TestRealCLIParallelCalls:
         db, config = tmp_path / "runs.db", tmp_path / "claude"
         store = SQLiteEventStore(db)
         run = ClaudeRun(store, "r1", needs_approval={REFUND})
-        paused = drive(run.run("batch rqf", options(api.url, config)))
+        paused = drive(run.arun("batch rqf", options(api.url, config)))
         assert (paused.status, paused.record.pending_approvals) == (
             "waiting_approval",
             ("toolu_r1",),
@@ -530,7 +530,7 @@ class TestRealCLIParallelCalls:
 class TestRealCLISubagents:
     """Subagents over the real CLI: ours pause their caller; the CLI's own cannot."""
 
-    def test_a_subagent_waiting_for_approval_pauses_its_caller_until_resumed(
+    def test_a_subagent_waiting_for_approval_pauses_its_caller_until_driven_on(
         self, tmp_path: Path, api: FakeAnthropic, calls: Path
     ) -> None:
         """The child's CLI defers its refund; the caller's CLI defers the call waiting on
@@ -542,7 +542,7 @@ class TestRealCLISubagents:
             refunds = Subagent("Refunds orders.", opts)
             return ClaudeRun(store, "m1", needs_approval={REFUND}, subagents={"refunds": refunds})
 
-        paused = drive(caller().run("ask the refunds agent", opts))
+        paused = drive(caller().arun("ask the refunds agent", opts))
         assert (paused.status, [p.run_id for p in paused.pending_approvals]) == (
             "waiting_tool",
             ["m1/toolu_m1"],
@@ -550,7 +550,7 @@ class TestRealCLISubagents:
         assert store.load("m1/toolu_m1").pending_approvals == ("toolu_r1",)
         assert ran(calls) == []
         approve(store, "m1/toolu_m1", "toolu_r1", approver="alice")
-        done = drive(caller().resume(opts))
+        done = drive(caller().adrive(opts))
         assert (done.status, done.final_output) == ("completed", "The agent said: Refunded.")
         assert ran(calls) == ["refund O-1"]
         assert store.load("m1/toolu_m1").final_output == "Refunded."
@@ -566,7 +566,7 @@ class TestRealCLISubagents:
         store = SQLiteEventStore(tmp_path / "runs.db")
         opts = replace(options(api.url, tmp_path), tools=["Agent"])
         run = ClaudeRun(store, "r1", needs_approval={REFUND})
-        done = drive(run.run("ask the cli's agent", opts))
+        done = drive(run.arun("ask the cli's agent", opts))
         assert (done.status, done.final_output) == ("completed", "Done.")
         assert ran(calls) == []
         refused = json.dumps(api.requests)

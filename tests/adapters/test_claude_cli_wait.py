@@ -2,7 +2,7 @@
 
 An in-process SDK MCP tool proposes `loan.documents_requested` (issue 26): the run waits in
 `documents_requested`, the CLI's session (id and transcript) kept in our store. A person
-appends `loan.documents_received`; `resume` resumes that session with what the model has not
+appends `loan.documents_received`; `adrive` resumes that session with what the model has not
 read yet (`Recorder.notes`) as the new prompt, and the model reads it. A proposal the table
 refuses once the batch resolved reaches the model with the tool's result (`PostToolUse`'s
 `additionalContext`). The fake Messages API answers by what the CLI sent it, so each answer
@@ -83,13 +83,13 @@ def test_the_resumed_session_reads_what_the_person_appended(
     tmp_path: Path, api: FakeAnthropic
 ) -> None:
     """Waiting in `documents_requested`: the session is kept, nothing more is asked of the
-    model; once the documents come, `resume` goes on in the same CLI session, and the
+    model; once the documents come, `adrive` goes on in the same CLI session, and the
     model's next input is the note of what happened meanwhile, on another machine too."""
     store = loan_store()
     loans = ClaudeRun(store, "L-1")
     event = Emit("loan.documents_requested", documents=["payslip", "id"])
     opts = loan_options(api, tmp_path / "claude", loans, event)
-    done = drive(loans.run("loan for A-7", opts))
+    done = drive(loans.arun("loan for A-7", opts))
     assert (done.status, done.waiting) == ("documents_requested", True)
     # Waiting in its lifecycle, the record holds the CLI's cost of the leg.
     assert done.sdk_result.total_cost_usd > 0
@@ -103,13 +103,13 @@ def test_the_resumed_session_reads_what_the_person_appended(
     assert waited is not None
     session = json.loads(waited.data)["state"]["session_id"]
     assert session.encode() in kept.data
-    assert drive(ClaudeRun(store, "L-1").resume(opts)).status == "documents_requested"
+    assert drive(ClaudeRun(store, "L-1").adrive(opts)).status == "documents_requested"
     assert len(api.requests) == asked  # still waiting: the CLI was not even started
     append_event(store, "L-1", "loan.documents_received", document_ids=RECEIVED)
     # Another machine: its CLI has its own (empty) config dir; the store has the transcript.
     there = ClaudeRun(store, "L-1")
     elsewhere = loan_options(api, tmp_path / "there", there, event)
-    again = drive(there.resume(elsewhere))
+    again = drive(there.adrive(elsewhere))
     answered_then_completed(store, again, "Documents complete.")
     last = json.dumps(api.requests[-1]["messages"])
     assert "toolu_d1" in last  # the same session: the tool's call and result are in it
@@ -127,6 +127,6 @@ def test_the_model_reads_a_proposal_refused_when_the_batch_resolved(
     store = loan_store()
     loans = ClaudeRun(store, "L-1")
     event = Emit("loan.documents_received", document_ids=["payslip-1"])
-    done = drive(loans.run("loan", loan_options(api, tmp_path / "claude", loans, event)))
+    done = drive(loans.arun("loan", loan_options(api, tmp_path / "claude", loans, event)))
     assert (done.status, done.final_output) == ("completed", "Understood.")
     assert types(store, "L-1").count("emit.refused") == 1

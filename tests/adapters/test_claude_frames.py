@@ -59,11 +59,11 @@ def scripted_legs(tmp_path: Path) -> dict[str, list[str]]:
         store = MemoryEventStore()
         with capture_logs():
             run = ClaudeRun(store, "r1", needs_approval={REFUND})
-            asyncio.run(run.run(prompt, ClaudeAgentOptions(), transport=cli(prefix + "run")))
+            asyncio.run(run.arun(prompt, ClaudeAgentOptions(), transport=cli(prefix + "run")))
             approve(store, "r1", "toolu_r1", approver="alice")
             run = ClaudeRun(store, "r1", needs_approval={REFUND})
             resume = cli(prefix + "resume")
-            done = asyncio.run(run.resume(ClaudeAgentOptions(), transport=resume))
+            done = asyncio.run(run.adrive(ClaudeAgentOptions(), transport=resume))
         assert done.status == "completed"
     return {
         leg: [s for d, f in c.frames if (s := shape(d, f)) is not None] for leg, c in clis.items()

@@ -174,7 +174,7 @@ def drive(
     store = SQLiteEventStore(tmp_path / "runs.db")
     with capture_logs():
         done = asyncio.run(
-            ClaudeRun(store, "r1", **run).run(prompt, options(front.url, tmp_path), limits=limits)
+            ClaudeRun(store, "r1", **run).arun(prompt, options(front.url, tmp_path), limits=limits)
         )
     return store, done
 

@@ -45,7 +45,7 @@ def drive(documents: Any, tmp_path: Path) -> tuple[Any, Any, list[Any]]:
     cli = scripted_cli([Answer(uses=(use,)), Answer("Waiting.")], {}, tmp_path)
     with capture_logs():
         done = asyncio.run(
-            loans.run("loan for A-7", loan_options(loans, documents, told), transport=cli)
+            loans.arun("loan for A-7", loan_options(loans, documents, told), transport=cli)
         )
     return store, done, told
 
@@ -76,7 +76,7 @@ def test_a_call_is_named_by_its_tool_and_arguments() -> None:
 def test_the_session_is_kept_while_the_run_waits_and_dropped_when_a_cancel_ends_it(
     tmp_path: Path,
 ) -> None:
-    """The wait keeps the CLI's session id for `resume`; a cancel asked meanwhile ends the
+    """The wait keeps the CLI's session id for `adrive`; a cancel asked meanwhile ends the
     run at the resume, nothing runs, and what a resume would have needed is dropped."""
     store, done, _ = drive(DOCUMENTS, tmp_path)
     assert done.status == "documents_requested"
@@ -85,6 +85,6 @@ def test_the_session_is_kept_while_the_run_waits_and_dropped_when_a_cancel_ends_
     assert json.loads(kept.data)["state"]["session_id"]
     cancel(store, "L-1", reason="withdrawn")
     with capture_logs():
-        ended = asyncio.run(ClaudeRun(store, "L-1").resume(ClaudeAgentOptions()))
+        ended = asyncio.run(ClaudeRun(store, "L-1").adrive(ClaudeAgentOptions()))
     assert ended.status == "cancelled"
     assert store.attachment("L-1", WAIT) is None

@@ -106,8 +106,8 @@ def heard_graph(loans: GraphRun, event: Emit, model: Heard) -> Any:
 CONFIG: dict[str, Any] = {"configurable": {"thread_id": "L-1"}}
 
 
-def test_resume_goes_on_after_the_person_answers() -> None:
-    """Waiting in `documents_requested`, the documents come from outside; `resume` streams
+def test_drive_goes_on_after_the_person_answers() -> None:
+    """Waiting in `documents_requested`, the documents come from outside; `drive` streams
     the graph on from its checkpoint, a user message first saying what was appended."""
     store = loan_store()
     loans = GraphRun(store, "L-1")
@@ -118,11 +118,11 @@ def test_resume_goes_on_after_the_person_answers() -> None:
         assert done.status == "documents_requested"
         waited = list(store.events("L-1"))
         # not answered yet: it still waits, nothing runs
-        assert GraphRun(store, "L-1").resume(graph, CONFIG).status == "documents_requested"
+        assert GraphRun(store, "L-1").drive(graph, CONFIG).status == "documents_requested"
     assert list(store.events("L-1")) == waited
     append_event(store, "L-1", "loan.documents_received", document_ids=RECEIVED)
     with capture_logs():
-        done = GraphRun(store, "L-1").resume(graph, CONFIG)
+        done = GraphRun(store, "L-1").drive(graph, CONFIG)
     answered_then_completed(store, done, "Complete.")
     assert model.read() == [
         ("human", "loan for A-7"),

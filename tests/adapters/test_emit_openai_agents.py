@@ -57,7 +57,7 @@ def drive(documents: Any) -> tuple[Any, Any, list[Any]]:
     loans = AgentsRun(store, "L-1")
     told: list[Any] = []
     with capture_logs():
-        done = asyncio.run(loans.run(loan_agent(loans, documents, told), "loan for A-7"))
+        done = asyncio.run(loans.arun(loan_agent(loans, documents, told), "loan for A-7"))
     return store, done, told
 
 
@@ -93,8 +93,8 @@ def said_to_the_model(model: Any) -> list[str]:
     ]
 
 
-def test_resume_goes_on_after_the_person_answers(tmp_path: Path) -> None:
-    """Waiting in `documents_requested`, the documents come from outside; `resume` goes on
+def test_drive_goes_on_after_the_person_answers(tmp_path: Path) -> None:
+    """Waiting in `documents_requested`, the documents come from outside; `adrive` goes on
     from the conversation the store kept (the tool's call and result), and the model reads
     what was appended meanwhile."""
     store, done, _ = drive(DOCUMENTS)
@@ -103,11 +103,11 @@ def test_resume_goes_on_after_the_person_answers(tmp_path: Path) -> None:
     model = scripted([assistant_message("Documents complete.")])
     resumed = Agent(name="loans", model=model, tools=[documents_tool(loans, Emit("x"), [])])
     with capture_logs():  # not answered yet: it still waits, nothing runs
-        assert asyncio.run(loans.resume(resumed)).status == "documents_requested"
+        assert asyncio.run(loans.adrive(resumed)).status == "documents_requested"
     assert model.calls == ()
     append_event(store, "L-1", "loan.documents_received", document_ids=RECEIVED)
     with capture_logs():
-        again = asyncio.run(loans.resume(resumed))
+        again = asyncio.run(loans.adrive(resumed))
     answered_then_completed(store, again, "Documents complete.")
     assert said_to_the_model(model) == ["loan for A-7", TOLD_RECEIVED]
     outputs = [i for i in model.last_call.input if i.get("type") == "function_call_output"]
@@ -126,7 +126,7 @@ def test_the_model_reads_a_proposal_refused_when_the_batch_resolved() -> None:
         [assistant_message("Understood.")],
     )
     with capture_logs():
-        done = asyncio.run(loans.run(Agent(name="loans", model=model, tools=[tool]), "loan"))
+        done = asyncio.run(loans.arun(Agent(name="loans", model=model, tools=[tool]), "loan"))
     assert (told, done.status) == ([None], "completed")
     assert said_to_the_model(model) == ["loan", told_refused("call_d1", "request_documents")]
     assert [e.type for e in store.events("L-1")].count("emit.refused") == 1

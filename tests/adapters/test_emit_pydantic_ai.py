@@ -54,7 +54,7 @@ def drive(documents: Any) -> tuple[Any, Any, list[Any]]:
     loans = AgentIterRun(store, "L-1")
     told: list[Any] = []
     with capture_logs():
-        done = asyncio.run(loans.run(loan_agent(loans, documents, told), "loan for A-7"))
+        done = asyncio.run(loans.arun(loan_agent(loans, documents, told), "loan for A-7"))
     return store, done, told
 
 
@@ -106,21 +106,21 @@ def heard_agent(loans: AgentIterRun, event: Emit, model: Heard) -> Agent[None, s
     return agent
 
 
-def test_resume_goes_on_after_the_person_answers() -> None:
-    """Waiting in `documents_requested`, the documents come from outside; `resume` sends the
+def test_drive_goes_on_after_the_person_answers() -> None:
+    """Waiting in `documents_requested`, the documents come from outside; `adrive` sends the
     request the store kept (the tool's return), which also says what was appended."""
     store = loan_store()
     loans = AgentIterRun(store, "L-1")
     model = Heard(call("request_documents", "call_d1", applicant="A-7"), answer("Complete."))
     agent = heard_agent(loans, Emit("loan.documents_requested", documents=DOCUMENTS), model)
     with capture_logs():
-        assert asyncio.run(loans.run(agent, "loan for A-7")).status == "documents_requested"
+        assert asyncio.run(loans.arun(agent, "loan for A-7")).status == "documents_requested"
         # not answered yet: it still waits, nothing runs
-        assert asyncio.run(loans.resume(agent)).status == "documents_requested"
+        assert asyncio.run(loans.adrive(agent)).status == "documents_requested"
     assert len(model.inputs) == 1
     append_event(store, "L-1", "loan.documents_received", document_ids=RECEIVED)
     with capture_logs():
-        done = asyncio.run(AgentIterRun(store, "L-1").resume(agent))
+        done = asyncio.run(AgentIterRun(store, "L-1").adrive(agent))
     answered_then_completed(store, done, "Complete.")
     assert model.prompts() == ["loan for A-7", TOLD_RECEIVED]
     returned = [
@@ -137,7 +137,7 @@ def test_the_model_reads_a_proposal_refused_when_the_batch_resolved() -> None:
     model = Heard(call("request_documents", "call_d1", applicant="A-7"), answer("Understood."))
     event = Emit("loan.documents_received", document_ids=["payslip-1"])
     with capture_logs():
-        done = asyncio.run(loans.run(heard_agent(loans, event, model), "loan"))
+        done = asyncio.run(loans.arun(heard_agent(loans, event, model), "loan"))
     assert done.status == "completed"
     assert model.prompts() == ["loan", told_refused("call_d1", "request_documents")]
     assert [e.type for e in store.events("L-1")].count("emit.refused") == 1
@@ -151,14 +151,14 @@ def test_a_kept_wait_another_driver_went_on_from_is_refused() -> None:
     model = Heard(call("request_documents", "call_d1", applicant="A-7"), answer("Complete."))
     agent = heard_agent(loans, Emit("loan.documents_requested", documents=DOCUMENTS), model)
     with capture_logs():
-        asyncio.run(loans.run(agent, "loan for A-7"))
+        asyncio.run(loans.arun(agent, "loan for A-7"))
         append_event(store, "L-1", "loan.documents_received", document_ids=RECEIVED)
         send = Decision.emit(Emit("loan.sent_to_underwriting", summary="complete"))
         other = Runner(store, RunnerAgent("loans", ScriptedModel([send])))
-        assert other.resume("L-1").status == "underwriting"
+        assert other.drive("L-1").status == "underwriting"
     before = list(store.events("L-1"))
     with pytest.raises(SavedStateError) as refused, capture_logs():
-        asyncio.run(AgentIterRun(store, "L-1").resume(agent))
+        asyncio.run(AgentIterRun(store, "L-1").adrive(agent))
     assert str(refused.value) == (
         "run 'L-1': cannot resume from the saved state 'pydantic-ai/lifecycle_wait': it was "
         "kept at version 7, but the run went on since ('model.started' at sequence 9): it is "

@@ -101,7 +101,7 @@ def test_a_plain_interrupt_pauses_and_resumes_with_a_value(tmp_path: Path) -> No
     paused = drive(GraphRun(store, "r1"), compiled, cfg)
     assert (paused.status, paused.record.pause_reason) == ("paused", "need a city")
     with capture_logs():
-        done = GraphRun(store, "r1").resume(compiled, cfg, "Paris")
+        done = GraphRun(store, "r1").drive(compiled, cfg, "Paris")
     assert (done.status, done.final_output) == ("completed", "Paris it is.")
     assert validates(store, "r1", tmp_path) == 0
 
@@ -128,7 +128,7 @@ def test_a_tool_that_calls_interrupt_pauses_and_runs_again_on_resume(tmp_path: P
     error = paused.record.actions["call_1"].error
     assert (error.kind, error.retryable) == ("interrupted", True)
     with capture_logs():
-        done = GraphRun(store, "r1").resume(g, cfg, "yes")
+        done = GraphRun(store, "r1").drive(g, cfg, "yes")
     action = done.record.actions["call_1"]
     assert (done.status, action.result, action.attempts) == ("completed", "refunded O-1", 2)
     assert types(store, "r1")[3:] == [
@@ -138,7 +138,7 @@ def test_a_tool_that_calls_interrupt_pauses_and_runs_again_on_resume(tmp_path: P
     assert validates(store, "r1", tmp_path) == 0
 
 
-def test_an_async_delegate_pauses_and_resumes_its_caller_through_arun_and_aresume(
+def test_an_async_delegate_pauses_its_caller_and_is_driven_on_through_arun_and_adrive(
     tmp_path: Path,
 ) -> None:
     """astream and an async tool: `adelegate` pauses the caller and continues on `aresume`."""
@@ -156,7 +156,7 @@ def test_an_async_delegate_pauses_and_resumes_its_caller_through_arun_and_aresum
     manager = GraphRun(store, "m1")
     resumed = app.manager_graph(manager, saver, resumed=True, is_async=True)
     with capture_logs():
-        done = asyncio.run(manager.aresume(resumed, cfg))
+        done = asyncio.run(manager.adrive(resumed, cfg))
     out = {"status": done.status, "final_output": done.final_output, "calls": app.CALLS}
     assert_caller_and_child_finished(out, store, ["refund O-1"], "O-1 refunded.", tmp_path)
 
@@ -234,7 +234,7 @@ def _drive_batch(store: MemoryEventStore, g: Any, driver: list[GraphRun], decide
             for pending in done.pending_approvals:
                 decide(store, pending.run_id, pending.action_id)
             driver[:] = [GraphRun(store, "r1")]
-            done = driver[0].resume(g, cfg)
+            done = driver[0].drive(g, cfg)
     return done
 
 
@@ -310,14 +310,14 @@ def test_an_interrupted_call_other_than_the_approved_one_fails_closed(tmp_path: 
     )
     before = len(app.CALLS)
     with pytest.raises(ApprovalMismatchError) as err, capture_logs():
-        GraphRun(other, "r1").resume(g, cfg)
+        GraphRun(other, "r1").drive(g, cfg)
     assert err.value.action_id == "call_1"
     assert err.value.expected == other.load("r1").actions["call_1"].arguments_digest
     assert err.value.actual == store.load("r1").actions["call_1"].arguments_digest
     assert app.CALLS[before:] == []
 
 
-def test_an_async_graph_is_observed_through_arun_and_aresume(tmp_path: Path) -> None:
+def test_an_async_graph_is_observed_through_arun_and_adrive(tmp_path: Path) -> None:
     """astream with async nodes: the same events; an approval pauses and aresume completes it."""
     import asyncio
 
@@ -351,7 +351,7 @@ def test_an_async_graph_is_observed_through_arun_and_aresume(tmp_path: Path) -> 
     async def main() -> tuple[Any, Any]:
         paused = await GraphRun(store, "r1").arun(compiled, ASK, cfg)
         approve(store, "r1", "call_1", approver="alice")
-        return paused, await GraphRun(store, "r1").aresume(compiled, cfg)
+        return paused, await GraphRun(store, "r1").adrive(compiled, cfg)
 
     with capture_logs():
         paused, done = asyncio.run(main())
@@ -579,7 +579,7 @@ def test_an_agent_handed_back_to_records_a_second_handoff(tmp_path: Path) -> Non
     assert validates(store, "r1", tmp_path) == 0
 
 
-def test_a_handoff_after_an_approval_is_recorded_by_the_resuming_run(tmp_path: Path) -> None:
+def test_a_handoff_after_an_approval_is_recorded_by_the_run_driven_on(tmp_path: Path) -> None:
     """run(agent="triage") pauses on the transfer call; the resumed stream enters billing: handoff."""
     from langgraph.prebuilt import ToolNode
 
@@ -609,7 +609,7 @@ def test_a_handoff_after_an_approval_is_recorded_by_the_resuming_run(tmp_path: P
     assert paused.status == "waiting_approval"
     approve(store, "r1", "call_1", approver="alice")
     with capture_logs():
-        done = GraphRun(store, "r1", agents=agents).resume(compiled, cfg)
+        done = GraphRun(store, "r1", agents=agents).drive(compiled, cfg)
     assert (done.status, done.final_output) == ("completed", "Refunded.")
     assert types(store, "r1")[3:] == [
         "approval.requested", "approval.accepted", "tool.requested", "tool.started",

@@ -40,7 +40,7 @@ def test_the_adapters_run_holds_the_lease_while_its_tools_run(
         with SQLiteEventStore(path) as other:
             holder = other.holder("r1")
             try:
-                Runner(other, Agent("intruder", ScriptedModel([]))).resume("r1")
+                Runner(other, Agent("intruder", ScriptedModel([]))).drive("r1")
             except RunHeldError as exc:
                 seen.append((holder, exc.holder.id))
         return f"looked at {q}"
@@ -67,7 +67,7 @@ def test_a_run_another_driver_holds_is_refused_to_the_adapter(
         version = store.load("r1").version
         lease = store.hold("r1", holder="w1")
         with pytest.raises(RunHeldError) as info:
-            driver.resume(store, "r1", agent("refunds", say("Done.")))
+            driver.drive(store, "r1", agent("refunds", say("Done.")))
         assert info.value.holder.id == "w1"
         assert store.load("r1").version == version
         lease.release()

@@ -90,7 +90,7 @@ def test_pydantic_ai_token_limit_never_goes_unchecked(
     async def go() -> Any:
         async with client:
             run = AgentIterRun(MemoryEventStore(), "r", on_event=on_event)
-            return await run.run(agent, "hi", limits=Limits(max_tokens=25))
+            return await run.arun(agent, "hi", limits=Limits(max_tokens=25))
 
     done = asyncio.run(go())
     assert (done.status, done.stop_reason) == ("terminated", "budget")
@@ -105,7 +105,7 @@ def test_pydantic_ai_unknown_model_under_a_cost_limit(fake_openai: FakeOpenAI) -
 
     async def go() -> Any:
         async with client:
-            return await run.run(agent, "hi", limits=Limits(max_cost=1.0))
+            return await run.arun(agent, "hi", limits=Limits(max_cost=1.0))
 
     with pytest.raises(UnknownModelError, match=r"'gpt-4\.1'"):
         asyncio.run(go())

@@ -58,7 +58,7 @@ def _run(run: AgentsRun, agent: Agent[Any], stream: bool, **kwargs: Any) -> Any:
 
     async def go() -> Any:
         try:
-            return await run.run(agent, "hi", **kwargs)
+            return await run.arun(agent, "hi", **kwargs)
         finally:
             while _CLIENTS:
                 await _CLIENTS.pop().close()

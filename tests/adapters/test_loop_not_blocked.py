@@ -77,7 +77,7 @@ def test_the_openai_agents_hooks_do_not_block_the_loop() -> None:
     )
     agent = Agent(name="weather", model=model, tools=[get_weather])
     store = SlowStore()
-    gap, done = asyncio.run(_largest_gap(AgentsRun(store, "r1").run(agent, "weather?")))
+    gap, done = asyncio.run(_largest_gap(AgentsRun(store, "r1").arun(agent, "weather?")))
     assert (done.status, done.record.version) == ("completed", EVENTS)
     assert gap < MAX_GAP
 
@@ -89,7 +89,7 @@ def test_the_pydantic_ai_iteration_does_not_block_the_loop() -> None:
 
     agent = make_agent(call("get_weather", "call_1", city="Paris"), answer("Sunny."))
     store = SlowStore()
-    gap, done = asyncio.run(_largest_gap(AgentIterRun(store, "r1").run(agent, "weather?")))
+    gap, done = asyncio.run(_largest_gap(AgentIterRun(store, "r1").arun(agent, "weather?")))
     assert (done.status, done.record.version) == ("completed", EVENTS)
     assert gap < MAX_GAP
 

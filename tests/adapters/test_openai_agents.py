@@ -52,7 +52,7 @@ def test_a_handoff_is_recorded_as_a_handoff_decision_and_event(tmp_path: Path) -
         handoffs=[billing],
     )
     store = MemoryEventStore()
-    done = run(AgentsRun(store, "r1").run(triage, "refund me"))
+    done = run(AgentsRun(store, "r1").arun(triage, "refund me"))
     assert (done.status, done.final_output, done.record.current_agent) == (
         "completed",
         "Refunded.",
@@ -71,7 +71,7 @@ def test_the_sdk_max_turns_becomes_run_terminated_max_turns(tmp_path: Path) -> N
     agent = weather_agent(
         *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
     )
-    done = run(AgentsRun(store, "r1").run(agent, "weather?", max_turns=2))
+    done = run(AgentsRun(store, "r1").arun(agent, "weather?", max_turns=2))
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "max_turns",
@@ -94,7 +94,7 @@ def test_an_sdk_move_the_table_refuses_raises_naming_the_signal(tmp_path: Path) 
         handoffs=[billing],
     )
     with pytest.raises(IllegalTransitionError) as err:
-        run(AgentsRun(store, "r1").run(triage, "refund me"))
+        run(AgentsRun(store, "r1").arun(triage, "refund me"))
     assert str(err.value).startswith(
         "run 'r1' is 'running': event 'handoff' (sequence 4) is not allowed; allowed: "
     )
@@ -120,7 +120,7 @@ def test_an_agent_that_would_end_on_a_tool_result_is_refused_before_it_runs() ->
     with pytest.raises(
         ValueError, match=r"^agent 'weather' has tool_use_behavior='stop_on_first_tool'"
     ):
-        run(AgentsRun(store, "r1").run(triage, "weather?"))
+        run(AgentsRun(store, "r1").arun(triage, "weather?"))
     assert app.CALLS[before:] == []
     assert list(store.runs()) == []
 
@@ -148,7 +148,7 @@ def test_cancelling_the_asyncio_task_records_a_cancel_with_the_tool_outcome_unkn
     store = MemoryEventStore()
 
     async def main() -> None:
-        task = asyncio.create_task(AgentsRun(store, "r1").run(agent, "wait"))
+        task = asyncio.create_task(AgentsRun(store, "r1").arun(agent, "wait"))
         await started.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -185,7 +185,7 @@ def test_listeners_get_every_stored_event_in_order_for_live_spans() -> None:
     )
     spans = RunSpans(provider.get_tracer("agentfsm"))
     listeners = [spans.feed, lambda e: seen.append(e.sequence)]
-    run(AgentsRun(store, "r1", listeners=listeners).run(agent, "weather?"))
+    run(AgentsRun(store, "r1", listeners=listeners).arun(agent, "weather?"))
     assert seen == list(range(1, 10))
     assert [s.name for s in exporter.get_finished_spans()] == [
         "execute_tool get_weather",
@@ -220,7 +220,7 @@ def test_a_tool_with_default_failure_handling_is_recorded_as_failed_too(tmp_path
     )
     store = MemoryEventStore()
     config = RunConfig(tool_error_formatter=formatter)
-    done = run(AgentsRun(store, "r1").run(agent, "go", run_config=config))
+    done = run(AgentsRun(store, "r1").arun(agent, "go", run_config=config))
     assert done.status == "completed"
     error = done.record.actions["call_1"].error
     assert (error.kind, error.message) == ("TimeoutError", "took too long")
@@ -242,7 +242,7 @@ def test_a_streamed_run_records_the_same_events_and_passes_the_stream_on(tmp_pat
         if event.type == "run_item_stream_event":
             names.append(event.name)
 
-    done = run(AgentsRun(store, "r1").run(agent, "weather?", on_stream_event=on_event))
+    done = run(AgentsRun(store, "r1").arun(agent, "weather?", on_stream_event=on_event))
     assert (done.status, done.final_output) == ("completed", "Sunny.")
     assert names == ["tool_called", "tool_output", "message_output_created"]
     assert types(store, "r1") == [
@@ -259,7 +259,7 @@ def test_a_guard_stops_a_streamed_run_too(tmp_path: Path) -> None:
         *[[function_call("get_weather", {"city": f"C{i}"}, call_id=f"call_{i}")] for i in range(3)]
     )
     done = run(
-        AgentsRun(store, "r1", guards=[MaxTurns(1)]).run(
+        AgentsRun(store, "r1", guards=[MaxTurns(1)]).arun(
             agent, "weather?", on_stream_event=lambda e: None
         )
     )
@@ -275,21 +275,23 @@ def _manager_paused(store: EventStore) -> None:
     """Run m1: its agent tool's subagent asks for the refund, and both runs wait."""
     manager = AgentsRun(store, "m1")
     assert_caller_waits_on_child(
-        run(manager.run(app.manager_agent(manager), "refund O-1")), store, app.CALLS
+        run(manager.arun(app.manager_agent(manager), "refund O-1")), store, app.CALLS
     )
 
 
-def test_a_streamed_parent_pauses_on_its_subagent_and_resumes_streamed(tmp_path: Path) -> None:
+def test_a_streamed_parent_pauses_on_its_subagent_and_is_driven_on_streamed(tmp_path: Path) -> None:
     """on_stream_event: the same pause, decision and resume; the stream goes to the caller."""
     store, seen = MemoryEventStore(), []
     manager = AgentsRun(store, "m1")
-    paused = run(manager.run(app.manager_agent(manager), "refund O-1", on_stream_event=seen.append))
+    paused = run(
+        manager.arun(app.manager_agent(manager), "refund O-1", on_stream_event=seen.append)
+    )
     assert_caller_waits_on_child(paused, store, app.CALLS)
     before = len(seen)
     ran = decide_for_child(store, "approve")
     manager = AgentsRun(store, "m1")
     resumed = app.manager_agent(manager, resumed=True)
-    done = run(manager.resume(resumed, on_stream_event=seen.append))
+    done = run(manager.adrive(resumed, on_stream_event=seen.append))
     out = {"status": done.status, "final_output": done.final_output, "calls": app.CALLS}
     assert_caller_and_child_finished(out, store, ran, "O-1 refunded.", tmp_path)
     assert 0 < before < len(seen)  # both legs streamed
@@ -307,7 +309,7 @@ def test_a_subagent_call_that_changed_after_approval_fails_closed(tmp_path: Path
     tampered = json.loads(text.replace('\\"O-1\\"', '\\"O-2\\"'))
     manager = AgentsRun(store, "m1")
     with pytest.raises(ApprovalMismatchError) as caught:
-        run(manager.resume(app.manager_agent(manager, resumed=True), tampered))
+        run(manager.adrive(app.manager_agent(manager, resumed=True), tampered))
     assert (caught.value.run_id, caught.value.action_id) == ("m1/call_m1", "call_r1")
     assert "refund O-1" not in app.CALLS
     assert "refund O-2" not in app.CALLS
@@ -341,7 +343,7 @@ def test_a_parent_cancelled_while_its_subagent_waits_cancels_the_subagent(tmp_pa
         ),
         tools=[manager.agent_tool(refunds), hang_up],
     )
-    done = run(manager.run(agent, "refund O-1"))
+    done = run(manager.arun(agent, "refund O-1"))
     assert (done.status, done.pending_approvals) == ("cancelled", ())
     child = store.load("m1/call_m1")
     assert (child.status, child.cancel_reason) == (
@@ -379,7 +381,7 @@ def test_pricing_puts_each_model_calls_cost_on_the_record() -> None:
         [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
         [assistant_message("Sunny.")],
     )
-    done = run(AgentsRun(store, "r1", pricing=pricing).run(agent, "weather?"))
+    done = run(AgentsRun(store, "r1", pricing=pricing).arun(agent, "weather?"))
     assert seen == [(None, 10, 5), (None, 10, 5)]  # a scripted model has no name
     assert done.record.usage.cost == 0.5
 
@@ -417,7 +419,7 @@ def test_the_callers_own_run_hooks_are_called_after_ours() -> None:
         [function_call("get_weather", {"city": "Paris"}, call_id="call_1")],
         [assistant_message("Sunny.")],
     )
-    done = run(AgentsRun(store, "r1").run(agent, "weather?", hooks=Mine()))
+    done = run(AgentsRun(store, "r1").arun(agent, "weather?", hooks=Mine()))
     assert done.status == "completed"
     assert heard == [
         ("agent_start", 1), ("llm_start", 2), ("llm_end", 3), ("tool_start", 5),
@@ -450,7 +452,7 @@ def test_live_spans_put_an_agent_tool_run_under_its_call() -> None:
             parent.agent_tool(weather_agent([assistant_message("Sunny.")]), tool_name="researcher")
         ],
     )
-    assert run(parent.run(triage, "weather?")).status == "completed"
+    assert run(parent.arun(triage, "weather?")).status == "completed"
     finished = exporter.get_finished_spans()
     call = next(s for s in finished if s.name == "execute_tool researcher")
     child = next(s for s in finished if s.name == "invoke_agent weather")
@@ -458,7 +460,7 @@ def test_live_spans_put_an_agent_tool_run_under_its_call() -> None:
     assert child.parent.span_id == call.context.span_id
 
 
-def test_on_postgresql_the_store_alone_resumes_an_approved_run_in_a_new_process(
+def test_on_postgresql_the_store_alone_drives_an_approved_run_on_in_a_new_process(
     postgres_dsn: str, tmp_path: Path
 ) -> None:
     """The same flow on the PostgreSQL store: events and the SDK's state both kept there."""
@@ -467,7 +469,7 @@ def test_on_postgresql_the_store_alone_resumes_an_approved_run_in_a_new_process(
     store = PostgresEventStore(postgres_dsn, migrate=True)
     run_id = f"r-{uuid.uuid4().hex[:8]}"
     with capture_logs():
-        paused = asyncio.run(AgentsRun(store, run_id).run(app.refund_agent(), "refund O-1"))
+        paused = asyncio.run(AgentsRun(store, run_id).arun(app.refund_agent(), "refund O-1"))
     assert paused.status == "waiting_approval"
     kept = store.attachment(run_id, "openai-agents/run_state")
     assert kept is not None
@@ -503,8 +505,8 @@ def test_concurrent_runs_in_one_event_loop_record_each_failure_in_its_own_run(
     async def both() -> list[Any]:
         return list(
             await asyncio.gather(
-                AgentsRun(store, "a").run(failing("call_a"), "weather?"),
-                AgentsRun(store, "b").run(failing("call_b"), "weather?"),
+                AgentsRun(store, "a").arun(failing("call_a"), "weather?"),
+                AgentsRun(store, "b").arun(failing("call_b"), "weather?"),
             )
         )
 

@@ -36,7 +36,7 @@ def test_a_usage_limit_on_tokens_becomes_a_budget_stop(tmp_path: Path) -> None:
     after the second request, which the SDK counted but never handed on, with its usage."""
     store = MemoryEventStore()
     done = run(
-        AgentIterRun(store, "r1").run(
+        AgentIterRun(store, "r1").arun(
             looping(), "weather?", usage_limits=UsageLimits(total_tokens_limit=25)
         )
     )
@@ -61,7 +61,7 @@ def test_the_request_limit_becomes_a_max_turns_stop(tmp_path: Path) -> None:
     run.terminated max_turns, and no answer is made up for it."""
     store = MemoryEventStore()
     done = run(
-        AgentIterRun(store, "r1").run(
+        AgentIterRun(store, "r1").arun(
             looping(), "weather?", usage_limits=UsageLimits(request_limit=2)
         )
     )
@@ -89,10 +89,10 @@ def test_a_subagent_called_from_a_tool_is_its_own_run_in_the_same_store(tmp_path
     @parent.tool_plain
     async def ask_specialist(question: str) -> str:
         """Ask the weather specialist."""
-        done = await AgentIterRun(store, "r1/call_1").run(child, question)
+        done = await AgentIterRun(store, "r1/call_1").arun(child, question)
         return str(done.final_output)
 
-    done = run(AgentIterRun(store, "r1").run(parent, "weather?"))
+    done = run(AgentIterRun(store, "r1").arun(parent, "weather?"))
     assert (done.status, done.final_output) == ("completed", "It is sunny.")
     assert done.record.actions["call_1"].result == "Paris is sunny."
     assert store.load("r1/call_1").status == "completed"
@@ -111,7 +111,7 @@ def test_a_cancellation_token_fired_mid_tool_ends_the_run_cancelled(tmp_path: Pa
     agent = make_agent(
         call("get_weather", "call_1", city="Paris"), answer("never"), on_tool=token.cancel
     )
-    done = run(AgentIterRun(store, "r1").run(agent, "w", cancellation_token=token))
+    done = run(AgentIterRun(store, "r1").arun(agent, "w", cancellation_token=token))
     assert (done.status, done.record.cancel_reason) == ("cancelled", "the agent run was cancelled")
     assert types(store, "r1")[-1] == "run.cancelled"
     assert validates(store, "r1", tmp_path) == 0
@@ -130,7 +130,7 @@ def test_a_tool_that_raises_ends_the_run_failed_with_the_call_failed(tmp_path: P
         raise ValueError("card declined")
 
     with pytest.raises(ValueError, match="card declined"):
-        run(AgentIterRun(store, "r1").run(agent, "charge 5"))
+        run(AgentIterRun(store, "r1").arun(agent, "charge 5"))
     record = store.load("r1")
     assert types(store, "r1")[-2:] == ["tool.failed", "run.failed"]
     error = record.actions["call_1"].error
@@ -178,7 +178,7 @@ def test_a_structured_output_is_the_final_decision_not_a_tool_call(tmp_path: Pat
     """The output tool's call is the final answer; the call beside it never runs (early)."""
     store = MemoryEventStore()
     agent, ran = _structured("early")
-    done = run(AgentIterRun(store, "r1").run(agent, "weather?"))
+    done = run(AgentIterRun(store, "r1").arun(agent, "weather?"))
     assert (done.status, done.final_output.sky, ran) == ("completed", "sunny", ["Paris"])
     assert done.record.final_output == {"city": "Paris", "sky": "sunny"}
     assert sorted(done.record.actions) == ["call_1"]
@@ -192,7 +192,7 @@ def test_a_call_beside_the_output_that_runs_is_recorded_after_the_final_decision
     """end_strategy="exhaustive" runs the other call: requested directly, then completed."""
     store = MemoryEventStore()
     agent, ran = _structured("exhaustive")
-    done = run(AgentIterRun(store, "r1").run(agent, "weather?"))
+    done = run(AgentIterRun(store, "r1").arun(agent, "weather?"))
     assert (done.status, ran) == ("completed", ["Paris", "Rome"])
     assert done.record.actions["call_2"].result == "sunny in Rome"
     assert types(store, "r1")[-6:] == [
@@ -208,7 +208,7 @@ def test_pricing_turns_tokens_into_cost_and_a_cost_limit_stops_the_run(tmp_path:
     store = MemoryEventStore()
     pricing = per_million_tokens(input=50_000, output=100_000)  # 0.5 + 0.5 a request
     priced = AgentIterRun(store, "r1", pricing=pricing)
-    done = run(priced.run(looping(), "weather?", limits=Limits(max_cost=2.5)))
+    done = run(priced.arun(looping(), "weather?", limits=Limits(max_cost=2.5)))
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "budget",
@@ -219,7 +219,7 @@ def test_pricing_turns_tokens_into_cost_and_a_cost_limit_stops_the_run(tmp_path:
     assert validates(store, "r1", tmp_path) == 1
 
 
-def test_a_resumed_parent_counts_what_its_subagents_spent_before() -> None:
+def test_a_parent_driven_on_counts_what_its_subagents_spent_before() -> None:
     """Paused after a subagent spent 15 of the tree's 45 tokens (45 of 45 spent); resumed by a
     new run object (as a new process would), the parent's limit still counts them: the
     refund's result is recorded, and the next model call is refused, nothing being left."""
@@ -237,17 +237,17 @@ def test_a_resumed_parent_counts_what_its_subagents_spent_before() -> None:
         async def ask_specialist(ctx: RunContext[None], question: str) -> str:
             """Ask the weather specialist."""
             assert ctx.tool_call_id is not None
-            done = await run_.subagent(ctx.tool_call_id).run(child, question)
+            done = await run_.subagent(ctx.tool_call_id).arun(child, question)
             return str(done.final_output)
 
         return agent
 
     first = AgentIterRun(store, "r1")
-    paused = run(first.run(parent_agent(first), "weather?", limits=Limits(max_tokens=45)))
+    paused = run(first.arun(parent_agent(first), "weather?", limits=Limits(max_tokens=45)))
     assert (paused.status, paused.record.usage.input_tokens) == ("waiting_approval", 20)
     approve(store, "r1", "call_r1", approver="alice")
     again = AgentIterRun(store, "r1")
-    done = run(again.resume(parent_agent(again)))
+    done = run(again.adrive(parent_agent(again)))
     assert (done.status, done.stop_reason, done.record.stop_detail) == (
         "terminated",
         "budget",
@@ -279,7 +279,7 @@ def test_on_event_streams_the_models_tokens_and_the_tools_events(tmp_path: Path)
 
     events: list[Any] = []
     store = MemoryEventStore()
-    done = run(AgentIterRun(store, "r1", on_event=events.append).run(agent, "weather?"))
+    done = run(AgentIterRun(store, "r1", on_event=events.append).arun(agent, "weather?"))
     assert (done.status, done.final_output) == ("completed", "Sunny in Paris.")
     deltas = [e.delta.content_delta for e in events if isinstance(e, PartDeltaEvent)]
     assert "".join(deltas) == "in Paris."  # the first piece starts the part, the rest are deltas

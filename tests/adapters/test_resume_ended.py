@@ -1,4 +1,4 @@
-"""Resuming a run that already ended returns its result, as `Runner.resume` does, everywhere.
+"""Resuming a run that already ended returns its result, as `Runner.drive` does, everywhere.
 
 Nothing runs and nothing is appended: the ended run's record comes back, with its final
 output when it completed. (Kept apart from the per-SDK files, which are being folded into
@@ -32,14 +32,14 @@ def _again(store: MemoryEventStore, first: RunOutcome, second: RunOutcome) -> No
 
 
 def test_the_runner_returns_an_ended_run() -> None:
-    """The reference behaviour: `Runner.resume` of a completed run returns its result."""
+    """The reference behaviour: `Runner.drive` of a completed run returns its result."""
     store = MemoryEventStore()
     runner = Runner(store, OurAgent("a", ScriptedModel([Decision.answer("Done.")])))
     first = runner.run("r1")
-    _again(store, first, runner.resume("r1"))
+    _again(store, first, runner.drive("r1"))
 
 
-def test_openai_agents_resume_of_an_ended_run_returns_it() -> None:
+def test_openai_agents_drive_of_an_ended_run_returns_it() -> None:
     """`AgentsRun.resume` of a completed run returns it; it needs no saved state."""
     from agents import Agent
     from agents.testing import assistant_message
@@ -49,22 +49,22 @@ def test_openai_agents_resume_of_an_ended_run_returns_it() -> None:
 
     store = MemoryEventStore()
     agent = Agent(name="weather", model=app.scripted([assistant_message("Sunny.")]))
-    first = run(AgentsRun(store, "r1").run(agent, "weather?"))
-    _again(store, first, run(AgentsRun(store, "r1").resume(agent)))
+    first = run(AgentsRun(store, "r1").arun(agent, "weather?"))
+    _again(store, first, run(AgentsRun(store, "r1").adrive(agent)))
 
 
-def test_pydantic_ai_resume_of_an_ended_run_returns_it() -> None:
+def test_pydantic_ai_drive_of_an_ended_run_returns_it() -> None:
     """`AgentIterRun.resume` of a completed run returns it (it used to say 'never paused')."""
     from agentfsm.adapters.pydantic_ai import AgentIterRun
     from tests.adapters._pydantic_ai_app import answer, make_agent
 
     store = MemoryEventStore()
     agent = make_agent(answer("Sunny."))
-    first = run(AgentIterRun(store, "r1").run(agent, "weather?"))
-    _again(store, first, run(AgentIterRun(store, "r1").resume(agent)))
+    first = run(AgentIterRun(store, "r1").arun(agent, "weather?"))
+    _again(store, first, run(AgentIterRun(store, "r1").adrive(agent)))
 
 
-def test_langgraph_resume_of_an_ended_run_returns_it() -> None:
+def test_langgraph_drive_of_an_ended_run_returns_it() -> None:
     """`GraphRun.resume` of a completed run returns it without streaming the graph again."""
     from agentfsm.adapters.langgraph import GraphRun
     from tests.adapters._langgraph_app import answer, graph
@@ -73,11 +73,11 @@ def test_langgraph_resume_of_an_ended_run_returns_it() -> None:
     g: Any = graph([answer("Sunny.")], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}}
     ask = {"messages": [HumanMessage("weather?")]}
-    first = run_sync(lambda: GraphRun(store, "r1").run(g, ask, config))
-    _again(store, first, run_sync(lambda: GraphRun(store, "r1").resume(g, config)))
+    first = blocking(lambda: GraphRun(store, "r1").run(g, ask, config))
+    _again(store, first, blocking(lambda: GraphRun(store, "r1").drive(g, config)))
 
 
-def run_sync(call: Any) -> Any:
+def blocking(call: Any) -> Any:
     """Call with the transition logs captured (they are not what is tested here)."""
     from structlog.testing import capture_logs
 

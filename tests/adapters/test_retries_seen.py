@@ -84,7 +84,7 @@ def _agents(responses: bool = False) -> Callable[..., Any]:
                 )
                 agent: Agent[Any] = Agent(name="a", model=model)
                 kwargs = {"run_config": config} if config is not None else {}
-                return await AgentsRun(store, "r", **options).run(
+                return await AgentsRun(store, "r", **options).arun(
                     agent, "hi", limits=limits, **kwargs
                 )
 
@@ -104,7 +104,7 @@ def _pydantic_ai(
     async def go() -> Any:
         async with AsyncOpenAI(base_url=fake.base_url, api_key="test", **(client or {})) as c:
             model = OpenAIChatModel("gpt-4.1", provider=OpenAIProvider(openai_client=c))
-            return await AgentIterRun(store, "r", **options).run(
+            return await AgentIterRun(store, "r", **options).arun(
                 PydanticAgent(model), "hi", limits=limits
             )
 
@@ -339,7 +339,7 @@ def test_a_subagents_attempts_are_the_subagents(fake_openai: FakeOpenAI) -> None
             agent: Agent[Any] = Agent(
                 name="a", model=model, tools=[run.agent_tool(helper, tool_name="helper")]
             )
-            return await run.run(agent, "hi")
+            return await run.arun(agent, "hi")
 
     done = asyncio.run(go())
     assert done.status == "completed"

@@ -444,7 +444,7 @@ def saved(driver: Driver, paused: Any) -> str | None:
 class TestApproval:
     """A call that needs approval pauses the run; a decision in our store resumes it."""
 
-    def test_an_approved_call_runs_when_resumed_in_a_new_process(
+    def test_an_approved_call_runs_when_driven_on_in_a_new_process(
         self, driver: Driver, tmp_path: Path
     ) -> None:
         """The run pauses; approve() in our store; a new process resumes from our store alone
@@ -484,7 +484,7 @@ class TestApproval:
         assert (action.status, action.reason) == ("rejected", "over the limit")
         assert validates(store, "r1", tmp_path) == 0
 
-    def test_a_run_cancelled_while_it_waits_ends_cancelled_on_resume(
+    def test_a_run_cancelled_while_it_waits_ends_cancelled_on_drive(
         self, driver: Driver, tmp_path: Path
     ) -> None:
         """Nothing drives a paused run: a new process's resume settles the cancel; the call
@@ -501,15 +501,15 @@ class TestApproval:
             assert store.attachment("r1", driver.state_name) is None
         assert validates(store, "r1", tmp_path) == 0
 
-    def test_run_sync_and_resume_sync_drive_the_same_run_without_an_event_loop(
+    def test_sync_run_and_drive_go_through_the_same_run_without_an_event_loop(
         self, driver: Driver
     ) -> None:
         """From code without an event loop, the run pauses for approval, then resumes to its
         answer."""
         store = MemoryEventStore()
-        paused = driver.run_sync(store, "r1", REFUNDING, "refund O-1")
+        paused = driver.run_without_loop(store, "r1", REFUNDING, "refund O-1")
         approve(store, "r1", "call_r1", approver="alice")
-        done = driver.resume_sync(store, "r1", RESUMED)
+        done = driver.drive_without_loop(store, "r1", RESUMED)
         assert (paused.status, done.status, done.final_output) == (
             "waiting_approval",
             "completed",
@@ -553,7 +553,7 @@ class TestApproval:
         assert_free_call_ran_then_paused(paused, store)
         approve(store, "r1", "call_r1", approver="alice")
         resumed = agent("refunds", say("Refunded; sunny in Paris."))
-        done = driver.resume(store, "r1", resumed, paused.state)
+        done = driver.drive(store, "r1", resumed, paused.state)
         assert_refunded_after_approval(done, store, tmp_path)
 
     def test_a_cancel_while_a_call_waits_for_approval_ends_the_run_cancelled(
@@ -619,7 +619,7 @@ class TestKeptState:
         tampered = text.replace("O-1", "O-2")
         assert tampered != text
         with pytest.raises(ApprovalMismatchError) as err:
-            driver.resume(store, "r1", RESUMED, driver.state_from_text(tampered))
+            driver.drive(store, "r1", RESUMED, driver.state_from_text(tampered))
         assert err.value.action_id == "call_r1"
         assert err.value.expected == store.load("r1").actions["call_r1"].arguments_digest
         assert err.value.expected != err.value.actual
@@ -636,7 +636,7 @@ class TestKeptState:
         kept = store.attachment("r1", driver.state_name)
         assert kept is not None
         approve(store, "r1", "call_r1", approver="alice")
-        assert driver.resume(store, "r1", RESUMED).status == "completed"
+        assert driver.drive(store, "r1", RESUMED).status == "completed"
         store.put_attachment("r1", kept.name, kept.data, version=kept.version)
         CALLS.clear()
         with pytest.raises(SavedStateError) as err:
@@ -648,7 +648,7 @@ class TestKeptState:
         )
         # Resuming the ended run returns it and runs nothing (an adapter may drop the stale
         # state as it does).
-        assert driver.resume(store, "r1", RESUMED).status == "completed"
+        assert driver.drive(store, "r1", RESUMED).status == "completed"
         assert CALLS == []
 
     def test_a_corrupt_kept_state_is_refused_saying_so(self, driver: Driver) -> None:
@@ -664,11 +664,11 @@ class TestKeptState:
         store.put_attachment("r1", kept.name, corrupt, version=kept.version)
         approve(store, "r1", "call_r1", approver="alice")
         with pytest.raises(SavedStateError) as err:
-            driver.resume(store, "r1", RESUMED)
+            driver.drive(store, "r1", RESUMED)
         assert err.value.reason.startswith(reason)
         assert CALLS == []
 
-    def test_resuming_a_run_that_never_paused_here_says_no_state_is_kept(
+    def test_driving_a_run_that_never_paused_here_says_no_state_is_kept(
         self, driver: Driver
     ) -> None:
         """A waiting run whose kept state is gone, and none given: SavedStateError naming the
@@ -680,10 +680,10 @@ class TestKeptState:
         assert store.delete_attachment("r1", driver.state_name)
         CALLS.clear()
         with pytest.raises(SavedStateError) as err:
-            driver.resume(store, "r1", RESUMED)
+            driver.drive(store, "r1", RESUMED)
         assert (err.value.run_id, err.value.name) == ("r1", driver.state_name)
         assert err.value.reason == (
-            "none is kept (the run never paused for approval here); pass the state to resume"
+            "none is kept (the run never paused for approval here); pass the state to drive"
         )
         assert CALLS == []
 
@@ -803,7 +803,7 @@ class TestSubagents:
         assert validates(store, "r1/call_s1", tmp_path) == 0
 
     @pytest.mark.parametrize("decision", ["approve", "reject"])
-    def test_a_subagent_waiting_for_approval_pauses_its_parent_until_a_new_process_resumes(
+    def test_a_subagent_waiting_for_approval_pauses_its_parent_until_a_new_process_drives_it(
         self, driver: Driver, tmp_path: Path, decision: str
     ) -> None:
         """The child's call is decided in the child's run; resuming the parent in a new process
@@ -832,25 +832,25 @@ class TestSubagents:
             )
         )
 
-    def test_resuming_a_parent_whose_subagent_is_undecided_leaves_both_waiting(
+    def test_driving_a_parent_whose_subagent_is_undecided_leaves_both_waiting(
         self, driver: Driver
     ) -> None:
         """No decision yet: the resume runs nothing and names the subagent's call again."""
         store = MemoryEventStore()
         manager_paused(driver, store)
-        again = driver.resume(store, "m1", manager(resumed=True))
+        again = driver.drive(store, "m1", manager(resumed=True))
         assert (again.status, again.pending_approvals) == ("waiting_tool", (M1_CHILDS_REFUND,))
         assert store.load("m1/call_m1").status == "waiting_approval"
         assert CALLS == []
 
-    def test_cancelling_a_parent_waiting_on_its_subagent_cancels_both_on_resume(
+    def test_cancelling_a_parent_waiting_on_its_subagent_cancels_both_on_drive(
         self, driver: Driver, tmp_path: Path
     ) -> None:
         """The subagent's pending call never runs; the parent's call to it is outcome unknown."""
         store = MemoryEventStore()
         manager_paused(driver, store)
         cancel(store, "m1", reason="the customer left")
-        done = driver.resume(store, "m1", manager(resumed=True))
+        done = driver.drive(store, "m1", manager(resumed=True))
         assert (done.status, done.pending_approvals) == ("cancelled", ())
         assert done.record.actions["call_m1"].status == "unknown"
         child = store.load("m1/call_m1")

@@ -1,5 +1,5 @@
-"""`run_sync` then `resume_sync` in one process over one shared `AsyncOpenAI` client (issue 31,
-item 5): each adapter's sync calls share one event loop the thread keeps, so the client's
+"""The sync `run` then the sync `drive` in one process over one shared `AsyncOpenAI` client
+(issue 31, item 5): each adapter's sync calls share one event loop the thread keeps, so the client's
 pooled connections (bound to the loop that opened them) keep working across the pause.
 Real clients, the fake OpenAI API on 127.0.0.1."""
 
@@ -33,12 +33,12 @@ _SCRIPT = [
 
 
 def _close(client: AsyncOpenAI) -> None:
-    from agentfsm.adapters._sync import run_sync
+    from agentfsm.adapters._sync import run_blocking
 
-    run_sync(client.close(), "close")  # on the loop its connections belong to
+    run_blocking(client.close(), "close")  # on the loop its connections belong to
 
 
-def test_agents_sdk_run_sync_then_resume_sync_share_a_client(fake_openai: FakeOpenAI) -> None:
+def test_agents_sdk_sync_run_then_drive_share_a_client(fake_openai: FakeOpenAI) -> None:
     fake_openai.script += list(_SCRIPT)
     client = AsyncOpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
 
@@ -54,16 +54,16 @@ def test_agents_sdk_run_sync_then_resume_sync_share_a_client(fake_openai: FakeOp
     )
     store = MemoryEventStore()
     try:
-        paused = AgentsRun(store, "r").run_sync(agent, "refund O-7")
+        paused = AgentsRun(store, "r").run(agent, "refund O-7")
         assert paused.status == "waiting_approval"
         approve(store, "r", "c1", approver="alice")
-        done = AgentsRun(store, "r").resume_sync(agent)
+        done = AgentsRun(store, "r").drive(agent)
         assert (done.status, done.final_output) == ("completed", "Refunded O-7.")
     finally:
         _close(client)
 
 
-def test_pydantic_ai_run_sync_then_resume_sync_share_a_client(fake_openai: FakeOpenAI) -> None:
+def test_pydantic_ai_sync_run_then_drive_share_a_client(fake_openai: FakeOpenAI) -> None:
     fake_openai.script += list(_SCRIPT)
     client = AsyncOpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
     model = OpenAIChatModel("gpt-4.1", provider=OpenAIProvider(openai_client=client))
@@ -76,22 +76,23 @@ def test_pydantic_ai_run_sync_then_resume_sync_share_a_client(fake_openai: FakeO
 
     store = MemoryEventStore()
     try:
-        paused = AgentIterRun(store, "r").run_sync(agent, "refund O-7")
+        paused = AgentIterRun(store, "r").run(agent, "refund O-7")
         assert paused.status == "waiting_approval"
         approve(store, "r", "c1", approver="alice")
-        done = AgentIterRun(store, "r").resume_sync(agent)
+        done = AgentIterRun(store, "r").drive(agent)
         assert (done.status, done.final_output) == ("completed", "Refunded O-7.")
     finally:
         _close(client)
 
 
-def test_run_sync_inside_a_running_loop_is_refused_up_front() -> None:
+def test_sync_run_inside_a_running_loop_is_refused_up_front() -> None:
     store = MemoryEventStore()
     agent: Agent[Any] = Agent(name="a")
 
     async def inside() -> None:
-        AgentsRun(store, "r").run_sync(agent, "hi")
+        AgentsRun(store, "r").run(agent, "hi")
 
-    with pytest.raises(RuntimeError, match=r"await run\(\) instead"):
+    refused = r"run\(\) cannot be called while an event loop is running .*: await arun\(\) instead"
+    with pytest.raises(RuntimeError, match=refused):
         asyncio.run(inside())
     assert store.runs() == []  # nothing recorded

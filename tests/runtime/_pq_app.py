@@ -40,12 +40,12 @@ from agentfsm.runtime import (
     ALLOW,
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     RunnerConfig,
     Tool,
     ToolContext,
     ToolError,
-    call,
     needs_approval,
     subagent,
 )
@@ -93,10 +93,10 @@ def tools(ledger: DurableLedger) -> list[Tool]:
 def _research(ctx: Any) -> Decision:
     if (ctx.objective or "").startswith("approve"):
         if ctx.turn == 1:
-            return Decision.call_tools(call("create_ticket", order_id=ctx.run_id))
+            return Decision.call_tools(ProposedCall("create_ticket", {"order_id": ctx.run_id}))
         return Decision.answer(f"ticket: {ctx.results[0].status}")
     if ctx.turn == 1:
-        return Decision.call_tools(call("get_order", order_id="O-7"))
+        return Decision.call_tools(ProposedCall("get_order", {"order_id": "O-7"}))
     return Decision.answer("order O-7 is paid")
 
 
@@ -105,26 +105,28 @@ def _model(ctx: Any) -> Decision:
     if kind in ("sub", "subask"):
         task = "is O-7 paid?" if kind == "sub" else "approve a ticket for O-7"
         if ctx.turn == 1:
-            return Decision.call_tools(call("research", task=task))
+            return Decision.call_tools(ProposedCall("research", {"task": task}))
         return Decision.answer(f"research says: {ctx.results[0].result}")
     if kind == "flaky":
         if ctx.turn == 1:
-            return Decision.call_tools(call("get_quote", item="O-7"))
+            return Decision.call_tools(ProposedCall("get_quote", {"item": "O-7"}))
         return Decision.answer(f"quoted {ctx.results[0].result['price']}")
     if kind == "long":  # "long N": N turns, each a call
         if ctx.turn < int(ctx.objective.split()[1]):
-            return Decision.call_tools(call("get_order", order_id=f"{ctx.run_id}-{ctx.turn}"))
+            return Decision.call_tools(
+                ProposedCall("get_order", {"order_id": f"{ctx.run_id}-{ctx.turn}"})
+            )
         return Decision.answer("long done")
     if kind == "quick":  # one turn, no tool: what a queue's cost per run is made of
         return Decision.answer("quick")
     if kind == "mail":
         if ctx.turn == 1:
-            return Decision.call_tools(call("send_email", to="ann@example.com"))
+            return Decision.call_tools(ProposedCall("send_email", {"to": "ann@example.com"}))
         return Decision.answer("mailed")
     if ctx.turn == 1:
-        return Decision.call_tools(call("get_order", order_id=ctx.run_id))
+        return Decision.call_tools(ProposedCall("get_order", {"order_id": ctx.run_id}))
     if ctx.turn == 2:
-        return Decision.call_tools(call("create_ticket", order_id=ctx.run_id))
+        return Decision.call_tools(ProposedCall("create_ticket", {"order_id": ctx.run_id}))
     last = ctx.results[0]
     if last.status == "rejected":
         return Decision.answer(f"not opened: {last.reason}")
@@ -196,7 +198,7 @@ def main(argv: list[str]) -> None:
     level = getattr(logging, os.environ.get("PQ_LOG", "ERROR"))
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
     logging.basicConfig(level=logging.CRITICAL)
-    engine(dsn, queue, ledger).run_worker(name=name)
+    engine(dsn, queue, ledger).serve(name=name)
 
 
 if __name__ == "__main__":

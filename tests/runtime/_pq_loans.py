@@ -48,7 +48,7 @@ def main(argv: list[str]) -> None:
     level = getattr(logging, os.environ.get("PQ_LOG", "ERROR"))
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
     logging.basicConfig(level=logging.CRITICAL)
-    engine(dsn).run_worker(name=name)
+    engine(dsn).serve(name=name)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from agentfsm.runtime import (
     AsyncRunner,
     Decision,
     Policy,
+    ProposedCall,
     Runner,
     RunnerConfig,
     RunResult,
@@ -24,7 +25,6 @@ from agentfsm.runtime import (
     Tool,
     ToolContext,
     allow_all,
-    call,
 )
 from agentfsm.stores import EventStore, MemoryEventStore, ThreadedAsyncEventStore
 
@@ -79,9 +79,9 @@ def order_script() -> ScriptedModel:
     """Look the order up, open a ticket, answer with its number."""
     return ScriptedModel(
         [
-            Decision.call_tools(call("get_order", order_id="O-1001")),
+            Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1001"})),
             lambda ctx: Decision.call_tools(
-                call("create_ticket", order_id=ctx.results[0].result["order_id"])
+                ProposedCall("create_ticket", {"order_id": ctx.results[0].result["order_id"]})
             ),
             lambda ctx: Decision.answer(f"Opened ticket {ctx.results[0].result['ticket_id']}."),
         ]

@@ -13,13 +13,13 @@ from agentfsm.runtime import (
     Agent,
     AsyncRunner,
     Decision,
+    ProposedCall,
     RunnerConfig,
     ScriptedModel,
     Tool,
     ToolContext,
     ToolPolicy,
     aapprove,
-    call,
     cancel,
 )
 from agentfsm.stores import MemoryEventStore, MemoryStorage, ThreadedAsyncEventStore
@@ -91,7 +91,7 @@ def test_a_batch_runs_concurrently() -> None:
     overlap = Together(3)
     model = ScriptedModel(
         [
-            Decision.call_tools(call("a"), call("b"), call("c")),
+            Decision.call_tools(ProposedCall("a"), ProposedCall("b"), ProposedCall("c")),
             lambda ctx: Decision.answer(sorted(a.result for a in ctx.results)),
         ]
     )
@@ -107,7 +107,10 @@ def test_calls_sharing_a_concurrency_key_never_overlap() -> None:
     """Same key: one after another in batch order; a call without a key runs beside them."""
     overlap = Together(2)
     model = ScriptedModel(
-        [Decision.call_tools(call("acct"), call("acct"), call("other")), Decision.answer("")]
+        [
+            Decision.call_tools(ProposedCall("acct"), ProposedCall("acct"), ProposedCall("other")),
+            Decision.answer(""),
+        ]
     )
     keyed = overlap.tool("acct", key="account-7")
     free = overlap.tool("other", wait=False)
@@ -130,7 +133,7 @@ def test_a_cancel_during_calls_in_flight_settles_them_as_unknown() -> None:
             await asyncio.to_thread(cancel, MemoryEventStore(storage), ctx.run_id, reason="stop")
         await never.wait()
 
-    model = ScriptedModel([Decision.call_tools(call("stuck"), call("stuck"))])
+    model = ScriptedModel([Decision.call_tools(ProposedCall("stuck"), ProposedCall("stuck"))])
     config = RunnerConfig(cancel_grace=0, cancel_poll=0.01)
     store = MemoryEventStore(storage)
     result = asyncio.run(_runner(store, model, [Tool("stuck", stuck)], config=config).run("r1"))
@@ -160,15 +163,15 @@ def test_a_call_past_its_timeout_is_unknown_or_a_retryable_failure(
         await asyncio.Event().wait()
 
     tool = Tool("slow", slow, side_effects=side_effects, timeout=0.01)
-    model = ScriptedModel([Decision.call_tools(call("slow")), Decision.answer("")])
+    model = ScriptedModel([Decision.call_tools(ProposedCall("slow")), Decision.answer("")])
     result = asyncio.run(_runner(MemoryEventStore(), model, [tool]).run("r1"))
     action = result.record.actions["t1.1"]
     assert action.status == status
     assert (action.reason if side_effects else action.error and action.error.message) == detail
 
 
-def test_plain_tools_run_on_threads_and_approvals_resume() -> None:
-    """A sync tool under the AsyncRunner; `aapprove` then `resume` runs the approved call."""
+def test_plain_tools_run_on_threads_and_approved_calls_are_driven_on() -> None:
+    """A sync tool under the AsyncRunner; `aapprove` then `drive` runs the approved call."""
     calls = Calls()
     store = MemoryEventStore()
     runner = _runner(
@@ -179,7 +182,7 @@ def test_plain_tools_run_on_threads_and_approvals_resume() -> None:
         first = await runner.run("r1")
         assert first.status == "waiting_approval"
         await aapprove(runner.store, "r1", "t2.1", "alice")
-        return (await runner.resume("r1")).status
+        return (await runner.drive("r1")).status
 
     assert asyncio.run(scenario()) == "completed"
     assert calls.tools() == ["get_order", "create_ticket"]
@@ -191,10 +194,15 @@ def test_a_parent_cancelled_while_its_child_waits_ends_the_child_too() -> None:
 
     calls, store = Calls(), MemoryEventStore()
     child_model = ScriptedModel(
-        [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("ticket open")]
+        [
+            Decision.call_tools(ProposedCall("create_ticket", {"order_id": "O-1"})),
+            Decision.answer("ticket open"),
+        ]
     )
     clerk = Agent("clerk", child_model, order_tools(calls), ToolPolicy(approval={"create_ticket"}))
-    parent = ScriptedModel([Decision.call_tools(call("delegate", task="open a ticket"))])
+    parent = ScriptedModel(
+        [Decision.call_tools(ProposedCall("delegate", {"task": "open a ticket"}))]
+    )
     runner = AsyncRunner(
         ThreadedAsyncEventStore(store),
         Agent("lead", parent, [subagent("delegate", clerk)]),
@@ -206,7 +214,7 @@ def test_a_parent_cancelled_while_its_child_waits_ends_the_child_too() -> None:
         first = await runner.run("r1")
         assert first.children["r1/t1.1"].status == "waiting_approval"
         cancel(store, "r1", reason="the customer left")
-        return (await runner.resume("r1")).status
+        return (await runner.drive("r1")).status
 
     assert asyncio.run(scenario()) == "cancelled"
     child = store.load("r1/t1.1")
@@ -218,7 +226,7 @@ def test_a_parent_cancelled_while_its_child_waits_ends_the_child_too() -> None:
     assert validate(store, ["r1", "r1/t1.1"]).ok
 
 
-def test_a_crash_inside_a_call_goes_up_and_leaves_a_resumable_log() -> None:
+def test_a_crash_inside_a_call_goes_up_and_leaves_a_log_to_drive_on() -> None:
     """A BaseException is not swallowed by the batch; resume re-runs the idempotent call."""
     calls = Calls()
 
@@ -229,11 +237,11 @@ def test_a_crash_inside_a_call_goes_up_and_leaves_a_resumable_log() -> None:
         return "charged"
 
     tool = Tool("charge", charge, idempotent=True)
-    model = ScriptedModel([Decision.call_tools(call("charge")), Decision.answer("ok")])
+    model = ScriptedModel([Decision.call_tools(ProposedCall("charge")), Decision.answer("ok")])
     store = MemoryEventStore()
     with pytest.raises(Crash):
         asyncio.run(_runner(store, model, [tool]).run("r1"))
-    result = asyncio.run(_runner(store, model, [tool]).resume("r1"))
+    result = asyncio.run(_runner(store, model, [tool]).drive("r1"))
     assert result.status == "completed"
     assert calls.effects == {"r1:t1.1": 2}
 
@@ -262,7 +270,7 @@ def test_the_async_runner_on_native_async_postgres(postgres_dsn: str, pg_prefix:
             )
             assert (await runner.run("r1")).status == "waiting_approval"
             await aapprove(store, "r1", "t2.1", "alice")
-            result = await runner.resume("r1")
+            result = await runner.drive("r1")
             return result.status, (await store.verify("r1")).ok
         finally:
             await store.close()

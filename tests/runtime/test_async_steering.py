@@ -1,4 +1,4 @@
-"""`apause` and `aunpause` do over an `AsyncEventStore` what `pause` and `unpause` do."""
+"""`apause` and `aresume` do over an `AsyncEventStore` what `pause` and `resume` do."""
 
 from __future__ import annotations
 
@@ -7,31 +7,31 @@ import asyncio
 import pytest
 
 from agentfsm.errors import RunHeldError
-from agentfsm.runtime import apause, aunpause
+from agentfsm.runtime import apause, aresume, submit
 from agentfsm.stores import MemoryEventStore, ThreadedAsyncEventStore
 
-from .helpers import order_script, runner_for, types
+from .helpers import types
 
 
 def _started() -> MemoryEventStore:
     """A store holding run `r1`, started and waiting for its first step."""
     store = MemoryEventStore()
-    runner_for(store, order_script(), []).start("r1")
+    submit(store, "r1")
     return store
 
 
 class TestAsyncPause:
     """The async pair appends the same events and refuses the same way."""
 
-    def test_apause_then_aunpause_appends_the_pause_and_the_resume(self) -> None:
-        """A paused run is `paused`; `aunpause` makes it runnable, and again appends nothing."""
+    def test_apause_then_aresume_appends_the_pause_and_the_resume(self) -> None:
+        """A paused run is `paused`; `aresume` makes it runnable, and again appends nothing."""
         store = _started()
 
         async def steer() -> tuple[str, str | None, str, int]:
             async with ThreadedAsyncEventStore(store) as handle:
                 paused = await apause(handle, "r1", "waiting for the customer")
-                resumed = await aunpause(handle, "r1")
-                again = await aunpause(handle, "r1")
+                resumed = await aresume(handle, "r1")
+                again = await aresume(handle, "r1")
                 assert types(store, "r1") == ["run.started", "run.paused", "run.resumed"]
             return paused.status, paused.pause_reason, resumed.status, again.version
 
@@ -54,7 +54,7 @@ class TestAsyncPause:
 
         assert asyncio.run(steer()) == "paused"
 
-    def test_aunpause_goes_in_while_a_driver_holds_the_run(self) -> None:
+    def test_aresume_goes_in_while_a_driver_holds_the_run(self) -> None:
         """Only a paused run takes `run.resumed`, and no driver drives it: not refused."""
         store = _started()
 
@@ -62,6 +62,6 @@ class TestAsyncPause:
             async with ThreadedAsyncEventStore(store) as handle:
                 await apause(handle, "r1", "lunch")
                 store.hold("r1", holder="w1")
-                return (await aunpause(handle, "r1")).status
+                return (await aresume(handle, "r1")).status
 
         assert asyncio.run(steer()) == "running"

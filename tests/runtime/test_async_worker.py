@@ -14,11 +14,11 @@ from agentfsm.runtime import (
     AsyncRunner,
     AsyncWorker,
     Decision,
+    ProposedCall,
     ScriptedModel,
     Tool,
     ToolContext,
     Worker,
-    call,
     submit,
 )
 from agentfsm.runtime import Runner as SyncRunner
@@ -69,7 +69,9 @@ def test_runs_are_driven_concurrently_up_to_the_limit() -> None:
         await asyncio.wait_for(all_in.wait(), 5)  # sequential driving fails here, not hangs
         return "together"
 
-    model = ScriptedModel([Decision.call_tools(call("gather")), Decision.answer("done")], by_turn=True)
+    model = ScriptedModel(
+        [Decision.call_tools(ProposedCall("gather")), Decision.answer("done")], by_turn=True
+    )
     for i in range(3):
         submit(store, f"r{i}")
     worker = AsyncWorker(
@@ -139,7 +141,7 @@ def test_an_async_worker_that_lost_its_lease_stops_driving() -> None:
     def stall(ctx: Any) -> Decision:
         now[0] += 100  # the model call takes longer than the lease
         assert MemoryLeases(store, table, clock=lambda: now[0]).claim("w2", 30) == "r1"
-        return Decision.call_tools(call("get_order", order_id="O-1"))
+        return Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}))
 
     runner = _async_runner(store, order_tools(Calls()), ScriptedModel([stall]))
     leases = MemoryLeases(store, table, clock=lambda: now[0])

@@ -22,13 +22,14 @@ from agentfsm.fsm import DEFAULT_TABLE
 from agentfsm.guards import Budget, LoopDetector
 from agentfsm.runtime import (
     Decision,
+    ProposedCall,
     RunnerConfig,
     ScriptedModel,
     Tool,
     ToolContext,
     ToolResult,
-    call,
     cancel,
+    submit,
 )
 from agentfsm.runtime._writer import Spec
 from agentfsm.stores import MemoryEventStore, StoreOptions
@@ -46,8 +47,6 @@ def _events(store: MemoryEventStore) -> list[dict[str, Any]]:
         {k: v for k, v in e.model_dump(mode="json", exclude_none=True).items() if k not in skip}
         for e in store.events("r1")
     ]
-
-
 
 
 @RUNNERS
@@ -81,7 +80,9 @@ class TestCrossing:
     def test_calls_decided_by_the_crossing_answer_are_not_run(self, runner: str) -> None:
         """A crossing `tool_calls` answer: the calls are proposed, never requested or run."""
         calls = Calls()
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=BIG)])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}), usage=BIG)]
+        )
         result, store = drive_r1(runner, model, order_tools(calls), guards=[Budget(1500)])
         assert types(store, "r1") == [
             "run.started",
@@ -95,7 +96,10 @@ class TestCrossing:
         """A tool whose `ToolResult.cost` crosses `max_cost`: its result, then the stop."""
         tool = Tool("quote", lambda ctx: ToolResult({"price": 3}, cost=0.75), side_effects=False)
         model = ScriptedModel(
-            [Decision.call_tools(call("quote"), usage=Usage(cost=0.5)), Decision.answer("3")]
+            [
+                Decision.call_tools(ProposedCall("quote"), usage=Usage(cost=0.5)),
+                Decision.answer("3"),
+            ]
         )
         result, store = drive_r1(runner, model, [tool], limits=Limits(max_cost=1.0))
         assert types(store, "r1")[-3:] == ["tool.started", "tool.completed", "run.terminated"]
@@ -110,9 +114,11 @@ class TestDefaultReservation:
     def test_a_call_reserves_the_largest_call_so_far(self, runner: str) -> None:
         """1,000-token calls under 2,500: the third is refused before it is made."""
         usage = Usage(input_tokens=900, output_tokens=100)
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
+        model = ScriptedModel([Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}), usage=usage)],
                               repeat_last=True)  # fmt: skip
-        result, store = drive_r1(runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500))
+        result, store = drive_r1(
+            runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500)
+        )
         started = [e for e in _events(store) if e["type"] == "model.started"]
         assert started == [{"type": "model.started"}, {"type": "model.started",
                                                          "reserved_tokens": 1000}]  # fmt: skip
@@ -123,7 +129,7 @@ class TestDefaultReservation:
         """`RunnerConfig(reserve=Usage())` reserves nothing: the third call is made, and
         overruns."""
         usage = Usage(input_tokens=900, output_tokens=100)
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
+        model = ScriptedModel([Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}), usage=usage)],
                               repeat_last=True)  # fmt: skip
         result, _ = drive_r1(
             runner, model, order_tools(Calls()), limits=Limits(max_tokens=2500),
@@ -133,7 +139,7 @@ class TestDefaultReservation:
 
     def test_no_budget_no_reservation(self, runner: str) -> None:
         """A run without a budget reserves nothing: its log is as before."""
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=BIG),
+        model = ScriptedModel([Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}), usage=BIG),
                                Decision.answer("ok", usage=BIG)])  # fmt: skip
         _, store = drive_r1(runner, model, order_tools(Calls()))
         assert [e for e in _events(store) if e["type"] == "model.started"] == [
@@ -147,7 +153,7 @@ class TestNoModelCallLost:
     def test_a_loop_stop_keeps_the_answer_that_looped(self, runner: str) -> None:
         """The loop detector refuses the fourth same call: the answer asking for it stays."""
         usage = Usage(input_tokens=10, output_tokens=5)
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)],
+        model = ScriptedModel([Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}), usage=usage)],
                               repeat_last=True)  # fmt: skip
         result, store = drive_r1(
             runner, model, order_tools(Calls()), guards=[LoopDetector(threshold=3)]
@@ -208,7 +214,9 @@ def test_a_live_run_never_spends_past_its_limit_but_on_the_crossing_call(
     """For any drawn usages, limit and reservation: the recorded total is within the limit
     after every event but the one crossing call, which `run.terminated(budget)` follows."""
     script = [
-        Decision.call_tools(call("get_order", order_id=f"O-{i}"), usage=Usage(input_tokens=u))
+        Decision.call_tools(
+            ProposedCall("get_order", {"order_id": f"O-{i}"}), usage=Usage(input_tokens=u)
+        )
         for i, u in enumerate(usages)
     ]
     config = RunnerConfig(reserve=Usage(input_tokens=reserve)) if reserve is not None else None
@@ -231,17 +239,17 @@ def test_a_live_run_never_spends_past_its_limit_but_on_the_crossing_call(
     assert result.status in ("completed", "terminated")
 
 
-def test_a_run_resumed_after_a_crash_past_its_crossing_call_is_stopped() -> None:
+def test_a_run_driven_on_after_a_crash_past_its_crossing_call_is_stopped() -> None:
     """A worker died between the call that overran and the stop: resume stops it first."""
     store = MemoryEventStore()
     runner = runner_for(store, ScriptedModel([Decision.answer("never asked")]), [])
-    record = runner.start("r1", limits=Limits(max_tokens=1500))
+    record = submit(store, "r1", limits=Limits(max_tokens=1500))
     writer = runner._writer(record, None)
     writer.append([Spec(m.ModelStarted, {})])
     with pytest.raises(OverrunError):
         writer.append([Spec(m.ModelCompleted, {"decision": "final", "output": "draft",
                                            "usage": BIG.model_dump()})])  # fmt: skip
-    result = runner.resume("r1")
+    result = runner.drive("r1")
     assert (result.status, result.record.stop_detail, result.final_output) == (
         "terminated",
         OVER,
@@ -272,7 +280,10 @@ def test_a_call_in_flight_when_another_overruns_settles_before_the_stop() -> Non
     # The model's calls report their tokens at no cost: only the tool spends.
     free = {"input_tokens": 10, "output_tokens": 1}
     model = ScriptedModel(
-        [Decision.call_tools(call("pricey"), call("slow"), usage=free), Decision.answer("no", usage=free)]
+        [
+            Decision.call_tools(ProposedCall("pricey"), ProposedCall("slow"), usage=free),
+            Decision.answer("no", usage=free),
+        ]
     )
     result, store = drive_r1(
         "async", model, tools, limits=Limits(max_cost=1.0), config=RunnerConfig(cancel_poll=0.01)

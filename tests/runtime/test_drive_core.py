@@ -13,7 +13,15 @@ from agentfsm.events import step_clock
 from agentfsm.guards.budget import SharedBudget
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER
-from agentfsm.runtime import Agent, Decision, ModelError, RunResult, ScriptedModel, Tool, call
+from agentfsm.runtime import (
+    Agent,
+    Decision,
+    ModelError,
+    ProposedCall,
+    RunResult,
+    ScriptedModel,
+    Tool,
+)
 from agentfsm.runtime import _effects as fx
 from agentfsm.runtime._drive import Driver
 from agentfsm.runtime._recovery import rebuild_steps
@@ -96,7 +104,7 @@ class TestDrive:
     def test_a_turn_with_a_call_then_an_answer(self) -> None:
         """Start, ask, append the decision, run the batch, ask again, complete: in order."""
         script = Script(_default)
-        core = _core(Decision.call_tools(call("echo")), Decision.answer("done"))
+        core = _core(Decision.call_tools(ProposedCall("echo")), Decision.answer("done"))
         result = script.run(core._run_new("r1", "go", None, None))
         assert isinstance(result, RunResult)
         assert (result.status, result.record.final_output) == ("completed", "done")
@@ -141,7 +149,9 @@ class TestDrive:
             return _default(effect)
 
         result = Script(answer).run(
-            _core(Decision.call_tools(call("echo")), Decision.answer("x"))._run_new("r", None, None, None)
+            _core(Decision.call_tools(ProposedCall("echo")), Decision.answer("x"))._run_new(
+                "r", None, None, None
+            )
         )
         action = result.record.actions["t1.1"]
         assert (action.status, action.error.kind) == ("failed", "exception")
@@ -206,7 +216,7 @@ class TestRebuildSteps:
     def test_asks_for_no_child_of_a_call_that_never_ran(self) -> None:
         """Proposed and pending calls are skipped; a requested one's child is loaded."""
         core = _core(
-            Decision.call_tools(call("echo"), call("echo")),
+            Decision.call_tools(ProposedCall("echo"), ProposedCall("echo")),
             tools=[Tool("echo", lambda c: "hi")],
         )
         record = Script(_default).run(core._start("p", None, None, None))

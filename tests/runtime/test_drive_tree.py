@@ -15,12 +15,12 @@ from agentfsm.runtime import (
     Agent,
     AsyncRunner,
     Decision,
+    ProposedCall,
     Runner,
     ScriptedModel,
     Tool,
     ToolPolicy,
     approve,
-    call,
     subagent,
 )
 from agentfsm.stores import MemoryEventStore, MemoryStorage, ThreadedAsyncEventStore
@@ -32,7 +32,11 @@ def _parent() -> Agent:
         [
             # `task` must not be empty: the delegation is invalid and never runs; the charge
             # waits for a person, so the delegation stays proposed until then.
-            Decision.call_tools(call("delegate", task=""), call("charge"), usage=Usage(input_tokens=10)),
+            Decision.call_tools(
+                ProposedCall("delegate", {"task": ""}),
+                ProposedCall("charge"),
+                usage=Usage(input_tokens=10),
+            ),
             Decision.answer("done", usage=Usage(input_tokens=10)),
         ]
     )
@@ -58,7 +62,7 @@ def test_sync_runner_does_not_charge_a_run_bearing_a_proposed_calls_id() -> None
     assert runner.run("p", "go", limits=Limits(max_tokens=1000)).status == "waiting_approval"
     _stale(storage)
     approve(store, "p", "t1.2")
-    assert runner.resume("p").status == "completed"
+    assert runner.drive("p").status == "completed"
 
 
 def test_async_runner_does_not_charge_a_run_bearing_a_proposed_calls_id() -> None:
@@ -72,7 +76,7 @@ def test_async_runner_does_not_charge_a_run_bearing_a_proposed_calls_id() -> Non
         assert first.status == "waiting_approval"
         _stale(storage)
         approve(MemoryEventStore(storage), "p", "t1.2")
-        return await runner.resume("p")
+        return await runner.drive("p")
 
     result = asyncio.run(go())
     assert result.status == "completed", (result.status, result.record.stop_detail)

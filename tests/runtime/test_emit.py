@@ -25,6 +25,7 @@ from agentfsm.runtime import (
     AsyncRunner,
     Decision,
     Emit,
+    ProposedCall,
     Runner,
     RunResult,
     ScriptedModel,
@@ -32,7 +33,6 @@ from agentfsm.runtime import (
     ToolContext,
     ToolResult,
     append_event,
-    call,
 )
 from agentfsm.stores import MemoryEventStore, StoreOptions, ThreadedAsyncEventStore
 from tests.fixtures.emit_loan import LOAN_TABLE, loan_script, loan_tools
@@ -68,9 +68,9 @@ def drive(
     agent = Agent("loans", model, tools)
     if runner == "sync":
         sync = Runner(store, agent, clock=step_clock())
-        return sync.resume(run_id) if resume else sync.run(run_id, "Loan for A-7")
+        return sync.drive(run_id) if resume else sync.run(run_id, "Loan for A-7")
     arunner = AsyncRunner(ThreadedAsyncEventStore(store), agent, clock=step_clock())
-    steps = arunner.resume(run_id) if resume else arunner.run(run_id, "Loan for A-7")
+    steps = arunner.drive(run_id) if resume else arunner.run(run_id, "Loan for A-7")
     return asyncio.run(steps)
 
 
@@ -190,8 +190,8 @@ class TestRefusals:
         model = ScriptedModel(
             [
                 Decision.call_tools(
-                    call("request_documents", documents=["payslip"]),
-                    call("request_documents", documents=["id"]),
+                    ProposedCall("request_documents", {"documents": ["payslip"]}),
+                    ProposedCall("request_documents", {"documents": ["id"]}),
                 ),
                 Decision.answer("Waiting for the applicant."),
             ]
@@ -234,7 +234,7 @@ class TestRefusals:
 
         tools = [Tool("request_documents", sloppy, emits=("loan.documents_requested",))]
         model = ScriptedModel(
-            [Decision.call_tools(call("request_documents")), Decision.answer("ok")]
+            [Decision.call_tools(ProposedCall("request_documents")), Decision.answer("ok")]
         )
         result = drive(runner, store, model, tools)
         assert result.status == "completed"
@@ -265,8 +265,8 @@ class TestRefusals:
         tools = [Tool("huge", huge, emits=("loan.documents_requested",))]
         model = ScriptedModel(
             [
-                Decision.call_tools(call("huge", alone=True)),
-                Decision.call_tools(call("huge", alone=False)),
+                Decision.call_tools(ProposedCall("huge", {"alone": True})),
+                Decision.call_tools(ProposedCall("huge", {"alone": False})),
                 Decision.answer("ok"),
             ]
         )
@@ -297,7 +297,7 @@ class TestRefusals:
         def eager(ctx: ToolContext) -> Emit:
             return Emit("loan.sent_to_underwriting", summary="me")
 
-        model = ScriptedModel([Decision.call_tools(call("eager")), Decision.answer("ok")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("eager")), Decision.answer("ok")])
         result = drive(runner, store, model, [Tool("eager", eager)])
         assert result.status == "completed"
         refusal = model.contexts[1].results[0].refusal
@@ -431,7 +431,7 @@ class TestRecovery:
 
     def test_the_planner_applies_what_the_record_left_unjudged(self) -> None:
         """A log whose batch resolved with a proposal and no event after it (written one
-        event per append, as another writer may): `resume` appends the event first."""
+        event per append, as another writer may): `drive` appends the event first."""
         store = Batches()
         build = LogBuilder("L-9", events=LOAN_TABLE.event_types)
         build.add("run.started", table=LOAN_TABLE.ref.model_dump(), agent="loans")

@@ -31,12 +31,12 @@ from agentfsm.runtime import (
     Agent,
     Decision,
     Emit,
+    ProposedCall,
     Runner,
     ScriptedModel,
     Tool,
     ToolContext,
     append_event,
-    call,
 )
 from agentfsm.stores import SQLiteEventStore, StoreOptions
 from tests.fixtures.emit_loan import LOAN_TABLE, check_credit, loan_script
@@ -95,8 +95,8 @@ def twice() -> ScriptedModel:
     return ScriptedModel(
         [
             Decision.call_tools(
-                call("request_documents", documents=["payslip"]),
-                call("request_documents", documents=["id"]),
+                ProposedCall("request_documents", {"documents": ["payslip"]}),
+                ProposedCall("request_documents", {"documents": ["id"]}),
             ),
             Decision.emit(Emit("loan.sent_to_underwriting", summary="all in")),
         ],
@@ -113,7 +113,7 @@ def _drive(workdir: Path, scenario: str, phase: str, die_after: int | None, die_
         if phase == "start":
             loans.run(RUN_ID, "Loan for A-7")
         else:
-            loans.resume(RUN_ID)
+            loans.drive(RUN_ID)
 
 
 def _in_child(*args: Any) -> int | None:
@@ -158,7 +158,7 @@ def test_the_unharmed_runs_take_the_counted_appends(tmp_path: Path, scenario: st
         first = store.appends
         append_event(store, RUN_ID, "loan.documents_received", document_ids=["D-1"])
         store.appends = 0
-        assert loans.resume(RUN_ID).status == "underwriting"
+        assert loans.drive(RUN_ID).status == "underwriting"
         assert (first, store.appends) == APPENDS[scenario]
     _check(tmp_path, scenario, "underwriting")
 

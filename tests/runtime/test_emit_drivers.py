@@ -91,7 +91,7 @@ class TestProcrastinate:
         engine.migrate()
 
         def drain() -> None:
-            asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+            asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))
 
         with engine.store() as store:
             submit(store, "L-1", "Loan for A-7")

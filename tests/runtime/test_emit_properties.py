@@ -22,11 +22,11 @@ from agentfsm.runtime import (
     AsyncRunner,
     Decision,
     Emit,
+    ProposedCall,
     Runner,
     ScriptedModel,
     Tool,
     ToolContext,
-    call,
 )
 from agentfsm.stores import MemoryEventStore, ThreadedAsyncEventStore
 from tests.fixtures.emit_loan import loan_store
@@ -50,7 +50,7 @@ def proposed(kind: str, i: int) -> Emit | None:
 
 
 def batch(kinds: list[str]) -> ScriptedModel:
-    calls = [call("act", i=i, kind=k) for i, k in enumerate(kinds)]
+    calls = [ProposedCall("act", {"i": i, "kind": k}) for i, k in enumerate(kinds)]
     return ScriptedModel([Decision.call_tools(*calls), Decision.answer("done")])
 
 

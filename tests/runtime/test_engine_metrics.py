@@ -77,15 +77,15 @@ def test_the_engine_records_its_runs_queue_wakeups_and_timers(pq_dsn: str, tmp_p
     assert _sums(points["agentfsm.jobs.depth"]) == {(("queue", "agentfsm"), ("state", "queued")): 4}
     (oldest,) = points["agentfsm.jobs.oldest_age"]
     assert oldest.value >= 0
-    serve = engine.serve(wait=False, install_signal_handlers=False)
+    serve = engine.aserve(wait=False, install_signal_handlers=False)
     asyncio.run(serve)
     points = _points(reader)
     assert _sums(points["agentfsm.jobs.depth"]) == {
         (("queue", "agentfsm"), ("state", "scheduled")): 1
     }
     time.sleep(1.2)  # the retry's timer comes due
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))  # the advance it queued
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))  # the advance it queued
     with engine.store() as store:
         assert {store.load(r).status for r in ("p0", "p1", "p2", "f1")} == {"completed"}
     points = _points(reader)

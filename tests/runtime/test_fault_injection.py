@@ -87,11 +87,11 @@ def _drive(
             else:
                 runner.run(module.RUN_ID, "Cancel order 123.", limits=module.LIMITS)
             return
-        result = runner.resume(module.RUN_ID)
+        result = runner.drive(module.RUN_ID)
         if result.status == "waiting_approval":
             (pending,) = result.pending_approvals
             approve(store, module.RUN_ID, pending.action_id, "alice")
-            runner.resume(module.RUN_ID)
+            runner.drive(module.RUN_ID)
 
 
 def _in_child(*args: Any) -> int | None:
@@ -144,7 +144,7 @@ def test_the_unharmed_runs_take_the_counted_steps(tmp_path: Path) -> None:
         assert store.appends == APPROVAL_APPENDS[0]
         approve(store, "cancel-123", "t2.1", "alice")
         store.appends = 0
-        assert runner.resume("cancel-123").status == "completed"
+        assert runner.drive("cancel-123").status == "completed"
         assert store.appends == APPROVAL_APPENDS[1]
 
 

@@ -4,7 +4,7 @@ Tools return, and models answer and propose, anything: NaN, infinities, lone sur
 integers of thousands of digits, nesting far past the limit, results over the size limit.
 The properties:
 
-- `Runner.run` and `resume` return a result; nothing raises out of them after a side effect;
+- `Runner.run` and `drive` return a result; nothing raises out of them after a side effect;
 - every event the store acknowledged reads back from a fresh handle, and the log validates;
 - a call that needs approval runs only after an `approval.accepted` of exactly that call in
   its own run (forged and misdirected decisions included).
@@ -114,7 +114,7 @@ def test_hostile_values_from_tools_and_models_never_break_a_run(
         runner = runner_for(store, model, [Tool("lookup", lookup)])
         outcome = runner.run("r1", limits=Limits(max_turns=4))
         assert outcome.status in ("completed", "failed")
-        assert runner.resume("r1").status == outcome.status
+        assert runner.drive("r1").status == outcome.status
     with SQLiteEventStore(path) as fresh:
         stored = list(fresh.events("r1"))
         assert fresh.load("r1").status == outcome.status
@@ -184,7 +184,7 @@ def test_a_charge_runs_only_on_an_approval_of_exactly_that_call(
             except AgentFSMError:
                 pass
         for run_id, amount in zip(runs, amounts, strict=False):
-            runner(store, amount).resume(run_id)
+            runner(store, amount).drive(run_id)
         accepted = {
             run_id: [
                 e.arguments_digest for e in store.events(run_id) if e.type == "approval.accepted"

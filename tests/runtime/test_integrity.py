@@ -18,12 +18,12 @@ from agentfsm.errors import ActionError
 from agentfsm.events import Limits, Usage, call_digest
 from agentfsm.runtime import (
     Decision,
+    ProposedCall,
     ScriptedModel,
     Tool,
     ToolContext,
     ToolPolicy,
     approve,
-    call,
     reject,
 )
 from agentfsm.stores import MemoryEventStore, SQLiteEventStore, StoreOptions
@@ -38,7 +38,9 @@ def _payment_runner(store: Any, amount: int, charged: list[tuple[str, int]]) -> 
         charged.append((ctx.idempotency_key, ctx.args["amount"]))
         return {"charged": ctx.args["amount"]}
 
-    model = ScriptedModel([Decision.call_tools(call("charge", amount=amount)), Decision.answer("paid")])
+    model = ScriptedModel(
+        [Decision.call_tools(ProposedCall("charge", {"amount": amount})), Decision.answer("paid")]
+    )
     tools = [Tool("charge", charge)]
     return runner_for(store, model, tools, policy=ToolPolicy(approval={"charge"}))
 
@@ -73,8 +75,8 @@ class TestApprovalBinding:
             f"the decision is for call {call_digest('charge', {'amount': 1})}, but the call "
             f"waiting is {call_digest('charge', {'amount': 1_000_000})} (tool 'charge')"
         )
-        assert runner_b.resume("b").status == "waiting_approval"
-        assert runner_a.resume("a").status == "completed"
+        assert runner_b.drive("b").status == "waiting_approval"
+        assert runner_a.drive("a").status == "completed"
         assert charged == [("a:t1.1", 1)]
         assert validate(store, ["a", "b"]).ok
 
@@ -98,7 +100,7 @@ class TestApprovalBinding:
         runner = _payment_runner(store, 7, charged)
         runner.run("c")
         approve(store, "c", "t1.1", "ann", digest=call_digest("charge", {"amount": 7}))
-        assert runner.resume("c").status == "completed"
+        assert runner.drive("c").status == "completed"
         assert charged == [("c:t1.1", 7)]
 
 
@@ -134,7 +136,7 @@ class TestForgedSnapshot:
     def _resume(self, path: Path, charged: list[tuple[str, int]], key: bytes | None) -> Any:
         store = SQLiteEventStore(path, options=StoreOptions(snapshot_every=1, integrity_key=key))
         try:
-            return _payment_runner(store, 1_000_000, charged).resume("pay")
+            return _payment_runner(store, 1_000_000, charged).drive("pay")
         finally:
             store.close()
 
@@ -197,7 +199,7 @@ class TestUnstorableValues:
 
         runner = runner_for(store, model, [Tool("lookup", lookup)])
         outcome = runner.run("r1")
-        assert runner.resume("r1").status == outcome.status  # resuming asks nothing again
+        assert runner.drive("r1").status == outcome.status  # resuming asks nothing again
         assert validate(store, ["r1"]).ok
         return outcome, list(store.events("r1")), ran
 
@@ -217,7 +219,7 @@ class TestUnstorableValues:
         the model's next answer."""
         model = ScriptedModel(
             [
-                Decision.call_tools(call("lookup", q="x")),
+                Decision.call_tools(ProposedCall("lookup", {"q": "x"})),
                 lambda ctx: Decision.answer(ctx.results[0].status),
             ]
         )
@@ -234,7 +236,9 @@ class TestUnstorableValues:
         """A result too large for one event is refused before it is appended."""
         from agentfsm.events._bounds import MAX_EVENT_BYTES
 
-        model = ScriptedModel([Decision.call_tools(call("lookup", q="x")), Decision.answer("done")])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("lookup", {"q": "x"})), Decision.answer("done")]
+        )
         outcome, events, _ = self._run(model, "x" * MAX_EVENT_BYTES)
         failed = next(e for e in events if e.type == "tool.failed")
         assert outcome.status == "completed"
@@ -247,7 +251,8 @@ class TestUnstorableValues:
         [
             Decision.answer(float("nan"), usage=Usage(input_tokens=7, output_tokens=3)),
             Decision.call_tools(
-                call("lookup", q=float("inf")), usage=Usage(input_tokens=7, output_tokens=3)
+                ProposedCall("lookup", {"q": float("inf")}),
+                usage=Usage(input_tokens=7, output_tokens=3),
             ),
         ],
         ids=["nan-output", "infinite-argument"],

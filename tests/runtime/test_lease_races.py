@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentfsm.errors import RunHeldError
-from agentfsm.runtime import Decision, ScriptedModel, Tool, ToolContext, call, submit
+from agentfsm.runtime import Decision, ProposedCall, ScriptedModel, Tool, ToolContext, submit
 from agentfsm.stores import EventStore, SQLiteEventStore
 
 from .helpers import DurableLedger, runner_for, types, validate
@@ -46,7 +46,9 @@ def races(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _script(calls: int) -> ScriptedModel:
-    steps: list[Any] = [Decision.call_tools(call("act", n=n)) for n in range(1, calls + 1)]
+    steps: list[Any] = [
+        Decision.call_tools(ProposedCall("act", {"n": n})) for n in range(1, calls + 1)
+    ]
     steps.append(lambda ctx: Decision.answer(f"acted {calls} times"))
     return ScriptedModel(steps, by_turn=True)
 
@@ -66,7 +68,7 @@ def _drive(
     try:
         while store.run_info("r1").status not in ENDED:
             try:
-                runner.resume("r1", wait=race["waits"][i])
+                runner.drive("r1", wait=race["waits"][i])
             except RunHeldError:
                 time.sleep(rng.uniform(0, 0.01))
     finally:

@@ -1,7 +1,7 @@
 """One driver per run: every driver holds the run's lease, and a live call is never unknown.
 
 The issue's two attacks, on the memory, SQLite and PostgreSQL stores: a second
-`Runner.resume` while the first Runner is inside a slow tool used to record
+`Runner.drive` while the first Runner is inside a slow tool used to record
 `tool.outcome_unknown` for a call whose worker was alive (and drop its real result), and an
 `agentfsm migrate` during a tool crashed the Runner with `TableMismatchError`. Now the second
 driver is refused at once, naming the holder (or waits, `wait=`), the steering verbs that
@@ -28,6 +28,7 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.reducers import Reducer
 from agentfsm.runtime import (
     Decision,
+    ProposedCall,
     RunnerConfig,
     RunResult,
     ScriptedModel,
@@ -36,12 +37,12 @@ from agentfsm.runtime import (
     ToolPolicy,
     append_event,
     approve,
-    call,
     cancel,
     migrate,
     pause,
     reject,
-    unpause,
+    resume,
+    submit,
 )
 from agentfsm.stores import (
     EventStore,
@@ -120,7 +121,7 @@ class Gate:
 def _mail_model() -> ScriptedModel:
     return ScriptedModel(
         [
-            Decision.call_tools(call("send_email", to="ann@example.com")),
+            Decision.call_tools(ProposedCall("send_email", {"to": "ann@example.com"})),
             lambda ctx: Decision.answer(f"{ctx.results[0].status}: {ctx.results[0].result}"),
         ],
         by_turn=True,
@@ -156,7 +157,7 @@ class Driving:
 class TestASecondDriver:
     """The issue's attacks: a second driver while the first is inside a slow tool."""
 
-    def test_a_second_resume_during_a_slow_tool_is_refused_and_the_result_kept(
+    def test_a_second_drive_during_a_slow_tool_is_refused_and_the_result_kept(
         self, handles: Handles
     ) -> None:
         """Runner 2 is refused at once, naming Runner 1's lease; Runner 1 records the tool's
@@ -165,7 +166,7 @@ class TestASecondDriver:
         first = Driving(handles(), gate)
         second = handles()
         with pytest.raises(RunHeldError) as info:
-            runner_for(second, _mail_model(), [gate.tool()]).resume("r1")
+            runner_for(second, _mail_model(), [gate.tool()]).drive("r1")
         held = info.value.holder
         assert (held.run_id, held.host, held.pid) == ("r1", socket.gethostname(), os.getpid())
         assert held.id.startswith("runner-")
@@ -200,17 +201,15 @@ class TestASecondDriver:
         )
         assert "run.migrated" not in types(steering, "r1")
 
-    def test_with_wait_the_second_resume_drives_once_the_first_lets_go(
-        self, handles: Handles
-    ) -> None:
-        """`resume(wait=...)` waits for the holder; here the first finishes the run, so the
+    def test_with_wait_the_second_drive_goes_once_the_first_lets_go(self, handles: Handles) -> None:
+        """`drive(wait=...)` waits for the holder; here the first finishes the run, so the
         second finds it completed and does nothing."""
         gate = Gate()
         first = Driving(handles(), gate)
         second = handles()
         threading.Timer(0.3, gate.go.set).start()
         started = time.monotonic()
-        again = runner_for(second, _mail_model(), [gate.tool()]).resume("r1", wait=TOOL_WAIT)
+        again = runner_for(second, _mail_model(), [gate.tool()]).drive("r1", wait=TOOL_WAIT)
         assert time.monotonic() - started < TOOL_WAIT
         assert (again.status, gate.calls) == ("completed", ["r1:t1.1"])
         assert first.finish().status == "completed"
@@ -228,11 +227,11 @@ class TestTheRefusal:
         """`run 'r1' is being driven by 'ann-script' (pid P on HOST, heartbeat 2 s ago)`."""
         now = [1_000.0]
         store = self._store(now)
-        runner_for(store, _mail_model(), []).start("r1")
+        submit(store, "r1")
         store.hold("r1", holder="ann-script")
         now[0] += 2.4
         with pytest.raises(RunHeldError) as info:
-            runner_for(store, _mail_model(), []).resume("r1")
+            runner_for(store, _mail_model(), []).drive("r1")
         assert str(info.value) == (
             f"run 'r1' is being driven by 'ann-script' (pid {os.getpid()} on "
             f"{socket.gethostname()}, heartbeat 2 s ago); wait for it or stop it"
@@ -254,11 +253,11 @@ class TestTheRefusal:
     def test_waiting_in_vain_says_how_long(self) -> None:
         """`wait=0.2` on a lease nobody lets go: refused after waiting, and it says so."""
         store = MemoryEventStore()
-        runner_for(store, _mail_model(), []).start("r1")
+        submit(store, "r1")
         store.hold("r1", holder="w1")
         started = time.monotonic()
         with pytest.raises(RunHeldError) as info:
-            runner_for(store, _mail_model(), []).resume("r1", wait=0.2)
+            runner_for(store, _mail_model(), []).drive("r1", wait=0.2)
         assert 0.2 <= time.monotonic() - started < 5
         assert info.value.waited == 0.2
         assert str(info.value).endswith(
@@ -274,7 +273,7 @@ class TestSteering:
     ) -> None:
         """Each is refused with the holder named, and nothing is written."""
         store = handles(StoreOptions(reducer=Reducer(DEFAULT_TABLE, tables=[V2])))
-        runner_for(store, _mail_model(), []).start("r1")
+        submit(store, "r1")
         lease = store.hold("r1", holder="w1")
         verbs: list[Callable[[], Any]] = [
             lambda: pause(store, "r1", "lunch"),
@@ -292,19 +291,23 @@ class TestSteering:
     def test_a_steering_verb_waits_for_the_driver_when_asked_to(self, handles: Handles) -> None:
         """`pause(..., wait=5)` goes through once the driver lets go."""
         store = handles()
-        runner_for(store, _mail_model(), []).start("r1")
+        submit(store, "r1")
         lease = store.hold("r1", holder="w1")
         threading.Timer(0.3, lease.release).start()
         assert pause(store, "r1", "lunch", wait=5).status == "paused"
 
-    def test_approve_reject_cancel_and_unpause_go_in_while_a_driver_holds_the_run(
+    def test_approve_reject_cancel_and_resume_go_in_while_a_driver_holds_the_run(
         self, handles: Handles
     ) -> None:
         """Decisions and a cancel are what a waiting or running run expects."""
         store = handles()
         policy = ToolPolicy(approval={"send_email"})
         model = ScriptedModel(
-            [Decision.call_tools(call("send_email", to="a"), call("send_email", to="b"))]
+            [
+                Decision.call_tools(
+                    ProposedCall("send_email", {"to": "a"}), ProposedCall("send_email", {"to": "b"})
+                )
+            ]
         )
         runner_for(store, model, [Gate().tool()], policy=policy).run("r1")
         held = store.hold("r1", holder="w1")
@@ -312,10 +315,10 @@ class TestSteering:
         assert reject(store, "r1", "t1.2", "ann", "no").pending_approvals == ()
         assert cancel(store, "r1", reason="stop").status == "cancel_requested"
         held.release()
-        runner_for(store, _mail_model(), []).start("r2")
+        submit(store, "r2")
         pause(store, "r2", "lunch")
         store.hold("r2", holder="w1")
-        assert unpause(store, "r2").status == "running"
+        assert resume(store, "r2").status == "running"
 
 
 def _left_in_flight(store: EventStore) -> None:
@@ -352,21 +355,20 @@ class TestTakeover:
         """A driver froze inside its call (its lease, 0.3 s, not renewed): refused while the
         lease lasts, taken over after; the call is `outcome_unknown` with who held it."""
         store = handles()
-        model = ScriptedModel([Decision.call_tools(call("send_email", to="a"))])
-        runner_for(store, model, [Gate().tool()]).start("r1", limits=Limits(max_turns=3))
+        submit(store, "r1", limits=Limits(max_turns=3))
         frozen = store.hold("r1", ttl=0.3, holder="frozen-runner")
         _left_in_flight(store)
         gate = Gate()
         answer = ScriptedModel([lambda ctx: Decision.answer(ctx.results[0].status)])
         other = handles()
         with pytest.raises(RunHeldError):
-            runner_for(other, answer, [gate.tool()]).resume("r1")
+            runner_for(other, answer, [gate.tool()]).drive("r1")
         stopped = other.holder("r1")
         assert stopped is not None
         assert stopped.heartbeat is not None
         time.sleep(0.4)
         assert other.holder("r1") is None  # its heartbeat stopped: nobody drives it
-        done = runner_for(other, answer, [gate.tool()]).resume("r1")
+        done = runner_for(other, answer, [gate.tool()]).drive("r1")
         assert (done.status, done.final_output, gate.calls) == ("completed", "unknown", [])
         (unknown,) = done.unknown_outcomes
         assert unknown.reason == (
@@ -407,7 +409,7 @@ class TestHeartbeat:
         now[0] += 60  # the store sees no heartbeat for a minute
         second = MemoryEventStore(storage)
         answer = ScriptedModel([lambda ctx: Decision.answer(ctx.results[0].status)])
-        done = runner_for(second, answer, [Gate().tool()]).resume("r1")
+        done = runner_for(second, answer, [Gate().tool()]).drive("r1")
         assert (done.status, done.final_output) == ("completed", "unknown")
         time.sleep(0.3)  # Runner 1's next renewals (every 0.1 s) are refused meanwhile
         late = first.finish()
@@ -474,7 +476,7 @@ class TestProcesses:
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()
         answer = ScriptedModel([lambda ctx: Decision.answer(ctx.results[0].status)])
-        done = runner_for(store, answer, [Gate().tool()]).resume("r1")
+        done = runner_for(store, answer, [Gate().tool()]).drive("r1")
         (unknown,) = done.unknown_outcomes
         assert unknown.reason is not None
         assert unknown.reason.startswith(
@@ -498,8 +500,8 @@ class TestProcesses:
         answer = ScriptedModel([lambda ctx: Decision.answer(ctx.results[0].status)])
         try:
             with pytest.raises(RunHeldError):
-                runner_for(store, answer, [Gate().tool()]).resume("r1")
-            done = runner_for(store, answer, [Gate().tool()]).resume("r1", wait=TOOL_WAIT)
+                runner_for(store, answer, [Gate().tool()]).drive("r1")
+            done = runner_for(store, answer, [Gate().tool()]).drive("r1", wait=TOOL_WAIT)
         finally:
             os.kill(proc.pid, signal.SIGCONT)
         assert (done.status, done.final_output) == ("completed", "unknown")
@@ -548,7 +550,7 @@ class TestWorkersAndRunners:
         assert gate.entered.wait(TOOL_WAIT)
         other = SQLiteEventStore(path)
         with pytest.raises(RunHeldError) as info:
-            runner_for(other, _mail_model(), [gate.tool()]).resume("r1")
+            runner_for(other, _mail_model(), [gate.tool()]).drive("r1")
         assert info.value.holder.id == "w1"
         assert info.value.holder.pid == os.getpid()
         gate.go.set()
@@ -659,7 +661,7 @@ class TestAsync:
     def test_a_second_async_driver_is_refused_and_a_long_call_keeps_the_lease(
         self, opener: Callable[[], Any]
     ) -> None:
-        """A 0.3 s lease, a 1.2 s async call: a second `resume` is refused throughout, the
+        """A 0.3 s lease, a 1.2 s async call: a second `drive` is refused throughout, the
         run completes under its first driver."""
         import asyncio
 
@@ -676,7 +678,10 @@ class TestAsync:
 
             def agent() -> Agent:
                 model = ScriptedModel(
-                    [Decision.call_tools(call("send_email", to="a")), Decision.answer("done")],
+                    [
+                        Decision.call_tools(ProposedCall("send_email", {"to": "a"})),
+                        Decision.answer("done"),
+                    ],
                     by_turn=True,
                 )
                 return Agent("support", model, [Tool("send_email", send)])
@@ -687,7 +692,7 @@ class TestAsync:
             refused = []
             for _ in range(5):
                 try:
-                    await AsyncRunner(second, agent()).resume("r1")
+                    await AsyncRunner(second, agent()).drive("r1")
                     refused.append(False)
                 except RunHeldError:
                     refused.append(True)
@@ -715,7 +720,7 @@ class TestTheDrivesOwnLease:
         def crash(ctx: ToolContext) -> Any:
             raise Crash
 
-        model = ScriptedModel([Decision.call_tools(call("charge")), Decision.answer("ok")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("charge")), Decision.answer("ok")])
         with pytest.raises(Crash):
             runner_for(store, model, [Tool("charge", crash, idempotent=True)]).run("r1")
         assert store.holder("r1") is None
@@ -727,12 +732,12 @@ class TestTheDrivesOwnLease:
 
         def again(ctx: ToolContext) -> Any:
             try:
-                runner_for(store, _mail_model(), []).resume(ctx.run_id)
+                runner_for(store, _mail_model(), []).drive(ctx.run_id)
             except RunHeldError as exc:
                 refused.append(exc.holder.id)
             return "tried"
 
-        model = ScriptedModel([Decision.call_tools(call("again")), Decision.answer("ok")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("again")), Decision.answer("ok")])
         done = runner_for(store, model, [Tool("again", again)]).run("r1")
         assert done.status == "completed"
         assert len(refused) == 1
@@ -741,13 +746,13 @@ class TestTheDrivesOwnLease:
     def test_a_lease_handed_over_must_be_the_runs_and_alone(self) -> None:
         """A lease of another run, or a lease and a wait together, are refused by name."""
         store = MemoryEventStore()
-        runner_for(store, _mail_model(), []).start("r1")
+        submit(store, "r1")
         lease = store.hold("r2")
         runner = runner_for(store, _mail_model(), [])
         with pytest.raises(ValueError, match=r"^the lease given is of run 'r2', not of run 'r1'$"):
-            runner.resume("r1", lease=lease)
+            runner.drive("r1", lease=lease)
         mine = store.hold("r1")
         with pytest.raises(
             ValueError, match=r"^give a held lease or a time to wait for one, not both$"
         ):
-            runner.resume("r1", lease=mine, wait=1)
+            runner.drive("r1", lease=mine, wait=1)

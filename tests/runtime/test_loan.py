@@ -21,9 +21,9 @@ def test_a_loan_from_application_to_approval() -> None:
     assert (first.status, first.kind, first.waiting) == (
         "documents_requested", StateKind.WAITING, True,
     )  # fmt: skip
-    assert runner.resume("loan-1").record.version == first.record.version
+    assert runner.drive("loan-1").record.version == first.record.version
     append_event(store, "loan-1", "loan.documents_received", document_ids=["payslip-1"])
-    reviewed = runner.resume("loan-1")
+    reviewed = runner.drive("loan-1")
     assert (reviewed.status, reviewed.waiting, reviewed.final_output) == (
         "underwriting", True, "documents complete: recommend approval",
     )  # fmt: skip
@@ -38,4 +38,4 @@ def test_a_loan_from_application_to_approval() -> None:
         "run.started", "loan.documents_received", "model.started", "model.completed",
         "run.completed", "loan.underwriter_decision",
     ]  # fmt: skip
-    assert runner.resume("loan-1").status == "approved"
+    assert runner.drive("loan-1").status == "approved"

@@ -25,7 +25,6 @@ from agentfsm.runtime import (
     ToolRegistry,
     UsageDelta,
     approve,
-    call,
     cancel,
     pause,
     subagent,
@@ -160,7 +159,9 @@ class TestControl:
     def test_approving_a_call_that_is_not_waiting_is_refused(self) -> None:
         """`ActionError` names the action; nothing is written."""
         store = MemoryEventStore()
-        model = ScriptedModel([Decision.call_tools(call("create_ticket", order_id="1"))])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("create_ticket", {"order_id": "1"}))]
+        )
         policy = ToolPolicy(approval={"create_ticket"})
         runner_for(store, model, order_tools(Calls()), policy=policy).run("r1")
         with pytest.raises(ActionError) as info:
@@ -183,19 +184,21 @@ class TestControl:
     def test_pausing_needs_a_run_between_steps(self) -> None:
         """A run waiting for approval cannot be paused."""
         store = MemoryEventStore()
-        model = ScriptedModel([Decision.call_tools(call("create_ticket", order_id="1"))])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("create_ticket", {"order_id": "1"}))]
+        )
         runner_for(
             store, model, order_tools(Calls()), policy=ToolPolicy(approval={"create_ticket"})
         ).run("r1")
         with pytest.raises(IllegalTransitionError):
             pause(store, "r1", "lunch")
 
-    def test_a_submitted_run_is_driven_by_resume(self) -> None:
+    def test_a_submitted_run_is_driven_by_runner_drive(self) -> None:
         """`submit` only starts it; the default agent takes it."""
         store = MemoryEventStore()
         submit(store, "r1", "say hi")
         model = ScriptedModel([lambda ctx: Decision.answer(f"{ctx.agent}: {ctx.objective}")])
-        assert runner_for(store, model, []).resume("r1").final_output == "support: say hi"
+        assert runner_for(store, model, []).drive("r1").final_output == "support: say hi"
 
 
 def test_a_model_past_its_script_says_so() -> None:

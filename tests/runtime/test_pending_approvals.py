@@ -108,7 +108,7 @@ class TestPendingApprovals:
         store = MemoryEventStore(storage)
         (pending,) = result.pending_approvals
         approve(store, pending.run_id, pending.action_id, digest=pending.arguments_digest)
-        done = Runner(store, manager, clock=step_clock()).resume("m1")
+        done = Runner(store, manager, clock=step_clock()).drive("m1")
         assert (done.status, done.final_output, done.pending_approvals) == (
             "completed",
             "The refund is done.",

@@ -44,7 +44,7 @@ def engine(pq_dsn: str, tmp_path: Path) -> ProcrastinateEngine:
 def _drain(engine: ProcrastinateEngine) -> None:
     """Run one worker in this process until the queue is empty (scheduled jobs not due
     are left)."""
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))
 
 
 def _jobs(dsn: str, status: str | None = None) -> list[tuple[Any, ...]]:
@@ -231,7 +231,7 @@ class TestTimers:
     def test_a_paused_run_resumes_at_its_time(
         self, engine: ProcrastinateEngine, pq_dsn: str
     ) -> None:
-        """`pause_until` sets a timer in the pause's transaction; when due it un-pauses the
+        """`pause_until` sets a timer in the pause's transaction; when due it resumes the
         run, and the advance finishes it. A job meanwhile does not undo the pause."""
         with engine.store() as store:
             submit(store, "r1", "plain")
@@ -365,7 +365,7 @@ class TestRecoveryPass:
                 return int(row[0])
 
         async def serve_for(seconds: float) -> None:
-            task = asyncio.create_task(fast.serve(wait=True, install_signal_handlers=False))
+            task = asyncio.create_task(fast.aserve(wait=True, install_signal_handlers=False))
             await asyncio.sleep(seconds)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -79,7 +79,7 @@ def test_an_attempt_closed_after_its_tool_started_does_not_call_the_tool(
     engine.migrate()
     with engine.store() as store:
         submit(store, "r1", "mail")
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))
     assert engine.cut
     assert DurableLedger(ledger).rows() == {}
     with engine.store() as store:
@@ -113,7 +113,7 @@ def test_a_deadline_of_the_runners_guards_fires_with_no_other_event(
     engine.migrate()
     with engine.store() as store:
         submit(store, "r1", "approve")
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))
     with engine.store() as store:
         assert store.load("r1").status == "waiting_approval"
     with psycopg.connect(pq_dsn) as conn:
@@ -123,8 +123,8 @@ def test_a_deadline_of_the_runners_guards_fires_with_no_other_event(
         ).fetchall()
     assert [abs((row[0] - at).total_seconds()) < 0.05 for row in scheduled] == [True]
     time.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 0.3)
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))  # the timer
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))  # its advance
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))  # the timer
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))  # its advance
     with engine.store() as store:
         record = store.load("r1")
     assert (record.status, record.stop_reason) == ("terminated", "deadline")

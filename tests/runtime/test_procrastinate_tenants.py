@@ -57,7 +57,7 @@ def engine(pq_dsn: str, tmp_path: Path) -> ProcrastinateEngine:
 
 def _drain(engine: ProcrastinateEngine, *queues: str) -> None:
     """One worker in this process, serving `queues`, until they hold nothing due."""
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False, queues=list(queues)))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False, queues=list(queues)))
 
 
 def _jobs(dsn: str) -> list[tuple[Any, ...]]:
@@ -284,7 +284,7 @@ class Serving:
         assert self.ready.wait(30), "the worker did not start"
 
     def _run(self, queues: list[str], name: str) -> None:
-        serving = self.engine.serve(
+        serving = self.engine.aserve(
             name=name, queues=queues, install_signal_handlers=False, on_ready=self.ready.set
         )
         self.loop.run_until_complete(serving)

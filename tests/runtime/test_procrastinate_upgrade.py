@@ -111,7 +111,7 @@ def test_pending_migrations_bring_the_oldest_schema_to_a_fresh_ones(
     assert engine.migrate(post=True) == []
     with engine.store() as store:
         submit(store, "r1", "plain")
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))
     with engine.store() as store:
         assert store.load("r1").status == "completed"
 

@@ -52,17 +52,17 @@ def test_the_top_level_runtime_names_are_the_runtimes() -> None:
         "AsyncRunner",
         "Decision",
         "Emit",
+        "ProposedCall",
         "RunResult",
         "Runner",
         "ScriptedModel",
         "Tool",
         "approve",
-        "call",
         "cancel",
         "pause",
         "reject",
+        "resume",
         "submit",
-        "unpause",
     ]
     for name in names:
         assert getattr(agentfsm, name) is getattr(runtime, name), name

@@ -10,19 +10,20 @@ from agentfsm.events import Limits, Usage, step_clock
 from agentfsm.runtime import (
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     ScriptedModel,
     Tool,
     ToolContext,
     ToolPolicy,
     approve,
-    call,
     cancel,
     in_flight,
     pause,
+    resume,
     subagent,
+    submit,
     unknown_outcomes,
-    unpause,
 )
 from agentfsm.stores import MemoryEventStore, MemoryStorage, RunNotFoundError
 
@@ -49,14 +50,16 @@ class TestCrashRecovery:
         calls = Calls()
         store = MemoryEventStore()
         tool = _crashing(calls, "charge", idempotent=True)
-        model = ScriptedModel([Decision.call_tools(call("charge", amount=5)), Decision.answer("ok")])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("charge", {"amount": 5})), Decision.answer("ok")]
+        )
         with pytest.raises(Crash):
             runner_for(store, model, [tool]).run("r1")
         record = store.load("r1")
         assert [
             (i.action.action_id, i.plan) for i in in_flight(record, Agent("a", model, [tool]).tools)
         ] == [("t1.1", "reexecute")]
-        result = runner_for(store, model, [tool]).resume("r1")
+        result = runner_for(store, model, [tool]).drive("r1")
         assert result.status == "completed"
         assert calls.log == [("charge", "r1:t1.1", 1), ("charge", "r1:t1.1", 1)]
         assert types(store, "r1")[3:7] == [
@@ -74,13 +77,13 @@ class TestCrashRecovery:
         tool = _crashing(calls, "send_email")
         model = ScriptedModel(
             [
-                Decision.call_tools(call("send_email", to="a@b")),
+                Decision.call_tools(ProposedCall("send_email", {"to": "a@b"})),
                 lambda ctx: Decision.answer(f"unsure: {ctx.results[0].status}"),
             ]
         )
         with pytest.raises(Crash):
             runner_for(store, model, [tool]).run("r1")
-        result = runner_for(store, model, [tool]).resume("r1")
+        result = runner_for(store, model, [tool]).drive("r1")
         assert calls.effects["r1:t1.1"] == 1
         assert result.final_output == "unsure: unknown"
         assert [(a.action_id, a.reason) for a in result.unknown_outcomes] == [
@@ -99,7 +102,7 @@ class TestCrashRecovery:
         model = ScriptedModel(answers)
         with pytest.raises(Crash):
             runner_for(store, model, []).run("r1")
-        result = runner_for(store, model, []).resume("r1")
+        result = runner_for(store, model, []).drive("r1")
         assert (result.status, result.final_output, result.record.turn) == (
             "completed",
             "second try",
@@ -112,10 +115,10 @@ class TestCrashRecovery:
             "run.completed",
         ]
 
-    def test_resume_of_an_unknown_run_says_so(self) -> None:
+    def test_drive_of_an_unknown_run_says_so(self) -> None:
         """`RunNotFoundError` names the run."""
         with pytest.raises(RunNotFoundError) as info:
-            runner_for(MemoryEventStore(), order_script(), []).resume("nope")
+            runner_for(MemoryEventStore(), order_script(), []).drive("nope")
         assert info.value.run_id == "nope"
 
 
@@ -134,7 +137,12 @@ class TestCancel:
             return "looked up"
 
         store = MemoryEventStore(storage)
-        model = ScriptedModel([Decision.call_tools(call("lookup"), call("lookup2")), Decision.answer("")])
+        model = ScriptedModel(
+            [
+                Decision.call_tools(ProposedCall("lookup"), ProposedCall("lookup2")),
+                Decision.answer(""),
+            ]
+        )
         tools = [
             Tool("lookup", slow, side_effects=False),
             Tool("lookup2", slow, side_effects=False),
@@ -158,16 +166,16 @@ class TestCancel:
         assert (record.cancel_reason, record.cancel_requested_by) == ("user left", "ui")
         assert validate(store, ["r1"]).ok
 
-    def test_a_cancelled_run_with_a_dead_worker_is_settled_by_resume(self) -> None:
+    def test_a_cancelled_run_with_a_dead_worker_is_settled_by_drive(self) -> None:
         """Started call with no outcome: `outcome_unknown` (never re-run during a cancel)."""
         calls = Calls()
         store = MemoryEventStore()
         tool = _crashing(calls, "charge", idempotent=True)
-        model = ScriptedModel([Decision.call_tools(call("charge"))])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("charge"))])
         with pytest.raises(Crash):
             runner_for(store, model, [tool]).run("r1")
         cancel(store, "r1")
-        result = runner_for(store, model, [tool]).resume("r1")
+        result = runner_for(store, model, [tool]).drive("r1")
         assert result.status == "cancelled"
         assert len(calls.log) == 1
         assert result.unknown_outcomes[0].reason == "the run was cancelled while it was in flight"
@@ -175,7 +183,7 @@ class TestCancel:
     def test_cancelling_twice_is_one_request(self) -> None:
         """The second `cancel` appends nothing."""
         store = MemoryEventStore()
-        runner_for(store, order_script(), []).start("r1")
+        submit(store, "r1")
         cancel(store, "r1", reason="first")
         record = cancel(store, "r1", reason="second")
         assert (record.version, record.cancel_reason) == (2, "first")
@@ -184,15 +192,15 @@ class TestCancel:
 class TestPause:
     """Pause between steps; resume goes on."""
 
-    def test_a_run_paused_between_steps_waits_and_resume_continues_it(self) -> None:
-        """A paused run stays paused; `Runner.resume` appends `run.resumed` and drives it."""
+    def test_a_run_paused_between_steps_waits_and_drive_resumes_it(self) -> None:
+        """A paused run stays paused; `Runner.drive` appends `run.resumed` and drives it."""
         store = MemoryEventStore()
         model = order_script()
         runner = runner_for(store, model, order_tools(Calls()))
-        runner.start("r1")
+        submit(store, "r1")
         pause(store, "r1", "waiting for the customer")
         assert store.load("r1").status == "paused"
-        assert runner.resume("r1").status == "completed"
+        assert runner.drive("r1").status == "completed"
         assert types(store, "r1")[:4] == [
             "run.started",
             "run.paused",
@@ -200,13 +208,13 @@ class TestPause:
             "model.started",
         ]
 
-    def test_unpause_only_makes_the_run_runnable(self) -> None:
-        """`unpause(store, ...)` appends `run.resumed` and returns a runnable run."""
+    def test_resume_only_makes_the_run_runnable(self) -> None:
+        """`resume(store, ...)` appends `run.resumed` and returns a runnable run."""
         store = MemoryEventStore()
-        runner_for(store, order_script(), []).start("r1")
+        submit(store, "r1")
         pause(store, "r1", "callback")
-        assert unpause(store, "r1").status == "running"
-        assert unpause(store, "r1").version == 3  # already running: nothing appended
+        assert resume(store, "r1").status == "running"
+        assert resume(store, "r1").version == 3  # already running: nothing appended
 
 
 class TestOtherWriters:
@@ -238,7 +246,7 @@ class TestOtherWriters:
             return "mine"
 
         store = MemoryEventStore(storage)
-        model = ScriptedModel([Decision.call_tools(call("x")), Decision.answer("")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("x")), Decision.answer("")])
         result = runner_for(store, model, [Tool("x", contested)]).run("r1")
         assert result.superseded
         assert result.record.actions["t1.1"].status == "unknown"
@@ -261,7 +269,10 @@ class TestSubagents:
         research = subagent("research", Agent("researcher", child_model))
         parent = ScriptedModel(
             [
-                Decision.call_tools(call("research", task="find the order"), usage=Usage(input_tokens=20)),
+                Decision.call_tools(
+                    ProposedCall("research", {"task": "find the order"}),
+                    usage=Usage(input_tokens=20),
+                ),
                 lambda ctx: Decision.answer(ctx.results[0].result, usage=Usage(input_tokens=30)),
             ]
         )
@@ -277,12 +288,16 @@ class TestSubagents:
         child's second call reserves as much as its first, so it stops before overspending."""
         store = MemoryEventStore()
         spend = Usage(input_tokens=600)
-        child_model = ScriptedModel([Decision.call_tools(call("noop"), usage=spend)], repeat_last=True)
+        child_model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("noop"), usage=spend)], repeat_last=True
+        )
         noop = Tool("noop", lambda ctx: None, side_effects=False)
         research = subagent("research", Agent("researcher", child_model, [noop]))
         parent = ScriptedModel(
             [
-                Decision.call_tools(call("research", task="dig"), usage=Usage(input_tokens=300)),
+                Decision.call_tools(
+                    ProposedCall("research", {"task": "dig"}), usage=Usage(input_tokens=300)
+                ),
                 lambda ctx: Decision.answer(
                     ctx.results[0].error.kind if ctx.results[0].error else ""
                 ),
@@ -303,14 +318,17 @@ class TestSubagents:
     def _waiting_tree(store: Any, calls: Calls) -> Runner:
         """r1 waits on its subagent r1/t1.1, which waits for approval of `create_ticket`."""
         child_model = ScriptedModel(
-            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("ticket open")]
+            [
+                Decision.call_tools(ProposedCall("create_ticket", {"order_id": "O-1"})),
+                Decision.answer("ticket open"),
+            ]
         )
         child_agent = Agent(
             "clerk", child_model, order_tools(calls), ToolPolicy(approval={"create_ticket"})
         )
         parent = ScriptedModel(
             [
-                Decision.call_tools(call("delegate", task="open a ticket")),
+                Decision.call_tools(ProposedCall("delegate", {"task": "open a ticket"})),
                 lambda ctx: Decision.answer(ctx.results[0].result),
             ]
         )
@@ -325,7 +343,7 @@ class TestSubagents:
         runner = self._waiting_tree(store, calls)
         assert runner.run("r1").children["r1/t1.1"].status == "waiting_approval"
         cancel(store, "r1", reason="the customer left")
-        done = runner.resume("r1")
+        done = runner.drive("r1")
         child = store.load("r1/t1.1")
         assert (done.status, child.status) == ("cancelled", "cancelled")
         assert child.cancel_reason == "the run 'r1' that called it ended (cancelled)"
@@ -342,7 +360,7 @@ class TestSubagents:
         assert first.status == "waiting_tool"
         assert first.children["r1/t1.1"].status == "waiting_approval"
         approve(store, "r1/t1.1", "t1.1", "alice")
-        done = runner.resume("r1")
+        done = runner.drive("r1")
         assert (done.status, done.final_output) == ("completed", "ticket open")
         assert calls.effects == {"r1/t1.1:t1.1": 1}
         assert validate(store, ["r1", "r1/t1.1"]).ok

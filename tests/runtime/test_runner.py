@@ -16,6 +16,7 @@ from agentfsm.runtime import (
     Agent,
     Decision,
     ModelError,
+    ProposedCall,
     Runner,
     RunnerConfig,
     ScriptedModel,
@@ -25,7 +26,6 @@ from agentfsm.runtime import (
     ToolPolicy,
     ToolRegistry,
     approve,
-    call,
     deny,
     needs_approval,
     reject,
@@ -122,7 +122,10 @@ class TestValidationFeedback:
         calls = Calls()
         tool = Tool("get_order", lambda ctx: calls.record(ctx), args=OrderArgs)
         model = ScriptedModel(
-            [Decision.call_tools(call("get_order", order=1)), Decision.answer("gave up")]
+            [
+                Decision.call_tools(ProposedCall("get_order", {"order": 1})),
+                Decision.answer("gave up"),
+            ]
         )
         store = MemoryEventStore()
         result = runner_for(store, model, [tool]).run("r1")
@@ -147,7 +150,9 @@ class TestValidationFeedback:
             "required": ["order_id"],
         }
         tool = Tool("get_order", lambda ctx: {"ok": True}, args=schema)
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="x")), Decision.answer("")])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("get_order", {"order_id": "x"})), Decision.answer("")]
+        )
         result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
         error = result.record.actions["t1.1"].error
         assert error is not None
@@ -158,7 +163,9 @@ class TestValidationFeedback:
 
     def test_an_unknown_tool_is_fed_back_with_the_known_names(self) -> None:
         """`unknown_tool`, not retryable, naming the tools there are."""
-        model = ScriptedModel([Decision.call_tools(call("refund", amount=3)), Decision.answer("ok")])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("refund", {"amount": 3})), Decision.answer("ok")]
+        )
         result = runner_for(MemoryEventStore(), model, order_tools(Calls())).run("r1")
         error = result.record.actions["t1.1"].error
         assert error is not None
@@ -178,7 +185,10 @@ class TestValidationFeedback:
             raise ToolError("order is locked", kind="locked")
 
         model = ScriptedModel(
-            [Decision.call_tools(call("broken"), call("refusing")), Decision.answer("")]
+            [
+                Decision.call_tools(ProposedCall("broken"), ProposedCall("refusing")),
+                Decision.answer(""),
+            ]
         )
         tools = [Tool("broken", broken), Tool("refusing", refusing)]
         result = runner_for(MemoryEventStore(), model, tools).run("r1")
@@ -196,7 +206,7 @@ class TestValidationFeedback:
 
     def test_a_result_that_is_not_json_is_a_failure(self) -> None:
         """A tool returning a set is recorded as `invalid_result`."""
-        model = ScriptedModel([Decision.call_tools(call("odd")), Decision.answer("")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("odd")), Decision.answer("")])
         result = runner_for(MemoryEventStore(), model, [Tool("odd", lambda ctx: {1, 2})]).run("r1")
         error = result.record.actions["t1.1"].error
         assert error is not None
@@ -213,7 +223,10 @@ class TestPolicy:
         """approval.requested then approval.rejected with approver `policy` and the reason."""
         calls = Calls()
         model = ScriptedModel(
-            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("no")]
+            [
+                Decision.call_tools(ProposedCall("create_ticket", {"order_id": "O-1"})),
+                Decision.answer("no"),
+            ]
         )
         store = MemoryEventStore()
         policy = ToolPolicy(denied={"create_ticket": "tickets are closed today"})
@@ -228,7 +241,7 @@ class TestPolicy:
         assert model.contexts[1].results == (action,)
         assert calls.log == []
 
-    def test_approval_pauses_and_resume_runs_exactly_the_approved_call(self) -> None:
+    def test_approval_pauses_and_drive_runs_exactly_the_approved_call(self) -> None:
         """The run returns `waiting_approval`; after `approve`, resume runs that call, with no
         model call in between."""
         calls = Calls()
@@ -241,7 +254,7 @@ class TestPolicy:
         assert [a.action_id for a in waiting.pending_approvals] == ["t2.1"]
         assert model.calls == 2
         approve(store, "r1", "t2.1", "alice@support")
-        done = runner.resume("r1")
+        done = runner.drive("r1")
         assert done.status == "completed"
         assert model.calls == 3
         assert types(store, "r1")[8:13] == [
@@ -258,7 +271,7 @@ class TestPolicy:
         """After `reject`, resume asks the model with the rejected call among the results."""
         model = ScriptedModel(
             [
-                Decision.call_tools(call("create_ticket", order_id="O-1")),
+                Decision.call_tools(ProposedCall("create_ticket", {"order_id": "O-1"})),
                 lambda ctx: Decision.answer(f"not done: {ctx.results[0].reason}"),
             ]
         )
@@ -267,7 +280,7 @@ class TestPolicy:
         runner = runner_for(store, model, order_tools(Calls()), policy=policy)
         runner.run("r1")
         reject(store, "r1", "t1.1", "bob", "duplicate ticket")
-        assert runner.resume("r1").final_output == "not done: duplicate ticket"
+        assert runner.drive("r1").final_output == "not done: duplicate ticket"
 
     def test_an_approved_call_the_policy_now_denies_does_not_run(self) -> None:
         """The re-check refuses it: tool.requested then tool.failed `policy_denied`."""
@@ -280,14 +293,17 @@ class TestPolicy:
 
         calls = Calls()
         model = ScriptedModel(
-            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("")]
+            [
+                Decision.call_tools(ProposedCall("create_ticket", {"order_id": "O-1"})),
+                Decision.answer(""),
+            ]
         )
         store = MemoryEventStore()
         runner = runner_for(store, model, order_tools(calls), policy=policy)
         runner.run("r1")
         approve(store, "r1", "t1.1", "alice")
         state["frozen"] = True
-        result = runner.resume("r1")
+        result = runner.drive("r1")
         error = result.record.actions["t1.1"].error
         assert error is not None
         assert (error.kind, error.message) == (
@@ -300,7 +316,10 @@ class TestPolicy:
         """An approval that lapsed before the call ran: asked again, never run on the old one."""
         calls = Calls()
         model = ScriptedModel(
-            [Decision.call_tools(call("create_ticket", order_id="O-1")), Decision.answer("done")]
+            [
+                Decision.call_tools(ProposedCall("create_ticket", {"order_id": "O-1"})),
+                Decision.answer("done"),
+            ]
         )
         store = MemoryEventStore()
         policy = ToolPolicy(approval={"create_ticket"}, expires_in=timedelta(seconds=5))
@@ -310,7 +329,7 @@ class TestPolicy:
         runner.run("r1")  # asks at t0, valid until t0 + 5 s
         approve(store, "r1", "t1.1", "alice", clock=lambda: t0 + timedelta(seconds=1))
         now[0] = t0 + timedelta(seconds=10)
-        again = runner.resume("r1")  # the approval lapsed before the call ran
+        again = runner.drive("r1")  # the approval lapsed before the call ran
         assert (again.status, again.record.pending_approvals, calls.log) == (
             "waiting_approval",
             ("t1.1",),
@@ -323,7 +342,7 @@ class TestPolicy:
         ]  # fmt: skip
         now[0] = t0 + timedelta(seconds=12)
         approve(store, "r1", "t1.1", "bob", clock=lambda: now[0])
-        done = runner.resume("r1")
+        done = runner.drive("r1")
         assert (done.status, done.record.actions["t1.1"].approver) == ("completed", "bob")
         assert [tool for tool, *_ in calls.log] == ["create_ticket"]
         assert validate(store, ["r1"]).ok
@@ -334,7 +353,9 @@ class TestGuards:
 
     def test_max_turns_terminates_and_keeps_the_partial_record(self) -> None:
         """The third model call is refused: terminated, `max_turns`, ledger kept."""
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"))], repeat_last=True)
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}))], repeat_last=True
+        )
         store = MemoryEventStore()
         with capture_logs() as logs:
             result = runner_for(store, model, order_tools(Calls())).run(
@@ -366,7 +387,7 @@ class TestGuards:
                 lambda ctx: (
                     Decision.answer("summary")
                     if ctx.wrap_up
-                    else Decision.call_tools(call("get_order", order_id="O-1"))
+                    else Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}))
                 )
             ],
             repeat_last=True,
@@ -385,7 +406,9 @@ class TestGuards:
     def test_tool_calls_on_the_wrap_up_turn_stop_the_run(self) -> None:
         """A model that ignores the wrap-up flag is stopped for `max_turns`, its calls not run."""
         calls = Calls()
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"))], repeat_last=True)
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}))], repeat_last=True
+        )
         config = RunnerConfig(wrap_up_turn=True)
         result = runner_for(
             MemoryEventStore(), model, order_tools(calls), guards=[MaxTurns(2)], config=config
@@ -401,7 +424,9 @@ class TestGuards:
     def test_a_runaway_loop_is_stopped_by_the_loop_detector(self) -> None:
         """The same call with nothing new observed: `loop_detected` before it runs again."""
         calls = Calls()
-        model = ScriptedModel([Decision.call_tools(call("get_order", order_id="O-1"))], repeat_last=True)
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}))], repeat_last=True
+        )
         result = runner_for(
             MemoryEventStore(), model, order_tools(calls), guards=[LoopDetector(threshold=3)]
         ).run("r1")
@@ -412,7 +437,8 @@ class TestGuards:
         """Usage adds up; the call that would overspend (with its reservation) is refused."""
         usage = Usage(input_tokens=400, output_tokens=100)
         model = ScriptedModel(
-            [Decision.call_tools(call("get_order", order_id="O-1"), usage=usage)], repeat_last=True
+            [Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}), usage=usage)],
+            repeat_last=True,
         )
         config = RunnerConfig(reserve=Usage(input_tokens=300))
         result = runner_for(MemoryEventStore(), model, order_tools(Calls()), config=config).run(
@@ -439,7 +465,9 @@ class TestRetries:
         """Same action and key, attempt + 1, after 0.5 s then 1 s of (injected) sleep."""
         calls, sleeps = Calls(), Sleeps()
         tool = self._flaky(calls, 2, side_effects=False, max_attempts=3)
-        model = ScriptedModel([Decision.call_tools(call("lookup")), Decision.answer("done")])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("lookup")), Decision.answer("done")]
+        )
         store = MemoryEventStore()
         result = runner_for(store, model, [tool], sleep=sleeps).run("r1")
         assert calls.log == [
@@ -464,7 +492,7 @@ class TestRetries:
         """After `max_attempts` the failure goes to the model."""
         calls = Calls()
         tool = self._flaky(calls, 5, idempotent=True, max_attempts=2)
-        model = ScriptedModel([Decision.call_tools(call("lookup")), Decision.answer("")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("lookup")), Decision.answer("")])
         result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
         assert len(calls.log) == 2
         assert result.record.actions["t1.1"].status == "failed"
@@ -473,7 +501,7 @@ class TestRetries:
         """Not idempotent: one attempt, whatever the error says."""
         calls = Calls()
         tool = self._flaky(calls, 1, max_attempts=3)
-        model = ScriptedModel([Decision.call_tools(call("lookup")), Decision.answer("")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("lookup")), Decision.answer("")])
         runner_for(MemoryEventStore(), model, [tool]).run("r1")
         assert len(calls.log) == 1
 
@@ -535,7 +563,7 @@ def test_a_final_answer_the_acceptance_check_refuses_fails_the_run() -> None:
 @pytest.mark.parametrize("with_id", [True, False])
 def test_the_models_call_ids_are_kept_when_unused(with_id: bool) -> None:
     """A model's own call id becomes the action id; a missing one is generated."""
-    proposed = call("get_order", order_id="O-1")
+    proposed = ProposedCall("get_order", {"order_id": "O-1"})
     if with_id:
         proposed = type(proposed)(proposed.tool, proposed.arguments, "call_abc")
     model = ScriptedModel([Decision.call_tools(proposed), Decision.answer("")])
@@ -548,7 +576,7 @@ def test_a_used_call_id_is_replaced_by_a_fresh_one() -> None:
     the generated one with a suffix."""
 
     def with_id(order: str, call_id: str = "") -> Any:
-        proposed = call("get_order", order_id=order)
+        proposed = ProposedCall("get_order", {"order_id": order})
         return type(proposed)(proposed.tool, proposed.arguments, call_id)
 
     model = ScriptedModel(
@@ -567,7 +595,9 @@ def test_a_polling_tool_may_repeat_while_its_result_changes() -> None:
     """With the registry's poll limits, a status that moves is progress, not a loop."""
     states = iter(["queued", "packing", "shipped", "shipped", "shipped", "shipped"])
     tool = Tool("status", lambda ctx: next(states), side_effects=False, polling=True, poll_limit=2)
-    model = ScriptedModel([Decision.call_tools(call("status", order_id="O-1"))], repeat_last=True)
+    model = ScriptedModel(
+        [Decision.call_tools(ProposedCall("status", {"order_id": "O-1"}))], repeat_last=True
+    )
     runner = runner_for(
         MemoryEventStore(),
         model,
@@ -603,7 +633,7 @@ def test_a_sync_call_past_its_timeout_is_unknown_or_a_retryable_failure(
         return "too late"
 
     tool = Tool("stuck", stuck, side_effects=side_effects, timeout=0.02)
-    model = ScriptedModel([Decision.call_tools(call("stuck")), Decision.answer("gave up")])
+    model = ScriptedModel([Decision.call_tools(ProposedCall("stuck")), Decision.answer("gave up")])
     try:
         result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
     finally:
@@ -627,7 +657,7 @@ def test_a_timed_call_that_raises_is_a_failure_as_without_a_timeout() -> None:
         raise ValueError("no such order")
 
     tool = Tool("broken", broken, timeout=5.0)
-    model = ScriptedModel([Decision.call_tools(call("broken")), Decision.answer("sorry")])
+    model = ScriptedModel([Decision.call_tools(ProposedCall("broken")), Decision.answer("sorry")])
     result = runner_for(MemoryEventStore(), model, [tool]).run("r1")
     error = result.record.actions["t1.1"].error
     assert error is not None
@@ -647,7 +677,7 @@ def test_a_clock_without_a_timezone_is_refused_by_name_before_anything_is_stored
     assert store.runs() == []
 
 
-def test_resuming_with_a_clock_without_a_timezone_is_refused_by_name() -> None:
+def test_driving_with_a_clock_without_a_timezone_is_refused_by_name() -> None:
     """A run started right and resumed by a process whose clock is naive: the same
     sentence, and nothing more is appended."""
     store = MemoryEventStore()
@@ -656,7 +686,7 @@ def test_resuming_with_a_clock_without_a_timezone_is_refused_by_name() -> None:
     before = store.run_info("r1").version
     naive = runner_for(store, order_script(), order_tools(Calls()), clock=datetime.now)
     with pytest.raises(TypeError, match="the Runner's clock must return aware datetimes"):
-        naive.resume("r1")
+        naive.drive("r1")
     assert store.run_info("r1").version == before
 
 

@@ -212,7 +212,7 @@ def test_every_log_the_runner_writes_validates(
             else:
                 reject(store, run_id, action_id, "bob", "no")
         try:
-            result = runner.resume("r1")
+            result = runner.drive("r1")
         except Crash:
             continue
     record = store.load("r1")

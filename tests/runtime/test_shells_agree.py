@@ -144,7 +144,7 @@ def test_sync_and_async_shells_write_the_same_log(
         if sync_store.load("r1").status in ENDED:
             break
         _decide(sync_store, step, verdicts)
-        runner.resume("r1")
+        runner.drive("r1")
 
     async_store = MemoryEventStore(MemoryStorage())
 
@@ -162,7 +162,7 @@ def test_sync_and_async_shells_write_the_same_log(
             if async_store.load("r1").status in ENDED:
                 break
             _decide(async_store, step, verdicts)
-            await arunner.resume("r1")
+            await arunner.drive("r1")
 
     asyncio.run(drive())
     assert _logs(async_store) == _logs(sync_store)

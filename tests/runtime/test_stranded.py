@@ -18,7 +18,7 @@ from agentfsm.errors import IllegalTransitionError, InvalidTableError
 from agentfsm.events import ErrorInfo, LogBuilder, step_clock
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers import Reducer
-from agentfsm.runtime import AsyncRunner, Decision, ScriptedModel, Tool, ToolPolicy, call
+from agentfsm.runtime import AsyncRunner, Decision, ProposedCall, ScriptedModel, Tool, ToolPolicy
 from agentfsm.stores import MemoryEventStore, StoreOptions, ThreadedAsyncEventStore
 from tests.fixtures.tables import NO_RESUME, NO_START, NO_TURN
 from tests.runtime.helpers import runner_for, types
@@ -47,7 +47,12 @@ def _lookup(made: list[str]) -> Tool:
 
 def _two_calls() -> ScriptedModel:
     return ScriptedModel(
-        [Decision.call_tools(call("lookup", q="a"), call("lookup", q="b")), Decision.answer("ok")]
+        [
+            Decision.call_tools(
+                ProposedCall("lookup", {"q": "a"}), ProposedCall("lookup", {"q": "b"})
+            ),
+            Decision.answer("ok"),
+        ]
     )
 
 
@@ -85,7 +90,7 @@ class TestTheRunnerRefusesTheTable:
     )
     def test_a_paused_run_stays_as_it_was(self, table: TransitionTable, problem: str) -> None:
         """The Runner is not built; the paused run in the store is untouched (before, a
-        `resume` of it under NO_RESUME failed it)."""
+        `drive` of it under NO_RESUME failed it)."""
         store = _store(table)
         log = LogBuilder("r1")
         log.add("run.started", objective="wait", table=table.ref.model_dump())
@@ -115,7 +120,7 @@ class TestTheRunFailsOnce:
 
     def test_a_second_call_of_a_batch(self) -> None:
         """The batch's first call is requested, the second has no edge: the run fails, and
-        a second `resume` returns the failed run, appending nothing."""
+        a second `drive` returns the failed run, appending nothing."""
         store = _store(ONE_CALL)
         made: list[str] = []
         runner = runner_for(store, _two_calls(), [_lookup(made)])
@@ -123,14 +128,16 @@ class TestTheRunFailsOnce:
         assert (first.status, first.record.error, made) == (
             "failed", _stranded("one_call", "waiting_tool", "in_flight", "tool.requested"), [],
         )  # fmt: skip
-        again = runner.resume("r1")
+        again = runner.drive("r1")
         assert (again.status, again.record.version) == ("failed", first.record.version)
 
     def test_an_approval_the_table_cannot_ask_for(self) -> None:
         """A policy that asks, and no `approval.requested` from `running`."""
         store = _store(NO_ASKING)
         made: list[str] = []
-        model = ScriptedModel([Decision.call_tools(call("lookup", q="a")), Decision.answer("ok")])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("lookup", {"q": "a"})), Decision.answer("ok")]
+        )
         runner = runner_for(store, model, [_lookup(made)], policy=ToolPolicy(approval={"lookup"}))
         result = runner.run("r1", "look it up")
         assert (result.status, result.record.error, made) == (
@@ -148,7 +155,9 @@ class TestTheRunFailsOnce:
         )
         store = _store(table)
         made: list[str] = []
-        model = ScriptedModel([Decision.call_tools(call("lookup", q="a")), Decision.answer("ok")])
+        model = ScriptedModel(
+            [Decision.call_tools(ProposedCall("lookup", {"q": "a"})), Decision.answer("ok")]
+        )
         result = runner_for(store, model, [_lookup(made)]).run("r1", "look it up")
         assert (result.status, result.record.error, made) == (
             "failed",

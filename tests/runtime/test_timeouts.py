@@ -69,7 +69,7 @@ class TestRunner:
         runner = Runner(store, review_agent(), clock=clock)
         assert runner.run("loan-1", "review").status == "documents_requested"
         clock.to(DUE - timedelta(days=1))
-        assert runner.resume("loan-1").status == "documents_requested"
+        assert runner.drive("loan-1").status == "documents_requested"
         assert types(store, "loan-1") == ["run.started"]
 
     def test_past_its_time_the_run_is_declined(self) -> None:
@@ -80,7 +80,7 @@ class TestRunner:
         runner = Runner(store, review_agent(), clock=clock)
         runner.run("loan-1", "review")
         clock.to(DUE + timedelta(days=1))
-        result = runner.resume("loan-1")
+        result = runner.drive("loan-1")
         assert (result.status, dict(result.record.custom)) == (
             "declined",
             {"declined_because": "no documents in time"},
@@ -96,7 +96,7 @@ class TestRunner:
         runner = AsyncRunner(ThreadedAsyncEventStore(store), review_agent(), clock=clock)
         asyncio.run(runner.run("loan-1", "review"))
         clock.to(DUE)
-        assert asyncio.run(runner.resume("loan-1")).status == "declined"
+        assert asyncio.run(runner.drive("loan-1")).status == "declined"
         assert types(store, "loan-1") == ["run.started", "loan.documents_expired"]
 
     def test_a_timeout_into_a_state_the_runner_drives_goes_on(self) -> None:
@@ -115,7 +115,7 @@ class TestRunner:
         runner = Runner(store, review_agent(), clock=clock)
         runner.run("loan-1", "review")
         clock.to(DUE)
-        result = runner.resume("loan-1")
+        result = runner.drive("loan-1")
         assert result.status == "underwriting"
         assert types(store, "loan-1") == [
             "run.started", "loan.documents_overdue", "model.started", "model.completed",
@@ -131,10 +131,10 @@ class TestRunner:
         clock.to(T0 + timedelta(days=2))
         append_event(store, "loan-1", "loan.documents_received", {"document_ids": ["p-1"]},
                      clock=clock)  # fmt: skip
-        assert runner.resume("loan-1").status == "underwriting"
+        assert runner.drive("loan-1").status == "underwriting"
         clock.to(DUE + timedelta(days=1))
         before = store.load("loan-1").version
-        assert runner.resume("loan-1").status == "underwriting"
+        assert runner.drive("loan-1").status == "underwriting"
         assert store.load("loan-1").version == before
 
     def test_a_person_cannot_expire_it_early(self) -> None:
@@ -156,8 +156,8 @@ class TestRunner:
         assert types(store, "loan-1") == ["run.started"]
 
     def test_a_paused_run_whose_timeout_passed_is_not_resumed_first(self) -> None:
-        """A pause that is cancelled after a day: a `Runner.resume` two days in settles the
-        timeout instead of un-pausing (as a timer in time would have)."""
+        """A pause that is cancelled after a day: a `Runner.drive` two days in settles the
+        timeout instead of resuming (as a timer in time would have)."""
         from agentfsm import DEFAULT_TABLE
         from agentfsm.runtime import Agent, Decision, ScriptedModel
 
@@ -175,7 +175,7 @@ class TestRunner:
         submit(store, "r1", clock=clock)
         pause(store, "r1", "waiting for a callback", clock=clock)
         clock.to(T0 + timedelta(days=2))
-        assert runner.resume("r1").status == "cancelled"
+        assert runner.drive("r1").status == "cancelled"
         assert types(store, "r1") == [
             "run.started", "run.paused", "run.cancel_requested", "run.cancelled",
         ]  # fmt: skip

@@ -36,7 +36,7 @@ def engine(pq_dsn: str) -> ProcrastinateEngine:
 
 def _drain(engine: ProcrastinateEngine) -> None:
     """One worker in this process until the queue is empty (jobs not yet due are left)."""
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False))
 
 
 def _jobs(dsn: str) -> list[tuple[Any, ...]]:

@@ -2,7 +2,7 @@
 
 The attack (reported against main): a payment approved and charged; then someone who can
 write the SQLite file deletes the rows after `approval.accepted` and moves the runs row to
-match. `verify` said ok, and `Runner.resume` charged a second time: a chain proves every
+match. `verify` said ok, and `Runner.drive` charged a second time: a chain proves every
 row it holds, not that rows are missing from its end. An external anchor (the head of every
 run, kept where the attacker cannot write) is what notices.
 """
@@ -18,7 +18,15 @@ import pytest
 from agentfsm.errors import TruncatedLogError
 from agentfsm.events import parse_event
 from agentfsm.reducers.reduce import replay
-from agentfsm.runtime import Decision, ScriptedModel, Tool, ToolContext, ToolPolicy, approve, call
+from agentfsm.runtime import (
+    Decision,
+    ProposedCall,
+    ScriptedModel,
+    Tool,
+    ToolContext,
+    ToolPolicy,
+    approve,
+)
 from agentfsm.stores import SQLiteEventStore, StoreOptions
 from tests._cli_helpers import run_script
 
@@ -33,7 +41,8 @@ def _runner(store: Any, charged: Charged) -> Any:
         return {"charged": ctx.args["amount"]}
 
     model = ScriptedModel(
-        [Decision.call_tools(call("charge", amount=1_000)), Decision.answer("paid")], by_turn=True
+        [Decision.call_tools(ProposedCall("charge", {"amount": 1_000})), Decision.answer("paid")],
+        by_turn=True,
     )
     return runner_for(
         store, model, [Tool("charge", charge)], policy=ToolPolicy(approval={"charge"})
@@ -45,7 +54,7 @@ def _paid(path: Path, options: StoreOptions, charged: Charged) -> None:
     with SQLiteEventStore(path, options=options) as store:
         assert _runner(store, charged).run("pay").status == "waiting_approval"
         approve(store, "pay", "t1.1", "ann")
-        assert _runner(store, charged).resume("pay").status == "completed"
+        assert _runner(store, charged).drive("pay").status == "completed"
     assert charged == [("pay:t1.1", 1_000)]
 
 
@@ -80,7 +89,7 @@ class TestWithoutAnAnchor:
         truncate_after_approval(path)
         with SQLiteEventStore(path) as store:
             assert store.verify("pay").ok
-            assert _runner(store, charged).resume("pay").status == "completed"
+            assert _runner(store, charged).drive("pay").status == "completed"
         assert charged == [("pay:t1.1", 1_000), ("pay:t1.1", 1_000)]
 
 
@@ -97,7 +106,7 @@ class TestWithAnAnchor:
         with SQLiteEventStore(path, options=StoreOptions(anchor=anchor)) as store:
             head = store.options.anchor.get("pay")
             with pytest.raises(TruncatedLogError) as info:
-                _runner(store, charged).resume("pay")
+                _runner(store, charged).drive("pay")
             report = store.verify("pay")
         expected = (
             f"the log ends at version {cut}, but the anchor records version {head.version}: "

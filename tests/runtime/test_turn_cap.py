@@ -25,12 +25,12 @@ from agentfsm.runtime import (
     Agent,
     Decision,
     ModelContext,
+    ProposedCall,
     Runner,
     RunnerConfig,
     Tool,
     ToolContext,
     Worker,
-    call,
     submit,
 )
 from agentfsm.stores import SQLiteEventStore
@@ -55,7 +55,7 @@ class Busy:
         self.turns += 1
         if ctx.turn >= self.answer_at:
             return Decision.answer("sunny, finally", usage=_FREE)
-        return Decision.call_tools(call("weather", city="Lisbon"), usage=_FREE)
+        return Decision.call_tools(ProposedCall("weather", {"city": "Lisbon"}), usage=_FREE)
 
 
 def weather() -> list[Tool]:

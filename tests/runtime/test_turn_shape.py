@@ -31,12 +31,13 @@ from agentfsm.runtime import (
     Agent,
     AsyncRunner,
     Decision,
+    ProposedCall,
     RunnerConfig,
     ScriptedModel,
     Tool,
     ToolContext,
     ToolPolicy,
-    call,
+    submit,
 )
 from agentfsm.stores import MemoryEventStore, ThreadedAsyncEventStore
 
@@ -67,8 +68,8 @@ def _lookup(calls: Calls, name: str = "lookup", **flags: Any) -> Tool:
 def _two_turns() -> ScriptedModel:
     return ScriptedModel(
         [
-            Decision.call_tools(call("lookup", n=1)),
-            Decision.call_tools(call("lookup", n=2)),
+            Decision.call_tools(ProposedCall("lookup", {"n": 1})),
+            Decision.call_tools(ProposedCall("lookup", {"n": 2})),
             Decision.answer("done"),
         ]
     )
@@ -107,7 +108,10 @@ def test_only_the_first_call_of_a_batch_starts_with_the_decision() -> None:
     as if the second may have run."""
     store, calls = Batches(), Calls()
     model = ScriptedModel(
-        [Decision.call_tools(call("lookup", n=1), call("lookup", n=2)), Decision.answer("ok")]
+        [
+            Decision.call_tools(ProposedCall("lookup", {"n": 1}), ProposedCall("lookup", {"n": 2})),
+            Decision.answer("ok"),
+        ]
     )
     assert runner_for(store, model, [_lookup(calls)]).run("r1").status == "completed"
     assert store.batches[2:] == [
@@ -122,7 +126,7 @@ def test_only_the_first_call_of_a_batch_starts_with_the_decision() -> None:
 def test_a_call_that_needs_approval_does_not_start_with_the_decision() -> None:
     """The decision and the approval request are one append; nothing starts."""
     store, calls = Batches(), Calls()
-    model = ScriptedModel([Decision.call_tools(call("refund", amount=5))])
+    model = ScriptedModel([Decision.call_tools(ProposedCall("refund", {"amount": 5}))])
     policy = ToolPolicy(approval=frozenset({"refund"}))
     result = runner_for(store, model, [_lookup(calls, "refund")], policy=policy).run("r1")
     assert (result.status, calls.tools()) == ("waiting_approval", [])
@@ -145,7 +149,7 @@ def test_a_start_a_guard_refuses_is_left_out_and_refused_as_its_own_step() -> No
     """The decision is recorded without it; the start alone is refused (logged once) and
     the run is terminated, as when every step was its own append."""
     store, calls = Batches(), Calls()
-    model = ScriptedModel([Decision.call_tools(call("lookup", n=1))])
+    model = ScriptedModel([Decision.call_tools(ProposedCall("lookup", {"n": 1}))])
     with capture_logs() as logs:
         result = runner_for(store, model, [_lookup(calls)], guards=[_NoStarts()]).run("r1")
     assert (result.status, result.stop_reason, calls.tools()) == ("terminated", "deadline", [])
@@ -168,9 +172,9 @@ def test_with_a_heartbeat_the_call_starts_after_it() -> None:
     not taken along (the result still takes the next `model.started`)."""
     store, calls = Batches(), Calls()
     runner = runner_for(store, _two_turns(), [_lookup(calls)])
-    runner.start("r1")
+    submit(store, "r1")
     beats: list[int] = []
-    result = runner.resume("r1", heartbeat=lambda record: beats.append(len(store.batches)))
+    result = runner.drive("r1", heartbeat=lambda record: beats.append(len(store.batches)))
     assert result.status == "completed"
     decided, started = ["model.completed", "tool.requested"], ["tool.started"]
     assert store.batches[1:] == [
@@ -203,11 +207,11 @@ class TestCrashWindows:
 
         tool = Tool("lookup", fn, idempotent=True)
         store = Batches()
-        model = ScriptedModel([Decision.call_tools(call("lookup")), Decision.answer("ok")])
+        model = ScriptedModel([Decision.call_tools(ProposedCall("lookup")), Decision.answer("ok")])
         with pytest.raises(Crash):
             runner_for(store, model, [tool]).run("r1")
         assert store.batches[-1] == TOOL_TURN
-        assert runner_for(store, model, [tool]).resume("r1").status == "completed"
+        assert runner_for(store, model, [tool]).drive("r1").status == "completed"
         assert calls.log == [("lookup", "r1:t1.1", 1)]
         assert validate(store, ["r1"]).ok
 
@@ -221,11 +225,14 @@ class TestCrashWindows:
             raise Crash
 
         model = ScriptedModel(
-            [Decision.call_tools(call("send")), lambda ctx: Decision.answer(ctx.results[0].status)]
+            [
+                Decision.call_tools(ProposedCall("send")),
+                lambda ctx: Decision.answer(ctx.results[0].status),
+            ]
         )
         with pytest.raises(Crash):
             runner_for(store, model, [Tool("send", send)]).run("r1")
-        result = runner_for(store, model, [Tool("send", send)]).resume("r1")
+        result = runner_for(store, model, [Tool("send", send)]).drive("r1")
         assert (result.status, result.final_output, died) == ("completed", "unknown", ["r1:t1.1"])
 
     def test_after_the_result_and_model_started_the_model_is_asked_again(self) -> None:
@@ -233,14 +240,14 @@ class TestCrashWindows:
         without a second `model.started`; the call is not made again."""
         store, calls = Batches(), Calls()
         answers: list[Any] = [
-            Decision.call_tools(call("lookup", n=1)),
+            Decision.call_tools(ProposedCall("lookup", {"n": 1})),
             Crash(),
             Decision.answer("ok"),
         ]
         with pytest.raises(Crash):
             runner_for(store, ScriptedModel(answers), [_lookup(calls)]).run("r1")
         assert store.batches[-1] == NEXT_TURN
-        result = runner_for(store, ScriptedModel(answers[2:]), [_lookup(calls)]).resume("r1")
+        result = runner_for(store, ScriptedModel(answers[2:]), [_lookup(calls)]).drive("r1")
         assert (result.status, result.record.turn, calls.tools()) == ("completed", 2, ["lookup"])
         assert types(store, "r1")[-4:] == ["tool.completed", "model.started", *FINAL]
 
@@ -252,8 +259,7 @@ class TestOldShape:
     """Logs written one step per append (before this shape) resume where they end."""
 
     def _old_log(self, store: MemoryEventStore, upto: str) -> None:
-        runner = runner_for(store, ScriptedModel([]), [])
-        runner.start("r1")
+        submit(store, "r1")
         record = store.load("r1")
         at = "2026-01-01T00:00:00+00:00"
         fields = [
@@ -286,7 +292,7 @@ class TestOldShape:
         self._old_log(store, upto)
         model = ScriptedModel([lambda ctx: Decision.answer(str(ctx.turn))])
         tool = _lookup(calls, idempotent=True)
-        result = runner_for(store, model, [tool]).resume("r1")
+        result = runner_for(store, model, [tool]).drive("r1")
         assert (result.status, result.final_output) == ("completed", "2")
         assert calls.tools() == ([] if upto == "tool.completed" else ["lookup"])
         after = [e.type for e in store.events("r1", after=SEQUENCES[upto])]
@@ -322,7 +328,9 @@ class _Filtered:
 def test_transition_lines_are_not_built_for_a_logger_that_filters_them_out() -> None:
     """Info filtered out: no `transition.applied` line is made, per event, to be dropped."""
     log = _Filtered()
-    model = ScriptedModel([Decision.call_tools(call("lookup", n=1)), Decision.answer("ok")])
+    model = ScriptedModel(
+        [Decision.call_tools(ProposedCall("lookup", {"n": 1})), Decision.answer("ok")]
+    )
     result = runner_for(Batches(), model, [_lookup(Calls())], logger=log).run("r1")
     assert result.status == "completed"
     assert "transition.applied" not in log.lines

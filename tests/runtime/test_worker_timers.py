@@ -23,18 +23,18 @@ from agentfsm.runtime import (
     ALLOW,
     Agent,
     Decision,
+    ProposedCall,
     Runner,
     Tool,
     ToolContext,
     ToolError,
     Worker,
     approve,
-    call,
     needs_approval,
     pause,
+    resume,
     subagent,
     submit,
-    unpause,
 )
 from agentfsm.runtime.agent import RunnerConfig
 from agentfsm.runtime.timers import install_timers, pause_until
@@ -62,14 +62,14 @@ def _model(ctx: Any) -> Decision:
     kind = (ctx.objective or "plain").split()[0]
     if kind == "subask":
         if ctx.turn == 1:
-            return Decision.call_tools(call("research", task="approve a ticket"))
+            return Decision.call_tools(ProposedCall("research", {"task": "approve a ticket"}))
         return Decision.answer(f"research says: {ctx.results[0].result}")
     if kind == "flaky":
         if ctx.turn == 1:
-            return Decision.call_tools(call("lookup", key=ctx.run_id))
+            return Decision.call_tools(ProposedCall("lookup", {"key": ctx.run_id}))
         return Decision.answer("looked up")
     if ctx.turn == 1:
-        return Decision.call_tools(call("create_ticket", order_id=ctx.run_id))
+        return Decision.call_tools(ProposedCall("create_ticket", {"order_id": ctx.run_id}))
     last = ctx.results[0]
     if last.status == "rejected":
         return Decision.answer(f"not opened: {last.reason}")
@@ -78,7 +78,7 @@ def _model(ctx: Any) -> Decision:
 
 def _research(ctx: Any) -> Decision:
     if ctx.turn == 1:
-        return Decision.call_tools(call("create_ticket", order_id=ctx.run_id))
+        return Decision.call_tools(ProposedCall("create_ticket", {"order_id": ctx.run_id}))
     return Decision.answer(f"ticket: {ctx.results[0].status}")
 
 
@@ -250,7 +250,7 @@ class TestTimers:
         assert env.types("r1") == ["run.started", "run.paused", "run.terminated"]
 
     def test_a_paused_run_resumes_at_its_time(self, env: Env) -> None:
-        """`pause_until` sets the resume in the pause's transaction; due, the worker un-pauses
+        """`pause_until` sets the resume in the pause's transaction; due, the worker resumes
         exactly that pause and finishes the run. Before then no worker undoes the pause."""
         submit(env.store, "r1", "plain")
         resume_at = datetime.now(UTC) + timedelta(seconds=0.5)
@@ -268,7 +268,7 @@ class TestTimers:
         pause, which stands."""
         submit(env.store, "r1", "plain")
         pause_until(env.store, "r1", "callback", datetime.now(UTC) + timedelta(seconds=0.4))
-        unpause(env.store, "r1")
+        resume(env.store, "r1")
         pause(env.store, "r1", "a person's pause")
         time.sleep(0.6)
         # The old resume is due: its worker finds another pause (version 4, not 2), which
@@ -357,15 +357,15 @@ class TestRetryTimers:
         earlier it returns again at the same time; then the retry is made. Nothing sleeps."""
         runner = env.runner()
         submit(env.store, "r1", "flaky")
-        first = runner.resume("r1", defer_retries=True)
+        first = runner.drive("r1", defer_retries=True)
         assert (first.status, env.flaky.calls) == ("running", 1)
         assert first.wake_at is not None
         failed_at = datetime.fromisoformat(env.store.load("r1").updated_at or "")
         assert first.wake_at == failed_at + timedelta(seconds=0.6)
-        again = runner.resume("r1", defer_retries=True)
+        again = runner.drive("r1", defer_retries=True)
         assert (again.wake_at, again.record.version) == (first.wake_at, first.record.version)
         time.sleep(0.7)
-        done = runner.resume("r1", defer_retries=True)
+        done = runner.drive("r1", defer_retries=True)
         assert (done.status, done.wake_at, env.flaky.calls) == ("completed", None, 2)
         assert env.sleeps == []
         assert env.store.load("r1").actions["t1.1"].attempts == 2
@@ -387,7 +387,7 @@ class TestRetryTimers:
         assert env.types("r1").count("tool.failed") == 1
 
     def test_without_defer_the_runner_still_sleeps_in_place(self, env: Env) -> None:
-        """`Runner.run` and a plain `resume` wait out the backoff as before."""
+        """`Runner.run` and a plain `drive` wait out the backoff as before."""
         result = env.runner().run("r1", "flaky")
         assert (result.status, env.sleeps, result.wake_at) == ("completed", [0.6], None)
 

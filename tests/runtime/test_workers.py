@@ -10,7 +10,16 @@ from typing import Any
 import structlog
 from structlog.testing import capture_logs
 
-from agentfsm.runtime import ALLOW, Agent, Decision, Runner, ScriptedModel, Worker, call, submit
+from agentfsm.runtime import (
+    ALLOW,
+    Agent,
+    Decision,
+    ProposedCall,
+    Runner,
+    ScriptedModel,
+    Worker,
+    submit,
+)
 from agentfsm.runtime import cancel as cancel_run
 from agentfsm.stores import EventStore, MemoryEventStore, SQLiteEventStore
 from agentfsm.stores.leases import MemoryLeases, SQLiteLeases
@@ -61,7 +70,7 @@ class TestMemoryLeases:
         store = MemoryEventStore()
         submit(store, "child/of-a-parent")
         submit(store, "done")
-        runner_for(store, ScriptedModel([Decision.answer("x")]), []).resume("done")
+        runner_for(store, ScriptedModel([Decision.answer("x")]), []).drive("done")
         assert MemoryLeases(store).claim("w1", 10) is None
 
     def test_a_released_run_still_runnable_waits_retry_after(self) -> None:
@@ -104,7 +113,7 @@ class TestWorker:
         def stall(ctx: Any) -> Decision:
             clock.now += 100  # the model call takes longer than the lease
             assert MemoryLeases(store, table, clock=clock).claim("w2", 30) == "r1"
-            return Decision.call_tools(call("get_order", order_id="O-1"))
+            return Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"}))
 
         runner = Runner(store, Agent("support", ScriptedModel([stall]), order_tools(Calls())))
         leases = MemoryLeases(store, table, clock=clock)
@@ -225,7 +234,11 @@ def test_serve_logs_a_run_that_raises_and_goes_on() -> None:
         return ALLOW
 
     model = ScriptedModel(
-        [Decision.call_tools(call("get_order", order_id="O-1")), Decision.answer("ok")], by_turn=True
+        [
+            Decision.call_tools(ProposedCall("get_order", {"order_id": "O-1"})),
+            Decision.answer("ok"),
+        ],
+        by_turn=True,
     )
     runner = Runner(store, Agent("support", model, order_tools(Calls()), policy))
     served: list[int] = []

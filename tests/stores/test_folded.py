@@ -18,7 +18,7 @@ from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.record import RunRecord
 from agentfsm.reducers import Reducer
 from agentfsm.reducers.snapshot import Snapshot
-from agentfsm.runtime import Agent, AsyncRunner, Decision, Runner, Tool, call
+from agentfsm.runtime import Agent, AsyncRunner, Decision, ProposedCall, Runner, Tool
 from agentfsm.stores import (
     AsyncEventStore,
     Folded,
@@ -56,7 +56,9 @@ def folded(by: Reducer, before: RunRecord, events: Sequence[Event]) -> Folded:
 
 def one_tool_agent() -> Agent:
     """An agent whose model asks for one lookup, then answers."""
-    decisions = iter([Decision.call_tools(call("lookup", n=1)), Decision.answer("done")])
+    decisions = iter(
+        [Decision.call_tools(ProposedCall("lookup", {"n": 1})), Decision.answer("done")]
+    )
     return Agent("a", lambda ctx: next(decisions), [Tool("lookup", lambda ctx: "ok")])
 
 

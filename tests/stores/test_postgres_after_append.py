@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentfsm.record import RunRecord
-from agentfsm.runtime import asubmit, pause, submit, unpause
+from agentfsm.runtime import asubmit, pause, resume, submit
 from agentfsm.stores.postgres import AsyncPostgresEventStore, PostgresEventStore
 
 
@@ -106,7 +106,7 @@ def test_a_hook_that_wants_nothing_leaves_the_append_one_statement(
             return original(*args, **kwargs)
 
         store._conn.transaction = counting  # type: ignore[method-assign]
-        pause_then_unpause(store, "r1")
+        pause_then_resume(store, "r1")
     assert hook.called == [("run.started",)]
     assert hook.asked == [("run.started",), ("run.paused",), ("run.resumed",)]
     assert statements == []
@@ -137,6 +137,6 @@ def test_the_async_store_asks_wants_too(postgres_dsn: str, pg_prefix: str) -> No
     assert asyncio.run(go()) == []
 
 
-def pause_then_unpause(store: PostgresEventStore, run_id: str) -> None:
+def pause_then_resume(store: PostgresEventStore, run_id: str) -> None:
     pause(store, run_id, "a while")
-    unpause(store, run_id)
+    resume(store, run_id)

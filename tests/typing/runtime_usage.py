@@ -19,6 +19,7 @@ from agentfsm.runtime import (
     Emit,
     ModelContext,
     PolicyDecision,
+    ProposedCall,
     Runner,
     RunnerConfig,
     RunResult,
@@ -28,7 +29,6 @@ from agentfsm.runtime import (
     ToolResult,
     Worker,
     approve,
-    call,
     cancel,
     needs_approval,
     pause,
@@ -55,7 +55,9 @@ async def refund(ctx: ToolContext) -> ToolResult:
 
 def model(ctx: ModelContext) -> Decision:
     if ctx.turn == 1:
-        return Decision.call_tools(call("get_order", order_id="O-1"), usage=Usage(input_tokens=10))
+        return Decision.call_tools(
+            ProposedCall("get_order", {"order_id": "O-1"}), usage=Usage(input_tokens=10)
+        )
     return Decision.answer(ctx.results[0].result if ctx.results else None)
 
 
@@ -79,9 +81,9 @@ result: RunResult = runner.run("r1", "look it up", limits=Limits(max_tokens=10_0
 status: str = result.status
 approve(store, "r1", "t1.1", "alice")
 cancel(store, "r1", reason="done", requested_by="ops")
-again: RunResult = runner.resume("r1", wait=5.0)
+again: RunResult = runner.drive("r1", wait=5.0)
 held_lease = store.hold("r1")
-handed: RunResult = runner.resume("r1", lease=held_lease)
+handed: RunResult = runner.drive("r1", lease=held_lease)
 held_lease.release()
 pause(store, "r1", "lunch", wait=1.0)
 worker = Worker(runner, MemoryLeases(store), worker_id="w1", ttl=10)

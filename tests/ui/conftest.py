@@ -20,7 +20,7 @@ import structlog
 import uvicorn
 from starlette.testclient import TestClient
 
-from agentfsm import Agent, Decision, Runner, ScriptedModel, SQLiteEventStore, Tool, call
+from agentfsm import Agent, Decision, ProposedCall, Runner, ScriptedModel, SQLiteEventStore, Tool
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import RunnerConfig, ToolPolicy
@@ -44,7 +44,9 @@ def refund_agent() -> Agent:
     """An agent whose one call (`refund`) needs approval, then answers from its result."""
     model = ScriptedModel(
         [
-            Decision.call_tools(call("refund", order="O-1", amount=40, note=XSS)),
+            Decision.call_tools(
+                ProposedCall("refund", {"order": "O-1", "amount": 40, "note": XSS})
+            ),
             lambda ctx: Decision.answer(f"Refund is {ctx.results[0].result['status']}."),
         ],
         by_turn=True,
@@ -55,7 +57,7 @@ def refund_agent() -> Agent:
 
 def batch_agent(calls: int, tool: str = "refund") -> Agent:
     """An agent whose one decision proposes `calls` calls of `tool`, each needing approval."""
-    batch = [call(tool, order=f"O-{i}", amount=i) for i in range(calls)]
+    batch = [ProposedCall(tool, {"order": f"O-{i}", "amount": i}) for i in range(calls)]
     model = ScriptedModel([Decision.call_tools(*batch)], by_turn=True)
     refund = Tool(tool, lambda ctx: {"status": "done"}, idempotent=True)
     return Agent("payments", model, [refund], policy=ToolPolicy(approval={tool}))
@@ -183,9 +185,7 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox"], headless=True
-        )
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
         yield chromium
         chromium.close()
 
@@ -215,9 +215,9 @@ def reasoned_agent() -> Agent:
 
     model = ScriptedModel(
         [
-            Decision.call_tools(call("lookup", order="O-7")),
+            Decision.call_tools(ProposedCall("lookup", {"order": "O-7"})),
             Decision.call_tools(
-                call("refund", order="O-7", amount=12),
+                ProposedCall("refund", {"order": "O-7", "amount": 12}),
                 output="The parcel never arrived (tracking says lost), so a refund is due.",
             ),
             Decision.answer("Refunded."),

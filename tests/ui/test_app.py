@@ -246,7 +246,7 @@ class TestSecurity:
         """In read-only mode the mutation routes do not exist and no form is drawn."""
         c = client(runs_db, read_only=True)
         c.cookies.set("agentfsm_ui_token", TOKEN)
-        for verb in ("approve", "reject", "cancel", "pause", "unpause"):
+        for verb in ("approve", "reject", "cancel", "pause", "resume"):
             assert c.post(f"/act/{verb}", data={"csrf": CSRF}).status_code in (404, 405)
         assert "/act/" not in c.get("/approvals").text + c.get("/run?id=pay-1").text
 
@@ -322,14 +322,14 @@ class TestSteering:
         """An empty approver is a bad request, not an anonymous approval."""
         assert _approve(signed_in, runs_db, approver=" ").status_code == 400  # type: ignore[attr-defined]
 
-    def test_pause_unpause_and_cancel(self, signed_in: TestClient, runs_db: Path) -> None:
+    def test_pause_resume_and_cancel(self, signed_in: TestClient, runs_db: Path) -> None:
         """The run verbs follow the CLI's rules: a waiting run cannot be paused (refused, 409),
         it can be cancelled."""
         base = {"csrf": CSRF, "run_id": "pay-1"}
         refused = signed_in.post("/act/pause", data={**base, "reason": "lunch"})
         assert refused.status_code == 409
         assert "Nothing was written" in refused.text
-        assert signed_in.post("/act/unpause", data=base).status_code == 409
+        assert signed_in.post("/act/resume", data=base).status_code == 409
         done = signed_in.post("/act/cancel", data={**base, "reason": "no", "requested_by": "ann"})
         assert done.status_code == 200
         with SQLiteEventStore(runs_db) as store:
@@ -357,6 +357,6 @@ class TestSteering:
         """Approved from the page, the run is finished by a Runner in another handle."""
         assert _approve(signed_in, runs_db).status_code == 200  # type: ignore[attr-defined]
         with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
-            result = Runner(store, refund_agent()).resume("pay-1")
+            result = Runner(store, refund_agent()).drive("pay-1")
         assert (result.status, result.final_output) == ("completed", "Refund is done.")
         assert "Refund is done." in signed_in.get("/run?id=pay-1").text

@@ -53,7 +53,7 @@ class TestPages:
         with SQLiteEventStore(runs_db) as store:
             control.approve(store, "pay-1", "t1.1", "bob")
         with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
-            Runner(store, refund_agent()).resume("pay-1")
+            Runner(store, refund_agent()).drive("pay-1")
         status = page.locator('tr[data-run="pay-1"] .status')
         status.filter(has_text="completed").wait_for(timeout=5000)
 
@@ -97,7 +97,7 @@ class TestApprovals:
         assert page.locator("#outcome").get_attribute("data-ok") == "1"
         screenshot(page, "approved")
         with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
-            result = Runner(store, refund_agent()).resume("pay-1")
+            result = Runner(store, refund_agent()).drive("pay-1")
         assert result.final_output == "Refund is done."
         page.goto(f"{live.url}/run?id=pay-1")
         assert page.locator("h1 .status").inner_text() == "completed"

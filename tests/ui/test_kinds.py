@@ -84,8 +84,8 @@ ON_HOLD = LOAN_TABLE.derive(
 )
 
 
-def test_a_run_in_a_paused_state_of_its_own_offers_unpause(tmp_path: Path) -> None:
-    """The run page offers to unpause a run whose state is of the `paused` kind, whatever
+def test_a_run_in_a_paused_state_of_its_own_offers_resume(tmp_path: Path) -> None:
+    """The run page offers to resume a run whose state is of the `paused` kind, whatever
     the state's name, and says it is paused."""
     path = tmp_path / "hold.db"
     options = StoreOptions(reducer=Reducer(ON_HOLD))
@@ -98,5 +98,5 @@ def test_a_run_in_a_paused_state_of_its_own_offers_unpause(tmp_path: Path) -> No
     ui.cookies.set(COOKIE, TOKEN)
     page = ui.get("/run?id=loan-1").text
     assert re.findall(r'<p class="words">([^<]*)</p>', page) == ["Paused in &#39;on_hold&#39;."]
-    assert 'action="/act/unpause"' in page
+    assert 'action="/act/resume"' in page
     assert 'action="/act/pause"' not in page

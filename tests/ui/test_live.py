@@ -111,7 +111,7 @@ def _finish_pay_1(path: Path) -> None:
     with SQLiteEventStore(path) as store:
         control.approve(store, "pay-1", "t1.1", "bob")
     with structlog.testing.capture_logs(), SQLiteEventStore(path) as store:
-        Runner(store, refund_agent()).resume("pay-1")
+        Runner(store, refund_agent()).drive("pay-1")
 
 
 class TestWhatStreamsSend:

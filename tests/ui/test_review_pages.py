@@ -42,15 +42,15 @@ class TestSteering:
         page = signed_in.get("/run?id=pay-1").text
         assert _buttons(page) == {"cancel"}
 
-    def test_a_paused_run_offers_unpause_and_cancel(self, signed_in: TestClient, runs_db: Path) -> None:
+    def test_a_paused_run_offers_resume_and_cancel(self, signed_in: TestClient, runs_db: Path) -> None:
         with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
-            Runner(store, answer_agent("x")).start("idle-1", "Wait")
+            control.submit(store, "idle-1", "Wait")
             control.pause(store, "idle-1", "the customer's reply")
-        assert _buttons(signed_in.get("/run?id=idle-1").text) == {"cancel", "unpause"}
+        assert _buttons(signed_in.get("/run?id=idle-1").text) == {"cancel", "resume"}
 
     def test_a_run_between_steps_offers_pause_and_cancel(self, signed_in: TestClient, runs_db: Path) -> None:
         with structlog.testing.capture_logs(), SQLiteEventStore(runs_db) as store:
-            Runner(store, answer_agent("x")).start("idle-2", "Wait")
+            control.submit(store, "idle-2", "Wait")
         assert _buttons(signed_in.get("/run?id=idle-2").text) == {"cancel", "pause"}
 
     def test_an_ended_run_offers_nothing(self, signed_in: TestClient) -> None:
@@ -80,7 +80,7 @@ class TestApprovalContext:
         assert answer.status_code == 200
         said = re.search(r'id="who-continues">(.*?)</p>', answer.text, re.S).group(1)
         assert "No driver holds this run now" in said
-        assert 'Runner.resume("why-1")' in said
+        assert 'Runner.drive("why-1")' in said
 
 
 class TestIdentityHeader:

@@ -2,7 +2,7 @@
 
 Mixed into `StoreConformance` (and `AsyncStoreConformance`). The attack these come from:
 the rows after an executed approval deleted and the runs row moved to match; `verify` said
-ok and the next resume made the paid call again. The checks that cut a log need a `tamper`
+ok and the next drive made the paid call again. The checks that cut a log need a `tamper`
 fixture that is a `RecordTamper` (it moves the whole runs row); without one they are
 skipped, saying so.
 """
@@ -106,7 +106,7 @@ class AnchorChecks:
     def test_a_log_cut_behind_the_store_is_refused_and_reported(
         self, open_store: OpenStore, tamper: Tamper
     ) -> None:
-        """The reported attack: a load (what a resume does first) raises `TruncatedLogError`
+        """The reported attack: a load (what a drive does first) raises `TruncatedLogError`
         naming where the log ends and the anchored version; `verify` reports it."""
         anchor = MemoryAnchor()
         events = scripted_run("r1", 2)
