@@ -15,7 +15,13 @@ from agentfsm.errors import (
     ToolError,
     UnknownAgentError,
 )
-from agentfsm.runtime._recovery import RUNNABLE, InFlight, in_flight, runs_to_drive, unknown_outcomes
+from agentfsm.runtime._recovery import (
+    RUNNABLE,
+    InFlight,
+    in_flight,
+    runs_to_drive,
+    unknown_outcomes,
+)
 from agentfsm.runtime._writer import BudgetTree
 from agentfsm.runtime.agent import (
     Agent,

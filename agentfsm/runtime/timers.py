@@ -122,12 +122,11 @@ def _resuming_at(run_id: str, at: datetime) -> Iterator[None]:
 def pause_until(
     store: EventStore, run_id: str, reason: str, resume_at: datetime, **kwargs: Any
 ) -> RunRecord:
-    """`pause` a run, with a timer (set in the pause's transaction) that resumes it at
-    `resume_at` and has it driven on.
+    """`pause` a run until `resume_at`, when a timer resumes it and has it driven on.
 
-    The timer resumes only this pause (not a later one). The store must be one whose
-    appends set timers: `engine.store()` (Procrastinate) or a SQLite store given
-    `install_timers(store, leases)`.
+    The timer is set in the pause's transaction, and resumes only this pause (not a later one).
+    The store must be one whose appends set timers: `engine.store()` (Procrastinate) or a SQLite
+    store given `install_timers(store, leases)`.
 
     Raises:
         ValueError: the store sets no timers (the pause would never end by itself), or
