@@ -159,14 +159,8 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     row_template = env.get_template("_run_row.html")
 
     def run_row(item: dict[str, Any]) -> Markup:
-        """One row of the runs list, rendered once per what it shows (see `ROW_CACHE_*`)."""
-        row = item["row"]
-        info, record = row.info, row.record
-        key = (
-            info.run_id, info.status, info.version, info.updated_at,
-            record.version if record is not None else None, row.table, row.problem,
-            item["words"], item["driver"],
-        )  # fmt: skip
+        """One row of the runs list, rendered once per what it shows (see `_ROW_CACHE_ITEMS`)."""
+        key = _row_key(item)
         found = rows.get(key)
         if found is None:
             found = Markup(row_template.render(item=item, url=_url))  # noqa: S704 - autoescaped
@@ -205,16 +199,36 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     async def runs(request: Request) -> Response:
         q = request.query_params
         query = list_query(request)
-        counts = q.get("fragment") != "rows"
+        fragment = q.get("fragment") == "rows"
+
+        def answer() -> bytes:
+            data = _pages.runs_page(source, **query, counts=not fragment)
+            # The page is drawn from these and from the address alone (the tables known and
+            # a log's problems with them): what the store said is read each time, the
+            # drawing of it is done once.
+            key = (
+                "runs", request.url.query, fragment, reader(request),
+                tuple(_row_key(item) for item in data["rows"]), data["page"].next_after,
+                data["page"].scanned, data["page"].order, tuple(data["statuses"]),
+                tuple((c["status"], c["count"]) for c in data["counts"]), data["total"],
+                tuple(data["table_names"]),
+            )  # fmt: skip
+            found = pages.get(key)
+            if found is not None:
+                return found
+            if fragment:
+                body = text(request, "_run_rows.html", **data).encode()
+            else:
+                problems = getattr(source, "problems", ())
+                body = text(request, "runs.html", problems=problems[:MAX_LISTED],
+                            problems_more=len(problems) - MAX_LISTED, **data).encode()  # fmt: skip
+            pages.put(key, body)
+            return body
+
         try:
-            data = await run_in_threadpool(lambda: _pages.runs_page(source, **query, counts=counts))
+            return HTMLResponse(await run_in_threadpool(answer))
         except ValueError as exc:  # a cursor naming no run: the store says which
             raise HTTPException(400, str(exc)) from None
-        if q.get("fragment") == "rows":
-            return render(request, "_run_rows.html", **data)
-        problems = getattr(source, "problems", ())
-        return render(request, "runs.html", problems=problems[:MAX_LISTED],
-                      problems_more=len(problems) - MAX_LISTED, **data)  # fmt: skip
 
     async def run(request: Request) -> Response:
         run_id = _required(request, "id")
@@ -366,8 +380,17 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         found = source.table(_required(request, "digest"))
         if found is None:
             raise HTTPException(404, "no table with that digest is known here")
-        data = await run_in_threadpool(_pages.table_page, found)
-        return render(request, "table.html", **data)
+
+        def answer() -> bytes:
+            # A table is what its digest says: its page is drawn once per reader.
+            key = ("table", found.digest, reader(request))
+            kept = pages.get(key)
+            if kept is None:
+                kept = text(request, "table.html", **_pages.table_page(found)).encode()
+                pages.put(key, kept)
+            return kept
+
+        return HTMLResponse(await run_in_threadpool(answer))
 
     async def login(request: Request) -> Response:
         if request.method == "POST":
@@ -612,6 +635,18 @@ def _check_call(
     expires = action.expires_at
     if approving and expires is not None and datetime.now(UTC) > parse_timestamp(expires):
         raise _RefusedError(f"approval of {where} expired at {expires}")
+
+
+def _row_key(item: dict[str, Any]) -> tuple[Any, ...]:
+    """What a row of the runs list is drawn from: its index row, its record's version (a
+    record at a version never changes), its table, where it stands and who drives it."""
+    row = item["row"]
+    info, record = row.info, row.record
+    return (
+        info.run_id, info.status, info.version, info.updated_at,
+        record.version if record is not None else None, row.table, row.problem,
+        item["words"], item["driver"],
+    )  # fmt: skip
 
 
 def _has_token(request: Request, token: str) -> bool:

@@ -244,3 +244,25 @@ def test_a_decision_from_the_page_is_on_the_next_view(signed: TestClient) -> Non
     })  # fmt: skip
     assert done.status_code == 200
     assert "approval.accepted" in signed.get("/run?id=pay-1").text
+
+
+class TestListAndTablePages:
+    def test_the_runs_list_is_drawn_once_while_the_store_stands_still(self, runs_db: Path) -> None:
+        c = client(runs_db)
+        first = c.get("/?sort=oldest")
+        assert first.content == c.get("/?sort=oldest").content
+        assert len(c.app.state.pages) == 1  # type: ignore[attr-defined]
+
+    def test_a_new_run_is_on_the_next_view_of_the_list(self, runs_db: Path) -> None:
+        c = client(runs_db)
+        assert 'data-run="newcomer"' not in c.get("/").text
+        _append(runs_db, "newcomer", short_run("newcomer", 1), 0)
+        assert 'data-run="newcomer"' in c.get("/").text
+
+    def test_a_table_page_is_drawn_once(self, runs_db: Path) -> None:
+        c = client(runs_db)
+        url = f"/table?digest={DEFAULT_TABLE.digest}"
+        first = c.get(url)
+        assert first.status_code == 200
+        assert first.content == c.get(url).content
+        assert len(c.app.state.pages) == 1  # type: ignore[attr-defined]
