@@ -51,6 +51,7 @@ from agentfsm.stores._rows import RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui import _pages
 from agentfsm.ui._feeds import InboxFeed, ListFeed, RunFeed
+from agentfsm.ui._html import timeline_rows
 from agentfsm.ui._live import LiveConfig, Step, StreamResponse, Streams, stream
 from agentfsm.ui._pages import DECIDE_BUDGET
 from agentfsm.ui._pool import SizedCache
@@ -168,6 +169,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         return found
 
     env.globals["run_row"] = run_row
+    env.globals["timeline_rows"] = timeline_rows
 
     def reader(request: Request) -> tuple[bool, str | None]:
         """What of a page depends on who reads it (the CSRF token is the app's, the same

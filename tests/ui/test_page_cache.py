@@ -266,3 +266,42 @@ class TestListAndTablePages:
         assert first.status_code == 200
         assert first.content == c.get(url).content
         assert len(c.app.state.pages) == 1  # type: ignore[attr-defined]
+
+
+#: The timeline row as the template drew it before `_html.timeline_rows` (the reference).
+_ROW_TEMPLATE = """    {% for t in rows %}
+    <tr class="{{ 'at' if t.sequence == at and stepping else '' }}" data-seq="{{ t.sequence }}" data-type="{{ t.type }}" data-action="{{ t.action_id or '' }}">
+      <td class="num"><a href="{{ url('/run', id=run_id, at=t.sequence, view='table' if whole_table else none) }}#step">{{ t.sequence }}</a></td>
+      <td><code>{{ t.type }}</code></td>
+      <td>{% if t.move %}<code>{{ t.move.source }}</code> → <code>{{ t.move.target }}</code>{% if t.move.condition %} <span class="muted">[{{ t.move.condition }}]</span>{% endif %}{% endif %}</td>
+      <td class="time"><time datetime="{{ t.occurred_at }}" title="{{ t.occurred_at }}">{{ t.relative or t.occurred_at }}</time></td>
+      <td>{% if t.fields %}<details class="fields"><summary>{{ t.fields|length }} field(s)</summary><pre class="fields">{{ t.fields|json }}</pre></details>{% if t.cut %}<a href="{{ url('/run/event.json', id=run_id, seq=t.sequence) }}">whole event</a>{% endif %}{% endif %}</td>
+    </tr>
+    {% endfor %}"""
+
+
+@pytest.mark.parametrize(("at", "stepping", "whole_table"), [(None, False, False), (2, True, True)])
+def test_timeline_rows_are_the_templates_markup(
+    runs_db: Path, at: int | None, stepping: bool, whole_table: bool
+) -> None:
+    """The rows written in Python are byte for byte what the template wrote, escaping
+    included (pay-1's arguments and objective hold markup; a run id that needs quoting)."""
+    from jinja2 import Environment
+
+    from agentfsm.ui import _pages
+    from agentfsm.ui._html import timeline_rows
+    from agentfsm.ui._words import pretty_json
+    from agentfsm.ui.app import _url
+
+    _append(runs_db, 'odd "id" <&>', short_run('odd "id" <&>', 1), 0)
+    env = Environment(autoescape=True)
+    env.filters["json"] = pretty_json
+    reference = env.from_string(_ROW_TEMPLATE)
+    source = Source(opener(runs_db))
+    for run_id in ("pay-1", 'odd "id" <&>'):
+        rows = _pages.run_page(source, run_id, None, at, None, whole_table)["timeline"]
+        assert rows
+        expected = reference.render(
+            rows=rows, run_id=run_id, at=at, stepping=stepping, whole_table=whole_table, url=_url
+        )
+        assert "    " + timeline_rows(rows, run_id, at, stepping, whole_table) == expected
