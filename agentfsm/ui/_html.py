@@ -14,8 +14,6 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from agentfsm.ui._words import pretty_json
-
 __all__ = ["timeline_rows"]
 
 
@@ -23,8 +21,9 @@ def timeline_rows(
     rows: Sequence[dict[str, Any]], run_id: str, at: int | None, stepping: bool, whole_table: bool
 ) -> Markup:
     """The `<tr>` of each timeline row of a turn group (see `_pages._timeline` for a row's
-    keys): its sequence linked to the step at it (keeping the whole-table view), its type,
-    the move it made, its time, and its fields (with a link to the whole event when cut)."""
+    keys; `json` is its fields as `pretty_json` writes them): its sequence linked to the
+    step at it (keeping the whole-table view), its type, the move it made, its time, and
+    its fields (with a link to the whole event when cut)."""
     run = urlencode([("id", run_id)])
     step = f"/run?{run}&at="
     view = "&view=table" if whole_table else ""
@@ -45,7 +44,7 @@ def timeline_rows(
         if fields:
             cell = (
                 f'<details class="fields"><summary>{len(fields)} field(s)</summary>'
-                f'<pre class="fields">{escape(pretty_json(fields))}</pre></details>'
+                f'<pre class="fields">{escape(t["json"])}</pre></details>'
             )
             if t["cut"]:
                 whole = escape(f"/run/event.json?{urlencode([('id', run_id), ('seq', seq)])}")

@@ -41,7 +41,14 @@ from agentfsm.ui._source import (
 )
 from agentfsm.ui._svg import RUN_DIAGRAMS, Diagram, diagram_svg, run_diagram
 from agentfsm.ui._timeline import record_changes, turn_groups
-from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
+from agentfsm.ui._words import (
+    batch_summary,
+    clipped,
+    pretty_clipped,
+    record_view,
+    stop_words,
+    usage_meters,
+)
 
 __all__ = [
     "ACTIONS_PER_PAGE",
@@ -340,21 +347,27 @@ def run_page(
 
 
 def _timeline(events: Sequence[Event], path: RunPath, record: RunRecord) -> list[dict[str, Any]]:
-    """A page of the timeline's rows: each event, the move it made, its fields."""
+    """A page of the timeline's rows: each event, the move it made, its fields (and their
+    JSON as the page shows it, cut or not)."""
     steps = path.trajectory.steps
-    return [
-        {
+    rows = []
+    for e in events:
+        fields = {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}
+        text, cut = pretty_clipped(fields, plain=True)  # a JSON-mode dump: plain JSON
+        action_id = getattr(e, "action_id", None)
+        call = record.actions.get(action_id) if action_id else None
+        rows.append({
             "sequence": e.sequence,
             "type": e.type,
             "occurred_at": e.occurred_at,
             "move": steps[e.sequence - 1] if e.sequence <= len(steps) else None,
-            "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
-            "cut": clipped(fields)[1],
-            "action_id": (action_id := getattr(e, "action_id", None)),
-            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
-        }
-        for e in events
-    ]
+            "fields": fields,
+            "json": text,
+            "cut": cut,
+            "action_id": action_id,
+            "tool": call and call.tool if action_id else None,
+        })  # fmt: skip
+    return rows
 
 
 def _turns_before(path: RunPath, page: int) -> int:

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from agentfsm import DEFAULT_TABLE, SQLiteEventStore
@@ -18,6 +20,7 @@ from agentfsm.runtime import control
 from agentfsm.ui import Source
 from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._svg import Diagram, diagram_bytes, run_diagram
+from agentfsm.ui._words import pretty_clipped
 from benchmarks.bench_ui import short_run
 from tests.ui.conftest import COOKIE, TOKEN, client, make_batch, opener
 
@@ -305,3 +308,19 @@ def test_timeline_rows_are_the_templates_markup(
             rows=rows, run_id=run_id, at=at, stepping=stepping, whole_table=whole_table, url=_url
         )
         assert "    " + timeline_rows(rows, run_id, at, stepping, whole_table) == expected
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=60),
+    lambda inner: (
+        st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=12), inner, max_size=6)
+    ),
+    max_leaves=40,
+)
+
+
+@given(value=_JSON, budget=st.integers(min_value=0, max_value=600))
+def test_plain_json_dumped_once_is_what_the_walk_writes(value: Any, budget: int) -> None:
+    """The fast path for plain JSON (dumped once when it fits) writes exactly what walking
+    it first writes, and says it cut nothing exactly when the walk cut nothing."""
+    assert pretty_clipped(value, budget, plain=True) == pretty_clipped(value, budget)
