@@ -64,13 +64,14 @@ __all__ = ["UIConfig", "create_app"]
 _log = logging.getLogger("agentfsm.ui")
 _MAX_FIELD = 10_000
 
-#: Rendered pages (run pages, the approvals inbox) an app keeps, at most, by count and by
-#: bytes. A page is kept under everything it was rendered from: a run's page under the run's
-#: version (its events are append-only, so the page of a run at version V never changes),
-#: its subagent runs' statuses and its parent, the address's parameters, and whether the
-#: reader signed in and as whom; a page read while the run moved on is not kept. So a page
-#: served from here is byte for byte the one that would be rendered now, and rendering
-#: (half the server's work per request before, issue 32) is done once per change.
+#: Rendered pages (run pages, the approvals inbox, the runs list, tables) an app keeps, at
+#: most, by count and by bytes. A page is kept under everything it was rendered from: a
+#: run's page under the run's version (its events are append-only, so the page of a run at
+#: version V never changes), its subagent runs' statuses and its parent, the address's
+#: parameters, and whether the reader signed in and as whom; a page read while the run
+#: moved on is not kept. So a page served from here is byte for byte the one that would be
+#: rendered now, and rendering (half the server's work per request before, issue 32) is
+#: done once per change.
 _PAGE_CACHE_ITEMS = 1024
 _PAGE_CACHE_BYTES = 32 * 2**20
 #: Rendered rows of the runs list, by the index row, the record's version, its table and
@@ -204,7 +205,10 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         fragment = q.get("fragment") == "rows"
 
         def answer() -> bytes:
-            data = _pages.runs_page(source, **query, counts=not fragment)
+            try:
+                data = _pages.runs_page(source, **query, counts=not fragment)
+            except ValueError as exc:  # a cursor naming no run: the store says which
+                raise HTTPException(400, str(exc)) from None
             # The page is drawn from these and from the address alone (the tables known and
             # a log's problems with them): what the store said is read each time, the
             # drawing of it is done once.
@@ -227,10 +231,7 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
             pages.put(key, body)
             return body
 
-        try:
-            return HTMLResponse(await run_in_threadpool(answer))
-        except ValueError as exc:  # a cursor naming no run: the store says which
-            raise HTTPException(400, str(exc)) from None
+        return HTMLResponse(await run_in_threadpool(answer))
 
     async def run(request: Request) -> Response:
         run_id = _required(request, "id")
