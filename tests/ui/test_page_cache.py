@@ -324,3 +324,24 @@ def test_plain_json_dumped_once_is_what_the_walk_writes(value: Any, budget: int)
     """The fast path for plain JSON (dumped once when it fits) writes exactly what walking
     it first writes, and says it cut nothing exactly when the walk cut nothing."""
     assert pretty_clipped(value, budget, plain=True) == pretty_clipped(value, budget)
+
+
+def test_which_drawing_a_run_version_is_stays_bounded(
+    runs_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The map from (run, version, view) to its drawing holds keys only, bounded by count;
+    a run that moved on is a new key, so it is drawn for its new path."""
+    from agentfsm.ui import _pages
+
+    kept: SizedCache[Any, Any] = SizedCache(2, 2, lambda _: 1)
+    monkeypatch.setattr(_pages, "_drawing_of", kept)
+    c = client(runs_db)
+    for run_id in ("done-1", "done-2", "pay-1"):
+        for view in ("", "&view=table"):
+            assert c.get(f"/run?id={run_id}{view}").status_code == 200
+            assert len(kept) <= 2
+    page = c.get("/run?id=pay-1").text
+    _approve(runs_db, "pay-1")
+    assert c.get("/run?id=pay-1").text != page
+    assert len(kept) <= 2
+    assert kept.get(("pay-1", int(_events(c.get("/run?id=pay-1").text)), True)) is not None
