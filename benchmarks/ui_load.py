@@ -53,6 +53,9 @@ from benchmarks.bench_ui import batch_run, long_run, short_run
 
 #: Issue 32's figures before the change, 100 clients on one server: one lock around reads.
 BEFORE = {"req/s": 60.0, "p50": 1700.0, "p99": 7000.0, "max": 9800.0}
+#: With reads through a pool but every page rendered per request (b2a80d0, measured on a
+#: quiet machine with this script's defaults): (processes, req/s, p50, p95, p99).
+BEFORE_POOL = [(1, 64.0, 1420.0, 2816.0, 3694.0), (2, 116.0, 536.0, 2073.0, 3321.0)]
 WAITING = 50  # runs waiting for a person's approval (a 5-call batch each)
 SHOWN = 100  # the short runs people open: those of the runs list's first pages
 
@@ -254,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     b = BEFORE
     print(f"| before (issue 32, 1 server) | ~{b['req/s']:.0f} | {b['p50']:.0f} | - | "
           f"{b['p99']:.0f} | {b['max']:.0f} | 0 |")  # fmt: skip
+    for n, rate, p50, p95, p99 in BEFORE_POOL:
+        print(f"| pool, pages rendered each time ({n} server{'s' if n > 1 else ''}) | {rate:.0f} | "
+              f"{p50:.0f} | {p95:.0f} | {p99:.0f} | - | 0 |")  # fmt: skip
     for name, r in rows:
         print(
             f"| {name} | {r['req/s']:.0f} | {r['p50']:.0f} | {r['p95']:.0f} | "

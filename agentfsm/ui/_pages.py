@@ -11,7 +11,7 @@ run). Values a model makes (arguments, results, fields) are cut by the `json` fi
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -25,22 +25,30 @@ from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.diff import diff_runs
 from agentfsm.stores._load import close_iterator
-from agentfsm.stores._rows import RunOrder
+from agentfsm.stores._rows import RunInfo, RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._source import (
     CALLS_PER_PAGE,
     EVENTS_PER_PAGE,
     INBOX_RUNS,
+    InboxPage,
     PendingCall,
     RunPath,
     RunRow,
     RunsPage,
     Source,
 )
-from agentfsm.ui._svg import Diagram, diagram_svg
+from agentfsm.ui._svg import RUN_DIAGRAMS, Diagram, diagram_svg, run_diagram
 from agentfsm.ui._timeline import record_changes, turn_groups
-from agentfsm.ui._words import batch_summary, clipped, record_view, stop_words, usage_meters
+from agentfsm.ui._words import (
+    batch_summary,
+    clipped,
+    pretty_clipped,
+    record_view,
+    stop_words,
+    usage_meters,
+)
 
 __all__ = [
     "ACTIONS_PER_PAGE",
@@ -77,11 +85,6 @@ LEDGER_PAGE = 1000
 DIFF_EVENTS = 100
 
 _ENVELOPE = ("run_id", "sequence", "type", "occurred_at")
-#: Drawn diagrams by (run, version, path only): Graphviz takes a few hundred ms a run, so the
-#: runs people are looking at are drawn once; bounded by the bytes of their SVG (~20-40 KiB).
-_diagrams: SizedCache[tuple[str, int, bool], Diagram] = SizedCache(
-    256, 16 * 2**20, lambda d: 256 + len(d.svg or d.problem or "")
-)
 
 
 #: Runs the runs list counts one by one, per status and in all, unless told otherwise
@@ -225,25 +228,39 @@ def _driver(source: Source, row: RunRow) -> str | None:
     return f"{holder.id}{f' on {holder.host}' if holder.host else ''}"
 
 
+#: Which drawing of `RUN_DIAGRAMS` each (run, version, view) is: writing a long run's DOT
+#: source to find its drawing costs more than the rest of a timeline page (a 10,000-event
+#: path), so each page of a run at a version finds it here. Keys only, bounded by count.
+_drawing_of: SizedCache[tuple[str, int, bool], tuple[str, bool, str]] = SizedCache(
+    4096, 4096, lambda _: 1
+)
+
+
 def _run_diagram(source: Source, run_id: str, path_only: bool) -> Diagram:
+    """The run's picture, drawn once per path (see `run_diagram`)."""
     path = source.path(run_id)
-    key = (run_id, path.version, path_only)
-    cached = _diagrams.get(key)
-    if cached is not None:
-        return cached
-    drawn = diagram_svg(source.table_of(run_id), path.trajectory, path_only=path_only)
-    _diagrams.put(key, drawn)
+    at = (run_id, path.version, path_only)
+    known = _drawing_of.get(at)
+    found = RUN_DIAGRAMS.get(known) if known is not None else None
+    if found is not None:
+        return found
+    table = source.table_of(run_id)
+    drawn, key = run_diagram(table, path.trajectory, path_only=path_only)
+    if key is not None:
+        _drawing_of.put(at, key)
     return drawn
 
 
 def run_page(
     source: Source, run_id: str, page: int | None, at: int | None,
     actions_page: int | None = None, whole_table: bool = False, compare: int | None = None,
+    around: tuple[Sequence[RunInfo], str | None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A run: record, limits, a page of its actions, one page of its timeline, its path and
     a step. The diagram is the run's path only (the states it visited) unless
     `whole_table`. Stepping (`at`), the page says what changed in the record since the
-    event before, or since event `compare`."""
+    event before, or since event `compare`. `around`: the run's subagent runs and parent,
+    when the caller read them already (the server keys its cached pages by them)."""
     record = source.record(run_id)
     table = source.table_of(run_id)
     path = source.path(run_id)
@@ -285,7 +302,9 @@ def run_page(
     shown = selected[first : first + ACTIONS_PER_PAGE]
     actions = [_action(record.actions[a], run_id) for a in shown]
     refusal = source.refusals.get(run_id)
-    children = source.children(run_id)
+    children, parent = around if around is not None else (source.children(run_id), None)
+    if around is None:
+        parent = source.parent(run_id)
     about = at_event["action_id"] if (at_event := _event_at(timeline, step_at)) else None
     return {
         "record": record,
@@ -317,7 +336,7 @@ def run_page(
         "diagram": _run_diagram(source, run_id, not whole_table),
         "whole_table": whole_table,
         "step_move": _step_move(path.trajectory.steps, step_at),
-        "parent": source.parent(run_id),
+        "parent": parent,
         "children": children[:CHILDREN_SHOWN],
         "children_more": len(children) > CHILDREN_SHOWN,
         "refusal": refusal[0] if refusal else None,
@@ -328,21 +347,27 @@ def run_page(
 
 
 def _timeline(events: Sequence[Event], path: RunPath, record: RunRecord) -> list[dict[str, Any]]:
-    """A page of the timeline's rows: each event, the move it made, its fields."""
+    """A page of the timeline's rows: each event, the move it made, its fields (and their
+    JSON as the page shows it, cut or not)."""
     steps = path.trajectory.steps
-    return [
-        {
+    rows = []
+    for e in events:
+        fields = {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}
+        text, cut = pretty_clipped(fields, plain=True)  # a JSON-mode dump: plain JSON
+        action_id = getattr(e, "action_id", None)
+        call = record.actions.get(action_id) if action_id else None
+        rows.append({
             "sequence": e.sequence,
             "type": e.type,
             "occurred_at": e.occurred_at,
             "move": steps[e.sequence - 1] if e.sequence <= len(steps) else None,
-            "fields": (fields := {k: v for k, v in event_to_dict(e).items() if k not in _ENVELOPE}),
-            "cut": clipped(fields)[1],
-            "action_id": (action_id := getattr(e, "action_id", None)),
-            "tool": (call := record.actions.get(action_id)) and call.tool if action_id else None,
-        }
-        for e in events
-    ]
+            "fields": fields,
+            "json": text,
+            "cut": cut,
+            "action_id": action_id,
+            "tool": call and call.tool if action_id else None,
+        })  # fmt: skip
+    return rows
 
 
 def _turns_before(path: RunPath, page: int) -> int:
@@ -465,13 +490,17 @@ def _action(action: Action, run_id: str) -> dict[str, Any]:
 
 
 def approvals_page(
-    source: Source, after: str | None, after_call: str | None = None
-) -> dict[str, Any]:
+    source: Source, after: str | None, after_call: str | None = None,
+    inbox: InboxPage | None = None, parents: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """A page of the calls waiting for a decision, grouped by run: each call once, with its
     run's context and its batch summarised once per run (counts by tool and status, and a
-    few of its other calls by name), never every call with every other."""
-    inbox = source.pending(after, after_call)
-    groups = inbox_groups(source, inbox.calls)
+    few of its other calls by name), never every call with every other. `inbox` and
+    `parents` (each run's parent): the page's calls and parents, when the caller read them
+    already (the server keys its cached pages by them)."""
+    if inbox is None:
+        inbox = source.pending(after, after_call)
+    groups = inbox_groups(source, inbox.calls, parents)
     return {
         "groups": groups,
         "keys": [f"{c.record.run_id} {c.action_id}" for c in inbox.calls],
@@ -483,10 +512,12 @@ def approvals_page(
     }
 
 
-def inbox_groups(source: Source, calls: Sequence[PendingCall]) -> list[dict[str, Any]]:
+def inbox_groups(
+    source: Source, calls: Sequence[PendingCall], parents: Mapping[str, str | None] | None = None
+) -> list[dict[str, Any]]:
     """The inbox's sections for `calls` (in inbox order): one per run, each call once."""
     by_run = itertools.groupby(calls, key=lambda c: c.record.run_id)
-    return [_inbox_group(source, list(run_calls)) for _, run_calls in by_run]
+    return [_inbox_group(source, list(run_calls), parents) for _, run_calls in by_run]
 
 
 #: Earlier calls with their results an inbox card shows (the most recent ones).
@@ -527,7 +558,9 @@ def _earlier(record: RunRecord, wanted: set[str]) -> dict[str, list[dict[str, An
     return out
 
 
-def _inbox_group(source: Source, calls: Sequence[PendingCall]) -> dict[str, Any]:
+def _inbox_group(
+    source: Source, calls: Sequence[PendingCall], parents: Mapping[str, str | None] | None
+) -> dict[str, Any]:
     record = calls[0].record
     on_page = {c.action_id for c in calls}
     proposed = _proposals(source, record, on_page)
@@ -550,7 +583,7 @@ def _inbox_group(source: Source, calls: Sequence[PendingCall]) -> dict[str, Any]
         "others": [_action(record.actions[a], record.run_id) for a in others[:OTHERS_SHOWN]],
         "others_more": max(len(others) - OTHERS_SHOWN, 0),
         "meters": usage_meters(record),
-        "parent": source.parent(record.run_id),
+        "parent": (parents[record.run_id] if parents is not None else source.parent(record.run_id)),
     }
 
 

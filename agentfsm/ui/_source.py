@@ -423,6 +423,11 @@ class Source:
         """The subagent runs `run_id` started (ids `run_id/action_id`), from the index."""
         prefix = f"{run_id}/"
         with self._store(self._default) as store:
+            # One index row first: most runs start none, and reading 1,000 rows of other
+            # runs to learn it cost more than the rest of a cached run page (issue 32).
+            first = store.runs(after=prefix, limit=1)
+            if not first or not first[0].run_id.startswith(prefix):
+                return []
             found = store.runs(after=prefix, limit=1000)
         return [
             i for i in found if i.run_id.startswith(prefix) and "/" not in i.run_id[len(prefix) :]

@@ -16,7 +16,10 @@ long table's picture shrinks to what a reviewer of this run reads.
 from __future__ import annotations
 
 import functools
+import hashlib
+import html
 import re
+import sys
 import xml.etree.ElementTree as ET
 
 import attrs
@@ -28,8 +31,18 @@ from agentfsm.diagrams.svg import GRAPHVIZ_INSTALL, graphviz_available, render_s
 from agentfsm.diagrams.trajectory import Overlay, Trajectory
 from agentfsm.errors import DiagramError
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.ui._pool import SizedCache
 
-__all__ = ["Diagram", "diagram_svg", "mark_current", "mark_states", "path_model"]
+__all__ = [
+    "RUN_DIAGRAMS",
+    "Diagram",
+    "diagram_bytes",
+    "diagram_svg",
+    "mark_current",
+    "mark_states",
+    "path_model",
+    "run_diagram",
+]
 
 _SVG = "http://www.w3.org/2000/svg"
 _XLINK = "http://www.w3.org/1999/xlink"
@@ -131,17 +144,73 @@ def path_model(model: DiagramModel, trajectory: Trajectory) -> DiagramModel:
     return attrs.evolve(model, states=states, edges=tuple(edges))
 
 
+def diagram_bytes(diagram: Diagram) -> int:
+    """What a drawn diagram holds in memory (its SVG text, as Python keeps it)."""
+    return 256 + sys.getsizeof(diagram.svg or diagram.problem or "")
+
+
+#: Run diagrams drawn, by (table digest, view, digest of the DOT source): Graphviz takes
+#: ~30-40 ms a picture, and the runs people open often share a path (every run of a batch
+#: that went the same way), so a path is drawn once whichever run it is (see `run_diagram`).
+#: Bounded by the bytes of their SVG (~20-40 KiB each) as well as by count.
+RUN_DIAGRAMS: SizedCache[tuple[str, bool, str], Diagram] = SizedCache(
+    512, 16 * 2**20, diagram_bytes
+)
+
+
+def run_diagram(
+    table: TransitionTable, trajectory: Trajectory, *, path_only: bool,
+    drawn: SizedCache[tuple[str, bool, str], Diagram] = RUN_DIAGRAMS,
+) -> tuple[Diagram, tuple[str, bool, str] | None]:  # fmt: skip
+    """A run's picture for its page, as `diagram_svg` draws it but with the run called "this
+    run" (its page's heading names it), and drawn once per (table, view, path), with the key
+    it is kept under in `drawn` (None: no Graphviz). The picture is a function of its DOT
+    source, so two runs that went the same way share one drawing, and a run that moved on
+    (a new step, a new note) has a new source and a new drawing."""
+    if not graphviz_available():
+        return Diagram(None, f"Graphviz `dot` is not installed ({GRAPHVIZ_INSTALL})"), None
+    model = _model(table)
+    small = path_model(model, trajectory) if path_only else model
+    dot = _this_run(render_dot(small, trajectory), model.name, trajectory.run_id)
+    key = (table.digest, path_only, hashlib.sha256(dot.encode()).hexdigest())
+    found = drawn.get(key)
+    if found is None:
+        found = _draw_dot(dot, {s.name for s in small.states})
+        found.hidden = len(model.states) - len(small.states)
+        drawn.put(key, found)
+    return found, key
+
+
+def _this_run(dot: str, table_name: str, run_id: str) -> str:
+    """`dot` with the run's own id out of the picture's title and outcome note (the two
+    places `render_dot` writes it): "this run". A run id the note wraps (a very long one) is
+    left where it is: that picture is then drawn for that run alone, which is still right."""
+    named = html.escape(f"run '{run_id}'", quote=True)
+    table = html.escape(f"{table_name}: ", quote=True)
+    dot = dot.replace(f"<B>{table}{named}</B>", f"<B>{table}this run</B>", 1)
+    return dot.replace(f"label=<{named} ", "label=<this run ", 1)
+
+
+@functools.lru_cache(maxsize=32)
+def _model(table: TransitionTable) -> DiagramModel:
+    return diagram_model(table)
+
+
 @functools.lru_cache(maxsize=32)
 def _table_svg(table: TransitionTable) -> Diagram:
     return _draw(diagram_model(table), None)
 
 
 def _draw(model: DiagramModel, trajectory: Trajectory | None) -> Diagram:
+    return _draw_dot(render_dot(model, trajectory), {s.name for s in model.states})
+
+
+def _draw_dot(dot: str, states: set[str]) -> Diagram:
     try:
-        raw = render_svg(render_dot(model, trajectory))
+        raw = render_svg(dot)
     except DiagramError as exc:
         return Diagram(None, str(exc))
-    return Diagram(clean(raw, {s.name for s in model.states}), shown=len(model.states))
+    return Diagram(clean(raw, states), shown=len(states))
 
 
 def clean(raw: str, states: set[str]) -> str:

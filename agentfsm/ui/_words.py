@@ -34,6 +34,7 @@ __all__ = [
     "clip",
     "clipped",
     "named",
+    "pretty_clipped",
     "pretty_json",
     "record_view",
     "stop_words",
@@ -182,8 +183,26 @@ def clip(text: Any, budget: int = TEXT_BUDGET) -> str:
 def pretty_json(value: Any, budget: int = JSON_BUDGET) -> str:
     """Indented JSON for a page, cut to about `budget` characters (see `clipped`); escaped by
     the template like every other text."""
-    shown, _ = clipped(value, budget)
-    return json.dumps(shown, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return pretty_clipped(value, budget)[0]
+
+
+def pretty_clipped(
+    value: Any, budget: int = JSON_BUDGET, *, plain: bool = False
+) -> tuple[str, bool]:
+    """`pretty_json`'s text, and whether it cut anything (one walk for both).
+
+    `plain`: `value` is JSON as a JSON-mode dump makes it (mappings are dicts with string
+    keys). Such a value whose whole indented JSON fits `budget` is then dumped once and not
+    walked first: the walk would cut nothing, since it charges each string, key, item and
+    scalar at most the characters its indented JSON takes, so it never spends more than the
+    whole text's length (a timeline page dumps 100 events' fields).
+    """
+    if plain:
+        text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        if len(text) <= budget:
+            return text, False
+    shown, cut = clipped(value, budget)
+    return json.dumps(shown, indent=2, ensure_ascii=False, sort_keys=True, default=str), cut
 
 
 def clipped(value: Any, budget: int = JSON_BUDGET) -> tuple[Any, bool]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from importlib.resources import files
@@ -22,6 +23,7 @@ from urllib.parse import urlencode
 
 import attrs
 from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -55,8 +57,10 @@ from agentfsm.stores._rows import RunOrder
 from agentfsm.stores.base import EventStore
 from agentfsm.ui import _pages
 from agentfsm.ui._feeds import InboxFeed, ListFeed, RunFeed
+from agentfsm.ui._html import timeline_rows
 from agentfsm.ui._live import LiveConfig, Step, StreamResponse, Streams, stream
 from agentfsm.ui._pages import DECIDE_BUDGET
+from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._security import COOKIE, SECURITY_HEADERS, csrf_token, same_secret
 from agentfsm.ui._source import Source
 from agentfsm.ui._words import MAX_LISTED, RECORD_BUDGET, clip, named, pretty_json
@@ -65,6 +69,21 @@ __all__ = ["UIConfig", "create_app"]
 
 _log = logging.getLogger("agentfsm.ui")
 _MAX_FIELD = 10_000
+
+#: Rendered pages (run pages, the approvals inbox, the runs list, tables) an app keeps, at
+#: most, by count and by bytes. A page is kept under everything it was rendered from: a
+#: run's page under the run's version (its events are append-only, so the page of a run at
+#: version V never changes), its subagent runs' statuses and its parent, the address's
+#: parameters, and whether the reader signed in and as whom; a page read while the run
+#: moved on is not kept. So a page served from here is byte for byte the one that would be
+#: rendered now, and rendering (half the server's work per request before, issue 32) is
+#: done once per change.
+_PAGE_CACHE_ITEMS = 1024
+_PAGE_CACHE_BYTES = 32 * 2**20
+#: Rendered rows of the runs list, by the index row, the record's version, its table and
+#: driver: a list page renders only the rows that changed since a page last showed them.
+_ROW_CACHE_ITEMS = 8192
+_ROW_CACHE_BYTES = 8 * 2**20
 
 
 @attrs.frozen
@@ -125,7 +144,11 @@ class _Headers:
 
 def create_app(source: Source, config: UIConfig) -> Starlette:
     """The ASGI app serving `source` under `config`."""
-    env = Environment(loader=PackageLoader("agentfsm.ui", "templates"), autoescape=True)
+    # No auto_reload: the templates are the package's and do not change under a running
+    # server, and checking would stat each template file on every include (50 per inbox).
+    env = Environment(
+        loader=PackageLoader("agentfsm.ui", "templates"), autoescape=True, auto_reload=False
+    )
     env.filters["json"] = pretty_json
     env.filters["clip"] = clip
     env.filters["named"] = named
@@ -135,6 +158,30 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
 
     live = config.live
     streams = Streams(live.max_streams)
+    pages: SizedCache[tuple[Any, ...], bytes] = SizedCache(
+        _PAGE_CACHE_ITEMS, _PAGE_CACHE_BYTES, lambda body: 512 + len(body)
+    )
+    rows: SizedCache[tuple[Any, ...], Markup] = SizedCache(
+        _ROW_CACHE_ITEMS, _ROW_CACHE_BYTES, lambda html: 256 + sys.getsizeof(html)
+    )
+    row_template = env.get_template("_run_row.html")
+
+    def run_row(item: dict[str, Any]) -> Markup:
+        """One row of the runs list, rendered once per what it shows (see `_ROW_CACHE_ITEMS`)."""
+        key = _row_key(item)
+        found = rows.get(key)
+        if found is None:
+            found = Markup(row_template.render(item=item, url=_url))  # noqa: S704 - autoescaped
+            rows.put(key, found)
+        return found
+
+    env.globals["run_row"] = run_row
+    env.globals["timeline_rows"] = timeline_rows
+
+    def reader(request: Request) -> tuple[bool, str | None]:
+        """What of a page depends on who reads it (the CSRF token is the app's, the same
+        for every reader)."""
+        return _has_token(request, config.token), _identity(request, config)
 
     def text(request: Request, name: str, **context: Any) -> str:
         return env.get_template(name).render(
@@ -161,16 +208,36 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     async def runs(request: Request) -> Response:
         q = request.query_params
         query = list_query(request)
-        counts = q.get("fragment") != "rows"
-        try:
-            data = await run_in_threadpool(lambda: _pages.runs_page(source, **query, counts=counts))
-        except ValueError as exc:  # a cursor naming no run: the store says which
-            raise HTTPException(400, str(exc)) from None
-        if q.get("fragment") == "rows":
-            return render(request, "_run_rows.html", **data)
-        problems = getattr(source, "problems", ())
-        return render(request, "runs.html", problems=problems[:MAX_LISTED],
-                      problems_more=len(problems) - MAX_LISTED, **data)  # fmt: skip
+        fragment = q.get("fragment") == "rows"
+
+        def answer() -> bytes:
+            try:
+                data = _pages.runs_page(source, **query, counts=not fragment)
+            except ValueError as exc:  # a cursor naming no run: the store says which
+                raise HTTPException(400, str(exc)) from None
+            # The page is drawn from these and from the address alone (the tables known and
+            # a log's problems with them): what the store said is read each time, the
+            # drawing of it is done once.
+            key = (
+                "runs", request.url.query, fragment, reader(request),
+                tuple(_row_key(item) for item in data["rows"]), data["page"].next_after,
+                data["page"].scanned, data["page"].order, tuple(data["statuses"]),
+                tuple((c["status"], c["count"]) for c in data["counts"]), data["total"],
+                tuple(data["table_names"]),
+            )  # fmt: skip
+            found = pages.get(key)
+            if found is not None:
+                return found
+            if fragment:
+                body = text(request, "_run_rows.html", **data).encode()
+            else:
+                problems = getattr(source, "problems", ())
+                body = text(request, "runs.html", problems=problems[:MAX_LISTED],
+                            problems_more=len(problems) - MAX_LISTED, **data).encode()  # fmt: skip
+            pages.put(key, body)
+            return body
+
+        return HTMLResponse(await run_in_threadpool(answer))
 
     async def run(request: Request) -> Response:
         run_id = _required(request, "id")
@@ -179,10 +246,27 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         actions_page = _number(request, "actions_page")
         whole = request.query_params.get("view") == "table"
         compare = _number(request, "since")
-        data = await run_in_threadpool(
-            _pages.run_page, source, run_id, page, at, actions_page, whole, compare
-        )
-        return render(request, "run.html", **data)
+
+        def answer() -> bytes:
+            info = source.info(run_id)  # RunNotFoundError: a 404
+            around = (source.children(run_id), source.parent(run_id))
+            key = (
+                "run", run_id, info.version, info.updated_at, page, at, actions_page, whole,
+                compare, tuple((c.run_id, c.status) for c in around[0]), around[1],
+                reader(request),
+            )  # fmt: skip
+            found = pages.get(key)
+            if found is not None:
+                return found
+            data = _pages.run_page(source, run_id, page, at, actions_page, whole, compare, around)
+            body = text(request, "run.html", **data).encode()
+            # Kept only if every read saw version V: versions only grow, so a run that is
+            # still at V after the page was read was at V for each of its reads.
+            if data["record"].version == info.version == source.info(run_id).version:
+                pages.put(key, body)
+            return body
+
+        return HTMLResponse(await run_in_threadpool(answer))
 
     async def run_record(request: Request) -> Response:
         run_id = _required(request, "id")
@@ -224,10 +308,29 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
 
     async def approvals(request: Request) -> Response:
         q = request.query_params
-        data = await run_in_threadpool(
-            _pages.approvals_page, source, q.get("after") or None, q.get("call") or None
-        )
-        return render(request, "approvals.html", **data)
+        after, call = q.get("after") or None, q.get("call") or None
+
+        def answer() -> bytes:
+            inbox = source.pending(after, call)
+            runs = dict.fromkeys(c.record.run_id for c in inbox.calls)
+            parents = {r: source.parent(r) for r in runs}
+            # A section is drawn from its run's record at that version, and from events
+            # before it (append-only), so the calls' runs and versions say what the page is.
+            key = (
+                "approvals", after, call, q.get("after"), q.get("call"),
+                tuple((c.record.run_id, c.record.version, c.action_id, c.table)
+                      for c in inbox.calls),
+                inbox.next_run, inbox.next_call, tuple(parents.items()), reader(request),
+            )  # fmt: skip
+            found = pages.get(key)
+            if found is not None:
+                return found
+            data = _pages.approvals_page(source, after, call, inbox, parents)
+            body = text(request, "approvals.html", **data).encode()
+            pages.put(key, body)
+            return body
+
+        return HTMLResponse(await run_in_threadpool(answer))
 
     async def approvals_count(request: Request) -> Response:
         # The same page the reader has open (the same cursor), so the answer is one page's
@@ -286,8 +389,17 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
         found = source.table(_required(request, "digest"))
         if found is None:
             raise HTTPException(404, "no table with that digest is known here")
-        data = await run_in_threadpool(_pages.table_page, found)
-        return render(request, "table.html", **data)
+
+        def answer() -> bytes:
+            # A table is what its digest says: its page is drawn once per reader.
+            key = ("table", found.digest, reader(request))
+            kept = pages.get(key)
+            if kept is None:
+                kept = text(request, "table.html", **_pages.table_page(found)).encode()
+                pages.put(key, kept)
+            return kept
+
+        return HTMLResponse(await run_in_threadpool(answer))
 
     async def login(request: Request) -> Response:
         if request.method == "POST":
@@ -505,6 +617,8 @@ def create_app(source: Source, config: UIConfig) -> Starlette:
     )
     app.state.source = source
     app.state.streams = streams
+    app.state.pages = pages
+    app.state.rows = rows
     return app
 
 
@@ -530,6 +644,18 @@ def _check_call(
     expires = action.expires_at
     if approving and expires is not None and datetime.now(UTC) > parse_timestamp(expires):
         raise _RefusedError(f"approval of {where} expired at {expires}")
+
+
+def _row_key(item: dict[str, Any]) -> tuple[Any, ...]:
+    """What a row of the runs list is drawn from: its index row, its record's version (a
+    record at a version never changes), its table, where it stands and who drives it."""
+    row = item["row"]
+    info, record = row.info, row.record
+    return (
+        info.run_id, info.status, info.version, info.updated_at,
+        record.version if record is not None else None, row.table, row.problem,
+        item["words"], item["driver"],
+    )  # fmt: skip
 
 
 def _has_token(request: Request, token: str) -> bool:
