@@ -23,7 +23,8 @@ The model:
   submitted (`submit_routed`, or the engine's `router`): the `Route` is recorded in the
   engine's `routes` table with `run.started` and kept by every later job of the run,
   whichever process queues it (a steering process reads it from the table; a worker
-  takes it from the job it runs). A run with no route is in the engine's queue.
+  takes it from the job it runs). A fork of a routed run has its source's route. A run
+  with no route is in the engine's queue.
 - **Timers** are scheduled jobs of their own (`agentfsm.timer`), with no lock: a scheduled
   job holding the run's lock would hold back every later job of the run until its time
   (Procrastinate runs a lock's jobs in id order). When due it queues the run's advance
@@ -351,11 +352,18 @@ class Waker:
 
     def _route_new(self, conn: psycopg.Connection[Any], record: RunRecord, prefix: str) -> Route:
         """The route of a root run being submitted (in its `run.started` transaction):
-        `submit_routed`'s, else the router's, recorded; else the engine's queue."""
+        `submit_routed`'s, else (a fork, `agentfsm.runtime.control.fork`) its source run's
+        route if it has one, else the router's, recorded; else the engine's queue."""
         chosen: Route | None = None
         asked = _SUBMITTING.get()
         if asked is not None and asked[0] == record.run_id:
             chosen = asked[1]
+        elif record.forked_from is not None and (
+            source := self.route_of(conn, record.forked_from, prefix)
+        ) != self.default:
+            # A fork is its source run driven on another way: the same tenant, the same
+            # queue and priority (recorded for it, so a fork of the fork keeps them too).
+            chosen = source
         elif self.router is not None:
             chosen = self.router(record)
             if chosen is not None and not isinstance(chosen, Route):
