@@ -358,9 +358,10 @@ class Waker:
         asked = _SUBMITTING.get()
         if asked is not None and asked[0] == record.run_id:
             chosen = asked[1]
-        elif record.forked_from is not None and (
-            source := self.route_of(conn, record.forked_from, prefix)
-        ) != self.default:
+        elif (
+            record.forked_from is not None
+            and (source := self.route_of(conn, record.forked_from, prefix)) != self.default
+        ):
             # A fork is its source run driven on another way: the same tenant, the same
             # queue and priority (recorded for it, so a fork of the fork keeps them too).
             chosen = source
