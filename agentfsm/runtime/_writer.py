@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -497,8 +497,9 @@ class _Base:
     def _prepare(self, specs: Sequence[Spec], then: Then | None = None) -> _Put:
         """The batch to append on the writer's record: stamped, and checked by our reducer.
 
-        With `_settle`, the whole append but the store call: both writers' loops are
-        `_prepare`, the store's append (a lost race: `catch_up` and again), `_settle`.
+        With `_settle`, the whole append but the store call: `_attempts` is the loop both
+        writers run, `_prepare`, the store's append (a lost race: `catch_up` and again),
+        `_settle`.
         `then`'s specs ride along when they pass (see the module docstring).
         """
         record = self.record
@@ -520,6 +521,27 @@ class _Base:
             # Refused, or it would stop the run: it goes its own way, as the next step.
             return _Put(record, events, after, None)
         return _Put(record, events + more, after + more_after, None, len(more))
+
+    def _attempts(
+        self, specs: Sequence[Spec], then: Then | None
+    ) -> Generator[_Put, RunRecord | LifecycleError | None, RunRecord]:
+        """The append loop without its I/O, one for both writers.
+
+        It yields each batch to append and is sent the store's answer: the record after it,
+        the store's refusal, or None for a lost race (the shell has caught up, so the next
+        `_prepare` stamps the batch on top of the other process's events).
+        """
+        for _ in range(self._max_conflicts):
+            put = self._prepare(specs, then)
+            then = None
+            self.check_lease()
+            answer = yield put
+            if answer is None:
+                continue
+            if isinstance(answer, LifecycleError) and put.tail:
+                continue  # the store's own reducer refused the ride-along: without it
+            return self._settle(put, answer)
+        raise self._give_up()
 
     def _fold(self, put: _Put) -> dict[str, Folded]:
         """The store's `folded=`: our fold of the batch, so the store need not fold it again
@@ -629,24 +651,24 @@ class Writer(_Base):
             LifecycleError: the batch is illegal on the record the Runner decided from.
             LeaseLostError: the run's lease is lost (nothing was sent).
         """
-        for _ in range(self._max_conflicts):
-            put = self._prepare(specs, then)
-            then = None
-            if self.lease is not None:
-                self.check_lease()
+        attempts = self._attempts(specs, then)
+        put = next(attempts)
+        while True:
+            answer: RunRecord | LifecycleError | None
             try:
-                got = self.store.append(
+                answer = self.store.append(
                     self.run_id, put.events, put.record.version, **self._fold(put)
                 )
             except ConcurrencyConflictError:
                 self.catch_up()
-                continue
+                answer = None
             except LifecycleError as exc:
-                if put.tail:
-                    continue  # the store's own reducer refused the ride-along: without it
-                return self._settle(put, exc)
-            return self._settle(put, got)
-        raise self._give_up()
+                answer = exc
+            try:
+                put = attempts.send(answer)
+            except StopIteration as done:
+                record: RunRecord = done.value
+                return record
 
     def catch_up(self) -> RunRecord:
         """Fold in what other processes appended since the writer's version."""
@@ -699,24 +721,24 @@ class AsyncWriter(_Base):
             return await self._append(specs, then)
 
     async def _append(self, specs: Sequence[Spec], then: Then | None) -> RunRecord:
-        for _ in range(self._max_conflicts):
-            put = self._prepare(specs, then)
-            then = None
-            if self.lease is not None:
-                self.check_lease()
+        attempts = self._attempts(specs, then)
+        put = next(attempts)
+        while True:
+            answer: RunRecord | LifecycleError | None
             try:
-                got = await self.store.append(
+                answer = await self.store.append(
                     self.run_id, put.events, put.record.version, **self._fold(put)
                 )
             except ConcurrencyConflictError:
                 await self.catch_up()
-                continue
+                answer = None
             except LifecycleError as exc:
-                if put.tail:
-                    continue  # the store's own reducer refused the ride-along: without it
-                return self._settle(put, exc)
-            return self._settle(put, got)
-        raise self._give_up()
+                answer = exc
+            try:
+                put = attempts.send(answer)
+            except StopIteration as done:
+                record: RunRecord = done.value
+                return record
 
     async def catch_up(self) -> RunRecord:
         """Fold in what other processes appended since the writer's version."""
