@@ -132,6 +132,9 @@ def test_the_wheel_metadata_says_what_a_stranger_needs(dist: Path) -> None:
     assert set(PACKAGE_DATA) <= names
     assert metadata["Version"] == agentfsm.__version__
     assert metadata["License-Expression"] == "MIT"
+    # MIT asks that its notice travel with every copy: the wheel carries the text (PEP 639).
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert f"{info}/licenses/LICENSE" in names
     assert metadata["Requires-Python"] == ">=3.11"
     classifiers = metadata.get_all("Classifier") or []
     assert "Typing :: Typed" in classifiers
@@ -148,7 +151,7 @@ def test_the_sdist_carries_the_package_data(dist: Path) -> None:
     root = f"agentfsm-{agentfsm.__version__}"
     with tarfile.open(sdist) as archive:
         names = {name.removeprefix(f"{root}/") for name in archive.getnames()}
-    assert {*PACKAGE_DATA, "pyproject.toml", "README.md"} <= names
+    assert {*PACKAGE_DATA, "pyproject.toml", "README.md", "LICENSE"} <= names
 
 
 def test_the_clean_install_runs_the_readme_quickstart(clean_python: Path, tmp_path: Path) -> None:
