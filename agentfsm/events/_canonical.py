@@ -78,13 +78,15 @@ def _may_differ(text: bytes) -> bool:
     which canonical JSON writes as "1"; orjson reads an integer past 64 bits as a float,
     which it writes with an exponent).
     """
-    if b".0" not in text and b"e-" not in text and b"e+" not in text:
+    # `find`, not `in`: a bytes `in` first tries its operand as an integer, and the error
+    # that raises and clears cost more than the search (an eighth of a usual event here).
+    if text.find(b".0") < 0 and text.find(b"e-") < 0 and text.find(b"e+") < 0:
         return False  # most events: three passes in C, no call
     return (
         _after_digit(text, b".0", integral=True)
         or _after_digit(text, b"e-")
         or _after_digit(text, b"e+")
-        or b".0000" in text
+        or text.find(b".0000") >= 0
     )
 
 

@@ -51,12 +51,23 @@ def parse_event(
     Raises:
         EventFormatError: naming the line, run and sequence where known, and each problem.
     """
-    if not isinstance(data, str | bytes):
+    if not isinstance(data, _TEXT):
         return _validated(data, line, events)
-    raw = _load_json(data, line)
     try:
-        # Values jiter read are JSON by construction: walked for the limits, not validated
-        # again (pydantic's pass over a JSON value was a quarter of parsing an event).
+        check_size(data)  # before anything copies it
+        # jiter is pydantic's own parser, with the checks json.loads lacks (a repeated
+        # key there silently keeps the last value, in `sequence` as in tool arguments).
+        raw = jiter.from_json(
+            data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data,
+            allow_inf_nan=False,
+            catch_duplicate_keys=True,
+        )
+    except ValueError as exc:
+        raise EventFormatError([f"not JSON ({_jiter_message(exc, data)})"], line=line) from None
+    try:
+        # Values jiter read are JSON by construction: not validated again (pydantic's pass
+        # over a JSON value was a quarter of parsing an event), only checked for the
+        # limits jiter does not enforce itself (`bounds.check_parsed_value`).
         event: Event = events.validate(raw, context=PARSED_TEXT)
     except ValidationError:
         pass  # refused: named below, in the words a dict's refusal gets
@@ -65,26 +76,16 @@ def parse_event(
     return _validated(raw, line, events)
 
 
+#: A tuple, not `str | bytes`: that union is built anew on every call that spells it.
+_TEXT = (str, bytes)
+
+
 def _validated(raw: Any, line: int | None, events: EventTypes) -> Event:
     try:
         event: Event = events.validate(raw)
     except ValidationError as exc:
         raise _format_error(raw, exc, line, events) from None
     return event
-
-
-def _load_json(data: str | bytes, line: int | None) -> Any:
-    try:
-        check_size(data)  # before anything copies it
-        # jiter is pydantic's own parser, with the checks json.loads lacks (a repeated
-        # key there silently keeps the last value, in `sequence` as in tool arguments).
-        return jiter.from_json(
-            data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data,
-            allow_inf_nan=False,
-            catch_duplicate_keys=True,
-        )
-    except ValueError as exc:
-        raise EventFormatError([f"not JSON ({_jiter_message(exc, data)})"], line=line) from None
 
 
 def make_event(type: str, /, **fields: Any) -> Event:

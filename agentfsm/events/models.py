@@ -26,7 +26,12 @@ from pydantic import (
     model_validator,
 )
 
-from agentfsm.events._bounds import MAX_EVENT_BYTES, PARSED_TEXT, check_json_value
+from agentfsm.events._bounds import (
+    MAX_EVENT_BYTES,
+    PARSED_TEXT,
+    check_json_value,
+    check_parsed_value,
+)
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -75,8 +80,25 @@ _RFC3339 = re.compile(
 )
 
 
+#: Digits as `d`, every other byte as itself: the shape of a timestamp's text.
+_SHAPE = bytes.maketrans(b"0123456789", b"dddddddddd")
+#: The shapes `datetime.fromisoformat` reads exactly as `parse_timestamp`'s full path does
+#: (upper-case `T` and `Z`, at most six digits of a second: no case to fold, no digit to
+#: cut), and which `_RFC3339` matches: what every writer of events stamps.
+_PLAIN_SHAPES = frozenset(
+    f"dddd-dd-ddTdd:dd:dd{fraction}{offset}".encode()
+    for fraction in ["", *("." + "d" * n for n in range(1, 7))]
+    for offset in ("Z", "+dd:dd", "-dd:dd")
+)
+
+
 def parse_timestamp(value: str) -> datetime:
     """Parse an RFC 3339 timestamp with an offset into an aware `datetime`."""
+    # Every event's timestamp is checked, and the regex (Unicode `\d` at every position)
+    # cost 1.2 µs of a 12 µs parse: the usual shapes are recognised by one table lookup
+    # in C instead. An ASCII text is all `isascii` passes, so `encode` cannot fail.
+    if value.isascii() and value.encode().translate(_SHAPE) in _PLAIN_SHAPES:
+        return datetime.fromisoformat(value)
     if not _RFC3339.match(value):
         raise ValueError(
             f"{value!r} is not an RFC 3339 timestamp with an offset "
@@ -101,7 +123,11 @@ _last_timestamp: str | None = None
 def _check_timestamp(value: str) -> str:
     global _last_timestamp
     if value != _last_timestamp:
-        parse_timestamp(value)
+        # `parse_timestamp`'s own first test, inlined: a call less on every event.
+        if value.isascii() and value.encode().translate(_SHAPE) in _PLAIN_SHAPES:
+            datetime.fromisoformat(value)  # the shape is right; the numbers may not be
+        else:
+            parse_timestamp(value)
         _last_timestamp = value
     return value
 
@@ -151,14 +177,15 @@ def _bounded(value: Any, handler: ValidatorFunctionWrapHandler, info: Validation
     if info.context is PARSED_TEXT:
         # Read from text by jiter (`parse_event` says so): every value is of a JSON type
         # already, fresh and unshared, so pydantic's own pass over it (a Python call per
-        # nested value, and a copy) has nothing to do; the walk still checks every limit.
-        return check_json_value(value)
+        # nested value, and a copy) has nothing to do, and the limits are looked for only
+        # where jiter does not enforce them itself.
+        return check_parsed_value(value)
     return handler(check_json_value(value))
 
 
 def _bounded_object(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
     if info.context is PARSED_TEXT and value.__class__ is dict:  # jiter's keys are strings
-        return check_json_value(value)
+        return check_parsed_value(value)
     return handler(check_json_value(value))
 
 
@@ -680,15 +707,16 @@ class CustomEvent(_Envelope):
 
     @model_validator(mode="before")
     @classmethod
-    def _within_bounds(cls, data: Any) -> Any:
+    def _within_bounds(cls, data: Any, info: ValidationInfo) -> Any:
         # The built-in models bound their JSON values field by field; a user's fields are
         # checked here, whatever their types, so a custom event is stored and read back
         # under the same limits.
         if isinstance(data, dict):
+            check = check_parsed_value if info.context is PARSED_TEXT else check_json_value
             for key, value in data.items():
                 if key not in _STAMPED_FIELDS:
                     try:
-                        check_json_value(value)
+                        check(value)
                     except ValueError as exc:
                         raise ValueError(f"field '{key}': {exc}") from None
         return data
