@@ -42,6 +42,7 @@ from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import RunRecord
 from agentfsm.runtime._steering import (
     Clock,
+    Steps,
     Want,
     decide,
     now,
@@ -80,37 +81,36 @@ def _bound(record: RunRecord, action_id: str, digest: str | None) -> str | None:
     return action.arguments_digest if action is not None else None
 
 
-def _approve(
-    action_id: str, approver: str | None, digest: str | None, reason: str | None = None
-) -> Callable[[RunRecord], Want]:
-    return lambda r: Spec(
-        m.ApprovalAccepted,
-        {
-            "action_id": action_id,
-            "approver": approver,
-            "arguments_digest": _bound(r, action_id, digest),
-            "reason": reason,
-        },
-    )
+# Each verb's whole decision (which event, whether a live driver refuses it, how a refusal
+# is explained) is one function returning its steps; the sync verb and its `a*` twin differ
+# only in the performer (`run_sync`, `run_async`), so the twins cannot drift apart.
 
 
-def _reject(
-    action_id: str, approver: str | None, reason: str | None, digest: str | None
-) -> Callable[[RunRecord], Want]:
-    return lambda r: Spec(
-        m.ApprovalRejected,
-        {
-            "action_id": action_id,
-            "approver": approver,
-            "reason": reason,
-            "arguments_digest": _bound(r, action_id, digest),
-        },
-    )
+def _deciding(
+    decision: type[m.ApprovalAccepted | m.ApprovalRejected],
+    run_id: str,
+    action_id: str,
+    approver: str | None,
+    reason: str | None,
+    digest: str | None,
+    clock: Clock,
+) -> Steps:
+    """`approve`'s and `reject`'s steps: the decision, bound to the call's digest."""
+
+    def what(record: RunRecord) -> Want:
+        fields = {"action_id": action_id, "approver": approver, "reason": reason}
+        return Spec(decision, {**fields, "arguments_digest": _bound(record, action_id, digest)})
+
+    return decide(run_id, action_id, what, clock)
 
 
-def _cancel(
-    table: TransitionTable, reason: str | None, requested_by: str | None
-) -> Callable[[RunRecord], Want]:
+def _cancelling(
+    table: TransitionTable,
+    run_id: str,
+    reason: str | None,
+    requested_by: str | None,
+    clock: Clock,
+) -> Steps:
     def what(record: RunRecord) -> Want:
         # Asking twice is one request: the first reason stands (wherever the table settles
         # a cancel, whatever the state is called).
@@ -118,21 +118,25 @@ def _cancel(
             return None
         return Spec(m.RunCancelRequested, {"reason": reason, "requested_by": requested_by})
 
-    return what
+    return steer(run_id, what, clock)
 
 
-def _pause(reason: str) -> Callable[[RunRecord], Want]:
-    return lambda r: Spec(m.RunPaused, {"reason": reason})
+def _pausing(run_id: str, reason: str, wait: float | None, clock: Clock) -> Steps:
+    def what(_record: RunRecord) -> Want:
+        return Spec(m.RunPaused, {"reason": reason})
+
+    # Refused under a live driver: its model's answer would be lost under it.
+    return steer(run_id, what, clock, unless_held=True, wait=wait)
 
 
-def _resume(table: TransitionTable) -> Callable[[RunRecord], Want]:
+def _resuming(table: TransitionTable, run_id: str, clock: Clock) -> Steps:
     def what(record: RunRecord) -> Want:
         # A run that is going (its model's side, or calls in flight) needs no resuming.
         if table.kind(record.status) in _GOING:
             return None
         return Spec(m.RunResumed, {})
 
-    return what
+    return steer(run_id, what, clock)
 
 
 #: The kinds of the states where a run is going already (`resume` leaves it be).
@@ -197,7 +201,7 @@ def approve(
             not the call `digest` names.
         RunNotFoundError: no such run.
     """
-    steps = decide(run_id, action_id, _approve(action_id, approver, digest, reason), clock)
+    steps = _deciding(m.ApprovalAccepted, run_id, action_id, approver, reason, digest, clock)
     return run_sync(store, steps)
 
 
@@ -222,7 +226,7 @@ def reject(
             names.
         RunNotFoundError: no such run.
     """
-    steps = decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
+    steps = _deciding(m.ApprovalRejected, run_id, action_id, approver, reason, digest, clock)
     return run_sync(store, steps)
 
 
@@ -244,7 +248,7 @@ def cancel(
         IllegalTransitionError: the run already ended.
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _cancel(store.reducer.table, reason, requested_by), clock))
+    return run_sync(store, _cancelling(store.reducer.table, run_id, reason, requested_by, clock))
 
 
 def pause(
@@ -266,7 +270,7 @@ def pause(
         RunHeldError: a live driver holds the run (still, after `wait` seconds).
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _pause(reason), clock, unless_held=True, wait=wait))
+    return run_sync(store, _pausing(run_id, reason, wait, clock))
 
 
 def resume(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
@@ -279,7 +283,7 @@ def resume(store: EventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
         IllegalTransitionError: the run is neither paused nor running.
         RunNotFoundError: no such run.
     """
-    return run_sync(store, steer(run_id, _resume(store.reducer.table), clock))
+    return run_sync(store, _resuming(store.reducer.table, run_id, clock))
 
 
 #: The envelope fields `append_event` stamps itself, each with what it stamps, in wire order.
@@ -549,7 +553,7 @@ async def aapprove(
     clock: Clock = now,
 ) -> RunRecord:
     """`approve` over an `AsyncEventStore`."""
-    steps = decide(run_id, action_id, _approve(action_id, approver, digest, reason), clock)
+    steps = _deciding(m.ApprovalAccepted, run_id, action_id, approver, reason, digest, clock)
     return await run_async(store, steps)
 
 
@@ -564,7 +568,7 @@ async def areject(
     clock: Clock = now,
 ) -> RunRecord:
     """`reject` over an `AsyncEventStore`."""
-    steps = decide(run_id, action_id, _reject(action_id, approver, reason, digest), clock)
+    steps = _deciding(m.ApprovalRejected, run_id, action_id, approver, reason, digest, clock)
     return await run_async(store, steps)
 
 
@@ -577,9 +581,8 @@ async def acancel(
     clock: Clock = now,
 ) -> RunRecord:
     """`cancel` over an `AsyncEventStore`."""
-    return await run_async(
-        store, steer(run_id, _cancel(store.reducer.table, reason, requested_by), clock)
-    )
+    steps = _cancelling(store.reducer.table, run_id, reason, requested_by, clock)
+    return await run_async(store, steps)
 
 
 async def apause(
@@ -591,13 +594,12 @@ async def apause(
     clock: Clock = now,
 ) -> RunRecord:
     """`pause` over an `AsyncEventStore`."""
-    steps = steer(run_id, _pause(reason), clock, unless_held=True, wait=wait)
-    return await run_async(store, steps)
+    return await run_async(store, _pausing(run_id, reason, wait, clock))
 
 
 async def aresume(store: AsyncEventStore, run_id: str, *, clock: Clock = now) -> RunRecord:
     """`resume` over an `AsyncEventStore`."""
-    return await run_async(store, steer(run_id, _resume(store.reducer.table), clock))
+    return await run_async(store, _resuming(store.reducer.table, run_id, clock))
 
 
 async def asubmit(

@@ -40,14 +40,17 @@ import contextvars
 import functools
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import Any
+
+import attrs
 
 from agentfsm._log import get_logger
 from agentfsm.errors import RunHeldError
 from agentfsm.stores._heartbeat import FASTEST, keeper
 from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
-from agentfsm.stores._process import this_process
+from agentfsm.stores._process import Process, this_process
 
 __all__ = [
     "LEASE_TTL",
@@ -133,6 +136,19 @@ class HeldLease:
         if self._within is not None:
             return self._released or self._within.lost
         return self._refused or self._released or self._clock() - self._ok_at >= self.ttl
+
+    def _sending(self) -> float | None:
+        """When a renewal sent now leaves (None: none is, the lease is refused or released)."""
+        return None if self._refused or self._released else self._clock()
+
+    def _giving_up(self) -> bool:
+        """Mark it released; whether to tell the store (the first time, and only for a lease
+        not lost: a lost one is not this holder's to give up)."""
+        if self._released:
+            return False
+        lost = self.lost
+        self._released = True
+        return not lost
 
     def _answered(self, sent: float, ok: bool) -> bool:
         if ok:
@@ -224,18 +240,12 @@ class Lease(HeldLease):
 
     def renew(self) -> bool:
         """Renew it now (the heartbeat does, every `every` seconds); False once lost."""
-        if self._refused or self._released:
-            return False
-        sent = self._clock()
-        return self._answered(sent, self._renew())
+        sent = self._sending()
+        return sent is not None and self._answered(sent, self._renew())
 
     def release(self) -> None:
         """Give it up (once; a lost lease is not this holder's to give up: nothing is sent)."""
-        if self._released:
-            return
-        lost = self.lost
-        self._released = True
-        if self._release is not None and not lost:
+        if self._giving_up() and self._release is not None:
             self._release()
 
     @contextmanager
@@ -299,18 +309,12 @@ class AsyncLease(HeldLease):
 
     async def renew(self) -> bool:
         """Renew it now; False once lost."""
-        if self._refused or self._released:
-            return False
-        sent = self._clock()
-        return self._answered(sent, await self._renew())
+        sent = self._sending()
+        return sent is not None and self._answered(sent, await self._renew())
 
     async def release(self) -> None:
         """Give it up (once; nothing is sent for a lost lease)."""
-        if self._released:
-            return
-        lost = self.lost
-        self._released = True
-        if self._release is not None and not lost:
+        if self._giving_up() and self._release is not None:
             await self._release()
 
     @asynccontextmanager
@@ -370,6 +374,73 @@ class Patience:
         return min(self._step, left)
 
 
+@attrs.frozen
+class _Read:
+    """Who holds `root`'s lease, as its row says (a `Holder`, or None)."""
+
+    root: str
+
+
+@attrs.frozen
+class _Take:
+    """`LeaseRows.take`: sent back (taken, the holder replaced or the one holding it)."""
+
+    root: str
+    holder: str
+    process: Process
+    ttl: float
+
+
+@attrs.frozen
+class _Sleep:
+    seconds: float
+
+
+@attrs.frozen
+class _Taken:
+    """What a take ended in: the row taken by `holder` (from `takeover`, if it had lapsed),
+    or, inside a drive of the same tree, that drive's lease to hold `within`."""
+
+    root: str
+    holder: str
+    takeover: Holder | None = None
+    within: HeldLease | None = None
+
+
+_Op = _Read | _Take | _Sleep
+
+
+def _taking(
+    run_id: str, *, ttl: float, wait: float | None, holder: str | None
+) -> Generator[_Op, Any, _Taken]:
+    """Taking `run_id`'s lease, as the store ops it needs: the one decision `take_lease` and
+    `atake_lease` perform, each with its own I/O (as `_steering` serves the steering verbs).
+
+    Raises:
+        RunHeldError: a live driver holds it (still, after `wait` seconds), or a drive of
+            this context drives `run_id` itself.
+    """
+    root = root_of(run_id)
+    me = holder if holder is not None else new_holder("driver")
+    try:
+        outer = _within(run_id)
+    except _Reentered:
+        raise _held_here((yield _Read(root)), run_id) from None
+    if outer is not None:
+        return _Taken(root, outer.holder, within=outer)
+    process = this_process()
+    patience = Patience(wait)
+    while True:
+        taken, other = yield _Take(root, me, process, ttl)
+        if taken:
+            return _Taken(root, me, takeover=other)
+        assert other is not None
+        delay = patience.next()
+        if delay is None:
+            raise RunHeldError(run_id, other, waited=wait)
+        yield _Sleep(delay)
+
+
 def take_lease(
     rows: LeaseRows,
     run_id: str,
@@ -388,37 +459,31 @@ def take_lease(
     Raises:
         RunHeldError: a live driver holds it (still, after `wait` seconds).
     """
-    root = root_of(run_id)
-    me = holder if holder is not None else new_holder("driver")
-    try:
-        outer = _within(run_id)
-    except _Reentered:
-        raise _held_here(rows.read(root), run_id) from None
+    steps = _taking(run_id, ttl=ttl, wait=wait, holder=holder)
+    got: Any = None
+    while True:
+        try:
+            op = steps.send(got)
+        except StopIteration as done:
+            taken: _Taken = done.value
+            break
+        if isinstance(op, _Take):
+            got = rows.take(op.root, op.holder, op.process, op.ttl)
+        elif isinstance(op, _Read):
+            got = rows.read(op.root)
+        else:
+            time.sleep(op.seconds)
+            got = None
+    outer, root, me = taken.within, taken.root, taken.holder
     if outer is not None:
         return Lease(
-            root, outer.holder, outer.ttl, renew=lambda: not outer.lost, driving=run_id,
-            within=outer,
-        )  # fmt: skip
-    process = this_process()
-    patience = Patience(wait)
-    while True:
-        taken, other = rows.take(root, me, process, ttl)
-        if taken:
-            return Lease(
-                root,
-                me,
-                ttl,
-                renew=functools.partial(rows.renew, root, me, ttl),
-                release=functools.partial(rows.free, root, me),
-                every=every,
-                takeover=other,
-                driving=run_id,
-            )
-        assert other is not None
-        delay = patience.next()
-        if delay is None:
-            raise RunHeldError(run_id, other, waited=wait)
-        time.sleep(delay)
+            root, me, outer.ttl, renew=lambda: not outer.lost, driving=run_id, within=outer
+        )
+    return Lease(
+        root, me, ttl, renew=functools.partial(rows.renew, root, me, ttl),
+        release=functools.partial(rows.free, root, me), every=every,
+        takeover=taken.takeover, driving=run_id,
+    )  # fmt: skip
 
 
 async def atake_lease(
@@ -435,37 +500,32 @@ async def atake_lease(
     Raises:
         RunHeldError: a live driver holds it (still, after `wait` seconds).
     """
-    root = root_of(run_id)
-    me = holder if holder is not None else new_holder("driver")
-    try:
-        outer = _within(run_id)
-    except _Reentered:
-        raise _held_here(await rows.read(root), run_id) from None
+    steps = _taking(run_id, ttl=ttl, wait=wait, holder=holder)
+    got: Any = None
+    while True:
+        try:
+            op = steps.send(got)
+        except StopIteration as done:
+            taken: _Taken = done.value
+            break
+        if isinstance(op, _Take):
+            got = await rows.take(op.root, op.holder, op.process, op.ttl)
+        elif isinstance(op, _Read):
+            got = await rows.read(op.root)
+        else:
+            await asyncio.sleep(op.seconds)
+            got = None
+    outer, root, me = taken.within, taken.root, taken.holder
     if outer is not None:
         return AsyncLease(
-            root, outer.holder, outer.ttl, renew=functools.partial(_still, outer),
-            driving=run_id, within=outer,
+            root, me, outer.ttl, renew=functools.partial(_still, outer), driving=run_id,
+            within=outer,
         )  # fmt: skip
-    process = this_process()
-    patience = Patience(wait)
-    while True:
-        taken, other = await rows.take(root, me, process, ttl)
-        if taken:
-            return AsyncLease(
-                root,
-                me,
-                ttl,
-                renew=functools.partial(rows.renew, root, me, ttl),
-                release=functools.partial(rows.free, root, me),
-                every=every,
-                takeover=other,
-                driving=run_id,
-            )
-        assert other is not None
-        delay = patience.next()
-        if delay is None:
-            raise RunHeldError(run_id, other, waited=wait)
-        await asyncio.sleep(delay)
+    return AsyncLease(
+        root, me, ttl, renew=functools.partial(rows.renew, root, me, ttl),
+        release=functools.partial(rows.free, root, me), every=every,
+        takeover=taken.takeover, driving=run_id,
+    )  # fmt: skip
 
 
 def _held_here(found: Holder | None, run_id: str) -> RunHeldError | RuntimeError:
