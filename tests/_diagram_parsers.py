@@ -17,7 +17,7 @@ from collections.abc import Iterable
 import attrs
 
 from agentfsm.diagrams import ANY_ACTIVE
-from agentfsm.diagrams.model import KIND_WORDS
+from agentfsm.diagrams._model import KIND_WORDS
 
 _MARKED = frozenset(KIND_WORDS.values())
 

@@ -17,7 +17,7 @@ from agentfsm.diagrams import (
     render_mermaid,
     render_plantuml,
 )
-from agentfsm.diagrams.model import KIND_WORDS
+from agentfsm.diagrams._model import KIND_WORDS
 from agentfsm.errors import InvalidTableError
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import Condition, State, Transition, TransitionTable

@@ -26,8 +26,8 @@ from agentfsm.diagrams import (
     trajectory_from_events,
     trajectory_from_jsonl,
 )
-from agentfsm.diagrams.model import EdgeLabel
-from agentfsm.diagrams.trajectory import fold_trajectory
+from agentfsm.diagrams._model import EdgeLabel
+from agentfsm.diagrams._trajectory import fold_trajectory
 from agentfsm.reducers import DEFAULT_REDUCER
 from agentfsm.testing import legal_runs
 from tests._diagram_tables import TINY

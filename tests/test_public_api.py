@@ -337,9 +337,6 @@ UNDECIDED_MODULES = {
     "agentfsm.stores.postgres_leases",
     # The hook type of `SQLiteEventStore(after_append=...)` and the schema's version.
     "agentfsm.stores.sqlite",
-    # The diagrams' shared vocabulary and a run's path, used by the renderers and the UI.
-    "agentfsm.diagrams.model",
-    "agentfsm.diagrams.trajectory",
     # The web UI's report caps and its server: the `agentfsm ui` / `report` commands'.
     "agentfsm.ui.report",
     "agentfsm.ui.server",

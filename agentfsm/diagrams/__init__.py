@@ -6,6 +6,25 @@ per format (`render_mermaid`, `render_dot`, `render_plantuml`, `render_markdown`
 `check_diagrams` / `write_diagrams` keep a directory of committed diagrams fresh.
 """
 
+from agentfsm.diagrams._model import (
+    ANY_ACTIVE,
+    DEFAULT_OPTIONS,
+    DiagramModel,
+    DiagramOptions,
+    Edge,
+    EdgeLabel,
+    StateNode,
+    diagram_model,
+)
+from agentfsm.diagrams._trajectory import (
+    Overlay,
+    Refusal,
+    Step,
+    Trajectory,
+    format_sequences,
+    trajectory_from_events,
+    trajectory_from_jsonl,
+)
 from agentfsm.diagrams.dot import render_dot
 from agentfsm.diagrams.files import (
     DIAGRAM_SUFFIXES,
@@ -18,28 +37,9 @@ from agentfsm.diagrams.files import (
 )
 from agentfsm.diagrams.markdown import render_markdown
 from agentfsm.diagrams.mermaid import render_mermaid
-from agentfsm.diagrams.model import (
-    ANY_ACTIVE,
-    DEFAULT_OPTIONS,
-    DiagramModel,
-    DiagramOptions,
-    Edge,
-    EdgeLabel,
-    StateNode,
-    diagram_model,
-)
 from agentfsm.diagrams.plantuml import render_plantuml
 from agentfsm.diagrams.render import DiagramFormat, render_diagram, render_diagram_png
 from agentfsm.diagrams.svg import GRAPHVIZ_INSTALL, graphviz_available, render_png, render_svg
-from agentfsm.diagrams.trajectory import (
-    Overlay,
-    Refusal,
-    Step,
-    Trajectory,
-    format_sequences,
-    trajectory_from_events,
-    trajectory_from_jsonl,
-)
 from agentfsm.errors import DiagramError, RenderError, RunNotInLogError, ToolMissingError
 
 __all__ = [

@@ -23,8 +23,7 @@ import re
 import textwrap
 from html import escape
 
-from agentfsm.diagrams._text import IdAllocator
-from agentfsm.diagrams.model import (
+from agentfsm.diagrams._model import (
     ANY_ACTIVE,
     DEFAULT_OPTIONS,
     ELSE,
@@ -36,7 +35,8 @@ from agentfsm.diagrams.model import (
     StateNode,
     marks_legend,
 )
-from agentfsm.diagrams.trajectory import Overlay, Trajectory, format_sequences
+from agentfsm.diagrams._text import IdAllocator
+from agentfsm.diagrams._trajectory import Overlay, Trajectory, format_sequences
 
 __all__ = ["render_dot"]
 

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import attrs
 
+from agentfsm.diagrams._model import DiagramModel, diagram_model
 from agentfsm.diagrams.dot import render_dot
 from agentfsm.diagrams.markdown import render_markdown
 from agentfsm.diagrams.mermaid import render_mermaid
-from agentfsm.diagrams.model import DiagramModel, diagram_model
 from agentfsm.diagrams.plantuml import render_plantuml
 from agentfsm.diagrams.svg import render_png, render_svg
 from agentfsm.fsm.default import DEFAULT_TABLE

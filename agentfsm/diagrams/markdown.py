@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from agentfsm.diagrams.model import ANY_ACTIVE, ELSE, KIND_WORDS, DiagramModel, EdgeLabel
-from agentfsm.diagrams.trajectory import Trajectory
+from agentfsm.diagrams._model import ANY_ACTIVE, ELSE, KIND_WORDS, DiagramModel, EdgeLabel
+from agentfsm.diagrams._trajectory import Trajectory
 from agentfsm.names import StateKind
 
 __all__ = ["render_markdown"]

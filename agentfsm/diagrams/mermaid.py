@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import re
 
-from agentfsm.diagrams._text import IdAllocator
-from agentfsm.diagrams.model import (
+from agentfsm.diagrams._model import (
     ANY_ACTIVE,
     DEFAULT_OPTIONS,
     KIND_COLOURS,
@@ -29,7 +28,8 @@ from agentfsm.diagrams.model import (
     EdgeLabel,
     marks_legend,
 )
-from agentfsm.diagrams.trajectory import Overlay, Trajectory, sequenced
+from agentfsm.diagrams._text import IdAllocator
+from agentfsm.diagrams._trajectory import Overlay, Trajectory, sequenced
 from agentfsm.names import StateKind
 
 __all__ = ["render_mermaid"]

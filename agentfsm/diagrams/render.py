@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 
+from agentfsm.diagrams._model import DEFAULT_OPTIONS, DiagramModel, DiagramOptions, diagram_model
+from agentfsm.diagrams._trajectory import Trajectory
 from agentfsm.diagrams.dot import render_dot
 from agentfsm.diagrams.markdown import render_markdown
 from agentfsm.diagrams.mermaid import render_mermaid
-from agentfsm.diagrams.model import DEFAULT_OPTIONS, DiagramModel, DiagramOptions, diagram_model
 from agentfsm.diagrams.plantuml import render_plantuml
 from agentfsm.diagrams.svg import render_png, render_svg
-from agentfsm.diagrams.trajectory import Trajectory
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.diagrams.trajectory import Refusal
+from agentfsm.diagrams._trajectory import Refusal
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError
 from agentfsm.events._lines import is_blank, iter_lines
 from agentfsm.events.codec import parse_event

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import attrs
 
-from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
+from agentfsm.diagrams._trajectory import Refusal, Step, Trajectory, fold_trajectory
 from agentfsm.errors import (
     AgentFSMError,
     RunNotFoundError,

@@ -25,10 +25,10 @@ import xml.etree.ElementTree as ET
 import attrs
 from markupsafe import Markup
 
+from agentfsm.diagrams._model import DiagramModel, Edge, diagram_model
+from agentfsm.diagrams._trajectory import Overlay, Trajectory
 from agentfsm.diagrams.dot import render_dot
-from agentfsm.diagrams.model import DiagramModel, Edge, diagram_model
 from agentfsm.diagrams.svg import GRAPHVIZ_INSTALL, graphviz_available, render_svg
-from agentfsm.diagrams.trajectory import Overlay, Trajectory
 from agentfsm.errors import DiagramError
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.ui._pool import SizedCache

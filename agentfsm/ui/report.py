@@ -25,7 +25,7 @@ import attrs
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
-from agentfsm.diagrams.trajectory import Refusal, Step, Trajectory, fold_trajectory
+from agentfsm.diagrams._trajectory import Refusal, Step, Trajectory, fold_trajectory
 from agentfsm.errors import EventFormatError
 from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.codec import event_to_dict, parse_event

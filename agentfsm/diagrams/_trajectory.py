@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from agentfsm.diagrams.model import DiagramModel, EdgeLabel
+from agentfsm.diagrams._model import DiagramModel, EdgeLabel
 from agentfsm.errors import AgentFSMError, EventFormatError, LifecycleError, RunNotInLogError
 from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.codec import parse_event
