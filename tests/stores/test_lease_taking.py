@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from agentfsm.errors import RunHeldError
-from agentfsm.stores import SQLiteEventStore, ThreadedAsyncEventStore
-from agentfsm.stores._holder import Holder
+from agentfsm.stores import Holder, SQLiteEventStore, ThreadedAsyncEventStore
 from agentfsm.stores._lease import _Read, _Sleep, _Take, _Taken, _taking
 
 
