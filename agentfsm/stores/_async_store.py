@@ -1,4 +1,5 @@
-"""The event-store contract for asyncio code: `AsyncEventStore`.
+"""The event-store contract for asyncio code, `AsyncEventStore`, and the store template's
+async shell, `AsyncStoreShell`.
 
 Re-exported by `agentfsm.stores.base` beside `EventStore`, whose docstring states the
 contract both keep.
@@ -7,26 +8,38 @@ contract both keep.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
+from agentfsm.errors import IntegrityKeyError
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
+from agentfsm.stores._append import takes_fold
 from agentfsm.stores._checks import check_run_id, no_attachments, no_leases
+from agentfsm.stores._core import Steps, StoreCore
 from agentfsm.stores._holder import AsyncLeaseRows, Holder, live_holder
 from agentfsm.stores._lease import LEASE_TTL, AsyncLease, atake_lease, root_of
 from agentfsm.stores._rows import (
     COUNT_EXACT_UP_TO,
     Attachment,
+    Folded,
+    PreparedAppend,
     RunCount,
     RunInfo,
     RunOrder,
+    StoredEvent,
+    StoredSnapshot,
     VerifyReport,
+    bounded_count,
 )
+from agentfsm.stores.anchor import AnchoredHead
 
-__all__ = ["AsyncEventStore"]
+__all__ = ["AsyncEventStore", "AsyncStoreShell"]
+
+T = TypeVar("T")
 
 
 class AsyncEventStore(abc.ABC):
@@ -142,3 +155,187 @@ class AsyncEventStore(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class AsyncStoreShell(StoreCore, AsyncEventStore):
+    """The async shell of the store template (`_core.StoreCore`): every decision is the
+    core's, this class awaits the hooks it asks for. A natively async backend
+    (`AsyncPostgresEventStore`) subclasses it and implements them as coroutines, with the
+    signatures `EventStore` gives them; the anchor, a sync object, is called on a thread.
+    """
+
+    #: Rows read per query while a run's events are streamed.
+    _page = 1000
+
+    async def _run(self, steps: Steps[T]) -> T:
+        """Drive one of the core's operations to its end, awaiting each hook it asks for
+        (and throwing in what a hook raised, where it was asked for)."""
+        try:
+            io = next(steps)
+            while True:
+                try:
+                    got = await getattr(self, io[0])(*io[1:])
+                except Exception as exc:  # noqa: BLE001  (the core decides what a hook's error means)
+                    io = steps.throw(exc)
+                else:
+                    io = steps.send(got)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    @takes_fold
+    async def append(
+        self,
+        run_id: str,
+        events: Sequence[Event],
+        expected_version: int,
+        *,
+        folded: Folded | None = None,
+    ) -> RunRecord:
+        """Validate and append a batch atomically (see `EventStore.append`)."""
+        return await self._run(self._append_steps(run_id, events, expected_version, folded))
+
+    async def load(self, run_id: str) -> RunRecord:
+        """The run's current record (see `EventStore.load`)."""
+        return await self._run(self._load_steps(run_id))
+
+    async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
+        """The run's events after `after`, in order, a page of rows per read (under a key,
+        each row's link checked, as `EventStore.events` does)."""
+        reader = await self._run(self._events_steps(run_id, after))
+        start = reader.start
+        while True:
+            page = await self._first_rows(run_id, start, self._page)
+            for row in page:
+                event = reader.event(row)
+                if event is not None:
+                    yield event
+            if len(page) < self._page:
+                reader.end()
+                return
+            start = page[-1].sequence
+
+    async def run_info(self, run_id: str) -> RunInfo:
+        """The run's row of the runs table (see `EventStore.run_info`)."""
+        return await self._run(self._run_info_steps(run_id))
+
+    async def runs(
+        self,
+        status: str | Iterable[str] | None = None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        order: RunOrder = "run_id",
+    ) -> list[RunInfo]:
+        """Runs in `order`, paged by key (see `EventStore.runs`)."""
+        return await self._run(self._runs_steps(status, limit, after, order))
+
+    async def count_runs(
+        self, status: str | Iterable[str] | None = None, *, exact_up_to: int = COUNT_EXACT_UP_TO
+    ) -> RunCount:
+        """How many runs are in `status`, counted up to `exact_up_to` and estimated past it
+        (see `EventStore.count_runs`)."""
+        return await self._run(self._count_runs_steps(status, exact_up_to))
+
+    async def verify(self, run_id: str) -> VerifyReport:
+        """Check every stored row of the run (see `EventStore.verify`)."""
+        return await self._run(self._verify_steps(run_id))
+
+    async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
+        """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
+        await self._run(self._put_attachment_steps(run_id, name, data, version))
+
+    async def attachment(self, run_id: str, name: str) -> Attachment | None:
+        """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
+        found: Attachment | None = await self._run(
+            self._attachment_steps("_read_attachment", run_id, name)
+        )
+        return found
+
+    async def delete_attachment(self, run_id: str, name: str) -> bool:
+        """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
+        deleted: bool = await self._run(self._attachment_steps("_delete_attachment", run_id, name))
+        return deleted
+
+    async def _open_key_check(self) -> None:
+        """`EventStore._open_key_check`, awaited."""
+        await self._run(self._open_key_steps())
+
+    async def _key_refusal(self) -> IntegrityKeyError | None:
+        """`EventStore._key_refusal`, awaited."""
+        return await self._run(self._key_refusal_steps())
+
+    # -- the shell's own hooks (the anchor is a sync object: called on a thread) -------------
+
+    async def _put_new_meta(self, key: str, value: str) -> bool:
+        done: bool = await self._put_meta(key, value, expected=None)
+        return done
+
+    async def _anchor_read(self, run_id: str) -> AnchoredHead | None:
+        anchor = self.options.anchor
+        return None if anchor is None else await asyncio.to_thread(anchor.get, run_id)
+
+    async def _anchor_write(self, heads: list[AnchoredHead]) -> None:
+        anchor = self.options.anchor
+        assert anchor is not None
+        await asyncio.to_thread(anchor.put, heads)
+
+    # -- required of a backend, as in `EventStore` (`_first_rows` too: one bounded read) ---
+
+    @abc.abstractmethod
+    async def _read_run(self, run_id: str) -> RunInfo | None:
+        """As `EventStore._read_run`."""
+
+    @abc.abstractmethod
+    async def _read_rows(self, run_id: str, after: int) -> list[StoredEvent]:
+        """As `EventStore._read_rows`, every row read."""
+
+    @abc.abstractmethod
+    async def _first_rows(self, run_id: str, after: int, n: int) -> list[StoredEvent]:
+        """At most the first `n` rows `_read_rows` would return (one bounded read)."""
+
+    @abc.abstractmethod
+    async def _read_snapshot(self, run_id: str) -> StoredSnapshot | None:
+        """As `EventStore._read_snapshot`."""
+
+    @abc.abstractmethod
+    async def _write(self, prepared: PreparedAppend) -> None:
+        """As `EventStore._write`."""
+
+    @abc.abstractmethod
+    async def _list_runs(
+        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
+    ) -> list[RunInfo]:
+        """As `EventStore._list_runs`."""
+
+    # -- optional for a backend, as in `EventStore` ----------------------------------------
+
+    async def _list_runs_in(
+        self,
+        order: RunOrder,
+        statuses: tuple[str, ...] | None,
+        limit: int | None,
+        after: str | None,
+    ) -> list[RunInfo]:
+        raise NotImplementedError(
+            f"{type(self).__name__} lists runs by run id only: its backend does not "
+            "implement `_list_runs_in`"
+        )
+
+    async def _count_runs(self, statuses: tuple[str, ...] | None, up_to: int) -> RunCount:
+        return bounded_count(len(await self._list_runs(statuses, up_to + 1, None)), up_to)
+
+    async def _write_attachment(self, attachment: Attachment) -> None:
+        raise no_attachments(self)
+
+    async def _read_attachment(self, run_id: str, name: str) -> Attachment | None:
+        raise no_attachments(self)
+
+    async def _delete_attachment(self, run_id: str, name: str) -> bool:
+        raise no_attachments(self)
+
+    async def _read_meta(self, key: str) -> str | None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no meta")
+
+    async def _put_meta(self, key: str, value: str, *, expected: str | None) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} keeps no meta")

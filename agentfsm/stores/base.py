@@ -53,56 +53,27 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 import attrs
 
-from agentfsm.errors import (
-    ConcurrencyConflictError,
-    CorruptLogError,
-    IntegrityKeyError,
-    LifecycleError,
-    RunNotFoundError,
-    StoreInconsistentError,
-)
+from agentfsm.errors import IntegrityKeyError
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
-from agentfsm.stores._append import HeadCache, prepare_append, takes_fold
+from agentfsm.stores._append import takes_fold
 from agentfsm.stores._async_store import AsyncEventStore
-from agentfsm.stores._checks import (
-    check_append_args,
-    check_attachment,
-    check_attachment_name,
-    check_attachment_version,
-    check_order,
-    check_run_id,
-    conflict,
-    inconsistency,
-    no_attachments,
-    no_leases,
-    statuses,
-    unplaced_cursor,
-)
+from agentfsm.stores._checks import check_run_id, no_attachments, no_leases
+from agentfsm.stores._core import LogReader, Steps, StoreCore
 from agentfsm.stores._holder import Holder, LeaseRows, live_holder
 from agentfsm.stores._integrity import Integrity, key_from_env
-from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
 from agentfsm.stores._lease import LEASE_TTL, Lease, root_of
 from agentfsm.stores._lease import take_lease as _take_lease
-from agentfsm.stores._load import (
-    check_link,
-    close_iterator,
-    fold_rows,
-    parse_row,
-    trusted_snapshot,
-    types_after,
-)
+from agentfsm.stores._load import close_iterator
 from agentfsm.stores._rows import (
     COUNT_EXACT_UP_TO,
-    GENESIS_HASH,
     Attachment,
     Folded,
-    Head,
     PreparedAppend,
     RunCount,
     RunInfo,
@@ -112,17 +83,7 @@ from agentfsm.stores._rows import (
     VerifyReport,
     bounded_count,
 )
-from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
-from agentfsm.stores.anchor import (
-    Anchor,
-    AnchoredHead,
-    anchor_error,
-    anchor_from_env,
-    anchor_not_read,
-    anchor_not_told,
-    anchor_problem,
-    to_anchor,
-)
+from agentfsm.stores.anchor import Anchor, AnchoredHead, anchor_from_env, to_anchor
 
 __all__ = [
     "COUNT_EXACT_UP_TO",
@@ -131,6 +92,8 @@ __all__ = [
     "EventStore",
     "StoreOptions",
 ]
+
+T = TypeVar("T")
 
 #: Snapshot after this many events unless told otherwise. A snapshot is the whole record,
 #: and the record's action ledger grows with the run, so writing one costs O(run) at append
@@ -187,27 +150,37 @@ class StoreOptions:
         return Integrity(self.integrity_key)
 
 
-class EventStore(abc.ABC):
+class EventStore(StoreCore, abc.ABC):
     """A durable, append-only store of run event logs (sync API).
 
     A handle is meant for one thread at a time; open one per thread or process (they may
     share the same storage), or use `ThreadedAsyncEventStore` from asyncio code.
+
+    The sync shell of the store template (`_core.StoreCore`): every decision is the core's,
+    this class performs the hooks it asks for with direct calls.
 
     Args:
         options: reducer, snapshot interval and cache size (`StoreOptions()` if not given).
     """
 
     def __init__(self, options: StoreOptions | None = None) -> None:
-        self.options = options if options is not None else StoreOptions()
-        self._cache = HeadCache(self.options.cache_size)
-        # Set when the store is being re-keyed: the handle opened (so `rekey` can work
-        # through it), but every public call is refused with this.
-        self._refused: IntegrityKeyError | None = None
+        super().__init__(options if options is not None else StoreOptions())
 
-    @property
-    def reducer(self) -> Reducer:
-        """The reducer that validates appends and folds loads."""
-        return self.options.reducer
+    def _run(self, steps: Steps[T]) -> T:
+        """Drive one of the core's operations to its end, performing each hook it asks for
+        (and throwing in what a hook raised, where it was asked for)."""
+        try:
+            io = next(steps)
+            while True:
+                try:
+                    got = getattr(self, io[0])(*io[1:])
+                except Exception as exc:  # noqa: BLE001  (the core decides what a hook's error means)
+                    io = steps.throw(exc)
+                else:
+                    io = steps.send(got)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
     # -- the public API ------------------------------------------------------------------
 
@@ -239,40 +212,7 @@ class EventStore(abc.ABC):
                 re-keyed (nothing was written).
             AnchorError: the batch is stored, but the anchor did not take its head.
         """
-        self._usable()
-        check_run_id(run_id)
-        batch = tuple(events)
-        check_append_args(batch, expected_version)
-        head = self._head_at(run_id, expected_version)
-        options = self.options
-        try:
-            prepared = prepare_append(
-                self.reducer, head, batch, options.snapshot_every, options.integrity, folded
-            )
-        except LifecycleError:
-            # Judged against a view the store has moved past, a refusal says nothing about
-            # the run as it is: report the conflict, which is what the caller must act on.
-            info = self._read_run(run_id)
-            actual = info.version if info is not None else 0
-            if actual != expected_version:
-                self._cache.drop(run_id)
-                raise conflict(run_id, expected_version, actual) from None
-            raise
-        try:
-            self._write(prepared)
-        except ConcurrencyConflictError:
-            self._cache.drop(run_id)
-            # A lost race, unless the runs row and the log disagree: then every retry
-            # would lose again, and the caller must hear that the store is inconsistent.
-            inconsistent = self._inconsistency(run_id)
-            if inconsistent is not None:
-                raise inconsistent from None
-            raise
-        head = Head(prepared.record, prepared.rows[-1].hash)
-        self._cache.put(run_id, head)
-        if self.options.anchor is not None:
-            self._anchor_put(run_id, head)
-        return prepared.record
+        return self._run(self._append_steps(run_id, events, expected_version, folded))
 
     def load(self, run_id: str) -> RunRecord:
         """The run's current record: the latest trusted snapshot plus the tail, folded.
@@ -284,13 +224,7 @@ class EventStore(abc.ABC):
             TableMismatchError: the run is under another table than the store's reducer's.
             TruncatedLogError: the log is shorter than the store's anchor records.
         """
-        self._usable()
-        check_run_id(run_id)
-        record = self._load_head(run_id).record
-        # Judged here, not while folding: an append folds a run under an older version up to
-        # the `run.migrated` that brings it to this store's table.
-        self.reducer.check_run_table(record)
-        return record
+        return self._run(self._load_steps(run_id))
 
     def events(self, run_id: str, *, after: int = 0) -> Iterator[Event]:
         """The run's events with a sequence above `after`, in order, read lazily.
@@ -300,11 +234,7 @@ class EventStore(abc.ABC):
             CorruptLogError: while iterating, at the first row that does not read back (or,
                 under a key, whose link does not match).
         """
-        self._usable()
-        check_run_id(run_id)
-        if self._read_run(run_id) is None:
-            raise RunNotFoundError(run_id)
-        return self._iter_events(run_id, after)
+        return self._iter_events(self._run(self._events_steps(run_id, after)))
 
     def run_info(self, run_id: str) -> RunInfo:
         """The run's row of the runs table (status, version) without folding its log.
@@ -312,12 +242,7 @@ class EventStore(abc.ABC):
         Raises:
             RunNotFoundError: the store has no such run.
         """
-        self._usable()
-        check_run_id(run_id)
-        info = self._read_run(run_id)
-        if info is None:
-            raise RunNotFoundError(run_id)
-        return info
+        return self._run(self._run_info_steps(run_id))
 
     def runs(
         self,
@@ -349,16 +274,7 @@ class EventStore(abc.ABC):
                 id) an `after` that names no run.
             NotImplementedError: the backend lists runs by run id only.
         """
-        self._usable()
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must not be negative, got {limit}")
-        check_order(order)
-        if order == "run_id":
-            return self._list_runs(statuses(status), limit, after)
-        found = self._list_runs_in(order, statuses(status), limit, after)
-        if not found and after is not None and limit != 0 and self._read_run(after) is None:
-            raise unplaced_cursor(after, order)
-        return found
+        return self._run(self._runs_steps(status, limit, after, order))
 
     def count_runs(
         self, status: str | Iterable[str] | None = None, *, exact_up_to: int = COUNT_EXACT_UP_TO
@@ -366,10 +282,7 @@ class EventStore(abc.ABC):
         """How many runs are in `status` (one or several; None: every run), counted up to
         `exact_up_to` and estimated past it, so the answer costs the same however many runs
         the store holds (see `RunCount`)."""
-        self._usable()
-        if exact_up_to < 0:
-            raise ValueError(f"exact_up_to must not be negative, got {exact_up_to}")
-        return self._count_runs(statuses(status), exact_up_to)
+        return self._run(self._count_runs_steps(status, exact_up_to))
 
     def verify(self, run_id: str) -> VerifyReport:
         """Re-read every stored row of the run and check it; the report names the first
@@ -380,53 +293,7 @@ class EventStore(abc.ABC):
         Raises:
             RunNotFoundError: the store has no such run.
         """
-        self._usable()
-        report = self._verify_with(run_id, self.options.integrity)
-        if report.ok and self.options.anchor is not None:
-            report = self._verify_anchor(report)
-        return report
-
-    def _verify_with(self, run_id: str, integrity: Integrity) -> VerifyReport:
-        """`verify` under `integrity` (the handle's own, or the one `rekey` moves from)."""
-        check_run_id(run_id)
-        for _ in range(VERIFY_TRIES):
-            info = self._info(run_id)
-            rows = self._read_rows(run_id, 0)
-            try:
-                report = verify_rows(
-                    self.reducer,
-                    run_id,
-                    rows,
-                    info,
-                    snapshot=self._read_snapshot(run_id),
-                    integrity=integrity,
-                )
-            finally:
-                close_iterator(rows)
-            # An append that landed while the rows were read makes the runs row and the
-            # log look apart; only a disagreement that stays put is reported.
-            if report.ok or self._info(run_id) == info:
-                return report
-        return report
-
-    def _info(self, run_id: str) -> RunInfo:
-        info = self._read_run(run_id)
-        if info is None:
-            raise RunNotFoundError(run_id)
-        return info
-
-    def _verify_anchor(self, report: VerifyReport) -> VerifyReport:
-        """The report of an intact log, compared with the head its anchor keeps."""
-        anchored = self._anchor_get(report.run_id)
-        if anchored is None:
-            return report
-        found = self._anchored_problem(anchored, report.checked, report.head_hash)
-        if found is None:
-            return report
-        sequence, problem = found
-        return VerifyReport(
-            report.run_id, False, report.checked, report.head_hash, sequence, problem
-        )
+        return self._run(self._verify_steps(run_id))
 
     # -- attachments -------------------------------------------------------------------
 
@@ -449,12 +316,7 @@ class EventStore(abc.ABC):
             TypeError: `name` is not a str, `data` not bytes or `version` not an int.
             NotImplementedError: this backend keeps no attachments.
         """
-        self._usable()
-        check_attachment(run_id, name, data, version)
-        # Checked, then written, in two steps: a run is never deleted and its version only
-        # grows, so what the check saw still holds when the write lands.
-        check_attachment_version(self.run_info(run_id), name, version)
-        self._write_attachment(Attachment(run_id, name, data, version))
+        self._run(self._put_attachment_steps(run_id, name, data, version))
 
     def attachment(self, run_id: str, name: str) -> Attachment | None:
         """The attachment kept under `(run_id, name)`, or None (also for an unknown run).
@@ -464,9 +326,10 @@ class EventStore(abc.ABC):
             TypeError: `name` is not a str.
             NotImplementedError: this backend keeps no attachments.
         """
-        self._usable()
-        check_attachment_name(run_id, name)
-        return self._read_attachment(run_id, name)
+        found: Attachment | None = self._run(
+            self._attachment_steps("_read_attachment", run_id, name)
+        )
+        return found
 
     def delete_attachment(self, run_id: str, name: str) -> bool:
         """Drop the attachment under `(run_id, name)`; True if there was one.
@@ -476,9 +339,8 @@ class EventStore(abc.ABC):
             TypeError: `name` is not a str.
             NotImplementedError: this backend keeps no attachments.
         """
-        self._usable()
-        check_attachment_name(run_id, name)
-        return self._delete_attachment(run_id, name)
+        deleted: bool = self._run(self._attachment_steps("_delete_attachment", run_id, name))
+        return deleted
 
     # -- leases: one driver per run ----------------------------------------------------
 
@@ -524,10 +386,10 @@ class EventStore(abc.ABC):
         rows = self._lease_rows()
         return None if rows is None else live_holder(rows.read(root_of(run_id)))
 
-    def migrate(self) -> None:  # noqa: B027  (optional: a no-op unless a backend needs it)
+    def migrate(self) -> None:
         """Create or upgrade the store's schema; safe to call any number of times."""
 
-    def close(self) -> None:  # noqa: B027  (optional: a no-op unless a backend holds resources)
+    def close(self) -> None:
         """Release the handle's connection; the data stays."""
 
     def __enter__(self) -> Self:
@@ -641,7 +503,29 @@ class EventStore(abc.ABC):
         with the store; a heartbeat renews through it from its own thread), or None."""
         return None
 
-    # -- shared machinery ----------------------------------------------------------------
+    # -- the shell's own hooks ---------------------------------------------------------------
+
+    def _first_rows(self, run_id: str, after: int, n: int) -> list[StoredEvent]:
+        """At most the first `n` log rows above `after` (the backend's rows, closed after)."""
+        rows = self._read_rows(run_id, after)
+        try:
+            return [row for _, row in zip(range(n), rows, strict=False)]
+        finally:
+            close_iterator(rows)
+
+    def _put_new_meta(self, key: str, value: str) -> bool:
+        return self._put_meta(key, value, expected=None)
+
+    def _anchor_read(self, run_id: str) -> AnchoredHead | None:
+        anchor = self.options.anchor
+        return None if anchor is None else anchor.get(run_id)
+
+    def _anchor_write(self, heads: list[AnchoredHead]) -> None:
+        anchor = self.options.anchor
+        assert anchor is not None
+        anchor.put(heads)
+
+    # -- for a backend -------------------------------------------------------------------
 
     def _open_key_check(self) -> None:
         """Check the handle's key against the store's key record as the store opens, and
@@ -652,193 +536,20 @@ class EventStore(abc.ABC):
             IntegrityKeyError: the store is under another key (a store being re-keyed
                 opens, but refuses every call: `rekey` itself works through such a handle).
         """
-        integrity = self.options.integrity
-        try:
-            found = self._read_meta(META_KEY)
-        except NotImplementedError:
-            return  # a backend without meta records no key
-        if found is None:
-            found = self._adopt(integrity)
-        refused = key_refusal(found, integrity)
-        if refused is not None and not is_rekeying(found):
-            raise refused
-        self._refused = refused
-
-    def _adopt(self, integrity: Integrity) -> str | None:
-        """Record the handle's key in a store that records none, once its first run's first
-        link shows the store is under that key; the record then kept (another handle's,
-        should one have won the race)."""
-        first = self._list_runs(None, 1, None)
-        run_id = first[0].run_id if first else None
-        row = None
-        if run_id is not None:
-            rows = self._read_rows(run_id, 0)
-            try:
-                row = next(rows, None)
-            finally:
-                close_iterator(rows)
-            row = row if row is not None and row.sequence == 1 else None
-        refused = adoption_refusal(integrity, run_id, row)
-        if refused is not None:
-            raise refused
-        self._put_meta(META_KEY, integrity.record, expected=None)
-        return self._read_meta(META_KEY)
+        self._run(self._open_key_steps())
 
     def _key_refusal(self) -> IntegrityKeyError | None:
         """Why this handle's write was refused by the key record, if it was (a backend asks
         when its write matched nothing)."""
+        return self._run(self._key_refusal_steps())
+
+    def _iter_events(self, reader: LogReader) -> Iterator[Event]:
+        rows = self._read_rows(reader.run_id, reader.start)
         try:
-            found = self._read_meta(META_KEY)
-        except NotImplementedError:
-            return None
-        return key_refusal(found, self.options.integrity)
-
-    def _usable(self) -> None:
-        if self._refused is not None:
-            raise self._refused
-
-    def _anchor_put(self, run_id: str, head: Head) -> None:
-        anchor = self.options.anchor
-        assert anchor is not None
-        version = head.record.version
-        try:
-            anchor.put([AnchoredHead(run_id, version, head.hash, self.options.integrity.record)])
-        except Exception as exc:  # whatever a user's anchor raises, it did not take it
-            raise anchor_not_told(run_id, version, exc) from exc
-
-    def _anchor_get(self, run_id: str) -> AnchoredHead | None:
-        anchor = self.options.anchor
-        if anchor is None:
-            return None
-        try:
-            return anchor.get(run_id)
-        except Exception as exc:  # whatever a user's anchor raises, it could not be read
-            raise anchor_not_read(run_id, exc) from exc
-
-    def _hash_at(self, anchored: AnchoredHead, version: int, head_hash: str) -> str | None:
-        """The stored chain hash at the anchored sequence of a log ending at `version` with
-        `head_hash` (read from the log when it is longer; None when it is shorter)."""
-        if version == anchored.version:
-            return head_hash
-        if version < anchored.version:
-            return None
-        rows = self._read_rows(anchored.run_id, anchored.version - 1)
-        try:
-            row = next(rows, None)
-        finally:
-            close_iterator(rows)
-        return row.hash if row is not None and row.sequence == anchored.version else None
-
-    def _anchored_problem(
-        self, anchored: AnchoredHead, version: int, head_hash: str
-    ) -> tuple[int, str] | None:
-        at = self._hash_at(anchored, version, head_hash)
-        return anchor_problem(anchored, version, at, self.options.integrity.record)
-
-    def _check_anchor(self, run_id: str, head: Head | None) -> None:
-        """Refuse a run whose log is shorter than its anchor, or lost the anchored head.
-
-        Raises:
-            TruncatedLogError: the log is shorter (or the run is gone).
-            CorruptLogError: the anchored event is not in the log any more.
-        """
-        anchored = self._anchor_get(run_id)
-        if anchored is None:
-            return
-        version, head_hash = (head.record.version, head.hash) if head is not None else (0, "")
-        at = self._hash_at(anchored, version, head_hash)
-        refused = anchor_error(anchored, version, at, self.options.integrity.record)
-        if refused is not None:
-            raise refused
-
-    def _head_at(self, run_id: str, expected_version: int) -> Head:
-        cached = self._cache.at(run_id, expected_version)
-        if cached is not None:
-            return cached
-        if expected_version == 0:
-            # The write checks that no runs row exists; nothing to load. A run the anchor
-            # knows is one that was removed: starting it again could repeat its calls.
-            if self.options.anchor is not None:
-                self._check_anchor(run_id, None)
-            return Head(self.reducer.initial(run_id), GENESIS_HASH)
-        try:
-            head = self._load_head(run_id)
-        except RunNotFoundError:
-            raise conflict(run_id, expected_version, 0) from None
-        if head.record.version != expected_version:
-            raise conflict(run_id, expected_version, head.record.version)
-        return head
-
-    def _load_head(self, run_id: str) -> Head:
-        head = None
-        integrity = self.options.integrity
-        stored = self._read_snapshot(run_id)
-        if stored is not None:
-            rows = self._read_rows(run_id, stored.sequence - 1)
-            try:
-                head = trusted_snapshot(run_id, stored, next(rows, None), integrity)
-                if head is not None:
-                    head = fold_rows(self.reducer, run_id, head, rows, integrity)
-            finally:
-                close_iterator(rows)
-        if head is None:
-            rows = self._read_rows(run_id, 0)
-            try:
-                head = fold_rows(self.reducer, run_id, None, rows, integrity)
-            finally:
-                close_iterator(rows)
-        if head.record.version == 0:
-            if self.options.anchor is not None:
-                self._check_anchor(run_id, None)
-            raise RunNotFoundError(run_id)
-        if self.options.anchor is not None:
-            self._check_anchor(run_id, head)
-        self._cache.put(run_id, head)
-        return head
-
-    def _inconsistency(self, run_id: str) -> StoreInconsistentError | None:
-        """The runs row and the log, compared where they must meet (a few index reads)."""
-        before = self._read_run(run_id)
-        rows = self._read_rows(run_id, max(before.version - 1, 0) if before else 0)
-        try:
-            found = [row.sequence for _, row in zip(range(2), rows, strict=False)]
-        finally:
-            close_iterator(rows)
-        return inconsistency(run_id, before, found, self._read_run(run_id))
-
-    def _iter_events(self, run_id: str, after: int) -> Iterator[Event]:
-        expected = after + 1
-        integrity = self.options.integrity
-        keyed = integrity.keyed
-        # Under a key, each row's link is checked as a load checks it; the row at `after`
-        # is read for the hash the first one links to.
-        rows = self._read_rows(run_id, after - 1 if keyed and after else after)
-        previous = GENESIS_HASH
-        # Each stretch of a migrated log is read with its table's types (a tail, with the
-        # store's: the run is under the store's table by then).
-        reducer = self.options.reducer
-        types = reducer.table.event_types
-        try:
-            if keyed and after:
-                before = next(rows, None)
-                if before is None or before.sequence != after:
-                    raise CorruptLogError(
-                        f"the log has no event at sequence {after}", run_id=run_id, sequence=after
-                    )
-                previous = before.hash
             for row in rows:
-                if row.sequence != expected:
-                    raise CorruptLogError(
-                        f"the log has no event at sequence {expected}",
-                        run_id=run_id,
-                        sequence=expected,
-                    )
-                event = parse_row(run_id, row, types)
-                if keyed:
-                    check_link(integrity, run_id, previous, row)
-                    previous = row.hash
-                types = types_after(reducer, event, types)
-                yield event
-                expected += 1
+                event = reader.event(row)
+                if event is not None:
+                    yield event
+            reader.end()
         finally:
             close_iterator(rows)

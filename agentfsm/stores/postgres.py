@@ -35,7 +35,7 @@ otherwise the append is a short transaction of a few round trips.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from agentfsm._extras import missing_extra
@@ -49,33 +49,12 @@ except ImportError as exc:
     raise missing_extra("PostgresEventStore", "postgres", exc) from exc
 
 
-from agentfsm.errors import (
-    ConcurrencyConflictError,
-    CorruptLogError,
-    IntegrityKeyError,
-    LifecycleError,
-    RunNotFoundError,
-    StoreInconsistentError,
-)
-from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
-from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._append import HeadCache, prepare_append, takes_fold
+from agentfsm.stores._async_store import AsyncStoreShell
 from agentfsm.stores._checks import (
-    check_append_args,
-    check_attachment,
-    check_attachment_name,
-    check_attachment_version,
-    check_order,
-    check_run_id,
     conflict,
-    inconsistency,
-    statuses,
-    unplaced_cursor,
 )
 from agentfsm.stores._holder import AsyncLeaseRows, LeaseRows
-from agentfsm.stores._keys import META_KEY, adoption_refusal, is_rekeying, key_refusal
-from agentfsm.stores._load import check_link, fold_rows, parse_row, trusted_snapshot, types_after
 from agentfsm.stores._postgres_sql import (
     PAGE,
     Sql,
@@ -85,28 +64,16 @@ from agentfsm.stores._postgres_sql import (
     stored_event,
 )
 from agentfsm.stores._rows import (
-    GENESIS_HASH,
     Attachment,
-    Folded,
-    Head,
     PreparedAppend,
     RunCount,
     RunInfo,
     RunOrder,
     StoredEvent,
     StoredSnapshot,
-    VerifyReport,
     bounded_count,
 )
-from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
-from agentfsm.stores.anchor import (
-    AnchoredHead,
-    anchor_error,
-    anchor_not_read,
-    anchor_not_told,
-    anchor_problem,
-)
-from agentfsm.stores.base import COUNT_EXACT_UP_TO, AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.postgres_leases import AsyncPostgresLeases, PostgresLeases
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
@@ -346,11 +313,12 @@ class PostgresEventStore(EventStore):
         return self._query(self._sql.delete_attachment, (run_id, name)).rowcount == 1
 
 
-class AsyncPostgresEventStore(AsyncEventStore):
+class AsyncPostgresEventStore(AsyncStoreShell):
     """The PostgreSQL store over psycopg's `AsyncConnection`: natively async.
 
     Open it with `await AsyncPostgresEventStore.connect(conninfo)`. The same rows, the same
-    one-statement append and the same validation as `PostgresEventStore`.
+    one-statement append and the same validation as `PostgresEventStore`: both are shells of
+    the one store template (`_core.StoreCore`), this one awaiting its hooks.
 
     Args:
         conn: an autocommit `psycopg.AsyncConnection`; the store owns it from now on.
@@ -358,6 +326,8 @@ class AsyncPostgresEventStore(AsyncEventStore):
         table_prefix: prefix of the table names.
         after_append: awaited in each append's transaction (see the module docstring).
     """
+
+    _page = PAGE
 
     def __init__(
         self,
@@ -369,15 +339,13 @@ class AsyncPostgresEventStore(AsyncEventStore):
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the connection must be in autocommit mode (autocommit=True)")
-        self.options = options if options is not None else StoreOptions()
+        super().__init__(options if options is not None else StoreOptions())
         self.after_append = after_append
         self._conn = conn
         self._sql = Sql(table_prefix)
         self._prefix = table_prefix
-        self._cache = HeadCache(self.options.cache_size)
         self._leases: AsyncPostgresLeases | None = None
         self._leasing = asyncio.Lock()  # drives that start together connect once
-        self._refused: IntegrityKeyError | None = None
 
     @classmethod
     async def connect(
@@ -402,8 +370,8 @@ class AsyncPostgresEventStore(AsyncEventStore):
         try:
             if migrate:
                 await store.migrate()
-            else:
-                await store._open_key_check()
+            elif await store._has_meta():
+                await store._open_key_check()  # else migrate() records the key
         except BaseException:
             await store.close()  # the caller never gets the handle to close it
             raise
@@ -433,66 +401,9 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 await self._conn.execute(statement)
         await self._open_key_check()
 
-    async def _open_key_check(self) -> None:
-        """`EventStore._open_key_check`, awaited (nothing to check before the tables exist)."""
-        cur = await self._conn.execute("SELECT to_regclass(%s)", (self._sql.meta,))
-        exists = await cur.fetchone()
-        if exists is None or exists[0] is None:
-            return
-        integrity = self.options.integrity
-        found = await self._read_meta(META_KEY)
-        if found is None:
-            first = await self._fetch(*self._sql.runs_query(None, 1, None))
-            run_id = first[0][0] if first else None
-            rows = await self._fetch(self._sql.read_rows, (run_id, 0, 1)) if run_id else []
-            row = stored_event(rows[0]) if rows and rows[0][0] == 1 else None
-            refused = adoption_refusal(integrity, run_id, row)
-            if refused is not None:
-                raise refused
-            async with self._conn.transaction():
-                await self._conn.execute(self._sql.insert_meta, (META_KEY, integrity.record))
-            found = await self._read_meta(META_KEY)
-        refused = key_refusal(found, integrity)
-        if refused is not None and not is_rekeying(found):
-            raise refused
-        self._refused = refused
-
-    async def _read_meta(self, key: str) -> str | None:
-        found = await self._fetch(self._sql.read_meta, (key,))
-        return str(found[0][0]) if found else None
-
-    def _usable(self) -> None:
-        if self._refused is not None:
-            raise self._refused
-
-    async def _anchor_get(self, run_id: str) -> AnchoredHead | None:
-        anchor = self.options.anchor
-        if anchor is None:
-            return None
-        try:
-            return await asyncio.to_thread(anchor.get, run_id)
-        except Exception as exc:  # whatever a user's anchor raises, it could not be read
-            raise anchor_not_read(run_id, exc) from exc
-
-    async def _hash_at(self, anchored: AnchoredHead, version: int, head_hash: str) -> str | None:
-        """As `EventStore._hash_at`."""
-        if version == anchored.version:
-            return head_hash
-        if version < anchored.version:
-            return None
-        found = await self._fetch(self._sql.read_rows, (anchored.run_id, anchored.version - 1, 1))
-        return found[0][3] if found and found[0][0] == anchored.version else None
-
-    async def _check_anchor(self, run_id: str, head: Head | None) -> None:
-        """As `EventStore._check_anchor`."""
-        anchored = await self._anchor_get(run_id)
-        if anchored is None:
-            return
-        version, head_hash = (head.record.version, head.hash) if head is not None else (0, "")
-        at = await self._hash_at(anchored, version, head_hash)
-        refused = anchor_error(anchored, version, at, self.options.integrity.record)
-        if refused is not None:
-            raise refused
+    async def _has_meta(self) -> bool:
+        found = await self._fetch("SELECT to_regclass(%s)", (self._sql.meta,))
+        return bool(found) and found[0][0] is not None
 
     async def close(self) -> None:
         """Close the connection (and the leases' own)."""
@@ -522,7 +433,7 @@ class AsyncPostgresEventStore(AsyncEventStore):
             raise missing_tables(exc) from None
         return await cur.fetchall()
 
-    async def _execute(self, sql: str, args: Sequence[Any]) -> int:
+    async def _execute(self, sql: str, args: Sequence[Any] | dict[str, Any]) -> int:
         """Run a statement that returns no rows; how many rows it touched."""
         try:
             cur = await self._conn.execute(sql, args)
@@ -530,7 +441,13 @@ class AsyncPostgresEventStore(AsyncEventStore):
             raise missing_tables(exc) from None
         return cur.rowcount
 
-    async def _rows_after(self, run_id: str, after: int) -> list[StoredEvent]:
+    # -- the template's hooks, awaited (see `EventStore`) -------------------------------------
+
+    async def _read_run(self, run_id: str) -> RunInfo | None:
+        found = await self._fetch(self._sql.read_run, (run_id,))
+        return RunInfo(run_id, *found[0]) if found else None
+
+    async def _read_rows(self, run_id: str, after: int) -> list[StoredEvent]:
         rows: list[StoredEvent] = []
         while True:
             page = await self._fetch(self._sql.read_rows, (run_id, after, PAGE))
@@ -539,264 +456,84 @@ class AsyncPostgresEventStore(AsyncEventStore):
                 return rows
             after = page[-1][0]
 
-    async def _read_run(self, run_id: str) -> RunInfo | None:
-        found = await self._fetch(self._sql.read_run, (run_id,))
-        return RunInfo(run_id, *found[0]) if found else None
+    async def _first_rows(self, run_id: str, after: int, n: int) -> list[StoredEvent]:
+        return [stored_event(r) for r in await self._fetch(self._sql.read_rows, (run_id, after, n))]
 
-    async def _load_head(self, run_id: str) -> Head:
-        head = None
-        integrity = self.options.integrity
+    async def _read_snapshot(self, run_id: str) -> StoredSnapshot | None:
         found = await self._fetch(self._sql.read_snapshot, (run_id,))
-        if found:
-            stored = StoredSnapshot(*found[0])
-            rows = await self._rows_after(run_id, stored.sequence - 1)
-            head = trusted_snapshot(run_id, stored, rows[0] if rows else None, integrity)
-            if head is not None:
-                head = fold_rows(self.options.reducer, run_id, head, rows[1:], integrity)
-        if head is None:
-            rows = await self._rows_after(run_id, 0)
-            head = fold_rows(self.options.reducer, run_id, None, rows, integrity)
-        if head.record.version == 0:
-            await self._check_anchor(run_id, None)
-            raise RunNotFoundError(run_id)
-        await self._check_anchor(run_id, head)
-        self._cache.put(run_id, head)
-        return head
+        return StoredSnapshot(*found[0]) if found else None
 
-    async def _head_at(self, run_id: str, expected_version: int) -> Head:
-        cached = self._cache.at(run_id, expected_version)
-        if cached is not None:
-            return cached
-        if expected_version == 0:
-            await self._check_anchor(run_id, None)  # as `EventStore._head_at`
-            return Head(self.options.reducer.initial(run_id), GENESIS_HASH)
-        try:
-            head = await self._load_head(run_id)
-        except RunNotFoundError:
-            raise conflict(run_id, expected_version, 0) from None
-        if head.record.version != expected_version:
-            raise conflict(run_id, expected_version, head.record.version)
-        return head
-
-    @takes_fold
-    async def append(
-        self,
-        run_id: str,
-        events: Sequence[Event],
-        expected_version: int,
-        *,
-        folded: Folded | None = None,
-    ) -> RunRecord:
-        """Validate and append a batch atomically (see `EventStore.append`)."""
-        self._usable()
-        check_run_id(run_id)
-        batch = tuple(events)
-        check_append_args(batch, expected_version)
-        head = await self._head_at(run_id, expected_version)
-        options = self.options
-        try:
-            prepared = prepare_append(
-                options.reducer, head, batch, options.snapshot_every, options.integrity, folded
-            )
-        except LifecycleError:
-            # As in `EventStore.append`: a refusal judged against a stale view is a conflict.
-            info = await self._read_run(run_id)
-            actual = info.version if info is not None else 0
-            if actual != expected_version:
-                self._cache.drop(run_id)
-                raise conflict(run_id, expected_version, actual) from None
-            raise
-        sql, params = self._sql.write(prepared, options.integrity.record)
+    async def _write(self, prepared: PreparedAppend) -> None:
+        sql, params = self._sql.write(prepared, self.options.integrity.record)
         hook = self.after_append
         types = _hook_for(hook, prepared)
         try:
-            try:
-                if types is None:
+            if types is None:
+                written = (await self._conn.execute(sql, params)).rowcount
+            else:
+                assert hook is not None
+                async with self._conn.transaction():
                     written = (await self._conn.execute(sql, params)).rowcount
-                else:
-                    assert hook is not None
-                    async with self._conn.transaction():
-                        written = (await self._conn.execute(sql, params)).rowcount
-                        if written == len(batch):
-                            await hook(self._conn, prepared.record, types)
-            except pg_errors.UniqueViolation:
-                written = 0
-            except pg_errors.UndefinedTable as exc:
-                raise missing_tables(exc) from None
-            if written != len(batch):
-                refused = key_refusal(await self._read_meta(META_KEY), options.integrity)
-                if refused is not None:
-                    raise refused
-                found = await self._fetch(self._sql.stored_version, (run_id, run_id))
-                actual = int(found[0][0]) if found and found[0][0] is not None else 0
-                raise conflict(run_id, expected_version, actual)
-        except ConcurrencyConflictError:
-            self._cache.drop(run_id)
-            inconsistent = await self._inconsistency(run_id)
-            if inconsistent is not None:
-                raise inconsistent from None
-            raise
-        new_head = Head(prepared.record, prepared.rows[-1].hash)
-        self._cache.put(run_id, new_head)
-        anchor = options.anchor
-        if anchor is not None:
-            put = AnchoredHead(run_id, new_head.record.version, new_head.hash, params["key"])
-            try:
-                await asyncio.to_thread(anchor.put, [put])
-            except Exception as exc:  # as `EventStore._anchor_put`
-                raise anchor_not_told(run_id, put.version, exc) from exc
-        return prepared.record
+                    if written == len(prepared.rows):
+                        await hook(self._conn, prepared.record, types)
+        except pg_errors.UniqueViolation:
+            written = 0
+        except pg_errors.UndefinedTable as exc:
+            raise missing_tables(exc) from None
+        if written != len(prepared.rows):
+            refused = await self._key_refusal()
+            if refused is not None:
+                raise refused
+            run_id = prepared.run_id
+            found = await self._fetch(self._sql.stored_version, (run_id, run_id))
+            actual = int(found[0][0]) if found and found[0][0] is not None else 0
+            raise conflict(run_id, prepared.expected_version, actual)
 
-    async def _inconsistency(self, run_id: str) -> StoreInconsistentError | None:
-        before = await self._read_run(run_id)
-        after = max(before.version - 1, 0) if before else 0
-        found = await self._fetch(self._sql.read_rows, (run_id, after, 2))
-        return inconsistency(run_id, before, [r[0] for r in found], await self._read_run(run_id))
-
-    @property
-    def reducer(self) -> Reducer:
-        """The reducer that validates appends and folds loads."""
-        return self.options.reducer
-
-    async def load(self, run_id: str) -> RunRecord:
-        """The run's current record (see `EventStore.load`)."""
-        self._usable()
-        check_run_id(run_id)
-        record = (await self._load_head(run_id)).record
-        self.options.reducer.check_run_table(record)  # as `EventStore.load` does
-        return record
-
-    async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[Event]:
-        """The run's events after `after`, in order, a page of rows per query (under a key,
-        each row's link checked, as `EventStore.events` does)."""
-        self._usable()
-        check_run_id(run_id)
-        if await self._read_run(run_id) is None:
-            raise RunNotFoundError(run_id)
-        expected = after + 1
-        reducer = self.options.reducer
-        integrity = self.options.integrity
-        previous = GENESIS_HASH
-        if integrity.keyed and after:
-            before = await self._fetch(self._sql.read_rows, (run_id, after - 1, 1))
-            if not before or before[0][0] != after:
-                raise CorruptLogError(
-                    f"the log has no event at sequence {after}", run_id=run_id, sequence=after
-                )
-            previous = before[0][3]
-        types = reducer.table.event_types  # per stretch, as `EventStore.events` reads
-        while True:
-            page = await self._fetch(self._sql.read_rows, (run_id, after, PAGE))
-            for r in page:
-                row = stored_event(r)
-                if row.sequence != expected:
-                    raise CorruptLogError(
-                        f"the log has no event at sequence {expected}",
-                        run_id=run_id,
-                        sequence=expected,
-                    )
-                event = parse_row(run_id, row, types)
-                if integrity.keyed:
-                    check_link(integrity, run_id, previous, row)
-                    previous = row.hash
-                types = types_after(reducer, event, types)
-                yield event
-                expected += 1
-            if len(page) < PAGE:
-                return
-            after = page[-1][0]
-
-    async def run_info(self, run_id: str) -> RunInfo:
-        """The run's row of the runs table (see `EventStore.run_info`)."""
-        self._usable()
-        check_run_id(run_id)
-        info = await self._read_run(run_id)
-        if info is None:
-            raise RunNotFoundError(run_id)
-        return info
-
-    async def runs(
-        self,
-        status: str | Iterable[str] | None = None,
-        *,
-        limit: int | None = None,
-        after: str | None = None,
-        order: RunOrder = "run_id",
+    async def _list_runs(
+        self, statuses: tuple[str, ...] | None, limit: int | None, after: str | None
     ) -> list[RunInfo]:
-        """Runs in `order`, paged by key (see `EventStore.runs`)."""
-        self._usable()
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must not be negative, got {limit}")
-        check_order(order)
-        if order == "run_id":
-            sql, args = self._sql.runs_query(statuses(status), limit, after)
-            return [RunInfo(*r) for r in await self._fetch(sql, args)]
-        query, named = self._sql.ordered_query(order, statuses(status), limit, after)
-        found = [RunInfo(*r) for r in await self._fetch(query, named)]
-        if not found and after is not None and limit != 0 and await self._read_run(after) is None:
-            raise unplaced_cursor(after, order)
-        return found
+        sql, args = self._sql.runs_query(statuses, limit, after)
+        return [RunInfo(*r) for r in await self._fetch(sql, args)]
 
-    async def count_runs(
-        self, status: str | Iterable[str] | None = None, *, exact_up_to: int = COUNT_EXACT_UP_TO
-    ) -> RunCount:
-        """How many runs are in `status`, counted up to `exact_up_to` and estimated past it
-        (see `EventStore.count_runs`)."""
-        self._usable()
-        if exact_up_to < 0:
-            raise ValueError(f"exact_up_to must not be negative, got {exact_up_to}")
-        count, args, estimate, estimate_args = self._sql.count_query(statuses(status), exact_up_to)
+    async def _list_runs_in(
+        self,
+        order: RunOrder,
+        statuses: tuple[str, ...] | None,
+        limit: int | None,
+        after: str | None,
+    ) -> list[RunInfo]:
+        sql, args = self._sql.ordered_query(order, statuses, limit, after)
+        return [RunInfo(*r) for r in await self._fetch(sql, args)]
+
+    async def _count_runs(self, statuses: tuple[str, ...] | None, up_to: int) -> RunCount:
+        count, args, estimate, estimate_args = self._sql.count_query(statuses, up_to)
         counted = int((await self._fetch(count, args))[0][0])
-        if counted <= exact_up_to:
-            return bounded_count(counted, exact_up_to)
+        if counted <= up_to:
+            return bounded_count(counted, up_to)
         plan = await self._fetch(estimate, estimate_args)
-        return bounded_count(counted, exact_up_to, planned_rows(plan[0][0] if plan else None))
+        return bounded_count(counted, up_to, planned_rows(plan[0][0] if plan else None))
 
-    async def verify(self, run_id: str) -> VerifyReport:
-        """Check every stored row of the run (see `EventStore.verify`)."""
-        report = await self._verify_rows(run_id)
-        anchored = await self._anchor_get(run_id) if report.ok else None
-        if anchored is None:
-            return report
-        at = await self._hash_at(anchored, report.checked, report.head_hash)
-        found = anchor_problem(anchored, report.checked, at, self.options.integrity.record)
-        if found is None:
-            return report
-        return VerifyReport(run_id, False, report.checked, report.head_hash, *found)
+    async def _read_meta(self, key: str) -> str | None:
+        found = await self._fetch(self._sql.read_meta, (key,))
+        return str(found[0][0]) if found else None
 
-    async def _verify_rows(self, run_id: str) -> VerifyReport:
-        for _ in range(VERIFY_TRIES):
-            info = await self.run_info(run_id)
-            rows = await self._rows_after(run_id, 0)
-            found = await self._fetch(self._sql.read_snapshot, (run_id,))
-            report = verify_rows(
-                self.options.reducer,
-                run_id,
-                rows,
-                info,
-                snapshot=StoredSnapshot(*found[0]) if found else None,
-                integrity=self.options.integrity,
-            )
-            if report.ok or await self.run_info(run_id) == info:
-                return report
-        return report
+    async def _put_meta(self, key: str, value: str, *, expected: str | None) -> bool:
+        async with self._conn.transaction():
+            if expected is None:
+                done = await self._execute(self._sql.insert_meta, (key, value)) == 1
+            else:
+                done = await self._execute(self._sql.swap_meta, (value, key, expected)) == 1
+            if done:
+                await self._conn.execute(self._sql.drain_writes)
+        return done
 
-    async def put_attachment(self, run_id: str, name: str, data: bytes, *, version: int) -> None:
-        """Keep `data` under `(run_id, name)` (see `EventStore.put_attachment`)."""
-        self._usable()
-        check_attachment(run_id, name, data, version)
-        check_attachment_version(await self.run_info(run_id), name, version)
-        await self._execute(self._sql.put_attachment, (run_id, name, version, data))
+    async def _write_attachment(self, attachment: Attachment) -> None:
+        a = attachment
+        await self._execute(self._sql.put_attachment, (a.run_id, a.name, a.version, a.data))
 
-    async def attachment(self, run_id: str, name: str) -> Attachment | None:
-        """The attachment under `(run_id, name)`, or None (see `EventStore.attachment`)."""
-        self._usable()
-        check_attachment_name(run_id, name)
+    async def _read_attachment(self, run_id: str, name: str) -> Attachment | None:
         found = await self._fetch(self._sql.read_attachment, (run_id, name))
         return Attachment(run_id, name, found[0][1], found[0][0]) if found else None
 
-    async def delete_attachment(self, run_id: str, name: str) -> bool:
-        """Drop the attachment under `(run_id, name)` (see `EventStore.delete_attachment`)."""
-        self._usable()
-        check_attachment_name(run_id, name)
+    async def _delete_attachment(self, run_id: str, name: str) -> bool:
         return await self._execute(self._sql.delete_attachment, (run_id, name)) == 1
