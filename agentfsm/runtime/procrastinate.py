@@ -87,6 +87,7 @@ from agentfsm.errors import LeaseLostError, RunHeldError, RunNotFoundError, Sche
 from agentfsm.events.models import Event, Limits
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
+from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime import _pq_schema
 from agentfsm.runtime._wakeups import Wake, root_of
 from agentfsm.runtime.agent import RunResult
@@ -502,9 +503,14 @@ class _WakeHook:
 
 
 class RunDriver(Protocol):
-    """What an engine's job drives a run with: a `Runner`, or anything with its `drive`
-    (`agentfsm.adapters.jobs.AdapterJobs` for an SDK adapter's runs). A `reducer` with
-    `guards`, if it has one, sets the timers of its guards' deadlines."""
+    """What an engine's job drives a run with: a `Runner`, or anything with its `reducer`
+    and `drive` (`agentfsm.adapters.jobs.AdapterJobs` for an SDK adapter's runs). The
+    reducer's guards set the timers of their deadlines."""
+
+    @property
+    def reducer(self) -> Reducer:
+        """The reducer the runs are driven under (the store's table, the driver's guards)."""
+        ...
 
     def drive(
         self,
@@ -1068,9 +1074,7 @@ class ProcrastinateEngine:
         """Set the timer for the next time the run needs driving by itself: its clock (it
         may have fired early), a deadline of the Runner's guards, or a retry's end of
         backoff."""
-        reducer = getattr(runner, "reducer", None)
-        guards = getattr(reducer, "guards", None)
-        due = next_wake(result, self.options.reducer.table, guards)
+        due = next_wake(result, self.options.reducer.table, runner.reducer.guards)
         if due is not None:
             self.waker.timer(conn, root_of(result.run_id), due, route=route)
 

@@ -38,8 +38,8 @@ from typing import Any
 from agentfsm._log import get_logger
 from agentfsm.errors import ConcurrencyConflictError, LifecycleError, RunNotFoundError
 from agentfsm.events import models as m
-from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import StateKind
+from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.runner import Runner
@@ -63,7 +63,7 @@ class _Leasing:
         renew_every: float | None,
         retry_after: float,
         clock: Callable[[], float],
-        table: TransitionTable,
+        reducer: Reducer,
     ) -> None:
         if ttl <= 0:
             raise ValueError(f"ttl must be positive, got {ttl!r}")
@@ -73,8 +73,10 @@ class _Leasing:
         self.renew_every = renew_every if renew_every is not None else ttl / 3
         self.retry_after = retry_after
         self.clock = clock
-        self.table = table
-        self.runnable = frozenset(table.runnable_states)
+        self.table = reducer.table
+        # The driving Runner's guards: their deadlines are timers too.
+        self.guards = reducer.guards
+        self.runnable = frozenset(self.table.runnable_states)
         self.log = get_logger()
 
     def _claimed(self, run_id: str) -> None:
@@ -113,15 +115,10 @@ class _Leasing:
     def _release_args(self, result: RunResult | None) -> dict[str, Any]:
         """`release`'s keywords: the hold, and the run's next time if it has one."""
         args: dict[str, Any] = {"retry_after": self._retry_after(result)}
-        due = None if result is None else next_wake(result, self.table, self._guards())
+        due = None if result is None else next_wake(result, self.table, self.guards)
         if due is not None:
             args["wake_at"] = due.timestamp()
         return args
-
-    def _guards(self) -> Any:
-        """The driving Runner's guards (their deadlines are timers too)."""
-        runner = getattr(self, "runner", None)
-        return getattr(getattr(runner, "reducer", None), "guards", None)
 
     def _resume_due(self, run_id: str) -> int | None:
         """The pause version whose scheduled resume the claim found due (leases that keep
@@ -172,7 +169,7 @@ class Worker(_Leasing):
             renew_every=renew_every,
             retry_after=retry_after,
             clock=clock,
-            table=runner.reducer.table,
+            reducer=runner.reducer,
         )
         self.runner = runner
         self.sleep = sleep
@@ -264,7 +261,7 @@ class AsyncWorker(_Leasing):
             renew_every=renew_every,
             retry_after=retry_after,
             clock=clock,
-            table=runner.reducer.table,
+            reducer=runner.reducer,
         )
         self.runner = runner
         self.concurrency = concurrency
