@@ -25,8 +25,8 @@ from agentfsm.record import Action, RunRecord
 from agentfsm.runtime._effects import Load
 from agentfsm.runtime._writer import BudgetTree
 from agentfsm.runtime.tools import ToolRegistry
-from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.runs import RunInfo
 
 __all__ = ["RUNNABLE", "InFlight", "in_flight", "rebuild_tree", "runs_to_drive", "unknown_outcomes"]
 

@@ -32,8 +32,8 @@ from agentfsm.record import RunRecord
 from agentfsm.runtime._writer import Spec, built
 from agentfsm.stores._holder import Holder
 from agentfsm.stores._lease import Patience
-from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore
+from agentfsm.stores.runs import RunInfo
 
 __all__ = [
     "Clock",

@@ -11,14 +11,9 @@ from agentfsm.stores._holder import Holder
 from agentfsm.stores._integrity import chain_hash
 from agentfsm.stores._lease import LEASE_TTL, AsyncLease, HeldLease, Lease
 from agentfsm.stores._rows import (
-    COUNT_EXACT_UP_TO,
     GENESIS_HASH,
-    RUN_ORDERS,
     Attachment,
     Folded,
-    RunCount,
-    RunInfo,
-    RunOrder,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
@@ -33,6 +28,7 @@ from agentfsm.stores.base import (
 from agentfsm.stores.leases import LeaseStore, MemoryLeases, SQLiteLeases
 from agentfsm.stores.memory import MemoryEventStore, MemoryStorage
 from agentfsm.stores.rekey import RekeyReport, rekey
+from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RUN_ORDERS, RunCount, RunInfo, RunOrder
 from agentfsm.stores.sqlite import SQLiteEventStore
 from agentfsm.stores.threaded import ThreadedAsyncEventStore
 

@@ -23,19 +23,15 @@ from agentfsm.stores._core import Steps, StoreCore
 from agentfsm.stores._holder import AsyncLeaseRows, Holder, live_holder
 from agentfsm.stores._lease import LEASE_TTL, AsyncLease, atake_lease, root_of
 from agentfsm.stores._rows import (
-    COUNT_EXACT_UP_TO,
     Attachment,
     Folded,
     PreparedAppend,
-    RunCount,
-    RunInfo,
-    RunOrder,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
-    bounded_count,
 )
 from agentfsm.stores.anchor import AnchoredHead
+from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder, bounded_count
 
 __all__ = ["AsyncEventStore", "AsyncStoreShell"]
 

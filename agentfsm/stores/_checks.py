@@ -15,7 +15,7 @@ from agentfsm.errors import (
     StoreInconsistentError,
 )
 from agentfsm.events.models import Event
-from agentfsm.stores._rows import RUN_ORDERS, RunInfo
+from agentfsm.stores.runs import RUN_ORDERS, RunInfo
 
 __all__ = [
     "check_append_args",

@@ -36,7 +36,7 @@ rest go up.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agentfsm.errors import (
     ConcurrencyConflictError,
@@ -72,30 +72,19 @@ from agentfsm.stores._load import (
     trusted_snapshot,
     types_after,
 )
-from agentfsm.stores._rows import (
-    GENESIS_HASH,
-    Attachment,
-    Folded,
-    Head,
-    RunCount,
-    RunInfo,
-    RunOrder,
-    StoredEvent,
-    VerifyReport,
-)
+from agentfsm.stores._rows import GENESIS_HASH, Attachment, Folded, Head, StoredEvent, VerifyReport
 from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
 from agentfsm.stores.anchor import (
+    Anchor,
     AnchoredHead,
     anchor_error,
     anchor_not_read,
     anchor_not_told,
     anchor_problem,
 )
+from agentfsm.stores.runs import RunCount, RunInfo, RunOrder
 
-if TYPE_CHECKING:
-    from agentfsm.stores.base import StoreOptions
-
-__all__ = ["LogReader", "Steps", "StoreCore"]
+__all__ = ["LogReader", "Settings", "Steps", "StoreCore"]
 
 T = TypeVar("T")
 
@@ -103,14 +92,31 @@ T = TypeVar("T")
 Steps = Generator[tuple[Any, ...], Any, T]
 
 
+class Settings(Protocol):
+    """What the core reads of a handle's `StoreOptions` (`base.py`)."""
+
+    @property
+    def reducer(self) -> Reducer: ...
+    @property
+    def snapshot_every(self) -> int | None: ...
+    @property
+    def cache_size(self) -> int: ...
+    @property
+    def integrity(self) -> Integrity: ...
+    @property
+    def anchor(self) -> Anchor | None: ...
+
+
 class StoreCore:
     """What every store handle is configured with, and every decision its operations take.
 
     Args:
-        options: reducer, snapshot interval, cache size, key and anchor.
+        options: reducer, snapshot interval, cache size, key and anchor (`StoreOptions`).
     """
 
-    def __init__(self, options: StoreOptions) -> None:
+    options: Settings
+
+    def __init__(self, options: Settings) -> None:
         self.options = options
         self._cache = HeadCache(self.options.cache_size)
         # Set when the store is being re-keyed: the handle opened (so `rekey` can work

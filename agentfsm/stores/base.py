@@ -71,19 +71,15 @@ from agentfsm.stores._lease import LEASE_TTL, Lease, root_of
 from agentfsm.stores._lease import take_lease as _take_lease
 from agentfsm.stores._load import close_iterator
 from agentfsm.stores._rows import (
-    COUNT_EXACT_UP_TO,
     Attachment,
     Folded,
     PreparedAppend,
-    RunCount,
-    RunInfo,
-    RunOrder,
     StoredEvent,
     StoredSnapshot,
     VerifyReport,
-    bounded_count,
 )
 from agentfsm.stores.anchor import Anchor, AnchoredHead, anchor_from_env, to_anchor
+from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder, bounded_count
 
 __all__ = [
     "COUNT_EXACT_UP_TO",
@@ -162,6 +158,8 @@ class EventStore(StoreCore, abc.ABC):
     Args:
         options: reducer, snapshot interval and cache size (`StoreOptions()` if not given).
     """
+
+    options: StoreOptions
 
     def __init__(self, options: StoreOptions | None = None) -> None:
         super().__init__(options if options is not None else StoreOptions())

@@ -32,16 +32,9 @@ from agentfsm.stores._holder import Holder, LeaseRows, from_epoch, takeable
 from agentfsm.stores._keys import META_KEY, key_refusal
 from agentfsm.stores._moment import moment
 from agentfsm.stores._process import Process, this_process
-from agentfsm.stores._rows import (
-    Attachment,
-    PreparedAppend,
-    RunCount,
-    RunInfo,
-    RunOrder,
-    StoredEvent,
-    StoredSnapshot,
-)
+from agentfsm.stores._rows import Attachment, PreparedAppend, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.runs import RunCount, RunInfo, RunOrder
 
 __all__ = ["MemoryEventStore", "MemoryLeaseTable", "MemoryLeases", "MemoryStorage"]
 

@@ -63,18 +63,10 @@ from agentfsm.stores._postgres_sql import (
     planned_rows,
     stored_event,
 )
-from agentfsm.stores._rows import (
-    Attachment,
-    PreparedAppend,
-    RunCount,
-    RunInfo,
-    RunOrder,
-    StoredEvent,
-    StoredSnapshot,
-    bounded_count,
-)
+from agentfsm.stores._rows import Attachment, PreparedAppend, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.postgres_leases import AsyncPostgresLeases, PostgresLeases
+from agentfsm.stores.runs import RunCount, RunInfo, RunOrder, bounded_count
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["AfterAppend", "AsyncAfterAppend", "AsyncPostgresEventStore", "PostgresEventStore"]
@@ -328,6 +320,7 @@ class AsyncPostgresEventStore(AsyncStoreShell):
     """
 
     _page = PAGE
+    options: StoreOptions
 
     def __init__(
         self,

@@ -41,18 +41,10 @@ from agentfsm.record import RunRecord
 from agentfsm.stores._checks import check_prefix, conflict
 from agentfsm.stores._holder import LeaseRows
 from agentfsm.stores._keys import META_KEY
-from agentfsm.stores._rows import (
-    Attachment,
-    PreparedAppend,
-    RunCount,
-    RunInfo,
-    RunOrder,
-    StoredEvent,
-    StoredSnapshot,
-    bounded_count,
-)
+from agentfsm.stores._rows import Attachment, PreparedAppend, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.stores.leases import SQLiteLeases
+from agentfsm.stores.runs import RunCount, RunInfo, RunOrder, bounded_count
 
 __all__ = ["SCHEMA_VERSION", "SQLiteAfterAppend", "SQLiteEventStore"]
 

@@ -21,16 +21,9 @@ from agentfsm.stores._append import hands_fold, takes_fold
 from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
 from agentfsm.stores._load import close_iterator
 from agentfsm.stores._process import Process
-from agentfsm.stores._rows import (
-    COUNT_EXACT_UP_TO,
-    Attachment,
-    Folded,
-    RunCount,
-    RunInfo,
-    RunOrder,
-    VerifyReport,
-)
+from agentfsm.stores._rows import Attachment, Folded, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
+from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 
 __all__ = ["ThreadedAsyncEventStore"]
 

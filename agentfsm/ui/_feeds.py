@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 from starlette.concurrency import run_in_threadpool
 
-from agentfsm.stores._rows import RunOrder
+from agentfsm.stores.runs import RunOrder
 from agentfsm.ui import _pages
 from agentfsm.ui._live import digest, message
 from agentfsm.ui._source import Source

@@ -25,8 +25,8 @@ from agentfsm.names import ActionStatus, StateKind
 from agentfsm.record import Action, RunRecord
 from agentfsm.reducers.diff import diff_runs
 from agentfsm.stores._load import close_iterator
-from agentfsm.stores._rows import RunInfo, RunOrder
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.runs import RunInfo, RunOrder
 from agentfsm.ui._pool import SizedCache
 from agentfsm.ui._source import (
     CALLS_PER_PAGE,

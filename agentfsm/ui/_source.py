@@ -38,8 +38,8 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._load import close_iterator as _close
 from agentfsm.stores._load import run_tables
-from agentfsm.stores._rows import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 from agentfsm.ui._pool import HandlePool, SizedCache, record_bytes
 
 __all__ = [

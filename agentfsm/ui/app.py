@@ -53,8 +53,8 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime import control
-from agentfsm.stores._rows import RunOrder
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.runs import RunOrder
 from agentfsm.ui import _pages
 from agentfsm.ui._feeds import InboxFeed, ListFeed, RunFeed
 from agentfsm.ui._html import timeline_rows

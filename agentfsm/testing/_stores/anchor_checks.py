@@ -20,9 +20,9 @@ from agentfsm.errors import AnchorError, CorruptLogError, TruncatedLogError
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
 from agentfsm.stores._integrity import Integrity
-from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.anchor import AnchoredHead
 from agentfsm.stores.base import AsyncEventStore, StoreOptions
+from agentfsm.stores.runs import RunInfo
 from agentfsm.testing._stores.key_checks import record_tamper
 from agentfsm.testing._stores.scripted import scripted_run, tool_turn
 from agentfsm.testing._stores.tamper import KEY, OpenStore, Tamper, chain

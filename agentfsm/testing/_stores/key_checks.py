@@ -19,9 +19,9 @@ from agentfsm.errors import CorruptLogError, IntegrityKeyError
 from agentfsm.events.codec import dump_event
 from agentfsm.reducers.reduce import replay
 from agentfsm.stores._integrity import KEY_ENV, Integrity, key_id
-from agentfsm.stores._rows import RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
 from agentfsm.stores.rekey import rekey
+from agentfsm.stores.runs import RunInfo
 from agentfsm.testing._stores.scripted import scripted_run, tool_turn
 from agentfsm.testing._stores.tamper import KEY, OpenStore, Tamper, chain
 

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from agentfsm.events.models import Event
-from agentfsm.stores._rows import RunCount, RunInfo
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.runs import RunCount, RunInfo
 from agentfsm.testing._stores.scripted import finish_events, scripted_run
 
 __all__ = ["AsyncListingChecks", "ListingChecks"]
