@@ -258,11 +258,7 @@ class StoreCore:
     def _run_info_steps(self, run_id: str) -> Steps[RunInfo]:
         self._usable()
         check_run_id(run_id)
-        info = yield ("_read_run", run_id)
-        if info is None:
-            raise RunNotFoundError(run_id)
-        assert isinstance(info, RunInfo)
-        return info
+        return (yield from self._info_steps(run_id))
 
     def _runs_steps(
         self,
@@ -330,10 +326,14 @@ class StoreCore:
         return VerifyReport(run_id, False, report.checked, report.head_hash, *found)
 
     def _info_steps(self, run_id: str) -> Steps[RunInfo]:
-        info = yield ("_read_run", run_id)
+        """The run's runs row.
+
+        Raises:
+            RunNotFoundError: the store has no such run.
+        """
+        info: RunInfo | None = yield ("_read_run", run_id)
         if info is None:
             raise RunNotFoundError(run_id)
-        assert isinstance(info, RunInfo)
         return info
 
     # -- attachments -------------------------------------------------------------------------

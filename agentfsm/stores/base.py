@@ -44,8 +44,10 @@ are *optional* (no-ops by default), and so are the attachment hooks (`_write_att
 `_put_meta` too, calls `_open_key_check()` when it opens, and refuses in `_write` (raising
 what `_key_refusal()` returns) when the store's key record is not the handle's; with
 `_rewrite_run` as well, `agentfsm.stores.rekey` can re-key it. Validation, hashing,
-snapshots and folding stay here, so a backend only moves rows. Then run the
-conformance suite (`agentfsm.testing.StoreConformance`) against it.
+snapshots and folding stay in the template's core (`_core.StoreCore`, which decides every
+step and asks for these hooks by name; `EventStore` performs them with direct calls, the
+async shell `_async_store.AsyncStoreShell` with awaits), so a backend only moves rows. Then
+run the conformance suite (`agentfsm.testing.StoreConformance`) against it.
 """
 
 from __future__ import annotations
