@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
 
-from agentfsm.errors import IntegrityKeyError
+from agentfsm.errors import ConcurrencyConflictError, IntegrityKeyError, LifecycleError
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -189,7 +189,22 @@ class AsyncStoreShell(StoreCore, AsyncEventStore):
         folded: Folded | None = None,
     ) -> RunRecord:
         """Validate and append a batch atomically (see `EventStore.append`)."""
-        return await self._run(self._append_steps(run_id, events, expected_version, folded))
+        batch, head = self._append_start(run_id, events, expected_version)
+        if head is None or self.options.anchor is not None:
+            steps = self._append_steps(run_id, batch, expected_version, folded, head)
+            return await self._run(steps)
+        # As `EventStore.append`: a cached head and no anchor, the write awaited straight.
+        try:
+            prepared = self._prepare(head, batch, folded)
+        except LifecycleError:
+            await self._run(self._refused_steps(run_id, expected_version))
+            raise
+        try:
+            await self._write(prepared)
+        except ConcurrencyConflictError:
+            await self._run(self._lost_race_steps(run_id))
+            raise
+        return self._appended(prepared)
 
     async def load(self, run_id: str) -> RunRecord:
         """The run's current record (see `EventStore.load`)."""

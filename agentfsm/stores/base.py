@@ -59,7 +59,7 @@ from typing import Self, TypeVar
 
 import attrs
 
-from agentfsm.errors import IntegrityKeyError
+from agentfsm.errors import ConcurrencyConflictError, IntegrityKeyError, LifecycleError
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
@@ -212,7 +212,22 @@ class EventStore(StoreCore, abc.ABC):
                 re-keyed (nothing was written).
             AnchorError: the batch is stored, but the anchor did not take its head.
         """
-        return self._run(self._append_steps(run_id, events, expected_version, folded))
+        batch, head = self._append_start(run_id, events, expected_version)
+        if head is None or self.options.anchor is not None:
+            return self._run(self._append_steps(run_id, batch, expected_version, folded, head))
+        # The handle's own last append is the head, and no anchor is told: the write is the
+        # only hook, performed straight (see `_core.StoreCore._append_steps`).
+        try:
+            prepared = self._prepare(head, batch, folded)
+        except LifecycleError:
+            self._run(self._refused_steps(run_id, expected_version))
+            raise
+        try:
+            self._write(prepared)
+        except ConcurrencyConflictError:
+            self._run(self._lost_race_steps(run_id))
+            raise
+        return self._appended(prepared)
 
     def load(self, run_id: str) -> RunRecord:
         """The run's current record: the latest trusted snapshot plus the tail, folded.
