@@ -36,7 +36,7 @@ from agentfsm.events import dump_event
 from agentfsm.events._canonical import canonical_text
 from agentfsm.reducers import DEFAULT_REDUCER, Reducer
 from agentfsm.stores import GENESIS_HASH, Folded, SQLiteEventStore, chain_hash
-from agentfsm.stores._rows import PreparedAppend
+from agentfsm.stores._append import PreparedAppend
 from benchmarks.growth import long_run
 from benchmarks.raw import raw_sqlite, rows_of, sqlite_raw_conn
 

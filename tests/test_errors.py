@@ -33,7 +33,7 @@ INTERNAL = {
     "agentfsm.runtime._writer.StateChanged": "caught by the drive loop, which re-decides",
     "agentfsm.runtime.procrastinate._HandBack": "caught between the job's steps",
     "agentfsm.runtime.procrastinate._SliceOver": "caught in the job when its slice is over",
-    "agentfsm.stores._lease._Reentered": "caught inside `take_lease`",
+    "agentfsm.stores.lease._Reentered": "caught inside `take_lease`",
     "agentfsm.events._bounds._Bad": "caught inside the bounds walk",
     # The command line and the web UI turn these into an exit status or an HTTP page.
     "agentfsm.cli._common.UsageError": "`agentfsm.cli.main` prints it and exits 2",

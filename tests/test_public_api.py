@@ -333,10 +333,6 @@ def test_every_testing_name_is_its_modules_export(name: str) -> None:
 #: page imports from by path: each is yet to be made public (its names exported, documented)
 #: or private (an underscore). Drop the entry with the decision; a new module is not added.
 UNDECIDED_MODULES = {
-    # `PostgresLeases` is named in docs/runtime.md, but not where to import it from.
-    "agentfsm.stores.postgres_leases",
-    # The hook type of `SQLiteEventStore(after_append=...)` and the schema's version.
-    "agentfsm.stores.sqlite",
     # The web UI's report caps and its server: the `agentfsm ui` / `report` commands'.
     "agentfsm.ui.report",
     "agentfsm.ui.server",

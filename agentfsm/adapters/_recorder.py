@@ -34,7 +34,7 @@ An adapter's `run` or `drive` holds the run's lease for the whole call (`held`, 
 every driver does: a second driver of the run is refused at once (`RunHeldError`), and this
 process's heartbeat thread renews the lease while the SDK's tools run. A subagent's run is
 driven inside its caller's call, under the caller's lease (it is of the same run tree, and
-started in the caller's context: see `agentfsm.stores._lease`). A lost lease stops the
+started in the caller's context: see `agentfsm.stores.lease`). A lost lease stops the
 recording before its next write (`LeaseLostError`).
 """
 
@@ -86,8 +86,8 @@ from agentfsm.runtime._writer import (
     terminated,
 )
 from agentfsm.runtime.tools import Emit
-from agentfsm.stores._lease import Lease, enclosing, new_holder
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.lease import Lease, enclosing, new_holder
 
 __all__ = ["Recorder", "RecorderOptions", "given_lease"]
 

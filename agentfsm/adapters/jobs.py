@@ -44,8 +44,8 @@ from agentfsm.adapters._recorder import given_lease
 from agentfsm.record import RunRecord
 from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.runner import Runner
-from agentfsm.stores._lease import Lease
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.lease import Lease
 
 __all__ = ["AdapterJobs", "Drive", "given_lease"]
 

@@ -48,9 +48,9 @@ from agentfsm.cli.control import command
 from agentfsm.errors import RunNotFoundError, UnknownTableError
 from agentfsm.fsm.registry import known_tables, lookup
 from agentfsm.fsm.table import TransitionTable
-from agentfsm.stores._rows import VerifyReport
 from agentfsm.stores.anchor import Anchor, AnchoredHead, FileAnchor, anchor_problem
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.rows import VerifyReport
 
 __all__ = ["add_parser"]
 

@@ -80,7 +80,7 @@ from agentfsm.runtime._recovery import rebuild_steps
 from agentfsm.runtime._writer import BudgetTree, RunWriter, Spec, StateChanged, refused, terminated
 from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent, SubagentTool
 from agentfsm.runtime.model import Decision
-from agentfsm.stores._lease import HeldLease
+from agentfsm.stores.lease import HeldLease
 
 __all__ = ["Driver", "utc_now"]
 

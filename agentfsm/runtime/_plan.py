@@ -35,7 +35,7 @@ from agentfsm.runtime.agent import Agent, RunnerConfig
 from agentfsm.runtime.model import Decision as ModelDecision
 from agentfsm.runtime.model import ModelContext
 from agentfsm.runtime.tools import Tool
-from agentfsm.stores._holder import Holder
+from agentfsm.stores.lease import Holder
 
 A = ActionStatus
 

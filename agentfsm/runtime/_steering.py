@@ -30,9 +30,8 @@ from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
 from agentfsm.runtime._writer import Spec, built
-from agentfsm.stores._holder import Holder
-from agentfsm.stores._lease import Patience
 from agentfsm.stores.base import AsyncEventStore, EventStore
+from agentfsm.stores.lease import Holder, Patience
 from agentfsm.stores.runs import RunInfo
 
 __all__ = [

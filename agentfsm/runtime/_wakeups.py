@@ -35,7 +35,7 @@ from agentfsm.events.models import parse_timestamp
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.names import ActionStatus
 from agentfsm.record import RunRecord
-from agentfsm.stores._lease import root_of
+from agentfsm.stores.lease import root_of
 
 __all__ = ["DRIVER_TYPES", "Wake", "next_due", "root_of", "wakeups"]
 

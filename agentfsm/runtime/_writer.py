@@ -74,9 +74,9 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.runtime._metering import missing_usage
 from agentfsm.stores._append import hands_fold
-from agentfsm.stores._lease import HeldLease
-from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import AsyncEventStore, EventStore
+from agentfsm.stores.lease import HeldLease
+from agentfsm.stores.rows import Folded
 
 __all__ = [
     "AsyncWriter",

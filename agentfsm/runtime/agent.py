@@ -21,7 +21,7 @@ from agentfsm.names import ActionStatus, RunStatus, StateKind
 from agentfsm.runtime.model import Decision, ModelChunk, ModelContext
 from agentfsm.runtime.policy import Policy, allow_all
 from agentfsm.runtime.tools import Tool, ToolContext, ToolRegistry
-from agentfsm.stores._lease import LEASE_TTL
+from agentfsm.stores.lease import LEASE_TTL
 
 if TYPE_CHECKING:
     from agentfsm.record import Action, RunRecord

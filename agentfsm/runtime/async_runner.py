@@ -42,8 +42,8 @@ from agentfsm.runtime.control import acancel
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.runner import REFUSALS, check_given
 from agentfsm.runtime.tools import Tool, ToolContext
-from agentfsm.stores._lease import AsyncLease, new_holder
 from agentfsm.stores.base import AsyncEventStore
+from agentfsm.stores.lease import AsyncLease, new_holder
 
 __all__ = ["AsyncRunner"]
 

@@ -95,10 +95,10 @@ from agentfsm.runtime.control import submit
 from agentfsm.runtime.timers import due_wakes, next_wake, pause_until, resume_paused, wants_wakes
 from agentfsm.stores._append import takes_fold
 from agentfsm.stores._checks import check_prefix
-from agentfsm.stores._lease import Lease
-from agentfsm.stores._rows import Folded
 from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.lease import Lease
 from agentfsm.stores.postgres import AfterAppend, PostgresEventStore
+from agentfsm.stores.rows import Folded
 
 __all__ = [
     "ADVANCE",

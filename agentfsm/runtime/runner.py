@@ -16,7 +16,7 @@ the store once, renewed by this process's heartbeat thread while tools and model
 released at the end, also when the drive raises). A second driver is refused at once with
 `RunHeldError` naming the holder, or waits `wait=` seconds; a `Worker` hands its claim over
 (`lease=`). So a call in flight is declared `tool.outcome_unknown` only by a driver that took
-the lease over from one whose heartbeat stopped (see `agentfsm.stores._lease`).
+the lease over from one whose heartbeat stopped (see `agentfsm.stores.lease`).
 
 The decisions are all in the sans-IO core (`_drive.Driver`); the Runner performs its effects
 with direct calls, a batch's calls one after another (`AsyncRunner` runs them concurrently).
@@ -44,8 +44,8 @@ from agentfsm.runtime.agent import Agent, RunnerConfig, RunResult, Subagent
 from agentfsm.runtime.control import cancel
 from agentfsm.runtime.model import Decision, StreamAssembler
 from agentfsm.runtime.tools import ToolContext
-from agentfsm.stores._lease import AsyncLease, Lease, new_holder, root_of
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.lease import AsyncLease, Lease, new_holder, root_of
 
 __all__ = ["Runner", "utc_now"]
 

@@ -6,7 +6,7 @@ while it drives it, and releases it when the run ends or waits for a person. A w
 dies stops renewing; once its lease expires another worker claims the run and drives it on —
 calls the dead one left in flight are re-run only if safe, else recorded `outcome_unknown`.
 
-A claim is the run's lease, the one every driver holds (`agentfsm.stores._lease`): the worker
+A claim is the run's lease, the one every driver holds (`agentfsm.stores.lease`): the worker
 hands it to the Runner (`drive(run_id, lease=...)`), whose heartbeat renews it while tools
 run, so a `Runner.drive` elsewhere is refused while the worker drives, and the worker never
 claims a run someone else drives. A worker whose lease is lost stops before its next write.
@@ -44,8 +44,7 @@ from agentfsm.runtime.agent import RunResult
 from agentfsm.runtime.async_runner import AsyncRunner
 from agentfsm.runtime.runner import Runner
 from agentfsm.runtime.timers import next_wake, resume_paused
-from agentfsm.stores._holder import Holder
-from agentfsm.stores._lease import AsyncLease, Lease
+from agentfsm.stores.lease import AsyncLease, Holder, Lease
 from agentfsm.stores.leases import LeaseStore
 
 __all__ = ["AsyncWorker", "Worker"]

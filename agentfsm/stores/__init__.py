@@ -7,17 +7,7 @@ Each keeps its runs' leases too (`EventStore.hold`, `EventStore.holder`): one dr
 """
 
 from agentfsm.errors import RunNotFoundError
-from agentfsm.stores._holder import Holder
 from agentfsm.stores._integrity import chain_hash
-from agentfsm.stores._lease import LEASE_TTL, AsyncLease, HeldLease, Lease
-from agentfsm.stores._rows import (
-    GENESIS_HASH,
-    Attachment,
-    Folded,
-    StoredEvent,
-    StoredSnapshot,
-    VerifyReport,
-)
 from agentfsm.stores.anchor import Anchor, AnchoredHead, FileAnchor
 from agentfsm.stores.base import (
     DEFAULT_SNAPSHOT_EVERY,
@@ -25,9 +15,18 @@ from agentfsm.stores.base import (
     EventStore,
     StoreOptions,
 )
+from agentfsm.stores.lease import LEASE_TTL, AsyncLease, HeldLease, Holder, Lease
 from agentfsm.stores.leases import LeaseStore, MemoryLeases, SQLiteLeases
 from agentfsm.stores.memory import MemoryEventStore, MemoryStorage
 from agentfsm.stores.rekey import RekeyReport, rekey
+from agentfsm.stores.rows import (
+    GENESIS_HASH,
+    Attachment,
+    Folded,
+    StoredEvent,
+    StoredSnapshot,
+    VerifyReport,
+)
 from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RUN_ORDERS, RunCount, RunInfo, RunOrder
 from agentfsm.stores.sqlite import SQLiteEventStore
 from agentfsm.stores.threaded import ThreadedAsyncEventStore

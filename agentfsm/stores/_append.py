@@ -28,6 +28,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import attrs
+
 from agentfsm.errors import EventFormatError
 from agentfsm.events._bounds import MAX_EVENT_BYTES
 from agentfsm.events._canonical import canonical_text
@@ -37,17 +39,57 @@ from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._integrity import PLAIN, Integrity
-from agentfsm.stores._rows import Folded, Head, PreparedAppend, StoredEvent, StoredSnapshot
+from agentfsm.stores.rows import Folded, StoredEvent, StoredSnapshot
+from agentfsm.stores.runs import RunInfo
 
 __all__ = [
     "EVENTS_PER_ACTION",
+    "Head",
     "HeadCache",
+    "PreparedAppend",
     "hands_fold",
     "prepare_append",
     "snapshot_due",
     "snapshot_interval",
     "takes_fold",
 ]
+
+
+@attrs.frozen(slots=True)
+class Head:
+    """A run's record at some version, with the chain hash of its last event."""
+
+    record: RunRecord
+    hash: str
+
+
+@attrs.frozen(slots=True)
+class PreparedAppend:
+    """A validated batch, ready to be written in one transaction.
+
+    Attributes:
+        run_id: the run.
+        expected_version: the version the batch follows; the write must find exactly it.
+        rows: the new log rows, in order.
+        record: the run's record after the batch.
+        snapshot: the snapshot to write with the batch, if the batch crosses a snapshot
+            point (a multiple of `snapshot_every`, spaced out for long runs: `_append.py`).
+        moved: whether the batch changes the run's status (when it does not, a backend may
+            leave the status column, and the index listing by status, untouched).
+    """
+
+    run_id: str
+    expected_version: int
+    rows: tuple[StoredEvent, ...]
+    record: RunRecord
+    snapshot: StoredSnapshot | None
+    moved: bool = True
+
+    @property
+    def info(self) -> RunInfo:
+        """The runs row after the batch."""
+        r = self.record
+        return RunInfo(r.run_id, r.status, r.version, r.updated_at)
 
 
 def prepare_append(

@@ -17,21 +17,21 @@ from agentfsm.errors import ConcurrencyConflictError, IntegrityKeyError, Lifecyc
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._append import takes_fold
+from agentfsm.stores._append import PreparedAppend, takes_fold
 from agentfsm.stores._checks import check_run_id, no_attachments, no_leases
 from agentfsm.stores._core import Steps, StoreCore
-from agentfsm.stores._holder import AsyncLeaseRows, Holder, live_holder
-from agentfsm.stores._lease import LEASE_TTL, AsyncLease, atake_lease, root_of
-from agentfsm.stores._rows import (
-    Attachment,
-    Folded,
-    PreparedAppend,
-    StoredEvent,
-    StoredSnapshot,
-    VerifyReport,
-)
 from agentfsm.stores.anchor import AnchoredHead
-from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder, bounded_count
+from agentfsm.stores.lease import (
+    LEASE_TTL,
+    AsyncLease,
+    AsyncLeaseRows,
+    Holder,
+    atake_lease,
+    live_holder,
+    root_of,
+)
+from agentfsm.stores.rows import Attachment, Folded, StoredEvent, StoredSnapshot, VerifyReport
+from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 
 __all__ = ["AsyncEventStore", "AsyncStoreShell"]
 
@@ -334,7 +334,7 @@ class AsyncStoreShell(StoreCore, AsyncEventStore):
         )
 
     async def _count_runs(self, statuses: tuple[str, ...] | None, up_to: int) -> RunCount:
-        return bounded_count(len(await self._list_runs(statuses, up_to + 1, None)), up_to)
+        return RunCount.bounded(len(await self._list_runs(statuses, up_to + 1, None)), up_to)
 
     async def _write_attachment(self, attachment: Attachment) -> None:
         raise no_attachments(self)

@@ -49,7 +49,7 @@ from agentfsm.errors import (
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores._append import HeadCache, prepare_append
+from agentfsm.stores._append import Head, HeadCache, PreparedAppend, prepare_append
 from agentfsm.stores._checks import (
     check_append_args,
     check_attachment,
@@ -72,15 +72,6 @@ from agentfsm.stores._load import (
     trusted_snapshot,
     types_after,
 )
-from agentfsm.stores._rows import (
-    GENESIS_HASH,
-    Attachment,
-    Folded,
-    Head,
-    PreparedAppend,
-    StoredEvent,
-    VerifyReport,
-)
 from agentfsm.stores._verify import VERIFY_TRIES, verify_rows
 from agentfsm.stores.anchor import (
     Anchor,
@@ -90,6 +81,7 @@ from agentfsm.stores.anchor import (
     anchor_not_told,
     anchor_problem,
 )
+from agentfsm.stores.rows import GENESIS_HASH, Attachment, Folded, StoredEvent, VerifyReport
 from agentfsm.stores.runs import RunCount, RunInfo, RunOrder
 
 __all__ = ["LogReader", "Settings", "Steps", "StoreCore"]
@@ -145,13 +137,17 @@ class StoreCore:
     def _append_start(
         self, run_id: str, events: Sequence[Event], expected_version: int
     ) -> tuple[tuple[Event, ...], Head | None]:
-        """The batch, checked, and the run's head at `expected_version` if this handle has
-        it cached (None: it must be read)."""
+        """The batch, checked, and the run's head at `expected_version` if it needs no read:
+        this handle's cached head, or a new run's start when no anchor must be asked
+        (None: `_head_steps` reads it)."""
         self._usable()
         check_run_id(run_id)
         batch = tuple(events)
         check_append_args(batch, expected_version)
-        return batch, self._cache.at(run_id, expected_version)
+        head = self._cache.at(run_id, expected_version)
+        if head is None and expected_version == 0 and self.options.anchor is None:
+            head = self._start_head(run_id)  # the write checks that no runs row exists
+        return batch, head
 
     def _append_steps(
         self,
@@ -237,7 +233,7 @@ class StoreCore:
             # knows is one that was removed: starting it again could repeat its calls.
             if self.options.anchor is not None:
                 yield from self._anchor_steps(run_id, None)
-            return Head(self.options.reducer.initial(run_id), GENESIS_HASH)
+            return self._start_head(run_id)
         try:
             head = yield from self._load_head_steps(run_id)
         except RunNotFoundError:
@@ -245,6 +241,10 @@ class StoreCore:
         if head.record.version != expected_version:
             raise conflict(run_id, expected_version, head.record.version)
         return head
+
+    def _start_head(self, run_id: str) -> Head:
+        """The head a new run's first batch is judged on: the reducer's start, no link."""
+        return Head(self.options.reducer.initial(run_id), GENESIS_HASH)
 
     def _inconsistency_steps(self, run_id: str) -> Steps[StoreInconsistentError | None]:
         """The runs row and the log, compared where they must meet (a few index reads)."""

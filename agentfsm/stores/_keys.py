@@ -18,7 +18,7 @@ from __future__ import annotations
 from agentfsm.errors import IntegrityKeyError
 from agentfsm.events._canonical import canonical_text
 from agentfsm.stores._integrity import KEY_ENV, PLAIN, UNKEYED, Integrity
-from agentfsm.stores._rows import GENESIS_HASH, StoredEvent
+from agentfsm.stores.rows import GENESIS_HASH, StoredEvent
 
 __all__ = [
     "META_KEY",

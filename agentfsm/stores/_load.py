@@ -18,8 +18,9 @@ from agentfsm.events.models import Event, RunMigrated, RunStarted, TableRef
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
+from agentfsm.stores._append import Head
 from agentfsm.stores._integrity import PLAIN, Integrity
-from agentfsm.stores._rows import GENESIS_HASH, Head, StoredEvent, StoredSnapshot
+from agentfsm.stores.rows import GENESIS_HASH, StoredEvent, StoredSnapshot
 
 __all__ = [
     "BAD_LINK",

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.errors import StoreError
+from agentfsm.stores._append import PreparedAppend
 from agentfsm.stores._checks import check_prefix
 from agentfsm.stores._keys import META_KEY
 from agentfsm.stores._moment import moment
-from agentfsm.stores._rows import PreparedAppend, StoredEvent
+from agentfsm.stores.rows import StoredEvent
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["PAGE", "Sql", "missing_tables", "newer_schema", "planned_rows", "stored_event"]

@@ -17,7 +17,7 @@ from agentfsm.reducers.reduce import Reducer
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._integrity import PLAIN, Integrity
 from agentfsm.stores._load import BAD_LINK, TABLE_EVENTS, check_row, distrust
-from agentfsm.stores._rows import GENESIS_HASH, StoredEvent, StoredSnapshot, VerifyReport
+from agentfsm.stores.rows import GENESIS_HASH, StoredEvent, StoredSnapshot, VerifyReport
 from agentfsm.stores.runs import RunInfo
 
 __all__ = ["VERIFY_TRIES", "verify_rows"]

@@ -32,7 +32,7 @@ snapshots or the head cache, so `load`, `events`, `run_info` and `verify` are un
 
 And a store keeps each run's *lease* (`hold(run_id)`, `holder(run_id)`): who drives the run
 now, so a second driver is refused (`RunHeldError`) while the first's heartbeat goes on (see
-`agentfsm.stores._lease`). The memory, SQLite and PostgreSQL stores keep them, each on a
+`agentfsm.stores.lease`). The memory, SQLite and PostgreSQL stores keep them, each on a
 connection of its own (`_lease_rows`); a backend without them drives its runs unleased.
 
 Writing a backend: subclass `EventStore` and implement the five *required* methods below
@@ -63,25 +63,17 @@ from agentfsm.errors import ConcurrencyConflictError, IntegrityKeyError, Lifecyc
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import DEFAULT_REDUCER, Reducer
-from agentfsm.stores._append import takes_fold
+from agentfsm.stores._append import PreparedAppend, takes_fold
 from agentfsm.stores._async_store import AsyncEventStore
 from agentfsm.stores._checks import check_run_id, no_attachments, no_leases
 from agentfsm.stores._core import LogReader, Steps, StoreCore
-from agentfsm.stores._holder import Holder, LeaseRows, live_holder
 from agentfsm.stores._integrity import Integrity, key_from_env
-from agentfsm.stores._lease import LEASE_TTL, Lease, root_of
-from agentfsm.stores._lease import take_lease as _take_lease
 from agentfsm.stores._load import close_iterator
-from agentfsm.stores._rows import (
-    Attachment,
-    Folded,
-    PreparedAppend,
-    StoredEvent,
-    StoredSnapshot,
-    VerifyReport,
-)
 from agentfsm.stores.anchor import Anchor, AnchoredHead, anchor_from_env, to_anchor
-from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder, bounded_count
+from agentfsm.stores.lease import LEASE_TTL, Holder, Lease, LeaseRows, live_holder, root_of
+from agentfsm.stores.lease import take_lease as _take_lease
+from agentfsm.stores.rows import Attachment, Folded, StoredEvent, StoredSnapshot, VerifyReport
+from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 
 __all__ = [
     "COUNT_EXACT_UP_TO",
@@ -372,7 +364,7 @@ class EventStore(StoreCore, abc.ABC):
         root's): refused at once while a live driver holds it, unless `wait` is given.
 
         The lease is free, or its holder's heartbeat stopped (it lapsed, or its process is
-        gone on this host: see `agentfsm.stores._lease`); `Lease.takeover` then names the
+        gone on this host: see `agentfsm.stores.lease`); `Lease.takeover` then names the
         holder it replaced. Keep it alive while driving (`with lease.kept():`) and
         `release()` it after. The run need not exist yet (a new run is held before it
         starts).
@@ -467,7 +459,7 @@ class EventStore(StoreCore, abc.ABC):
         """How many runs rows are in `statuses`, counted up to `up_to` (and, past it, an
         estimate in bounded time, or the bound: see `RunCount`). By default, `up_to + 1`
         rows listed by run id."""
-        return bounded_count(len(self._list_runs(statuses, up_to + 1, None)), up_to)
+        return RunCount.bounded(len(self._list_runs(statuses, up_to + 1, None)), up_to)
 
     # -- optional for a backend: attachments ------------------------------------------------
 

@@ -8,7 +8,7 @@ still writes after its lease was taken, it finds its lease lost and stops, and t
 `expected_version` would refuse its append anyway (a run never forks).
 
 These are the very rows every other driver holds (`EventStore.hold`, see
-`agentfsm.stores._lease`): a claim is a driver's lease, so a `Runner.drive` elsewhere is
+`agentfsm.stores.lease`): a claim is a driver's lease, so a `Runner.drive` elsewhere is
 refused while a worker drives the run, a worker never claims a run a `Runner` drives, and a
 worker hands its claim to the Runner it drives with (`Runner.drive(run_id, lease=...)`).
 Each class is both: a `LeaseStore` for workers (`claim`, `renew`, `release`) and the store's
@@ -48,8 +48,8 @@ from typing import Any, Literal, Protocol
 
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.stores._checks import check_prefix
-from agentfsm.stores._holder import Holder, from_epoch, holder_of, takeable
 from agentfsm.stores._process import Process, this_process
+from agentfsm.stores.lease import Holder, from_epoch, holder_of, takeable
 from agentfsm.stores.memory import MemoryLeases
 
 __all__ = ["LeaseStore", "MemoryLeases", "SQLiteLeases"]

@@ -27,13 +27,14 @@ from collections.abc import Callable, Iterator, Sequence
 import attrs
 
 from agentfsm.errors import StoreFullError
+from agentfsm.stores._append import PreparedAppend
 from agentfsm.stores._checks import conflict
-from agentfsm.stores._holder import Holder, LeaseRows, from_epoch, takeable
 from agentfsm.stores._keys import META_KEY, key_refusal
 from agentfsm.stores._moment import moment
 from agentfsm.stores._process import Process, this_process
-from agentfsm.stores._rows import Attachment, PreparedAppend, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.lease import Holder, LeaseRows, from_epoch, takeable
+from agentfsm.stores.rows import Attachment, StoredEvent, StoredSnapshot
 from agentfsm.stores.runs import RunCount, RunInfo, RunOrder
 
 __all__ = ["MemoryEventStore", "MemoryLeaseTable", "MemoryLeases", "MemoryStorage"]

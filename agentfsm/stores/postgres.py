@@ -50,11 +50,11 @@ except ImportError as exc:
 
 
 from agentfsm.record import RunRecord
+from agentfsm.stores._append import PreparedAppend
 from agentfsm.stores._async_store import AsyncStoreShell
 from agentfsm.stores._checks import (
     conflict,
 )
-from agentfsm.stores._holder import AsyncLeaseRows, LeaseRows
 from agentfsm.stores._postgres_sql import (
     PAGE,
     Sql,
@@ -63,10 +63,11 @@ from agentfsm.stores._postgres_sql import (
     planned_rows,
     stored_event,
 )
-from agentfsm.stores._rows import Attachment, PreparedAppend, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.lease import AsyncLeaseRows, LeaseRows
 from agentfsm.stores.postgres_leases import AsyncPostgresLeases, PostgresLeases
-from agentfsm.stores.runs import RunCount, RunInfo, RunOrder, bounded_count
+from agentfsm.stores.rows import Attachment, StoredEvent, StoredSnapshot
+from agentfsm.stores.runs import RunCount, RunInfo, RunOrder
 from agentfsm.stores.sqlite import SCHEMA_VERSION
 
 __all__ = ["AfterAppend", "AsyncAfterAppend", "AsyncPostgresEventStore", "PostgresEventStore"]
@@ -247,9 +248,9 @@ class PostgresEventStore(EventStore):
         count, args, estimate, estimate_args = self._sql.count_query(statuses, up_to)
         counted = int(self._query(count, args).fetchone()[0])  # type: ignore[index]
         if counted <= up_to:
-            return bounded_count(counted, up_to)
+            return RunCount.bounded(counted, up_to)
         plan = self._query(estimate, estimate_args).fetchone()
-        return bounded_count(counted, up_to, planned_rows(plan[0] if plan else None))
+        return RunCount.bounded(counted, up_to, planned_rows(plan[0] if plan else None))
 
     def _read_meta(self, key: str) -> str | None:
         return self.meta(key)
@@ -502,9 +503,9 @@ class AsyncPostgresEventStore(AsyncStoreShell):
         count, args, estimate, estimate_args = self._sql.count_query(statuses, up_to)
         counted = int((await self._fetch(count, args))[0][0])
         if counted <= up_to:
-            return bounded_count(counted, up_to)
+            return RunCount.bounded(counted, up_to)
         plan = await self._fetch(estimate, estimate_args)
-        return bounded_count(counted, up_to, planned_rows(plan[0][0] if plan else None))
+        return RunCount.bounded(counted, up_to, planned_rows(plan[0][0] if plan else None))
 
     async def _read_meta(self, key: str) -> str | None:
         found = await self._fetch(self._sql.read_meta, (key,))

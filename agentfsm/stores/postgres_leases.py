@@ -7,7 +7,7 @@ concurrent claims pass over each other's candidates instead of queueing on them)
 insert or take over its lease row only if that row is still expired when the insert lands.
 Expiry is on the database's clock (`now()`), so the workers' clocks need not agree.
 
-The same rows are every driver's lease (`EventStore.hold`, see `agentfsm.stores._lease`): a
+The same rows are every driver's lease (`EventStore.hold`, see `agentfsm.stores.lease`): a
 `take` reads the row, decides (free, lapsed, or its holder's process gone on this host), and
 writes it only if it is still the row it read (a compare-and-set: two round trips, no
 transaction). `AsyncPostgresLeases` is the same for `AsyncPostgresEventStore`.
@@ -29,8 +29,8 @@ except ImportError as exc:
 
 from agentfsm.errors import StoreError
 from agentfsm.stores._checks import check_prefix
-from agentfsm.stores._holder import Holder, holder_of, takeable
 from agentfsm.stores._process import Process, this_process
+from agentfsm.stores.lease import Holder, holder_of, takeable
 from agentfsm.stores.leases import ENDED_STATUSES, RUNNABLE_STATUSES
 
 __all__ = ["AsyncPostgresLeases", "PostgresLeases"]

@@ -32,9 +32,9 @@ from agentfsm.events._canonical import canonical_text
 from agentfsm.stores._integrity import Integrity
 from agentfsm.stores._keys import META_KEY, describe, key_refusal, rekeying, rekeying_keys
 from agentfsm.stores._load import BAD_LINK, close_iterator, distrust
-from agentfsm.stores._rows import GENESIS_HASH, StoredEvent, StoredSnapshot
 from agentfsm.stores.anchor import AnchoredHead
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.rows import GENESIS_HASH, StoredEvent, StoredSnapshot
 
 __all__ = ["RekeyReport", "rekey"]
 

@@ -17,7 +17,6 @@ __all__ = [
     "RunCount",
     "RunInfo",
     "RunOrder",
-    "bounded_count",
 ]
 
 
@@ -77,13 +76,14 @@ class RunCount:
             return f"about {_two_figures(self.count):,}"
         return f"more than {self.at_least - 1:,}"
 
-
-def bounded_count(counted: int, up_to: int, estimate: int | None = None) -> RunCount:
-    """The `RunCount` of a count that stopped after `up_to` + 1 rows (`counted` is then
-    above `up_to`), with the backend's `estimate` for when it stopped (None: none)."""
-    if counted <= up_to:
-        return RunCount(counted, True, counted)
-    return RunCount(max(estimate or 0, up_to + 1), False, up_to + 1)
+    @classmethod
+    def bounded(cls, counted: int, up_to: int, estimate: int | None = None) -> RunCount:
+        """The count of a backend's `_count_runs` that stopped after `up_to` + 1 rows
+        (`counted` is then above `up_to`), with its `estimate` for when it stopped (None:
+        none)."""
+        if counted <= up_to:
+            return cls(counted, True, counted)
+        return cls(max(estimate or 0, up_to + 1), False, up_to + 1)
 
 
 def _two_figures(n: int) -> int:

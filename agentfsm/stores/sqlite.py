@@ -38,15 +38,17 @@ from typing import Any, Literal
 
 from agentfsm.errors import CorruptLogError, IntegrityKeyError, StoreError
 from agentfsm.record import RunRecord
+from agentfsm.stores._append import PreparedAppend
 from agentfsm.stores._checks import check_prefix, conflict
-from agentfsm.stores._holder import LeaseRows
 from agentfsm.stores._keys import META_KEY
-from agentfsm.stores._rows import Attachment, PreparedAppend, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore, StoreOptions
+from agentfsm.stores.lease import LeaseRows
 from agentfsm.stores.leases import SQLiteLeases
-from agentfsm.stores.runs import RunCount, RunInfo, RunOrder, bounded_count
+from agentfsm.stores.rows import Attachment, StoredEvent, StoredSnapshot
+from agentfsm.stores.runs import RunCount, RunInfo, RunOrder
 
-__all__ = ["SCHEMA_VERSION", "SQLiteAfterAppend", "SQLiteEventStore"]
+# `SCHEMA_VERSION` is not listed: the PostgreSQL schema shares it, users do not need it.
+__all__ = ["SQLiteAfterAppend", "SQLiteEventStore"]
 
 #: Called in an append's transaction: (connection, record after the batch, event types).
 SQLiteAfterAppend = Callable[[sqlite3.Connection, RunRecord, tuple[str, ...]], None]
@@ -602,7 +604,7 @@ class SQLiteEventStore(EventStore):
             f"SELECT count(*) FROM (SELECT 1 FROM {self._runs}{where} LIMIT ?)", [*args, up_to + 1]
         )[0]
         if counted <= up_to:
-            return bounded_count(counted, up_to)
+            return RunCount.bounded(counted, up_to)
         # Past the bound, from where it fell among the runs by creation: the newest
         # `up_to + 1` of these runs span numbers `last`..`high`, and the same share of all
         # the numbers `low`..`high` is the estimate (two more index reads, one a page long).
@@ -615,9 +617,9 @@ class SQLiteEventStore(EventStore):
             [*args, up_to],
         )
         if low is None or high is None or not found or found[0][0] is None:
-            return bounded_count(counted, up_to)
+            return RunCount.bounded(counted, up_to)
         span = max(high - found[0][0] + 1, 1)
-        return bounded_count(counted, up_to, round((up_to + 1) * (high - low + 1) / span))
+        return RunCount.bounded(counted, up_to, round((up_to + 1) * (high - low + 1) / span))
 
     def _select(self, sql: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
         try:

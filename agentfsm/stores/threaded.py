@@ -18,11 +18,11 @@ from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores._append import hands_fold, takes_fold
-from agentfsm.stores._holder import AsyncLeaseRows, Holder, LeaseRows
 from agentfsm.stores._load import close_iterator
 from agentfsm.stores._process import Process
-from agentfsm.stores._rows import Attachment, Folded, VerifyReport
 from agentfsm.stores.base import AsyncEventStore, EventStore
+from agentfsm.stores.lease import AsyncLeaseRows, Holder, LeaseRows
+from agentfsm.stores.rows import Attachment, Folded, VerifyReport
 from agentfsm.stores.runs import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 
 __all__ = ["ThreadedAsyncEventStore"]

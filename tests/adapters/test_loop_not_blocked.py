@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage
 
 from agentfsm.adapters._observed import ObservedRun
 from agentfsm.stores import MemoryEventStore
-from agentfsm.stores._rows import PreparedAppend
+from agentfsm.stores._append import PreparedAppend
 
 WRITE_SECONDS = 0.4
 TICK_SECONDS = 0.01

@@ -220,7 +220,6 @@ class TestMemoryConstantTime:
         many = lines()  # it steps over the two runs held: a few lines each
         assert many <= few * 1.5, (few, many)
 
-
     def test_a_due_timer_is_found_in_as_many_lines_at_100_as_at_10000_timers_set(self) -> None:
         """The run whose wake-up fell due first is the head of a heap of timers, not the
         minimum of a scan of every lease row (it was one per run with a lease row: 10,000

@@ -35,10 +35,10 @@ from agentfsm.stores import (
     StoredEvent,
     StoredSnapshot,
 )
+from agentfsm.stores._append import PreparedAppend
 from agentfsm.stores._checks import conflict
 from agentfsm.stores._integrity import UNKEYED, Integrity, key_id
 from agentfsm.stores._keys import key_refusal, rekeying, rekeying_keys
-from agentfsm.stores._rows import PreparedAppend
 from agentfsm.stores.anchor import AnchoredHead, FileAnchor, anchor_problem
 from agentfsm.stores.rekey import REKEY_TRIES, rekey
 from agentfsm.testing import StoreConformance, legal_runs, scripted_run

@@ -18,7 +18,7 @@ import pytest
 
 from agentfsm.errors import RunHeldError
 from agentfsm.stores import Holder, SQLiteEventStore, ThreadedAsyncEventStore
-from agentfsm.stores._lease import _Read, _Sleep, _Take, _Taken, _taking
+from agentfsm.stores.lease import _Read, _Sleep, _Take, _Taken, _taking
 
 
 def _holder(holder_id: str) -> Holder:

@@ -18,7 +18,7 @@ from agentfsm.stores import (
     StoredSnapshot,
     ThreadedAsyncEventStore,
 )
-from agentfsm.stores._rows import PreparedAppend
+from agentfsm.stores._append import PreparedAppend
 from agentfsm.testing import AsyncStoreConformance, StoreConformance, scripted_run
 
 NO_ATTACHMENTS = (

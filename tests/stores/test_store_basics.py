@@ -24,8 +24,7 @@ from agentfsm.stores import (
     VerifyReport,
     chain_hash,
 )
-from agentfsm.stores._append import prepare_append
-from agentfsm.stores._rows import Head
+from agentfsm.stores._append import Head, prepare_append
 from agentfsm.testing import legal_runs, scripted_run
 from agentfsm.testing.fixtures.postgres_server import unavailable_reason
 

@@ -10,18 +10,23 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
 import agentfsm.stores
+from agentfsm.errors import ConcurrencyConflictError
 from agentfsm.stores import MemoryEventStore, MemoryStorage, StoreOptions
 from agentfsm.stores import _core as core
+from agentfsm.stores._append import PreparedAppend
 from agentfsm.stores._async_store import AsyncStoreShell
-from agentfsm.stores._rows import Attachment, PreparedAppend, StoredEvent, StoredSnapshot
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.rows import Attachment, StoredEvent, StoredSnapshot
 from agentfsm.stores.runs import RunCount, RunInfo, RunOrder
-from agentfsm.testing import AsyncStoreConformance, Tamper
+from agentfsm.testing import AsyncStoreConformance, Tamper, scripted_run
 from tests.stores.conftest import MemoryTamper
+
+T = TypeVar("T")
 
 
 def _hooks_asked_for() -> set[str]:
@@ -51,12 +56,74 @@ def test_every_hook_the_core_asks_for_is_performed_by_both_shells() -> None:
     assert all(inspect.iscoroutinefunction(getattr(AsyncStoreShell, name)) for name in asked)
 
 
-def test_what_a_store_says_of_its_runs_lives_in_a_public_module() -> None:
-    """`RunInfo` and `RunCount` are exported from `agentfsm.stores` and defined in its
-    public `runs` module, not in a private one."""
-    for value in (agentfsm.stores.RunInfo, agentfsm.stores.RunCount):
-        assert value.__module__ == "agentfsm.stores.runs"
-        assert value.__name__ in agentfsm.stores.runs.__all__
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("RunInfo", "runs"),
+        ("RunCount", "runs"),
+        ("VerifyReport", "rows"),
+        ("Attachment", "rows"),
+        ("StoredEvent", "rows"),
+        ("StoredSnapshot", "rows"),
+        ("Folded", "rows"),
+        ("Lease", "lease"),
+        ("AsyncLease", "lease"),
+        ("HeldLease", "lease"),
+        ("Holder", "lease"),
+    ],
+)
+def test_what_a_store_hands_out_lives_in_a_public_module(name: str, home: str) -> None:
+    """Each value a store hands back (`run_info`, `verify`, `attachment`, `hold`, ...) is
+    exported from `agentfsm.stores` and defined in a public module of it that lists it,
+    not in a private one."""
+    value = getattr(agentfsm.stores, name)
+    assert value.__module__ == f"agentfsm.stores.{home}"
+    assert name in vars(agentfsm.stores)[home].__all__
+
+
+class _CountsDrives(MemoryEventStore):
+    """A memory store that counts the core operations it drives as generators."""
+
+    drives = 0
+
+    def _run(self, steps: core.Steps[T]) -> T:
+        self.drives += 1
+        return super()._run(steps)
+
+
+def test_an_append_on_the_handles_own_head_performs_only_the_write() -> None:
+    """The Runner's case, the handle's own last append as the head and no anchor, is the
+    write called straight, no core generator driven (one cost ~10% of the append); an
+    append that must read first, or tell an anchor, is driven through the core."""
+    store = _CountsDrives(options=StoreOptions(anchor=None))
+    store.drives = 0  # opening checked the key record through the core
+    events = scripted_run("r", 4)
+    store.append("r", events[:1], 0)  # a new run: its head is the reducer's start
+    store.append("r", events[1:2], 1)
+    assert store.drives == 0
+    other = _CountsDrives(store.storage, options=StoreOptions(anchor=None))
+    other.drives = 0
+    other.append("r", events[2:3], 2)  # not its head: it loads the run through the core
+    assert other.drives == 1
+    assert other.load("r").version == 3
+
+
+def test_a_stale_head_is_a_conflict_on_the_direct_path() -> None:
+    """The direct path keeps the core's rulings: a lost race and a batch refused against a
+    view the store has moved past are both a `ConcurrencyConflictError` (the handle then
+    reads the run again)."""
+    store = MemoryEventStore(options=StoreOptions(anchor=None))
+    events = scripted_run("r", 4)
+    store.append("r", events[:2], 0)
+    other = MemoryEventStore(store.storage, options=StoreOptions(anchor=None))
+    other.load("r")
+    other.append("r", events[2:3], 2)
+    with pytest.raises(ConcurrencyConflictError):
+        store.append("r", events[2:3], 2)  # its cached head is at 2; the store moved on
+    store.load("r")
+    with pytest.raises(ConcurrencyConflictError):
+        store.append("r", events[:1], 2)  # refused (out of sequence) on a stale cached head
+    assert store.append("r", events[3:4], 3).version == 4
 
 
 class AsyncRows(AsyncStoreShell):

@@ -16,8 +16,8 @@ import pytest
 from agentfsm.errors import RunNotFoundError
 from agentfsm.events.codec import dump_event
 from agentfsm.reducers.reduce import replay
-from agentfsm.stores._rows import Attachment
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.rows import Attachment
 from agentfsm.testing._stores.scripted import scripted_run
 
 __all__ = ["BINARY", "AsyncAttachmentChecks", "AttachmentChecks"]

@@ -41,8 +41,8 @@ from agentfsm.events.codec import dump_event, event_to_dict, make_event
 from agentfsm.events.models import Event
 from agentfsm.reducers.reduce import replay
 from agentfsm.stores._integrity import chain_hash
-from agentfsm.stores._rows import GENESIS_HASH
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.rows import GENESIS_HASH
 from agentfsm.stores.runs import RunInfo
 from agentfsm.testing._stores.anchor_checks import AnchorChecks, AsyncAnchorChecks
 from agentfsm.testing._stores.attachment_checks import AsyncAttachmentChecks, AttachmentChecks

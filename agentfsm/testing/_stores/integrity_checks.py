@@ -34,8 +34,8 @@ from agentfsm.events.codec import dump_event, event_to_dict
 from agentfsm.reducers.reduce import replay
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._integrity import Integrity
-from agentfsm.stores._rows import StoredSnapshot
 from agentfsm.stores.base import AsyncEventStore, EventStore, StoreOptions
+from agentfsm.stores.rows import StoredSnapshot
 from agentfsm.testing._stores.scripted import scripted_run, tool_turn
 from agentfsm.testing._stores.snapshot_checks import SnapshotIntegrityChecks
 from agentfsm.testing._stores.tamper import (

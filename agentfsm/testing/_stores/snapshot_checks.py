@@ -15,7 +15,7 @@ from agentfsm.events.builder import LogBuilder
 from agentfsm.reducers.reduce import replay
 from agentfsm.reducers.snapshot import Snapshot
 from agentfsm.stores._integrity import Integrity
-from agentfsm.stores._rows import StoredSnapshot
+from agentfsm.stores.rows import StoredSnapshot
 from agentfsm.testing._stores.scripted import scripted_run
 from agentfsm.testing._stores.tamper import (
     KEY,

@@ -15,8 +15,8 @@ from agentfsm.events.builder import LogBuilder
 from agentfsm.events.codec import event_to_dict
 from agentfsm.events.models import Event
 from agentfsm.stores._integrity import PLAIN, Integrity
-from agentfsm.stores._rows import StoredSnapshot
 from agentfsm.stores.base import EventStore
+from agentfsm.stores.rows import StoredSnapshot
 
 __all__ = [
     "KEY",

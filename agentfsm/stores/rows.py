@@ -1,8 +1,12 @@
 """The rows a backend keeps and the values a store hands back: plain frozen data (what it
 says of its runs without folding a log is in `runs.py`).
 
-Kept apart from the code that fills them so a backend, the store template and the
-conformance suite can all name them without importing how appends and loads work.
+`EventStore.verify` returns a `VerifyReport`, `attachment` an `Attachment`, a backend's
+`_read_rows` its `StoredEvent`s and `_read_snapshot` its `StoredSnapshot`; the Runner's
+writer hands `append` a `Folded`. Kept apart from the code that fills them so a backend,
+the store template and the conformance suite can all name them without importing how
+appends and loads work (the append's own values, `Head` and `PreparedAppend`, are in
+`_append.py`).
 """
 
 from __future__ import annotations
@@ -12,14 +16,11 @@ import attrs
 from agentfsm.events.models import Event
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
-from agentfsm.stores.runs import RunInfo
 
 __all__ = [
     "GENESIS_HASH",
     "Attachment",
     "Folded",
-    "Head",
-    "PreparedAppend",
     "StoredEvent",
     "StoredSnapshot",
     "VerifyReport",
@@ -88,14 +89,6 @@ class Attachment:
 
 
 @attrs.frozen(slots=True)
-class Head:
-    """A run's record at some version, with the chain hash of its last event."""
-
-    record: RunRecord
-    hash: str
-
-
-@attrs.frozen(slots=True)
 class Folded:
     """A batch's fold, made by its writer, that a store may take instead of folding again.
 
@@ -117,35 +110,6 @@ class Folded:
     before: RunRecord
     events: tuple[Event, ...]
     after: tuple[RunRecord, ...]
-
-
-@attrs.frozen(slots=True)
-class PreparedAppend:
-    """A validated batch, ready to be written in one transaction.
-
-    Attributes:
-        run_id: the run.
-        expected_version: the version the batch follows; the write must find exactly it.
-        rows: the new log rows, in order.
-        record: the run's record after the batch.
-        snapshot: the snapshot to write with the batch, if the batch crosses a snapshot
-            point (a multiple of `snapshot_every`, spaced out for long runs: `_append.py`).
-        moved: whether the batch changes the run's status (when it does not, a backend may
-            leave the status column, and the index listing by status, untouched).
-    """
-
-    run_id: str
-    expected_version: int
-    rows: tuple[StoredEvent, ...]
-    record: RunRecord
-    snapshot: StoredSnapshot | None
-    moved: bool = True
-
-    @property
-    def info(self) -> RunInfo:
-        """The runs row after the batch."""
-        r = self.record
-        return RunInfo(r.run_id, r.status, r.version, r.updated_at)
 
 
 @attrs.frozen(slots=True)
