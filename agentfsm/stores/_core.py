@@ -157,10 +157,11 @@ class StoreCore:
         folded: Folded | None,
         head: Head | None,
     ) -> Steps[RunRecord]:
-        """An append after `_append_start`, every hook it needs asked for. A shell may
-        instead perform a cached `head` with no anchor straight (`_prepare`, `_write`,
-        `_appended`, and these steps' error steps): the write is then the only hook, and
-        driving a generator for it costs ~10% of an append on the memory store."""
+        """An append after `_append_start`, every hook it needs asked for. When that found
+        the head and no anchor is told, a shell may instead perform these same steps
+        straight (`_prepare`, `_write`, `_appended`, and `_refused_steps` or
+        `_lost_race_steps` when they fail): the write is then the only hook, and driving a
+        generator for it cost ~10% of an append on the memory store."""
         if head is None:
             head = yield from self._head_steps(run_id, expected_version)
         try:
