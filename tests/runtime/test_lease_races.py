@@ -10,6 +10,7 @@ that verifies and validates.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import random
@@ -28,6 +29,11 @@ from agentfsm.runtime import Decision, ProposedCall, ScriptedModel, Tool, ToolCo
 from agentfsm.stores import EventStore, SQLiteEventStore
 
 from .helpers import DurableLedger, runner_for, types, validate
+
+# Hypothesis runs many examples in one test call, so one `pg_prefix`; examples can share a
+# seed, drivers and calls (a replayed or shrunk one always does), and a second `submit` of
+# `r1` into tables that hold it is refused. Each example gets tables of its own.
+_examples = itertools.count()
 
 ENDED = frozenset({"completed", "failed", "cancelled", "terminated"})
 
@@ -143,7 +149,7 @@ def test_racing_threads_on_postgres(postgres_dsn: str, pg_prefix: str, race: Any
     """The same on PostgreSQL (fresh tables per example)."""
     from agentfsm.stores.postgres import PostgresEventStore
 
-    prefix = f"{pg_prefix}{race['seed']}_{race['drivers']}{race['calls']}_"
+    prefix = f"{pg_prefix}{next(_examples)}_"
     with PostgresEventStore(postgres_dsn, table_prefix=prefix, migrate=True) as store:
         submit(store, "r1", "act")
         acted = _threads(lambda: PostgresEventStore(postgres_dsn, table_prefix=prefix), race)
