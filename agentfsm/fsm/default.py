@@ -105,49 +105,68 @@ def _nothing_in_flight(rec: Any, ev: Any) -> bool:
     return not any(a.status in _IN_FLIGHT for a in rec.actions.values())
 
 
+#: The default table's condition "batch resolved": after this result, every action of the batch is
+#: resolved.
 BATCH_RESOLVED = Condition(
     "batch resolved", _batch_resolved, "after this result, every action of the batch is resolved"
 )
+#: The default table's condition "calls left": another action of the batch is still to run or
+#: running.
 CALLS_LEFT = Condition(
     "calls left",
     _calls_left,
     "another action of the batch is still to run or running",
 )
+#: The default table's condition "no calls left": no other action of the batch is to run or
+#: running.
 NO_CALLS_LEFT = Condition(
     "no calls left",
     lambda rec, ev: not _calls_left(rec, ev),
     "no other action of the batch is to run or running",
 )
+#: The default table's condition "only decisions left": nothing of the batch is left to run, but an
+#: action still waits for a decision.
 DECISIONS_LEFT = Condition(
     "only decisions left",
     _decisions_left,
     "nothing of the batch is left to run, but an action still waits for a decision",
 )
+#: The default table's condition "others still pending": another action of the batch still waits
+#: for a decision.
 OTHERS_PENDING = Condition(
     "others still pending",
     _others_pending,
     "another action of the batch still waits for a decision",
 )
+#: The default table's condition "all decided": this decision was the last one the batch waited
+#: for.
 ALL_DECIDED = Condition(
     "all decided",
     lambda rec, ev: not _others_pending(rec, ev),
     "this decision was the last one the batch waited for",
 )
+#: The default table's condition "retry": the action's last attempt failed retryably, in the
+#: current batch, no model call since.
 RETRY = Condition(
     "retry",
     _retry,
     "the action's last attempt failed retryably, in the current batch, no model call since",
 )
+#: The default table's condition "first attempt or retry": the action is requested and not started,
+#: or its last attempt failed retryably.
 STARTABLE = Condition(
     "first attempt or retry",
     _startable,
     "the action is requested and not started, or its last attempt failed retryably",
 )
+#: The default table's condition "final output recorded, nothing unresolved": the last model
+#: decision is final and every action is resolved.
 FINAL_ACCEPTABLE = Condition(
     "final output recorded, nothing unresolved",
     _final_acceptable,
     "the last model decision is final and every action is resolved",
 )
+#: The default table's condition "nothing in flight": no action is requested or started.
 NOTHING_IN_FLIGHT = Condition(
     "nothing in flight", _nothing_in_flight, "no action is requested or started"
 )
