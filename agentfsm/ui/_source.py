@@ -14,7 +14,6 @@ A log file is read through a `LogSource` (`_log_source.py`), a `Source` over a m
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
@@ -40,7 +39,7 @@ from agentfsm.stores._load import close_iterator as _close
 from agentfsm.stores._load import run_tables
 from agentfsm.stores._rows import COUNT_EXACT_UP_TO, RunCount, RunInfo, RunOrder
 from agentfsm.stores.base import EventStore
-from agentfsm.ui._pool import HandlePool, SizedCache, record_bytes
+from agentfsm.ui._pool import HandlePool, Reads, SizedCache, record_bytes
 
 __all__ = [
     "CACHE_BYTES",
@@ -48,6 +47,7 @@ __all__ = [
     "EVENTS_PER_PAGE",
     "INBOX_RUNS",
     "READERS",
+    "ROW_WAIT",
     "CacheUse",
     "InboxPage",
     "PendingCall",
@@ -72,6 +72,10 @@ _SCAN_PAGES = 20
 CALLS_PER_PAGE = 50
 #: How many waiting runs the approvals inbox reads at most to fill one page.
 INBOX_RUNS = 200
+#: Seconds a runs list's row waits for a record another page is reading before it is drawn
+#: from the index alone: longer than a short run's load takes (~1 ms), far shorter than a
+#: long run's (a 20,000-event log folds in ~0.5 s).
+ROW_WAIT = 0.1
 #: Store handles per table a `Source` opens at most: reads beyond wait for one to be free.
 READERS = 8
 #: Bytes the record and path caches of a `Source` hold at most, half each (an estimate on
@@ -96,6 +100,8 @@ class RunRow:
     record: RunRecord | None
     table: str | None
     problem: str | None = None
+    #: The record is being read by another page: the row is the index row alone for now.
+    reading: bool = False
 
 
 @attrs.frozen
@@ -212,9 +218,9 @@ class Source:
         self._paths: SizedCache[str, RunPath] = SizedCache(
             _PATHS_KEPT, cache_bytes // 2, _path_bytes
         )
-        # One fold at a time per run's path: two first views of a big run fold it once.
-        self._folding: dict[str, threading.Lock] = {}
-        self._folding_lock = threading.Lock()
+        # One read of a run's log at a time (its record's load, or its path's fold, which
+        # yields the record too): two pages that want it at once read it once (`Reads`).
+        self._reads: Reads[str] = Reads()
 
     # -- tables ------------------------------------------------------------------------
 
@@ -312,6 +318,11 @@ class Source:
         return self._record_for(info)
 
     def _record_for(self, info: RunInfo) -> RunRecord:
+        record = self._read_record(info, None)
+        assert record is not None  # waiting with no bound always ends with the record
+        return record
+
+    def _cached_record(self, info: RunInfo) -> RunRecord | None:
         cached = self._records.get(info.run_id)
         if cached is not None and cached[0] == info.version:
             return cached[1]
@@ -320,13 +331,33 @@ class Source:
             # The path was folded on to this version (a live page): its record is the load's.
             self._records.put(info.run_id, (path.version, path.record))
             return path.record
-        record = self.use(info.run_id, lambda s: s.load(info.run_id))
-        self._records.put(info.run_id, (record.version, record))
-        return record
+        return None
 
-    def _row(self, info: RunInfo) -> RunRow:
+    def _read_record(self, info: RunInfo, wait: float | None) -> RunRecord | None:
+        """The record at `info`'s version: cached, or read once however many ask at once
+        (a fold of the run's path yields it too). None if another thread was still reading
+        the run after `wait` seconds."""
+        found = self._cached_record(info)
+        if found is not None:
+            return found
+        with self._reads.alone(info.run_id, wait) as mine:
+            if not mine:
+                return None
+            found = self._cached_record(info)  # read while this thread waited
+            if found is not None:
+                return found
+            record = self.use(info.run_id, lambda s: s.load(info.run_id))
+            self._records.put(info.run_id, (record.version, record))
+            return record
+
+    def _row(self, info: RunInfo, wait: float | None = None) -> RunRow:
         try:
-            record = self._record_for(info)
+            record = self._read_record(info, wait)
+            if record is None:
+                # Another page is reading this run's record (the first view of a long run
+                # takes seconds): the row says what the index says, and the next refresh
+                # the rest.
+                return RunRow(info, None, self.table_of(info.run_id).name, reading=True)
         except (UnknownRunTableError, AgentFSMError) as exc:
             return RunRow(info, None, None, str(exc))
         return RunRow(info, record, record.table.name if record.table else self._default.name)
@@ -340,6 +371,7 @@ class Source:
         after: str | None = None,
         limit: int = 50,
         order: RunOrder = "run_id",
+        record_wait: float | None = ROW_WAIT,
     ) -> RunsPage:
         """A page of runs in `order`, read from the store's index, after run `after`.
 
@@ -348,9 +380,12 @@ class Source:
         of the index; otherwise, as with `table`, a page reads up to 20 pages of the index
         to fill itself, and says where to go on. A store that lists by run id only is read
         in that order (the page's `order` says which it was).
+
+        A row whose record another page is reading waits for it `record_wait` seconds at
+        most (None: as long as it takes), then is drawn from the index alone (`reading`).
         """
         if order == "run_id":
-            return self._runs_by_id(status, table, search, after, limit)
+            return self._runs_by_id(status, table, search, after, limit, record_wait)
         cursor = after
         rows: list[RunRow] = []
         scanned = 0
@@ -359,13 +394,13 @@ class Source:
                 with self._store(self._default) as store:
                     infos = store.runs(status or None, limit=limit, after=cursor, order=order)
             except NotImplementedError:
-                return self._runs_by_id(status, table, search, after, limit)
+                return self._runs_by_id(status, table, search, after, limit, record_wait)
             for info in infos:
                 scanned += 1
                 cursor = info.run_id
                 if search and not info.run_id.startswith(search):
                     continue
-                row = self._row(info)
+                row = self._row(info, record_wait)
                 if table is None or row.table == table:
                     rows.append(row)
                 if len(rows) >= limit:
@@ -381,6 +416,7 @@ class Source:
         search: str | None,
         after: str | None,
         limit: int,
+        record_wait: float | None,
     ) -> RunsPage:
         # Each index read borrows a handle only for itself: a record read for a row takes
         # one of its own, and holding one while waiting for another could take every
@@ -394,7 +430,7 @@ class Source:
             except RunNotFoundError:
                 exact = None
             if exact is not None and (not status or exact.status in status):
-                rows.append(self._row(exact))
+                rows.append(self._row(exact, record_wait))
             cursor = search
         for _ in range(_SCAN_PAGES if table else 1):
             with self._store(self._default) as store:
@@ -404,7 +440,7 @@ class Source:
                     return RunsPage(tuple(rows), None, scanned)
                 scanned += 1
                 cursor = info.run_id
-                row = self._row(info)
+                row = self._row(info, record_wait)
                 if table is None or row.table == table:
                     rows.append(row)
                 if len(rows) >= limit:
@@ -467,27 +503,22 @@ class Source:
         cached = self._paths.get(run_id)
         if cached is not None and cached.version == info.version:
             return cached
-        with self._folding_lock:
-            folding = self._folding.setdefault(run_id, threading.Lock())
-        try:
-            with folding:
-                cached = self._paths.get(run_id)  # folded while this thread waited
-                if cached is not None and cached.version >= info.version:
-                    return cached
-                table = self.table_of(run_id)
-                grown = cached if cached is not None and _goes_on(cached, table) else None
+        with self._reads.alone(run_id) as mine:
+            assert mine  # waiting with no bound always ends alone
+            cached = self._paths.get(run_id)  # folded while this thread waited
+            if cached is not None and cached.version >= info.version:
+                return cached
+            table = self.table_of(run_id)
+            grown = cached if cached is not None and _goes_on(cached, table) else None
 
-                def fold(store: EventStore) -> RunPath:
-                    after = grown.version if grown is not None else 0
-                    events = store.events(run_id, after=after)
-                    return _fold_path(store.reducer, table, run_id, events, grown)
+            def fold(store: EventStore) -> RunPath:
+                after = grown.version if grown is not None else 0
+                events = store.events(run_id, after=after)
+                return _fold_path(store.reducer, table, run_id, events, grown)
 
-                path = self.use(run_id, fold)
-                self._paths.put(run_id, path)
-                return path
-        finally:
-            with self._folding_lock:
-                self._folding.pop(run_id, None)
+            path = self.use(run_id, fold)
+            self._paths.put(run_id, path)
+            return path
 
     def record_at(self, run_id: str, sequence: int) -> RunRecord:
         """The run's record right after the event at `sequence` (at most 255 folds from a

@@ -20,12 +20,15 @@ from hypothesis import strategies as st
 
 from agentfsm import SQLiteEventStore
 from agentfsm.events.models import Event
+from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.fsm.table import TransitionTable
+from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source
-from agentfsm.ui._pool import SizedCache, record_bytes
-from agentfsm.ui._source import _path_bytes
+from agentfsm.ui._pages import READING, run_page
+from agentfsm.ui._pool import Reads, SizedCache, record_bytes
+from agentfsm.ui._source import ROW_WAIT, InboxPage, RunsPage, _path_bytes
 from benchmarks.bench_ui import long_run
 from tests.ui.conftest import LiveServer, make_runs, opener
 
@@ -66,34 +69,72 @@ class TestNoDelay:
         assert flags == {1}
 
 
-def _store_run(path: Path, run_id: str, events: list[Event]) -> None:
-    with SQLiteEventStore(path, synchronous="NORMAL") as store:
+def _store_run(
+    path: Path, run_id: str, events: list[Event], options: StoreOptions | None = None
+) -> None:
+    with SQLiteEventStore(path, synchronous="NORMAL", options=options) as store:
         for start in range(0, len(events), 2000):
             store.append(run_id, events[start : start + 2000], start)
 
 
 @pytest.fixture(scope="module")
 def heavy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The runs of `make_runs`, and a run of 20,000 events whose first view takes seconds."""
+    """The runs of `make_runs`, and a run of 20,000 events whose first view takes seconds.
+
+    Stored with no snapshot, so its record is a fold of the whole log too (~0.5 s), as with
+    a store that keeps none, or one whose last snapshot is far behind (the store writes them
+    further apart as a run's ledger grows: a 60,000-event run's was 28,000 events back)."""
     path = tmp_path_factory.mktemp("heavy") / "runs.db"
     make_runs(path)
-    _store_run(path, "heavy", long_run("heavy", 20_000))
+    _store_run(path, "heavy", long_run("heavy", 20_000), StoreOptions(snapshot_every=None))
     return path
+
+
+class _Gate:
+    """Real SQLite handles whose `load` counts itself and, for run `held`, waits at a gate,
+    so a test can hold that record's read in flight while other reads come."""
+
+    def __init__(self, path: Path, held: str) -> None:
+        self.path = path
+        self.held = held
+        self.loads: list[str] = []
+        self.entered = threading.Event()
+        self.open = threading.Event()
+
+    def opener(self) -> Callable[[TransitionTable], EventStore]:
+        gate = self
+
+        class Gated(SQLiteEventStore):
+            def load(self, run_id: str) -> RunRecord:
+                gate.loads.append(run_id)
+                if run_id == gate.held:
+                    gate.entered.set()
+                    gate.open.wait(10)
+                return super().load(run_id)
+
+        return lambda table: Gated(
+            gate.path, options=StoreOptions(reducer=Reducer(table), cache_size=0)
+        )
+
+    def hold(self, source: Source) -> threading.Thread:
+        """A thread reading the held run's record, started and waiting at the gate."""
+        thread = threading.Thread(target=source.record, args=(self.held,))
+        thread.start()
+        assert self.entered.wait(10)
+        return thread
 
 
 class TestReadsInParallel:
     """Reads take store handles of their own, so a heavy page never holds up a light one."""
 
-    @pytest.mark.xfail(
-        strict=False,
-        reason="issue 32: on this machine light pages wait for most of a heavy first view "
-        "(light 0.9 s vs heavy 1.5 s; with 60,000 events 5.0 s vs 6.1 s), reproduced at b2a80d0; "
-        "the cause (a lock or a GIL-holding read) is not found yet",
-    )
     def test_a_light_page_is_served_while_a_heavy_first_view_folds(self, heavy_db: Path) -> None:
         """While the first view of a 20,000-event run folds its log, another person's poll
-        of a run's version and a runs list are answered (before, one lock made them wait
-        for the whole fold)."""
+        of a run's version and a runs list are answered.
+
+        The list shows the heavy run too. Before, it read that run's record again beside
+        the first view reading it (no lock held it: two folds of one log under the GIL, each
+        at half speed), so it waited for most of the view (light 1.0 s, heavy 2.0 s); now it
+        waits a tenth of a second for that read, then draws the row from the index."""
         server = LiveServer(heavy_db)
         done: dict[str, float] = {}
         try:
@@ -110,7 +151,8 @@ class TestReadsInParallel:
             with httpx.Client(base_url=server.url, timeout=120) as c:
                 light = time.perf_counter()
                 assert c.get("/run/version", params={"id": "done-1"}).status_code == 200
-                assert c.get("/").status_code == 200
+                listed = c.get("/")
+                assert listed.status_code == 200
                 done["light"] = time.perf_counter() - started
                 light = time.perf_counter() - light
             thread.join(120)
@@ -118,6 +160,112 @@ class TestReadsInParallel:
             server.stop()
         assert done["light"] < done["heavy"], done
         assert light < done["heavy"] / 3, (light, done)
+        assert READING in listed.text  # the heavy run's row, drawn from the index
+
+    def test_a_record_two_reads_want_at_once_is_read_once(self, runs_db: Path) -> None:
+        """A second read of a record that is being read waits for the first (no second fold
+        of the same log to share the GIL with), and both get it."""
+        gate = _Gate(runs_db, "done-1")
+        source = Source(gate.opener())
+        first = gate.hold(source)
+        got: list[RunRecord] = []
+        second = threading.Thread(target=lambda: got.append(source.record("done-1")))
+        second.start()
+        second.join(0.3)
+        assert second.is_alive(), "the second read waits for the first"
+        gate.open.set()
+        for t in (first, second):
+            t.join(10)
+        assert gate.loads == ["done-1"]
+        assert [r.run_id for r in got] == ["done-1"]
+        source.close()
+
+    def test_a_runs_list_does_not_wait_long_for_a_record_read_elsewhere(
+        self, runs_db: Path
+    ) -> None:
+        """A row whose record another page is reading waits `ROW_WAIT` for it at most, then
+        says what the index says; once the read is done, the list shows the record."""
+        gate = _Gate(runs_db, "done-1")
+        source = Source(gate.opener())
+        held = gate.hold(source)
+        pages: list[RunsPage] = []
+        took = time.perf_counter()
+        listing = threading.Thread(target=lambda: pages.append(source.runs_page()))
+        listing.start()
+        listing.join(ROW_WAIT + 5)
+        took = time.perf_counter() - took
+        gate.open.set()
+        held.join(10)
+        assert pages, "the list waited for the held read"
+        rows = {r.info.run_id: r for r in pages[0].rows}
+        assert rows["done-1"].reading
+        assert rows["done-1"].record is None
+        assert rows["done-1"].table == DEFAULT_TABLE.name
+        assert all(r.record is not None for k, r in rows.items() if k != "done-1")
+        assert ROW_WAIT <= took < ROW_WAIT + 2
+        again = {r.info.run_id: r for r in source.runs_page().rows}
+        assert again["done-1"].record is not None
+        assert not again["done-1"].reading
+        assert gate.loads == ["done-1", "done-2", "pay-1"]  # done-1 once, by the held read
+        source.close()
+
+    def test_the_inbox_waits_for_a_record_read_elsewhere(self, runs_db: Path) -> None:
+        """The inbox must not leave a waiting run's calls out: it waits for the read."""
+        gate = _Gate(runs_db, "pay-1")
+        source = Source(gate.opener())
+        held = gate.hold(source)
+        pages: list[InboxPage] = []
+        inbox = threading.Thread(target=lambda: pages.append(source.pending()))
+        inbox.start()
+        inbox.join(ROW_WAIT + 0.3)
+        assert inbox.is_alive(), "the inbox waits for the record"
+        gate.open.set()
+        for t in (held, inbox):
+            t.join(10)
+        assert [c.record.run_id for c in pages[0].calls] == ["pay-1"]
+        assert gate.loads == ["pay-1"]
+        source.close()
+
+    def test_a_first_view_reads_the_log_once(self, runs_db: Path) -> None:
+        """A run page folds the run's path, which yields its record: no load beside it."""
+        gate = _Gate(runs_db, "")
+        source = Source(gate.opener())
+        data = run_page(source, "pay-1", None, None)
+        assert data["record"].run_id == "pay-1"
+        assert gate.loads == []
+        source.close()
+
+    def test_a_read_within_its_own_read_goes_on(self) -> None:
+        """A thread reading a key may read it again inside (no waiting for itself)."""
+        reads: Reads[str] = Reads()
+        with reads.alone("run") as outer, reads.alone("run", wait=0) as inner:
+            assert outer
+            assert inner
+
+    def test_a_bounded_wait_ends_without_the_key(self) -> None:
+        """`wait` seconds after another thread began reading a key, a reader goes without."""
+        reads: Reads[str] = Reads()
+        inside, leave = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with reads.alone("run"):
+                inside.set()
+                leave.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert inside.wait(10)
+        took = time.perf_counter()
+        with reads.alone("run", wait=0.05) as mine:
+            took = time.perf_counter() - took
+            assert not mine
+        with reads.alone("other", wait=0) as other:
+            assert other
+        leave.set()
+        holder.join(10)
+        with reads.alone("run", wait=0) as mine:
+            assert mine
+        assert 0.05 <= took < 1
 
     def test_handles_are_opened_only_as_reads_need_them(self, runs_db: Path) -> None:
         """One read at a time opens one handle per table; `readers` bounds how many open."""
