@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import http.client
 import socket
+import sys
 import threading
 import time
 import tracemalloc
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from agentfsm import SQLiteEventStore
 from agentfsm.events.models import Event
 from agentfsm.fsm.default import DEFAULT_TABLE
+from agentfsm.fsm.registry import _read_published
 from agentfsm.fsm.table import TransitionTable
 from agentfsm.record import RunRecord
 from agentfsm.reducers.reduce import Reducer
@@ -29,6 +31,7 @@ from agentfsm.ui import Source
 from agentfsm.ui._pages import READING, run_page
 from agentfsm.ui._pool import Reads, SizedCache, record_bytes
 from agentfsm.ui._source import ROW_WAIT, InboxPage, RunsPage, _path_bytes
+from agentfsm.ui.server import SWITCH_INTERVAL
 from benchmarks.bench_ui import long_run
 from tests.ui.conftest import LiveServer, make_runs, opener
 
@@ -234,6 +237,21 @@ class TestReadsInParallel:
         assert data["record"].run_id == "pay-1"
         assert gate.loads == []
         source.close()
+
+    def test_the_server_hands_the_gil_on_within_a_millisecond(self, runs_db: Path) -> None:
+        """Serving shortens the GIL's switch interval, so a light page's reads do not each
+        wait 5 ms for a fold beside them to let go, and reads the installed tables first."""
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(0.005)
+        try:
+            server = LiveServer(runs_db)
+            try:
+                assert sys.getswitchinterval() == SWITCH_INTERVAL <= 0.001
+                assert _read_published.cache_info().currsize == 1
+            finally:
+                server.stop()
+        finally:
+            sys.setswitchinterval(before)
 
     def test_a_read_within_its_own_read_goes_on(self) -> None:
         """A thread reading a key may read it again inside (no waiting for itself)."""
