@@ -71,6 +71,18 @@ class TestNoDelay:
             server.stop()
         assert flags == {1}
 
+    def test_requests_are_parsed_by_httptools(self, runs_db: Path) -> None:
+        """The `ui` extra brings httptools, so uvicorn parses HTTP in C, not in pure Python
+        (h11) under the GIL the page threads share."""
+        server = LiveServer(runs_db)
+        try:
+            with httpx.Client(base_url=server.url, timeout=10) as c:
+                assert c.get("/tables").status_code == 200
+                kinds = {type(p).__name__ for p in server.server.server_state.connections}
+        finally:
+            server.stop()
+        assert kinds == {"HttpToolsProtocol"}
+
 
 def _store_run(
     path: Path, run_id: str, events: list[Event], options: StoreOptions | None = None
