@@ -455,6 +455,11 @@ class TestInstalledTablesReadOnce:
         source.close()
         assert scans == [registry.ENTRY_POINT_GROUP]
 
+    def test_a_tables_state_names_are_built_once(self) -> None:
+        """Every runs list and each of its rows asks a table its state names: one tuple."""
+        assert DEFAULT_TABLE.state_names is DEFAULT_TABLE.state_names
+        assert DEFAULT_TABLE.state_names == tuple(s.name for s in DEFAULT_TABLE.states)
+
 
 class TestALongRunsPathGrows:
     def test_the_path_folded_on_is_the_path_folded_whole(self, tmp_path: Path) -> None:
