@@ -30,7 +30,7 @@ from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source
 from agentfsm.ui._pages import READING, run_page
 from agentfsm.ui._pool import Reads, SizedCache, record_bytes
-from agentfsm.ui._source import ROW_WAIT, InboxPage, RunsPage, _path_bytes
+from agentfsm.ui._source import _FOLD_ON_AT_MOST, ROW_WAIT, InboxPage, RunsPage, _path_bytes
 from agentfsm.ui.server import SWITCH_INTERVAL
 from benchmarks.bench_ui import long_run
 from tests.ui.conftest import LiveServer, make_runs, opener
@@ -85,10 +85,15 @@ class TestNoDelay:
 
 
 def _store_run(
-    path: Path, run_id: str, events: list[Event], options: StoreOptions | None = None
+    path: Path,
+    run_id: str,
+    events: list[Event],
+    options: StoreOptions | None = None,
+    after: int = 0,
 ) -> None:
+    """Append `events` from event `after + 1` on, 2,000 at a time."""
     with SQLiteEventStore(path, synchronous="NORMAL", options=options) as store:
-        for start in range(0, len(events), 2000):
+        for start in range(after, len(events), 2000):
             store.append(run_id, events[start : start + 2000], start)
 
 
@@ -490,3 +495,41 @@ class TestALongRunsPathGrows:
             source.record_at("long", 280).dumps()
             == Source(opener(path)).record_at("long", 280).dumps()
         )
+
+
+class TestARecordFoldsOn:
+    """A record cached at an earlier version is folded on by the events since, not loaded
+    again: a list polling a growing long run reads its new events only."""
+
+    def test_the_record_folded_on_is_the_stores(self, tmp_path: Path) -> None:
+        """Read at 250 events, then at 301: one load, and the record is the store's."""
+        from agentfsm.testing import scripted_run
+
+        path = tmp_path / "runs.db"
+        make_runs(path)
+        events = scripted_run("long", 60)  # 301 events
+        gate = _Gate(path, "")
+        source = Source(gate.opener())
+        with SQLiteEventStore(path) as store:
+            store.append("long", events[:250], 0)
+            assert source.record("long").version == 250
+            store.append("long", events[250:], 250)
+            grown = source.record("long")
+            assert grown.dumps() == store.load("long").dumps()
+        assert grown.version == 301
+        assert gate.loads == ["long"]
+        source.close()
+
+    def test_a_record_far_behind_is_loaded(self, tmp_path: Path) -> None:
+        """Past `_FOLD_ON_AT_MOST` new events the store's load (snapshot and tail) is read."""
+        path = tmp_path / "runs.db"
+        events = long_run("long", _FOLD_ON_AT_MOST + 300)
+        gate = _Gate(path, "")
+        source = Source(gate.opener())
+        _store_run(path, "long", events[:100])
+        assert source.record("long").version == 100
+        _store_run(path, "long", events, after=100)
+        with SQLiteEventStore(path) as store:
+            assert source.record("long").dumps() == store.load("long").dumps()
+        assert gate.loads == ["long", "long"]
+        source.close()
