@@ -218,7 +218,9 @@ class Reads(Generic[_K]):
                 del self._reading[key]
             done.set()
 
-    def busy(self, key: _K) -> bool:
-        """Whether a thread is reading `key` now."""
+    def wait_for(self, key: _K, wait: float) -> bool:
+        """Wait `wait` seconds at most for the thread reading `key` to be done; whether no
+        other thread reads it now."""
         with self._lock:
-            return key in self._reading
+            found = self._reading.get(key)
+        return found is None or found[0] == threading.get_ident() or found[1].wait(wait)

@@ -14,6 +14,7 @@ A log file is read through a `LogSource` (`_log_source.py`), a `Source` over a m
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
@@ -221,9 +222,11 @@ class Source:
         self._paths: SizedCache[str, RunPath] = SizedCache(
             _PATHS_KEPT, cache_bytes // 2, _path_bytes
         )
-        # One read of a run's log at a time (its record's load, or its path's fold, which
-        # yields the record too): two pages that want it at once read it once (`Reads`).
-        self._reads: Reads[str] = Reads()
+        # One load of a run's record and one fold of its path at a time: two pages that want
+        # either at once read it once (`Reads`). A list's row also waits a little for a fold,
+        # which yields the record; a page that needs the record loads it rather than wait
+        # for a whole fold.
+        self._reads: Reads[tuple[str, str]] = Reads()
 
     # -- tables ------------------------------------------------------------------------
 
@@ -337,22 +340,33 @@ class Source:
         return None
 
     def _read_record(self, info: RunInfo, wait: float | None) -> RunRecord | None:
-        """The record at `info`'s version: cached, or read once however many ask at once
-        (a fold of the run's path yields it too). None if another thread was still reading
-        the run after `wait` seconds."""
+        """The record at `info`'s version: cached, or loaded once however many ask at once.
+        With a bounded `wait` (a list's row), a fold of the run's path under way (which
+        yields the record) is waited for too; None if the run was still being read after
+        `wait` seconds."""
         found = self._cached_record(info)
         if found is not None:
             return found
-        with self._reads.alone(info.run_id, wait) as mine:
+        run_id = info.run_id
+        left = wait
+        if wait is not None:
+            deadline = time.monotonic() + wait
+            if not self._reads.wait_for(("path", run_id), wait):
+                return None
+            found = self._cached_record(info)  # the path folded while this thread waited
+            if found is not None:
+                return found
+            left = max(deadline - time.monotonic(), 0.0)
+        with self._reads.alone(("record", run_id), left) as mine:
             if not mine:
                 return None
-            found = self._cached_record(info)  # read while this thread waited
+            found = self._cached_record(info)  # loaded while this thread waited
             if found is not None:
                 return found
             record = self._folded_on(info)
             if record is None:
-                record = self.use(info.run_id, lambda s: s.load(info.run_id))
-            self._records.put(info.run_id, (record.version, record))
+                record = self.use(run_id, lambda s: s.load(run_id))
+            self._records.put(run_id, (record.version, record))
             return record
 
     def _folded_on(self, info: RunInfo) -> RunRecord | None:
@@ -532,7 +546,7 @@ class Source:
         cached = self._paths.get(run_id)
         if cached is not None and cached.version == info.version:
             return cached
-        with self._reads.alone(run_id) as mine:
+        with self._reads.alone(("path", run_id)) as mine:
             assert mine  # waiting with no bound always ends alone
             cached = self._paths.get(run_id)  # folded while this thread waited
             if cached is not None and cached.version >= info.version:

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +111,15 @@ def heavy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class _Gate:
-    """Real SQLite handles whose `load` counts itself and, for run `held`, waits at a gate,
-    so a test can hold that record's read in flight while other reads come."""
+    """Real SQLite handles that count their loads and hold one read of run `held` at a gate
+    (its `load`, or with `fold`, the reading of its whole log, as a path's fold does), so a
+    test can keep that read in flight while other reads come."""
 
-    def __init__(self, path: Path, held: str) -> None:
+    def __init__(self, path: Path, held: str, *, fold: bool = False) -> None:
         self.path = path
         self.held = held
+        self.fold = fold
+        self.armed = False
         self.loads: list[str] = []
         self.entered = threading.Event()
         self.open = threading.Event()
@@ -127,18 +130,31 @@ class _Gate:
         class Gated(SQLiteEventStore):
             def load(self, run_id: str) -> RunRecord:
                 gate.loads.append(run_id)
-                if run_id == gate.held:
-                    gate.entered.set()
-                    gate.open.wait(10)
+                if run_id == gate.held and not gate.fold:
+                    gate.wait()
                 return super().load(run_id)
+
+            def events(self, run_id: str, *, after: int = 0) -> Iterator[Event]:
+                # Once, once armed: the held thread's fold (`hold` read the table before).
+                if run_id == gate.held and gate.armed and not gate.entered.is_set():
+                    gate.wait()
+                return super().events(run_id, after=after)
 
         return lambda table: Gated(
             gate.path, options=StoreOptions(reducer=Reducer(table), cache_size=0)
         )
 
+    def wait(self) -> None:
+        self.entered.set()
+        self.open.wait(10)
+
     def hold(self, source: Source) -> threading.Thread:
-        """A thread reading the held run's record, started and waiting at the gate."""
-        thread = threading.Thread(target=source.record, args=(self.held,))
+        """A thread reading the held run (its record, or its path), waiting at the gate."""
+        read = source.path if self.fold else source.record
+        if self.fold:
+            source.table_of(self.held)  # read first: the gate holds the fold alone
+            self.armed = True
+        thread = threading.Thread(target=read, args=(self.held,))
         thread.start()
         assert self.entered.wait(10)
         return thread
@@ -200,12 +216,14 @@ class TestReadsInParallel:
         assert [r.run_id for r in got] == ["done-1"]
         source.close()
 
+    @pytest.mark.parametrize("fold", [False, True], ids=["record loading", "path folding"])
     def test_a_runs_list_does_not_wait_long_for_a_record_read_elsewhere(
-        self, runs_db: Path
+        self, runs_db: Path, fold: bool
     ) -> None:
-        """A row whose record another page is reading waits `ROW_WAIT` for it at most, then
-        says what the index says; once the read is done, the list shows the record."""
-        gate = _Gate(runs_db, "done-1")
+        """A row whose record another page is reading (loading it, or folding the path that
+        yields it) waits `ROW_WAIT` for it at most, then says what the index says; once the
+        read is done, the list shows the record."""
+        gate = _Gate(runs_db, "done-1", fold=fold)
         source = Source(gate.opener())
         held = gate.hold(source)
         pages: list[RunsPage] = []
@@ -226,7 +244,8 @@ class TestReadsInParallel:
         again = {r.info.run_id: r for r in source.runs_page().rows}
         assert again["done-1"].record is not None
         assert not again["done-1"].reading
-        assert gate.loads == ["done-1", "done-2", "pay-1"]  # done-1 once, by the held read
+        # done-1 loaded by the held read, or not at all (the fold yielded it)
+        assert gate.loads == ([] if fold else ["done-1"]) + ["done-2", "pay-1"]
         source.close()
 
     def test_the_inbox_waits_for_a_record_read_elsewhere(self, runs_db: Path) -> None:
@@ -244,6 +263,22 @@ class TestReadsInParallel:
             t.join(10)
         assert [c.record.run_id for c in pages[0].calls] == ["pay-1"]
         assert gate.loads == ["pay-1"]
+        source.close()
+
+    def test_a_page_that_needs_a_record_does_not_wait_for_a_fold(self, runs_db: Path) -> None:
+        """The record of a run whose path is being folded is loaded for a page that needs
+        it (the inbox), not waited for: a load takes a fraction of a long fold."""
+        gate = _Gate(runs_db, "pay-1", fold=True)
+        source = Source(gate.opener())
+        held = gate.hold(source)
+        pages: list[InboxPage] = []
+        inbox = threading.Thread(target=lambda: pages.append(source.pending()))
+        inbox.start()
+        inbox.join(5)
+        gate.open.set()
+        held.join(10)
+        assert pages, "the inbox waited for the fold"
+        assert [c.record.run_id for c in pages[0].calls] == ["pay-1"]
         source.close()
 
     def test_a_first_view_reads_the_log_once(self, runs_db: Path) -> None:
