@@ -160,6 +160,11 @@ class HandlePool:
             self._returned.notify()
         store.close()  # lent when the pool closed: closed on its way back
 
+    def lent(self) -> int:
+        """How many handles are lent now, under every key."""
+        with self._returned:
+            return sum(n - len(self._idle.get(k, ())) for k, n in self._open.items())
+
     def opened(self, key: str) -> int:
         """How many handles are open under `key` (idle or lent)."""
         with self._returned:

@@ -30,7 +30,15 @@ from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source
 from agentfsm.ui._pages import READING, run_page
 from agentfsm.ui._pool import Reads, SizedCache, record_bytes
-from agentfsm.ui._source import _FOLD_ON_AT_MOST, ROW_WAIT, InboxPage, RunsPage, _path_bytes
+from agentfsm.ui._source import (
+    _FOLD_ON_AT_MOST,
+    _PAUSE_AT_MOST,
+    _PAUSE_EVERY,
+    ROW_WAIT,
+    InboxPage,
+    RunsPage,
+    _path_bytes,
+)
 from agentfsm.ui.server import SWITCH_INTERVAL
 from benchmarks.bench_ui import long_run
 from tests.ui.conftest import LiveServer, make_runs, opener
@@ -279,6 +287,35 @@ class TestReadsInParallel:
         held.join(10)
         assert pages, "the inbox waited for the fold"
         assert [c.record.run_id for c in pages[0].calls] == ["pay-1"]
+        source.close()
+
+    def test_a_fold_naps_while_other_reads_hold_handles(self, tmp_path: Path) -> None:
+        """While another read holds a store handle, a fold of 2,000 events naps up to
+        `_PAUSE_AT_MOST` every `_PAUSE_EVERY` events (its SQLite rows alone would never let
+        the other thread have the GIL back), and alone it does not wait."""
+        path = tmp_path / "runs.db"
+        _store_run(path, "long", long_run("long", 2000))
+        source = Source(opener(path))
+        source.table_of("long")
+        holding, release = threading.Event(), threading.Event()
+
+        def hold(store: EventStore) -> None:
+            holding.set()
+            release.wait(30)
+
+        other = threading.Thread(target=source.use, args=("long", hold))
+        other.start()
+        assert holding.wait(10)
+        took = time.perf_counter()
+        source.path("long")
+        took = time.perf_counter() - took
+        release.set()
+        other.join(10)
+        alone = time.perf_counter()
+        Source(opener(path)).path("long")
+        alone = time.perf_counter() - alone
+        assert took >= (2000 // _PAUSE_EVERY - 1) * _PAUSE_AT_MOST
+        assert alone < took / 2
         source.close()
 
     def test_a_first_view_reads_the_log_once(self, runs_db: Path) -> None:
