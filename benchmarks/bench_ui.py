@@ -20,7 +20,10 @@ whole request: routing, store reads, folds, Graphviz, template):
   its counts past the exact bound (issue 29: estimates);
 - a live page's stream (issue 29): one look at a run that did not move (what each open
   stream costs a tick), and the look that sends a `--events`-event run's page the rows of
-  a tool turn (5 events) just appended to it, next to `store.run_info`.
+  a tool turn (5 events) just appended to it, next to `store.run_info`;
+- a light page beside a heavy one (issue 32), over a live server (uvicorn on loopback): a
+  version poll and the runs list asked 0.3 s into the first view of a `--beside`-event run
+  stored without snapshots (its record a fold of the whole log too), next to that view.
 
 The store is built once in a temporary directory on /dev/shm when there is one (building
 100,000 runs with fsync per commit would measure the disk), with SQLite synchronous=NORMAL.
@@ -122,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--beside", type=int, default=20_000, help="0: leave it out")
     args = parser.parse_args(argv)
     shm = Path("/dev/shm")  # noqa: S108 - a private TemporaryDirectory is made inside it
     base = shm if shm.is_dir() else None
@@ -210,6 +214,67 @@ def main(argv: list[str] | None = None) -> None:
               f"{sizes['/approvals'] / 1024:.0f} KiB, its run page "
               f"{sizes['/run?id=batch'] / 1024:.0f} KiB")  # fmt: skip
         store.close()
+        if args.beside:
+            _light_beside_heavy(Path(tmp) / "beside.db", args.beside, rounds)
+
+
+def _light_beside_heavy(path: Path, events: int, rounds: int) -> None:
+    """The light requests' time against the heavy first view's, each round on a fresh server."""
+    import threading
+
+    import httpx
+    import uvicorn
+
+    from agentfsm.ui.server import Server, bind
+
+    with SQLiteEventStore(path, synchronous="NORMAL") as store:
+        for i in range(3):
+            store.append(f"short-{i}", short_run(f"short-{i}", i), 0)
+    heavy = long_run("heavy", events)
+    no_snapshots = StoreOptions(snapshot_every=None)
+    with SQLiteEventStore(path, synchronous="NORMAL", options=no_snapshots) as store:
+        for start in range(0, len(heavy), 2000):
+            store.append("heavy", heavy[start : start + 2000], start)
+
+    def opener(table: TransitionTable) -> EventStore:
+        return SQLiteEventStore(path, options=StoreOptions(reducer=Reducer(table), cache_size=0))
+
+    lights, heavies = [], []
+    for _ in range(rounds):
+        app = create_app(Source(opener), UIConfig(token="x" * 20))
+        sock = bind("127.0.0.1", 0)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        server = Server(config, app)
+        serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+        serving.start()
+        while not server.started:
+            time.sleep(0.01)
+        took: dict[str, float] = {}
+
+        def first_view(url: str = url, took: dict[str, float] = took) -> None:
+            start = time.perf_counter()
+            with httpx.Client(base_url=url, timeout=120) as c:
+                c.get("/run", params={"id": "heavy"}).raise_for_status()
+            took["heavy"] = time.perf_counter() - start
+
+        viewing = threading.Thread(target=first_view)
+        viewing.start()
+        time.sleep(0.3)
+        with httpx.Client(base_url=url, timeout=120) as c:
+            start = time.perf_counter()
+            c.get("/run/version", params={"id": "short-0"}).raise_for_status()
+            c.get("/").raise_for_status()
+            lights.append(time.perf_counter() - start)
+        viewing.join()
+        heavies.append(took["heavy"])
+        server.should_exit = True
+        serving.join()
+        sock.close()
+    light, view = statistics.median(lights) * 1000, statistics.median(heavies) * 1000
+    print(f"beside the first view of a {events:,}-event run ({view:.0f} ms): a version poll "
+          f"and the runs list took {light:.0f} ms ({light / view:.2f} of it; medians of "
+          f"{rounds})")  # fmt: skip
 
 
 def _live_looks(

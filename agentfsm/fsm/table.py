@@ -318,7 +318,7 @@ class TransitionTable:
 
     # -- queries -----------------------------------------------------------------------
 
-    @property
+    @functools.cached_property  # the table is immutable; every runs list and row asks
     def state_names(self) -> tuple[str, ...]:
         """State names in declaration order."""
         return tuple(s.name for s in self.states)

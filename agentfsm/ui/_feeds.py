@@ -116,7 +116,8 @@ class ListFeed:
             status=q["status"], table=q["table"], search=q["search"], after=q["after"],
             limit=q["limit"], order=order,
         )  # fmt: skip
-        key = digest(repr([(r.info.run_id, r.info.version, r.info.status) for r in page.rows]))
+        rows = [(r.info.run_id, r.info.version, r.info.status, r.reading) for r in page.rows]
+        key = digest(repr(rows))
         if key == self._key and not full:
             return []
         self._key = key

@@ -57,6 +57,7 @@ __all__ = [
     "DIFF_EVENTS",
     "LEDGER_PAGE",
     "OTHERS_SHOWN",
+    "READING",
     "SORTS",
     "approvals_page",
     "diff_page",
@@ -104,6 +105,8 @@ SORTS = {
 FILTER_PAGES = 20
 #: Earlier pages' cursors the runs list carries in its address for "previous page".
 TRAIL_KEPT = 50
+#: What a runs list's row says while another page reads its run's record (`RunRow.reading`).
+READING = "reading its record…"
 
 
 def runs_page(
@@ -122,9 +125,11 @@ def runs_page(
         rows: list[RunRow] = []
         cursor, scanned, pages = after, 0, 0
         while pages < FILTER_PAGES:
+            # These filters read the record: a row must wait for it.
             page = source.runs_page(
-                status=status, table=table, search=search, after=cursor, limit=limit, order=sort
-            )
+                status=status, table=table, search=search, after=cursor, limit=limit, order=sort,
+                record_wait=None,
+            )  # fmt: skip
             pages += 1
             scanned += page.scanned
             rows += [r for r in page.rows if _matches(r, wanted, since, until)]
@@ -155,7 +160,7 @@ def runs_page(
                 "words": (
                     stop_words(row.record, source.table_of(row.info.run_id))
                     if row.record
-                    else row.problem
+                    else (READING if row.reading else row.problem)
                 ),
                 "children": row.info.run_id.count("/"),
                 "driver": _driver(source, row),
@@ -261,9 +266,11 @@ def run_page(
     `whole_table`. Stepping (`at`), the page says what changed in the record since the
     event before, or since event `compare`. `around`: the run's subagent runs and parent,
     when the caller read them already (the server keys its cached pages by them)."""
+    # The path first: its fold yields the record too, so a first view reads the log once,
+    # not the snapshot and its tail and then the whole log again.
+    path = source.path(run_id)
     record = source.record(run_id)
     table = source.table_of(run_id)
-    path = source.path(run_id)
     version = record.version
     pages = max(1, -(-version // EVENTS_PER_PAGE))
     if at is not None:

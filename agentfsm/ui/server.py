@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 from collections.abc import Callable
 
 import uvicorn
 from starlette.applications import Starlette
 
-__all__ = ["Server", "allowed_hosts", "bind", "is_loopback", "serve"]
+from agentfsm.fsm.registry import known_tables
+
+__all__ = ["SWITCH_INTERVAL", "Server", "allowed_hosts", "bind", "is_loopback", "serve"]
+
+#: The GIL's switch interval while the UI serves (Python's default is 5 ms). A light page's
+#: every read of the store releases the GIL and takes it back; beside a thread folding a long
+#: log, taking it back waits for that thread's interval to run out, so each of a page's few
+#: hundred reads could wait 5 ms (a runs list took 0.2-0.9 s beside a first view it needed
+#: nothing from; issue 32). 1 ms makes that wait a fifth, and costs a fold little.
+SWITCH_INTERVAL = 0.001
 
 
 class Server(uvicorn.Server):
@@ -23,6 +33,15 @@ class Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Starlette) -> None:
         super().__init__(config)
         self._streams = getattr(app.state, "streams", None)
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve until told to stop, with the GIL handed on every `SWITCH_INTERVAL` (the
+        process's: it serves), and the installed tables read before the first request:
+        scanning every distribution's metadata is some 300 file reads, each a wait for the
+        GIL if a fold runs beside the first page that asks."""
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
+        known_tables()
+        super().run(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self._streams is not None:
