@@ -5,8 +5,9 @@
 Both on the same throwaway PostgreSQL server (one database each, fsync off: the CPU and
 round trips, not the disk), with worker *processes* forked from this one:
 
-- runs/s and turns/s draining `--runs` runs (three model turns, two instant tools each)
-  with 1, 2 and 4 workers: `ProcrastinateEngine` vs `Worker` + `PostgresLeases`;
+- runs/s draining `--runs` runs (three model turns, two instant tools each) with 1, 2 and
+  4 workers: `ProcrastinateEngine` vs `Worker` + `PostgresLeases`, `--rounds` times each,
+  alternating, and the median of the rounds' ratios (the machine's load moves);
 - wake-up latency: from `approve(...)` returning to the run's next event being appended,
   with one idle worker (Procrastinate: LISTEN/NOTIFY; `Worker.serve`: polling, `idle=0.2`);
 - failover: a worker SIGKILLed in the middle of a tool call, to the run's next event on
@@ -259,21 +260,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--samples", type=int, default=10)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="drains per engine and worker count (default 3)"
+    )
+    parser.add_argument(
+        "--drain-only", action="store_true", help="skip the wake-up latency and failover parts"
+    )
     args = parser.parse_args()
     _quiet()
     with postgres_server() as server:
         admin = server.dsn
         print(f"{args.runs} runs x {TURNS} turns; PostgreSQL fsync off; worker processes")
+        print(f"median of {args.rounds} round(s), the engines alternating within each")
         print("| workers | Procrastinate runs/s | lease Worker runs/s | time per run, vs Worker |")
         print("| ---: | ---: | ---: | ---: |")
         for workers in (1, 2, 4):
             # Interleaved, so a busy machine slows both alike: the ratio is the figure.
-            rates = {
-                engine: args.runs / drain(admin, engine, workers, args.runs)
-                for engine in ("procrastinate", "worker")
-            }
-            pq, lw = rates["procrastinate"], rates["worker"]
-            print(f"| {workers} | {pq:.1f} | {lw:.1f} | {lw / pq:.2f}x |")
+            rates: dict[str, list[float]] = {"procrastinate": [], "worker": []}
+            for n in range(args.rounds):
+                order = ["procrastinate", "worker"][:: -1 if n % 2 else 1]
+                for engine in order:
+                    rates[engine].append(args.runs / drain(admin, engine, workers, args.runs))
+            ratios = [w / p for p, w in zip(rates["procrastinate"], rates["worker"], strict=True)]
+            each = f" ({', '.join(f'{r:.2f}' for r in ratios)})" if args.rounds > 1 else ""
+            pq, lw = statistics.median(rates["procrastinate"]), statistics.median(rates["worker"])
+            print(f"| {workers} | {pq:.1f} | {lw:.1f} | {statistics.median(ratios):.2f}x{each} |")
+        if args.drain_only:
+            return
         for engine in ("procrastinate", "worker"):
             lat = wake_latency(admin, engine, args.samples)
             print(
