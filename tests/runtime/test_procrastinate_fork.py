@@ -40,7 +40,7 @@ def engine(pq_dsn: str, tmp_path: Path) -> ProcrastinateEngine:
 
 
 def _drain(engine: ProcrastinateEngine, *queues: str) -> None:
-    asyncio.run(engine.serve(wait=False, install_signal_handlers=False, queues=list(queues)))
+    asyncio.run(engine.aserve(wait=False, install_signal_handlers=False, queues=list(queues)))
 
 
 def _advances(dsn: str, run_id: str) -> list[tuple[Any, ...]]:
