@@ -705,14 +705,16 @@ class ProcrastinateEngine:
 
         @self.app.task(name=ADVANCE, queue=s.queue, pass_context=True, retry=retry)
         def advance(context: procrastinate.JobContext, run_id: str) -> str:
-            return self._advance(context, run_id)
+            with self._dropped_on_error():
+                return self._advance(context, run_id)
 
         @self.app.task(name=TIMER, queue=s.queue, pass_context=True, retry=retry)
         def timer(
             context: procrastinate.JobContext, run_id: str, kind: str = "wake", version: int = 0
         ) -> str:
-            self._measure_timer(context, kind)
-            return self._timer(run_id, kind, version, _route(context))
+            with self._dropped_on_error():
+                self._measure_timer(context, kind)
+                return self._timer(run_id, kind, version, _route(context))
 
     # -- setting up -----------------------------------------------------------------------
 
@@ -952,7 +954,15 @@ class ProcrastinateEngine:
     # -- the tasks ------------------------------------------------------------------------
 
     def _thread_state(self) -> tuple[PostgresEventStore, RunDriver, psycopg.Connection[Any]]:
+        """This job thread's store, Runner and connection, made at its first job, and
+        made again when the server has ended them (see `_ended`)."""
         local = self._local
+        if getattr(local, "store", None) is not None and _ended(local.conn):
+            # The server ended this thread's connection while it sat between jobs (a
+            # restart, `pg_terminate_backend`, `idle_session_timeout`): the store's, opened
+            # with it and as idle, most likely went with it. Replaced before the job meets
+            # them, rather than spending one of the job's attempts to find out.
+            self._drop_thread_state()
         if getattr(local, "store", None) is None:
             local.store = self.store()
             local.runner = self.make_runner(local.store)
@@ -961,14 +971,28 @@ class ProcrastinateEngine:
                 self._opened += [local.store, local.conn]
         return local.store, local.runner, local.conn
 
+    @contextmanager
+    def _dropped_on_error(self) -> Iterator[None]:
+        """Around a job: if it raises, its thread's store and connection are dropped, as
+        one of them may be what failed (a connection the server ended, with no goodbye
+        this thread could read first), and the job's retry, or the next job on this
+        thread, must not meet it again."""
+        try:
+            yield
+        except BaseException:
+            self._drop_thread_state()
+            raise
+
     def _drop_thread_state(self) -> None:
         local = self._local
-        for name in ("store", "conn"):
-            handle = getattr(local, name, None)
+        dropped = [getattr(local, name, None) for name in ("store", "conn")]
+        for handle in dropped:
             if handle is not None:
                 with suppress(Exception):  # a broken handle is dropped anyway
                     handle.close()
-            setattr(local, name, None)
+        with self._opened_lock:
+            self._opened = [h for h in self._opened if all(h is not d for d in dropped)]
+        local.store = local.runner = local.conn = None
 
     def _close_threads(self) -> None:
         with self._opened_lock:
@@ -1031,9 +1055,6 @@ class ProcrastinateEngine:
         except LeaseLostError:
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
             return "superseded"
-        except BaseException:
-            self._drop_thread_state()  # a broken connection must not serve the retry
-            raise
         if result.superseded:  # another attempt appended first: its run now
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
             if lease.lost:
@@ -1175,7 +1196,13 @@ class _Checkout:
         self._given[conn] = now
 
 
-def _readable(conn: psycopg.AsyncConnection[Any]) -> bool:
+def _ended(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server has ended an idle connection, as far as can be told without a
+    round trip: closed or broken already, or its socket has news (`_readable`)."""
+    return conn.closed or conn.broken or _readable(conn)
+
+
+def _readable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether an idle connection's socket has data (or a hang-up) waiting: an idle backend
     sends nothing unasked, so anything there is news, most likely of its end."""
     try:

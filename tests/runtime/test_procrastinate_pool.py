@@ -6,6 +6,11 @@ when it sat unused longer than `CHECK_IDLE` seconds or its socket has something 
 and runs in autocommit (no `BEGIN`/`COMMIT` around Procrastinate's one-statement calls).
 These tests hold it to both halves: a hot pool skips the round trip, and a pool whose
 backends the server ended still runs the next job.
+
+The job threads keep connections of their own (a store, its leases', a fence), outside the
+pool: a thread whose connections the server ended makes new ones before its next job, and
+a job that fails on a dead one leaves none to its retry. The serving tests run every job
+on one thread, so the next job surely meets what the last one left.
 """
 
 from __future__ import annotations
@@ -127,7 +132,8 @@ def engine(pq_dsn: str, tmp_path: Path) -> ProcrastinateEngine:
 
 @pytest.fixture
 def serving(engine: ProcrastinateEngine) -> Iterator[Serving]:
-    worker = Serving(engine, ["agentfsm"], "w0")
+    # One job thread: every job meets the connections the jobs before it left there.
+    worker = Serving(engine, ["agentfsm"], "w0", threads=1)
     try:
         yield worker
     finally:
@@ -172,8 +178,9 @@ class TestServing:
         self, idle: float, engine: ProcrastinateEngine, serving: Serving, pq_dsn: str
     ) -> None:
         """A run completes; the server ends every backend of the database (the pool's, the
-        job thread's store and fence connections, the LISTEN one), a moment later (a hot
-        pool) or once the pool sat idle; the next run submitted still completes."""
+        job thread's store, lease and fence connections, the LISTEN one), a moment later (a
+        hot pool) or once the pool sat idle; the next run, driven on the same job thread,
+        completes at its job's first attempt: no connection the server ended serves it."""
         with engine.store() as store:
             submit(store, "r1", "quick")
         assert _ends(engine, "r1") == "completed"
@@ -182,3 +189,39 @@ class TestServing:
         with engine.store() as store:
             submit(store, "r2", "quick")
         assert _ends(engine, "r2") == "completed"
+        assert _attempts(pq_dsn, "r2") == [1]
+
+    def test_a_job_that_met_a_dead_connection_leaves_none_to_its_retry(
+        self, engine: ProcrastinateEngine, serving: Serving, pq_dsn: str
+    ) -> None:
+        """The server ends the job thread's store and lease connections but not its fence
+        connection (the one the job thread looks at before a job): the next job fails on a
+        dead connection, and its retry, on the same thread, runs on new ones and completes."""
+        with engine.store() as store:
+            submit(store, "r1", "quick")
+        assert _ends(engine, "r1") == "completed"
+        fences = {c.info.backend_pid for c in engine._opened if isinstance(c, psycopg.Connection)}
+        assert len(fences) == 1
+        _terminate(pq_dsn, [pid for pid in _backends(pq_dsn) if pid not in fences])
+        with engine.store() as store:
+            submit(store, "r2", "quick")
+        assert _ends(engine, "r2") == "completed"
+        assert _attempts(pq_dsn, "r2") == [2]
+
+
+def _attempts(dsn: str, run_id: str, timeout: float = 10.0) -> list[int]:
+    """The attempts each advance job of the run took to end (Procrastinate counts each
+    ended attempt, the successful one included), once every one has ended: a job records
+    its run's end before Procrastinate records the job's."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            rows = conn.execute(
+                "SELECT status, attempts FROM procrastinate_jobs "
+                "WHERE task_name = 'agentfsm.advance' AND args->>'run_id' = %s ORDER BY id",
+                (run_id,),
+            ).fetchall()
+            ended = all(status in ("succeeded", "failed") for status, _ in rows)
+            if ended or time.monotonic() > deadline:
+                return [attempts for _, attempts in rows]
+            time.sleep(0.05)
