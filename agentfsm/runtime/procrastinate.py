@@ -920,11 +920,24 @@ class ProcrastinateEngine:
             return self._recover_on(conn, queue)
 
     def _keep_recovery_conn(self) -> None:
-        """Open the serving worker's recovery connection (again, if it broke)."""
+        """Open the serving worker's recovery connection (again, if it broke).
+
+        A pass holds its queue's lock for its transaction, and every other worker skips
+        its pass meanwhile. A worker cut off by the network inside that transaction is, to
+        the server, an idle session holding the lock until TCP gives up (hours): no pass
+        would run anywhere. So the server ends this connection once it has sat idle in a
+        transaction for `stalled_after` seconds (a worker silent that long counts as dead);
+        a pass runs its statements back to back, so only a cut-off one waits that long."""
         with self._recovery_lock:
             if self._recovery is None or self._recovery.broken or self._recovery.closed:
                 self._close_recovery()
-                self._recovery = psycopg.connect(self.conninfo, autocommit=True)
+                conn = psycopg.connect(self.conninfo, autocommit=True)
+                idle = f"{max(1, round(self.settings.stalled_after * 1000))}ms"
+                conn.execute(
+                    "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                    (idle,),
+                )
+                self._recovery = conn
 
     def _close_recovery(self) -> None:
         conn, self._recovery = self._recovery, None
