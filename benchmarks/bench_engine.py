@@ -13,6 +13,10 @@ round trips, not the disk), with worker *processes* forked from this one:
 - failover: a worker SIGKILLed in the middle of a tool call, to the run's next event on
   the other worker (Procrastinate: heartbeat 0.5 s, stalled after 2 s; `Worker`: lease
   ttl 2 s, renewed every 0.5 s).
+
+`--costs` instead: where a run's time goes on one worker of each engine, in ms per run
+(fetch, finish, the lease, the ownership check, the appends, the rest). To compare two
+checkouts, run this file from each (it drives the `agentfsm` beside it), alternating.
 """
 
 from __future__ import annotations
