@@ -13,6 +13,11 @@ it at once, not after a heartbeat timeout), and the process exits 0.
 Logs: one JSON object a line on stderr (`--log-format text` for people), from agentfsm
 and from Procrastinate alike, at `--log-level` (default info).
 
+Timing: `--heartbeat SECONDS` between the worker's heartbeats (they keep its runs' leases
+alive too), `--stalled-after SECONDS` without one after which its jobs are run elsewhere;
+the engine's defaults (1 and 4) unless given. The second must exceed the first (a live
+worker must never look stalled between two heartbeats): otherwise a usage error, exit 2.
+
 Readiness: once registered and taking jobs, the worker logs `worker.ready` and, with
 `--ready-file PATH`, writes its pid to PATH (removed at exit). A file because an exec probe
 (`test -f`), a systemd `ExecStartPost`, or a test, can wait for it without parsing logs or
@@ -114,6 +119,18 @@ def _add_worker(subparsers: argparse._SubParsersAction[Parser]) -> None:
         "across them, and the recovery pass covers each; default 'agentfsm'). A run's jobs "
         "stay in the queue its route chose at submission",
     )  # fmt: skip
+    # Defaults None: the engine's own (EngineSettings), read once the engine is imported.
+    p.add_argument(
+        "--heartbeat", type=_interval, metavar="SECONDS",
+        help="seconds between the worker's heartbeats, which also keep its runs' leases "
+        "alive (default: the engine's, 1)",
+    )  # fmt: skip
+    p.add_argument(
+        "--stalled-after", type=_interval, metavar="SECONDS",
+        help="seconds without a heartbeat after which a worker's jobs are run elsewhere: "
+        "more than --heartbeat, best several heartbeats, since a live worker must never "
+        "look stalled; give every worker the same (default: the engine's, 4)",
+    )  # fmt: skip
     p.add_argument("--name", type=_args.text, help="the worker's name (default: host-pid)")
     p.add_argument(
         "--ready-file", type=_args.path, metavar="PATH",
@@ -137,6 +154,14 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
     return number
+
+
+def _interval(value: str) -> float:
+    """A heartbeat's or a timeout's seconds: more than 0, at most a day."""
+    found = _args.seconds(value)
+    if found <= 0:
+        raise argparse.ArgumentTypeError(f"want seconds more than 0, got '{value}'")
+    return found
 
 
 def postgres_url(spec: str | None, command: str) -> str:
@@ -230,6 +255,16 @@ def configure_logging(level: str, fmt: str = "json") -> None:
 def _worker(args: argparse.Namespace) -> int:
     url = postgres_url(args.store, "worker")
     pq = engine_modules("worker")
+    defaults = pq.EngineSettings()
+    heartbeat: float = defaults.heartbeat if args.heartbeat is None else args.heartbeat
+    stalled: float = defaults.stalled_after if args.stalled_after is None else args.stalled_after
+    if stalled <= heartbeat:
+        # Between two heartbeats a live worker would look stalled, and its runs be taken.
+        raise UsageError(
+            f"{PROG} worker: --stalled-after ({stalled:g} s) must be more than --heartbeat "
+            f"({heartbeat:g} s), best several heartbeats: a live worker must never look "
+            "stalled"
+        )
     import psycopg
     import structlog
 
@@ -245,7 +280,10 @@ def _worker(args: argparse.Namespace) -> int:
     tables = load_tables(args.table, "worker")
     options = StoreOptions(reducer=Reducer(tables[0], tables=tables)) if tables else None
     queues: list[str] = args.queue or ["agentfsm"]
-    settings = pq.EngineSettings(queue=queues[0], concurrency=args.concurrency)
+    settings = pq.EngineSettings(
+        queue=queues[0], concurrency=args.concurrency, heartbeat=heartbeat,
+        stalled_after=stalled,
+    )  # fmt: skip
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     configure_logging(args.log_level, args.log_format)
     log = structlog.get_logger("agentfsm.worker")
@@ -264,7 +302,7 @@ def _worker(args: argparse.Namespace) -> int:
     def ready() -> None:
         log.info(
             "worker.ready", worker=name, queues=queues, concurrency=args.concurrency,
-            pid=os.getpid(),
+            heartbeat=settings.heartbeat, stalled_after=settings.stalled_after, pid=os.getpid(),
         )  # fmt: skip
         if ready_file is not None:
             _write_atomically(ready_file, f"{os.getpid()}\n")

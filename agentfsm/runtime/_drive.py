@@ -20,8 +20,11 @@ A step's append may take the next step's opening event along (`Append.then`, see
 `started`, where a started call it did not start itself is a dead worker's), and a call's
 result with the next turn's `model.started` (`Calls._turn_opening`, the turn then reopens).
 So a one-tool turn is two appends. Whatever would make the ride-along differ from the step
-on its own (an approval, a guard's refusal, another process's events, a heartbeat between
-the decision and the call) leaves it out, and the step goes its own way.
+on its own (an approval, a guard's refusal, another process's events) leaves it out, and the
+step goes its own way. A heartbeat does not: it is not called between a decision and the
+call whose start rode along with it (that call is under way; `confirm`, after the durable
+start and before the side effect, is its ownership check), so a job too commits a one-tool
+turn in two appends.
 
 A subclass supplies two constructors and nothing else: `_writer` (its own writer over its
 store, for one run) and `_child` (a runner like itself, for a subagent's run).
@@ -322,10 +325,16 @@ class Driver:
         # Whose lapsed lease this drive took over: a started call it did not start is that
         # holder's (None: the lease was free, or the drive is unleased).
         stopped = writer.lease.takeover if writer.lease is not None else None
+        # A call whose `tool.started` rode along with the decision is under way: no
+        # heartbeat between the two (one that stopped the drive there would leave a call
+        # started and not made, an unknown outcome for the next driver); its check is the
+        # `confirm` before its side effect, after the durable start.
+        started = False
         while True:
             record = writer.record
-            if beat:
+            if beat and not started:
                 yield Beat(record)
+            started = False
             writer.begin_step()
             try:
                 step = self.planner.next(record, self.clock(), writer.fresh, stopped)
@@ -336,7 +345,7 @@ class Driver:
                     appended((yield Append(writer, step.specs)))
                     continue
                 if isinstance(step, p.Turn):
-                    yield from self._turn(writer, step, beat)
+                    started = yield from self._turn(writer, step)
                     continue
                 job = self.calls.job_for(writer, children, defer)
                 end: End = settle((yield Batch(writer, step.work, job)))
@@ -416,24 +425,24 @@ class Driver:
 
     # -- a model turn -----------------------------------------------------------------------
 
-    def _turn(self, writer: RunWriter, step: p.Turn, beat: bool = False) -> Steps[None]:
+    def _turn(self, writer: RunWriter, step: p.Turn) -> Steps[bool]:
+        """A model turn: ask, and append the decision with what may ride along with it
+        (`Planner.opening`). Whether the first call's `tool.started` went in with it (the
+        call is made next, with no step between)."""
         if not step.reopen:
             default = self.planner.reserves_by_default(writer.record, writer.budget is not None)
             largest = (yield Largest(writer)) if default else None
             appended((yield Append(writer, [self.planner.model_started(largest)])))
         record = writer.record
         decided = self._admit(record, (yield from self._ask(step, record)), step)
-        # A heartbeat (a lease) is checked between the decision and the first call: the
-        # call's `tool.started` rides along only where there is none.
-        then = self.planner.ending if beat else self.planner.opening
-        got = yield Append(writer, decided, then)
+        got = yield Append(writer, decided, self.planner.opening)
         if not isinstance(got, Refused):
-            if writer.rode:
-                # The first call's `tool.started` went in with it (or the run completed).
-                writer.fresh.update(
-                    a for a in got.batch if got.actions[a].status == ActionStatus.STARTED
-                )
-            return
+            if not writer.rode:
+                return False
+            # The first call's `tool.started` went in with it (or the run completed).
+            begun = [a for a in got.batch if got.actions[a].status == ActionStatus.STARTED]
+            writer.fresh.update(begun)
+            return bool(begun)
         exc = got.error
         if isinstance(exc, GuardRejectedError):
             # A guard refused the decision itself (too many calls): it is recorded as refused,
@@ -441,13 +450,13 @@ class Driver:
             instead = refused(decided[0], exc) if decided else None
             if instead is not None:
                 appended((yield Append(writer, [instead])))
-                return
+                return False
             # The model was called: its answer and usage go in the log before the stop.
             kept = o.stopped_after(decided, exc)
             if kept is None:
                 raise exc
             appended((yield Append(writer, kept)))
-            return
+            return False
         if not isinstance(exc, StateChanged):
             raise exc
         # A cancel asked while the model was called: its answer still goes in the log

@@ -420,12 +420,6 @@ class Planner:
             return (Spec(m.ToolStarted, {"action_id": first.action_id, "attempt": attempt}),)
         return self._completed(step, after)
 
-    def ending(self, after: RunRecord, now: datetime) -> tuple[Spec, ...]:
-        """`opening` without a call's start: only a final answer's `run.completed`."""
-        if after.last_decision != DecisionKind.FINAL:
-            return ()
-        return self._completed(self.next(after, now), after)
-
     def _completed(self, step: Step, after: RunRecord) -> tuple[Spec, ...]:
         if (
             isinstance(step, Append)

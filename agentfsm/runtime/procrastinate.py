@@ -23,7 +23,8 @@ The model:
   submitted (`submit_routed`, or the engine's `router`): the `Route` is recorded in the
   engine's `routes` table with `run.started` and kept by every later job of the run,
   whichever process queues it (a steering process reads it from the table; a worker
-  takes it from the job it runs). A run with no route is in the engine's queue.
+  takes it from the job it runs). A fork of a routed run has its source's route. A run
+  with no route is in the engine's queue.
 - **Timers** are scheduled jobs of their own (`agentfsm.timer`), with no lock: a scheduled
   job holding the run's lock would hold back every later job of the run until its time
   (Procrastinate runs a lock's jobs in id order). When due it queues the run's advance
@@ -60,9 +61,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import select
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
@@ -76,6 +79,7 @@ from agentfsm._extras import missing_extra
 try:
     import procrastinate
     import psycopg
+    import psycopg_pool
     from procrastinate import exceptions as pq_exceptions
     from procrastinate.jobs import Job
     from procrastinate.manager import JobManager
@@ -347,11 +351,19 @@ class Waker:
 
     def _route_new(self, conn: psycopg.Connection[Any], record: RunRecord, prefix: str) -> Route:
         """The route of a root run being submitted (in its `run.started` transaction):
-        `submit_routed`'s, else the router's, recorded; else the engine's queue."""
+        `submit_routed`'s, else (a fork, `agentfsm.runtime.control.fork`) its source run's
+        route if it has one, else the router's, recorded; else the engine's queue."""
         chosen: Route | None = None
         asked = _SUBMITTING.get()
         if asked is not None and asked[0] == record.run_id:
             chosen = asked[1]
+        elif (
+            record.forked_from is not None
+            and (source := self.route_of(conn, record.forked_from, prefix)) != self.default
+        ):
+            # A fork is its source run driven on another way: the same tenant, the same
+            # queue and priority (recorded for it, so a fork of the fork keeps them too).
+            chosen = source
         elif self.router is not None:
             chosen = self.router(record)
             if chosen is not None and not isinstance(chosen, Route):
@@ -680,7 +692,9 @@ class ProcrastinateEngine:
         self.log = get_logger()
         # The queues this process's worker serves (its recovery passes are one per queue).
         self._queues: list[str] = [self.settings.queue]
-        self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
+        self.app = procrastinate.App(
+            connector=procrastinate.PsycopgConnector(conninfo=conninfo, pool_factory=_job_pool)
+        )
         self._local = threading.local()
         # Every thread's store and connection, to close when the worker stops.
         self._opened: list[PostgresEventStore | psycopg.Connection[Any]] = []
@@ -697,14 +711,16 @@ class ProcrastinateEngine:
 
         @self.app.task(name=ADVANCE, queue=s.queue, pass_context=True, retry=retry)
         def advance(context: procrastinate.JobContext, run_id: str) -> str:
-            return self._advance(context, run_id)
+            with self._dropped_on_error():
+                return self._advance(context, run_id)
 
         @self.app.task(name=TIMER, queue=s.queue, pass_context=True, retry=retry)
         def timer(
             context: procrastinate.JobContext, run_id: str, kind: str = "wake", version: int = 0
         ) -> str:
-            self._measure_timer(context, kind)
-            return self._timer(run_id, kind, version, _route(context))
+            with self._dropped_on_error():
+                self._measure_timer(context, kind)
+                return self._timer(run_id, kind, version, _route(context))
 
     # -- setting up -----------------------------------------------------------------------
 
@@ -910,11 +926,24 @@ class ProcrastinateEngine:
             return self._recover_on(conn, queue)
 
     def _keep_recovery_conn(self) -> None:
-        """Open the serving worker's recovery connection (again, if it broke)."""
+        """Open the serving worker's recovery connection (again, if it broke).
+
+        A pass holds its queue's lock for its transaction, and every other worker skips
+        its pass meanwhile. A worker cut off by the network inside that transaction is, to
+        the server, an idle session holding the lock until TCP gives up (hours): no pass
+        would run anywhere. So the server ends this connection once it has sat idle in a
+        transaction for `stalled_after` seconds (a worker silent that long counts as dead);
+        a pass runs its statements back to back, so only a cut-off one waits that long."""
         with self._recovery_lock:
             if self._recovery is None or self._recovery.broken or self._recovery.closed:
                 self._close_recovery()
-                self._recovery = psycopg.connect(self.conninfo, autocommit=True)
+                conn = psycopg.connect(self.conninfo, autocommit=True)
+                idle = f"{max(1, round(self.settings.stalled_after * 1000))}ms"
+                conn.execute(
+                    "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                    (idle,),
+                )
+                self._recovery = conn
 
     def _close_recovery(self) -> None:
         conn, self._recovery = self._recovery, None
@@ -944,7 +973,15 @@ class ProcrastinateEngine:
     # -- the tasks ------------------------------------------------------------------------
 
     def _thread_state(self) -> tuple[PostgresEventStore, RunDriver, psycopg.Connection[Any]]:
+        """This job thread's store, Runner and connection, made at its first job, and
+        made again when the server has ended them (see `_ended`)."""
         local = self._local
+        if getattr(local, "store", None) is not None and _ended(local.conn):
+            # The server ended this thread's connection while it sat between jobs (a
+            # restart, `pg_terminate_backend`, `idle_session_timeout`): the store's, opened
+            # with it and as idle, most likely went with it. Replaced before the job meets
+            # them, rather than spending one of the job's attempts to find out.
+            self._drop_thread_state()
         if getattr(local, "store", None) is None:
             local.store = self.store()
             local.runner = self.make_runner(local.store)
@@ -953,14 +990,28 @@ class ProcrastinateEngine:
                 self._opened += [local.store, local.conn]
         return local.store, local.runner, local.conn
 
+    @contextmanager
+    def _dropped_on_error(self) -> Iterator[None]:
+        """Around a job: if it raises, its thread's store and connection are dropped, as
+        one of them may be what failed (a connection the server ended, with no goodbye
+        this thread could read first), and the job's retry, or the next job on this
+        thread, must not meet it again."""
+        try:
+            yield
+        except BaseException:
+            self._drop_thread_state()
+            raise
+
     def _drop_thread_state(self) -> None:
         local = self._local
-        for name in ("store", "conn"):
-            handle = getattr(local, name, None)
+        dropped = [getattr(local, name, None) for name in ("store", "conn")]
+        for handle in dropped:
             if handle is not None:
                 with suppress(Exception):  # a broken handle is dropped anyway
                     handle.close()
-            setattr(local, name, None)
+        with self._opened_lock:
+            self._opened = [h for h in self._opened if all(h is not d for d in dropped)]
+        local.store = local.runner = local.conn = None
 
     def _close_threads(self) -> None:
         with self._opened_lock:
@@ -1023,9 +1074,6 @@ class ProcrastinateEngine:
         except LeaseLostError:
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
             return "superseded"
-        except BaseException:
-            self._drop_thread_state()  # a broken connection must not serve the retry
-            raise
         if result.superseded:  # another attempt appended first: its run now
             self.log.warning("engine.superseded", run_id=run_id, job_id=job_id, worker=worker)
             if lease.lost:
@@ -1128,6 +1176,75 @@ class ProcrastinateEngine:
         if resume_paused(store, run_id, version, self.options.reducer.table):
             return "resumed"
         return "moved on"  # resumed already, or paused again since: not ours to undo
+
+
+#: A connection of the worker's pool that sat unused this long (seconds) is checked with a
+#: round trip before it is given out; one used more recently is only looked at (`_Checkout`).
+CHECK_IDLE = 5.0
+
+
+class _Checkout:
+    """The worker's pool's `check`: a liveness round trip only where one can find something.
+
+    Procrastinate's own pool checks every connection it gives out (`check_connection`, one
+    round trip), and a job takes two (its fetch, its finish): a round trip each, per job,
+    on connections used a moment before. Here a connection is checked with a round trip
+    only when it sat unused longer than `idle` seconds (a pool idle across a database
+    restart or a network outage replaces its dead connections before a job meets them),
+    or when its socket has something to read while it sits idle: a server that closes a
+    backend (`pg_terminate_backend`, a restart, a crash) says so, or hangs up, on the
+    socket, so a dead connection of a busy pool is replaced too, at no cost to a live one.
+    """
+
+    def __init__(self, idle: float = CHECK_IDLE, clock: Callable[[], float] = time.monotonic):
+        self.idle = idle
+        self.clock = clock
+        # When each connection was last given out (a conservative stand-in for when it was
+        # returned: it was idle at most this long); forgotten with the connection.
+        self._given: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def __call__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        now = self.clock()
+        given = self._given.get(conn)
+        if given is None or now - given > self.idle or _readable(conn):
+            await psycopg_pool.AsyncConnectionPool.check_connection(conn)
+        self._given[conn] = now
+
+
+def _ended(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server has ended an idle connection, as far as can be told without a
+    round trip: closed or broken already, or its socket has news (`_readable`)."""
+    return conn.closed or conn.broken or _readable(conn)
+
+
+def _readable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle connection's socket has data (or a hang-up) waiting: an idle backend
+    sends nothing unasked, so anything there is news, most likely of its end."""
+    try:
+        fd = conn.fileno()
+    except psycopg.Error:  # closed already
+        return True
+    ready, _, _ = select.select([fd], [], [], 0)
+    return bool(ready)
+
+
+def _job_pool(**kwargs: Any) -> psycopg_pool.AsyncConnectionPool:
+    """The pool of a worker's Procrastinate connector (its `pool_factory`): Procrastinate's
+    own, with `_Checkout` for its check, and autocommit. Every statement Procrastinate
+    issues on the pool is one statement (a call of one of its functions), so autocommit
+    changes nothing in what commits together, and saves the `BEGIN` and `COMMIT` round
+    trips around each fetch and finish of a job."""
+    kwargs["check"] = _Checkout()
+    # Set on each new connection, not as a connection argument: Procrastinate opens its
+    # LISTEN connection with the pool's arguments and `autocommit=True` of its own.
+    kwargs["configure"] = _autocommit
+    return psycopg_pool.AsyncConnectionPool(**kwargs)
+
+
+async def _autocommit(conn: psycopg.AsyncConnection[Any]) -> None:
+    await conn.set_autocommit(True)
 
 
 def _route(context: procrastinate.JobContext) -> Route:

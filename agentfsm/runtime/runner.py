@@ -174,7 +174,8 @@ class Runner(Driver):
             lease: the run's lease, already held (a `Worker`'s claim): the Runner keeps it
                 alive while it drives and leaves releasing it to its owner.
             heartbeat: called before every step (a job checks its fence there; raise to
-                stop driving).
+                stop driving), but the call whose `tool.started` went in with the decision
+                that asked for it: that call is under way (`confirm` is its check).
             resume_paused: resume a paused run (`run.resumed`) first; with False a paused run
                 stays paused and only what is overdue is settled (a wake-up job uses it:
                 a timer or a late job must not undo a person's pause).

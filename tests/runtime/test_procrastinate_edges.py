@@ -1,6 +1,7 @@
 """The Procrastinate engine at its edges: an attempt closed between a call's durable
 `tool.started` and its tool (a partition that held back the reply to that write), and a
-deadline only the Runner's guards know.
+deadline only the Runner's guards know; and a recovery pass cut off inside its transaction
+(its queue's lock must not stay held).
 
 The cut is made exactly there: the store's `after_append` hook, in the transaction that
 writes `tool.started`, closes the driving job on another connection and queues a fresh one,
@@ -12,6 +13,7 @@ repeat, and records its outcome as unknown.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import psycopg
 
 from agentfsm.record import RunRecord
 from agentfsm.runtime import submit
-from agentfsm.runtime.procrastinate import ProcrastinateEngine, Waker
+from agentfsm.runtime.procrastinate import ProcrastinateEngine, Waker, recovery_lock_key
 from agentfsm.stores.postgres import PostgresEventStore
 from tests.runtime import _pq_app
 from tests.runtime.helpers import DurableLedger
@@ -128,3 +130,38 @@ def test_a_deadline_of_the_runners_guards_fires_with_no_other_event(
     with engine.store() as store:
         record = store.load("r1")
     assert (record.status, record.stop_reason) == ("terminated", "deadline")
+
+
+def test_a_recovery_pass_cut_off_in_its_transaction_lets_go_of_its_lock(
+    pq_dsn: str, tmp_path: Path
+) -> None:
+    """A worker's recovery pass holds its queue's advisory lock for its transaction, and
+    every other worker skips its own pass while the lock is held. A worker cut off by the
+    network inside that transaction is, to the server, an idle session holding the lock,
+    until TCP gives up (hours): no pass would run, no stalled job be recovered. The
+    engine's recovery connection is ended by the server once idle in a transaction for
+    `stalled_after` seconds (a worker silent that long counts as dead anyway), so the lock
+    is free again about then."""
+    engine = _pq_app.engine(pq_dsn, "agentfsm", str(tmp_path / "ledger.db"))
+    engine.migrate()
+    key = recovery_lock_key("agentfsm")
+    engine._keep_recovery_conn()
+    cut = engine._recovery
+    assert cut is not None
+    try:
+        # The pass takes the lock, and its client goes no further (cut off).
+        cut.execute("BEGIN")
+        taken = cut.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (key,))
+        assert taken.fetchone() == (True,)
+        began = time.monotonic()
+        limit = engine.settings.stalled_after + 5.0
+        with psycopg.connect(pq_dsn, autocommit=True) as other:
+            try_lock = "SELECT pg_try_advisory_lock(hashtext(%s))"
+            assert other.execute(try_lock, (key,)).fetchone() == (False,)
+            while other.execute(try_lock, (key,)).fetchone() != (True,):
+                assert time.monotonic() - began < limit, "the cut-off pass still holds the lock"
+                time.sleep(0.05)
+            freed = time.monotonic() - began
+        assert freed >= engine.settings.stalled_after - 0.1
+    finally:
+        engine._close_recovery()

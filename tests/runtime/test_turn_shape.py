@@ -7,9 +7,11 @@ holds: the event that says an effect starts is durable before the effect.
 
 Where the ride-along would change what happens, it is left out and the step goes its own
 way as before: a call that needs approval, a guard that refuses the start, a later call of
-the batch, an `accept` check, a heartbeat (a lease) that is checked between the decision and
-the call. Each crash window of the new shape resumes (here in-process with `Crash`; with
-SIGKILL on SQLite in `test_fault_injection`), and so do logs written in the old shape.
+the batch, an `accept` check. A heartbeat (a job's) does not: it is not called between the
+decision and the call that started with it, and the call is confirmed (the job's ownership
+check) after that commit, before it runs. Each crash window of the new shape resumes (here
+in-process with `Crash`; with SIGKILL on SQLite in `test_fault_injection`), and so do logs
+written in the old shape.
 """
 
 from __future__ import annotations
@@ -167,28 +169,72 @@ def test_an_accept_check_is_its_own_step() -> None:
     assert store.batches[2:] == [["model.completed"], ["run.completed"]]
 
 
-def test_with_a_heartbeat_the_call_starts_after_it() -> None:
-    """A worker's lease is checked between the decision and the call's start: the start is
-    not taken along (the result still takes the next `model.started`)."""
-    store, calls = Batches(), Calls()
-    runner = runner_for(store, _two_turns(), [_lookup(calls)])
+class Timeline(Batches):
+    """`Batches` that also writes each append, heartbeat, confirm and tool call, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def append(self, run_id: str, events: Sequence[Event], expected_version: int) -> RunRecord:
+        record = super().append(run_id, events, expected_version)
+        self.seen.append("+".join(e.type for e in events))
+        return record
+
+
+@pytest.mark.parametrize("runner", ["sync", "async"])
+def test_with_a_heartbeat_the_call_starts_with_the_decision_and_is_confirmed_before_it_runs(
+    runner: str,
+) -> None:
+    """A job's drive (a heartbeat and a `confirm`) has the shape of any other: the call's
+    `tool.started` goes in with the decision, in one commit. The order persist, check,
+    act holds: `confirm` (the job's ownership check) comes after that commit and right
+    before the tool; the heartbeat, which may stop the drive, is not called between the
+    two (it would leave a call started and not made)."""
+    store = Timeline()
+
+    def fn(ctx: ToolContext) -> Any:
+        store.seen.append("call")
+        return {"n": ctx.args.get("n")}
+
+    tools = [Tool("lookup", fn, side_effects=True, idempotent=True)]
+
+    def beat(record: RunRecord) -> None:
+        store.seen.append("beat")
+
+    def confirm(record: RunRecord) -> None:
+        store.seen.append("confirm")
+
     submit(store, "r1")
-    beats: list[int] = []
-    result = runner.drive("r1", heartbeat=lambda record: beats.append(len(store.batches)))
+    if runner == "sync":
+        result = runner_for(store, _two_turns(), tools).drive("r1", heartbeat=beat, confirm=confirm)
+    else:
+        arunner = AsyncRunner(
+            ThreadedAsyncEventStore(store),
+            Agent("support", _two_turns(), tools),
+            clock=step_clock(),
+        )
+        result = asyncio.run(arunner.drive("r1", heartbeat=beat, confirm=confirm))
     assert result.status == "completed"
-    decided, started = ["model.completed", "tool.requested"], ["tool.started"]
-    assert store.batches[1:] == [
-        ["model.started"],
+    assert store.batches[1:] == TWO_TURNS[1:]
+    decided, result_and_next = "+".join(TOOL_TURN), "+".join(NEXT_TURN)
+    assert store.seen == [
+        "run.started",
+        "beat",
+        "model.started",
         decided,
-        started,
-        NEXT_TURN,
+        "confirm",
+        "call",
+        result_and_next,
+        "beat",
         decided,
-        started,
-        NEXT_TURN,
-        FINAL,
+        "confirm",
+        "call",
+        result_and_next,
+        "beat",
+        "+".join(FINAL),
+        "beat",  # before the last step: the run's end
     ]
-    # A beat before each step: after the decision, before `tool.started`.
-    assert {3, 6} <= set(beats)
 
 
 class TestCrashWindows:
