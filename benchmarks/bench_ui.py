@@ -225,7 +225,7 @@ def _light_beside_heavy(path: Path, events: int, rounds: int) -> None:
     import httpx
     import uvicorn
 
-    from agentfsm.ui.server import Server, bind
+    from agentfsm.ui._server import Server, bind
 
     with SQLiteEventStore(path, synchronous="NORMAL") as store:
         for i in range(3):

@@ -82,7 +82,7 @@ def _serve(path: str, fd: int) -> None:
     import socket
 
     from agentfsm.ui import Source, UIConfig, create_app
-    from agentfsm.ui.server import serve
+    from agentfsm.ui._server import serve
 
     _quiet()
     sock = socket.socket(fileno=fd)
@@ -196,7 +196,7 @@ def _load(
 
 
 def run_one(path: Path, workers: int, args: argparse.Namespace) -> dict[str, float]:
-    from agentfsm.ui.server import bind
+    from agentfsm.ui._server import bind
 
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]

@@ -332,11 +332,7 @@ def test_every_testing_name_is_its_modules_export(name: str) -> None:
 #: Modules without an underscore that hold names their package does not export, and that no
 #: page imports from by path: each is yet to be made public (its names exported, documented)
 #: or private (an underscore). Drop the entry with the decision; a new module is not added.
-UNDECIDED_MODULES = {
-    # The web UI's report caps and its server: the `agentfsm ui` / `report` commands'.
-    "agentfsm.ui.report",
-    "agentfsm.ui.server",
-}
+UNDECIDED_MODULES: set[str] = set()
 
 #: The packages whose modules are public or private by the rule below (the CLI's modules are
 #: its commands; the testing kit has its own pinned list above).

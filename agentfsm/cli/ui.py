@@ -71,7 +71,7 @@ def _ui(args: argparse.Namespace) -> int:
     try:
         from agentfsm.ui import LogSource, Source, UIConfig, create_app
         from agentfsm.ui._security import TOKEN_ENV, TOKEN_RULE, make_token, token_problem
-        from agentfsm.ui.server import allowed_hosts, bind, is_loopback, serve
+        from agentfsm.ui._server import allowed_hosts, bind, is_loopback, serve
     except ImportError as exc:
         raise UsageError(
             f"{PROG} ui: the UI needs `pip install 'agentfsm[ui]'` ({exc.name} is missing)"

@@ -46,7 +46,8 @@ from agentfsm.ui._words import (
     stop_words,
 )
 
-__all__ = ["MAX_EVENTS", "MAX_RUNS", "render_report"]
+# The caps are the report's own: stated in `render_report`'s docstring, not API to import.
+__all__ = ["render_report"]
 
 #: Runs a report shows at most (the first ones of the log); the rest are counted.
 MAX_RUNS = 20
@@ -80,7 +81,8 @@ def render_report(
         table: the table to show (and the runs' table).
         log: JSON Lines of recorded runs to step through (optional), or an open file
             (read one bounded line at a time).
-        run_ids: only these runs of the log (default: every run, up to `MAX_RUNS`).
+        run_ids: only these runs of the log (default: every run, up to 20; the rest are
+            counted). A run lists its first 2,000 steps; the diagram draws them all.
         title: the page's title (default: the table's name).
 
     Raises:

@@ -496,3 +496,13 @@ class TestClipped:
         keys, cut = clipped({f"k{i}": i for i in range(100_000)}, 100)
         assert cut
         assert keys["…"] == f"{100_000 - len(keys) + 1:,} more keys"
+
+
+def test_the_report_states_its_caps_where_users_read_them() -> None:
+    """The caps are not exported; `render_report`'s docstring (the API reference) says them,
+    and says them right."""
+    from agentfsm.ui import render_report
+
+    doc = " ".join((render_report.__doc__ or "").split())
+    assert f"up to {MAX_RUNS};" in doc
+    assert f"its first {MAX_EVENTS:,} steps" in doc

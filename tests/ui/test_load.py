@@ -39,7 +39,7 @@ from agentfsm.ui._source import (
     RunsPage,
     _path_bytes,
 )
-from agentfsm.ui.server import SWITCH_INTERVAL
+from agentfsm.ui._server import SWITCH_INTERVAL
 from benchmarks.bench_ui import long_run
 from tests.ui.conftest import LiveServer, make_runs, opener
 
@@ -51,7 +51,7 @@ class TestNoDelay:
 
     def test_the_bound_socket_names_tcp(self) -> None:
         """`bind` makes its socket with IPPROTO_TCP: asyncio sets TCP_NODELAY only then."""
-        from agentfsm.ui.server import bind
+        from agentfsm.ui._server import bind
 
         sock = bind("127.0.0.1", 0)
         try:
