@@ -27,8 +27,8 @@ from agentfsm.runtime import RunnerConfig, ToolPolicy
 from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source, UIConfig, create_app
 from agentfsm.ui._security import COOKIE, csrf_token
-from agentfsm.ui._source import READERS
 from agentfsm.ui._server import Server, bind
+from agentfsm.ui._source import READERS
 
 CHROMIUM = "/usr/bin/chromium"
 TOKEN = "test-token-0123456789abcdef"

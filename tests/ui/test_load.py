@@ -30,6 +30,7 @@ from agentfsm.stores.base import EventStore, StoreOptions
 from agentfsm.ui import Source
 from agentfsm.ui._pages import READING, run_page
 from agentfsm.ui._pool import Reads, SizedCache, record_bytes
+from agentfsm.ui._server import SWITCH_INTERVAL
 from agentfsm.ui._source import (
     _FOLD_ON_AT_MOST,
     _PAUSE_AT_MOST,
@@ -39,7 +40,6 @@ from agentfsm.ui._source import (
     RunsPage,
     _path_bytes,
 )
-from agentfsm.ui._server import SWITCH_INTERVAL
 from benchmarks.bench_ui import long_run
 from tests.ui.conftest import LiveServer, make_runs, opener
 

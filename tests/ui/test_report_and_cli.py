@@ -23,8 +23,8 @@ from agentfsm.cli import main
 from agentfsm.fsm.default import DEFAULT_TABLE
 from agentfsm.ui import LogSource, UIConfig, create_app, render_report
 from agentfsm.ui._security import make_token, token_problem
-from agentfsm.ui.report import MAX_RUNS, _embedded, _recorded
 from agentfsm.ui._server import allowed_hosts, is_loopback
+from agentfsm.ui.report import MAX_RUNS, _embedded, _recorded
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ROOT = EXAMPLES.parent
