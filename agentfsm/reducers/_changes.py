@@ -140,7 +140,8 @@ def set_ended(
 # rather than copying all 32 fields again: a second copy per change of state cost the
 # reducer a tenth of its throughput.
 _SLOTS = RunRecord.__mro__[1].__dict__
-_fill_entered_at = _SLOTS["entered_at"].__set__
+#: Fills `entered_at` of a record nobody else holds yet (see `entered`).
+fill_entered_at = _SLOTS["entered_at"].__set__
 _fill_timeout = _SLOTS["timeout"].__set__
 
 
@@ -158,7 +159,7 @@ def entered(record: RunRecord, at: str, edge: Transition | None) -> RunRecord:
 
     Only for a record nobody else holds yet: it is filled in place.
     """
-    _fill_entered_at(record, at)
+    fill_entered_at(record, at)
     if edge is not None:
         _fill_timeout(record, timeout_of(edge, at))
     elif record.timeout is not None:  # most states time out nowhere: most records have none

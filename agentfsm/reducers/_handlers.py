@@ -187,27 +187,29 @@ def _model_completed(
         raise _refuse(rec, ev, "no model call is open (model.completed without model.started)")
     actions: Mapping[str, Action] = rec.actions
     batch: tuple[str, ...] = ()
-    if ev.tool_calls:
-        new = actions
+    calls = ev.tool_calls
+    if calls:
+        proposed: dict[str, Action] = {}  # the ledger is changed once, for the whole batch
         key_prefix = rec.run_id + ":"
-        for call in ev.tool_calls:
+        for call in calls:
             aid = call.action_id
-            if aid in new:
+            if aid in actions or aid in proposed:
                 raise _action_error(rec, ev, aid, "the action id is already used")
-            new = _with(new, new_action(
+            proposed[aid] = new_action(
                 action_id=aid, tool=call.tool, arguments=call.arguments, status=A.PROPOSED,
                 attempts=0, idempotency_key=key_prefix + aid, result=None, error=None,
                 cost=None, approver=None, reason=None, expires_at=None, emit=None,
                 emitted=None, refusal=None,
-            ))  # fmt: skip
-        actions = new
-        batch = tuple(c.action_id for c in ev.tool_calls)
+            )  # fmt: skip
+        actions = put_all(actions, proposed.values())
+        batch = tuple(proposed)
     usage = _plus(rec.usage, ev.usage)
-    final = ev.output if ev.decision == "final" else rec.final_output
+    decision = ev.decision
+    final = ev.output if decision == "final" else rec.final_output
     return set_model_completed(
         rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
-        last_decision=ev.decision, last_refusal=ev.refusal, decided_emit=ev.emit,
+        last_decision=decision, last_refusal=ev.refusal, decided_emit=ev.emit,
         final_output=final, actions=actions, batch=batch,
     )  # fmt: skip
 
@@ -344,30 +346,27 @@ def _tool_requested(
     table: TransitionTable, rec: RunRecord, ev: m.ToolRequested, move: Move
 ) -> RunRecord:
     _no_open_model_call(rec, ev)
-    key = ev.idempotency_key or default_key(rec.run_id, ev.action_id)
-    action = rec.actions.get(ev.action_id)
+    aid = ev.action_id  # read once: an event's fields are read through pydantic's hook
+    key = ev.idempotency_key or default_key(rec.run_id, aid)
+    action = rec.actions.get(aid)
     batch = rec.batch
     if action is None:
         action = new_action(
-            action_id=ev.action_id, tool=ev.tool, arguments=ev.arguments, status=A.REQUESTED,
+            action_id=aid, tool=ev.tool, arguments=ev.arguments, status=A.REQUESTED,
             attempts=0, idempotency_key=key, result=None, error=None, cost=None,
             approver=None, reason=None, expires_at=None, emit=None, emitted=None,
             refusal=None,
         )  # fmt: skip
-        batch = (*batch, ev.action_id)
+        batch = (*batch, aid)
     elif action.status == A.PROPOSED or action.status == A.APPROVED:
         _bound_to_call(rec, ev, action, "approved" if action.status == A.APPROVED else "proposed")
         if _expired(action, ev):
-            raise _action_error(
-                rec, ev, ev.action_id, f"its approval expired at {action.expires_at}"
-            )
+            raise _action_error(rec, ev, aid, f"its approval expired at {action.expires_at}")
         action = action_requested(action, status=A.REQUESTED, idempotency_key=key)
     elif action.status == A.APPROVAL_PENDING:
-        raise _action_error(rec, ev, ev.action_id, "it is still waiting for approval")
+        raise _action_error(rec, ev, aid, "it is still waiting for approval")
     else:
-        raise _action_error(
-            rec, ev, ev.action_id, f"the action id is already used; it is '{action.status}'"
-        )
+        raise _action_error(rec, ev, aid, f"the action id is already used; it is '{action.status}'")
     target = _to(table, rec, ev, move)
     actions = _with(rec.actions, action)
     return set_actions_batch(
@@ -381,13 +380,14 @@ def _tool_started(
 ) -> RunRecord:
     action = _known_action(rec, ev)
     target = _to(table, rec, ev, move)
-    if ev.attempt != action.attempts + 1:
+    attempt = ev.attempt
+    if attempt != action.attempts + 1:
         raise _action_error(
             rec, ev, ev.action_id,
-            f"attempt {ev.attempt} does not follow {action.attempts} attempts: "
+            f"attempt {attempt} does not follow {action.attempts} attempts: "
             f"expected attempt {action.attempts + 1}",
         )  # fmt: skip
-    action = action_started(action, status=A.STARTED, attempts=ev.attempt, error=None)
+    action = action_started(action, status=A.STARTED, attempts=attempt, error=None)
     return _changed(rec, ev, target, action)
 
 
@@ -404,17 +404,16 @@ def _tool_completed(
     action = _in_flight_action(rec, ev)
     target = _to(table, rec, ev, move)
     usage = rec.usage
-    if ev.cost:
+    cost, result = ev.cost, ev.result
+    if cost:
         usage = new_usage(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
-            cost=usage.cost + ev.cost,
+            cost=usage.cost + cost,
         )
     facts = dict(rec.facts)
-    facts[action.tool] = ev.result
-    action = action_succeeded(
-        action, status=A.SUCCEEDED, result=ev.result, cost=ev.cost, emit=ev.emit
-    )
+    facts[action.tool] = result
+    action = action_succeeded(action, status=A.SUCCEEDED, result=result, cost=cost, emit=ev.emit)
     actions = _with(rec.actions, action)
     return set_completed(
         rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
