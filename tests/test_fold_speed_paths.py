@@ -2,6 +2,7 @@
 
 - `put_all` copies a small dict ledger once for a whole batch: the same mapping, of the same
   type and order, as one `put` per action;
+- `Reducer.initial` copies a blank record: the one `RunRecord(...)` makes;
 - `Reducer.reduce` fills only `entered_at` when a run enters a state under a table with no
   timed edge and the run waited on none: the same record as the full `entered` step.
 """
@@ -21,7 +22,9 @@ from agentfsm.events.models import ModelCompleted, ToolCall
 from agentfsm.ledger import SMALL, Ledger, put, put_all
 from agentfsm.record import Action, RunRecord, Timeout
 from agentfsm.reducers import DEFAULT_REDUCER, Reducer
+from agentfsm.reducers._changes import FRESH_FIELDS
 from agentfsm.testing import legal_runs, scripted_run
+from tests.fixtures.loan import LOAN_TABLE
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -120,3 +123,17 @@ def test_a_decision_that_repeats_an_id_within_itself_is_refused() -> None:
     )  # fmt: skip
     with pytest.raises(ActionError, match="the action id is already used"):
         DEFAULT_REDUCER.reduce(record, twice)
+
+
+def test_a_new_run_is_the_record_the_class_makes() -> None:
+    """`initial` copies a blank record: equal to the one `RunRecord(...)` builds, with
+    mappings of its own (the fields whose default is a factory are the ones it renews)."""
+    factories = [f.name for f in attrs.fields(RunRecord) if isinstance(f.default, attrs.Factory)]
+    assert tuple(factories) == FRESH_FIELDS
+    for reducer in (DEFAULT_REDUCER, Reducer(LOAN_TABLE)):
+        one, two = reducer.initial("r1"), reducer.initial("r2")
+        assert one == RunRecord(run_id="r1", status=reducer.table.initial)
+        assert type(one) is RunRecord
+        for name in FRESH_FIELDS:
+            assert getattr(one, name) == {}
+            assert getattr(one, name) is not getattr(two, name)

@@ -25,6 +25,18 @@ from agentfsm.reducers._evolve import evolves, makes
 
 
 @evolves(RunRecord)
+def set_fresh(
+    r: RunRecord, /, *, run_id: str, actions: Mapping[str, Action], facts: Mapping[str, Any],
+    custom: Mapping[str, Any],
+) -> RunRecord: ...  # fmt: skip
+
+
+#: The fields of a `RunRecord` whose default is made anew for each record (`set_fresh`
+#: gives each new run its own): held to the class by tests/test_fold_speed_paths.py.
+FRESH_FIELDS = ("actions", "facts", "custom")
+
+
+@evolves(RunRecord)
 def set_started(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     objective: str | None, current_agent: str | None, limits: Limits | None,

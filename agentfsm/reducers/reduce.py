@@ -60,7 +60,7 @@ from agentfsm.guards.base import Guard, GuardContext
 from agentfsm.guards.guardset import GuardSet
 from agentfsm.guards.limits import SPENDING_TYPES
 from agentfsm.record import RunRecord, Timeout
-from agentfsm.reducers._changes import entered, fill_entered_at, timeout_of
+from agentfsm.reducers._changes import entered, fill_entered_at, set_fresh, timeout_of
 from agentfsm.reducers._evolve import evolves
 from agentfsm.reducers._handlers import HANDLERS, Handler, custom_event
 from agentfsm.reducers.snapshot import Snapshot
@@ -89,7 +89,7 @@ class Reducer:
     """
 
     __slots__ = (
-        "_allowed", "_always", "_digest", "_guarded", "_handlers", "_moves", "_ref",
+        "_allowed", "_always", "_blank", "_digest", "_guarded", "_handlers", "_moves", "_ref",
         "_terminal", "_timed", "_timeouts", "_versions", "guards", "table",
     )  # fmt: skip
 
@@ -106,6 +106,7 @@ class Reducer:
         self._allowed = table._allowed
         self._terminal = table.terminal_states
         self._timeouts = table._first_timeout
+        self._blank = RunRecord(run_id="", status=table.initial)  # what `initial` copies
         self._timed = bool(self._timeouts)  # most tables time out nowhere: one test per move
         self._handlers: dict[str, Handler] = dict(HANDLERS)
         for name in table.event_types.custom:
@@ -121,7 +122,11 @@ class Reducer:
 
     def initial(self, run_id: str) -> RunRecord:
         """The record of a run before its first event."""
-        return RunRecord(run_id=run_id, status=self.table.initial)
+        # A copy of a blank record, not `RunRecord(...)`: the frozen class's `__init__` sets
+        # its 34 fields one `object.__setattr__` at a time, 3.3 µs against 0.65 µs (a tenth
+        # of folding a run of twenty events). Its mappings are the run's own, as
+        # `attrs.field(factory=dict)` would make them.
+        return set_fresh(self._blank, run_id=run_id, actions={}, facts={}, custom={})
 
     def reduce(self, record: RunRecord, event: Event, ctx: GuardContext | None = None) -> RunRecord:
         """The record after `event`, or a `LifecycleError` with `record` unchanged.
