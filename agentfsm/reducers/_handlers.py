@@ -6,6 +6,10 @@ table (action ids, exact-call binding, open model calls, unresolved batches), re
 move's condition, and returns the new record built by one of the typed changes in
 `_changes.py`. `Reducer.reduce` (reduce.py) checks the envelope and the table before, and
 the guards after; this module is the rest of steps 3 and 4 and the fold.
+
+An event's fields are read through pydantic's `__getattr__` hook, which leaves every load of
+one unspecialised (about ten times a record's slot), so each is read once, and a new
+record's version is `rec.version + 1`: the envelope check made it the event's sequence.
 """
 
 from __future__ import annotations
@@ -69,8 +73,8 @@ Handler = Callable[[TransitionTable, RunRecord, Any, Move], RunRecord]
 
 def _to(table: TransitionTable, rec: RunRecord, ev: Any, move: Move) -> str:
     """Resolve a move: a plain target, or the first alternative whose condition holds."""
-    if isinstance(move, str):
-        return move
+    if move.__class__ is not tuple:  # a plain target, told apart without a call (every event)
+        return move  # type: ignore[return-value]
     for condition, target in move:  # inlined from TransitionTable.choose: hot
         if condition is None or condition.predicate(rec, ev):
             return target
@@ -118,7 +122,7 @@ _with = put
 def _changed(rec: RunRecord, ev: Any, target: str, action: Action) -> RunRecord:
     """The record after `ev`, which moved the run to `target` and changed one call: `action`."""
     return set_actions(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at,
         actions=_with(rec.actions, action),
     )  # fmt: skip
 
@@ -139,7 +143,7 @@ def _run_started(table: TransitionTable, rec: RunRecord, ev: m.RunStarted, move:
         )
     agent = ev.agent if ev.agent is not None else rec.current_agent
     return set_started(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         objective=ev.objective, current_agent=agent, limits=ev.limits,
         started_at=ev.occurred_at,
         # The table's own reference, one object for every reducer of it: a run under the
@@ -174,7 +178,7 @@ def _model_started(
             "applied yet",
         )  # fmt: skip
     return set_model_started(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         turn=rec.turn + 1, model_call_open=True, reserved_tokens=ev.reserved_tokens or 0,
         reserved_cost=ev.reserved_cost or 0.0,
     )  # fmt: skip
@@ -207,7 +211,7 @@ def _model_completed(
     decision = ev.decision
     final = ev.output if decision == "final" else rec.final_output
     return set_model_completed(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
         last_decision=decision, last_refusal=ev.refusal, decided_emit=ev.emit,
         final_output=final, actions=actions, batch=batch,
@@ -235,7 +239,7 @@ def _model_failed(
         raise _refuse(rec, ev, "no model call is open (model.failed without model.started)")
     usage = _plus(rec.usage, ev.usage)
     return set_model_failed(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
     )  # fmt: skip
 
@@ -243,7 +247,7 @@ def _model_failed(
 def _handoff(table: TransitionTable, rec: RunRecord, ev: m.Handoff, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
     return set_agent(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         current_agent=ev.to_agent,
     )  # fmt: skip
 
@@ -299,7 +303,7 @@ def _approval_requested(
     target = _to(table, rec, ev, move)
     actions = _with(rec.actions, action)
     return set_actions_batch(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, actions=actions,
         batch=batch,
     )  # fmt: skip
 
@@ -370,7 +374,7 @@ def _tool_requested(
     target = _to(table, rec, ev, move)
     actions = _with(rec.actions, action)
     return set_actions_batch(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, actions=actions,
         batch=batch,
     )  # fmt: skip
 
@@ -416,7 +420,7 @@ def _tool_completed(
     action = action_succeeded(action, status=A.SUCCEEDED, result=result, cost=cost, emit=ev.emit)
     actions = _with(rec.actions, action)
     return set_completed(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, actions=actions,
         usage=usage, facts=facts,
     )  # fmt: skip
 
@@ -440,14 +444,14 @@ def _tool_outcome_unknown(
 def _run_paused(table: TransitionTable, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
     _no_open_model_call(rec, ev)
     return set_pause(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         pause_reason=ev.reason,
     )  # fmt: skip
 
 
 def _run_resumed(table: TransitionTable, rec: RunRecord, ev: m.RunResumed, move: Move) -> RunRecord:
     return set_pause(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         pause_reason=None,
     )  # fmt: skip
 
@@ -456,7 +460,7 @@ def _run_cancel_requested(
     table: TransitionTable, rec: RunRecord, ev: m.RunCancelRequested, move: Move
 ) -> RunRecord:
     return set_cancel(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         cancel_reason=ev.reason, cancel_requested_by=ev.requested_by, pause_reason=None,
     )  # fmt: skip
 
@@ -491,7 +495,7 @@ def _end(
 ) -> RunRecord:
     target = _to(table, rec, ev, move)
     return set_ended(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at,
         actions=_emits_settled(rec, _settled(rec.actions), target), model_call_open=False,
         reserved_tokens=0, reserved_cost=0.0, pause_reason=None, error=error,
         stop_reason=stop_reason, stop_detail=detail, decided_emit=None,
@@ -547,23 +551,23 @@ def custom_event(table: TransitionTable, rec: RunRecord, ev: Any, move: Move) ->
     ended = target in table.terminal_states
     if by is None and not ended:
         return set_custom(
-            rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
+            rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, custom=custom
         )
     if ended:
         # The event ended the run, as a built-in end does (`_end`): what else was proposed is
         # never judged, calls in flight are settled, an open model call and its reservation
         # are closed.
         done = set_ended(
-            rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+            rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at,
             actions=_emits_settled(rec, _settled(actions), target), model_call_open=False,
             reserved_tokens=0, reserved_cost=0.0, pause_reason=None, error=None,
             stop_reason=None, stop_detail=None, decided_emit=None,
         )  # fmt: skip
         return set_custom(
-            done, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
+            done, status=target, version=rec.version + 1, updated_at=ev.occurred_at, custom=custom
         )
     return set_emitted(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, custom=custom,
         actions=actions, decided_emit=decided,
     )  # fmt: skip
 
@@ -689,7 +693,7 @@ def _run_forked(table: TransitionTable, rec: RunRecord, ev: m.RunForked, move: M
             run_id=rec.run_id, sequence=ev.sequence, state=rec.status, event=ev.type,
         )  # fmt: skip
     return set_forked(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         forked_from=ev.from_run, forked_at=ev.from_sequence,
     )  # fmt: skip
 
@@ -699,7 +703,7 @@ def _usage_reported(
 ) -> RunRecord:
     """Spending the SDK reported beyond the log's model calls: added to the run's usage."""
     return set_usage(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         usage=_plus(rec.usage, ev.usage),
     )  # fmt: skip
 

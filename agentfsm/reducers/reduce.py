@@ -171,8 +171,9 @@ class Reducer:
             # Entering a state: its timed edges count from now (staying in one does not).
             if self._timed or new.timeout is not None:
                 entered(new, event.occurred_at, self._timeouts.get(target))
-            else:  # no edge of the table waits, and the run waited on none: only the time
-                fill_entered_at(new, event.occurred_at)
+            else:  # no edge of the table waits, and the run waited on none: only the time,
+                # the event's, which every change records as `updated_at` (a slot: no hook)
+                fill_entered_at(new, new.updated_at)
         if kind in self._guarded and (self._always or record.limits is not None or ctx is not None):
             verdict = self.guards.check(record, event, target, ctx)
             if verdict is not None:
