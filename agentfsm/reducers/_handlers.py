@@ -102,18 +102,21 @@ def _action_error(record: RunRecord, event: Any, action_id: str, reason: str) ->
     )
 
 
-def _no_open_model_call(record: RunRecord, event: Any) -> None:
-    if record.model_call_open:
-        raise _refuse(record, event, "a model call is open (model.started has no model.completed)")
+def _model_call_open(record: RunRecord, event: Any) -> LifecycleError:
+    """The refusal of an event that needs no model call open, when one is (the handlers
+    test `model_call_open` themselves: a call per event for what is almost never so)."""
+    return _refuse(record, event, "a model call is open (model.started has no model.completed)")
 
 
 def _known_action(record: RunRecord, event: Any) -> Action:
     action = record.actions.get(event.action_id)
     if action is None:
-        raise _action_error(
-            record, event, event.action_id, "no such action was proposed or requested"
-        )
+        raise _no_such_action(record, event)
     return action
+
+
+def _no_such_action(record: RunRecord, event: Any) -> ActionError:
+    return _action_error(record, event, event.action_id, "no such action was proposed or requested")
 
 
 _with = put
@@ -155,7 +158,8 @@ def _run_started(table: TransitionTable, rec: RunRecord, ev: m.RunStarted, move:
 def _model_started(
     table: TransitionTable, rec: RunRecord, ev: m.ModelStarted, move: Move
 ) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     actions = rec.actions
     for aid in rec.batch:
         action = actions[aid]
@@ -245,7 +249,8 @@ def _model_failed(
 
 
 def _handoff(table: TransitionTable, rec: RunRecord, ev: m.Handoff, move: Move) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     return set_agent(
         rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         current_agent=ev.to_agent,
@@ -275,7 +280,8 @@ def _expired(action: Action, ev: Any) -> bool:
 def _approval_requested(
     table: TransitionTable, rec: RunRecord, ev: m.ApprovalRequested, move: Move
 ) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     action = rec.actions.get(ev.action_id)
     batch = rec.batch
     if action is None:
@@ -349,7 +355,8 @@ def _approval_rejected(
 def _tool_requested(
     table: TransitionTable, rec: RunRecord, ev: m.ToolRequested, move: Move
 ) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     aid = ev.action_id  # read once: an event's fields are read through pydantic's hook
     key = ev.idempotency_key or default_key(rec.run_id, aid)
     action = rec.actions.get(aid)
@@ -364,7 +371,7 @@ def _tool_requested(
         batch = (*batch, aid)
     elif action.status == A.PROPOSED or action.status == A.APPROVED:
         _bound_to_call(rec, ev, action, "approved" if action.status == A.APPROVED else "proposed")
-        if _expired(action, ev):
+        if action.expires_at is not None and _expired(action, ev):  # most calls never expire
             raise _action_error(rec, ev, aid, f"its approval expired at {action.expires_at}")
         action = action_requested(action, status=A.REQUESTED, idempotency_key=key)
     elif action.status == A.APPROVAL_PENDING:
@@ -396,7 +403,9 @@ def _tool_started(
 
 
 def _in_flight_action(rec: RunRecord, ev: Any) -> Action:
-    action = _known_action(rec, ev)
+    action = rec.actions.get(ev.action_id)  # `_known_action`, inlined: every tool outcome
+    if action is None:
+        raise _no_such_action(rec, ev)
     if action.status not in _IN_FLIGHT:
         raise _action_error(rec, ev, ev.action_id, f"it is not in flight; it is '{action.status}'")
     return action
@@ -442,7 +451,8 @@ def _tool_outcome_unknown(
 
 
 def _run_paused(table: TransitionTable, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     return set_pause(
         rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         pause_reason=ev.reason,
