@@ -87,7 +87,9 @@ def put_all(actions: Mapping[str, Action], changed: Collection[Action]) -> Mappi
 
 def unsettled(actions: Mapping[str, Action]) -> Iterator[Action]:
     """The actions of `actions` not yet settled, in the order they joined."""
-    if isinstance(actions, Ledger):
+    # A small ledger is a dict (`put`): told apart first, since `isinstance` of an ABC's
+    # subclass runs `ABCMeta.__instancecheck__`, a Python call (every end of a run asks).
+    if type(actions) is not dict and isinstance(actions, Ledger):
         return actions.unsettled()
     return (a for a in actions.values() if a.status in UNSETTLED)
 

@@ -3,6 +3,7 @@
 - `put_all` copies a small dict ledger once for a whole batch: the same mapping, of the same
   type and order, as one `put` per action;
 - `Reducer.initial` copies a blank record: the one `RunRecord(...)` makes;
+- `model.completed` reads `refusal` and `emit` only for the decisions that may carry them;
 - `Reducer.reduce` fills only `entered_at` when a run enters a state under a table with no
   timed edge and the run waited on none: the same record as the full `entered` step.
 """
@@ -15,10 +16,11 @@ import attrs
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from agentfsm.errors import ActionError
+from agentfsm.errors import ActionError, EventFormatError
 from agentfsm.events import Event, make_event
-from agentfsm.events.models import ModelCompleted, ToolCall
+from agentfsm.events.models import ModelCompleted, Proposal, ProposedEvent, Refusal, ToolCall
 from agentfsm.ledger import SMALL, Ledger, put, put_all
 from agentfsm.record import Action, RunRecord, Timeout
 from agentfsm.reducers import DEFAULT_REDUCER, Reducer
@@ -137,3 +139,25 @@ def test_a_new_run_is_the_record_the_class_makes() -> None:
         for name in FRESH_FIELDS:
             assert getattr(one, name) == {}
             assert getattr(one, name) is not getattr(two, name)
+
+
+@pytest.mark.parametrize("decision", ["final", "tool_calls", "handoff", "emit", "refused"])
+def test_a_decision_carries_a_refusal_or_an_event_only_where_the_fold_reads_it(
+    decision: str,
+) -> None:
+    """The fold reads `refusal` only for decision 'refused' and `emit` only for 'emit': the
+    model refuses either anywhere else, on the wire and in Python."""
+    refusal = Refusal.of("not_allowed", "no", Proposal.of("final", ()))
+    emit = ProposedEvent(type="loan.approved")
+    base: dict[str, Any] = {"run_id": "r", "sequence": 3, "occurred_at": "2026-01-01T00:00:00Z"}
+    if decision == "tool_calls":
+        base["tool_calls"] = [{"action_id": "t1", "tool": "search", "arguments": {}}]
+    own = {"refused": {"refusal": refusal}, "emit": {"emit": emit}}.get(decision, {})
+    for field, value in (("refusal", refusal), ("emit", emit)):
+        if field in own:
+            continue
+        given = {**base, "decision": decision, **own, field: value}
+        with pytest.raises(EventFormatError, match=f"cannot carry an? '{field}'"):
+            make_event("model.completed", **given)
+        with pytest.raises(ValidationError):
+            ModelCompleted(**given)

@@ -214,10 +214,14 @@ def _model_completed(
     usage = _plus(rec.usage, ev.usage)
     decision = ev.decision
     final = ev.output if decision == "final" else rec.final_output
+    # The model holds a refusal to decision 'refused' and a proposed event to 'emit'
+    # (`ModelCompleted._calls_match_decision`): each is read only where it can be.
+    refusal = ev.refusal if decision == "refused" else None
+    emit = ev.emit if decision == "emit" else None
     return set_model_completed(
         rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
-        last_decision=decision, last_refusal=ev.refusal, decided_emit=ev.emit,
+        last_decision=decision, last_refusal=refusal, decided_emit=emit,
         final_output=final, actions=actions, batch=batch,
     )  # fmt: skip
 
@@ -722,7 +726,8 @@ def _emits_settled(
     rec: RunRecord, actions: Mapping[str, Action], state: str
 ) -> Mapping[str, Action]:
     """`actions` with the batch's proposals still to judge refused: the run ended first."""
-    pending = [a for aid in rec.batch if (a := actions[aid]).emit_pending]
+    # `emit` first: most calls propose no event, and `emit_pending` is a property (a call).
+    pending = [a for aid in rec.batch if (a := actions[aid]).emit is not None and a.emit_pending]
     if not pending:
         return actions
     ended = [
