@@ -23,7 +23,7 @@ A `Ledger` is a read-only `Mapping`, equal to any mapping with the same items.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -72,8 +72,14 @@ def put(actions: Mapping[str, Action], action: Action) -> Mapping[str, Action]:
     return Ledger.of(actions).put(action)
 
 
-def put_all(actions: Mapping[str, Action], changed: Iterable[Action]) -> Mapping[str, Action]:
+def put_all(actions: Mapping[str, Action], changed: Collection[Action]) -> Mapping[str, Action]:
     """`put` of each of `changed`, in order."""
+    if type(actions) is dict and len(actions) + len(changed) <= SMALL:
+        # What `put` one by one makes (a dict: each put finds fewer than SMALL), copied once.
+        new = actions.copy()
+        for action in changed:
+            new[action.action_id] = action
+        return new
     for action in changed:
         actions = put(actions, action)
     return actions
@@ -81,7 +87,9 @@ def put_all(actions: Mapping[str, Action], changed: Iterable[Action]) -> Mapping
 
 def unsettled(actions: Mapping[str, Action]) -> Iterator[Action]:
     """The actions of `actions` not yet settled, in the order they joined."""
-    if isinstance(actions, Ledger):
+    # A small ledger is a dict (`put`): told apart first, since `isinstance` of an ABC's
+    # subclass runs `ABCMeta.__instancecheck__`, a Python call (every end of a run asks).
+    if type(actions) is not dict and isinstance(actions, Ledger):
         return actions.unsettled()
     return (a for a in actions.values() if a.status in UNSETTLED)
 

@@ -13,6 +13,12 @@ slows every checkout alike. Each process reports, in CPU µs an event (best of i
 - parse+fold: both, line by line, as `validate` and a store's load do.
 
 The first checkout is the baseline of the ratios. Checkout names as old as f218d63 work.
+
+On a machine others load, `--instructions` counts instead of timing: each measure runs once
+per checkout under valgrind's callgrind (`PYTHONHASHSEED=0`, so dicts and sets are laid out
+alike every run), counting only the pass itself, after one warm-up pass; the figure is
+instructions an event, the same from run to run whatever the load. It takes about a minute
+a measure (`--events 3000` is enough).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -83,7 +90,37 @@ for name, work in (("parse", parse), ("fold", fold), ("parse+fold", parse_fold))
     print(f"{name}={best / len(lines) * 1e6:.3f}")
 """
 
+# The same work as _MEASURE's, run once to warm up (the interpreter specialises its code),
+# then once inside `filter`, whose C iterator (`filter_next`) callgrind counts within.
+_COUNT = (
+    _MEASURE.split("for name, work in")[0]
+    + r"""
+work = {"parse": parse, "fold": fold, "parse+fold": parse_fold}[sys.argv[4]]
+work()
+list(filter(lambda _: work(), [0]))
+"""
+)
+
 MEASURES = ("parse", "fold", "parse+fold")
+
+
+def _instructions(valgrind: str, root: str, path: str, measure: str, folder: str) -> int:
+    """Instructions the interpreter runs for one pass of `measure` in `root` (callgrind)."""
+    out = os.path.join(folder, "callgrind.out")
+    subprocess.run(  # noqa: S603 - valgrind on our own interpreter and script
+        [
+            valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
+            "--collect-atstart=no", "--toggle-collect=filter_next",
+            sys.executable, "-c", _COUNT, root, path, "1", measure,
+        ],
+        capture_output=True, text=True, check=True, cwd="/",
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )  # fmt: skip
+    with open(out) as handle:
+        for line in handle:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"callgrind wrote no total to {out}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="alternations")
     parser.add_argument("--events", type=int, default=10_000, help="events in the corpus")
     parser.add_argument("--repeats", type=int, default=3, help="passes per process (best)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions (callgrind), not time"
+    )
     args = parser.parse_args(argv)
+    valgrind = shutil.which("valgrind")
+    if args.instructions and valgrind is None:
+        parser.error("--instructions counts with valgrind, which is not on PATH")
     roots = [os.path.abspath(root) for root in args.checkouts]
     figures: dict[str, dict[str, list[float]]] = {r: {m: [] for m in MEASURES} for r in roots}
     with tempfile.TemporaryDirectory(prefix="compare-parse-") as folder:
@@ -100,6 +143,15 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(  # noqa: S603 - our own interpreter and script
             [sys.executable, "-c", _WRITE, roots[0], path, str(args.events)], check=True, cwd="/"
         )
+        if valgrind is not None and args.instructions:
+            with open(path, "rb") as corpus:
+                events = sum(1 for line in corpus if line.strip())
+            for root in roots:
+                for name in MEASURES:
+                    count = _instructions(valgrind, root, path, name, folder)
+                    figures[root][name].append(count / events)
+            title = f"{events:,} events, instructions an event (callgrind)"
+            return _table(roots, figures, title, "{:,.0f}")
         for _ in range(args.rounds):
             for root in roots:
                 done = subprocess.run(  # noqa: S603 - our own interpreter and script
@@ -108,14 +160,21 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
                 for name, value in re.findall(r"(\S+)=([\d.]+)", done.stdout):
                     figures[root][name].append(float(value))
+    title = f"{args.events:,} events, CPU µs an event, median of {args.rounds} alternating rounds"
+    return _table(roots, figures, title, "{:.2f}")
+
+
+def _table(
+    roots: list[str], figures: dict[str, dict[str, list[float]]], title: str, cell: str
+) -> int:
     base = {m: statistics.median(figures[roots[0]][m]) for m in MEASURES}
-    print(f"{args.events:,} events, CPU µs an event, median of {args.rounds} alternating rounds")
+    print(title)
     print("| checkout | parse | fold | parse+fold | vs the first (parse / fold / parse+fold) |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for root in roots:
         medians = {m: statistics.median(figures[root][m]) for m in MEASURES}
         ratios = " / ".join(f"{medians[m] / base[m]:.2f}x" for m in MEASURES)
-        cells = " | ".join(f"{medians[m]:.2f}" for m in MEASURES)
+        cells = " | ".join(cell.format(medians[m]) for m in MEASURES)
         print(f"| {root} | {cells} | {ratios} |")
     return 0
 

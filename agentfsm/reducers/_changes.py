@@ -25,6 +25,18 @@ from agentfsm.reducers._evolve import evolves, makes
 
 
 @evolves(RunRecord)
+def set_fresh(
+    r: RunRecord, /, *, run_id: str, actions: Mapping[str, Action], facts: Mapping[str, Any],
+    custom: Mapping[str, Any],
+) -> RunRecord: ...  # fmt: skip
+
+
+#: The fields of a `RunRecord` whose default is made anew for each record (`set_fresh`
+#: gives each new run its own): held to the class by tests/test_fold_speed_paths.py.
+FRESH_FIELDS = ("actions", "facts", "custom")
+
+
+@evolves(RunRecord)
 def set_started(
     r: RunRecord, /, *, status: str, version: int, updated_at: str | None,
     objective: str | None, current_agent: str | None, limits: Limits | None,
@@ -140,7 +152,8 @@ def set_ended(
 # rather than copying all 32 fields again: a second copy per change of state cost the
 # reducer a tenth of its throughput.
 _SLOTS = RunRecord.__mro__[1].__dict__
-_fill_entered_at = _SLOTS["entered_at"].__set__
+#: Fills `entered_at` of a record nobody else holds yet (see `entered`).
+fill_entered_at = _SLOTS["entered_at"].__set__
 _fill_timeout = _SLOTS["timeout"].__set__
 
 
@@ -158,7 +171,7 @@ def entered(record: RunRecord, at: str, edge: Transition | None) -> RunRecord:
 
     Only for a record nobody else holds yet: it is filled in place.
     """
-    _fill_entered_at(record, at)
+    fill_entered_at(record, at)
     if edge is not None:
         _fill_timeout(record, timeout_of(edge, at))
     elif record.timeout is not None:  # most states time out nowhere: most records have none

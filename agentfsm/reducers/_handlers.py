@@ -6,6 +6,10 @@ table (action ids, exact-call binding, open model calls, unresolved batches), re
 move's condition, and returns the new record built by one of the typed changes in
 `_changes.py`. `Reducer.reduce` (reduce.py) checks the envelope and the table before, and
 the guards after; this module is the rest of steps 3 and 4 and the fold.
+
+An event's fields are read through pydantic's `__getattr__` hook, which leaves every load of
+one unspecialised (about ten times a record's slot), so each is read once, and a new
+record's version is `rec.version + 1`: the envelope check made it the event's sequence.
 """
 
 from __future__ import annotations
@@ -69,8 +73,8 @@ Handler = Callable[[TransitionTable, RunRecord, Any, Move], RunRecord]
 
 def _to(table: TransitionTable, rec: RunRecord, ev: Any, move: Move) -> str:
     """Resolve a move: a plain target, or the first alternative whose condition holds."""
-    if isinstance(move, str):
-        return move
+    if move.__class__ is not tuple:  # a plain target, told apart without a call (every event)
+        return move  # type: ignore[return-value]
     for condition, target in move:  # inlined from TransitionTable.choose: hot
         if condition is None or condition.predicate(rec, ev):
             return target
@@ -98,18 +102,21 @@ def _action_error(record: RunRecord, event: Any, action_id: str, reason: str) ->
     )
 
 
-def _no_open_model_call(record: RunRecord, event: Any) -> None:
-    if record.model_call_open:
-        raise _refuse(record, event, "a model call is open (model.started has no model.completed)")
+def _model_call_open(record: RunRecord, event: Any) -> LifecycleError:
+    """The refusal of an event that needs no model call open, when one is (the handlers
+    test `model_call_open` themselves: a call per event for what is almost never so)."""
+    return _refuse(record, event, "a model call is open (model.started has no model.completed)")
 
 
 def _known_action(record: RunRecord, event: Any) -> Action:
     action = record.actions.get(event.action_id)
     if action is None:
-        raise _action_error(
-            record, event, event.action_id, "no such action was proposed or requested"
-        )
+        raise _no_such_action(record, event)
     return action
+
+
+def _no_such_action(record: RunRecord, event: Any) -> ActionError:
+    return _action_error(record, event, event.action_id, "no such action was proposed or requested")
 
 
 _with = put
@@ -118,7 +125,7 @@ _with = put
 def _changed(rec: RunRecord, ev: Any, target: str, action: Action) -> RunRecord:
     """The record after `ev`, which moved the run to `target` and changed one call: `action`."""
     return set_actions(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at,
         actions=_with(rec.actions, action),
     )  # fmt: skip
 
@@ -139,7 +146,7 @@ def _run_started(table: TransitionTable, rec: RunRecord, ev: m.RunStarted, move:
         )
     agent = ev.agent if ev.agent is not None else rec.current_agent
     return set_started(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         objective=ev.objective, current_agent=agent, limits=ev.limits,
         started_at=ev.occurred_at,
         # The table's own reference, one object for every reducer of it: a run under the
@@ -151,7 +158,8 @@ def _run_started(table: TransitionTable, rec: RunRecord, ev: m.RunStarted, move:
 def _model_started(
     table: TransitionTable, rec: RunRecord, ev: m.ModelStarted, move: Move
 ) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     actions = rec.actions
     for aid in rec.batch:
         action = actions[aid]
@@ -174,7 +182,7 @@ def _model_started(
             "applied yet",
         )  # fmt: skip
     return set_model_started(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         turn=rec.turn + 1, model_call_open=True, reserved_tokens=ev.reserved_tokens or 0,
         reserved_cost=ev.reserved_cost or 0.0,
     )  # fmt: skip
@@ -187,27 +195,33 @@ def _model_completed(
         raise _refuse(rec, ev, "no model call is open (model.completed without model.started)")
     actions: Mapping[str, Action] = rec.actions
     batch: tuple[str, ...] = ()
-    if ev.tool_calls:
-        new = actions
+    calls = ev.tool_calls
+    if calls:
+        proposed: dict[str, Action] = {}  # the ledger is changed once, for the whole batch
         key_prefix = rec.run_id + ":"
-        for call in ev.tool_calls:
+        for call in calls:
             aid = call.action_id
-            if aid in new:
+            if aid in actions or aid in proposed:
                 raise _action_error(rec, ev, aid, "the action id is already used")
-            new = _with(new, new_action(
+            proposed[aid] = new_action(
                 action_id=aid, tool=call.tool, arguments=call.arguments, status=A.PROPOSED,
                 attempts=0, idempotency_key=key_prefix + aid, result=None, error=None,
                 cost=None, approver=None, reason=None, expires_at=None, emit=None,
                 emitted=None, refusal=None,
-            ))  # fmt: skip
-        actions = new
-        batch = tuple(c.action_id for c in ev.tool_calls)
+            )  # fmt: skip
+        actions = put_all(actions, proposed.values())
+        batch = tuple(proposed)
     usage = _plus(rec.usage, ev.usage)
-    final = ev.output if ev.decision == "final" else rec.final_output
+    decision = ev.decision
+    final = ev.output if decision == "final" else rec.final_output
+    # The model holds a refusal to decision 'refused' and a proposed event to 'emit'
+    # (`ModelCompleted._calls_match_decision`): each is read only where it can be.
+    refusal = ev.refusal if decision == "refused" else None
+    emit = ev.emit if decision == "emit" else None
     return set_model_completed(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
-        last_decision=ev.decision, last_refusal=ev.refusal, decided_emit=ev.emit,
+        last_decision=decision, last_refusal=refusal, decided_emit=emit,
         final_output=final, actions=actions, batch=batch,
     )  # fmt: skip
 
@@ -233,15 +247,16 @@ def _model_failed(
         raise _refuse(rec, ev, "no model call is open (model.failed without model.started)")
     usage = _plus(rec.usage, ev.usage)
     return set_model_failed(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         model_call_open=False, reserved_tokens=0, reserved_cost=0.0, usage=usage,
     )  # fmt: skip
 
 
 def _handoff(table: TransitionTable, rec: RunRecord, ev: m.Handoff, move: Move) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     return set_agent(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         current_agent=ev.to_agent,
     )  # fmt: skip
 
@@ -269,7 +284,8 @@ def _expired(action: Action, ev: Any) -> bool:
 def _approval_requested(
     table: TransitionTable, rec: RunRecord, ev: m.ApprovalRequested, move: Move
 ) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     action = rec.actions.get(ev.action_id)
     batch = rec.batch
     if action is None:
@@ -297,7 +313,7 @@ def _approval_requested(
     target = _to(table, rec, ev, move)
     actions = _with(rec.actions, action)
     return set_actions_batch(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, actions=actions,
         batch=batch,
     )  # fmt: skip
 
@@ -343,35 +359,33 @@ def _approval_rejected(
 def _tool_requested(
     table: TransitionTable, rec: RunRecord, ev: m.ToolRequested, move: Move
 ) -> RunRecord:
-    _no_open_model_call(rec, ev)
-    key = ev.idempotency_key or default_key(rec.run_id, ev.action_id)
-    action = rec.actions.get(ev.action_id)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
+    aid = ev.action_id  # read once: an event's fields are read through pydantic's hook
+    key = ev.idempotency_key or default_key(rec.run_id, aid)
+    action = rec.actions.get(aid)
     batch = rec.batch
     if action is None:
         action = new_action(
-            action_id=ev.action_id, tool=ev.tool, arguments=ev.arguments, status=A.REQUESTED,
+            action_id=aid, tool=ev.tool, arguments=ev.arguments, status=A.REQUESTED,
             attempts=0, idempotency_key=key, result=None, error=None, cost=None,
             approver=None, reason=None, expires_at=None, emit=None, emitted=None,
             refusal=None,
         )  # fmt: skip
-        batch = (*batch, ev.action_id)
+        batch = (*batch, aid)
     elif action.status == A.PROPOSED or action.status == A.APPROVED:
         _bound_to_call(rec, ev, action, "approved" if action.status == A.APPROVED else "proposed")
-        if _expired(action, ev):
-            raise _action_error(
-                rec, ev, ev.action_id, f"its approval expired at {action.expires_at}"
-            )
+        if action.expires_at is not None and _expired(action, ev):  # most calls never expire
+            raise _action_error(rec, ev, aid, f"its approval expired at {action.expires_at}")
         action = action_requested(action, status=A.REQUESTED, idempotency_key=key)
     elif action.status == A.APPROVAL_PENDING:
-        raise _action_error(rec, ev, ev.action_id, "it is still waiting for approval")
+        raise _action_error(rec, ev, aid, "it is still waiting for approval")
     else:
-        raise _action_error(
-            rec, ev, ev.action_id, f"the action id is already used; it is '{action.status}'"
-        )
+        raise _action_error(rec, ev, aid, f"the action id is already used; it is '{action.status}'")
     target = _to(table, rec, ev, move)
     actions = _with(rec.actions, action)
     return set_actions_batch(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, actions=actions,
         batch=batch,
     )  # fmt: skip
 
@@ -381,18 +395,21 @@ def _tool_started(
 ) -> RunRecord:
     action = _known_action(rec, ev)
     target = _to(table, rec, ev, move)
-    if ev.attempt != action.attempts + 1:
+    attempt = ev.attempt
+    if attempt != action.attempts + 1:
         raise _action_error(
             rec, ev, ev.action_id,
-            f"attempt {ev.attempt} does not follow {action.attempts} attempts: "
+            f"attempt {attempt} does not follow {action.attempts} attempts: "
             f"expected attempt {action.attempts + 1}",
         )  # fmt: skip
-    action = action_started(action, status=A.STARTED, attempts=ev.attempt, error=None)
+    action = action_started(action, status=A.STARTED, attempts=attempt, error=None)
     return _changed(rec, ev, target, action)
 
 
 def _in_flight_action(rec: RunRecord, ev: Any) -> Action:
-    action = _known_action(rec, ev)
+    action = rec.actions.get(ev.action_id)  # `_known_action`, inlined: every tool outcome
+    if action is None:
+        raise _no_such_action(rec, ev)
     if action.status not in _IN_FLIGHT:
         raise _action_error(rec, ev, ev.action_id, f"it is not in flight; it is '{action.status}'")
     return action
@@ -404,20 +421,19 @@ def _tool_completed(
     action = _in_flight_action(rec, ev)
     target = _to(table, rec, ev, move)
     usage = rec.usage
-    if ev.cost:
+    cost, result = ev.cost, ev.result
+    if cost:
         usage = new_usage(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
-            cost=usage.cost + ev.cost,
+            cost=usage.cost + cost,
         )
     facts = dict(rec.facts)
-    facts[action.tool] = ev.result
-    action = action_succeeded(
-        action, status=A.SUCCEEDED, result=ev.result, cost=ev.cost, emit=ev.emit
-    )
+    facts[action.tool] = result
+    action = action_succeeded(action, status=A.SUCCEEDED, result=result, cost=cost, emit=ev.emit)
     actions = _with(rec.actions, action)
     return set_completed(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, actions=actions,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, actions=actions,
         usage=usage, facts=facts,
     )  # fmt: skip
 
@@ -439,16 +455,17 @@ def _tool_outcome_unknown(
 
 
 def _run_paused(table: TransitionTable, rec: RunRecord, ev: m.RunPaused, move: Move) -> RunRecord:
-    _no_open_model_call(rec, ev)
+    if rec.model_call_open:
+        raise _model_call_open(rec, ev)
     return set_pause(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         pause_reason=ev.reason,
     )  # fmt: skip
 
 
 def _run_resumed(table: TransitionTable, rec: RunRecord, ev: m.RunResumed, move: Move) -> RunRecord:
     return set_pause(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         pause_reason=None,
     )  # fmt: skip
 
@@ -457,7 +474,7 @@ def _run_cancel_requested(
     table: TransitionTable, rec: RunRecord, ev: m.RunCancelRequested, move: Move
 ) -> RunRecord:
     return set_cancel(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         cancel_reason=ev.reason, cancel_requested_by=ev.requested_by, pause_reason=None,
     )  # fmt: skip
 
@@ -492,7 +509,7 @@ def _end(
 ) -> RunRecord:
     target = _to(table, rec, ev, move)
     return set_ended(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at,
         actions=_emits_settled(rec, _settled(rec.actions), target), model_call_open=False,
         reserved_tokens=0, reserved_cost=0.0, pause_reason=None, error=error,
         stop_reason=stop_reason, stop_detail=detail, decided_emit=None,
@@ -548,23 +565,23 @@ def custom_event(table: TransitionTable, rec: RunRecord, ev: Any, move: Move) ->
     ended = target in table.terminal_states
     if by is None and not ended:
         return set_custom(
-            rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
+            rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, custom=custom
         )
     if ended:
         # The event ended the run, as a built-in end does (`_end`): what else was proposed is
         # never judged, calls in flight are settled, an open model call and its reservation
         # are closed.
         done = set_ended(
-            rec, status=target, version=ev.sequence, updated_at=ev.occurred_at,
+            rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at,
             actions=_emits_settled(rec, _settled(actions), target), model_call_open=False,
             reserved_tokens=0, reserved_cost=0.0, pause_reason=None, error=None,
             stop_reason=None, stop_detail=None, decided_emit=None,
         )  # fmt: skip
         return set_custom(
-            done, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom
+            done, status=target, version=rec.version + 1, updated_at=ev.occurred_at, custom=custom
         )
     return set_emitted(
-        rec, status=target, version=ev.sequence, updated_at=ev.occurred_at, custom=custom,
+        rec, status=target, version=rec.version + 1, updated_at=ev.occurred_at, custom=custom,
         actions=actions, decided_emit=decided,
     )  # fmt: skip
 
@@ -690,7 +707,7 @@ def _run_forked(table: TransitionTable, rec: RunRecord, ev: m.RunForked, move: M
             run_id=rec.run_id, sequence=ev.sequence, state=rec.status, event=ev.type,
         )  # fmt: skip
     return set_forked(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         forked_from=ev.from_run, forked_at=ev.from_sequence,
     )  # fmt: skip
 
@@ -700,7 +717,7 @@ def _usage_reported(
 ) -> RunRecord:
     """Spending the SDK reported beyond the log's model calls: added to the run's usage."""
     return set_usage(
-        rec, status=_to(table, rec, ev, move), version=ev.sequence, updated_at=ev.occurred_at,
+        rec, status=_to(table, rec, ev, move), version=rec.version + 1, updated_at=ev.occurred_at,
         usage=_plus(rec.usage, ev.usage),
     )  # fmt: skip
 
@@ -709,7 +726,8 @@ def _emits_settled(
     rec: RunRecord, actions: Mapping[str, Action], state: str
 ) -> Mapping[str, Action]:
     """`actions` with the batch's proposals still to judge refused: the run ended first."""
-    pending = [a for aid in rec.batch if (a := actions[aid]).emit_pending]
+    # `emit` first: most calls propose no event, and `emit_pending` is a property (a call).
+    pending = [a for aid in rec.batch if (a := actions[aid]).emit is not None and a.emit_pending]
     if not pending:
         return actions
     ended = [
