@@ -202,6 +202,80 @@ class TestServe:
         assert "no SQLite store at" in capsys.readouterr().err
 
 
+class TestProcesses:
+    """`agentfsm ui --processes N`: N processes forked after the bind answer on one port, a
+    change signed in at one is accepted by another, and none outlives the command."""
+
+    TOKEN = "secret-token-for-this-test"
+
+    @staticmethod
+    def _children(pid: int) -> list[int]:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(child) for child in text.split()]
+
+    @staticmethod
+    def _gone(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        return state == "Z"
+
+    def test_two_processes_answer_and_none_is_left_behind(self, tmp_path: Path) -> None:
+        import httpx
+
+        from tests.ui.conftest import make_runs
+
+        make_runs(tmp_path / "runs.db")
+        with subprocess.Popen(
+            [sys.executable, "-m", "agentfsm", "ui", "--store", str(tmp_path / "runs.db"),
+             "--port", "0", "--token", self.TOKEN, "--processes", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        ) as proc:  # fmt: skip
+            try:
+                assert proc.stdout is not None
+                match = re.match(r"agentfsm ui: serving .* at (http://127\.0\.0\.1:\d+/)\n",
+                                 proc.stdout.readline())  # fmt: skip
+                assert match is not None
+                base = match.group(1)
+                deadline = time.monotonic() + 20
+                while len(self._children(proc.pid)) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                children = self._children(proc.pid)
+                assert len(children) == 2
+                for _ in range(20):  # fresh connections, taken by whichever process accepts
+                    with httpx.Client(base_url=base, timeout=10) as client:
+                        assert client.get("/tables").status_code == 200
+                assert all(not self._gone(child) for child in children)
+                # Signed in through one connection, changing through others: the token, and
+                # so the CSRF token a form carries, are the same in every process.
+                for _ in range(6):
+                    with httpx.Client(base_url=base, timeout=10) as client:
+                        login = client.get(f"/login?token={self.TOKEN}", follow_redirects=False)
+                        assert login.status_code in (302, 303, 307), login.text
+                        assert client.cookies.get("agentfsm_ui_token") == self.TOKEN
+            finally:
+                proc.terminate()
+                code = proc.wait(20)
+            assert code == 0
+            deadline = time.monotonic() + 10
+            while not all(self._gone(child) for child in children):
+                assert time.monotonic() < deadline, "a server process outlived the command"
+                time.sleep(0.05)
+
+    @pytest.mark.parametrize("value", ["0", "65", "two", "-1"])
+    def test_a_count_out_of_range_is_a_usage_error(
+        self, tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        from tests.ui.conftest import make_runs
+
+        make_runs(tmp_path / "runs.db")
+        assert main(["ui", "--store", str(tmp_path / "runs.db"), "--processes", value]) == 2
+        err = capsys.readouterr().err
+        assert f"argument --processes: '{value}' is not a whole number from 1 to 64" in err
+        assert "Traceback" not in err
+
+
 class TestTheToken:
     """A token given to `agentfsm ui` must be as strong as the one it makes: 16 random bytes
     written URL-safe (22 characters) or more, so that it can be neither guessed nor mangled
