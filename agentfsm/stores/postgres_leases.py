@@ -8,9 +8,11 @@ insert or take over its lease row only if that row is still expired when the ins
 Expiry is on the database's clock (`now()`), so the workers' clocks need not agree.
 
 The same rows are every driver's lease (`EventStore.hold`, see `agentfsm.stores.lease`): a
-`take` reads the row, decides (free, lapsed, or its holder's process gone on this host), and
-writes it only if it is still the row it read (a compare-and-set: two round trips, no
-transaction). `AsyncPostgresLeases` is the same for `AsyncPostgresEventStore`.
+`take` takes a free, absent or lapsed row in one statement, only if it is still the row that
+statement read; otherwise it reads the row, decides (a live holder, or one whose process is
+gone on this host, which only Python can tell), and writes it only if it is still the row it
+read (a compare-and-set, no transaction). A `free` is one statement too (it also deletes the
+row of a run that has ended). `AsyncPostgresLeases` is the same for `AsyncPostgresEventStore`.
 """
 
 from __future__ import annotations
@@ -116,6 +118,23 @@ class _LeaseSql:
             "SELECT worker_id, expires_at, host, pid, process, claimed_at, heartbeat_at, now() "
             f"FROM {leases} WHERE run_id = %s"
         )
+        # A take in one round trip where it can be decided in SQL: no row, a free row or a
+        # lapsed one, taken only if it is still the row the statement's snapshot read (the
+        # compare-and-set `take_over` does in two). It returns that row as it was, for the
+        # holder taken over; no row back is a live holder (or a race), which the
+        # read-then-decide path settles, since only Python can tell a holder's process is
+        # gone (`agentfsm.stores._process`).
+        old_row = "worker_id, expires_at, host, pid, process, claimed_at, heartbeat_at"
+        self.take = (
+            f"WITH was AS (SELECT {old_row} FROM {leases} WHERE run_id = %(run)s) "
+            f"INSERT INTO {leases} AS l (run_id, worker_id, expires_at, {held} "
+            "FROM (SELECT %(run)s::text AS run_id) AS r "
+            f"ON CONFLICT (run_id) DO UPDATE SET {taken} "
+            "WHERE (l.worker_id IS NULL OR l.expires_at <= now()) "
+            "AND l.worker_id IS NOT DISTINCT FROM (SELECT worker_id FROM was) "
+            "AND l.expires_at = (SELECT expires_at FROM was) "
+            f"RETURNING {', '.join(f'(SELECT {c} FROM was)' for c in old_row.split(', '))}, now()"
+        )
         self.renew = (
             f"UPDATE {leases} SET expires_at = now() + make_interval(secs => %s), "
             "heartbeat_at = now() WHERE run_id = %s AND worker_id = %s AND expires_at > now()"
@@ -152,16 +171,24 @@ class _LeaseSql:
             "SELECT EXTRACT(EPOCH FROM wake_at), EXTRACT(EPOCH FROM resume_at), resume_version "
             f"FROM {leases} WHERE run_id = %s"
         )
-        self.let_go = (
-            f"UPDATE {leases} SET worker_id = NULL, expires_at = now() "
-            "WHERE run_id = %s AND worker_id = %s"
-        )
         # A run that ends gives its lease row up (after a release or a free): rows are
         # kept for the runs that may be driven again, not for every run ever driven.
         self.ended = list(ended)
         self.drop_ended = (
             f"DELETE FROM {leases} WHERE run_id = %(run)s AND worker_id IS NULL AND "
             f"(SELECT status FROM {runs} WHERE run_id = %(run)s) = ANY(%(ended)s)"
+        )
+        # A free in one round trip: the holder's row is deleted if its run has ended (so is
+        # a row freed before, as `drop_ended` would), else given up. The two parts never
+        # touch one row twice: the run has ended or it has not.
+        over = (
+            f"COALESCE((SELECT status FROM {runs} WHERE run_id = %(run)s) = ANY(%(ended)s), false)"
+        )
+        self.give_up = (
+            f"WITH dropped AS (DELETE FROM {leases} WHERE run_id = %(run)s "
+            f"AND (worker_id = %(worker)s OR worker_id IS NULL) AND {over} RETURNING 1) "
+            f"UPDATE {leases} SET worker_id = NULL, expires_at = now() "
+            f"WHERE run_id = %(run)s AND worker_id = %(worker)s AND NOT {over}"
         )
 
     def _heads(self, *, lock: bool) -> str:
@@ -195,6 +222,10 @@ class _LeaseSql:
         )
         return "WITH " + ", ".join(parts) + f", heads AS ({union})"
 
+    def freeing(self, run_id: str, holder: str) -> dict[str, Any]:
+        """The parameters of `give_up`."""
+        return {"run": run_id, "worker": holder, "ended": self.ended}
+
     @staticmethod
     def params(run_id: str, holder: str, p: Process, ttl: float) -> dict[str, Any]:
         return {
@@ -205,6 +236,14 @@ class _LeaseSql:
             "pid": p.pid,
             "process": p.key,
         }
+
+
+def _taken(run_id: str, row: Any) -> tuple[bool, Holder | None] | None:
+    """What the one-statement take (`_LeaseSql.take`) returned: taken, with the holder it
+    replaced (None: the row was free, or absent); None when the statement took nothing."""
+    if row is None:
+        return None
+    return True, holder_of(run_id, row)
 
 
 def _decide(row: Any, params: dict[str, Any]) -> tuple[str, Holder | None]:
@@ -304,6 +343,9 @@ class PostgresLeases:
         """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
         params = self._sql.params(run_id, holder, process, ttl)
         with self._lock:
+            done = _taken(run_id, self._conn.execute(self._sql.take, params).fetchone())
+            if done is not None:
+                return done
             for _ in range(_TAKE_TRIES):
                 row = self._conn.execute(self._sql.read, (run_id,)).fetchone()
                 action, found = _decide(row, params)
@@ -371,8 +413,7 @@ class PostgresLeases:
     def free(self, run_id: str, holder: str) -> None:
         """Give up a lease `take` took (see `LeaseRows.free`)."""
         with self._lock:
-            self._conn.execute(self._sql.let_go, (run_id, holder))
-            self._conn.execute(self._sql.drop_ended, {"run": run_id, "ended": self._sql.ended})
+            self._conn.execute(self._sql.give_up, self._sql.freeing(run_id, holder))
 
     def close(self) -> None:
         """Close the connection."""
@@ -432,6 +473,9 @@ class AsyncPostgresLeases:
     ) -> tuple[bool, Holder | None]:
         """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
         params = self._sql.params(run_id, holder, process, ttl)
+        done = _taken(run_id, await (await self._conn.execute(self._sql.take, params)).fetchone())
+        if done is not None:
+            return done
         for _ in range(_TAKE_TRIES):
             action, found = _decide(await self._row(run_id), params)
             if action == "refuse":
@@ -452,8 +496,7 @@ class AsyncPostgresLeases:
 
     async def free(self, run_id: str, holder: str) -> None:
         """Give up a lease `take` took (see `LeaseRows.free`)."""
-        await self._conn.execute(self._sql.let_go, (run_id, holder))
-        await self._conn.execute(self._sql.drop_ended, {"run": run_id, "ended": self._sql.ended})
+        await self._conn.execute(self._sql.give_up, self._sql.freeing(run_id, holder))
 
     async def close(self) -> None:
         """Close the connection."""
