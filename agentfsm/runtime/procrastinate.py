@@ -61,12 +61,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import select
 import signal
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -709,18 +711,26 @@ class ProcrastinateEngine:
         s = self.settings
         retry = procrastinate.RetryStrategy(max_attempts=s.job_attempts, wait=1)
 
+        # The jobs' own threads, `concurrency` of them (made by `aserve`, or at a first job
+        # run otherwise): a job's store, Runner and connections belong to its thread
+        # (`_thread_state`), so the fewer threads ever run jobs, the fewer of those a worker
+        # opens and warms up.
+        self._job_threads: ThreadPoolExecutor | None = None
+        self._job_threads_lock = threading.Lock()
+
+        # Async tasks that hand their work to those threads. Procrastinate would run a sync
+        # task on the event loop's default executor (through asgiref), whose threads also
+        # serve `asyncio.to_thread` and name lookups: jobs would wander between more
+        # threads than `concurrency`, each with its own connections to open and warm.
         @self.app.task(name=ADVANCE, queue=s.queue, pass_context=True, retry=retry)
-        def advance(context: procrastinate.JobContext, run_id: str) -> str:
-            with self._dropped_on_error():
-                return self._advance(context, run_id)
+        async def advance(context: procrastinate.JobContext, run_id: str) -> str:
+            return await self._on_job_thread(self._advance, context, run_id)
 
         @self.app.task(name=TIMER, queue=s.queue, pass_context=True, retry=retry)
-        def timer(
+        async def timer(
             context: procrastinate.JobContext, run_id: str, kind: str = "wake", version: int = 0
         ) -> str:
-            with self._dropped_on_error():
-                self._measure_timer(context, kind)
-                return self._timer(run_id, kind, version, _route(context))
+            return await self._on_job_thread(self._timed, context, run_id, kind, version)
 
     # -- setting up -----------------------------------------------------------------------
 
@@ -857,6 +867,11 @@ class ProcrastinateEngine:
                     with suppress(asyncio.CancelledError):
                         await task
                 self._worker = None
+                with self._job_threads_lock:
+                    threads, self._job_threads = self._job_threads, None
+                if threads is not None:
+                    # No job runs any more (the worker waited them out): let the threads go.
+                    threads.shutdown(wait=False)
                 self._close_threads()
                 with self._recovery_lock:
                     self._close_recovery()
@@ -971,6 +986,48 @@ class ProcrastinateEngine:
         return moved
 
     # -- the tasks ------------------------------------------------------------------------
+
+    async def _on_job_thread(self, work: Callable[..., str], *args: Any) -> str:
+        """Run a job's work on one of the job threads, and end the job only once it is done.
+
+        A sync task cannot be stopped once started, and so it is here: Procrastinate cancels
+        an async job it is asked to abort (or at its shutdown timeout), but a drive stopped
+        from outside could leave a call started and not made, and a job that ended while
+        its thread still drove would let another job of the run start beside it. So the
+        cancellation is waited out, as Procrastinate waits out a sync job (a stopping
+        worker's drive hands its run back at its next step: `stop`).
+        """
+        loop = asyncio.get_running_loop()
+        running = loop.run_in_executor(
+            self._threads(), functools.partial(self._dropping, work, *args)
+        )
+        while True:
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                if running.done():
+                    return running.result()
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._job_threads_lock:
+            if self._job_threads is None:
+                self._job_threads = ThreadPoolExecutor(
+                    max_workers=self.settings.concurrency, thread_name_prefix="agentfsm-job"
+                )
+            return self._job_threads
+
+    def _dropping(self, work: Callable[..., str], *args: Any) -> str:
+        with self._dropped_on_error():
+            return work(*args)
+
+    def _timed(
+        self, context: procrastinate.JobContext, run_id: str, kind: str, version: int
+    ) -> str:
+        self._measure_timer(context, kind)
+        return self._timer(run_id, kind, version, _route(context))
 
     def _thread_state(self) -> tuple[PostgresEventStore, RunDriver, psycopg.Connection[Any]]:
         """This job thread's store, Runner and connection, made at its first job, and

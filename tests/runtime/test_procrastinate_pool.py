@@ -27,6 +27,7 @@ import pytest
 
 from agentfsm.runtime import submit
 from agentfsm.runtime.procrastinate import CHECK_IDLE, ProcrastinateEngine, _Checkout
+from agentfsm.stores.postgres import PostgresEventStore
 from tests.runtime import _pq_app
 from tests.runtime.test_procrastinate_tenants import Serving
 
@@ -132,8 +133,9 @@ def engine(pq_dsn: str, tmp_path: Path) -> ProcrastinateEngine:
 
 @pytest.fixture
 def serving(engine: ProcrastinateEngine) -> Iterator[Serving]:
-    # One job thread: every job meets the connections the jobs before it left there.
-    worker = Serving(engine, ["agentfsm"], "w0", threads=1)
+    # Concurrency 1, so one job thread: every job meets the connections the jobs before it
+    # left there.
+    worker = Serving(engine, ["agentfsm"], "w0")
     try:
         yield worker
     finally:
@@ -207,6 +209,31 @@ class TestServing:
             submit(store, "r2", "quick")
         assert _ends(engine, "r2") == "completed"
         assert _attempts(pq_dsn, "r2") == [2]
+
+
+def test_jobs_run_on_the_workers_own_threads_whatever_else_uses_the_loops_executor(
+    engine: ProcrastinateEngine,
+) -> None:
+    """Four threads of the event loop's default executor are made at once (as
+    `asyncio.to_thread` and name lookups make them), then sit idle; twelve runs driven one
+    after the other all run on the one job thread of a worker of concurrency 1, so the worker
+    opens one store (and its leases' and fence's connections), not one per thread a job
+    happened to land on."""
+    worker = Serving(engine, ["agentfsm"], "w0")
+    try:
+
+        async def crowd() -> None:
+            await asyncio.gather(*(asyncio.to_thread(time.sleep, 0.2) for _ in range(4)))
+
+        asyncio.run_coroutine_threadsafe(crowd(), worker.loop).result(10)
+        for n in range(12):
+            with engine.store() as store:
+                submit(store, f"r{n}", "quick")
+            assert _ends(engine, f"r{n}") == "completed"
+        stores = [h for h in engine._opened if isinstance(h, PostgresEventStore)]
+        assert len(stores) == 1
+    finally:
+        worker.stop()
 
 
 def _attempts(dsn: str, run_id: str, timeout: float = 10.0) -> list[int]:

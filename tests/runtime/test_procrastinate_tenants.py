@@ -18,7 +18,6 @@ import contextlib
 import statistics
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -274,24 +273,11 @@ class TestRoutes:
 
 
 class Serving:
-    """A worker serving `queues` in this process, on a thread with its own event loop.
+    """A worker serving `queues` in this process, on a thread with its own event loop."""
 
-    `threads` caps the loop's default executor, where Procrastinate runs the (sync) jobs:
-    1 puts every job on one thread, so a test knows which thread's connections a job uses.
-    """
-
-    def __init__(
-        self,
-        engine: ProcrastinateEngine,
-        queues: list[str],
-        name: str,
-        *,
-        threads: int | None = None,
-    ) -> None:
+    def __init__(self, engine: ProcrastinateEngine, queues: list[str], name: str) -> None:
         self.engine = engine
         self.loop = asyncio.new_event_loop()
-        if threads is not None:
-            self.loop.set_default_executor(ThreadPoolExecutor(threads))
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(queues, name), daemon=True)
         self.thread.start()
