@@ -16,6 +16,7 @@ on one thread, so the next job surely meets what the last one left.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -252,3 +253,25 @@ def _attempts(dsn: str, run_id: str, timeout: float = 10.0) -> list[int]:
             if ended or time.monotonic() > deadline:
                 return [attempts for _, attempts in rows]
             time.sleep(0.05)
+
+
+def test_a_job_cancelled_by_an_abort_ends_only_once_its_thread_is_done() -> None:
+    """Procrastinate cancels an async job it is asked to abort; the job's drive runs on a
+    job thread, which nothing can stop from outside, so the job waits its work out (as a
+    sync job would be left to finish) rather than end while its run is still driven."""
+    engine = ProcrastinateEngine("dbname=unused", lambda store: None)  # type: ignore[arg-type,return-value]
+    finished = threading.Event()
+
+    def work() -> str:
+        time.sleep(0.3)
+        finished.set()
+        return "advanced"
+
+    async def cancelled() -> str:
+        job = asyncio.ensure_future(engine._on_job_thread(work))
+        await asyncio.sleep(0.05)
+        job.cancel()
+        return await job
+
+    assert asyncio.run(cancelled()) == "advanced"
+    assert finished.is_set()
