@@ -695,11 +695,14 @@ class ProcrastinateEngine:
         # The queues this process's worker serves (its recovery passes are one per queue).
         self._queues: list[str] = [self.settings.queue]
         self.app = procrastinate.App(
-            connector=procrastinate.PsycopgConnector(conninfo=conninfo, pool_factory=_job_pool)
+            connector=procrastinate.PsycopgConnector(
+                conninfo=conninfo,
+                pool_factory=functools.partial(_job_pool, jobs=self.settings.concurrency),
+            )
         )
         self._local = threading.local()
-        # Every thread's store and connection, to close when the worker stops.
-        self._opened: list[PostgresEventStore | psycopg.Connection[Any]] = []
+        # Every job thread's store, to close when the worker stops.
+        self._opened: list[PostgresEventStore] = []
         self._opened_lock = threading.Lock()
         # Set by `stop`: driving jobs hand their runs back at their next step.
         self._stopping = threading.Event()
@@ -1030,26 +1033,25 @@ class ProcrastinateEngine:
         return self._timer(run_id, kind, version, _route(context))
 
     def _thread_state(self) -> tuple[PostgresEventStore, RunDriver, psycopg.Connection[Any]]:
-        """This job thread's store, Runner and connection, made at its first job, and
-        made again when the server has ended them (see `_ended`)."""
+        """This job thread's store, its Runner, and the store's connection (the job's checks
+        and wake-ups go on it, between the store's own statements: one thread uses it),
+        made at its first job, and made again when the server has ended them (`_ended`)."""
         local = self._local
-        if getattr(local, "store", None) is not None and _ended(local.conn):
-            # The server ended this thread's connection while it sat between jobs (a
-            # restart, `pg_terminate_backend`, `idle_session_timeout`): the store's, opened
-            # with it and as idle, most likely went with it. Replaced before the job meets
-            # them, rather than spending one of the job's attempts to find out.
+        if getattr(local, "store", None) is not None and _store_ended(local.store):
+            # The server ended one of this thread's connections while it sat between jobs
+            # (a restart, `pg_terminate_backend`, `idle_session_timeout`). Replaced before
+            # the job meets them, rather than spending one of the job's attempts to find out.
             self._drop_thread_state()
         if getattr(local, "store", None) is None:
             local.store = self.store()
             local.runner = self.make_runner(local.store)
-            local.conn = psycopg.connect(self.conninfo, autocommit=True)
             with self._opened_lock:
-                self._opened += [local.store, local.conn]
-        return local.store, local.runner, local.conn
+                self._opened.append(local.store)
+        return local.store, local.runner, _connection(local.store)
 
     @contextmanager
     def _dropped_on_error(self) -> Iterator[None]:
-        """Around a job: if it raises, its thread's store and connection are dropped, as
+        """Around a job: if it raises, its thread's store and its connections are dropped, as
         one of them may be what failed (a connection the server ended, with no goodbye
         this thread could read first), and the job's retry, or the next job on this
         thread, must not meet it again."""
@@ -1061,14 +1063,13 @@ class ProcrastinateEngine:
 
     def _drop_thread_state(self) -> None:
         local = self._local
-        dropped = [getattr(local, name, None) for name in ("store", "conn")]
-        for handle in dropped:
-            if handle is not None:
-                with suppress(Exception):  # a broken handle is dropped anyway
-                    handle.close()
-        with self._opened_lock:
-            self._opened = [h for h in self._opened if all(h is not d for d in dropped)]
-        local.store = local.runner = local.conn = None
+        store = getattr(local, "store", None)
+        if store is not None:
+            with suppress(Exception):  # a broken handle is dropped anyway
+                store.close()
+            with self._opened_lock:
+                self._opened = [h for h in self._opened if h is not store]
+        local.store = local.runner = None
 
     def _close_threads(self) -> None:
         with self._opened_lock:
@@ -1270,6 +1271,17 @@ class _Checkout:
         self._given[conn] = now
 
 
+def _connection(store: PostgresEventStore) -> psycopg.Connection[Any]:
+    """The store's own autocommit connection."""
+    return store._conn
+
+
+def _store_ended(store: PostgresEventStore) -> bool:
+    """Whether the server has ended the store's connection or its leases' (`_ended`)."""
+    leases = store._leases
+    return _ended(store._conn) or (leases is not None and _ended(leases._conn))
+
+
 def _ended(conn: psycopg.Connection[Any]) -> bool:
     """Whether the server has ended an idle connection, as far as can be told without a
     round trip: closed or broken already, or its socket has news (`_readable`)."""
@@ -1287,12 +1299,20 @@ def _readable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> b
     return bool(ready)
 
 
-def _job_pool(**kwargs: Any) -> psycopg_pool.AsyncConnectionPool:
+def _job_pool(*, jobs: int = 1, **kwargs: Any) -> psycopg_pool.AsyncConnectionPool:
     """The pool of a worker's Procrastinate connector (its `pool_factory`): Procrastinate's
     own, with `_Checkout` for its check, and autocommit. Every statement Procrastinate
     issues on the pool is one statement (a call of one of its functions), so autocommit
     changes nothing in what commits together, and saves the `BEGIN` and `COMMIT` round
-    trips around each fetch and finish of a job."""
+    trips around each fetch and finish of a job.
+
+    Sized to what a worker of `jobs` concurrent jobs asks of it at once: a fetch or a
+    finish per job, its heartbeat, its polls for aborts. psycopg's default keeps 4
+    connections open from the start whatever the concurrency; here one is opened at first
+    and more only when a statement would otherwise wait (each new backend costs the server
+    a process and its warm-up of plans and catalogues)."""
+    kwargs.setdefault("min_size", 1)
+    kwargs.setdefault("max_size", jobs + 2)
     kwargs["check"] = _Checkout()
     # Set on each new connection, not as a connection argument: Procrastinate opens its
     # LISTEN connection with the pool's arguments and `autocommit=True` of its own.

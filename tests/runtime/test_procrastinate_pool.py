@@ -7,10 +7,10 @@ and runs in autocommit (no `BEGIN`/`COMMIT` around Procrastinate's one-statement
 These tests hold it to both halves: a hot pool skips the round trip, and a pool whose
 backends the server ended still runs the next job.
 
-The job threads keep connections of their own (a store, its leases', a fence), outside the
-pool: a thread whose connections the server ended makes new ones before its next job, and
-a job that fails on a dead one leaves none to its retry. The serving tests run every job
-on one thread, so the next job surely meets what the last one left.
+The job threads keep connections of their own (a store's, its leases'), outside the pool:
+a thread whose connections the server ended makes new ones before its next job, and a job
+that fails on a dead one leaves none to its retry. The serving worker has concurrency 1,
+so one job thread: the next job surely meets what the last one left.
 """
 
 from __future__ import annotations
@@ -176,12 +176,31 @@ class TestServing:
 
         assert asyncio.run_coroutine_threadsafe(autocommit(), serving.loop).result(10)
 
+    def test_a_worker_holds_two_sessions_per_job_thread_and_a_pool_sized_to_its_jobs(
+        self, engine: ProcrastinateEngine, serving: Serving, pq_dsn: str
+    ) -> None:
+        """After six runs at concurrency 1: the job thread's store and its leases (its checks
+        go on the store's connection), a pool of at most concurrency + 2 (psycopg's default
+        kept 4 whatever the concurrency), the listener and the recovery pass's connection:
+        at most 7 sessions, where there were 9 or more."""
+        with engine.store() as store:
+            for n in range(6):
+                submit(store, f"r{n}", "quick")
+        for n in range(6):
+            assert _ends(engine, f"r{n}") == "completed"
+        time.sleep(engine.settings.recover_every * 2)  # a recovery pass has opened its own
+        pool = engine.app.connector.pool  # type: ignore[attr-defined]
+        assert pool.get_stats()["pool_size"] <= engine.settings.concurrency + 2
+        (job_store,) = engine._opened
+        assert job_store._leases is not None  # the job took its lease through it
+        assert len(_backends(pq_dsn)) <= 7
+
     @pytest.mark.parametrize("idle", [0.0, CHECK_IDLE + 0.5], ids=["hot", "idle"])
     def test_the_next_job_runs_after_the_server_ends_every_connection(
         self, idle: float, engine: ProcrastinateEngine, serving: Serving, pq_dsn: str
     ) -> None:
         """A run completes; the server ends every backend of the database (the pool's, the
-        job thread's store, lease and fence connections, the LISTEN one), a moment later (a
+        job thread's store and lease connections, the LISTEN one), a moment later (a
         hot pool) or once the pool sat idle; the next run, driven on the same job thread,
         completes at its job's first attempt: no connection the server ended serves it."""
         with engine.store() as store:
@@ -195,21 +214,26 @@ class TestServing:
         assert _attempts(pq_dsn, "r2") == [1]
 
     def test_a_job_that_met_a_dead_connection_leaves_none_to_its_retry(
-        self, engine: ProcrastinateEngine, serving: Serving, pq_dsn: str
+        self,
+        engine: ProcrastinateEngine,
+        serving: Serving,
+        pq_dsn: str,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """The server ends the job thread's store and lease connections but not its fence
-        connection (the one the job thread looks at before a job): the next job fails on a
-        dead connection, and its retry, on the same thread, runs on new ones and completes."""
+        """The server ends the job thread's store connection while the job's tool runs: the
+        job's next append fails on it, and the job's retry, on the same thread, runs on new
+        connections and completes."""
+        monkeypatch.setenv("PQ_TOOL_DELAY", "1.0")
         with engine.store() as store:
-            submit(store, "r1", "quick")
+            submit(store, "r1", "plain")
+            deadline = time.monotonic() + 10
+            while "tool.started" not in {e.type for e in store.events("r1")}:
+                assert time.monotonic() < deadline, "the tool did not start"
+                time.sleep(0.02)
+        (job_store,) = engine._opened
+        _terminate(pq_dsn, [job_store._conn.info.backend_pid])
         assert _ends(engine, "r1") == "completed"
-        fences = {c.info.backend_pid for c in engine._opened if isinstance(c, psycopg.Connection)}
-        assert len(fences) == 1
-        _terminate(pq_dsn, [pid for pid in _backends(pq_dsn) if pid not in fences])
-        with engine.store() as store:
-            submit(store, "r2", "quick")
-        assert _ends(engine, "r2") == "completed"
-        assert _attempts(pq_dsn, "r2") == [2]
+        assert _attempts(pq_dsn, "r1") == [2]
 
 
 def test_jobs_run_on_the_workers_own_threads_whatever_else_uses_the_loops_executor(
@@ -218,7 +242,7 @@ def test_jobs_run_on_the_workers_own_threads_whatever_else_uses_the_loops_execut
     """Four threads of the event loop's default executor are made at once (as
     `asyncio.to_thread` and name lookups make them), then sit idle; twelve runs driven one
     after the other all run on the one job thread of a worker of concurrency 1, so the worker
-    opens one store (and its leases' and fence's connections), not one per thread a job
+    opens one store (and its leases' connection), not one per thread a job
     happened to land on."""
     worker = Serving(engine, ["agentfsm"], "w0")
     try:
