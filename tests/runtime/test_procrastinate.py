@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 import attrs
 import psycopg
 import pytest
+import structlog
+from psycopg.conninfo import make_conninfo
 
 from agentfsm.cli import main
 from agentfsm.errors import ConcurrencyConflictError, LeaseLostError
@@ -376,6 +379,80 @@ class TestRecoveryPass:
         time.sleep(1.0)  # a backend adds itself to the count as it ends
         opened = sessions() - before - 1  # less the first probe's own
         assert opened <= 8, opened
+
+
+def _burst(dsn: str, jobs: int) -> None:
+    """`jobs` queued jobs in a queue nobody serves, once the statistics collector counts
+    them (it is told at most once a second)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO procrastinate_jobs (queue_name, task_name, lock, queueing_lock, args) "
+            "SELECT 'nobody', 'agentfsm.advance', 'b' || n, 'b' || n, '{}' "
+            "FROM generate_series(1, %s) AS n",
+            (jobs,),
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            if _planned(conn)[1] >= jobs:
+                return
+            time.sleep(0.1)
+        raise AssertionError("the statistics collector never counted the jobs")
+
+
+def _planned(conn: psycopg.Connection[Any]) -> tuple[float, int]:
+    row = conn.execute(
+        "SELECT c.reltuples, s.n_live_tup FROM pg_class c "
+        "JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.relname = 'procrastinate_jobs'"
+    ).fetchone()
+    assert row is not None
+    return float(row[0]), int(row[1])
+
+
+class TestJobsPlanned:
+    """A burst of jobs is fetched by an index's head, not by sorting the whole backlog."""
+
+    def test_a_pass_analyzes_the_jobs_table_once_a_burst_outgrows_its_statistics(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        _burst(pq_dsn, 1_500)
+        with psycopg.connect(pq_dsn, autocommit=True) as conn:
+            assert _planned(conn)[0] < 1_000  # planned for an empty table
+            engine.recover()
+            assert _planned(conn)[0] == 1_500
+            # Fresh now: the next passes leave it be.
+            assert not engine._keep_jobs_planned(conn)
+
+    def test_a_few_jobs_are_not_worth_an_analyze(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        _burst(pq_dsn, 200)
+        with psycopg.connect(pq_dsn, autocommit=True) as conn:
+            assert not engine._keep_jobs_planned(conn)
+
+    def test_a_user_who_may_not_analyze_is_told_once_and_left_to_autovacuum(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """PostgreSQL skips a table its user does not own with a warning, not an error: the
+        pass sees that nothing changed, logs it once, and does not try again."""
+        role = f"engine_user_{os.getpid()}"
+        with psycopg.connect(pq_dsn, autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {role} LOGIN")
+            admin.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+        try:
+            _burst(pq_dsn, 1_500)
+            user = ProcrastinateEngine(make_conninfo(pq_dsn, user=role), engine.make_runner)
+            with (
+                psycopg.connect(make_conninfo(pq_dsn, user=role), autocommit=True) as conn,
+                structlog.testing.capture_logs() as logs,
+            ):
+                assert not user._keep_jobs_planned(conn)
+                assert not user._keep_jobs_planned(conn)
+            assert [e["event"] for e in logs] == ["engine.jobs_not_analyzed"]
+        finally:
+            with psycopg.connect(pq_dsn, autocommit=True) as admin:
+                admin.execute(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}")
+                admin.execute(f"DROP ROLE {role}")
 
 
 class TestTimeSlices:
