@@ -68,12 +68,13 @@ def parse_event(
             written: bytes | None = _dumps(raw)
         except orjson.JSONEncodeError:  # an integer past 64 bits, nesting past its limit
             written = None
-        if written != text:
-            # A text that is exactly what orjson writes for the values read has no
-            # repeated key (orjson writes each key of a dict once: a repeat in the text
-            # would have left it a key fewer to write), and that is what every store and
-            # `dump_event` write. Any other text is read again, searching: the search costs
-            # jiter a heap copy of every key, more than the writing back.
+        if written != text and (written is None or written != text.rstrip(b"\r\n")):
+            # A text that is exactly what orjson writes for the values read (its line end
+            # aside, whitespace outside the value) has no repeated key: orjson writes each
+            # key of a dict once, and a repeat in the text would have left it a key fewer
+            # to write. That is what every store and `dump_event` write. Any other text is
+            # read again, searching: the search costs jiter a heap copy of every key, more
+            # than the writing back.
             raw = _from_json(text, allow_inf_nan=False, catch_duplicate_keys=True)
     except ValueError as exc:
         raise EventFormatError([f"not JSON ({_jiter_message(exc, data)})"], line=line) from None
