@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfsm.errors import EventFormatError
-from agentfsm.events import dump_event, parse_event
+from agentfsm.events import codec, dump_event, parse_event
 from agentfsm.events._bounds import MAX_DEPTH, MAX_INT_DIGITS
 from benchmarks.corpus import build_corpus
 
@@ -121,3 +121,101 @@ def test_text_values_are_the_parsers_own_fresh_objects() -> None:
     a, b = (parse_event(HEAD + '{"k":[1,2]}}') for _ in range(2))
     assert a.result == b.result  # type: ignore[attr-defined]
     assert a.result is not b.result  # type: ignore[attr-defined]
+
+
+# A text orjson writes back byte for byte is not searched for repeated keys (it can hold
+# none); every other text is. The property below holds that shortcut to the search itself.
+
+
+def _searching(line: str | bytes) -> object:
+    """What `parse_event` makes of `line` when every text is searched for repeated keys."""
+    kept = codec._dumps
+    codec._dumps = lambda raw: None  # nothing is ever written back: every text is searched
+    try:
+        return _verdict(line)
+    finally:
+        codec._dumps = kept
+
+
+def _verdict(line: str | bytes) -> object:
+    try:
+        event = parse_event(line)
+    except EventFormatError as exc:
+        return str(exc)
+    return (event, event.model_fields_set)  # type: ignore[union-attr]
+
+
+_LINES = [dump_event(e) for run in build_corpus(60) for e in run]
+
+
+@st.composite
+def _edited_lines(draw: st.DrawFn) -> str:
+    """A stored line, maybe with a key repeated (at the top, in a nested object or a JSON
+    value), maybe spaced as Python's json writes, maybe with an integer past 64 bits, maybe
+    with its line end or a space after it."""
+    value = json.loads(draw(st.sampled_from(_LINES)))
+    objects = [value, *(v for v in value.values() if isinstance(v, dict))]
+    objects += [c for v in value.values() if isinstance(v, list) for c in v if isinstance(c, dict)]
+    objects += [a for c in objects[1:] for a in c.values() if isinstance(a, dict)]
+    target = draw(st.sampled_from(objects))
+    if draw(st.booleans()) and target:
+        key = draw(st.sampled_from(sorted(target)))
+        repeat = draw(st.sampled_from([json.dumps(target[key]), '"other"', str(2**70), "1"]))
+    else:
+        key, repeat = "", ""
+    if draw(st.booleans()):
+        target["big"] = 2**64 + draw(st.integers(0, 3))
+    spaced = draw(st.booleans())
+    text = json.dumps(value, separators=(", ", ": ") if spaced else (",", ":"), ensure_ascii=False)
+    if key:
+        # The repeat goes right after the key's first appearance in `target`'s own text.
+        own = json.dumps(target, separators=(", ", ": ") if spaced else (",", ":"))
+        first = json.dumps({key: target[key]}, separators=(", ", ": ") if spaced else (",", ":"))
+        edited = own.replace(first[1:-1], f"{first[1:-1]},{json.dumps(key)}:{repeat}", 1)
+        text = text.replace(own, edited, 1)
+    return text + draw(st.sampled_from(["", "\n", "\r\n", " "]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_edited_lines(), st.booleans())
+def test_a_line_not_searched_for_repeated_keys_is_judged_as_if_searched(
+    line: str, as_bytes: bool
+) -> None:
+    """Stored lines, and the same with a repeated key anywhere, spaced otherwise, holding an
+    integer orjson cannot write: the same event, or the same refusal in the same words."""
+    data = line.encode() if as_bytes else line
+    assert _verdict(data) == _searching(data)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        HEAD + '{"k":1,"k":1}}',  # the same value twice: the text writes back a key short
+        HEAD + '{"k":1},"result":{"k":1}}',  # a model's field twice
+        HEAD.replace('"sequence":3', '"sequence":3,"sequence":3') + "1}",
+    ],
+)
+def test_a_repeated_key_is_found_whatever_the_value(line: str) -> None:
+    with pytest.raises(EventFormatError) as info:
+        parse_event(line)
+    assert "is repeated at line 1 column" in str(info.value)
+
+
+def test_a_stored_line_is_read_once() -> None:
+    """What `dump_event` writes is read by jiter once, not searched for repeated keys."""
+    calls: list[bool] = []
+    kept = codec._from_json
+
+    def counted(data: bytes, **options: bool) -> object:
+        calls.append(options.get("catch_duplicate_keys", False))
+        return kept(data, **options)
+
+    codec._from_json = counted
+    try:
+        for line in _LINES:
+            parse_event(line.encode())
+            parse_event(line)
+            parse_event(line + "\r\n")  # as a file's lines are, their end still on
+    finally:
+        codec._from_json = kept
+    assert calls == [False] * 3 * len(_LINES)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from agentfsm.events._bounds import MAX_DEPTH, MAX_INT_DIGITS, check_json_value, check_parsed_value
 from agentfsm.events._canonical import canonical_json, canonical_text
-from agentfsm.events.models import _RFC3339, parse_timestamp
+from agentfsm.events.models import _RFC3339, _check_timestamp, parse_timestamp
 
 
 def _verdict(check: object, value: object) -> object:
@@ -116,6 +116,7 @@ def test_a_timestamp_is_judged_as_the_full_check_judges_it(
         f"{zone}{offset[0]}{offset[1]}:{offset[2]}{offset[3]}" if zone in "+-" and zone else zone
     )
     assert _fast(text) == _full(text)
+    assert _checked(text) == ("refused" if _full(text) == "refused" else text)
 
 
 @pytest.mark.parametrize(
@@ -130,10 +131,21 @@ def test_a_timestamp_is_judged_as_the_full_check_judges_it(
         "2026-09-01T10:02:11+24:00",
         "2026-09-01T10:02:11",
         "2026-09-01 10:02:11Z",
+        "2026-09-01T10:02:11Z\ud800",  # a lone surrogate: no UTF-8 to look at
+        "2026-09-01T10:02:1\u0663Z",  # an Arabic-Indic digit: bytes past ASCII
     ],
 )
 def test_timestamps_at_the_edges(text: str) -> None:
     assert _fast(text) == _full(text)
+    assert _checked(text) == ("refused" if _full(text) == "refused" else text)
+
+
+def _checked(value: str) -> object:
+    """What an event's check makes of `value`: the same text, or refused."""
+    try:
+        return _check_timestamp(value)
+    except ValueError:
+        return "refused"
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import jiter
+import orjson
 from pydantic import ValidationError
 
 from agentfsm.errors import EventFormatError
-from agentfsm.events._bounds import PARSED_TEXT, check_size
+from agentfsm.events._bounds import MAX_EVENT_BYTES, PARSED_TEXT, check_size
 from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.models import Event
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
@@ -51,17 +52,30 @@ def parse_event(
     Raises:
         EventFormatError: naming the line, run and sequence where known, and each problem.
     """
-    if not isinstance(data, _TEXT):
+    # Bytes are what stores and files give: told apart without an isinstance call.
+    if data.__class__ is not bytes and not isinstance(data, _TEXT):
         return _validated(data, line, events)
+    text = data
     try:
-        check_size(data)  # before anything copies it
+        if len(text) > _SURELY_WITHIN:  # the test `check_size` opens with, without its call
+            check_size(text)  # before anything copies it
+        if text.__class__ is not bytes and isinstance(text, str):
+            text = text.encode("utf-8", "surrogatepass")  # a lone surrogate: jiter refuses it
         # jiter is pydantic's own parser, with the checks json.loads lacks (a repeated
         # key there silently keeps the last value, in `sequence` as in tool arguments).
-        raw = jiter.from_json(
-            data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data,
-            allow_inf_nan=False,
-            catch_duplicate_keys=True,
-        )
+        raw = _from_json(text, allow_inf_nan=False)
+        try:
+            written: bytes | None = _dumps(raw)
+        except orjson.JSONEncodeError:  # an integer past 64 bits, nesting past its limit
+            written = None
+        if written != text and (written is None or written != text.rstrip(b"\r\n")):
+            # A text that is exactly what orjson writes for the values read (its line end
+            # aside, whitespace outside the value) has no repeated key: orjson writes each
+            # key of a dict once, and a repeat in the text would have left it a key fewer
+            # to write. That is what every store and `dump_event` write. Any other text is
+            # read again, searching: the search costs jiter a heap copy of every key, more
+            # than the writing back.
+            raw = _from_json(text, allow_inf_nan=False, catch_duplicate_keys=True)
     except ValueError as exc:
         raise EventFormatError([f"not JSON ({_jiter_message(exc, data)})"], line=line) from None
     try:
@@ -78,6 +92,10 @@ def parse_event(
 
 #: A tuple, not `str | bytes`: that union is built anew on every call that spells it.
 _TEXT = (str, bytes)
+_from_json = jiter.from_json
+_dumps = orjson.dumps
+#: Lines no longer than this are within `MAX_EVENT_BYTES` however they are encoded.
+_SURELY_WITHIN = MAX_EVENT_BYTES // 4
 
 
 def _validated(raw: Any, line: int | None, events: EventTypes) -> Event:
