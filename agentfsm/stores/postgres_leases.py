@@ -118,22 +118,22 @@ class _LeaseSql:
             "SELECT worker_id, expires_at, host, pid, process, claimed_at, heartbeat_at, now() "
             f"FROM {leases} WHERE run_id = %s"
         )
-        # A take in one round trip where it can be decided in SQL: no row, a free row or a
-        # lapsed one, taken only if it is still the row the statement's snapshot read (the
-        # compare-and-set `take_over` does in two). It returns that row as it was, for the
-        # holder taken over; no row back is a live holder (or a race), which the
-        # read-then-decide path settles, since only Python can tell a holder's process is
-        # gone (`agentfsm.stores._process`).
+        # A take in one round trip: no row, a free row or a lapsed one is taken, only if it
+        # is still the row the statement's snapshot read (the compare-and-set `take_over`
+        # makes in a second). Either way the row as it was comes back, first column whether
+        # it was taken: the holder taken over, or the live one to refuse or (its process
+        # gone on this host, which only Python can tell) to take over with `take_over`.
         old_row = "worker_id, expires_at, host, pid, process, claimed_at, heartbeat_at"
         self.take = (
-            f"WITH was AS (SELECT {old_row} FROM {leases} WHERE run_id = %(run)s) "
-            f"INSERT INTO {leases} AS l (run_id, worker_id, expires_at, {held} "
+            f"WITH was AS (SELECT {old_row}, now() FROM {leases} WHERE run_id = %(run)s), "
+            f"took AS (INSERT INTO {leases} AS l (run_id, worker_id, expires_at, {held} "
             "FROM (SELECT %(run)s::text AS run_id) AS r "
             f"ON CONFLICT (run_id) DO UPDATE SET {taken} "
             "WHERE (l.worker_id IS NULL OR l.expires_at <= now()) "
             "AND l.worker_id IS NOT DISTINCT FROM (SELECT worker_id FROM was) "
-            "AND l.expires_at = (SELECT expires_at FROM was) "
-            f"RETURNING {', '.join(f'(SELECT {c} FROM was)' for c in old_row.split(', '))}, now()"
+            "AND l.expires_at = (SELECT expires_at FROM was) RETURNING 1) "
+            "SELECT EXISTS (SELECT 1 FROM took), was.* FROM (SELECT 1) AS one "
+            "LEFT JOIN was ON true"
         )
         self.renew = (
             f"UPDATE {leases} SET expires_at = now() + make_interval(secs => %s), "
@@ -239,11 +239,21 @@ class _LeaseSql:
 
 
 def _taken(run_id: str, row: Any) -> tuple[bool, Holder | None] | None:
-    """What the one-statement take (`_LeaseSql.take`) returned: taken, with the holder it
-    replaced (None: the row was free, or absent); None when the statement took nothing."""
-    if row is None:
-        return None
-    return True, holder_of(run_id, row)
+    """What the one-statement take (`_LeaseSql.take`) settled: taken, with the holder it
+    replaced (None: the row was free, or absent), or refused to a live holder; None when
+    it is for the compare-and-set to settle (a holder whose process may be gone, a race)."""
+    found = holder_of(run_id, row[1:])  # None: no row, or a free one
+    if row[0]:
+        return True, found
+    if found is not None and found.live:
+        return False, found
+    return None
+
+
+def _was(row: Any) -> Any:
+    """The lease row after a take's first column, or None when there was none (a row's
+    `expires_at` is never null)."""
+    return row[1:] if row[2] is not None else None
 
 
 def _decide(row: Any, params: dict[str, Any]) -> tuple[str, Holder | None]:
@@ -343,12 +353,15 @@ class PostgresLeases:
         """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
         params = self._sql.params(run_id, holder, process, ttl)
         with self._lock:
-            done = _taken(run_id, self._conn.execute(self._sql.take, params).fetchone())
+            row = self._conn.execute(self._sql.take, params).fetchone()
+            done = _taken(run_id, row)
             if done is not None:
                 return done
-            for _ in range(_TAKE_TRIES):
-                row = self._conn.execute(self._sql.read, (run_id,)).fetchone()
-                action, found = _decide(row, params)
+            lease = _was(row)  # the first decision is on the row the take read
+            for attempt in range(_TAKE_TRIES):
+                if attempt:
+                    lease = self._conn.execute(self._sql.read, (run_id,)).fetchone()
+                action, found = _decide(lease, params)
                 if action == "refuse":
                     return False, found
                 sql = self._sql.insert if action == "insert" else self._sql.take_over
@@ -473,11 +486,15 @@ class AsyncPostgresLeases:
     ) -> tuple[bool, Holder | None]:
         """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
         params = self._sql.params(run_id, holder, process, ttl)
-        done = _taken(run_id, await (await self._conn.execute(self._sql.take, params)).fetchone())
+        row = await (await self._conn.execute(self._sql.take, params)).fetchone()
+        done = _taken(run_id, row)
         if done is not None:
             return done
-        for _ in range(_TAKE_TRIES):
-            action, found = _decide(await self._row(run_id), params)
+        lease = _was(row)  # the first decision is on the row the take read
+        for attempt in range(_TAKE_TRIES):
+            if attempt:
+                lease = await self._row(run_id)
+            action, found = _decide(lease, params)
             if action == "refuse":
                 return False, found
             sql = self._sql.insert if action == "insert" else self._sql.take_over

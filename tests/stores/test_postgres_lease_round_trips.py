@@ -74,16 +74,18 @@ def test_a_free_absent_or_lapsed_lease_is_taken_in_one_statement(
         leases.close()
 
 
-def test_a_live_lease_is_refused_naming_its_holder_and_a_gone_one_is_still_taken(
+def test_a_live_lease_is_refused_in_one_statement_and_a_gone_one_is_still_taken(
     tables: tuple[PostgresEventStore, str], postgres_dsn: str
 ) -> None:
     _store, prefix = tables
-    leases, _counted = _leases(postgres_dsn, prefix)
+    leases, counted = _leases(postgres_dsn, prefix)
     me = this_process()
     assert me.key is not None
     try:
         assert leases.take("r1", "w1", me, 30)[0]
+        counted.sent = 0
         taken, holder = leases.take("r1", "w2", me, 30)
+        assert counted.sent == 1  # refused on the row the take itself read
         assert not taken
         assert holder is not None
         assert (holder.id, holder.live) == ("w1", True)
@@ -91,7 +93,9 @@ def test_a_live_lease_is_refused_naming_its_holder_and_a_gone_one_is_still_taken
         # pid): gone, which only the fallback path can tell.
         machine = me.key.rsplit("/", 1)[0]
         assert leases.take("r2", "old", Process(me.host, me.pid, f"{machine}/1"), 3600)[0]
+        counted.sent = 0
         taken, holder = leases.take("r2", "new", me, 30)
+        assert counted.sent == 2  # judged on the row the take read, then compared-and-set
         assert taken
         assert holder is not None
         assert holder.id == "old"
