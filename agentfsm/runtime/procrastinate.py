@@ -944,9 +944,14 @@ class ProcrastinateEngine:
 
     def _passes_on(self, conn: psycopg.Connection[Any], queues: list[str]) -> list[str]:
         moved: list[str] = []
+        passed = False
         for queue in queues:
-            moved += self._pass_on(conn, queue)
-        self._keep_jobs_planned(conn)
+            recovered = self._pass_on(conn, queue)
+            if recovered is not None:
+                passed = True
+                moved += recovered
+        if passed:  # the worker whose turn it was, not every worker every second
+            self._keep_jobs_planned(conn)
         return moved
 
     def _keep_jobs_planned(self, conn: psycopg.Connection[Any]) -> bool:
@@ -989,13 +994,14 @@ class ProcrastinateEngine:
         self.log.info("engine.jobs_analyzed", rows=live, planned_for=max(int(planned), 0))
         return True
 
-    def _pass_on(self, conn: psycopg.Connection[Any], queue: str) -> list[str]:
+    def _pass_on(self, conn: psycopg.Connection[Any], queue: str) -> list[str] | None:
+        """The queue's pass: the runs re-queued, or None if another worker's is under way."""
         with conn.transaction():
             taken = conn.execute(
                 "SELECT pg_try_advisory_xact_lock(hashtext(%s))", (recovery_lock_key(queue),)
             ).fetchone()
             if taken is None or not taken[0]:
-                return []  # another worker's pass is under way
+                return None
             return self._recover_on(conn, queue)
 
     def _keep_recovery_conn(self) -> None:

@@ -423,6 +423,21 @@ class TestJobsPlanned:
             # Fresh now: the next passes leave it be.
             assert not engine._keep_jobs_planned(conn)
 
+    def test_only_the_worker_whose_pass_it_is_looks(
+        self, engine: ProcrastinateEngine, pq_dsn: str
+    ) -> None:
+        """While another worker holds the queue's recovery lock, this one's pass neither
+        recovers nor analyzes; the pass after the lock is freed does."""
+        _burst(pq_dsn, 1_500)
+        with psycopg.connect(pq_dsn, autocommit=True) as other:
+            key = recovery_lock_key(engine.settings.queue)
+            other.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            engine.recover()
+            assert _planned(other)[0] < 1_000
+            other.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+            engine.recover()
+            assert _planned(other)[0] == 1_500
+
     def test_a_few_jobs_are_not_worth_an_analyze(
         self, engine: ProcrastinateEngine, pq_dsn: str
     ) -> None:
