@@ -163,3 +163,30 @@ def test_async_leases_take_and_free_in_one_statement_too(
             await leases.close()
 
     asyncio.run(main())
+
+
+def test_a_free_drops_the_row_of_a_run_ended_in_a_tables_own_terminal_state(
+    tables: tuple[PostgresEventStore, str], postgres_dsn: str
+) -> None:
+    """A table of one's own ends runs in states of its own (`archived` here): the free of a
+    run in one of them deletes its row; the default's `completed` is nothing to it."""
+    store, prefix = tables
+    leases = PostgresLeases(postgres_dsn, table_prefix=prefix, ended=["archived"])
+    me = this_process()
+    try:
+        submit(store, "kept", "on")
+        submit(store, "filed", "on")
+        with store._conn.transaction():
+            store._conn.execute(
+                f"UPDATE {prefix}runs SET status = 'archived' WHERE run_id = 'filed'"
+            )
+            store._conn.execute(
+                f"UPDATE {prefix}runs SET status = 'completed' WHERE run_id = 'kept'"
+            )
+        for run in ("kept", "filed"):
+            assert leases.take(run, "w1", me, 30)[0]
+            leases.free(run, "w1")
+        rows = dict(store._conn.execute(f"SELECT run_id, worker_id FROM {prefix}leases").fetchall())
+        assert rows == {"kept": None}
+    finally:
+        leases.close()
