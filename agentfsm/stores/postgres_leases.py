@@ -18,7 +18,7 @@ row of a run that has ended). `AsyncPostgresLeases` is the same for `AsyncPostgr
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from agentfsm._extras import missing_extra
@@ -250,12 +250,6 @@ def _taken(run_id: str, row: Any) -> tuple[bool, Holder | None] | None:
     return None
 
 
-def _was(row: Any) -> Any:
-    """The lease row after a take's first column, or None when there was none (a row's
-    `expires_at` is never null)."""
-    return row[1:] if row[2] is not None else None
-
-
 def _decide(row: Any, params: dict[str, Any]) -> tuple[str, Holder | None]:
     """What a take does after reading `row`: `insert` (no row), `update` (a takeable row,
     compare-and-set on what was read), or `refuse` (a live holder)."""
@@ -266,6 +260,41 @@ def _decide(row: Any, params: dict[str, Any]) -> tuple[str, Holder | None]:
         return "refuse", found
     params["old"], params["old_expires"] = row[0], row[1]
     return "update", found
+
+
+# One statement of a take: its text, its parameters, and whether its row is wanted (else
+# the number of rows it changed is).
+_Statement = tuple[str, Any, bool]
+
+
+def _taking(
+    sql: _LeaseSql, run_id: str, params: dict[str, Any]
+) -> Generator[_Statement, Any, tuple[bool, Holder | None]]:
+    """A take as the statements it sends, each answered with its row or its row count: the
+    one decision `PostgresLeases.take` and `AsyncPostgresLeases.take` perform, each with
+    its own I/O (as `agentfsm.stores.lease._taking` serves `take_lease` and `atake_lease`).
+
+    The one-statement take settles most takes. A holder whose process may be gone (which
+    only Python can judge) is decided on the row that statement read, then compared and
+    set; a lost compare-and-set reads the row again.
+    """
+    row = yield sql.take, params, True
+    done = _taken(run_id, row)
+    if done is not None:
+        return done
+    # The row after the take's first column, or None when there was none (a row's
+    # `expires_at` is never null): the first decision is on the row the take read.
+    lease = row[1:] if row[2] is not None else None
+    for attempt in range(_TAKE_TRIES):
+        if attempt:
+            lease = yield sql.read, (run_id,), True
+        action, found = _decide(lease, params)
+        if action == "refuse":
+            return False, found
+        statement = sql.insert if action == "insert" else sql.take_over
+        if (yield statement, params, False) == 1:
+            return True, found
+    raise _raced(run_id)
 
 
 def _raced(run_id: str) -> StoreError:
@@ -351,23 +380,16 @@ class PostgresLeases:
         self, run_id: str, holder: str, process: Process, ttl: float
     ) -> tuple[bool, Holder | None]:
         """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
-        params = self._sql.params(run_id, holder, process, ttl)
+        steps = _taking(self._sql, run_id, self._sql.params(run_id, holder, process, ttl))
+        answer: Any = None
         with self._lock:
-            row = self._conn.execute(self._sql.take, params).fetchone()
-            done = _taken(run_id, row)
-            if done is not None:
-                return done
-            lease = _was(row)  # the first decision is on the row the take read
-            for attempt in range(_TAKE_TRIES):
-                if attempt:
-                    lease = self._conn.execute(self._sql.read, (run_id,)).fetchone()
-                action, found = _decide(lease, params)
-                if action == "refuse":
-                    return False, found
-                sql = self._sql.insert if action == "insert" else self._sql.take_over
-                if self._conn.execute(sql, params).rowcount == 1:
-                    return True, found
-        raise _raced(run_id)
+            while True:
+                try:
+                    statement, args, fetch = steps.send(answer)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                cursor = self._conn.execute(statement, args)
+                answer = cursor.fetchone() if fetch else cursor.rowcount
 
     def read(self, run_id: str) -> Holder | None:
         """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
@@ -485,22 +507,15 @@ class AsyncPostgresLeases:
         self, run_id: str, holder: str, process: Process, ttl: float
     ) -> tuple[bool, Holder | None]:
         """Take the lease of `run_id` if nobody live holds it (see `LeaseRows.take`)."""
-        params = self._sql.params(run_id, holder, process, ttl)
-        row = await (await self._conn.execute(self._sql.take, params)).fetchone()
-        done = _taken(run_id, row)
-        if done is not None:
-            return done
-        lease = _was(row)  # the first decision is on the row the take read
-        for attempt in range(_TAKE_TRIES):
-            if attempt:
-                lease = await self._row(run_id)
-            action, found = _decide(lease, params)
-            if action == "refuse":
-                return False, found
-            sql = self._sql.insert if action == "insert" else self._sql.take_over
-            if (await self._conn.execute(sql, params)).rowcount == 1:
-                return True, found
-        raise _raced(run_id)
+        steps = _taking(self._sql, run_id, self._sql.params(run_id, holder, process, ttl))
+        answer: Any = None
+        while True:
+            try:
+                statement, args, fetch = steps.send(answer)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            cursor = await self._conn.execute(statement, args)
+            answer = await cursor.fetchone() if fetch else cursor.rowcount
 
     async def read(self, run_id: str) -> Holder | None:
         """The lease's holder, live or lapsed (see `LeaseRows.read`)."""
