@@ -1,8 +1,10 @@
 """The parse path's shortcuts decide exactly as the full checks they stand in for.
 
-`check_parsed_value` looks, in a value jiter read, only for what jiter lets through, and
+`check_parsed_value` looks, in a value jiter read, only for what jiter lets through;
 `parse_timestamp` recognises the usual shapes of a timestamp by a table lookup before its
-regex: both must accept and refuse what the full checks do, in the same words.
+regex; an event's timestamp is checked by one regular expression in Rust
+(`TIMESTAMP_PATTERN`) instead of by parsing it: each must accept and refuse what the full
+checks do, in the same words.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentfsm.errors import EventFormatError
+from agentfsm.events import parse_event
 from agentfsm.events._bounds import MAX_DEPTH, MAX_INT_DIGITS, check_json_value, check_parsed_value
 from agentfsm.events._canonical import canonical_json, canonical_text
-from agentfsm.events.models import _RFC3339, _check_timestamp, parse_timestamp
+from agentfsm.events.models import _RFC3339, TIMESTAMP_PATTERN, is_timestamp, parse_timestamp
 
 
 def _verdict(check: object, value: object) -> object:
@@ -141,11 +145,65 @@ def test_timestamps_at_the_edges(text: str) -> None:
 
 
 def _checked(value: str) -> object:
-    """What an event's check makes of `value`: the same text, or refused."""
-    try:
-        return _check_timestamp(value)
-    except ValueError:
-        return "refused"
+    """What an event's check makes of `value` (the pattern in Rust, and in Python's `re`):
+    the same text, or refused; and the words of a refusal, `parse_timestamp`'s."""
+    verdict = is_timestamp(value)
+    assert verdict == (TIMESTAMP_PATTERN.fullmatch(value) is not None)
+    line = {"type": "run.resumed", "run_id": "r", "sequence": 1, "occurred_at": value}
+    if verdict:
+        assert parse_event(line).occurred_at == value
+        return value
+    with pytest.raises(EventFormatError) as refused:
+        parse_event(line)
+    with pytest.raises(ValueError, match=r".") as why:
+        parse_timestamp(value)
+    assert refused.value.problems == (f"field 'occurred_at': {why.value}",)
+    return "refused"
+
+
+def _judged_alike(texts: list[str]) -> list[str]:
+    """The texts the pattern and the full check judge differently (none, if they agree)."""
+    return [t for t in texts if (_full(t) == "refused") == is_timestamp(t)]
+
+
+def test_every_date_is_judged_as_the_full_check_judges_it() -> None:
+    """Every day of 400 years (the Gregorian cycle), the days around each century and
+    February 29th of every year 0 to 9999, each month and day 00 to 99."""
+    years = [*range(401), 1600, 1700, 1800, 1900, 2000, 2100, 2400, 9996, 9999]
+    texts = [
+        f"{y:04d}-{m:02d}-{d:02d}T10:02:11Z" for y in years for m in range(14) for d in range(33)
+    ]
+    texts += [f"2026-{a:02d}-01T10:02:11Z" for a in range(100)]
+    texts += [f"2026-01-{a:02d}T10:02:11Z" for a in range(100)]
+    texts += [f"{y:04d}-02-29T00:00:00Z" for y in range(10000)]
+    assert _judged_alike(texts) == []
+
+
+def test_every_time_and_offset_is_judged_as_the_full_check_judges_it() -> None:
+    """Each of hour, minute and second 00 to 99; every offset -99:99 to +99:99; one to
+    twelve digits of a second; each spelling of the separator and of `Z`."""
+    texts = [
+        text
+        for a in range(100)
+        for text in (
+            f"2026-09-01T{a:02d}:02:11Z",
+            f"2026-09-01T10:{a:02d}:11Z",
+            f"2026-09-01T10:02:{a:02d}Z",
+        )
+    ]
+    texts += [
+        f"2026-09-01T10:02:11{sign}{h:02d}:{m:02d}"
+        for sign in "+-"
+        for h in range(100)
+        for m in range(100)
+    ]
+    texts += [
+        f"2026-09-01{sep}10:02:11{fraction}{zone}"
+        for sep in "Tt x"
+        for fraction in ["", ".", *("." + "7" * n for n in range(1, 13))]
+        for zone in ("Z", "z", "+01:00", "", " Z", "Z ", "+0100", "+01")
+    ]
+    assert _judged_alike(texts) == []
 
 
 @pytest.mark.parametrize(

@@ -613,7 +613,7 @@ class Recorder:
         ):
             return ()
         try:
-            judged, _ = _emits.judge(self._reducer, after, m.stamp(now))
+            judged, _ = _emits.judge(self._reducer, after, now.isoformat())
         except GuardRejectedError:
             return ()  # appended on its own, next: the guard's refusal stops the run then
         return judged

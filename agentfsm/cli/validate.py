@@ -21,7 +21,7 @@ from agentfsm.cli._io import LineCounter, Style, stream_lines
 from agentfsm.cli._log_table import table_of_log
 from agentfsm.cli._output import print_json, shown
 from agentfsm.cli._parallel import auto_jobs, validate_in_parallel
-from agentfsm.events.models import Limits
+from agentfsm.events.models import Limits, timestamp_problem
 from agentfsm.guards.base import Guard
 from agentfsm.guards.limits import guards_from_limits
 from agentfsm.guards.loops import LoopDetector
@@ -173,7 +173,11 @@ def guards_from_args(args: argparse.Namespace, command: str) -> list[Guard]:
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             flag = "--" + str(first["loc"][0]).replace("_", "-")
-            msg = str(first["msg"]).removeprefix("Value error, ")
+            msg = (
+                timestamp_problem(first["input"])
+                if first["type"] == "timestamp"
+                else str(first["msg"]).removeprefix("Value error, ")
+            )
             raise UsageError(f"{PROG} {command}: {flag}: {msg}") from None
         guards.extend(guards_from_limits(limits))
     threshold = getattr(args, "loop_threshold", None)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from agentfsm.errors import EventFormatError
 from agentfsm.events._bounds import MAX_EVENT_BYTES, PARSED_TEXT, check_size
 from agentfsm.events._lines import is_blank, lines_of
-from agentfsm.events.models import Event
+from agentfsm.events.models import Event, timestamp_problem
 from agentfsm.events.vocabulary import BUILTIN_EVENTS, EventTypes
 
 __all__ = [
@@ -241,6 +241,8 @@ def _problems(raw: Mapping[str, Any], exc: ValidationError, events: EventTypes) 
             problems.append(f"field '{where}' is not part of '{raw.get('type')}'")
         elif kind == "missing":
             problems.append(f"field '{where}' is required")
+        elif kind == "timestamp":
+            problems.append(f"field '{where}': {timestamp_problem(err['input'])}")
         else:
             got = f" (got {err['input']!r})" if kind != "value_error" else ""
             problems.append(f"field '{where}': {_strip_prefix(err['msg'])}{got}")

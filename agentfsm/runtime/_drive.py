@@ -215,7 +215,7 @@ class Driver:
         event = m.RunStarted(
             run_id=run_id,
             sequence=1,
-            occurred_at=m.stamp(self._aware_now()),
+            occurred_at=self._aware_now().isoformat(),
             **{k: v for k, v in fields.items() if v is not None},
         )
         record: RunRecord = yield Start(event)

@@ -248,7 +248,7 @@ class Planner:
         if record.pending_emits and all(a.status in RESOLVED for a in batch):
             # Usually in the commit of the outcome that resolved the batch (the ride-along of
             # `_calls`); here after a crash between the two, or a person's decision that did.
-            judged, after = _emits.judge(self.reducer, record, m.stamp(now))
+            judged, after = _emits.judge(self.reducer, record, now.isoformat())
             return Judge(judged, after)
         if record.last_decision == DecisionKind.FINAL:
             return Append(self.accept(record))
@@ -446,7 +446,7 @@ class Planner:
         if spec.fields["decision"] == DecisionKind.REFUSED:
             return specs  # the event it proposed cannot be one (`_emits.check`)
         # Built once: the writer appends this event (restamped), not a second build of it.
-        at = m.stamp(now)
+        at = now.isoformat()
         try:
             after = self.reducer.reduce(record, built(spec, record, at))
         except GuardRejectedError as exc:

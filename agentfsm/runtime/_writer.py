@@ -396,7 +396,7 @@ class _Base:
         for spec in specs:
             sequence += 1
             built = spec.event
-            if built is not None and built.run_id == self.run_id and _stamp(at):
+            if built is not None and built.run_id == self.run_id and m.is_timestamp(at):
                 # The only fields that may differ are the writer's: the next sequence, and
                 # the time, checked as every event's is (the clock is the caller's; one that
                 # fails is built in full below, to be refused as for any other event).
@@ -504,7 +504,7 @@ class _Base:
         """
         record = self.record
         now = self._clock()
-        at = m.stamp(now)
+        at = now.isoformat()
         events = self._build(specs, record, at)
         events, after, over = self._check(record, events, now)
         if then is None or over is not None or self.changed_since_step:
@@ -589,15 +589,6 @@ def largest_call(largest: tuple[int, float], event: Event) -> tuple[int, float]:
         return largest
     tokens = usage.input_tokens + usage.output_tokens
     return max(largest[0], tokens), max(largest[1], usage.cost)
-
-
-def _stamp(at: str) -> bool:
-    """Whether `at` is a timestamp an event may carry (see `_build`)."""
-    try:
-        m._check_timestamp(at)
-    except ValueError:
-        return False
-    return True
 
 
 class Writer(_Base):
