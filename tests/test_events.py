@@ -222,7 +222,7 @@ class TestStrictness:
 
 class TestSchema:
     def test_committed_schema_is_fresh(self) -> None:
-        """agentfsm/events/schema.json is what the models export (run `make schema`)."""
+        """agentfsm/events/schema.json is what the models export (`agentfsm schema > agentfsm/events/schema.json`)."""
         assert json.loads(SCHEMA.read_text(encoding="utf-8")) == event_json_schema()
 
     def test_schema_names_every_event_type(self) -> None:

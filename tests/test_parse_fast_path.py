@@ -96,6 +96,21 @@ def test_a_tool_result_parses_as_the_strict_path_would(value: str) -> None:
     assert _parsed(text) == _strict(text)
 
 
+ARGUMENTS = (
+    '{"run_id":"r-1","sequence":2,"type":"tool.requested","occurred_at":"2026-09-01T10:02:11Z",'
+    '"action_id":"a1","tool":"t","arguments":'
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_text(), st.sampled_from(["a", "b"]))
+def test_tool_arguments_parse_as_the_strict_path_would(value: str, key: str) -> None:
+    """Arguments are an object checked on its own path (`Arguments`): the same verdicts."""
+    for arguments in ("{" + f'"{key}":' + value + "}", value):
+        text = ARGUMENTS + arguments + "}"
+        assert _parsed(text) == _strict(text)
+
+
 @pytest.mark.parametrize("value", ['"\ud800"', '"\\ud800"', "NaN", "Infinity", '"x":1,"x"'])
 def test_what_jiter_refuses_is_refused_on_our_layout_too(value: str) -> None:
     """A lone surrogate (as a character or an escape), NaN, Infinity: written in our

@@ -30,6 +30,7 @@ __all__ = [
     "check_json_value",
     "check_parsed_value",
     "check_size",
+    "parsed_within",
     "unstorable",
     "utf8_size",
 ]
@@ -72,7 +73,7 @@ def check_parsed_value(value: Any) -> Any:
     """
     cls = value.__class__
     if cls is dict or cls is list:
-        if _parsed_within(value, 0):
+        if parsed_within(value, 0):
             return value
     elif cls is float:
         if _isfinite(value):
@@ -85,7 +86,7 @@ def check_parsed_value(value: Any) -> Any:
 _isfinite = math.isfinite
 
 
-def _parsed_within(container: Any, depth: int) -> bool:
+def parsed_within(container: Any, depth: int) -> bool:
     """Whether an object or array jiter read, at `depth`, is within the limits jiter does
     not enforce itself."""
     if depth == MAX_DEPTH:
@@ -93,7 +94,7 @@ def _parsed_within(container: Any, depth: int) -> bool:
     for item in container.values() if container.__class__ is dict else container:
         cls = item.__class__
         if cls is dict or cls is list:
-            if not _parsed_within(item, depth + 1):
+            if not parsed_within(item, depth + 1):
                 return False
         elif cls is float:
             if not _isfinite(item):
