@@ -123,6 +123,21 @@ def quote_list(names: Sequence[str]) -> str:
     return ", ".join(f"'{n}'" for n in names) if names else "none"
 
 
+#: Characters of a value's `repr` an error message shows.
+QUOTED = 80
+
+
+def quoted(value: object) -> str:
+    """`repr(value)`, clipped to `QUOTED` characters: a value from a line, a file or a model
+    can be megabytes, and a message names it to be recognised, not to carry it."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - an integer past Python's 4,300 printable digits, or
+        # a value whose own repr fails: the message must still be made
+        return f"a {type(value).__name__} that cannot be shown"
+    return text if len(text) <= QUOTED else f"{text[: QUOTED - 1]}…"
+
+
 class AgentFSMError(Exception):
     """The base of every error agentfsm raises on purpose."""
 

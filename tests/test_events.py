@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfsm import EventFormatError, LogBuilder, dump_event, parse_event, read_events
-from agentfsm.events import EVENT_CLASSES, event_json_schema, event_to_dict, models
+from agentfsm.events import EVENT_CLASSES, codec, event_json_schema, event_to_dict, models
 from tests.conftest import EXAMPLES
 
 # Fixed offsets of whole minutes, of seconds (as old local mean times had), naive readings.
@@ -140,6 +140,44 @@ class TestStrictness:
             assert parse_event(json.dumps(event)).occurred_at == text
         else:
             assert _fails(event).problems[0].startswith(f"field 'occurred_at': {text!r}")
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("occurred_at", "x" * 1_000_000),  # not a timestamp: parse_timestamp's words
+            ("occurred_at", "2026-09-01T10:02:11Z" + "9" * 1_000_000),
+            ("sequence", "7" * 1_000_000),  # a string for an integer: pydantic's, with "got"
+            ("run_id", 10**4000),
+        ],
+        ids=["not-a-timestamp", "timestamp-and-more", "string-for-int", "int-for-string"],
+    )
+    def test_a_problem_quotes_a_huge_value_clipped(self, field: str, value: object) -> None:
+        """A line may hold megabytes in one field: its refusal names the field and shows the
+        value's start, not all of it (`agentfsm validate` prints one problem a bad line)."""
+        err = _fails({**BASE, "type": "run.resumed", field: value})
+        (problem,) = err.problems
+        assert problem.startswith(f"field '{field}': ")
+        assert repr(value)[:40] in problem
+        assert len(problem) < 400, len(problem)
+
+    def test_a_line_of_many_problems_names_the_first_and_counts_the_rest(self) -> None:
+        """Thousands of unknown keys (a line may hold 8 MiB of them) are not thousands of
+        sentences: the first few are named, the rest counted."""
+        extra = {f"k{i}": 0 for i in range(10_000)}
+        err = _fails({**BASE, "type": "run.resumed", **extra})
+        shown = [f"field 'k{i}' is not part of 'run.resumed'" for i in range(codec.PROBLEMS)]
+        assert err.problems == (*shown, f"and {10_000 - codec.PROBLEMS:,} more problems")
+        assert len(str(err)) < 3_000
+
+    def test_a_huge_unknown_key_or_type_is_named_by_its_start(self) -> None:
+        key = "k" * 1_000_000
+        (problem,) = _fails({**BASE, "type": "run.resumed", key: 1}).problems
+        assert problem.startswith(f"field '{'k' * 40}")
+        assert problem.endswith("'run.resumed'")
+        assert len(problem) < 200
+        (problem,) = _fails({**BASE, "type": key}).problems
+        assert problem.startswith(f"unknown event type '{'k' * 40}")
+        assert len(problem) < 2_000  # the known types are listed
 
     def test_empty_run_id_and_zero_sequence(self) -> None:
         """Run ids are non-empty and sequences start at 1."""

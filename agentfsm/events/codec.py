@@ -14,7 +14,7 @@ import jiter
 import orjson
 from pydantic import ValidationError
 
-from agentfsm.errors import EventFormatError
+from agentfsm.errors import QUOTED, EventFormatError, quoted
 from agentfsm.events._bounds import MAX_EVENT_BYTES, PARSED_TEXT, check_size
 from agentfsm.events._lines import is_blank, lines_of
 from agentfsm.events.models import Event, timestamp_problem
@@ -220,21 +220,38 @@ def _format_error(
     return EventFormatError(problems, line=line, run_id=run_id, sequence=sequence)
 
 
+#: Problems of one line named in its refusal; the rest are counted. A line of 8 MiB can hold
+#: half a million unknown keys: their sentences were 23 MB of message.
+PROBLEMS = 20
+
+
 def _problems(raw: Mapping[str, Any], exc: ValidationError, events: EventTypes) -> list[str]:
     known = ", ".join(f"'{t}'" for t in events.names)
+    errors = exc.errors(include_url=False)
+    if len(errors) > PROBLEMS:
+        more = f"and {len(errors) - PROBLEMS:,} more problems"
+        return [*_problems_of(raw, errors[:PROBLEMS], known), more]
+    return _problems_of(raw, errors, known)
+
+
+def _problems_of(raw: Mapping[str, Any], errors: list[Any], known: str) -> list[str]:
     problems: list[str] = []
-    for err in exc.errors(include_url=False):
+    for err in errors:
         kind = err["type"]
         if kind == "union_tag_not_found":
             problems.append(f"field 'type' is missing; expected one of {known}")
             continue
         if kind == "union_tag_invalid":
-            problems.append(f"unknown event type {raw.get('type')!r}; expected one of {known}")
+            problems.append(
+                f"unknown event type {quoted(raw.get('type'))}; expected one of {known}"
+            )
             continue
         loc = list(err["loc"])
         if loc and loc[0] == raw.get("type"):
             loc = loc[1:]  # pydantic puts the union tag first; the reader knows the type
         where = ".".join(str(p) for p in loc)
+        if len(where) > QUOTED:  # a key of a megabyte is named by its start
+            where = f"{where[: QUOTED - 1]}…"
         if not where:  # a check across fields (a model validator) has no location
             problems.append(_strip_prefix(err["msg"]))
         elif kind == "extra_forbidden":
@@ -244,7 +261,7 @@ def _problems(raw: Mapping[str, Any], exc: ValidationError, events: EventTypes) 
         elif kind == "timestamp":
             problems.append(f"field '{where}': {timestamp_problem(err['input'])}")
         else:
-            got = f" (got {err['input']!r})" if kind != "value_error" else ""
+            got = f" (got {quoted(err['input'])})" if kind != "value_error" else ""
             problems.append(f"field '{where}': {_strip_prefix(err['msg'])}{got}")
     return problems
 

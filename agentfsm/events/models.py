@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
+from agentfsm.errors import quoted
 from agentfsm.events._bounds import (
     MAX_EVENT_BYTES,
     PARSED_TEXT,
@@ -101,7 +102,7 @@ def parse_timestamp(value: str) -> datetime:
         return _fromisoformat(value)
     if not _RFC3339.match(value):
         raise ValueError(
-            f"{value!r} is not an RFC 3339 timestamp with an offset "
+            f"{quoted(value)} is not an RFC 3339 timestamp with an offset "
             "(like 2026-09-01T10:02:11+08:00 or 2026-09-01T02:02:11Z)"
         )
     # fromisoformat takes at most microseconds; keep the original string, check the rest.
@@ -170,12 +171,12 @@ class _TimestampText:
 def timestamp_problem(value: object) -> str:
     """What is wrong with `value` as an event's timestamp, in `parse_timestamp`'s words."""
     if not isinstance(value, str):
-        return f"Input should be a valid string (got {value!r})"
+        return f"Input should be a valid string (got {quoted(value)})"
     try:
         parse_timestamp(value)
     except ValueError as exc:
         return str(exc)
-    return f"{value!r} is {_TIMESTAMP_PROBLEM}"  # not reached: the two agree (see above)
+    return f"{quoted(value)} is {_TIMESTAMP_PROBLEM}"  # not reached: the two agree (see above)
 
 
 #: An RFC 3339 timestamp with an offset. Kept as the original string so events round-trip
